@@ -1,0 +1,41 @@
+//! Bounded, peak-preserving metric history for a monitor that stays open for
+//! days. Owns the storage types only; sampling and drawing live elsewhere.
+//!
+//! Each [`Series`] keeps a raw ring of recent samples and coarser bucket
+//! tiers behind it (by default 15 min raw, 6 h of 10 s buckets, 7 days of
+//! 1 min buckets). Every ring has a fixed capacity, so memory is bounded no
+//! matter how long the program runs; buckets keep min and max (and when the
+//! max happened), so decimation never hides a spike. [`Retained`] holds
+//! per-entity state (per-process series) that lingers after the entity goes.
+//!
+//! Time is milliseconds since the Unix epoch; values are `f64`.
+
+mod config;
+mod retained;
+mod series;
+#[cfg(test)]
+mod series_edge_tests;
+#[cfg(test)]
+mod series_tests;
+mod tier;
+
+pub use config::{SeriesConfig, TierSpec};
+pub use retained::Retained;
+pub use series::Series;
+pub use tier::Bucket;
+
+/// The highest reading seen and when it was taken.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Peak {
+    pub value: f64,
+    pub at_ms: u64,
+}
+
+/// What one chart column shows: the range of readings in its time slice and
+/// the latest of them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Column {
+    pub min: f64,
+    pub max: f64,
+    pub last: f64,
+}

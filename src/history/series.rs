@@ -1,0 +1,280 @@
+//! [`Series`]: one metric's bounded history — a raw ring of recent samples,
+//! coarser bucket tiers behind it, and an all-time peak that no eviction or
+//! decimation can lose — plus the windowed queries charts draw from.
+
+use std::collections::VecDeque;
+
+use super::tier::{Bucket, Tier, push_bounded};
+use super::{Column, Peak, SeriesConfig};
+
+/// A raw sample; a NaN value marks a gap. `push` rejects non-finite input,
+/// so NaN can never be confused with a reading.
+#[derive(Clone, Copy, Debug)]
+struct RawPoint {
+    at_ms: u64,
+    value: f64,
+}
+
+impl RawPoint {
+    fn reading(&self) -> Option<f64> {
+        (!self.value.is_nan()).then_some(self.value)
+    }
+}
+
+/// Bounded history of one metric. See the module docs for the layout.
+#[derive(Clone, Debug)]
+pub struct Series {
+    raw: VecDeque<RawPoint>,
+    raw_cap: usize,
+    // Raw holds every sample at or after this instant (see `Tier::covered_from`).
+    raw_covered_from: u64,
+    tiers: Vec<Tier>,
+    clock_ms: Option<u64>,
+    last: Option<(u64, f64)>,
+    in_gap: bool,
+    peak: Option<Peak>,
+}
+
+/// Where one stretch of a queried window is answered from.
+#[derive(Clone, Copy)]
+enum Source {
+    Raw,
+    Tier(usize),
+}
+
+/// Maps instants in `[from, to)` onto `columns` equal slices.
+struct Grid {
+    from: u64,
+    span: u128,
+    columns: u128,
+}
+
+impl Grid {
+    /// `at` must lie in the grid's window.
+    fn column(&self, at: u64) -> usize {
+        let offset = u128::from(at.saturating_sub(self.from));
+        let col = (offset * self.columns / self.span).min(self.columns - 1);
+        usize::try_from(col).unwrap_or(usize::MAX)
+    }
+}
+
+fn merge(slot: &mut Option<Column>, min: f64, max: f64, last: f64) {
+    match slot {
+        Some(c) => {
+            c.min = c.min.min(min);
+            c.max = c.max.max(max);
+            c.last = last;
+        }
+        None => *slot = Some(Column { min, max, last }),
+    }
+}
+
+impl Default for Series {
+    fn default() -> Self {
+        Series::new(SeriesConfig::default())
+    }
+}
+
+impl Series {
+    pub fn new(config: SeriesConfig) -> Self {
+        let raw_cap = config.raw_capacity();
+        let mut specs = config.tiers;
+        specs.sort_by_key(|t| t.bucket_ms);
+        Series {
+            raw: VecDeque::new(),
+            raw_cap,
+            raw_covered_from: 0,
+            tiers: specs
+                .iter()
+                .map(|t| Tier::new(t.bucket_ms, t.span_ms))
+                .collect(),
+            clock_ms: None,
+            last: None,
+            in_gap: false,
+            peak: None,
+        }
+    }
+
+    /// Clamps `at_ms` so time never runs backwards within a series; wall
+    /// clocks do step back (NTP, manual changes) and reordering would break
+    /// the sorted rings every query relies on.
+    fn advance_clock(&mut self, at_ms: u64) -> u64 {
+        let at = self.clock_ms.map_or(at_ms, |now| now.max(at_ms));
+        self.clock_ms = Some(at);
+        at
+    }
+
+    fn push_raw(&mut self, point: RawPoint) {
+        if let Some(old) = push_bounded(&mut self.raw, self.raw_cap, point) {
+            self.raw_covered_from = old.at_ms.saturating_add(1);
+        }
+    }
+
+    /// Records a reading. Non-finite values are dropped: they are read errors,
+    /// not measurements, and would poison min/max.
+    pub fn push(&mut self, at_ms: u64, value: f64) {
+        if !value.is_finite() {
+            return;
+        }
+        let at = self.advance_clock(at_ms);
+        self.push_raw(RawPoint { at_ms: at, value });
+        for tier in &mut self.tiers {
+            tier.add(at, value);
+        }
+        self.last = Some((at, value));
+        self.in_gap = false;
+        if self.peak.is_none_or(|p| value > p.value) {
+            self.peak = Some(Peak { value, at_ms: at });
+        }
+    }
+
+    /// Records that no reading could be taken at `at_ms`.
+    pub fn push_gap(&mut self, at_ms: u64) {
+        let at = self.advance_clock(at_ms);
+        // A stalled sampler reports a gap every tick; one marker per stall
+        // is enough and stops the stall from flushing real data out of raw.
+        if !self.in_gap {
+            self.push_raw(RawPoint {
+                at_ms: at,
+                value: f64::NAN,
+            });
+        }
+        self.in_gap = true;
+    }
+
+    /// The most recent reading, even if gaps were recorded after it.
+    pub fn last(&self) -> Option<(u64, f64)> {
+        self.last
+    }
+
+    /// True when the latest event was a gap, i.e. `last()` is stale.
+    pub fn in_gap(&self) -> bool {
+        self.in_gap
+    }
+
+    pub fn peak(&self) -> Option<Peak> {
+        self.peak
+    }
+
+    /// Forgets the all-time peak; the next reading becomes the new one.
+    pub fn reset_peak(&mut self) {
+        self.peak = None;
+    }
+
+    /// Raw samples still held, oldest first; `None` marks a gap.
+    pub fn raw(&self) -> impl Iterator<Item = (u64, Option<f64>)> + '_ {
+        self.raw.iter().map(|p| (p.at_ms, p.reading()))
+    }
+
+    /// Buckets of tier `index` (0 = finest), oldest first.
+    pub fn tier_buckets(&self, index: usize) -> impl Iterator<Item = &Bucket> {
+        self.tiers.get(index).into_iter().flat_map(Tier::buckets)
+    }
+
+    /// Splits `[from, to)` into stretches each answered by the finest source
+    /// that still covers it, oldest stretch first. Sources never overlap, so
+    /// no sample is counted twice except inside a tier bucket straddling a
+    /// boundary, where the bucket is the best information left.
+    fn segments(&self, from: u64, to: u64) -> Vec<(Source, u64, u64)> {
+        let sources = std::iter::once((Source::Raw, self.raw_covered_from)).chain(
+            self.tiers
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (Source::Tier(i), t.covered_from())),
+        );
+        let mut upper = to;
+        let mut out = Vec::with_capacity(self.tiers.len() + 1);
+        for (source, covered_from) in sources {
+            let lo = from.max(covered_from);
+            if lo < upper {
+                out.push((source, lo, upper));
+            }
+            upper = upper.min(covered_from);
+        }
+        out.reverse();
+        out
+    }
+
+    fn raw_in(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, f64)> + '_ {
+        let first = self.raw.partition_point(|p| p.at_ms < from);
+        self.raw
+            .range(first..)
+            .take_while(move |p| p.at_ms < to)
+            .filter_map(|p| p.reading().map(|v| (p.at_ms, v)))
+    }
+
+    /// Min/max/last per column over `[from_ms, to_ms)` in `columns` equal
+    /// slices. A tier bucket counts toward every column its span touches,
+    /// so a spike can widen when zoomed past the tier's resolution but is
+    /// never dropped. Costs O(columns + samples in the window).
+    pub fn query(&self, from_ms: u64, to_ms: u64, columns: usize) -> Vec<Option<Column>> {
+        let mut out = Vec::new();
+        // A caller-supplied width must not be able to abort the process.
+        if out.try_reserve_exact(columns).is_err() {
+            return out;
+        }
+        out.resize(columns, None);
+        if columns == 0 || from_ms >= to_ms {
+            return out;
+        }
+        let grid = Grid {
+            from: from_ms,
+            span: u128::from(to_ms - from_ms),
+            columns: columns as u128,
+        };
+        for (source, lo, hi) in self.segments(from_ms, to_ms) {
+            match source {
+                Source::Raw => {
+                    for (at, v) in self.raw_in(lo, hi) {
+                        merge(&mut out[grid.column(at)], v, v, v);
+                    }
+                }
+                Source::Tier(i) => {
+                    let tier = &self.tiers[i];
+                    for b in tier.overlapping(lo, hi) {
+                        let start = b.start_ms().max(lo);
+                        let end = tier.end_of(b).min(hi);
+                        let cols = grid.column(start)..=grid.column(end - 1);
+                        for cell in out.get_mut(cols).into_iter().flatten() {
+                            merge(cell, b.min(), b.max(), b.last());
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The highest reading in `[from_ms, to_ms)`. Where only buckets remain,
+    /// a bucket counts when its max was sampled inside the window, so the
+    /// reported time is always exact and inside the window.
+    pub fn window_peak(&self, from_ms: u64, to_ms: u64) -> Option<Peak> {
+        let mut best: Option<Peak> = None;
+        let mut offer = |value: f64, at_ms: u64| {
+            if best.is_none_or(|p| value > p.value) {
+                best = Some(Peak { value, at_ms });
+            }
+        };
+        for (source, lo, hi) in self.segments(from_ms, to_ms) {
+            match source {
+                Source::Raw => self.raw_in(lo, hi).for_each(|(at, v)| offer(v, at)),
+                Source::Tier(i) => {
+                    for b in self.tiers[i].overlapping(lo, hi) {
+                        if (lo..hi).contains(&b.max_at()) {
+                            offer(b.max(), b.max_at());
+                        }
+                    }
+                }
+            }
+        }
+        best
+    }
+
+    /// Approximate heap plus inline size, for checking that memory stays bounded.
+    pub fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + self.raw.capacity() * size_of::<RawPoint>()
+            + self.tiers.capacity() * size_of::<Tier>()
+            + self.tiers.iter().map(Tier::heap_bytes).sum::<usize>()
+    }
+}

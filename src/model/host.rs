@@ -1,0 +1,40 @@
+//! What the host tells us: RAM and swap, and for each GPU process its RSS, CPU, user and command.
+
+use super::absent::Reading;
+use serde::Serialize;
+
+/// Host RAM and swap in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct HostMemory {
+    pub total: u64,
+    pub used: u64,
+    pub available: u64,
+    pub swap_total: u64,
+    pub swap_used: u64,
+}
+
+/// Host-side facts about a process NVML listed (by host pid).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostProcess {
+    /// The host pid, as NVML reports it.
+    pub pid: u32,
+    /// The pid as seen from vramscope's own pid namespace; `None` when the process is not
+    /// visible here (vramscope runs in a container without `--pid=host`).
+    pub local_pid: Option<u32>,
+    pub user: Reading<String>,
+    pub command: Reading<String>,
+    pub rss_bytes: Reading<u64>,
+    pub cpu_percent: Reading<f32>,
+    /// Short container id from the process's cgroup, when it runs in one.
+    pub container: Option<String>,
+    /// Uid owning the process, for the kill permission check.
+    pub uid: Option<u32>,
+}
+
+/// One tick of the host sampler.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostSample {
+    pub at_ms: u64,
+    pub memory: Reading<HostMemory>,
+    pub processes: Vec<HostProcess>,
+}

@@ -1,0 +1,17 @@
+//! Pure data shared by samplers, the TUI, one-shot output and (later) recording and export.
+//! Nothing here touches the terminal, NVML or threads.
+
+pub mod absent;
+pub mod device;
+pub mod host;
+pub mod problem;
+pub mod snapshot;
+pub mod time;
+pub mod units;
+
+pub use absent::{Absent, Reading};
+pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
+pub use host::{HostMemory, HostProcess, HostSample};
+pub use problem::NvmlProblem;
+pub use snapshot::{DeviceSnapshot, ProcessRow, Snapshot};
+pub use time::now_ms;

@@ -1,0 +1,81 @@
+//! `--json`: schema `vramscope.snapshot`, version 1 (documented in README.md). Absent figures
+//! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
+
+use super::fields::{self, Field, Value};
+use crate::model::Snapshot;
+use serde_json::{Map, Value as Json, json};
+
+pub const SCHEMA: &str = "vramscope.snapshot";
+pub const VERSION: u32 = 1;
+
+/// The snapshot as JSON: pretty for one shot, one line per snapshot for `--loop`.
+pub fn render(snapshot: &Snapshot, pretty: bool) -> String {
+    let value = to_value(snapshot);
+    let text = if pretty {
+        serde_json::to_string_pretty(&value)
+    } else {
+        serde_json::to_string(&value)
+    };
+    // Serialising a serde_json::Value cannot fail; an empty object is still valid output.
+    text.unwrap_or_else(|_| "{}".into()) + "\n"
+}
+
+pub fn to_value(snapshot: &Snapshot) -> Json {
+    let driver = snapshot.driver.as_ref().map(|d| {
+        object(&[
+            ("driver_version", d.driver_version.clone().map(Value::Text)),
+            ("nvml_version", d.nvml_version.clone().map(Value::Text)),
+            (
+                "cuda_version",
+                d.cuda_label().map(Value::Text).ok_or_else(|| {
+                    d.cuda_version.clone().err().unwrap_or(crate::model::Absent::NotAvailable)
+                }),
+            ),
+        ])
+    });
+    let host = snapshot.host_memory.as_ref().map(|m| match m {
+        Ok(m) => json!({
+            "memory_total": m.total, "memory_used": m.used, "memory_available": m.available,
+            "swap_total": m.swap_total, "swap_used": m.swap_used,
+        }),
+        Err(why) => json!({ "unavailable": why.reason() }),
+    });
+    json!({
+        "schema": SCHEMA,
+        "version": VERSION,
+        "vramscope_version": env!("CARGO_PKG_VERSION"),
+        "taken_at_ms": snapshot.taken_at_ms,
+        "driver": driver,
+        "nvml_problem": snapshot.nvml_problem.as_ref().map(|p| json!({"cause": p.cause(), "hint": p.hint()})),
+        "host": host,
+        "devices": snapshot.devices.iter().map(|d| object(&fields::device(d))).collect::<Vec<_>>(),
+        "processes": snapshot.processes.iter().map(|p| object(&fields::process(p))).collect::<Vec<_>>(),
+    })
+}
+
+fn object(fields: &[Field]) -> Json {
+    let mut map = Map::new();
+    let mut unavailable = Map::new();
+    for (name, reading) in fields {
+        match reading {
+            Ok(value) => {
+                map.insert((*name).into(), scalar(value));
+            }
+            Err(why) => {
+                map.insert((*name).into(), Json::Null);
+                unavailable.insert((*name).into(), Json::String(why.reason()));
+            }
+        }
+    }
+    map.insert("unavailable".into(), Json::Object(unavailable));
+    Json::Object(map)
+}
+
+fn scalar(value: &Value) -> Json {
+    match value {
+        Value::Int(v) => json!(v),
+        Value::Float(v) => json!((v * 10.0).round() / 10.0),
+        Value::Text(v) => json!(v),
+        Value::Bool(v) => json!(v),
+    }
+}

@@ -1,0 +1,132 @@
+//! `--once`: a compact table of GPUs and processes for people, in the spirit of nvidia-smi
+//! but narrow enough for 80 columns. Absent figures print `n/a`.
+
+use crate::model::units::{bytes, watts};
+use crate::model::{DeviceSnapshot, ProcessRow, Reading, Snapshot};
+use std::fmt::Write;
+
+fn na<T>(r: &Reading<T>, f: impl Fn(&T) -> String) -> String {
+    r.as_ref().map_or_else(|_| "n/a".into(), f)
+}
+
+pub fn render(snapshot: &Snapshot) -> String {
+    let mut out = String::new();
+    let driver = snapshot.driver.as_ref();
+    let _ = writeln!(
+        out,
+        "vramscope {}  driver {}  CUDA {}",
+        env!("CARGO_PKG_VERSION"),
+        driver.map_or("n/a".into(), |d| na(&d.driver_version, Clone::clone)),
+        driver.and_then(|d| d.cuda_label()).unwrap_or_else(|| "n/a".into()),
+    );
+    let _ = writeln!(
+        out,
+        "{:>3}  {:<24} {:>21} {:>5} {:>5} {:>11} {:>4}",
+        "GPU", "NAME", "MEMORY USED / TOTAL", "UTIL", "TEMP", "POWER", "PST"
+    );
+    for d in &snapshot.devices {
+        out += &device_line(d);
+    }
+    let _ = writeln!(
+        out,
+        "\n{:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {:<10} COMMAND",
+        "PID", "GPU", "TYPE", "VRAM", "SM%", "HOST RSS", "CPU%", "USER"
+    );
+    if snapshot.processes.is_empty() {
+        out += "       (no GPU processes)\n";
+    }
+    for p in &snapshot.processes {
+        out += &process_line(p);
+    }
+    out += &notes(snapshot);
+    out
+}
+
+fn device_line(d: &DeviceSnapshot) -> String {
+    let name: String = d.info.display_name().chars().take(24).collect();
+    let Some(s) = &d.sample else {
+        return format!("{:>3}  {name:<24} (no sample)\n", d.info.index);
+    };
+    let memory = na(&s.memory, |m| {
+        format!("{} / {}", bytes(m.used), bytes(m.total))
+    });
+    let flag = if s.lost {
+        "  [LOST]"
+    } else if d.stale {
+        "  [STALE]"
+    } else {
+        ""
+    };
+    format!(
+        "{:>3}  {name:<24} {memory:>21} {:>5} {:>5} {:>11} {:>4}{flag}\n",
+        d.info.index,
+        na(&s.gpu_util, |u| format!("{u}%")),
+        na(&s.temperature_c, |t| format!("{t}C")),
+        power(&s.power_mw, &s.power_limit_mw),
+        na(&s.pstate, |p| format!("P{p}")),
+    )
+}
+
+fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {
+    match (usage, limit) {
+        (Ok(u), Ok(l)) => format!("{}/{}", watts(*u), watts(*l)),
+        (Ok(u), Err(_)) => watts(*u),
+        _ => "n/a".into(),
+    }
+}
+
+fn process_line(p: &ProcessRow) -> String {
+    let host = p.host.as_ref();
+    let pid = match host.and_then(|h| h.local_pid) {
+        Some(local) if local != p.nvml.pid => format!("{local}({})", p.nvml.pid),
+        Some(_) => p.nvml.pid.to_string(),
+        None => format!("{}*", p.nvml.pid),
+    };
+    let user: String = host
+        .map_or("n/a".into(), |h| na(&h.user, Clone::clone))
+        .chars()
+        .take(10)
+        .collect();
+    let mut command = host.map_or("n/a".into(), |h| na(&h.command, Clone::clone));
+    if let Some(container) = host.and_then(|h| h.container.as_ref()) {
+        command = format!("[{container}] {command}");
+    }
+    let command: String = command.chars().take(60).collect();
+    format!(
+        "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {user:<10} {command}\n",
+        p.gpu_index,
+        p.nvml.kind.letter(),
+        na(&p.nvml.used_memory, |b| bytes(*b)),
+        na(&p.nvml.sm_util, |u| u.to_string()),
+        host.map_or("n/a".into(), |h| na(&h.rss_bytes, |b| bytes(*b))),
+        host.map_or("n/a".into(), |h| na(&h.cpu_percent, |c| format!("{c:.0}"))),
+    )
+}
+
+/// Footnotes: why figures are absent, and what a `*` pid means.
+fn notes(snapshot: &Snapshot) -> String {
+    let mut reasons: Vec<String> = Vec::new();
+    for d in &snapshot.devices {
+        let Some(s) = &d.sample else { continue };
+        let checks: [(&str, Option<String>); 5] = [
+            ("memory", s.memory.as_ref().err().map(|e| e.reason())),
+            ("util", s.gpu_util.as_ref().err().map(|e| e.reason())),
+            ("temperature", s.temperature_c.as_ref().err().map(|e| e.reason())),
+            ("power", s.power_mw.as_ref().err().map(|e| e.reason())),
+            ("processes", s.processes.as_ref().err().map(|e| e.reason())),
+        ];
+        for (field, why) in checks {
+            if let Some(why) = why {
+                reasons.push(format!("GPU {} {field}: {why}", d.info.index));
+            }
+        }
+    }
+    let mut out = String::new();
+    if snapshot.processes.iter().any(|p| p.host.as_ref().and_then(|h| h.local_pid).is_none()) {
+        out += "* host pid not visible from here (in a container, run with --pid=host)\n";
+    }
+    if !reasons.is_empty() {
+        let _ = writeln!(out, "n/a: {}", reasons.join("; "));
+    }
+    out
+}

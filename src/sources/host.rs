@@ -1,0 +1,202 @@
+//! Host sampler: RAM and swap, and a targeted refresh of only the processes NVML listed.
+//! A full process scan costs tens of ms on busy hosts; a targeted one ~15 µs per pid.
+
+use super::container;
+use crate::model::{Absent, HostMemory, HostProcess, HostSample, now_ms};
+use sysinfo::{
+    MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users,
+};
+
+/// Owns sysinfo's state between ticks (CPU % needs the previous reading).
+pub struct HostSampler {
+    system: Option<System>,
+    users: Option<Users>,
+    host_namespace: bool,
+    /// Pids refreshed at least once: CPU % is a difference, so a first reading has none.
+    cpu_seen: std::collections::HashSet<u32>,
+}
+
+impl HostSampler {
+    pub fn new() -> Self {
+        Self {
+            system: System::new().ok(),
+            users: None,
+            host_namespace: container::in_host_pid_namespace(),
+            cpu_seen: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Reads host memory and the given host pids' facts.
+    pub fn sample(&mut self, pids: &[u32]) -> HostSample {
+        let at_ms = now_ms();
+        let Some(system) = self.system.as_mut() else {
+            return HostSample {
+                at_ms,
+                memory: Err(Absent::NotSupported),
+                processes: Vec::new(),
+            };
+        };
+        system.refresh_memory_specifics(MemoryRefreshKind::nothing().with_ram().with_swap());
+        let memory = Ok(HostMemory {
+            total: system.total_memory(),
+            used: system.used_memory(),
+            available: system.available_memory(),
+            swap_total: system.total_swap(),
+            swap_used: system.used_swap(),
+        });
+        let views: Vec<(u32, container::PidView)> = pids
+            .iter()
+            .map(|&pid| (pid, container::view(pid, self.host_namespace)))
+            .collect();
+        let local: Vec<Pid> = views
+            .iter()
+            .filter_map(|(_, v)| v.local_pid.map(Pid::from_u32))
+            .collect();
+        system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&local),
+            true,
+            ProcessRefreshKind::nothing()
+                .with_memory()
+                .with_cpu()
+                .with_cmd(UpdateKind::OnlyIfNotSet)
+                .with_user(UpdateKind::OnlyIfNotSet),
+        );
+        let processes = views
+            .into_iter()
+            .map(|(pid, view)| self.describe(pid, view))
+            .collect();
+        self.cpu_seen = local.iter().map(|p| p.as_u32()).collect();
+        HostSample {
+            at_ms,
+            memory,
+            processes,
+        }
+    }
+
+    fn describe(&mut self, pid: u32, view: container::PidView) -> HostProcess {
+        let hidden = Absent::Error("pid not visible here (run with --pid=host)".into());
+        let Some(local) = view.local_pid else {
+            return HostProcess {
+                pid,
+                local_pid: None,
+                user: Err(hidden.clone()),
+                command: Err(hidden.clone()),
+                rss_bytes: Err(hidden.clone()),
+                cpu_percent: Err(hidden),
+                container: None,
+                uid: None,
+            };
+        };
+        let user_names = &mut self.users;
+        let Some(system) = self.system.as_ref() else {
+            return HostProcess {
+                pid,
+                local_pid: Some(local),
+                user: Err(Absent::NotSupported),
+                command: Err(Absent::NotSupported),
+                rss_bytes: Err(Absent::NotSupported),
+                cpu_percent: Err(Absent::NotSupported),
+                container: view.container,
+                uid: None,
+            };
+        };
+        let Some(process) = system.process(Pid::from_u32(local)) else {
+            let gone = Absent::NotAvailable;
+            return HostProcess {
+                pid,
+                local_pid: Some(local),
+                user: Err(gone.clone()),
+                command: Err(gone.clone()),
+                rss_bytes: Err(gone.clone()),
+                cpu_percent: Err(gone),
+                container: view.container,
+                uid: None,
+            };
+        };
+        let uid = process.user_id().map(|u| **u);
+        let command = command_line(process.cmd(), process.name());
+        let user = match uid {
+            Some(uid) => Ok(user_name(user_names, uid)),
+            None => Err(Absent::NoPermission),
+        };
+        HostProcess {
+            pid,
+            local_pid: Some(local),
+            user,
+            command: Ok(command),
+            rss_bytes: Ok(process.memory()),
+            cpu_percent: if self.cpu_seen.contains(&local) {
+                Ok(process.cpu_usage())
+            } else {
+                Err(Absent::Error("first reading".into()))
+            },
+            container: view.container,
+            uid,
+        }
+    }
+
+}
+
+/// The user's name, reloading the user list only when an unknown uid shows up.
+fn user_name(users: &mut Option<Users>, uid: u32) -> String {
+    {
+        let lookup = |users: &Users| {
+            users
+                .iter()
+                .find(|u| **u.id() == uid)
+                .map(|u| u.name().to_string())
+        };
+        if let Some(name) = users.as_ref().and_then(lookup) {
+            return name;
+        }
+        *users = Users::new_with_refreshed_list().ok();
+        users
+            .as_ref()
+            .and_then(lookup)
+            .unwrap_or_else(|| uid.to_string())
+    }
+}
+
+impl Default for HostSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The command line joined by spaces; kernel threads and zombies have none, so the name stands in.
+fn command_line(cmd: &[std::ffi::OsString], name: &std::ffi::OsStr) -> String {
+    if cmd.is_empty() {
+        return name.to_string_lossy().into_owned();
+    }
+    cmd.iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_our_own_process() {
+        let mut sampler = HostSampler::new();
+        let me = std::process::id();
+        let sample = sampler.sample(&[me]);
+        let memory = sample.memory.expect("host memory readable on Linux");
+        assert!(memory.total > 0 && memory.used <= memory.total);
+        let row = &sample.processes[0];
+        assert_eq!(row.pid, me);
+        assert!(*row.rss_bytes.as_ref().expect("own rss") > 0);
+        assert!(row.command.as_ref().expect("own cmd").contains("vramscope"));
+    }
+
+    #[test]
+    fn missing_pids_are_absent_not_zero() {
+        let mut sampler = HostSampler::new();
+        // Pid max on Linux is at most 2^22, so this one cannot exist.
+        let sample = sampler.sample(&[4_194_999]);
+        assert_eq!(sample.processes[0].local_pid, None);
+        assert!(sample.processes[0].rss_bytes.is_err());
+    }
+}

@@ -1,0 +1,9 @@
+//! Samplers: each runs on its own thread and sends owned samples to the one thread that owns
+//! the state. Nothing here knows about the terminal.
+
+pub mod container;
+pub mod host;
+pub mod nvml;
+pub mod nvml_errors;
+pub mod oneshot;
+pub mod runner;

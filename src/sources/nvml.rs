@@ -1,0 +1,414 @@
+//! The NVML session: loads the library once, reads static facts once, and samples one device
+//! per call. Every figure is read independently so one failing call costs only that figure.
+
+use super::nvml_errors::{absent, absent_ref, problem};
+use crate::model::{
+    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, NvmlProblem,
+    ProcessKind, Reading, now_ms,
+};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper::{Device, Nvml};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long a per-process utilisation sample stays the process's figure. NVML only publishes
+/// samples while a process is active, so an older one says nothing about now.
+const PROCESS_UTIL_TTL_MS: u64 = 5_000;
+
+/// An initialised NVML library, kept for the life of the process.
+pub struct NvmlSession {
+    // Leaked on purpose: `Device` borrows `Nvml`, and sampler threads keep devices for the
+    // whole run. One session per process, so the leak is bounded.
+    nvml: &'static Nvml,
+    r535_process_bug: bool,
+}
+
+impl NvmlSession {
+    /// Loads libnvidia-ml (from `lib` when given) and initialises it.
+    pub fn open(lib: Option<&Path>) -> Result<Self, NvmlProblem> {
+        let mut builder = Nvml::builder();
+        if let Some(path) = lib {
+            builder.lib_path(path.as_os_str());
+        } else {
+            builder.lib_path(OsStr::new("libnvidia-ml.so.1"));
+        }
+        let nvml = builder.init().map_err(problem)?;
+        let nvml: &'static Nvml = Box::leak(Box::new(nvml));
+        let r535_process_bug = nvml
+            .sys_driver_version()
+            .map(|v| has_r535_process_bug(&v))
+            .unwrap_or(false);
+        Ok(Self {
+            nvml,
+            r535_process_bug,
+        })
+    }
+
+    pub fn driver_info(&self) -> DriverInfo {
+        DriverInfo {
+            driver_version: self.nvml.sys_driver_version().map_err(absent),
+            cuda_version: self.nvml.sys_cuda_driver_version().map_err(absent),
+            nvml_version: self.nvml.sys_nvml_version().map_err(absent),
+        }
+    }
+
+    /// The number of GPUs; zero GPUs is a problem of its own, so the caller can say so.
+    pub fn device_count(&self) -> Result<u32, NvmlProblem> {
+        match self.nvml.device_count().map_err(problem)? {
+            0 => Err(NvmlProblem::NoDevices),
+            n => Ok(n),
+        }
+    }
+
+    /// Opens device `index` and reads its static facts. A device that cannot be opened still
+    /// gets a sampler, which reports every figure as absent with the reason.
+    /// `pcie_every` enables the slow PCIe throughput call at that period.
+    pub fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
+        let device = self.nvml.device_by_index(index);
+        let info = match &device {
+            Ok(d) => read_info(index, d),
+            Err(e) => unreadable_info(index, absent_ref(e)),
+        };
+        let sampler = DeviceSampler {
+            index,
+            device: device.map_err(absent),
+            pcie_every,
+            pcie_last: None,
+            r535_process_bug: self.r535_process_bug,
+            util: UtilTracker::default(),
+        };
+        (info, sampler)
+    }
+}
+
+/// Samples one GPU. Owned by one sampler thread, so a blocking call stalls only this device.
+pub struct DeviceSampler {
+    index: u32,
+    device: Result<Device<'static>, Absent>,
+    pcie_every: Option<Duration>,
+    pcie_last: Option<Instant>,
+    r535_process_bug: bool,
+    util: UtilTracker,
+}
+
+/// Per-process utilisation state carried between ticks.
+#[derive(Default)]
+struct UtilTracker {
+    /// Newest timestamp seen: passing it back asks the driver only for newer samples.
+    cursor: u64,
+    by_pid: HashMap<u32, ProcessUtil>,
+}
+
+#[derive(Clone, Copy)]
+struct ProcessUtil {
+    seen_ms: u64,
+    timestamp: u64,
+    sm: u32,
+    mem: u32,
+    enc: u32,
+    dec: u32,
+}
+
+impl DeviceSampler {
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Reads every figure of this device once.
+    pub fn sample(&mut self) -> DeviceSample {
+        let started = Instant::now();
+        let at_ms = now_ms();
+        let pcie_due = self.pcie_due();
+        let device = match &self.device {
+            Ok(d) => d,
+            Err(why) => return unreadable_sample(self.index, at_ms, why.clone()),
+        };
+        let memory = device.memory_info().map_err(absent).map(|m| MemoryInfo {
+            total: m.total,
+            reserved: m.reserved,
+            used: m.used,
+            free: m.free,
+        });
+        let utilization = device.utilization_rates().map_err(absent);
+        let throttle = device.current_throttle_reasons().map_err(absent);
+        let (pcie_tx_kbs, pcie_rx_kbs) = if pcie_due {
+            (
+                Some(device.pcie_throughput(PcieUtilCounter::Send).map_err(absent)),
+                Some(device.pcie_throughput(PcieUtilCounter::Receive).map_err(absent)),
+            )
+        } else {
+            (None, None)
+        };
+        let processes = processes(device, &mut self.util, self.r535_process_bug, at_ms);
+        let lost = matches!(memory, Err(Absent::GpuLost));
+        DeviceSample {
+            index: self.index,
+            at_ms,
+            took_us: 0,
+            memory,
+            gpu_util: utilization.clone().map(|u| u.gpu),
+            mem_util: utilization.map(|u| u.memory),
+            temperature_c: device.temperature(TemperatureSensor::Gpu).map_err(absent),
+            power_mw: device.power_usage().map_err(absent),
+            power_limit_mw: device.enforced_power_limit().map_err(absent),
+            sm_clock_mhz: device.clock_info(Clock::SM).map_err(absent),
+            mem_clock_mhz: device.clock_info(Clock::Memory).map_err(absent),
+            fan_percent: device.fan_speed(0).map_err(absent),
+            encoder_util: device.encoder_utilization().map_err(absent).map(|u| u.utilization),
+            decoder_util: device.decoder_utilization().map_err(absent).map(|u| u.utilization),
+            throttle_reasons: throttle.map(|t| t.bits()),
+            pstate: device.performance_state().map_err(absent).map(|p| p.as_c()),
+            ecc_corrected: device
+                .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+                .map_err(absent),
+            ecc_uncorrected: device
+                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                .map_err(absent),
+            pcie_tx_kbs,
+            pcie_rx_kbs,
+            processes,
+            lost,
+        }
+        .took(started)
+    }
+
+    /// PCIe throughput blocks ~20 ms per direction, so it runs on its own slower period.
+    fn pcie_due(&mut self) -> bool {
+        let Some(every) = self.pcie_every else {
+            return false;
+        };
+        let due = self.pcie_last.is_none_or(|last| last.elapsed() >= every);
+        if due {
+            self.pcie_last = Some(Instant::now());
+        }
+        due
+    }
+
+}
+
+fn processes(
+    device: &Device<'static>,
+    util: &mut UtilTracker,
+    r535_process_bug: bool,
+    now: u64,
+) -> Reading<Vec<GpuProcess>> {
+    {
+        if r535_process_bug {
+            return Err(Absent::Error(
+                "driver 535.43-535.9x misreports process lists; upgrade to 535.98 or later".into(),
+            ));
+        }
+        let compute = with_retry(|| device.running_compute_processes());
+        let graphics = with_retry(|| device.running_graphics_processes());
+        let (compute, graphics) = match (compute, graphics) {
+            (Err(e), Err(_)) => return Err(absent(e)),
+            (c, g) => (c.unwrap_or_default(), g.unwrap_or_default()),
+        };
+        let util_status = util.refresh(device, now);
+        let mut merged: Vec<GpuProcess> = Vec::new();
+        for (info, kind) in compute
+            .iter()
+            .map(|p| (p, ProcessKind::Compute))
+            .chain(graphics.iter().map(|p| (p, ProcessKind::Graphics)))
+        {
+            let memory = used_memory(info);
+            if let Some(existing) = merged.iter_mut().find(|p| p.pid == info.pid) {
+                existing.kind = ProcessKind::ComputeAndGraphics;
+                // The same context can appear in both lists; its memory is counted once.
+                if existing.used_memory.is_err() {
+                    existing.used_memory = memory;
+                }
+                continue;
+            }
+            merged.push(util.process_row(info.pid, kind, memory, &util_status, now));
+        }
+        merged.sort_by_key(|p| p.pid);
+        let live: Vec<u32> = merged.iter().map(|p| p.pid).collect();
+        util.by_pid.retain(|pid, _| live.contains(pid));
+        Ok(merged)
+    }
+
+}
+
+impl UtilTracker {
+    fn process_row(
+        &self,
+        pid: u32,
+        kind: ProcessKind,
+        used_memory: Reading<u64>,
+        util_status: &Result<(), Absent>,
+        now: u64,
+    ) -> GpuProcess {
+        let util = match util_status {
+            Err(why) => Err(why.clone()),
+            Ok(()) => self
+                .by_pid
+                .get(&pid)
+                .filter(|u| now.saturating_sub(u.seen_ms) <= PROCESS_UTIL_TTL_MS)
+                .copied()
+                .ok_or(Absent::NotAvailable),
+        };
+        GpuProcess {
+            pid,
+            kind,
+            used_memory,
+            sm_util: util.clone().map(|u| u.sm),
+            mem_util: util.clone().map(|u| u.mem),
+            enc_util: util.clone().map(|u| u.enc),
+            dec_util: util.map(|u| u.dec),
+        }
+    }
+
+    /// Pulls samples newer than the cursor. NotFound means nothing new, which is not an error.
+    fn refresh(&mut self, device: &Device<'static>, now: u64) -> Result<(), Absent> {
+        match device.process_utilization_stats(self.cursor) {
+            Ok(samples) => {
+                for s in samples {
+                    // Drivers have returned impossible percentages and replayed old samples.
+                    if s.timestamp <= self.cursor || s.sm_util > 100 || s.mem_util > 100 {
+                        continue;
+                    }
+                    self.cursor = self.cursor.max(s.timestamp);
+                    // With cursor 0 the driver returns its whole buffer in no set order.
+                    let newer = self
+                        .by_pid
+                        .get(&s.pid)
+                        .is_none_or(|old| old.timestamp <= s.timestamp);
+                    if newer {
+                        self.by_pid.insert(
+                            s.pid,
+                            ProcessUtil {
+                                seen_ms: now,
+                                timestamp: s.timestamp,
+                                sm: s.sm_util,
+                                mem: s.mem_util,
+                                enc: s.enc_util,
+                                dec: s.dec_util,
+                            },
+                        );
+                    }
+                }
+                Ok(())
+            }
+            Err(NvmlError::NotFound) => Ok(()),
+            Err(e) => Err(absent(e)),
+        }
+    }
+}
+
+impl DeviceSample {
+    fn took(mut self, started: Instant) -> Self {
+        self.took_us = started.elapsed().as_micros() as u64;
+        self
+    }
+}
+
+/// More than five processes starting between NVML's count probe and its read gives
+/// InsufficientSize; a second try almost always succeeds.
+fn with_retry(
+    call: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
+) -> Result<Vec<ProcessInfo>, NvmlError> {
+    match call() {
+        Err(NvmlError::InsufficientSize(_)) => call(),
+        other => other,
+    }
+}
+
+fn used_memory(info: &ProcessInfo) -> Reading<u64> {
+    match info.used_gpu_memory {
+        UsedGpuMemory::Used(bytes) => Ok(bytes),
+        UsedGpuMemory::Unavailable => Err(Absent::NotAvailable),
+    }
+}
+
+fn read_info(index: u32, d: &Device<'static>) -> DeviceInfo {
+    DeviceInfo {
+        index,
+        name: d.name().map_err(absent),
+        uuid: d.uuid().map_err(absent),
+        pci_bus_id: d.pci_info().map(|p| p.bus_id).map_err(absent),
+        memory_total: d.memory_info().map(|m| m.total).map_err(absent),
+        power_limit_mw: d.power_management_limit().map_err(absent),
+        max_sm_clock_mhz: d.max_clock_info(Clock::SM).map_err(absent),
+        max_mem_clock_mhz: d.max_clock_info(Clock::Memory).map_err(absent),
+        num_fans: d.num_fans().map_err(absent),
+        persistence_mode: d
+            .is_in_persistent_mode()
+            .map_err(absent),
+    }
+}
+
+fn unreadable_info(index: u32, why: Absent) -> DeviceInfo {
+    DeviceInfo {
+        index,
+        name: Err(why.clone()),
+        uuid: Err(why.clone()),
+        pci_bus_id: Err(why.clone()),
+        memory_total: Err(why.clone()),
+        power_limit_mw: Err(why.clone()),
+        max_sm_clock_mhz: Err(why.clone()),
+        max_mem_clock_mhz: Err(why.clone()),
+        num_fans: Err(why.clone()),
+        persistence_mode: Err(why),
+    }
+}
+
+fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
+    fn e<T>(why: &Absent) -> Reading<T> {
+        Err(why.clone())
+    }
+    DeviceSample {
+        index,
+        at_ms,
+        took_us: 0,
+        memory: e(&why),
+        gpu_util: e(&why),
+        mem_util: e(&why),
+        temperature_c: e(&why),
+        power_mw: e(&why),
+        power_limit_mw: e(&why),
+        sm_clock_mhz: e(&why),
+        mem_clock_mhz: e(&why),
+        fan_percent: e(&why),
+        encoder_util: e(&why),
+        decoder_util: e(&why),
+        throttle_reasons: e(&why),
+        pstate: e(&why),
+        ecc_corrected: e(&why),
+        ecc_uncorrected: e(&why),
+        pcie_tx_kbs: None,
+        pcie_rx_kbs: None,
+        processes: e(&why),
+        lost: why == Absent::GpuLost,
+    }
+}
+
+/// Drivers 535.43.02 to 535.86.x write a 32-byte process struct through the 24-byte `_v3`
+/// call, swapping pids and memory when more than one process runs.
+fn has_r535_process_bug(version: &str) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    major == 535 && (43..98).contains(&minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn r535_window_is_exactly_the_buggy_releases() {
+        assert!(has_r535_process_bug("535.43.02"));
+        assert!(has_r535_process_bug("535.86.10"));
+        assert!(!has_r535_process_bug("535.98"));
+        assert!(!has_r535_process_bug("535.104.05"));
+        assert!(!has_r535_process_bug("550.54.15"));
+        assert!(!has_r535_process_bug("garbage"));
+    }
+}

@@ -1,0 +1,183 @@
+//! Runs the samplers on their own threads. Each GPU gets a thread so that an NVML call that
+//! blocks stalls only that GPU; the main thread notices the silence and marks it stale.
+
+use super::host::HostSampler;
+use super::nvml::{DeviceSampler, NvmlSession};
+use crate::model::{DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// What samplers send to the state owner.
+#[derive(Debug)]
+pub enum SourceEvent {
+    /// NVML opened: static facts, sent once before any sample.
+    Started {
+        driver: DriverInfo,
+        devices: Vec<DeviceInfo>,
+    },
+    /// NVML cannot be used at all; host sampling goes on.
+    NvmlUnavailable(NvmlProblem),
+    Device(Box<DeviceSample>),
+    Host(Box<HostSample>),
+}
+
+/// Sampler settings.
+#[derive(Clone, Debug)]
+pub struct SamplingConfig {
+    pub nvml_lib: Option<PathBuf>,
+    pub interval: Duration,
+    /// Period of the PCIe throughput call; `None` leaves it off.
+    pub pcie_every: Option<Duration>,
+}
+
+/// Handle to running samplers: change the interval, tell the host sampler which pids to watch.
+pub struct Sampling {
+    interval_ms: Arc<AtomicU64>,
+    pids: Sender<Vec<u32>>,
+}
+
+impl Sampling {
+    /// Starts every sampler; events arrive on `tx` for as long as the receiver lives.
+    pub fn start<E>(config: SamplingConfig, tx: Sender<E>) -> Self
+    where
+        E: From<SourceEvent> + Send + 'static,
+    {
+        let interval_ms = Arc::new(AtomicU64::new(config.interval.as_millis() as u64));
+        let (pid_tx, pid_rx) = channel();
+        {
+            let tx = tx.clone();
+            let interval_ms = interval_ms.clone();
+            let _ = thread::Builder::new()
+                .name("host-sampler".into())
+                .spawn(move || host_loop(tx, pid_rx, interval_ms));
+        }
+        {
+            let interval_ms = interval_ms.clone();
+            let _ = thread::Builder::new()
+                .name("nvml-open".into())
+                .spawn(move || nvml_start(config, tx, interval_ms));
+        }
+        Sampling {
+            interval_ms,
+            pids: pid_tx,
+        }
+    }
+
+    pub fn interval(&self) -> Duration {
+        Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
+    }
+
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval_ms
+            .store(interval.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// The host pids NVML currently lists, for the targeted host refresh.
+    pub fn watch_pids(&self, pids: Vec<u32>) {
+        let _ = self.pids.send(pids);
+    }
+}
+
+/// NVML init can itself take seconds (persistence mode off), so it runs off the UI thread too.
+fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, interval_ms: Arc<AtomicU64>)
+where
+    E: From<SourceEvent> + Send + 'static,
+{
+    let opened = NvmlSession::open(config.nvml_lib.as_deref())
+        .and_then(|session| session.device_count().map(|n| (session, n)));
+    let (session, count) = match opened {
+        Ok(pair) => pair,
+        Err(problem) => {
+            let _ = tx.send(SourceEvent::NvmlUnavailable(problem).into());
+            return;
+        }
+    };
+    let mut devices = Vec::new();
+    let mut samplers = Vec::new();
+    for index in 0..count {
+        let (info, sampler) = session.device(index, config.pcie_every);
+        devices.push(info);
+        samplers.push(sampler);
+    }
+    let started = SourceEvent::Started {
+        driver: session.driver_info(),
+        devices,
+    };
+    if tx.send(started.into()).is_err() {
+        return;
+    }
+    for sampler in samplers {
+        let tx = tx.clone();
+        let interval_ms = interval_ms.clone();
+        let _ = thread::Builder::new()
+            .name(format!("gpu-{}", sampler.index()))
+            .spawn(move || device_loop(sampler, tx, interval_ms));
+    }
+}
+
+fn device_loop<E>(mut sampler: DeviceSampler, tx: Sender<E>, interval_ms: Arc<AtomicU64>)
+where
+    E: From<SourceEvent>,
+{
+    let mut schedule = Schedule::new();
+    loop {
+        let sample = sampler.sample();
+        if tx.send(SourceEvent::Device(Box::new(sample)).into()).is_err() {
+            return;
+        }
+        schedule.wait(&interval_ms);
+    }
+}
+
+fn host_loop<E>(tx: Sender<E>, pids: Receiver<Vec<u32>>, interval_ms: Arc<AtomicU64>)
+where
+    E: From<SourceEvent>,
+{
+    let mut sampler = HostSampler::new();
+    let mut watched: Vec<u32> = Vec::new();
+    let mut schedule = Schedule::new();
+    loop {
+        // Only the newest pid list matters.
+        while let Ok(latest) = pids.try_recv() {
+            watched = latest;
+        }
+        let sample = sampler.sample(&watched);
+        if tx.send(SourceEvent::Host(Box::new(sample)).into()).is_err() {
+            return;
+        }
+        // Host figures move slowly; below 500 ms they cost more than they tell.
+        schedule.wait_at_least(&interval_ms, 500);
+    }
+}
+
+/// Drift-free ticks: the next tick is due one interval after the previous one was due, so
+/// sampling does not slide by the time the calls take; after a stall it starts afresh.
+struct Schedule {
+    next: Instant,
+}
+
+impl Schedule {
+    fn new() -> Self {
+        Self {
+            next: Instant::now(),
+        }
+    }
+
+    fn wait(&mut self, interval_ms: &AtomicU64) {
+        self.wait_at_least(interval_ms, 0);
+    }
+
+    fn wait_at_least(&mut self, interval_ms: &AtomicU64, floor_ms: u64) {
+        let period = Duration::from_millis(interval_ms.load(Ordering::Relaxed).max(floor_ms));
+        self.next += period;
+        let now = Instant::now();
+        if self.next <= now {
+            self.next = now + period;
+        }
+        thread::sleep(self.next - now);
+    }
+}

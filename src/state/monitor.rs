@@ -1,0 +1,204 @@
+//! Ingests samples, keeps history, and answers what the view and outputs need.
+
+use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
+use crate::history::{Retained, Series};
+use crate::model::{
+    DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostSample, NvmlProblem, Snapshot,
+};
+use crate::sources::runner::SourceEvent;
+use std::collections::HashMap;
+
+/// When a device that has gone silent is called stale: a few missed ticks, never under 2 s.
+#[derive(Clone, Copy, Debug)]
+pub struct StaleAfter {
+    pub interval_ms: u64,
+}
+
+impl StaleAfter {
+    fn threshold_ms(self) -> u64 {
+        (self.interval_ms * 3).max(2_000)
+    }
+}
+
+/// Everything sampled so far.
+#[derive(Default)]
+pub struct Monitor {
+    pub driver: Option<DriverInfo>,
+    pub problem: Option<NvmlProblem>,
+    devices: Vec<DeviceInfo>,
+    latest: HashMap<u32, DeviceSample>,
+    host: Option<HostSample>,
+    device_series: HashMap<String, DeviceSeries>,
+    process_series: Retained<ProcessKey, ProcessSeries>,
+    host_used: Series,
+    started_ms: u64,
+    /// Bumped on every ingest so the UI knows when it has something new to draw.
+    pub version: u64,
+}
+
+impl Monitor {
+    pub fn new(now_ms: u64) -> Self {
+        Self {
+            started_ms: now_ms,
+            ..Self::default()
+        }
+    }
+
+    /// Takes one sampler event into the state.
+    pub fn ingest(&mut self, event: SourceEvent) {
+        self.version += 1;
+        match event {
+            SourceEvent::Started { driver, devices } => {
+                self.driver = Some(driver);
+                for info in &devices {
+                    self.device_series.entry(info.key()).or_default();
+                }
+                self.devices = devices;
+            }
+            SourceEvent::NvmlUnavailable(problem) => self.problem = Some(problem),
+            SourceEvent::Device(sample) => self.ingest_device(*sample),
+            SourceEvent::Host(sample) => self.ingest_host(*sample),
+        }
+    }
+
+    fn ingest_device(&mut self, sample: DeviceSample) {
+        let Some(info) = self.devices.iter().find(|d| d.index == sample.index) else {
+            return;
+        };
+        let key = info.key();
+        let series = self.device_series.entry(key.clone()).or_default();
+        match &sample.memory {
+            Ok(m) => series.memory_used.push(sample.at_ms, m.used as f64),
+            Err(_) => series.memory_used.push_gap(sample.at_ms),
+        }
+        match &sample.gpu_util {
+            Ok(u) => series.gpu_util.push(sample.at_ms, f64::from(*u)),
+            Err(_) => series.gpu_util.push_gap(sample.at_ms),
+        }
+        if let Ok(processes) = &sample.processes {
+            for p in processes {
+                let entry = self.process_series.touch(
+                    ProcessKey {
+                        pid: p.pid,
+                        gpu_uuid: key.clone(),
+                    },
+                    sample.at_ms,
+                );
+                entry.gpu_index = sample.index;
+                match &p.used_memory {
+                    Ok(bytes) => entry.vram.push(sample.at_ms, *bytes as f64),
+                    Err(_) => entry.vram.push_gap(sample.at_ms),
+                }
+            }
+        }
+        self.process_series.evict(sample.at_ms);
+        self.latest.insert(sample.index, sample);
+    }
+
+    fn ingest_host(&mut self, sample: HostSample) {
+        if let Ok(m) = &sample.memory {
+            self.host_used.push(sample.at_ms, m.used as f64);
+        }
+        for (key, series) in self.process_series.iter_mut() {
+            let Some(host) = sample.processes.iter().find(|h| h.pid == key.pid) else {
+                continue;
+            };
+            if let Ok(rss) = host.rss_bytes {
+                series.host_rss.push(sample.at_ms, rss as f64);
+            }
+            if let Ok(cmd) = &host.command {
+                series.command = Some(cmd.clone());
+            }
+            if let Ok(user) = &host.user {
+                series.user = Some(user.clone());
+            }
+        }
+        self.host = Some(sample);
+    }
+
+    /// Host pids of every process NVML lists now, for the host sampler's targeted refresh.
+    pub fn gpu_pids(&self) -> Vec<u32> {
+        let mut pids: Vec<u32> = self
+            .latest
+            .values()
+            .filter_map(|s| s.processes.as_ref().ok())
+            .flatten()
+            .map(|p| p.pid)
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Joined latest state. A device silent for longer than `stale` is marked stale.
+    pub fn snapshot(&self, now_ms: u64, stale: StaleAfter) -> Snapshot {
+        let devices: Vec<DeviceSnapshot> = self
+            .devices
+            .iter()
+            .map(|info| {
+                let sample = self.latest.get(&info.index).cloned();
+                let last = sample.as_ref().map_or(self.started_ms, |s| s.at_ms);
+                DeviceSnapshot {
+                    info: info.clone(),
+                    sample,
+                    stale: now_ms.saturating_sub(last) > stale.threshold_ms(),
+                }
+            })
+            .collect();
+        let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
+        Snapshot {
+            taken_at_ms: now_ms,
+            driver: self.driver.clone(),
+            nvml_problem: self.problem.clone(),
+            processes: Snapshot::join_processes(&devices, host_processes),
+            devices,
+            host_memory: self.host.as_ref().map(|h| h.memory.clone()),
+        }
+    }
+
+    /// Every GPU has sent a sample, or NVML has said why it cannot: the screen is complete.
+    pub fn has_first_data(&self) -> bool {
+        self.problem.is_some()
+            || (!self.devices.is_empty()
+                && self.devices.iter().all(|d| self.latest.contains_key(&d.index)))
+    }
+
+    pub fn devices(&self) -> &[DeviceInfo] {
+        &self.devices
+    }
+
+    pub fn device_series(&self, key: &str) -> Option<&DeviceSeries> {
+        self.device_series.get(key)
+    }
+
+    pub fn process_series(&self, key: &ProcessKey) -> Option<&ProcessSeries> {
+        self.process_series.get(key)
+    }
+
+    /// Every process seen recently, alive or exited, with its history.
+    pub fn processes(&self) -> impl Iterator<Item = (&ProcessKey, &ProcessSeries)> {
+        self.process_series.iter()
+    }
+
+    /// When a process was last listed by NVML.
+    pub fn process_last_seen(&self, key: &ProcessKey) -> Option<u64> {
+        self.process_series.last_seen(key)
+    }
+
+    pub fn host_used(&self) -> &Series {
+        &self.host_used
+    }
+
+    /// Forget all-time peaks (the `r` key): the next samples set new ones.
+    pub fn reset_peaks(&mut self) {
+        for series in self.device_series.values_mut() {
+            series.memory_used.reset_peak();
+            series.gpu_util.reset_peak();
+        }
+        for (_, series) in self.process_series.iter_mut() {
+            series.vram.reset_peak();
+            series.host_rss.reset_peak();
+        }
+        self.version += 1;
+    }
+}

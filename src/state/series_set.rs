@@ -1,0 +1,40 @@
+//! Which series vramscope keeps for each GPU and each GPU process.
+
+use crate::history::{Series, SeriesConfig};
+
+/// History of one GPU.
+#[derive(Default)]
+pub struct DeviceSeries {
+    pub memory_used: Series,
+    pub gpu_util: Series,
+}
+
+/// A process on a GPU: one pid can use several GPUs, each with its own VRAM.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProcessKey {
+    pub pid: u32,
+    pub gpu_uuid: String,
+}
+
+/// History of one process on one GPU. Kept a while after the process exits, because a crashed
+/// run's peak is what the user came for.
+pub struct ProcessSeries {
+    pub vram: Series,
+    pub host_rss: Series,
+    pub gpu_index: u32,
+    /// Last command line seen, so an exited process still has a name.
+    pub command: Option<String>,
+    pub user: Option<String>,
+}
+
+impl Default for ProcessSeries {
+    fn default() -> Self {
+        Self {
+            vram: Series::new(SeriesConfig::process()),
+            host_rss: Series::new(SeriesConfig::process()),
+            gpu_index: 0,
+            command: None,
+            user: None,
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! The main thread: owns the monitor state and the UI state, blocks on one channel carrying
+//! samples, keys and signals, and redraws at once after input but at most every half refresh
+//! period for data, so an idle monitor costs next to nothing.
+
+use super::keys::{self, Outcome};
+use super::rows::table_rows;
+use super::signals::{self, SignalEvent};
+use super::terminal::TerminalGuard;
+use super::theme::Theme;
+use super::ui_state::UiState;
+use super::view::View;
+use crate::cli::Cli;
+use crate::model::{Snapshot, now_ms};
+use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
+use crate::state::{Monitor, StaleAfter};
+use crossterm::event::{self as term_event, Event as TermEvent};
+use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Everything the loop waits for.
+enum Event {
+    Source(SourceEvent),
+    Input(TermEvent),
+    InputClosed,
+    Signal(SignalEvent),
+}
+
+impl From<SourceEvent> for Event {
+    fn from(e: SourceEvent) -> Self {
+        Event::Source(e)
+    }
+}
+
+impl From<SignalEvent> for Event {
+    fn from(e: SignalEvent) -> Self {
+        Event::Signal(e)
+    }
+}
+
+/// Runs the interactive monitor until the person quits or a signal ends it.
+pub fn run(cli: &Cli) -> ExitCode {
+    let started = Instant::now();
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        eprintln!(
+            "vramscope: the monitor needs a terminal; for output to a file or pipe use --once, --json or --csv"
+        );
+        return ExitCode::from(2);
+    }
+    let (tx, rx) = channel::<Event>();
+    if let Err(e) = signals::forward(tx.clone()) {
+        eprintln!("vramscope: cannot watch signals: {e}");
+        return ExitCode::from(1);
+    }
+    let sampling = Sampling::start(
+        SamplingConfig {
+            nvml_lib: cli.nvml_lib.clone(),
+            interval: cli.interval,
+            pcie_every: cli.pcie,
+        },
+        tx.clone(),
+    );
+    spawn_input_reader(tx);
+    let mut guard = match TerminalGuard::enter() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("vramscope: cannot set up the terminal: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut app = App {
+        monitor: Monitor::new(now_ms()),
+        ui: UiState::new(cli.interval.as_millis() as u64, cli.ascii, cli.read_only),
+        theme: Theme::from_env(cli.ascii),
+        sampling,
+        watched_pids: Vec::new(),
+    };
+    let mut first_frame = FirstFrame::from_env(started);
+    let mut last_draw: Option<Instant> = None;
+    let mut data_dirty = true;
+    let mut input_dirty = true;
+    let status = loop {
+        let data_gap = app.data_redraw_gap();
+        let due = last_draw.is_none_or(|t| t.elapsed() >= data_gap);
+        if input_dirty || (data_dirty && due) {
+            if let Err(e) = app.draw(&mut guard) {
+                break Exit::Error(format!("drawing failed: {e}"));
+            }
+            last_draw = Some(Instant::now());
+            first_frame.drawn(&app.monitor);
+            data_dirty = false;
+            input_dirty = false;
+        }
+        // Idle: wake once a second anyway so ages ("3s ago") and stale marks stay true.
+        let wait = if data_dirty {
+            last_draw.map_or(Duration::ZERO, |t| data_gap.saturating_sub(t.elapsed()))
+        } else {
+            Duration::from_secs(1)
+        };
+        let first = match rx.recv_timeout(wait) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                data_dirty = true;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
+        };
+        let mut next = Some(first);
+        let mut exit = None;
+        // Drain everything pending before drawing once.
+        while let Some(event) = next {
+            match app.handle(event, &mut guard) {
+                Step::Data => data_dirty = true,
+                Step::Input => input_dirty = true,
+                Step::Nothing => {}
+                Step::Exit(e) => {
+                    exit = Some(e);
+                    break;
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Some(e) = exit {
+            break e;
+        }
+        app.update_watched_pids();
+    };
+    drop(guard);
+    match status {
+        Exit::Status(code) => ExitCode::from(code),
+        Exit::Error(message) => {
+            eprintln!("vramscope: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+enum Exit {
+    Status(u8),
+    Error(String),
+}
+
+enum Step {
+    Nothing,
+    Data,
+    Input,
+    Exit(Exit),
+}
+
+struct App {
+    monitor: Monitor,
+    ui: UiState,
+    theme: Theme,
+    sampling: Sampling,
+    watched_pids: Vec<u32>,
+}
+
+impl App {
+    /// Data redraws are coalesced: at most one per half refresh period, within 50-500 ms.
+    fn data_redraw_gap(&self) -> Duration {
+        Duration::from_millis((self.ui.interval_ms / 2).clamp(50, 500))
+    }
+
+    fn live_snapshot(&self) -> Snapshot {
+        self.monitor.snapshot(
+            now_ms(),
+            StaleAfter {
+                interval_ms: self.ui.interval_ms,
+            },
+        )
+    }
+
+    fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
+        let (snapshot, now) = match &self.ui.frozen {
+            Some((snapshot, at)) => (snapshot.clone(), *at),
+            None => {
+                let s = self.live_snapshot();
+                let at = s.taken_at_ms;
+                (s, at)
+            }
+        };
+        self.follow_selection(&snapshot, now);
+        let view = View {
+            snapshot: &snapshot,
+            monitor: &self.monitor,
+            ui: &self.ui,
+            now_ms: now,
+            theme: &self.theme,
+        };
+        let mut out = std::io::stdout();
+        // Synchronized updates stop tmux and modern terminals from showing half-drawn frames.
+        let _ = crossterm::queue!(out, BeginSynchronizedUpdate);
+        let result = guard.terminal.draw(|frame| super::layout::draw(frame, &view));
+        let _ = crossterm::queue!(out, EndSynchronizedUpdate);
+        let _ = out.flush();
+        result.map(|_| ())
+    }
+
+    /// Keeps the selection on the same process when rows are re-sorted or come and go.
+    fn follow_selection(&mut self, snapshot: &Snapshot, now: u64) {
+        let view = View {
+            snapshot,
+            monitor: &self.monitor,
+            ui: &self.ui,
+            now_ms: now,
+            theme: &self.theme,
+        };
+        let rows = table_rows(&view);
+        let found = self
+            .ui
+            .selected_key
+            .as_ref()
+            .and_then(|key| rows.iter().position(|r| &r.key == key));
+        self.ui.selected = match found {
+            Some(at) => at,
+            None => self.ui.selected.min(rows.len().saturating_sub(1)),
+        };
+        self.ui.selected_key = rows.get(self.ui.selected).map(|r| r.key.clone());
+    }
+
+    fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {
+        match event {
+            Event::Source(e) => {
+                self.monitor.ingest(e);
+                if self.ui.frozen.is_some() { Step::Nothing } else { Step::Data }
+            }
+            Event::Input(TermEvent::Key(key)) => self.key(key, guard),
+            Event::Input(TermEvent::Resize(..)) => Step::Input,
+            Event::Input(_) => Step::Nothing,
+            Event::InputClosed => Step::Exit(Exit::Status(0)),
+            Event::Signal(SignalEvent::Quit(signal)) => {
+                Step::Exit(Exit::Status(128u8.saturating_add(signal as u8)))
+            }
+            Event::Signal(SignalEvent::Resumed) => {
+                let _ = guard.resume();
+                Step::Input
+            }
+            Event::Signal(SignalEvent::Resized) => Step::Input,
+        }
+    }
+
+    fn key(&mut self, key: crossterm::event::KeyEvent, guard: &mut TerminalGuard) -> Step {
+        let (snapshot, now) = match &self.ui.frozen {
+            Some((s, at)) => (s.clone(), *at),
+            None => {
+                let s = self.live_snapshot();
+                let at = s.taken_at_ms;
+                (s, at)
+            }
+        };
+        let view = View {
+            snapshot: &snapshot,
+            monitor: &self.monitor,
+            ui: &self.ui,
+            now_ms: now,
+            theme: &self.theme,
+        };
+        let rows = table_rows(&view);
+        match keys::handle(key, &mut self.ui, &rows, &snapshot) {
+            Outcome::Ignored => Step::Nothing,
+            Outcome::Redraw => Step::Input,
+            Outcome::FullRedraw => {
+                let _ = guard.terminal.clear();
+                Step::Input
+            }
+            Outcome::Quit => Step::Exit(Exit::Status(0)),
+            Outcome::Suspend => {
+                guard.suspend();
+                // SAFETY: raising a signal at ourselves; SIGTSTP's default action stops us
+                // until the shell sends SIGCONT.
+                unsafe { libc::raise(libc::SIGTSTP) };
+                let _ = guard.resume();
+                Step::Input
+            }
+            Outcome::Kill(request) => {
+                self.ui.flash = Some(keys::send_signal(&request));
+                Step::Input
+            }
+            Outcome::ResetPeaks => {
+                self.monitor.reset_peaks();
+                self.ui.flash = Some("peaks reset".into());
+                Step::Input
+            }
+            Outcome::Interval(ms) => {
+                self.ui.interval_ms = ms;
+                self.sampling.set_interval(Duration::from_millis(ms));
+                self.ui.flash = Some(format!("refresh every {ms} ms"));
+                Step::Input
+            }
+        }
+    }
+
+    fn update_watched_pids(&mut self) {
+        let pids = self.monitor.gpu_pids();
+        if pids != self.watched_pids {
+            self.sampling.watch_pids(pids.clone());
+            self.watched_pids = pids;
+        }
+    }
+}
+
+/// Terminal input on its own thread, so the loop waits on a single channel.
+fn spawn_input_reader(tx: Sender<Event>) {
+    let _ = thread::Builder::new().name("input".into()).spawn(move || {
+        loop {
+            let event = match term_event::read() {
+                Ok(e) => Event::Input(e),
+                Err(_) => Event::InputClosed,
+            };
+            let closed = matches!(event, Event::InputClosed);
+            if tx.send(event).is_err() || closed {
+                return;
+            }
+        }
+    });
+}
+
+/// Benchmark hook: with VRAMSCOPE_FIRST_FRAME_FILE set, writes the µs from start to the first
+/// frame that shows every GPU's data (or the reason there is none).
+struct FirstFrame {
+    target: Option<std::path::PathBuf>,
+    started: Instant,
+}
+
+impl FirstFrame {
+    fn from_env(started: Instant) -> Self {
+        Self {
+            target: std::env::var_os("VRAMSCOPE_FIRST_FRAME_FILE").map(Into::into),
+            started,
+        }
+    }
+
+    fn drawn(&mut self, monitor: &Monitor) {
+        let Some(target) = &self.target else { return };
+        if !monitor.has_first_data() {
+            return;
+        }
+        let micros = self.started.elapsed().as_micros();
+        let _ = std::fs::write(target, format!("{micros}\n"));
+        self.target = None;
+    }
+}

@@ -1,0 +1,236 @@
+//! Key handling, one function per mode. Keys change `UiState`; anything that reaches outside
+//! the UI (quitting, sending a signal, changing the sampling period) comes back as an
+//! `Outcome` for the event loop to carry out.
+
+use super::rows::TableRow;
+use super::ui_state::{KillRequest, KillSignal, Mode, UiState};
+use crate::model::Snapshot;
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// What the loop must do after a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing changed on screen.
+    Ignored,
+    Redraw,
+    /// Clear and repaint every cell (Ctrl-L).
+    FullRedraw,
+    Quit,
+    /// Ctrl-Z: give the terminal back and stop.
+    Suspend,
+    Kill(KillRequest),
+    ResetPeaks,
+    /// New refresh period in ms.
+    Interval(u64),
+}
+
+/// Refresh periods `+` and `-` step through.
+const INTERVALS_MS: [u64; 8] = [100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000];
+
+pub fn handle(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot) -> Outcome {
+    if key.kind == KeyEventKind::Release {
+        return Outcome::Ignored;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && key.code == KeyCode::Char('c') {
+        return Outcome::Quit;
+    }
+    if ctrl && key.code == KeyCode::Char('z') {
+        return Outcome::Suspend;
+    }
+    if ctrl && key.code == KeyCode::Char('l') {
+        return Outcome::FullRedraw;
+    }
+    ui.flash = None;
+    match ui.mode.clone() {
+        Mode::Filter => filter_key(key, ui),
+        Mode::Help => {
+            ui.mode = Mode::Normal;
+            if key.code == KeyCode::Char('q') { Outcome::Quit } else { Outcome::Redraw }
+        }
+        Mode::ConfirmKill(request) => {
+            ui.mode = Mode::Normal;
+            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                Outcome::Kill(request)
+            } else {
+                ui.flash = Some("kill cancelled".into());
+                Outcome::Redraw
+            }
+        }
+        Mode::Detail => match key.code {
+            KeyCode::Esc | KeyCode::Enter => {
+                ui.mode = Mode::Normal;
+                Outcome::Redraw
+            }
+            _ => normal_key(key, ui, rows, snapshot),
+        },
+        Mode::Normal => normal_key(key, ui, rows, snapshot),
+    }
+}
+
+fn normal_key(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot) -> Outcome {
+    match key.code {
+        KeyCode::Char('q') => Outcome::Quit,
+        KeyCode::Char('?') | KeyCode::F(1) => {
+            ui.mode = Mode::Help;
+            Outcome::Redraw
+        }
+        KeyCode::Esc => {
+            ui.mode = Mode::Normal;
+            if !ui.filter.is_empty() {
+                ui.filter.clear();
+            }
+            Outcome::Redraw
+        }
+        KeyCode::Char(' ') => {
+            ui.frozen = match ui.frozen.take() {
+                Some(_) => None,
+                None => Some((snapshot.clone(), snapshot.taken_at_ms)),
+            };
+            Outcome::Redraw
+        }
+        KeyCode::Char('+') | KeyCode::Char('=') => Outcome::Interval(step_interval(ui.interval_ms, true)),
+        KeyCode::Char('-') | KeyCode::Char('_') => Outcome::Interval(step_interval(ui.interval_ms, false)),
+        KeyCode::Char('s') => {
+            ui.sort = ui.sort.next();
+            ui.sort_descending = ui.sort.default_descending();
+            Outcome::Redraw
+        }
+        KeyCode::Char('S') => {
+            ui.sort_descending = !ui.sort_descending;
+            Outcome::Redraw
+        }
+        KeyCode::Char('/') => {
+            ui.mode = Mode::Filter;
+            Outcome::Redraw
+        }
+        KeyCode::Char('r') => Outcome::ResetPeaks,
+        KeyCode::Enter => {
+            if rows.is_empty() {
+                return Outcome::Ignored;
+            }
+            ui.mode = Mode::Detail;
+            Outcome::Redraw
+        }
+        KeyCode::Up | KeyCode::Char('k') if key.code == KeyCode::Up => select(ui, rows, -1),
+        KeyCode::Down => select(ui, rows, 1),
+        KeyCode::PageUp => select(ui, rows, -10),
+        KeyCode::PageDown => select(ui, rows, 10),
+        KeyCode::Home => select(ui, rows, i64::MIN / 2),
+        KeyCode::End => select(ui, rows, i64::MAX / 2),
+        KeyCode::Char('k') => ask_kill(ui, rows, snapshot, KillSignal::Term),
+        KeyCode::Char('K') => ask_kill(ui, rows, snapshot, KillSignal::Kill),
+        _ => Outcome::Ignored,
+    }
+}
+
+fn filter_key(key: KeyEvent, ui: &mut UiState) -> Outcome {
+    match key.code {
+        KeyCode::Enter => ui.mode = Mode::Normal,
+        KeyCode::Esc => {
+            ui.filter.clear();
+            ui.mode = Mode::Normal;
+        }
+        KeyCode::Backspace => {
+            ui.filter.pop();
+        }
+        KeyCode::Char(c) if ui.filter.chars().count() < 64 => ui.filter.push(c),
+        _ => return Outcome::Ignored,
+    }
+    ui.selected = 0;
+    ui.selected_key = None;
+    Outcome::Redraw
+}
+
+/// Moves the selection by `delta` rows, clamped, and remembers which process it is on.
+fn select(ui: &mut UiState, rows: &[TableRow], delta: i64) -> Outcome {
+    if rows.is_empty() {
+        return Outcome::Ignored;
+    }
+    let last = rows.len() as i64 - 1;
+    let at = (ui.selected as i64).saturating_add(delta).clamp(0, last) as usize;
+    ui.selected = at;
+    ui.selected_key = rows.get(at).map(|r| r.key.clone());
+    Outcome::Redraw
+}
+
+fn ask_kill(ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot, signal: KillSignal) -> Outcome {
+    if ui.read_only {
+        ui.flash = Some("read-only: signals are disabled".into());
+        return Outcome::Redraw;
+    }
+    let Some(row) = rows.get(ui.selected) else {
+        return Outcome::Ignored;
+    };
+    let Some(host) = snapshot
+        .processes
+        .iter()
+        .filter_map(|p| p.host.as_ref())
+        .find(|h| h.pid == row.key.pid)
+    else {
+        ui.flash = Some(format!("pid {} has exited or is not visible here", row.key.pid));
+        return Outcome::Redraw;
+    };
+    let Some(local_pid) = host.local_pid else {
+        ui.flash = Some(format!("pid {} is not visible from here", host.pid));
+        return Outcome::Redraw;
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 && host.uid != Some(me) {
+        ui.flash = Some(format!("pid {local_pid} is not yours: only root may signal it"));
+        return Outcome::Redraw;
+    }
+    ui.mode = Mode::ConfirmKill(KillRequest {
+        pid: local_pid,
+        signal,
+        user: host.user.clone().unwrap_or_else(|_| "n/a".into()),
+        command: host.command.clone().unwrap_or_else(|_| "n/a".into()),
+    });
+    Outcome::Redraw
+}
+
+/// The next refresh period up or down the ladder, from wherever the current one is.
+pub fn step_interval(current_ms: u64, slower: bool) -> u64 {
+    if slower {
+        INTERVALS_MS.iter().copied().find(|&i| i > current_ms).unwrap_or(current_ms)
+    } else {
+        INTERVALS_MS.iter().rev().copied().find(|&i| i < current_ms).unwrap_or(current_ms)
+    }
+}
+
+/// Sends the confirmed signal; the result is a line for the status bar.
+pub fn send_signal(request: &KillRequest) -> String {
+    let signal = match request.signal {
+        KillSignal::Term => libc::SIGTERM,
+        KillSignal::Kill => libc::SIGKILL,
+    };
+    let Ok(pid) = libc::pid_t::try_from(request.pid) else {
+        return format!("pid {} out of range", request.pid);
+    };
+    // SAFETY: kill takes plain integers; a wrong pid only yields an error code.
+    let result = unsafe { libc::kill(pid, signal) };
+    if result == 0 {
+        format!("sent {} to {}", request.signal.name(), request.pid)
+    } else {
+        format!(
+            "could not signal {}: {}",
+            request.pid,
+            std::io::Error::last_os_error()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interval_ladder_steps_and_stops_at_the_ends() {
+        assert_eq!(step_interval(1_000, true), 2_000);
+        assert_eq!(step_interval(1_000, false), 500);
+        assert_eq!(step_interval(100, false), 100);
+        assert_eq!(step_interval(30_000, true), 30_000);
+        assert_eq!(step_interval(700, false), 500);
+    }
+}

@@ -1,0 +1,154 @@
+//! Where every panel goes, for any terminal size. The one entry point is [`draw`].
+//!
+//! ```text
+//! ┌──────────────────────────────────────────────────────────────────────────────┐
+//! │ header: vramscope [PAUSED] driver, CUDA            every 1.0s  08:04:32 UTC  │ 1 row
+//! ├──────────────────────────────────────────────────────────────────────────────┤
+//! │ GPU area, one of:                                                            │
+//! │  - full panels, 6 rows each (two columns from 160 cells wide)                │ 6 x rows
+//! │  - compact list, one row per GPU (8+ GPUs, or no room for full panels)       │ 1 x GPUs
+//! │  - the NVML problem box (cause + hint)                                       │ 5 rows
+//! ├──────────────────────────────────────────────────────────────────────────────┤
+//! │ host line: host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap ...   filter "py"   │ 1 row
+//! ├──────────────────────────────────────────────────────────────────────────────┤
+//! │ process table: header row + rows, scrolled to keep the selection visible     │ the rest
+//! ├──────────────────────────────────────────────────────────────────────────────┤
+//! │ status line (or the filter prompt while typing after `/`)       ? help q quit│ 1 row
+//! └──────────────────────────────────────────────────────────────────────────────┘
+//!      overlays, drawn last over the middle: help, detail pane, kill confirmation
+//! ```
+//!
+//! Below [`MIN_WIDTH`] x [`MIN_HEIGHT`] only a "terminal too small" line is drawn (cut to
+//! whatever fits, down to nothing at 0x0).
+
+use super::panels::{
+    detail, gpu_compact, gpu_panel, header, help, host_line, kill_confirm, nvml_problem,
+    process_table, status_line,
+};
+use super::rows::table_rows;
+use super::ui_state::Mode;
+use super::view::View;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+
+pub const MIN_WIDTH: u16 = 20;
+pub const MIN_HEIGHT: u16 = 5;
+
+/// From this width, full GPU panels sit two to a row.
+const TWO_COLUMNS_FROM: u16 = 160;
+/// From this many GPUs the compact list is used whatever the size.
+const COMPACT_FROM_GPUS: usize = 8;
+/// Rows the process table keeps (header and three processes) before GPU panels may grow.
+const TABLE_MIN_FOR_FULL: u16 = 4;
+
+/// How the GPU area is drawn and how tall it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GpuArea {
+    Problem(u16),
+    Waiting,
+    Full { columns: u16, rows: u16 },
+    Compact(u16),
+}
+
+impl GpuArea {
+    fn height(self) -> u16 {
+        match self {
+            GpuArea::Problem(h) | GpuArea::Compact(h) => h,
+            GpuArea::Waiting => 1,
+            GpuArea::Full { rows, .. } => rows.saturating_mul(gpu_panel::HEIGHT),
+        }
+    }
+}
+
+/// Draws the whole screen from `view`. Never panics, whatever the size.
+pub fn draw(frame: &mut Frame, view: &View) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = format!(
+            "too small {}x{}, need {MIN_WIDTH}x{MIN_HEIGHT}",
+            area.width, area.height
+        );
+        frame.render_widget(Paragraph::new(Line::styled(text, view.theme.warn)), area);
+        return;
+    }
+    let rows = table_rows(view);
+    // Header, host line and status line take one row each; the rest is shared.
+    let body = area.height.saturating_sub(3);
+    let plan = plan_gpus(view, area.width, body);
+    let [top, gpus, host, table, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(plan.height().min(body)),
+        Constraint::Length(1),
+        Constraint::Fill(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+
+    header::render(frame, top, view);
+    draw_gpus(frame, gpus, view, plan);
+    host_line::render(frame, host, view);
+    process_table::render(frame, table, view, &rows);
+    status_line::render(frame, status, view);
+
+    match &view.ui.mode {
+        Mode::Help => help::render(frame, area, view),
+        Mode::Detail => {
+            let selected = view.ui.selected.min(rows.len().saturating_sub(1));
+            detail::render(frame, area, view, rows.get(selected));
+        }
+        Mode::ConfirmKill(request) => kill_confirm::render(frame, area, view, request),
+        Mode::Normal | Mode::Filter => {}
+    }
+}
+
+/// Full panels when they fit beside a usable table and the GPUs are few; else one line each.
+fn plan_gpus(view: &View, width: u16, body: u16) -> GpuArea {
+    if view.snapshot.nvml_problem.is_some() {
+        // Keep at least two table rows (header and one process) when the screen is short.
+        return GpuArea::Problem(nvml_problem::HEIGHT.min(body.saturating_sub(2)).max(1));
+    }
+    let count = view.snapshot.devices.len();
+    if count == 0 {
+        return GpuArea::Waiting;
+    }
+    let columns: u16 = if width >= TWO_COLUMNS_FROM && count >= 2 { 2 } else { 1 };
+    let count16 = u16::try_from(count).unwrap_or(u16::MAX);
+    let rows = count16.div_ceil(columns);
+    let full_height = rows.saturating_mul(gpu_panel::HEIGHT);
+    if count < COMPACT_FROM_GPUS && full_height.saturating_add(TABLE_MIN_FOR_FULL) <= body {
+        return GpuArea::Full { columns, rows };
+    }
+    GpuArea::Compact(count16.min(body.saturating_sub(2)).max(1))
+}
+
+fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
+    match plan {
+        GpuArea::Problem(_) => {
+            if let Some(problem) = &view.snapshot.nvml_problem {
+                nvml_problem::render(frame, area, view, problem);
+            }
+        }
+        GpuArea::Waiting => {
+            let text = Line::styled("waiting for the first GPU sample...", view.theme.dim);
+            frame.render_widget(Paragraph::new(text), area);
+        }
+        GpuArea::Compact(_) => gpu_compact::render(frame, area, view),
+        GpuArea::Full { columns, rows } => {
+            let row_areas = Layout::vertical(vec![Constraint::Length(gpu_panel::HEIGHT); usize::from(rows)])
+                .split(area);
+            let mut devices = view.snapshot.devices.iter();
+            for row_area in row_areas.iter() {
+                let cells = Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])
+                    .spacing(2)
+                    .split(*row_area);
+                for cell in cells.iter() {
+                    if let Some(device) = devices.next() {
+                        gpu_panel::render(frame, *cell, view, device);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! The interactive monitor: terminal handling, the event loop, key handling, and the panels
+//! that draw a `View`.
+
+mod event_loop;
+mod keys;
+pub mod layout;
+pub mod panels;
+pub mod rows;
+mod signals;
+pub mod terminal;
+pub mod theme;
+pub mod ui_state;
+pub mod view;
+
+pub use event_loop::run;

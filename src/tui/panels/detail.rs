@@ -1,0 +1,129 @@
+//! The detail pane for the selected process: its full command, container and pid view, and
+//! VRAM and host RSS sparklines with their peaks marked and labelled.
+
+use super::{centered, fmt, spark};
+use crate::history::Series;
+use crate::tui::rows::TableRow;
+use crate::tui::theme::Theme;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
+
+/// Cells before each sparkline for the window label.
+const LABEL_W: u16 = 5;
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>) {
+    let theme = view.theme;
+    let popup = centered(area, area.width.saturating_sub(4).min(110), 10);
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .border_set(theme.glyphs.border)
+        .border_style(theme.title)
+        .padding(Padding::horizontal(1));
+    frame.render_widget(Clear, popup);
+    let Some(row) = row else {
+        let block = block.title(Line::styled(" details ", theme.title));
+        let text = Line::styled("no process selected (Esc closes)", theme.dim);
+        frame.render_widget(Paragraph::new(text).block(block), popup);
+        return;
+    };
+    let mut title = vec![Span::styled(
+        format!(
+            " PID {}  {}  GPU {} ",
+            row.pid,
+            row.user.as_deref().unwrap_or(fmt::NA),
+            row.gpu_index
+        ),
+        theme.title,
+    )];
+    if let Some(at) = row.exited_at {
+        let age = crate::model::time::age_label(at, view.now_ms);
+        title.push(Span::styled(format!("exited {age} "), theme.warn));
+    }
+    let block = block.title(Line::from(title));
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
+
+    let mut lines = Vec::with_capacity(10);
+    lines.push(Line::from(vec![
+        fmt::label(theme, "command"),
+        match &row.command {
+            Some(c) => Span::styled(c.clone(), theme.value),
+            None => Span::styled(fmt::NA, theme.dim),
+        },
+    ]));
+    lines.push(Line::from(vec![
+        fmt::label(theme, "container"),
+        Span::styled(row.container.clone().unwrap_or_else(|| "-".into()), theme.value),
+        Span::styled("  pid here ", theme.label),
+        match (row.local_pid, row.is_exited()) {
+            (Some(pid), _) => Span::styled(pid.to_string(), theme.value),
+            (None, true) => Span::styled("-", theme.dim),
+            (None, false) => Span::styled("not visible from this pid namespace", theme.warn),
+        },
+    ]));
+
+    let chart_w = inner.width.saturating_sub(LABEL_W);
+    let range = spark::window(view, chart_w);
+    let series = view.monitor.process_series(&row.key);
+
+    let mut vram = vec![fmt::label(theme, "VRAM")];
+    vram.push(match (&row.vram, row.is_exited()) {
+        (_, true) => Span::styled("-", theme.dim),
+        (Ok(v), false) => Span::styled(fmt::bytes(*v), theme.value),
+        (Err(a), false) => Span::styled(format!("{} ({a})", fmt::NA), theme.dim),
+    });
+    if let Some(pct) = row.vram_pct {
+        vram.push(Span::styled(format!(" ({} of the GPU)", fmt::percent(pct)), theme.label));
+    }
+    vram.push(Span::styled("   SM ", theme.label));
+    vram.push(percent_span(theme, row, row.sm.as_ref().ok().map(|v| f64::from(*v))));
+    lines.push(Line::from(vram));
+    if let Some(s) = series {
+        lines.extend(chart(view, &s.vram, range, chart_w, theme.sparkline));
+    }
+
+    let mut rss = vec![fmt::label(theme, "RSS ")];
+    rss.push(match (&row.rss, row.is_exited()) {
+        (_, true) => Span::styled("-", theme.dim),
+        (Ok(v), false) => Span::styled(fmt::bytes(*v), theme.value),
+        (Err(_), false) => Span::styled(fmt::NA, theme.dim),
+    });
+    rss.push(Span::styled("   CPU ", theme.label));
+    rss.push(percent_span(theme, row, row.cpu.as_ref().ok().map(|v| f64::from(*v))));
+    lines.push(Line::from(rss));
+    match series {
+        Some(s) => lines.extend(chart(view, &s.host_rss, range, chart_w, theme.sparkline_alt)),
+        None => lines.push(Line::styled("no history for this process", theme.dim)),
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// `45%`, `102.5%`, `n/a`, or `-` for an exited process.
+fn percent_span(theme: &Theme, row: &TableRow, value: Option<f64>) -> Span<'static> {
+    match value {
+        _ if row.is_exited() => Span::styled("-", theme.dim),
+        Some(v) => Span::styled(format!("{v:.1}%"), theme.value),
+        None => Span::styled(fmt::NA, theme.dim),
+    }
+}
+
+/// A sparkline scaled to its own peak, and the peak label under it.
+fn chart(view: &View, series: &Series, range: (u64, u64), width: u16, style: Style) -> [Line<'static>; 2] {
+    let theme = view.theme;
+    let window_ms = range.1.saturating_sub(range.0);
+    let drawn = spark::spark(theme, series, range, width, None, style);
+    let mut plot = vec![Span::styled(format!("{:>4} ", fmt::span_label(window_ms)), theme.dim)];
+    plot.extend(drawn.line.spans);
+    let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
+    label.extend(
+        spark::peak_label(theme, drawn.peak, series.peak(), window_ms, view.now_ms, |v| {
+            fmt::bytes(v as u64)
+        })
+        .spans,
+    );
+    [Line::from(plot), Line::from(label)]
+}

@@ -1,0 +1,146 @@
+//! Text formatting shared by the panels: absent figures, byte pairs, short ages and spans.
+//! Everything absent renders as `n/a`, never as a zero.
+
+use crate::model::Reading;
+use crate::model::units;
+use crate::tui::theme::Theme;
+use ratatui::text::Span;
+
+/// What every unreadable figure shows.
+pub const NA: &str = "n/a";
+
+/// A reading formatted by `f`, or `n/a`.
+pub fn reading<T>(value: &Reading<T>, f: impl FnOnce(&T) -> String) -> String {
+    match value {
+        Ok(v) => f(v),
+        Err(_) => NA.to_string(),
+    }
+}
+
+/// A value span: the figure in the value style, `n/a` dimmed.
+pub fn value_span<T>(theme: &Theme, value: &Reading<T>, f: impl FnOnce(&T) -> String) -> Span<'static> {
+    match value {
+        Ok(v) => Span::styled(f(v), theme.value),
+        Err(_) => Span::styled(NA, theme.dim),
+    }
+}
+
+/// A label span followed by a space.
+pub fn label(theme: &Theme, text: &str) -> Span<'static> {
+    Span::styled(format!("{text} "), theme.label)
+}
+
+const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+
+fn unit_of(value: u64) -> usize {
+    let mut scaled = value as f64;
+    let mut unit = 0;
+    while scaled >= 1024.0 && unit + 1 < UNITS.len() {
+        scaled /= 1024.0;
+        unit += 1;
+    }
+    unit
+}
+
+fn in_unit(value: u64, unit: usize) -> String {
+    if unit == 0 {
+        return value.to_string();
+    }
+    let scaled = value as f64 / 1024f64.powi(unit as i32);
+    if scaled >= 100.0 {
+        format!("{scaled:.0}")
+    } else {
+        format!("{scaled:.1}")
+    }
+}
+
+/// `41.2/80.0 GiB`: both figures in the unit of the larger one, so they compare at a glance.
+pub fn bytes_pair(used: u64, total: u64) -> String {
+    let unit = unit_of(total.max(used));
+    let name = UNITS.get(unit).copied().unwrap_or("B");
+    format!("{}/{} {name}", in_unit(used, unit), in_unit(total, unit))
+}
+
+/// `63.0G`, `512M`, `900B`: bytes in at most six cells for compact lines.
+pub fn short_bytes(value: u64) -> String {
+    let unit = unit_of(value);
+    let letter = UNITS
+        .get(unit)
+        .and_then(|u| u.get(..1))
+        .unwrap_or("B");
+    format!("{}{letter}", in_unit(value, unit))
+}
+
+/// Full human bytes (`41.2 GiB`), from the model's one formatter.
+pub fn bytes(value: u64) -> String {
+    units::bytes(value)
+}
+
+/// `2m` from `2m ago`: ages for tight lines.
+pub fn short_age(then_ms: u64, now_ms: u64) -> String {
+    let label = crate::model::time::age_label(then_ms, now_ms);
+    label.trim_end_matches(" ago").to_string()
+}
+
+/// `45s`, `5m`, `2h`: the length of a chart window.
+pub fn span_label(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..=119 => format!("{secs}s"),
+        120..=7199 => format!("{}m", secs / 60),
+        _ => format!("{}h", secs / 3600),
+    }
+}
+
+/// `1.0s`, `500ms`: the refresh interval.
+pub fn interval_label(ms: u64) -> String {
+    if ms >= 1000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// `51%` from a fraction of 100.
+pub fn percent(value: f64) -> String {
+    format!("{value:.0}%")
+}
+
+/// `08:04:32 UTC`: wall time without a time-zone database, identical on every machine.
+pub fn clock_utc(now_ms: u64) -> String {
+    let secs = now_ms / 1000;
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!("{h:02}:{m:02}:{s:02} UTC")
+}
+
+/// GPU names without the vendor words every NVIDIA card shares, for tight lines.
+pub fn short_gpu_name(name: &str) -> &str {
+    let name = name.strip_prefix("NVIDIA ").unwrap_or(name);
+    name.strip_prefix("GeForce ").unwrap_or(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1024 * 1024 * 1024;
+
+    #[test]
+    fn pairs_share_the_larger_unit() {
+        assert_eq!(bytes_pair(GIB * 41 + GIB / 5, GIB * 80), "41.2/80.0 GiB");
+        assert_eq!(bytes_pair(512 * 1024 * 1024, GIB * 80), "0.5/80.0 GiB");
+        assert_eq!(bytes_pair(0, 0), "0/0 B");
+        assert_eq!(short_bytes(GIB * 63), "63.0G");
+        assert_eq!(short_bytes(900), "900B");
+    }
+
+    #[test]
+    fn labels_are_compact() {
+        assert_eq!(span_label(60_000), "60s");
+        assert_eq!(span_label(300_000), "5m");
+        assert_eq!(short_age(0, 120_000), "2m");
+        assert_eq!(interval_label(500), "500ms");
+        assert_eq!(clock_utc(3_723_000), "01:02:03 UTC");
+        assert_eq!(short_gpu_name("NVIDIA GeForce RTX 4090"), "RTX 4090");
+    }
+}

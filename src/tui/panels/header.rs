@@ -1,0 +1,48 @@
+//! The top line: program name, PAUSED and read-only markers, driver and CUDA versions, refresh
+//! interval and the time the screen shows.
+
+use super::fmt;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+    let theme = view.theme;
+    let mut left = vec![Span::styled("vramscope", theme.title)];
+    // The markers come first so that a narrow terminal still shows them.
+    if view.ui.frozen.is_some() {
+        left.push(Span::raw(" "));
+        left.push(Span::styled(" PAUSED ", theme.paused));
+    }
+    if view.ui.read_only {
+        left.push(Span::styled(" read-only", theme.warn));
+    }
+    match &view.snapshot.driver {
+        Some(driver) => {
+            left.push(Span::styled("  driver ", theme.label));
+            left.push(fmt::value_span(theme, &driver.driver_version, Clone::clone));
+            left.push(Span::styled("  CUDA ", theme.label));
+            left.push(match driver.cuda_label() {
+                Some(cuda) => Span::styled(cuda, theme.value),
+                None => Span::styled(fmt::NA, theme.dim),
+            });
+        }
+        None if view.snapshot.nvml_problem.is_some() => {
+            left.push(Span::styled("  NVML unavailable", theme.crit));
+        }
+        None => left.push(Span::styled("  starting NVML...", theme.dim)),
+    }
+    let right = Line::from(vec![
+        Span::styled("every ", theme.label),
+        Span::styled(fmt::interval_label(view.ui.interval_ms), theme.value),
+        Span::raw("  "),
+        Span::styled(fmt::clock_utc(view.now_ms), theme.value),
+    ]);
+    let left = Line::from(left);
+    if left.width() + right.width() < usize::from(area.width) {
+        frame.render_widget(Paragraph::new(right.right_aligned()), area);
+    }
+    frame.render_widget(Paragraph::new(left), area);
+}

@@ -1,0 +1,71 @@
+//! The help overlay: every key and what it does. `KEYS` is the one list; the key handler's
+//! bindings and this table must agree.
+
+use super::centered;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
+
+/// Key names and what they do, in the order shown.
+pub const KEYS: &[(&str, &str)] = &[
+    ("Up / Down", "move the selection"),
+    ("PgUp / PgDn", "move ten rows"),
+    ("Home / End", "first / last process"),
+    ("Enter", "details of the selected process (Enter/Esc closes)"),
+    ("/", "filter by pid, user, command or container"),
+    ("Esc", "close an overlay, clear the filter"),
+    ("s / S", "next sort column / reverse the order"),
+    ("Space", "pause the view (sampling goes on)"),
+    ("r", "reset peaks"),
+    ("+ / -", "slower / faster refresh"),
+    ("k", "send SIGTERM to the selected process"),
+    ("K", "send SIGKILL to the selected process"),
+    ("Ctrl-L", "repaint the screen"),
+    ("Ctrl-Z", "suspend"),
+    ("? / F1", "this help"),
+    ("q / Ctrl-C", "quit"),
+];
+
+/// Width of the key column.
+const KEY_W: usize = 14;
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+    let theme = view.theme;
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(key, what)| {
+            Line::from(vec![
+                Span::styled(format!("{key:<KEY_W$}"), theme.key),
+                Span::styled(*what, theme.value),
+            ])
+        })
+        .collect();
+    lines.push(Line::default());
+    lines.push(Line::styled(
+        format!(
+            "PID{} : not visible from this pid namespace.  n/a : figure unreadable",
+            theme.glyphs.hidden_pid
+        ),
+        theme.dim,
+    ));
+    if view.ui.read_only {
+        lines.push(Line::styled("read-only: k and K are disabled", theme.warn));
+    }
+    let width = lines.iter().map(Line::width).max().unwrap_or(0).saturating_add(4);
+    let height = lines.len().saturating_add(2);
+    let popup = centered(
+        area,
+        u16::try_from(width).unwrap_or(u16::MAX),
+        u16::try_from(height).unwrap_or(u16::MAX),
+    );
+    let block = Block::new()
+        .borders(Borders::ALL)
+        .border_set(theme.glyphs.border)
+        .border_style(theme.title)
+        .padding(Padding::horizontal(1))
+        .title(Line::styled(" vramscope keys (any key closes) ", theme.title));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}

@@ -1,0 +1,50 @@
+//! The host memory line: `host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap 0 B/2.00 GiB`, and on
+//! the right the active process filter. Shown with or without a GPU.
+
+use super::fmt;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+    let theme = view.theme;
+    let mut spans = vec![Span::styled("host RAM ", theme.label)];
+    match &view.snapshot.host_memory {
+        Some(Ok(m)) => {
+            let pct = if m.total > 0 {
+                m.used as f64 * 100.0 / m.total as f64
+            } else {
+                0.0
+            };
+            spans.push(Span::styled(fmt::bytes_pair(m.used, m.total), theme.level(pct)));
+            spans.push(Span::styled(" (avail ", theme.label));
+            spans.push(Span::styled(fmt::bytes(m.available), theme.value));
+            spans.push(Span::styled(")  swap ", theme.label));
+            if m.swap_total > 0 {
+                spans.push(Span::styled(
+                    format!("{}/{}", fmt::bytes(m.swap_used), fmt::bytes(m.swap_total)),
+                    theme.value,
+                ));
+            } else {
+                spans.push(Span::styled("none", theme.dim));
+            }
+        }
+        Some(Err(absent)) => {
+            spans.push(Span::styled(format!("{} ({absent})", fmt::NA), theme.status_error));
+        }
+        None => spans.push(Span::styled(format!("{} (no sample yet)", fmt::NA), theme.dim)),
+    }
+    let left = Line::from(spans);
+    if !view.ui.filter.is_empty() {
+        let filter = Line::from(vec![
+            Span::styled("filter ", theme.label),
+            Span::styled(format!("\"{}\"", view.ui.filter), theme.warn),
+        ]);
+        if left.width() + filter.width() < usize::from(area.width) {
+            frame.render_widget(Paragraph::new(filter.right_aligned()), area);
+        }
+    }
+    frame.render_widget(Paragraph::new(left), area);
+}

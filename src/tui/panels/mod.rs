@@ -1,0 +1,30 @@
+//! The screen's panels, one file each. Every panel is a pure function of the `View` (plus,
+//! where it needs one, the item it draws): it reads, draws into its `Rect`, and changes nothing.
+//! `tui::layout` decides where each goes.
+
+pub mod detail;
+pub mod fmt;
+pub mod gpu_compact;
+pub mod gpu_panel;
+pub mod header;
+pub mod help;
+pub mod host_line;
+pub mod kill_confirm;
+pub mod nvml_problem;
+pub mod process_table;
+pub mod spark;
+pub mod status_line;
+
+use ratatui::layout::Rect;
+
+/// A `width` x `height` rectangle centred in `area`, shrunk to fit it.
+pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x.saturating_add((area.width - width) / 2),
+        y: area.y.saturating_add((area.height - height) / 2),
+        width,
+        height,
+    }
+}

@@ -1,0 +1,185 @@
+//! The process table: one row per (process, GPU), sort column marked in the header, selected
+//! row highlighted and kept in view, exited processes dimmed with their age. On narrow
+//! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
+
+use super::fmt;
+use crate::tui::rows::TableRow;
+use crate::tui::theme::Theme;
+use crate::tui::ui_state::SortColumn;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table};
+
+/// A fixed-width column; COMMAND takes what is left.
+struct Col {
+    kind: SortColumn,
+    width: u16,
+    /// Lower goes first when space runs out; `None` never goes.
+    drop_rank: Option<u8>,
+}
+
+const COLUMNS: [Col; 8] = [
+    Col { kind: SortColumn::Pid, width: 8, drop_rank: None },
+    Col { kind: SortColumn::User, width: 8, drop_rank: Some(3) },
+    Col { kind: SortColumn::Gpu, width: 3, drop_rank: Some(5) },
+    Col { kind: SortColumn::Vram, width: 13, drop_rank: None },
+    Col { kind: SortColumn::VramPeak, width: 8, drop_rank: Some(4) },
+    Col { kind: SortColumn::Sm, width: 4, drop_rank: Some(2) },
+    Col { kind: SortColumn::HostRss, width: 8, drop_rank: Some(0) },
+    Col { kind: SortColumn::Cpu, width: 5, drop_rank: Some(1) },
+];
+
+/// COMMAND keeps at least this many cells before any other column is given up.
+const MIN_COMMAND: u16 = 12;
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
+    if area.height == 0 || area.width == 0 {
+        return;
+    }
+    let theme = view.theme;
+    let columns = fit_columns(area.width);
+
+    let mut header: Vec<Cell> = columns.iter().map(|c| header_cell(view, c.kind, true)).collect();
+    header.push(header_cell(view, SortColumn::Command, false));
+    let mut widths: Vec<Constraint> = columns.iter().map(|c| Constraint::Length(c.width)).collect();
+    widths.push(Constraint::Fill(1));
+
+    let visible = usize::from(area.height.saturating_sub(1));
+    let selected = view.ui.selected.min(rows.len().saturating_sub(1));
+    // Scroll just enough that the selected row is the last one shown.
+    let offset = (selected + 1).saturating_sub(visible);
+    let body: Vec<Row> = rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(visible)
+        .map(|(i, row)| {
+            let mut style = if row.is_exited() { theme.dim } else { Style::new() };
+            if i == selected {
+                style = style.patch(theme.selected);
+            }
+            let mut cells: Vec<Cell> = columns.iter().map(|c| cell(view, c.kind, row)).collect();
+            cells.push(command_cell(view, row));
+            Row::new(cells).style(style)
+        })
+        .collect();
+
+    let table = Table::new(body, widths)
+        .header(Row::new(header).style(theme.header_row))
+        .column_spacing(1);
+    frame.render_widget(table, area);
+
+    if rows.is_empty() && area.height > 1 {
+        let text = if view.ui.filter.is_empty() {
+            "no processes on the GPUs".to_string()
+        } else {
+            format!("no process matches \"{}\"", view.ui.filter)
+        };
+        let below = Rect { y: area.y.saturating_add(1), height: 1, ..area };
+        frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
+    }
+}
+
+/// Drops the least important columns until COMMAND has room.
+fn fit_columns(width: u16) -> Vec<&'static Col> {
+    let mut kept: Vec<&Col> = COLUMNS.iter().collect();
+    let need = |kept: &[&Col]| -> u16 {
+        kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND
+    };
+    while need(&kept) > width {
+        let victim = kept
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| c.drop_rank.map(|r| (r, i)))
+            .min();
+        match victim {
+            Some((_, i)) => {
+                kept.remove(i);
+            }
+            None => break,
+        }
+    }
+    kept
+}
+
+fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
+    let g = &view.theme.glyphs;
+    let mut text = kind.label().to_string();
+    if view.ui.sort == kind {
+        text.push_str(if view.ui.sort_descending { g.sort_descending } else { g.sort_ascending });
+    }
+    let line = Line::from(text);
+    Cell::from(if right { line.right_aligned() } else { line })
+}
+
+/// A right-aligned figure; `n/a` dimmed; `-` for exited rows, whose live figures are gone
+/// rather than unreadable.
+fn figure<T>(theme: &Theme, row: &TableRow, value: Option<&T>, f: impl FnOnce(&T) -> String) -> Cell<'static> {
+    let line = match value {
+        _ if row.is_exited() => Line::from("-"),
+        Some(v) => Line::from(f(v)),
+        None => Line::styled(fmt::NA, theme.dim),
+    };
+    Cell::from(line.right_aligned())
+}
+
+fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Cell<'static> {
+    let theme = view.theme;
+    match kind {
+        SortColumn::Pid => {
+            let marker = if row.local_pid.is_none() && !row.is_exited() {
+                theme.glyphs.hidden_pid
+            } else {
+                ""
+            };
+            Cell::from(Line::from(format!("{}{marker}", row.pid)).right_aligned())
+        }
+        SortColumn::User => match &row.user {
+            Some(user) => Cell::from(user.clone()),
+            None => Cell::from(Span::styled(fmt::NA, theme.dim)),
+        },
+        SortColumn::Gpu => Cell::from(Line::from(row.gpu_index.to_string()).right_aligned()),
+        SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| {
+            match row.vram_pct {
+                Some(pct) => format!("{} {:>4}", fmt::bytes(*v), fmt::percent(pct)),
+                None => fmt::bytes(*v),
+            }
+        }),
+        SortColumn::VramPeak => {
+            // The peak outlives the process: exited rows show it too.
+            let line = match row.vram_peak {
+                Some(p) => Line::from(fmt::bytes(p.value as u64)),
+                None => Line::styled(fmt::NA, theme.dim),
+            };
+            Cell::from(line.right_aligned())
+        }
+        SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
+        SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| fmt::bytes(*v)),
+        SortColumn::Cpu => figure(theme, row, row.cpu.as_ref().ok(), |v| format!("{v:.1}")),
+        SortColumn::Command => command_cell(view, row),
+    }
+}
+
+/// `[exited 2m ago] [3f5c2a1b9d8e] python train.py`: tags first, so truncation cuts the
+/// command rather than them.
+fn command_cell(view: &View, row: &TableRow) -> Cell<'static> {
+    let theme = view.theme;
+    let mut spans = Vec::with_capacity(3);
+    if let Some(at) = row.exited_at {
+        spans.push(Span::styled(
+            format!("[exited {}] ", crate::model::time::age_label(at, view.now_ms)),
+            theme.dim,
+        ));
+    }
+    if let Some(container) = &row.container {
+        spans.push(Span::styled(format!("[{container}] "), theme.label));
+    }
+    match &row.command {
+        Some(command) => spans.push(Span::raw(command.clone())),
+        None => spans.push(Span::styled(fmt::NA, theme.dim)),
+    }
+    Cell::from(Line::from(spans))
+}

@@ -1,0 +1,156 @@
+//! Small charts shared by panels: one-row sparklines over a time window, drawn from each
+//! column's maximum so a short spike survives downsampling, with the window's peak marked on the
+//! plot itself and a label line saying how high and how long ago; and horizontal fill bars.
+
+use super::fmt;
+use crate::history::{Peak, Series};
+use crate::tui::theme::Theme;
+use crate::tui::view::View;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+/// Shortest window a chart covers: a narrow chart at a fast interval would otherwise show
+/// only seconds of history.
+const MIN_WINDOW_MS: u64 = 60_000;
+
+/// The time span `[from_ms, to_ms)` a chart `width` columns wide covers: one interval per
+/// column, at least a minute, ending just after the moment the screen shows.
+pub fn window(view: &View, width: u16) -> (u64, u64) {
+    let window = u64::from(width)
+        .saturating_mul(view.ui.interval_ms)
+        .max(MIN_WINDOW_MS);
+    let to = view.now_ms.saturating_add(1);
+    (to.saturating_sub(window), to)
+}
+
+/// A drawn sparkline and the peak it marks.
+pub struct Spark {
+    pub line: Line<'static>,
+    pub peak: Option<Peak>,
+}
+
+/// Draws `series` over `[from_ms, to_ms)` in `width` cells, scaled to `0..=scale_max` (or to
+/// the window's own peak when `None`), with the window's peak marked at its column.
+pub fn spark(
+    theme: &Theme,
+    series: &Series,
+    (from_ms, to_ms): (u64, u64),
+    width: u16,
+    scale_max: Option<f64>,
+    style: Style,
+) -> Spark {
+    let columns = usize::from(width);
+    let peak = series.window_peak(from_ms, to_ms);
+    let data = series.query(from_ms, to_ms, columns);
+    let scale = scale_max
+        .filter(|m| *m > 0.0)
+        .or(peak.map(|p| p.value))
+        .unwrap_or(0.0);
+    let marker_col = peak.and_then(|p| peak_column(p.at_ms, from_ms, to_ms, columns));
+    let glyphs = &theme.glyphs;
+
+    // At most three spans (before, marker, after): one allocation per run, not per cell.
+    let mut spans = Vec::with_capacity(3);
+    let mut run = String::with_capacity(columns * 3);
+    for (col, cell) in data.iter().enumerate() {
+        if Some(col) == marker_col {
+            spans.push(Span::styled(std::mem::take(&mut run), style));
+            spans.push(Span::styled(glyphs.peak, theme.peak_marker));
+            continue;
+        }
+        let glyph = match cell {
+            Some(c) => glyphs.spark_level(c.max, scale),
+            None => glyphs.spark.first().copied().unwrap_or(" "),
+        };
+        run.push_str(glyph);
+    }
+    spans.push(Span::styled(run, style));
+    Spark {
+        line: Line::from(spans),
+        peak,
+    }
+}
+
+/// A bar `width` cells wide (brackets included) filled to `fraction`; nothing if too narrow.
+pub fn bar(theme: &Theme, fraction: f64, width: u16, fill: Style) -> Vec<Span<'static>> {
+    let inner = usize::from(width.saturating_sub(2));
+    if inner == 0 {
+        return Vec::new();
+    }
+    let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
+    let filled = ((fraction * inner as f64).round() as usize).min(inner);
+    let g = &theme.glyphs;
+    vec![
+        Span::styled(g.bar_left, theme.border),
+        Span::styled(g.bar_fill.repeat(filled), fill),
+        Span::styled(g.bar_empty.repeat(inner - filled), theme.bar_empty),
+        Span::styled(g.bar_right, theme.border),
+    ]
+}
+
+/// The column a time falls in, as `Series::query` lays columns out.
+fn peak_column(at_ms: u64, from_ms: u64, to_ms: u64, columns: usize) -> Option<usize> {
+    if columns == 0 || at_ms < from_ms || at_ms >= to_ms {
+        return None;
+    }
+    let span = u128::from(to_ms - from_ms);
+    let offset = u128::from(at_ms - from_ms);
+    let col = (offset * columns as u128 / span).min(columns as u128 - 1);
+    usize::try_from(col).ok()
+}
+
+/// `▲ 63.0 GiB 2m ago (max of 5m) · all-time 70.1 GiB 1h ago`; `format` renders a value.
+pub fn peak_label(
+    theme: &Theme,
+    window_peak: Option<Peak>,
+    all_time: Option<Peak>,
+    window_ms: u64,
+    now_ms: u64,
+    format: impl Fn(f64) -> String,
+) -> Line<'static> {
+    let age = |at| crate::model::time::age_label(at, now_ms);
+    let mut spans = Vec::with_capacity(6);
+    match window_peak {
+        Some(p) => {
+            spans.push(Span::styled(theme.glyphs.peak, theme.peak_marker));
+            spans.push(Span::styled(format!(" {}", format(p.value)), theme.value));
+            spans.push(Span::styled(
+                format!(" {} (max of {})", age(p.at_ms), fmt::span_label(window_ms)),
+                theme.label,
+            ));
+        }
+        None => spans.push(Span::styled(
+            format!("no data in the last {}", fmt::span_label(window_ms)),
+            theme.dim,
+        )),
+    }
+    if let Some(p) = all_time {
+        spans.push(Span::styled(format!(" {} all-time ", theme.glyphs.separator), theme.dim));
+        spans.push(Span::styled(format(p.value), theme.value));
+        spans.push(Span::styled(format!(" {}", age(p.at_ms)), theme.label));
+    }
+    Line::from(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peak_column_matches_query_grid() {
+        assert_eq!(peak_column(0, 0, 100, 10), Some(0));
+        assert_eq!(peak_column(99, 0, 100, 10), Some(9));
+        assert_eq!(peak_column(100, 0, 100, 10), None);
+        assert_eq!(peak_column(50, 0, 100, 0), None);
+    }
+
+    #[test]
+    fn zero_width_draws_nothing() {
+        let theme = Theme::new(true, false);
+        let mut series = Series::default();
+        series.push(10, 5.0);
+        let s = spark(&theme, &series, (0, 100), 0, None, theme.sparkline);
+        assert_eq!(s.line.width(), 0);
+        assert!(s.peak.is_some());
+    }
+}

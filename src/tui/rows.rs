@@ -1,0 +1,200 @@
+//! The process table's rows: live (process, GPU) pairs from the snapshot plus recently exited
+//! ones still held by the monitor, filtered and sorted as the person asked. The key handler
+//! uses the same function to move the selection, so the order is fully deterministic.
+
+use super::ui_state::{SortColumn, UiState};
+use super::view::View;
+use crate::history::Peak;
+use crate::model::{Absent, Reading};
+use crate::state::ProcessKey;
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+/// One row of the process table: a process on one GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableRow {
+    pub key: ProcessKey,
+    /// Host pid, as NVML reports it.
+    pub pid: u32,
+    /// The pid in vramscope's namespace; `None` when not visible here (or the process exited).
+    pub local_pid: Option<u32>,
+    pub user: Option<String>,
+    pub gpu_index: u32,
+    pub vram: Reading<u64>,
+    /// VRAM as a percentage of the GPU's total memory.
+    pub vram_pct: Option<f64>,
+    /// Highest VRAM seen for this process on this GPU.
+    pub vram_peak: Option<Peak>,
+    pub sm: Reading<u32>,
+    pub rss: Reading<u64>,
+    pub cpu: Reading<f32>,
+    pub command: Option<String>,
+    /// Short container id.
+    pub container: Option<String>,
+    /// When NVML last listed the process, for rows that are no longer listed.
+    pub exited_at: Option<u64>,
+}
+
+impl TableRow {
+    pub fn is_exited(&self) -> bool {
+        self.exited_at.is_some()
+    }
+
+    fn matches(&self, needle_lower: &str) -> bool {
+        if needle_lower.is_empty() {
+            return true;
+        }
+        let hit = |text: &str| text.to_lowercase().contains(needle_lower);
+        hit(&self.pid.to_string())
+            || self.user.as_deref().is_some_and(hit)
+            || self.command.as_deref().is_some_and(hit)
+            || self.container.as_deref().is_some_and(hit)
+    }
+}
+
+/// Rows in display order: live processes, then exited ones the monitor still remembers,
+/// filtered by `ui.filter` and sorted by `ui.sort`.
+pub fn table_rows(view: &View) -> Vec<TableRow> {
+    let snapshot = view.snapshot;
+    let monitor = view.monitor;
+    let mut rows: Vec<TableRow> = Vec::with_capacity(snapshot.processes.len());
+    let mut live: HashSet<(u32, &str)> = HashSet::with_capacity(snapshot.processes.len());
+
+    for p in &snapshot.processes {
+        live.insert((p.nvml.pid, p.gpu_uuid.as_str()));
+        let key = ProcessKey {
+            pid: p.nvml.pid,
+            gpu_uuid: p.gpu_uuid.clone(),
+        };
+        let total = snapshot
+            .devices
+            .iter()
+            .find(|d| d.info.index == p.gpu_index)
+            .and_then(|d| d.memory_total());
+        let vram = p.nvml.used_memory.clone();
+        let vram_pct = match (&vram, total) {
+            (Ok(used), Some(total)) if total > 0 => Some(*used as f64 * 100.0 / total as f64),
+            _ => None,
+        };
+        let series = monitor.process_series(&key);
+        let host = p.host.as_ref();
+        rows.push(TableRow {
+            pid: p.nvml.pid,
+            local_pid: host.and_then(|h| h.local_pid),
+            user: host
+                .and_then(|h| h.user.as_ref().ok().cloned())
+                .or_else(|| series.and_then(|s| s.user.clone())),
+            gpu_index: p.gpu_index,
+            vram,
+            vram_pct,
+            vram_peak: series.and_then(|s| s.vram.peak()),
+            sm: p.nvml.sm_util.clone(),
+            // Without a host match the host figures are unknown, not zero.
+            rss: host.map_or(Err(Absent::NotAvailable), |h| h.rss_bytes.clone()),
+            cpu: host.map_or(Err(Absent::NotAvailable), |h| h.cpu_percent.clone()),
+            command: host
+                .and_then(|h| h.command.as_ref().ok().cloned())
+                .or_else(|| series.and_then(|s| s.command.clone())),
+            container: host.and_then(|h| h.container.clone()),
+            exited_at: None,
+            key,
+        });
+    }
+
+    for (key, series) in monitor.processes() {
+        if live.contains(&(key.pid, key.gpu_uuid.as_str())) {
+            continue;
+        }
+        let Some(seen) = monitor.process_last_seen(key) else {
+            continue;
+        };
+        // While paused the monitor runs ahead of the frozen snapshot: a process first seen
+        // after the pause has not "exited" at the moment the screen shows.
+        if seen > view.now_ms {
+            continue;
+        }
+        rows.push(TableRow {
+            key: key.clone(),
+            pid: key.pid,
+            local_pid: None,
+            user: series.user.clone(),
+            gpu_index: series.gpu_index,
+            // The process is gone: its current figures do not exist, only its peak does.
+            vram: Err(Absent::NotAvailable),
+            vram_pct: None,
+            vram_peak: series.vram.peak(),
+            sm: Err(Absent::NotAvailable),
+            rss: Err(Absent::NotAvailable),
+            cpu: Err(Absent::NotAvailable),
+            command: series.command.clone(),
+            container: None,
+            exited_at: Some(seen),
+        });
+    }
+
+    let needle = view.ui.filter.trim().to_lowercase();
+    rows.retain(|r| r.matches(&needle));
+    sort_rows(&mut rows, view.ui);
+    rows
+}
+
+/// Sorts by the chosen column; rows without a value sort last in either direction, and ties
+/// break by pid then GPU so the order never flickers between frames.
+fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
+    let descending = ui.sort_descending;
+    let column = ui.sort;
+    rows.sort_by(|a, b| {
+        let primary = match column {
+            SortColumn::Pid => Some(a.pid.cmp(&b.pid)),
+            SortColumn::User => compare_opt(a.user.as_deref(), b.user.as_deref()),
+            SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
+            SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
+            SortColumn::VramPeak => compare_opt(
+                a.vram_peak.map(|p| p.value),
+                b.vram_peak.map(|p| p.value),
+            ),
+            SortColumn::Sm => compare_opt(a.sm.as_ref().ok(), b.sm.as_ref().ok()),
+            SortColumn::HostRss => {
+                compare_opt(a.rss.as_ref().ok(), b.rss.as_ref().ok())
+            }
+            SortColumn::Cpu => compare_opt(a.cpu.as_ref().ok(), b.cpu.as_ref().ok()),
+            SortColumn::Command => {
+                compare_opt(a.command.as_deref(), b.command.as_deref())
+            }
+        };
+        // `None` means one side lacks a value: that order is final, whatever the direction.
+        let primary = match primary {
+            Some(order) if descending => order.reverse(),
+            Some(order) => order,
+            None => absent_last(a, b, column),
+        };
+        primary
+            .then(a.pid.cmp(&b.pid))
+            .then(a.gpu_index.cmp(&b.gpu_index))
+            .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))
+    });
+}
+
+/// Compares two optional values; `None` when exactly one is absent (decided by `absent_last`).
+fn compare_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<Ordering> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.partial_cmp(&b).unwrap_or(Ordering::Equal)),
+        (None, None) => Some(Ordering::Equal),
+        _ => None,
+    }
+}
+
+fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
+    let has = |r: &TableRow| match column {
+        SortColumn::Pid | SortColumn::Gpu => true,
+        SortColumn::User => r.user.is_some(),
+        SortColumn::Vram => r.vram.is_ok(),
+        SortColumn::VramPeak => r.vram_peak.is_some(),
+        SortColumn::Sm => r.sm.is_ok(),
+        SortColumn::HostRss => r.rss.is_ok(),
+        SortColumn::Cpu => r.cpu.is_ok(),
+        SortColumn::Command => r.command.is_some(),
+    };
+    // true (has a value) before false.
+    has(b).cmp(&has(a))
+}

@@ -1,0 +1,67 @@
+//! Entering and leaving the terminal. Restoring is idempotent and runs on every exit path:
+//! normal return (the guard's Drop), panic (a hook that chains the previous one), and signals
+//! (the event loop returns, so the guard drops).
+
+use crossterm::{cursor, execute, terminal};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{self, Stdout};
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+static PANIC_HOOK: Once = Once::new();
+
+pub type Term = Terminal<CrosstermBackend<Stdout>>;
+
+/// Owns the terminal while the monitor runs.
+pub struct TerminalGuard {
+    pub terminal: Term,
+}
+
+impl TerminalGuard {
+    /// Raw mode, alternate screen, hidden cursor; installs the panic hook once.
+    pub fn enter() -> io::Result<Self> {
+        PANIC_HOOK.call_once(|| {
+            let previous = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                restore();
+                previous(info);
+            }));
+        });
+        enter_modes()?;
+        let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+        Ok(Self { terminal })
+    }
+
+    /// Leaves the terminal as the shell expects it, for a suspend (Ctrl-Z).
+    pub fn suspend(&mut self) {
+        restore();
+    }
+
+    /// Takes the terminal back after a resume and forces a full redraw.
+    pub fn resume(&mut self) -> io::Result<()> {
+        enter_modes()?;
+        self.terminal.clear()
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+fn enter_modes() -> io::Result<()> {
+    terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+}
+
+/// Puts the terminal back: cooked mode, main screen, visible cursor. Safe to call twice.
+pub fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+        let _ = terminal::disable_raw_mode();
+    }
+}

@@ -1,0 +1,18 @@
+//! The borrowed bundle every panel renders from. Panels are pure functions of a `View`: they
+//! never change state, and they do not know whether data is live, paused or (later) replayed.
+
+use super::theme::Theme;
+use super::ui_state::UiState;
+use crate::model::Snapshot;
+use crate::state::Monitor;
+
+pub struct View<'a> {
+    /// Live snapshot, or the frozen one while paused.
+    pub snapshot: &'a Snapshot,
+    /// History and peaks.
+    pub monitor: &'a Monitor,
+    pub ui: &'a UiState,
+    /// The time the screen shows: now, or the moment of pausing.
+    pub now_ms: u64,
+    pub theme: &'a Theme,
+}

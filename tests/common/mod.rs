@@ -1,0 +1,99 @@
+//! Shared by the end-to-end tests: finding the fake NVML library that `cargo test` builds
+//! (it is a dev-dependency), writing scenarios, and running the real binary against them.
+
+#![allow(dead_code)]
+
+pub mod tmux;
+
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `target/<profile>/deps/libfake_nvml.so`, built by cargo because fake-nvml is a
+/// dev-dependency; test binaries live in that same `deps` folder.
+pub fn fake_nvml() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("deps dir");
+    let lib = deps.join("libfake_nvml.so");
+    assert!(
+        lib.exists(),
+        "{} missing: fake-nvml must stay a dev-dependency",
+        lib.display()
+    );
+    lib
+}
+
+/// A temporary folder holding one scenario file.
+pub struct Scenario {
+    pub dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl Scenario {
+    pub fn new(value: &Value) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("scenario.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(value).expect("json")).expect("write");
+        Scenario { dir, path }
+    }
+
+    /// Replaces the scenario atomically; the fake re-reads it on change.
+    pub fn rewrite(&self, value: &Value) {
+        let tmp = self.dir.path().join("scenario.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(value).expect("json")).expect("write");
+        std::fs::rename(&tmp, &self.path).expect("rename");
+    }
+
+    /// The binary with `--nvml-lib` pointing at the fake and the scenario in its environment.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramscope"));
+        cmd.env("FAKE_NVML_SCENARIO", &self.path)
+            .env_remove("VRAMSCOPE_NVML_LIB")
+            .arg("--nvml-lib")
+            .arg(fake_nvml());
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().expect("run vramscope")
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+pub const GIB: u64 = 1 << 30;
+pub const MIB: u64 = 1 << 20;
+
+/// A GPU as tests usually want it: every figure readable.
+pub fn h100(index: u32) -> Value {
+    json!({
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": format!("GPU-00000000-0000-0000-0000-00000000000{index}"),
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
+        "memory_total": 80 * GIB,
+        "memory_reserved": 512 * MIB,
+        "max_sm_clock": 1980,
+        "max_mem_clock": 2619,
+        "power_limit": 700_000,
+        "num_fans": 1,
+        "persistence_mode": true,
+        "timeline": [{
+            "t": 0, "memory_used": 10 * GIB, "gpu_util": 87, "mem_util": 41, "temperature": 64,
+            "power": 412_000, "sm_clock": 1755, "mem_clock": 2619, "fan": 35, "encoder": 3,
+            "decoder": 4, "throttle_reasons": 4, "ecc_corrected": 0, "ecc_uncorrected": 0,
+            "pstate": 0, "pcie_tx": 1000, "pcie_rx": 2000
+        }],
+        "processes": [],
+        "process_utilization": []
+    })
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -1,0 +1,114 @@
+//! Driving the real binary in a real terminal: a private tmux server per test, keys sent with
+//! send-keys, the screen read with capture-pane.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Whether tmux can be used. In CI (CI set) a missing tmux is a failure: .ci/run installs it.
+pub fn available() -> bool {
+    let found = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "tmux missing in CI: .ci/run installs it");
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux)");
+    }
+    found
+}
+
+/// One tmux server with one session of the given size.
+pub struct Tmux {
+    socket: String,
+    pub pid_file: PathBuf,
+}
+
+impl Tmux {
+    /// Starts `shell_command` (run by sh) in a detached session of `cols` x `rows`.
+    /// The pane stays after the command exits so its last screen can be read.
+    pub fn start(dir: &Path, cols: u16, rows: u16, shell_command: &str) -> Tmux {
+        let socket = format!(
+            "vramscope-test-{}-{}",
+            std::process::id(),
+            dir.file_name().unwrap().to_string_lossy()
+        );
+        let pid_file = dir.join("pid");
+        let wrapped = format!("echo $$ > {}; exec {shell_command}", pid_file.display());
+        let t = Tmux { socket, pid_file };
+        t.tmux(&[
+            "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", &cols.to_string(), "-y",
+            &rows.to_string(), "sh", "-c", &wrapped,
+        ]);
+        t.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
+        t
+    }
+
+    pub fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The visible screen as text.
+    pub fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// The visible screen with escape sequences (colours).
+    pub fn screen_with_escapes(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-e", "-t", "t"])
+    }
+
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend(keys);
+        self.tmux(&args);
+    }
+
+    pub fn resize(&self, cols: u16, rows: u16) {
+        self.tmux(&["resize-window", "-t", "t", "-x", &cols.to_string(), "-y", &rows.to_string()]);
+    }
+
+    /// A pane format variable, e.g. `pane_dead`, `alternate_on`, `cursor_flag`.
+    pub fn pane(&self, format: &str) -> String {
+        self.tmux(&["display-message", "-p", "-t", "t", &format!("#{{{format}}}")])
+            .trim()
+            .to_string()
+    }
+
+    /// Polls the screen until `check` holds or `timeout` passes; returns the last screen.
+    pub fn wait_for(&self, timeout: Duration, check: impl Fn(&str) -> bool) -> (bool, String) {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if check(&screen) {
+                return (true, screen);
+            }
+            if start.elapsed() > timeout {
+                return (false, screen);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&self.pid_file) {
+                if let Ok(pid) = text.trim().parse() {
+                    return pid;
+                }
+            }
+            assert!(Instant::now() < deadline, "no pid file");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+    }
+}

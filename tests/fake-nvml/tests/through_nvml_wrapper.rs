@@ -1,0 +1,162 @@
+//! Loads the built `libfake_nvml.so` through nvml-wrapper, exactly as
+//! vramscope does: a copy in a temp dir with a sidecar scenario.
+
+use std::path::{Path, PathBuf};
+
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use serde_json::json;
+
+/// `target/<profile>/deps/libfake_nvml.so` (or the profile dir itself).
+fn built_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("deps dir");
+    let candidates = [
+        deps.join("libfake_nvml.so"),
+        deps.parent()
+            .map(|p| p.join("libfake_nvml.so"))
+            .unwrap_or_default(),
+    ];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .unwrap_or_else(|| panic!("libfake_nvml.so not found in {candidates:?}"))
+}
+
+/// Copies the library into `dir` as `libnvidia-ml.so.1` next to `scenario`.
+fn install(dir: &Path, scenario: &serde_json::Value) -> PathBuf {
+    let lib = dir.join("libnvidia-ml.so.1");
+    std::fs::copy(built_library(), &lib).expect("copy library");
+    std::fs::write(dir.join("fake_nvml_scenario.json"), scenario.to_string()).expect("scenario");
+    lib
+}
+
+fn scenario(name: &str) -> serde_json::Value {
+    json!({
+        "driver_version": "550.54.15",
+        "cuda_version": 12040,
+        "devices": [{
+            "name": name,
+            "uuid": "GPU-12345678-1234-1234-1234-123456789abc",
+            "pci_bus_id": "00000000:18:00.0",
+            "memory_total": 85_520_809_984u64,
+            "memory_reserved": 566_231_040u64,
+            "max_sm_clock": 1980,
+            "timeline": [{"t": 0, "memory_used": 4_000_000_000u64, "temperature": 41,
+                          "sm_clock": 1755}],
+            "processes": [{"t": 0,
+                "compute": [{"pid": 1234, "used_memory": 3_000_000_000u64},
+                            {"pid": 4321, "used_memory": null}],
+                "graphics": []}],
+            "process_utilization": [
+                {"t": 0, "pid": 1234, "sm": 40, "mem": 10},
+                {"t": 0, "pid": 4321, "sm": 5, "mem": 1, "enc": 2, "dec": 3}],
+        }],
+        "faults": [{"function": "nvmlDeviceGetPowerUsage", "error": "NotSupported"}],
+    })
+}
+
+fn open(lib: &Path) -> Nvml {
+    Nvml::builder()
+        .lib_path(lib.as_os_str())
+        .init()
+        .expect("init fake NVML")
+}
+
+#[test]
+fn reads_everything_through_nvml_wrapper() {
+    assert!(
+        std::env::var_os("FAKE_NVML_SCENARIO").is_none(),
+        "unset FAKE_NVML_SCENARIO: this test relies on sidecar scenarios"
+    );
+    let dir_a = tempfile::tempdir().expect("tempdir");
+    let dir_b = tempfile::tempdir().expect("tempdir");
+    let nvml = open(&install(dir_a.path(), &scenario("NVIDIA H100 80GB HBM3")));
+    // A second copy is a separate object with its own statics and scenario.
+    let nvml_b = open(&install(dir_b.path(), &scenario("NVIDIA A100-SXM4-40GB")));
+
+    assert_eq!(nvml.sys_driver_version().expect("driver"), "550.54.15");
+    assert_eq!(nvml.sys_cuda_driver_version().expect("cuda"), 12040);
+    assert_eq!(nvml.device_count().expect("count"), 1);
+    let dev = nvml.device_by_index(0).expect("device 0");
+    assert!(matches!(
+        nvml.device_by_index(1),
+        Err(NvmlError::InvalidArg)
+    ));
+    assert_eq!(dev.name().expect("name"), "NVIDIA H100 80GB HBM3");
+    let dev_b = nvml_b.device_by_index(0).expect("device 0 of copy b");
+    assert_eq!(dev_b.name().expect("name"), "NVIDIA A100-SXM4-40GB");
+    assert_eq!(
+        dev.uuid().expect("uuid"),
+        "GPU-12345678-1234-1234-1234-123456789abc"
+    );
+    let pci = dev.pci_info().expect("pci");
+    assert_eq!((pci.bus_id.as_str(), pci.bus), ("00000000:18:00.0", 0x18));
+
+    let mem = dev.memory_info().expect("memory_info (v2)");
+    assert_eq!(mem.total, 85_520_809_984);
+    assert_eq!(mem.reserved, 566_231_040);
+    assert_eq!(mem.used, 4_000_000_000);
+    assert_eq!(mem.free, 85_520_809_984 - 566_231_040 - 4_000_000_000);
+
+    assert_eq!(dev.temperature(TemperatureSensor::Gpu).expect("temp"), 41);
+    assert_eq!(dev.clock_info(Clock::SM).expect("sm clock"), 1755);
+    assert_eq!(dev.max_clock_info(Clock::SM).expect("max sm"), 1980);
+    assert!(matches!(dev.power_usage(), Err(NvmlError::NotSupported)));
+    assert!(matches!(dev.fan_speed(0), Err(NvmlError::NotSupported)));
+
+    let procs = dev.running_compute_processes().expect("compute processes");
+    assert_eq!(procs.len(), 2);
+    assert_eq!(procs[0].pid, 1234);
+    assert!(matches!(
+        procs[0].used_gpu_memory,
+        UsedGpuMemory::Used(3_000_000_000)
+    ));
+    assert_eq!(procs[0].gpu_instance_id, None);
+    assert_eq!(procs[1].pid, 4321);
+    assert!(matches!(
+        procs[1].used_gpu_memory,
+        UsedGpuMemory::Unavailable
+    ));
+    assert!(
+        dev.running_graphics_processes()
+            .expect("graphics")
+            .is_empty()
+    );
+
+    let samples = dev.process_utilization_stats(None).expect("samples");
+    assert_eq!(samples.len(), 2);
+    assert_eq!(
+        (samples[0].pid, samples[0].sm_util, samples[0].mem_util),
+        (1234, 40, 10)
+    );
+    assert_eq!((samples[1].enc_util, samples[1].dec_util), (2, 3));
+    let cursor = samples.iter().map(|s| s.timestamp).max().unwrap_or(0);
+    assert!(
+        cursor > 1_600_000_000_000_000,
+        "µs since the epoch: {cursor}"
+    );
+    assert!(matches!(
+        dev.process_utilization_stats(cursor),
+        Err(NvmlError::NotFound)
+    ));
+
+    drop(nvml_b);
+    // The first copy is unaffected by the second one's shutdown.
+    assert_eq!(
+        dev.name().expect("name after b's shutdown"),
+        "NVIDIA H100 80GB HBM3"
+    );
+    nvml.shutdown().expect("shutdown");
+}
+
+#[test]
+fn init_error_reaches_the_wrapper() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lib = install(dir.path(), &json!({"init_error": "DriverNotLoaded"}));
+    let err = Nvml::builder().lib_path(lib.as_os_str()).init().err();
+    assert!(matches!(err, Some(NvmlError::DriverNotLoaded)), "{err:?}");
+}

@@ -1,0 +1,162 @@
+//! Every NVML function vramscope calls, made to fail with each error class, leaves vramscope
+//! running with that figure absent (null plus a reason) and every other figure intact.
+
+mod common;
+
+use common::{GIB, Scenario, h100, stderr};
+use serde_json::{Value, json};
+
+const ERRORS: [(&str, &str); 6] = [
+    ("NotSupported", "not supported"),
+    ("NoPermission", "no permission"),
+    ("GpuIsLost", "GPU lost"),
+    ("Unknown", "unknown"),
+    ("Timeout", "timed out"),
+    ("InsufficientSize", "insufficient size"),
+];
+
+/// (symbol, where the figure shows in the JSON: "device.FIELD", "process.FIELD" or "driver.FIELD")
+const CALLS: [(&str, &[&str]); 21] = [
+    ("nvmlDeviceGetMemoryInfo_v2", &["device.memory_used", "device.memory_free", "device.memory_reserved"]),
+    ("nvmlDeviceGetUtilizationRates", &["device.gpu_util", "device.mem_util"]),
+    ("nvmlDeviceGetTemperature", &["device.temperature_c"]),
+    ("nvmlDeviceGetPowerUsage", &["device.power_mw"]),
+    ("nvmlDeviceGetEnforcedPowerLimit", &["device.power_limit_mw"]),
+    ("nvmlDeviceGetClockInfo", &["device.sm_clock_mhz", "device.mem_clock_mhz"]),
+    ("nvmlDeviceGetFanSpeed_v2", &["device.fan_percent"]),
+    ("nvmlDeviceGetEncoderUtilization", &["device.encoder_util"]),
+    ("nvmlDeviceGetDecoderUtilization", &["device.decoder_util"]),
+    ("nvmlDeviceGetCurrentClocksThrottleReasons", &["device.throttle_reasons"]),
+    ("nvmlDeviceGetPerformanceState", &["device.pstate"]),
+    ("nvmlDeviceGetTotalEccErrors", &["device.ecc_corrected", "device.ecc_uncorrected"]),
+    ("nvmlDeviceGetPcieThroughput", &["device.pcie_tx_kbs", "device.pcie_rx_kbs"]),
+    ("nvmlDeviceGetProcessUtilization", &["process.sm_util", "process.mem_util"]),
+    ("nvmlDeviceGetName", &["device.name"]),
+    ("nvmlDeviceGetUUID", &["device.uuid"]),
+    ("nvmlDeviceGetPciInfo_v3", &["device.pci_bus_id"]),
+    ("nvmlDeviceGetHandleByIndex_v2", &["device.name", "device.memory_used", "device.gpu_util"]),
+    ("nvmlSystemGetDriverVersion", &["driver.driver_version"]),
+    ("nvmlSystemGetCudaDriverVersion_v2", &["driver.cuda_version"]),
+    ("nvmlSystemGetNVMLVersion", &["driver.nvml_version"]),
+];
+
+/// For the two-call functions (process lists, per-process utilisation) InsufficientSize is
+/// the protocol's normal answer to the NULL-buffer probe ("the count is in *count"), so an
+/// injected InsufficientSize with count 0 means "no entries" to nvml-wrapper, as it would with
+/// a real driver. Those pairs are checked for "no figures invented" instead.
+fn is_count_probe(symbol: &str, error: &str) -> bool {
+    error == "InsufficientSize"
+        && matches!(
+            symbol,
+            "nvmlDeviceGetProcessUtilization"
+                | "nvmlDeviceGetComputeRunningProcesses_v3"
+                | "nvmlDeviceGetGraphicsRunningProcesses_v3"
+        )
+}
+
+fn scenario_with(faults: Value) -> Scenario {
+    let me = std::process::id();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": me, "used_memory": 2 * GIB }] }]);
+    gpu["process_utilization"] = json!([{ "t": 0, "pid": me, "sm": 30, "mem": 5 }]);
+    Scenario::new(&json!({ "devices": [gpu, h100(1)], "faults": faults }))
+}
+
+fn pick<'a>(doc: &'a Value, place: &str) -> (&'a Value, String) {
+    let (scope, field) = place.split_once('.').unwrap();
+    let object = match scope {
+        "device" => &doc["devices"][0],
+        "process" => &doc["processes"][0],
+        _ => &doc["driver"],
+    };
+    (object, field.to_string())
+}
+
+#[test]
+fn each_call_failing_with_each_error_leaves_only_its_figures_absent() {
+    let mut checked = 0;
+    for (symbol, places) in CALLS {
+        for (error, reason) in ERRORS {
+            // Driver-wide calls take no device, so their fault names none.
+            let fault = if symbol.starts_with("nvmlSystem") {
+                json!([{ "function": symbol, "error": error }])
+            } else {
+                json!([{ "function": symbol, "error": error, "device": 0 }])
+            };
+            let scenario = scenario_with(fault);
+            let out = scenario.run(&["--json", "--pcie"]);
+            let context = format!("{symbol} -> {error}: {}", stderr(&out));
+            assert!(out.status.success(), "{context}");
+            let doc: Value = serde_json::from_slice(&out.stdout).expect(&context);
+            if is_count_probe(symbol, error) {
+                assert_eq!(doc["processes"][0]["sm_util"], Value::Null, "{context}");
+                checked += 1;
+                continue;
+            }
+            for place in places {
+                let (object, field) = pick(&doc, place);
+                assert_eq!(object[&field], Value::Null, "{place} should be absent: {context}");
+                let why = object["unavailable"][&field].as_str().unwrap_or("");
+                // A lost handle lookup leaves the device unreadable; the reason names the error.
+                assert!(why.contains(reason), "{place}: reason {why:?} should say {reason:?}: {context}");
+            }
+            // The second GPU is untouched whatever happens to the first.
+            assert_eq!(doc["devices"][1]["memory_used"], 10 * GIB, "{context}");
+            assert_eq!(doc["devices"][1]["temperature_c"], 64, "{context}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, CALLS.len() * ERRORS.len());
+}
+
+#[test]
+fn a_failing_process_list_is_absent_not_empty() {
+    for (error, reason) in ERRORS {
+        if is_count_probe("nvmlDeviceGetComputeRunningProcesses_v3", error) {
+            continue;
+        }
+        let scenario = scenario_with(json!([
+            { "function": "nvmlDeviceGetComputeRunningProcesses_v3", "error": error, "device": 0 },
+            { "function": "nvmlDeviceGetGraphicsRunningProcesses_v3", "error": error, "device": 0 },
+        ]));
+        let out = scenario.run(&["--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["devices"][0]["process_count"], Value::Null, "{error}");
+        let why = doc["devices"][0]["unavailable"]["process_count"].as_str().unwrap();
+        assert!(why.contains(reason), "{error}: {why}");
+        assert_eq!(doc["devices"][0]["memory_used"], 10 * GIB);
+    }
+}
+
+#[test]
+fn a_gpu_lost_mid_run_is_marked_lost_while_the_other_goes_on() {
+    let mut gpu1 = h100(1);
+    gpu1["timeline"] = json!([{ "t": 0, "memory_used": GIB }, { "t": 0.6, "memory_used": 2 * GIB }]);
+    let scenario = Scenario::new(&json!({
+        "devices": [h100(0), gpu1],
+        "faults": [{ "function": "*", "error": "GpuIsLost", "device": 0, "from": 0.3 }]
+    }));
+    let mut child = scenario
+        .command()
+        .args(["--json", "--loop", "0.1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_000));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let docs: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = &docs[0]["devices"];
+    let last = &docs[docs.len() - 1]["devices"];
+    assert_eq!(first[0]["lost"], false);
+    assert_eq!(first[0]["memory_used"], 10 * GIB);
+    assert_eq!(last[0]["lost"], true, "GPU 0 marked lost");
+    assert_eq!(last[0]["memory_used"], Value::Null);
+    assert_eq!(last[0]["unavailable"]["memory_used"], "GPU lost");
+    assert_eq!(last[1]["lost"], false);
+    assert_eq!(last[1]["memory_used"], 2 * GIB, "GPU 1 still sampled");
+}

@@ -1,0 +1,201 @@
+//! `--once`, `--json` and `--csv` run as the real binary against the fake NVML library and
+//! must print exactly what the scenario says, with absent figures as n/a, never 0.
+
+mod common;
+
+use common::{GIB, MIB, Scenario, h100, stderr, stdout};
+use serde_json::{Value, json};
+
+/// Two GPUs; the test process itself runs on GPU 0 (so host facts are real), an invisible pid
+/// on GPU 1 with memory NVML cannot report.
+fn two_gpus() -> (Scenario, u32) {
+    let me = std::process::id();
+    let mut gpu0 = h100(0);
+    gpu0["processes"] = json!([{ "t": 0,
+        "compute": [{ "pid": me, "used_memory": 6 * GIB }],
+        "graphics": [{ "pid": me, "used_memory": 6 * GIB }] }]);
+    gpu0["process_utilization"] = json!([{ "t": 0, "pid": me, "sm": 57, "mem": 12 }]);
+    let mut gpu1 = h100(1);
+    gpu1["name"] = json!("NVIDIA A10");
+    gpu1["timeline"] = json!([{ "t": 0, "memory_used": 3 * GIB, "gpu_util": 5, "temperature": 41,
+        "power": 60_000, "sm_clock": 210, "mem_clock": 405, "pstate": 8 }]);
+    gpu1["num_fans"] = Value::Null;
+    gpu1["processes"] = json!([{ "t": 0, "compute": [{ "pid": 4_194_001, "used_memory": null }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu0, gpu1] }));
+    (scenario, me)
+}
+
+fn json_of(scenario: &Scenario) -> Value {
+    let out = scenario.run(&["--json"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+#[test]
+fn json_reports_the_scenario_figures() {
+    let (scenario, me) = two_gpus();
+    let doc = json_of(&scenario);
+    assert_eq!(doc["schema"], "vramscope.snapshot");
+    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["driver"]["driver_version"], "550.54.15");
+    assert_eq!(doc["driver"]["cuda_version"], "12.4");
+    let d0 = &doc["devices"][0];
+    assert_eq!(d0["name"], "NVIDIA H100 80GB HBM3");
+    assert_eq!(d0["uuid"], "GPU-00000000-0000-0000-0000-000000000000");
+    assert_eq!(d0["pci_bus_id"], "00000000:18:00.0");
+    assert_eq!(d0["memory_total"], 80 * GIB);
+    assert_eq!(d0["memory_used"], 10 * GIB);
+    assert_eq!(d0["memory_reserved"], 512 * MIB);
+    assert_eq!(d0["memory_free"], 80 * GIB - 10 * GIB - 512 * MIB);
+    assert_eq!(d0["gpu_util"], 87);
+    assert_eq!(d0["mem_util"], 41);
+    assert_eq!(d0["temperature_c"], 64);
+    assert_eq!(d0["power_mw"], 412_000);
+    assert_eq!(d0["power_limit_mw"], 700_000);
+    assert_eq!(d0["sm_clock_mhz"], 1755);
+    assert_eq!(d0["mem_clock_mhz"], 2619);
+    assert_eq!(d0["fan_percent"], 35);
+    assert_eq!(d0["encoder_util"], 3);
+    assert_eq!(d0["decoder_util"], 4);
+    assert_eq!(d0["throttle_reasons"], 4);
+    assert_eq!(d0["pstate"], 0);
+    assert_eq!(d0["process_count"], 1, "compute and graphics merged by pid");
+    // PCIe is off by default: absent with the reason, not 0.
+    assert_eq!(d0["pcie_tx_kbs"], Value::Null);
+    assert!(d0["unavailable"]["pcie_tx_kbs"].as_str().unwrap().contains("--pcie"));
+
+    let d1 = &doc["devices"][1];
+    assert_eq!(d1["name"], "NVIDIA A10");
+    assert_eq!(d1["memory_used"], 3 * GIB);
+    assert_eq!(d1["fan_percent"], Value::Null);
+    assert_eq!(d1["unavailable"]["fan_percent"], "not supported");
+    assert_eq!(d1["mem_util"], Value::Null, "not in the scenario: not supported");
+
+    let procs = doc["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 2);
+    let mine = &procs[0];
+    assert_eq!(mine["pid"], me);
+    assert_eq!(mine["local_pid"], me);
+    assert_eq!(mine["gpu_index"], 0);
+    assert_eq!(mine["type"], "C+G");
+    assert_eq!(mine["used_memory"], 6 * GIB);
+    assert_eq!(mine["sm_util"], 57);
+    assert_eq!(mine["mem_util"], 12);
+    assert!(mine["host_rss"].as_u64().unwrap() > 0);
+    assert!(mine["command"].as_str().unwrap().contains("oneshot_output"));
+
+    let hidden = &procs[1];
+    assert_eq!(hidden["pid"], 4_194_001);
+    assert_eq!(hidden["used_memory"], Value::Null);
+    assert_eq!(hidden["unavailable"]["used_memory"], "not available");
+    assert_eq!(hidden["local_pid"], Value::Null);
+    assert!(hidden["unavailable"]["host_rss"].as_str().unwrap().contains("not visible"));
+}
+
+#[test]
+fn csv_has_one_row_per_device_and_process_with_empty_cells_for_absent_figures() {
+    let (scenario, me) = two_gpus();
+    let out = scenario.run(&["--csv"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 4, "2 devices + 2 processes:\n{text}");
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    assert_eq!(rows[0][col("record")], "device");
+    assert_eq!(rows[0][col("memory_used")], (10 * GIB).to_string());
+    assert_eq!(rows[1][col("name")], "NVIDIA A10");
+    assert_eq!(rows[1][col("fan_percent")], "", "absent is empty, not 0");
+    assert_eq!(rows[2][col("record")], "process");
+    assert_eq!(rows[2][col("pid")], me.to_string());
+    assert_eq!(rows[2][col("used_memory")], (6 * GIB).to_string());
+    assert_eq!(rows[3][col("used_memory")], "");
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+}
+
+#[test]
+fn once_prints_a_table_with_na_for_absent_figures() {
+    let (scenario, me) = two_gpus();
+    let out = scenario.run(&["--once"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("driver 550.54.15  CUDA 12.4"), "{text}");
+    assert!(text.contains("NVIDIA H100 80GB HBM3"));
+    assert!(text.contains("10.0 GiB / 80.0 GiB"), "{text}");
+    assert!(text.contains("412W/700W"), "{text}");
+    assert!(text.contains(&format!("{me}")));
+    // The invisible process: pid starred, memory n/a, and the footnote says why.
+    let hidden = text.lines().find(|l| l.contains("4194001*")).expect("hidden pid row");
+    assert!(hidden.contains("n/a"), "{hidden}");
+    assert!(text.contains("not visible from here"));
+}
+
+#[test]
+fn loop_prints_one_json_line_per_period_following_the_timeline() {
+    let mut gpu = h100(0);
+    gpu["timeline"] = json!([
+        { "t": 0, "memory_used": GIB, "gpu_util": 10 },
+        { "t": 0.35, "memory_used": 5 * GIB },
+    ]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let mut child = scenario
+        .command()
+        .args(["--json", "--loop", "0.1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    let docs: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON document"))
+        .collect();
+    assert!(docs.len() >= 5, "got {} lines", docs.len());
+    let used: Vec<u64> = docs.iter().map(|d| d["devices"][0]["memory_used"].as_u64().unwrap()).collect();
+    assert_eq!(used[0], GIB);
+    assert_eq!(*used.last().unwrap(), 5 * GIB, "{used:?}");
+    let times: Vec<u64> = docs.iter().map(|d| d["taken_at_ms"].as_u64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[test]
+fn without_a_usable_nvml_each_cause_gets_one_line_and_a_nonzero_exit() {
+    let missing = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["--nvml-lib", "/nonexistent/libnvidia-ml.so.1", "--once"])
+        .output()
+        .unwrap();
+    let cases: Vec<(std::process::Output, &str)> = vec![
+        (missing, "management library not found"),
+        (
+            Scenario::new(&json!({ "init_error": "DriverNotLoaded", "devices": [] })).run(&["--json"]),
+            "kernel driver is not loaded",
+        ),
+        (
+            Scenario::new(&json!({ "init_error": "LibRmVersionMismatch", "devices": [] })).run(&["--csv"]),
+            "version mismatch",
+        ),
+        (
+            Scenario::new(&json!({ "init_error": "NoPermission", "devices": [] })).run(&["--once"]),
+            "no permission",
+        ),
+        (Scenario::new(&json!({ "devices": [] })).run(&["--once"]), "no NVIDIA GPU"),
+    ];
+    for (out, cause) in cases {
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.contains(cause) && err.contains("hint:"), "{cause}: {err}");
+        assert!(!err.contains("panicked"));
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn the_monitor_refuses_a_pipe_with_a_clear_line() {
+    let (scenario, _) = two_gpus();
+    let out = scenario.run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("needs a terminal"), "{}", stderr(&out));
+}

@@ -1,0 +1,167 @@
+//! The monitor in a real terminal (tmux), against the fake NVML library: what a person sees,
+//! keys, resizes, a blocking driver call, and a clean shell after SIGTERM and SIGHUP.
+
+mod common;
+
+use common::tmux::{self, Tmux};
+use common::{GIB, Scenario, fake_nvml, h100};
+use serde_json::json;
+use std::time::Duration;
+
+fn command(scenario: &Scenario, extra: &str) -> String {
+    format!(
+        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms {extra}",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display()
+    )
+}
+
+/// Two GPUs, the test process on GPU 0, and a memory spike on GPU 1 that rises and falls
+/// within 300 ms, well between two redraws of the peak label's surroundings.
+fn spike_scenario() -> Scenario {
+    let me = std::process::id();
+    let mut gpu0 = h100(0);
+    gpu0["processes"] = json!([{ "t": 0, "compute": [{ "pid": me, "used_memory": 6 * GIB }] }]);
+    let mut gpu1 = h100(1);
+    gpu1["name"] = json!("NVIDIA A100-SXM4-40GB");
+    gpu1["memory_total"] = json!(40 * GIB);
+    gpu1["timeline"] = json!([
+        { "t": 0, "memory_used": 4 * GIB, "gpu_util": 20, "temperature": 50, "power": 90_000 },
+        { "t": 0.8, "memory_used": 37 * GIB },
+        { "t": 1.1, "memory_used": 4 * GIB },
+    ]);
+    gpu1["num_fans"] = serde_json::Value::Null;
+    Scenario::new(&json!({ "devices": [gpu0, gpu1] }))
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn shows_gpus_processes_and_a_spike_peak_after_it_has_gone() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = spike_scenario();
+    let t = Tmux::start(scenario.dir(), 120, 40, &command(&scenario, ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA A100-SXM4-40GB"));
+    assert!(ok, "GPU names on screen:\n{screen}");
+    assert!(screen.contains("NVIDIA H100 80GB HBM3"), "{screen}");
+    assert!(screen.contains(&std::process::id().to_string()), "own pid listed:\n{screen}");
+    // After the spike has passed, current memory is back to 4 GiB but the peak says 37 GiB.
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("37.0 GiB") && s.contains("4.00 GiB"));
+    assert!(ok, "spike peak 37.0 GiB still shown with current 4.00 GiB:\n{screen}");
+    assert!(screen.contains("n/a"), "absent fan shown as n/a:\n{screen}");
+}
+
+#[test]
+fn keys_resizes_and_tiny_terminals_keep_it_running() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = spike_scenario();
+    let t = Tmux::start(scenario.dir(), 120, 40, &command(&scenario, ""));
+    assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA")).0);
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| s.to_lowercase().contains("sort"));
+    assert!(ok, "help overlay lists keys:\n{screen}");
+    t.keys(&["Escape"]);
+    t.keys(&["/", "z", "z", "z", "Enter"]);
+    let me = std::process::id().to_string();
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| !s.contains(&me));
+    assert!(ok, "filter 'zzz' hides every process:\n{screen}");
+    t.keys(&["Escape"]);
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains(&me));
+    assert!(ok, "Esc clears the filter:\n{screen}");
+    t.keys(&["Space"]);
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("PAUSED"));
+    assert!(ok, "space pauses the view:\n{screen}");
+    t.keys(&["Space"]);
+    for (cols, rows) in [(60, 15), (200, 60), (20, 5), (1, 1), (80, 24)] {
+        t.resize(cols, rows);
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(t.pane("pane_dead"), "0", "still running at {cols}x{rows}");
+    }
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("NVIDIA"));
+    assert!(ok, "redrawn at 80x24:\n{screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 80));
+    t.keys(&["q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "q quits");
+}
+
+#[test]
+fn a_call_blocking_five_seconds_freezes_neither_input_nor_the_other_gpu() {
+    if !tmux::available() {
+        return;
+    }
+    let mut gpu1 = h100(1);
+    gpu1["timeline"] = json!([{ "t": 0, "memory_used": GIB }, { "t": 2.0, "memory_used": 3 * GIB }]);
+    let scenario = Scenario::new(&json!({
+        "devices": [h100(0), gpu1],
+        "blocks": [{ "function": "nvmlDeviceGetTemperature", "device": 0, "from": 1.0, "until": 1.2, "seconds": 5.0 }]
+    }));
+    let t = Tmux::start(scenario.dir(), 120, 40, &command(&scenario, ""));
+    assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA")).0);
+    std::thread::sleep(Duration::from_millis(1_500));
+    // GPU 0's sampler is now stuck inside the driver for 5 s.
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(SECOND, |s| s.to_lowercase().contains("sort"));
+    assert!(ok, "help opened within a second while a call blocks:\n{screen}");
+    t.keys(&["Escape"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("STALE") && s.contains("3.00 GiB"));
+    assert!(ok, "GPU 0 marked stale while GPU 1 updates:\n{screen}");
+}
+
+#[test]
+fn sigterm_and_sighup_leave_a_clean_shell() {
+    if !tmux::available() {
+        return;
+    }
+    for (signal, code) in [("TERM", 143), ("HUP", 129)] {
+        let scenario = spike_scenario();
+        let shell = format!(
+            "sh -c '{} ; echo EXIT=$?; stty -a; exec sleep 30'",
+            command(&scenario, "")
+        );
+        let t = Tmux::start(scenario.dir(), 120, 40, &shell);
+        assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA")).0);
+        // The pid file holds the outer sh; vramscope is its child.
+        let sh = t.pid();
+        let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
+        let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+        send_signal(pid, signal);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("EXIT="));
+        assert!(ok, "vramscope exited on SIG{signal}:\n{screen}");
+        assert!(screen.contains(&format!("EXIT={code}")), "{screen}");
+        assert_eq!(t.pane("alternate_on"), "0", "alternate screen left");
+        assert_eq!(t.pane("cursor_flag"), "1", "cursor visible again");
+        assert!(screen.contains(" icanon") && screen.contains(" echo "), "cooked mode:\n{screen}");
+    }
+}
+
+fn send_signal(pid: i32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn no_color_and_ascii_are_honoured() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = spike_scenario();
+    let t = Tmux::start(scenario.dir(), 120, 40, &format!("env NO_COLOR=1 {}", command(&scenario, "--ascii")));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA"));
+    assert!(ok, "{screen}");
+    std::thread::sleep(Duration::from_millis(500));
+    let raw = t.screen_with_escapes();
+    for code in ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[36m", "38;5;"] {
+        assert!(!raw.contains(code), "colour code {code:?} present with NO_COLOR");
+    }
+    assert!(t.screen().chars().all(|c| c.is_ascii()), "only ASCII with --ascii:\n{}", t.screen());
+}
