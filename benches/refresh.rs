@@ -27,7 +27,12 @@ fn main() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let mut sleepers: Vec<Child> = (0..GPUS * PROCS_PER_GPU)
-        .map(|_| Command::new("sleep").arg("600").spawn().expect("spawn sleep"))
+        .map(|_| {
+            Command::new("sleep")
+                .arg("600")
+                .spawn()
+                .expect("spawn sleep")
+        })
         .collect();
     let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
     let scenario = dir.path().join("scenario.json");
@@ -36,12 +41,20 @@ fn main() {
         "vramscope overhead: {GPUS} GPUs, {} processes, 200x50 tmux pane, {seconds} s per run",
         pids.len()
     );
-    println!("{:>9} {:>14} {:>12} {:>12} {:>10} {:>16}", "interval", "CPU/refresh", "CPU %", "first frame", "peak RSS", "NVML calls/ref.");
+    println!(
+        "{:>9} {:>14} {:>12} {:>12} {:>10} {:>16}",
+        "interval", "CPU/refresh", "CPU %", "first frame", "peak RSS", "NVML calls/ref."
+    );
     for interval_ms in [1000u64, 100] {
         let r = measure(dir.path(), &scenario, interval_ms, seconds);
         println!(
             "{:>7}ms {:>11.3} ms {:>11.3}% {:>9.1} ms {:>7.1} MB {:>16.1}",
-            interval_ms, r.cpu_ms_per_refresh, r.cpu_percent, r.first_frame_ms, r.peak_rss_mb, r.calls_per_refresh
+            interval_ms,
+            r.cpu_ms_per_refresh,
+            r.cpu_percent,
+            r.first_frame_ms,
+            r.peak_rss_mb,
+            r.calls_per_refresh
         );
         for (name, per) in &r.calls_by_function {
             println!("            {name}: {per:.2}/refresh");
@@ -78,9 +91,28 @@ fn measure(dir: &Path, scenario: &Path, interval_ms: u64, seconds: u64) -> Resul
         lib = fake_nvml().display(),
     );
     let tmux = |args: &[&str]| {
-        Command::new("tmux").arg("-L").arg(&socket).args(args).output().expect("tmux");
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .expect("tmux");
     };
-    tmux(&["-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "200", "-y", "50", "sh", "-c", &command]);
+    tmux(&[
+        "-f",
+        "/dev/null",
+        "new-session",
+        "-d",
+        "-s",
+        "b",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+        "-c",
+        &command,
+    ]);
     let pid = wait_for_pid(&pid_file);
     let first_frame_ms = wait_for_number(&first_frame) / 1000.0;
     // Warm-up over; measure a steady state.
@@ -127,16 +159,18 @@ fn scenario_json(pids: &[u32]) -> Value {
                 .collect();
             let util: Vec<Value> = (0..600)
                 .flat_map(|s| {
-                    pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU]
-                        .iter()
-                        .map(move |pid| json!({ "t": s as f64 * 0.5, "pid": pid, "sm": 40, "mem": 10 }))
+                    pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU].iter().map(
+                        move |pid| json!({ "t": s as f64 * 0.5, "pid": pid, "sm": 40, "mem": 10 }),
+                    )
                 })
                 .collect();
             let timeline: Vec<Value> = (0..600)
-                .map(|s| json!({ "t": s as f64 * 0.5, "memory_used": (40u64 << 30) + (s % 7) * (1 << 30),
+                .map(|s| {
+                    json!({ "t": s as f64 * 0.5, "memory_used": (40u64 << 30) + (s % 7) * (1 << 30),
                     "gpu_util": 50 + s % 40, "mem_util": 30, "temperature": 60, "power": 400_000,
                     "sm_clock": 1700, "mem_clock": 2619, "fan": 40, "encoder": 0, "decoder": 0,
-                    "throttle_reasons": 0, "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 }))
+                    "throttle_reasons": 0, "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 })
+                })
                 .collect();
             json!({
                 "name": "NVIDIA H100 80GB HBM3",
@@ -166,10 +200,17 @@ fn wait_for_pid(path: &Path) -> u32 {
 fn wait_for_number(path: &Path) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        if let Some(v) = std::fs::read_to_string(path).ok().and_then(|t| t.trim().parse().ok()) {
+        if let Some(v) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
             return v;
         }
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -199,6 +240,10 @@ fn read_counts(path: &Path) -> BTreeMap<String, f64> {
     let value: Value = serde_json::from_str(&text).unwrap_or(json!({}));
     value
         .as_object()
-        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0))).collect())
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -17,26 +17,60 @@ const ERRORS: [(&str, &str); 6] = [
 
 /// (symbol, where the figure shows in the JSON: "device.FIELD", "process.FIELD" or "driver.FIELD")
 const CALLS: [(&str, &[&str]); 21] = [
-    ("nvmlDeviceGetMemoryInfo_v2", &["device.memory_used", "device.memory_free", "device.memory_reserved"]),
-    ("nvmlDeviceGetUtilizationRates", &["device.gpu_util", "device.mem_util"]),
+    (
+        "nvmlDeviceGetMemoryInfo_v2",
+        &[
+            "device.memory_used",
+            "device.memory_free",
+            "device.memory_reserved",
+        ],
+    ),
+    (
+        "nvmlDeviceGetUtilizationRates",
+        &["device.gpu_util", "device.mem_util"],
+    ),
     ("nvmlDeviceGetTemperature", &["device.temperature_c"]),
     ("nvmlDeviceGetPowerUsage", &["device.power_mw"]),
-    ("nvmlDeviceGetEnforcedPowerLimit", &["device.power_limit_mw"]),
-    ("nvmlDeviceGetClockInfo", &["device.sm_clock_mhz", "device.mem_clock_mhz"]),
+    (
+        "nvmlDeviceGetEnforcedPowerLimit",
+        &["device.power_limit_mw"],
+    ),
+    (
+        "nvmlDeviceGetClockInfo",
+        &["device.sm_clock_mhz", "device.mem_clock_mhz"],
+    ),
     ("nvmlDeviceGetFanSpeed_v2", &["device.fan_percent"]),
     ("nvmlDeviceGetEncoderUtilization", &["device.encoder_util"]),
     ("nvmlDeviceGetDecoderUtilization", &["device.decoder_util"]),
-    ("nvmlDeviceGetCurrentClocksThrottleReasons", &["device.throttle_reasons"]),
+    (
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+        &["device.throttle_reasons"],
+    ),
     ("nvmlDeviceGetPerformanceState", &["device.pstate"]),
-    ("nvmlDeviceGetTotalEccErrors", &["device.ecc_corrected", "device.ecc_uncorrected"]),
-    ("nvmlDeviceGetPcieThroughput", &["device.pcie_tx_kbs", "device.pcie_rx_kbs"]),
-    ("nvmlDeviceGetProcessUtilization", &["process.sm_util", "process.mem_util"]),
+    (
+        "nvmlDeviceGetTotalEccErrors",
+        &["device.ecc_corrected", "device.ecc_uncorrected"],
+    ),
+    (
+        "nvmlDeviceGetPcieThroughput",
+        &["device.pcie_tx_kbs", "device.pcie_rx_kbs"],
+    ),
+    (
+        "nvmlDeviceGetProcessUtilization",
+        &["process.sm_util", "process.mem_util"],
+    ),
     ("nvmlDeviceGetName", &["device.name"]),
     ("nvmlDeviceGetUUID", &["device.uuid"]),
     ("nvmlDeviceGetPciInfo_v3", &["device.pci_bus_id"]),
-    ("nvmlDeviceGetHandleByIndex_v2", &["device.name", "device.memory_used", "device.gpu_util"]),
+    (
+        "nvmlDeviceGetHandleByIndex_v2",
+        &["device.name", "device.memory_used", "device.gpu_util"],
+    ),
     ("nvmlSystemGetDriverVersion", &["driver.driver_version"]),
-    ("nvmlSystemGetCudaDriverVersion_v2", &["driver.cuda_version"]),
+    (
+        "nvmlSystemGetCudaDriverVersion_v2",
+        &["driver.cuda_version"],
+    ),
     ("nvmlSystemGetNVMLVersion", &["driver.nvml_version"]),
 ];
 
@@ -95,10 +129,17 @@ fn each_call_failing_with_each_error_leaves_only_its_figures_absent() {
             }
             for place in places {
                 let (object, field) = pick(&doc, place);
-                assert_eq!(object[&field], Value::Null, "{place} should be absent: {context}");
+                assert_eq!(
+                    object[&field],
+                    Value::Null,
+                    "{place} should be absent: {context}"
+                );
                 let why = object["unavailable"][&field].as_str().unwrap_or("");
                 // A lost handle lookup leaves the device unreadable; the reason names the error.
-                assert!(why.contains(reason), "{place}: reason {why:?} should say {reason:?}: {context}");
+                assert!(
+                    why.contains(reason),
+                    "{place}: reason {why:?} should say {reason:?}: {context}"
+                );
             }
             // The second GPU is untouched whatever happens to the first.
             assert_eq!(doc["devices"][1]["memory_used"], 10 * GIB, "{context}");
@@ -123,7 +164,9 @@ fn a_failing_process_list_is_absent_not_empty() {
         assert!(out.status.success(), "{}", stderr(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["devices"][0]["process_count"], Value::Null, "{error}");
-        let why = doc["devices"][0]["unavailable"]["process_count"].as_str().unwrap();
+        let why = doc["devices"][0]["unavailable"]["process_count"]
+            .as_str()
+            .unwrap();
         assert!(why.contains(reason), "{error}: {why}");
         assert_eq!(doc["devices"][0]["memory_used"], 10 * GIB);
     }
@@ -132,7 +175,8 @@ fn a_failing_process_list_is_absent_not_empty() {
 #[test]
 fn a_gpu_lost_mid_run_is_marked_lost_while_the_other_goes_on() {
     let mut gpu1 = h100(1);
-    gpu1["timeline"] = json!([{ "t": 0, "memory_used": GIB }, { "t": 0.6, "memory_used": 2 * GIB }]);
+    gpu1["timeline"] =
+        json!([{ "t": 0, "memory_used": GIB }, { "t": 0.6, "memory_used": 2 * GIB }]);
     let scenario = Scenario::new(&json!({
         "devices": [h100(0), gpu1],
         "faults": [{ "function": "*", "error": "GpuIsLost", "device": 0, "from": 0.3 }]

@@ -62,14 +62,23 @@ fn json_reports_the_scenario_figures() {
     assert_eq!(d0["process_count"], 1, "compute and graphics merged by pid");
     // PCIe is off by default: absent with the reason, not 0.
     assert_eq!(d0["pcie_tx_kbs"], Value::Null);
-    assert!(d0["unavailable"]["pcie_tx_kbs"].as_str().unwrap().contains("--pcie"));
+    assert!(
+        d0["unavailable"]["pcie_tx_kbs"]
+            .as_str()
+            .unwrap()
+            .contains("--pcie")
+    );
 
     let d1 = &doc["devices"][1];
     assert_eq!(d1["name"], "NVIDIA A10");
     assert_eq!(d1["memory_used"], 3 * GIB);
     assert_eq!(d1["fan_percent"], Value::Null);
     assert_eq!(d1["unavailable"]["fan_percent"], "not supported");
-    assert_eq!(d1["mem_util"], Value::Null, "not in the scenario: not supported");
+    assert_eq!(
+        d1["mem_util"],
+        Value::Null,
+        "not in the scenario: not supported"
+    );
 
     let procs = doc["processes"].as_array().unwrap();
     assert_eq!(procs.len(), 2);
@@ -89,7 +98,12 @@ fn json_reports_the_scenario_figures() {
     assert_eq!(hidden["used_memory"], Value::Null);
     assert_eq!(hidden["unavailable"]["used_memory"], "not available");
     assert_eq!(hidden["local_pid"], Value::Null);
-    assert!(hidden["unavailable"]["host_rss"].as_str().unwrap().contains("not visible"));
+    assert!(
+        hidden["unavailable"]["host_rss"]
+            .as_str()
+            .unwrap()
+            .contains("not visible")
+    );
 }
 
 #[test]
@@ -126,9 +140,12 @@ fn once_prints_a_table_with_na_for_absent_figures() {
     assert!(text.contains("412W/700W"), "{text}");
     assert!(text.contains(&format!("{me}")));
     // The invisible process: pid starred, memory n/a, and the footnote says why.
-    let hidden = text.lines().find(|l| l.contains("4194001*")).expect("hidden pid row");
+    let hidden = text
+        .lines()
+        .find(|l| l.contains("4194001*"))
+        .expect("hidden pid row");
     assert!(hidden.contains("n/a"), "{hidden}");
-    assert!(text.contains("not visible from here"));
+    assert!(text.contains("* pid not found here"), "{text}");
 }
 
 #[test]
@@ -153,10 +170,16 @@ fn loop_prints_one_json_line_per_period_following_the_timeline() {
         .map(|l| serde_json::from_str(l).expect("each line is one JSON document"))
         .collect();
     assert!(docs.len() >= 5, "got {} lines", docs.len());
-    let used: Vec<u64> = docs.iter().map(|d| d["devices"][0]["memory_used"].as_u64().unwrap()).collect();
+    let used: Vec<u64> = docs
+        .iter()
+        .map(|d| d["devices"][0]["memory_used"].as_u64().unwrap())
+        .collect();
     assert_eq!(used[0], GIB);
     assert_eq!(*used.last().unwrap(), 5 * GIB, "{used:?}");
-    let times: Vec<u64> = docs.iter().map(|d| d["taken_at_ms"].as_u64().unwrap()).collect();
+    let times: Vec<u64> = docs
+        .iter()
+        .map(|d| d["taken_at_ms"].as_u64().unwrap())
+        .collect();
     assert!(times.windows(2).all(|w| w[0] < w[1]));
 }
 
@@ -169,24 +192,32 @@ fn without_a_usable_nvml_each_cause_gets_one_line_and_a_nonzero_exit() {
     let cases: Vec<(std::process::Output, &str)> = vec![
         (missing, "management library not found"),
         (
-            Scenario::new(&json!({ "init_error": "DriverNotLoaded", "devices": [] })).run(&["--json"]),
+            Scenario::new(&json!({ "init_error": "DriverNotLoaded", "devices": [] }))
+                .run(&["--json"]),
             "kernel driver is not loaded",
         ),
         (
-            Scenario::new(&json!({ "init_error": "LibRmVersionMismatch", "devices": [] })).run(&["--csv"]),
+            Scenario::new(&json!({ "init_error": "LibRmVersionMismatch", "devices": [] }))
+                .run(&["--csv"]),
             "version mismatch",
         ),
         (
             Scenario::new(&json!({ "init_error": "NoPermission", "devices": [] })).run(&["--once"]),
             "no permission",
         ),
-        (Scenario::new(&json!({ "devices": [] })).run(&["--once"]), "no NVIDIA GPU"),
+        (
+            Scenario::new(&json!({ "devices": [] })).run(&["--once"]),
+            "no NVIDIA GPU",
+        ),
     ];
     for (out, cause) in cases {
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(3), "{err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
-        assert!(err.contains(cause) && err.contains("hint:"), "{cause}: {err}");
+        assert!(
+            err.contains(cause) && err.contains("hint:"),
+            "{cause}: {err}"
+        );
         assert!(!err.contains("panicked"));
         assert!(out.stdout.is_empty());
     }
@@ -197,5 +228,9 @@ fn the_monitor_refuses_a_pipe_with_a_clear_line() {
     let (scenario, _) = two_gpus();
     let out = scenario.run(&[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("needs a terminal"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("needs a terminal"),
+        "{}",
+        stderr(&out)
+    );
 }

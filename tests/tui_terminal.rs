@@ -47,10 +47,18 @@ fn shows_gpus_processes_and_a_spike_peak_after_it_has_gone() {
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA A100-SXM4-40GB"));
     assert!(ok, "GPU names on screen:\n{screen}");
     assert!(screen.contains("NVIDIA H100 80GB HBM3"), "{screen}");
-    assert!(screen.contains(&std::process::id().to_string()), "own pid listed:\n{screen}");
+    assert!(
+        screen.contains(&std::process::id().to_string()),
+        "own pid listed:\n{screen}"
+    );
     // After the spike has passed, current memory is back to 4 GiB but the peak says 37 GiB.
-    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("37.0 GiB") && s.contains("4.00 GiB"));
-    assert!(ok, "spike peak 37.0 GiB still shown with current 4.00 GiB:\n{screen}");
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains("37.0 GiB") && s.contains("4.00 GiB")
+    });
+    assert!(
+        ok,
+        "spike peak 37.0 GiB still shown with current 4.00 GiB:\n{screen}"
+    );
     assert!(screen.contains("n/a"), "absent fan shown as n/a:\n{screen}");
 }
 
@@ -96,7 +104,8 @@ fn a_call_blocking_five_seconds_freezes_neither_input_nor_the_other_gpu() {
         return;
     }
     let mut gpu1 = h100(1);
-    gpu1["timeline"] = json!([{ "t": 0, "memory_used": GIB }, { "t": 2.0, "memory_used": 3 * GIB }]);
+    gpu1["timeline"] =
+        json!([{ "t": 0, "memory_used": GIB }, { "t": 2.0, "memory_used": 3 * GIB }]);
     let scenario = Scenario::new(&json!({
         "devices": [h100(0), gpu1],
         "blocks": [{ "function": "nvmlDeviceGetTemperature", "device": 0, "from": 1.0, "until": 1.2, "seconds": 5.0 }]
@@ -107,9 +116,14 @@ fn a_call_blocking_five_seconds_freezes_neither_input_nor_the_other_gpu() {
     // GPU 0's sampler is now stuck inside the driver for 5 s.
     t.keys(&["?"]);
     let (ok, screen) = t.wait_for(SECOND, |s| s.to_lowercase().contains("sort"));
-    assert!(ok, "help opened within a second while a call blocks:\n{screen}");
+    assert!(
+        ok,
+        "help opened within a second while a call blocks:\n{screen}"
+    );
     t.keys(&["Escape"]);
-    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("STALE") && s.contains("3.00 GiB"));
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+        s.contains("STALE") && s.contains("3.00 GiB")
+    });
     assert!(ok, "GPU 0 marked stale while GPU 1 updates:\n{screen}");
 }
 
@@ -136,7 +150,10 @@ fn sigterm_and_sighup_leave_a_clean_shell() {
         assert!(screen.contains(&format!("EXIT={code}")), "{screen}");
         assert_eq!(t.pane("alternate_on"), "0", "alternate screen left");
         assert_eq!(t.pane("cursor_flag"), "1", "cursor visible again");
-        assert!(screen.contains(" icanon") && screen.contains(" echo "), "cooked mode:\n{screen}");
+        assert!(
+            screen.contains(" icanon") && screen.contains(" echo "),
+            "cooked mode:\n{screen}"
+        );
     }
 }
 
@@ -155,13 +172,27 @@ fn no_color_and_ascii_are_honoured() {
         return;
     }
     let scenario = spike_scenario();
-    let t = Tmux::start(scenario.dir(), 120, 40, &format!("env NO_COLOR=1 {}", command(&scenario, "--ascii")));
+    let t = Tmux::start(
+        scenario.dir(),
+        120,
+        40,
+        &format!("env NO_COLOR=1 {}", command(&scenario, "--ascii")),
+    );
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA"));
     assert!(ok, "{screen}");
     std::thread::sleep(Duration::from_millis(500));
     let raw = t.screen_with_escapes();
-    for code in ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[36m", "38;5;"] {
-        assert!(!raw.contains(code), "colour code {code:?} present with NO_COLOR");
+    for code in [
+        "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[36m", "38;5;",
+    ] {
+        assert!(
+            !raw.contains(code),
+            "colour code {code:?} present with NO_COLOR"
+        );
     }
-    assert!(t.screen().chars().all(|c| c.is_ascii()), "only ASCII with --ascii:\n{}", t.screen());
+    assert!(
+        t.screen().is_ascii(),
+        "only ASCII with --ascii:\n{}",
+        t.screen()
+    );
 }

@@ -1,8 +1,10 @@
 //! The latest state of everything, joined: what one-shot output prints and what the TUI's
 //! tables are built from. Recording and the exporter will read the same type.
 
-use super::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, NvmlProblem};
 use super::absent::Reading;
+use super::{
+    DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, NvmlProblem,
+};
 use serde::Serialize;
 
 /// One GPU: its static facts and its latest sample.
@@ -55,8 +57,12 @@ impl Snapshot {
     pub fn join_processes(devices: &[DeviceSnapshot], host: &[HostProcess]) -> Vec<ProcessRow> {
         let mut rows = Vec::new();
         for device in devices {
-            let Some(sample) = &device.sample else { continue };
-            let Ok(processes) = &sample.processes else { continue };
+            let Some(sample) = &device.sample else {
+                continue;
+            };
+            let Ok(processes) = &sample.processes else {
+                continue;
+            };
             for process in processes {
                 rows.push(ProcessRow {
                     gpu_index: device.info.index,

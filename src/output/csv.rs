@@ -39,7 +39,10 @@ fn pad(fields: &[Field], width: usize) -> Vec<String> {
     if fields.is_empty() {
         return vec![String::new(); width];
     }
-    fields.iter().map(|(_, r)| r.as_ref().map_or(String::new(), cell)).collect()
+    fields
+        .iter()
+        .map(|(_, r)| r.as_ref().map_or(String::new(), cell))
+        .collect()
 }
 
 fn cell(value: &Value) -> String {
@@ -74,6 +77,9 @@ mod tests {
     #[test]
     fn header_has_every_field_once() {
         let h = header();
-        assert_eq!(h.trim_end().split(',').count(), 2 + DEVICE_FIELDS.len() + PROCESS_FIELDS.len());
+        assert_eq!(
+            h.trim_end().split(',').count(),
+            2 + DEVICE_FIELDS.len() + PROCESS_FIELDS.len()
+        );
     }
 }

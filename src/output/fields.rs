@@ -16,26 +16,66 @@ pub enum Value {
 pub type Field = (&'static str, Reading<Value>);
 
 fn int<T: Into<u64> + Copy>(r: &Reading<T>) -> Reading<Value> {
-    r.as_ref().map(|v| Value::Int((*v).into())).map_err(Clone::clone)
+    r.as_ref()
+        .map(|v| Value::Int((*v).into()))
+        .map_err(Clone::clone)
 }
 
 fn text(r: &Reading<String>) -> Reading<Value> {
-    r.as_ref().map(|v| Value::Text(v.clone())).map_err(Clone::clone)
+    r.as_ref()
+        .map(|v| Value::Text(v.clone()))
+        .map_err(Clone::clone)
 }
 
 /// Names of the device fields, in output order (the CSV header uses them).
 pub const DEVICE_FIELDS: [&str; 28] = [
-    "index", "uuid", "name", "pci_bus_id", "sampled_at_ms", "stale", "lost", "memory_total",
-    "memory_reserved", "memory_used", "memory_free", "gpu_util", "mem_util", "temperature_c",
-    "power_mw", "power_limit_mw", "sm_clock_mhz", "mem_clock_mhz", "fan_percent", "encoder_util",
-    "decoder_util", "pstate", "throttle_reasons", "ecc_corrected", "ecc_uncorrected",
-    "pcie_tx_kbs", "pcie_rx_kbs", "process_count",
+    "index",
+    "uuid",
+    "name",
+    "pci_bus_id",
+    "sampled_at_ms",
+    "stale",
+    "lost",
+    "memory_total",
+    "memory_reserved",
+    "memory_used",
+    "memory_free",
+    "gpu_util",
+    "mem_util",
+    "temperature_c",
+    "power_mw",
+    "power_limit_mw",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+    "fan_percent",
+    "encoder_util",
+    "decoder_util",
+    "pstate",
+    "throttle_reasons",
+    "ecc_corrected",
+    "ecc_uncorrected",
+    "pcie_tx_kbs",
+    "pcie_rx_kbs",
+    "process_count",
 ];
 
 /// Names of the process fields, in output order.
 pub const PROCESS_FIELDS: [&str; 15] = [
-    "gpu_index", "gpu_uuid", "pid", "local_pid", "type", "used_memory", "sm_util", "mem_util",
-    "enc_util", "dec_util", "user", "command", "host_rss", "cpu_percent", "container",
+    "gpu_index",
+    "gpu_uuid",
+    "pid",
+    "local_pid",
+    "type",
+    "used_memory",
+    "sm_util",
+    "mem_util",
+    "enc_util",
+    "dec_util",
+    "user",
+    "command",
+    "host_rss",
+    "cpu_percent",
+    "container",
 ];
 
 /// Every figure of one GPU. A GPU never sampled has every sampled figure absent.
@@ -48,7 +88,12 @@ pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
         None => Err(never.clone()),
     };
     let memory = |pick: fn(&crate::model::MemoryInfo) -> u64| {
-        sampled(&|x| x.memory.as_ref().map(|m| Value::Int(pick(m))).map_err(Clone::clone))
+        sampled(&|x| {
+            x.memory
+                .as_ref()
+                .map(|m| Value::Int(pick(m)))
+                .map_err(Clone::clone)
+        })
     };
     let optional = |r: Option<&Reading<u32>>| match r {
         Some(reading) => int(reading),
@@ -64,7 +109,9 @@ pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
         ("lost", Ok(Value::Bool(s.is_some_and(|x| x.lost)))),
         (
             "memory_total",
-            d.memory_total().map(Value::Int).ok_or_else(|| never.clone()),
+            d.memory_total()
+                .map(Value::Int)
+                .ok_or_else(|| never.clone()),
         ),
         ("memory_reserved", memory(|m| m.reserved)),
         ("memory_used", memory(|m| m.used)),
@@ -83,8 +130,14 @@ pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
         ("throttle_reasons", sampled(&|x| int(&x.throttle_reasons))),
         ("ecc_corrected", sampled(&|x| int(&x.ecc_corrected))),
         ("ecc_uncorrected", sampled(&|x| int(&x.ecc_uncorrected))),
-        ("pcie_tx_kbs", sampled(&|x| optional(x.pcie_tx_kbs.as_ref()))),
-        ("pcie_rx_kbs", sampled(&|x| optional(x.pcie_rx_kbs.as_ref()))),
+        (
+            "pcie_tx_kbs",
+            sampled(&|x| optional(x.pcie_tx_kbs.as_ref())),
+        ),
+        (
+            "pcie_rx_kbs",
+            sampled(&|x| optional(x.pcie_rx_kbs.as_ref())),
+        ),
         (
             "process_count",
             sampled(&|x| {

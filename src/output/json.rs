@@ -28,7 +28,10 @@ pub fn to_value(snapshot: &Snapshot) -> Json {
             (
                 "cuda_version",
                 d.cuda_label().map(Value::Text).ok_or_else(|| {
-                    d.cuda_version.clone().err().unwrap_or(crate::model::Absent::NotAvailable)
+                    d.cuda_version
+                        .clone()
+                        .err()
+                        .unwrap_or(crate::model::Absent::NotAvailable)
                 }),
             ),
         ])

@@ -35,9 +35,16 @@ pub fn run(cli: &Cli) -> ExitCode {
         } else {
             table::render(&snapshot)
         };
-        let separator = if !first && !cli.json && !cli.csv { "\n" } else { "" };
+        let separator = if !first && !cli.json && !cli.csv {
+            "\n"
+        } else {
+            ""
+        };
         // A closed pipe (`| head`) ends the loop quietly.
-        if write!(out, "{separator}{text}").and_then(|_| out.flush()).is_err() {
+        if write!(out, "{separator}{text}")
+            .and_then(|_| out.flush())
+            .is_err()
+        {
             return ExitCode::SUCCESS;
         }
         first = false;

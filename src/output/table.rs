@@ -17,7 +17,9 @@ pub fn render(snapshot: &Snapshot) -> String {
         "vramscope {}  driver {}  CUDA {}",
         env!("CARGO_PKG_VERSION"),
         driver.map_or("n/a".into(), |d| na(&d.driver_version, Clone::clone)),
-        driver.and_then(|d| d.cuda_label()).unwrap_or_else(|| "n/a".into()),
+        driver
+            .and_then(|d| d.cuda_label())
+            .unwrap_or_else(|| "n/a".into()),
     );
     let _ = writeln!(
         out,
@@ -111,7 +113,10 @@ fn notes(snapshot: &Snapshot) -> String {
         let checks: [(&str, Option<String>); 5] = [
             ("memory", s.memory.as_ref().err().map(|e| e.reason())),
             ("util", s.gpu_util.as_ref().err().map(|e| e.reason())),
-            ("temperature", s.temperature_c.as_ref().err().map(|e| e.reason())),
+            (
+                "temperature",
+                s.temperature_c.as_ref().err().map(|e| e.reason()),
+            ),
             ("power", s.power_mw.as_ref().err().map(|e| e.reason())),
             ("processes", s.processes.as_ref().err().map(|e| e.reason())),
         ];
@@ -122,8 +127,12 @@ fn notes(snapshot: &Snapshot) -> String {
         }
     }
     let mut out = String::new();
-    if snapshot.processes.iter().any(|p| p.host.as_ref().and_then(|h| h.local_pid).is_none()) {
-        out += "* host pid not visible from here (in a container, run with --pid=host)\n";
+    if snapshot
+        .processes
+        .iter()
+        .any(|p| p.host.as_ref().and_then(|h| h.local_pid).is_none())
+    {
+        out += "* pid not found here: exited, or hidden by a container's pid namespace (use --pid=host)\n";
     }
     if !reasons.is_empty() {
         let _ = writeln!(out, "n/a: {}", reasons.join("; "));

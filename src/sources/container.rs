@@ -57,7 +57,11 @@ pub fn ns_pids(status: &str) -> Vec<u32> {
     status
         .lines()
         .find_map(|line| line.strip_prefix("NSpid:"))
-        .map(|rest| rest.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -111,7 +115,10 @@ mod tests {
 
     #[test]
     fn host_processes_have_no_container() {
-        assert_eq!(container_id("0::/user.slice/user-1000.slice/session-3.scope"), None);
+        assert_eq!(
+            container_id("0::/user.slice/user-1000.slice/session-3.scope"),
+            None
+        );
         assert_eq!(container_id(""), None);
     }
 

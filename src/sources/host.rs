@@ -74,7 +74,12 @@ impl HostSampler {
     }
 
     fn describe(&mut self, pid: u32, view: container::PidView) -> HostProcess {
-        let hidden = Absent::Error("pid not visible here (run with --pid=host)".into());
+        // In the host's pid namespace a pid missing from /proc has simply exited.
+        let hidden = if self.host_namespace {
+            Absent::Error("no such process (exited)".into())
+        } else {
+            Absent::Error("pid not visible here (run with --pid=host)".into())
+        };
         let Some(local) = view.local_pid else {
             return HostProcess {
                 pid,
@@ -134,7 +139,6 @@ impl HostSampler {
             uid,
         }
     }
-
 }
 
 /// The user's name, reloading the user list only when an unknown uid shows up.

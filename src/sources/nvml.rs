@@ -3,8 +3,8 @@
 
 use super::nvml_errors::{absent, absent_ref, problem};
 use crate::model::{
-    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, NvmlProblem,
-    ProcessKind, Reading, now_ms,
+    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, NvmlProblem, ProcessKind,
+    Reading, now_ms,
 };
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
@@ -140,8 +140,16 @@ impl DeviceSampler {
         let throttle = device.current_throttle_reasons().map_err(absent);
         let (pcie_tx_kbs, pcie_rx_kbs) = if pcie_due {
             (
-                Some(device.pcie_throughput(PcieUtilCounter::Send).map_err(absent)),
-                Some(device.pcie_throughput(PcieUtilCounter::Receive).map_err(absent)),
+                Some(
+                    device
+                        .pcie_throughput(PcieUtilCounter::Send)
+                        .map_err(absent),
+                ),
+                Some(
+                    device
+                        .pcie_throughput(PcieUtilCounter::Receive)
+                        .map_err(absent),
+                ),
             )
         } else {
             (None, None)
@@ -161,8 +169,14 @@ impl DeviceSampler {
             sm_clock_mhz: device.clock_info(Clock::SM).map_err(absent),
             mem_clock_mhz: device.clock_info(Clock::Memory).map_err(absent),
             fan_percent: device.fan_speed(0).map_err(absent),
-            encoder_util: device.encoder_utilization().map_err(absent).map(|u| u.utilization),
-            decoder_util: device.decoder_utilization().map_err(absent).map(|u| u.utilization),
+            encoder_util: device
+                .encoder_utilization()
+                .map_err(absent)
+                .map(|u| u.utilization),
+            decoder_util: device
+                .decoder_utilization()
+                .map_err(absent)
+                .map(|u| u.utilization),
             throttle_reasons: throttle.map(|t| t.bits()),
             pstate: device.performance_state().map_err(absent).map(|p| p.as_c()),
             ecc_corrected: device
@@ -190,7 +204,6 @@ impl DeviceSampler {
         }
         due
     }
-
 }
 
 fn processes(
@@ -234,7 +247,6 @@ fn processes(
         util.by_pid.retain(|pid, _| live.contains(pid));
         Ok(merged)
     }
-
 }
 
 impl UtilTracker {
@@ -339,9 +351,7 @@ fn read_info(index: u32, d: &Device<'static>) -> DeviceInfo {
         max_sm_clock_mhz: d.max_clock_info(Clock::SM).map_err(absent),
         max_mem_clock_mhz: d.max_clock_info(Clock::Memory).map_err(absent),
         num_fans: d.num_fans().map_err(absent),
-        persistence_mode: d
-            .is_in_persistent_mode()
-            .map_err(absent),
+        persistence_mode: d.is_in_persistent_mode().map_err(absent),
     }
 }
 

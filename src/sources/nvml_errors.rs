@@ -57,14 +57,20 @@ mod tests {
         let a = absent(NvmlError::FailedToLoadSymbol(
             "/x/libnvidia-ml.so.1: undefined symbol: nvmlDeviceGetFanSpeed_v2".into(),
         ));
-        assert_eq!(a, Absent::MissingFunction("nvmlDeviceGetFanSpeed_v2".into()));
+        assert_eq!(
+            a,
+            Absent::MissingFunction("nvmlDeviceGetFanSpeed_v2".into())
+        );
     }
 
     #[test]
     fn error_classes_map_to_reasons() {
         assert_eq!(absent(NvmlError::NotSupported), Absent::NotSupported);
         assert_eq!(absent(NvmlError::GpuLost), Absent::GpuLost);
-        assert_eq!(problem(NvmlError::DriverNotLoaded), NvmlProblem::DriverNotLoaded);
+        assert_eq!(
+            problem(NvmlError::DriverNotLoaded),
+            NvmlProblem::DriverNotLoaded
+        );
         assert_eq!(
             problem(NvmlError::LibRmVersionMismatch),
             NvmlProblem::VersionMismatch

@@ -20,7 +20,10 @@ pub struct OneShot {
 
 impl OneShot {
     /// Opens NVML; fails with the reason when it cannot be used at all.
-    pub fn open(nvml_lib: Option<&Path>, pcie_every: Option<Duration>) -> Result<Self, NvmlProblem> {
+    pub fn open(
+        nvml_lib: Option<&Path>,
+        pcie_every: Option<Duration>,
+    ) -> Result<Self, NvmlProblem> {
         let session = NvmlSession::open(nvml_lib)?;
         let count = session.device_count()?;
         let mut monitor = Monitor::new(now_ms());

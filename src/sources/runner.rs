@@ -126,7 +126,10 @@ where
     let mut schedule = Schedule::new();
     loop {
         let sample = sampler.sample();
-        if tx.send(SourceEvent::Device(Box::new(sample)).into()).is_err() {
+        if tx
+            .send(SourceEvent::Device(Box::new(sample)).into())
+            .is_err()
+        {
             return;
         }
         schedule.wait(&interval_ms);

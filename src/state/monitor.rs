@@ -160,7 +160,10 @@ impl Monitor {
     pub fn has_first_data(&self) -> bool {
         self.problem.is_some()
             || (!self.devices.is_empty()
-                && self.devices.iter().all(|d| self.latest.contains_key(&d.index)))
+                && self
+                    .devices
+                    .iter()
+                    .all(|d| self.latest.contains_key(&d.index)))
     }
 
     pub fn devices(&self) -> &[DeviceInfo] {

@@ -193,7 +193,9 @@ impl App {
         let mut out = std::io::stdout();
         // Synchronized updates stop tmux and modern terminals from showing half-drawn frames.
         let _ = crossterm::queue!(out, BeginSynchronizedUpdate);
-        let result = guard.terminal.draw(|frame| super::layout::draw(frame, &view));
+        let result = guard
+            .terminal
+            .draw(|frame| super::layout::draw(frame, &view));
         let _ = crossterm::queue!(out, EndSynchronizedUpdate);
         let _ = out.flush();
         result.map(|_| ())
@@ -225,7 +227,11 @@ impl App {
         match event {
             Event::Source(e) => {
                 self.monitor.ingest(e);
-                if self.ui.frozen.is_some() { Step::Nothing } else { Step::Data }
+                if self.ui.frozen.is_some() {
+                    Step::Nothing
+                } else {
+                    Step::Data
+                }
             }
             Event::Input(TermEvent::Key(key)) => self.key(key, guard),
             Event::Input(TermEvent::Resize(..)) => Step::Input,

@@ -46,7 +46,11 @@ pub fn handle(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Sna
         Mode::Filter => filter_key(key, ui),
         Mode::Help => {
             ui.mode = Mode::Normal;
-            if key.code == KeyCode::Char('q') { Outcome::Quit } else { Outcome::Redraw }
+            if key.code == KeyCode::Char('q') {
+                Outcome::Quit
+            } else {
+                Outcome::Redraw
+            }
         }
         Mode::ConfirmKill(request) => {
             ui.mode = Mode::Normal;
@@ -89,8 +93,12 @@ fn normal_key(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Sna
             };
             Outcome::Redraw
         }
-        KeyCode::Char('+') | KeyCode::Char('=') => Outcome::Interval(step_interval(ui.interval_ms, true)),
-        KeyCode::Char('-') | KeyCode::Char('_') => Outcome::Interval(step_interval(ui.interval_ms, false)),
+        KeyCode::Char('+') | KeyCode::Char('=') => {
+            Outcome::Interval(step_interval(ui.interval_ms, true))
+        }
+        KeyCode::Char('-') | KeyCode::Char('_') => {
+            Outcome::Interval(step_interval(ui.interval_ms, false))
+        }
         KeyCode::Char('s') => {
             ui.sort = ui.sort.next();
             ui.sort_descending = ui.sort.default_descending();
@@ -154,7 +162,12 @@ fn select(ui: &mut UiState, rows: &[TableRow], delta: i64) -> Outcome {
     Outcome::Redraw
 }
 
-fn ask_kill(ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot, signal: KillSignal) -> Outcome {
+fn ask_kill(
+    ui: &mut UiState,
+    rows: &[TableRow],
+    snapshot: &Snapshot,
+    signal: KillSignal,
+) -> Outcome {
     if ui.read_only {
         ui.flash = Some("read-only: signals are disabled".into());
         return Outcome::Redraw;
@@ -168,7 +181,10 @@ fn ask_kill(ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot, signal: Ki
         .filter_map(|p| p.host.as_ref())
         .find(|h| h.pid == row.key.pid)
     else {
-        ui.flash = Some(format!("pid {} has exited or is not visible here", row.key.pid));
+        ui.flash = Some(format!(
+            "pid {} has exited or is not visible here",
+            row.key.pid
+        ));
         return Outcome::Redraw;
     };
     let Some(local_pid) = host.local_pid else {
@@ -178,7 +194,9 @@ fn ask_kill(ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot, signal: Ki
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
     if me != 0 && host.uid != Some(me) {
-        ui.flash = Some(format!("pid {local_pid} is not yours: only root may signal it"));
+        ui.flash = Some(format!(
+            "pid {local_pid} is not yours: only root may signal it"
+        ));
         return Outcome::Redraw;
     }
     ui.mode = Mode::ConfirmKill(KillRequest {
@@ -193,9 +211,18 @@ fn ask_kill(ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot, signal: Ki
 /// The next refresh period up or down the ladder, from wherever the current one is.
 pub fn step_interval(current_ms: u64, slower: bool) -> u64 {
     if slower {
-        INTERVALS_MS.iter().copied().find(|&i| i > current_ms).unwrap_or(current_ms)
+        INTERVALS_MS
+            .iter()
+            .copied()
+            .find(|&i| i > current_ms)
+            .unwrap_or(current_ms)
     } else {
-        INTERVALS_MS.iter().rev().copied().find(|&i| i < current_ms).unwrap_or(current_ms)
+        INTERVALS_MS
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| i < current_ms)
+            .unwrap_or(current_ms)
     }
 }
 

@@ -113,7 +113,11 @@ fn plan_gpus(view: &View, width: u16, body: u16) -> GpuArea {
     if count == 0 {
         return GpuArea::Waiting;
     }
-    let columns: u16 = if width >= TWO_COLUMNS_FROM && count >= 2 { 2 } else { 1 };
+    let columns: u16 = if width >= TWO_COLUMNS_FROM && count >= 2 {
+        2
+    } else {
+        1
+    };
     let count16 = u16::try_from(count).unwrap_or(u16::MAX);
     let rows = count16.div_ceil(columns);
     let full_height = rows.saturating_mul(gpu_panel::HEIGHT);
@@ -136,8 +140,11 @@ fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
         }
         GpuArea::Compact(_) => gpu_compact::render(frame, area, view),
         GpuArea::Full { columns, rows } => {
-            let row_areas = Layout::vertical(vec![Constraint::Length(gpu_panel::HEIGHT); usize::from(rows)])
-                .split(area);
+            let row_areas = Layout::vertical(vec![
+                Constraint::Length(gpu_panel::HEIGHT);
+                usize::from(rows)
+            ])
+            .split(area);
             let mut devices = view.snapshot.devices.iter();
             for row_area in row_areas.iter() {
                 let cells = Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])

@@ -149,18 +149,13 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::User => compare_opt(a.user.as_deref(), b.user.as_deref()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
-            SortColumn::VramPeak => compare_opt(
-                a.vram_peak.map(|p| p.value),
-                b.vram_peak.map(|p| p.value),
-            ),
+            SortColumn::VramPeak => {
+                compare_opt(a.vram_peak.map(|p| p.value), b.vram_peak.map(|p| p.value))
+            }
             SortColumn::Sm => compare_opt(a.sm.as_ref().ok(), b.sm.as_ref().ok()),
-            SortColumn::HostRss => {
-                compare_opt(a.rss.as_ref().ok(), b.rss.as_ref().ok())
-            }
+            SortColumn::HostRss => compare_opt(a.rss.as_ref().ok(), b.rss.as_ref().ok()),
             SortColumn::Cpu => compare_opt(a.cpu.as_ref().ok(), b.cpu.as_ref().ok()),
-            SortColumn::Command => {
-                compare_opt(a.command.as_deref(), b.command.as_deref())
-            }
+            SortColumn::Command => compare_opt(a.command.as_deref(), b.command.as_deref()),
         };
         // `None` means one side lacks a value: that order is final, whatever the direction.
         let primary = match primary {

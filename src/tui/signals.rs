@@ -17,17 +17,19 @@ pub enum SignalEvent {
 /// Forwards signals to the loop's channel from a thread of their own.
 pub fn forward<E: From<SignalEvent> + Send + 'static>(tx: Sender<E>) -> std::io::Result<()> {
     let mut signals = Signals::new([SIGTERM, SIGINT, SIGHUP, SIGCONT, SIGWINCH])?;
-    thread::Builder::new().name("signals".into()).spawn(move || {
-        for signal in signals.forever() {
-            let event = match signal {
-                SIGCONT => SignalEvent::Resumed,
-                SIGWINCH => SignalEvent::Resized,
-                other => SignalEvent::Quit(other),
-            };
-            if tx.send(event.into()).is_err() {
-                return;
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                let event = match signal {
+                    SIGCONT => SignalEvent::Resumed,
+                    SIGWINCH => SignalEvent::Resized,
+                    other => SignalEvent::Quit(other),
+                };
+                if tx.send(event.into()).is_err() {
+                    return;
+                }
             }
-        }
-    })?;
+        })?;
     Ok(())
 }

@@ -189,8 +189,8 @@ impl Theme {
 
     /// Colour unless `NO_COLOR` is set to a non-empty value (no-color.org).
     pub fn from_env(ascii: bool) -> Self {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Theme::new(!no_color, ascii)
+        let no_color = std::env::var_os("NO_COLOR");
+        Theme::new(color_allowed(no_color.as_deref()), ascii)
     }
 
     /// Bar colour by how full something is: calm, then warning from 75 %, critical from 90 %.
@@ -205,9 +205,26 @@ impl Theme {
     }
 }
 
+/// Whether colour may be used given the value of `NO_COLOR`: any non-empty value forbids it.
+fn color_allowed(no_color: Option<&std::ffi::OsStr>) -> bool {
+    no_color.is_none_or(|v| v.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_color_forbids_colour_only_when_non_empty() {
+        use std::ffi::OsStr;
+        assert!(color_allowed(None));
+        assert!(color_allowed(Some(OsStr::new(""))));
+        assert!(!color_allowed(Some(OsStr::new("1"))));
+        assert!(
+            !color_allowed(Some(OsStr::new("0"))),
+            "any value counts, even 0"
+        );
+    }
 
     #[test]
     fn spark_levels_keep_zero_visible_and_clamp() {
@@ -222,7 +239,14 @@ mod tests {
     #[test]
     fn no_color_theme_sets_no_colour() {
         let t = Theme::new(false, true);
-        for style in [t.title, t.crit, t.selected, t.header_row, t.peak_marker, t.paused] {
+        for style in [
+            t.title,
+            t.crit,
+            t.selected,
+            t.header_row,
+            t.peak_marker,
+            t.paused,
+        ] {
             assert_eq!(style.fg, None);
             assert_eq!(style.bg, None);
         }

@@ -53,7 +53,10 @@ impl SortColumn {
 
     /// Numbers read best largest first; names alphabetically.
     pub fn default_descending(self) -> bool {
-        !matches!(self, SortColumn::Pid | SortColumn::User | SortColumn::Gpu | SortColumn::Command)
+        !matches!(
+            self,
+            SortColumn::Pid | SortColumn::User | SortColumn::Gpu | SortColumn::Command
+        )
     }
 }
 

@@ -7,9 +7,15 @@ use std::time::{Duration, Instant};
 
 /// Whether tmux can be used. In CI (CI set) a missing tmux is a failure: .ci/run installs it.
 pub fn available() -> bool {
-    let found = Command::new("tmux").arg("-V").output().is_ok_and(|o| o.status.success());
+    let found = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !found {
-        assert!(std::env::var_os("CI").is_none(), "tmux missing in CI: .ci/run installs it");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "tmux missing in CI: .ci/run installs it"
+        );
         eprintln!("SKIPPED: tmux is not installed (apt-get install tmux)");
     }
     found
@@ -34,8 +40,19 @@ impl Tmux {
         let wrapped = format!("echo $$ > {}; exec {shell_command}", pid_file.display());
         let t = Tmux { socket, pid_file };
         t.tmux(&[
-            "-f", "/dev/null", "new-session", "-d", "-s", "t", "-x", &cols.to_string(), "-y",
-            &rows.to_string(), "sh", "-c", &wrapped,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+            "sh",
+            "-c",
+            &wrapped,
         ]);
         t.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
         t
@@ -68,14 +85,28 @@ impl Tmux {
     }
 
     pub fn resize(&self, cols: u16, rows: u16) {
-        self.tmux(&["resize-window", "-t", "t", "-x", &cols.to_string(), "-y", &rows.to_string()]);
+        self.tmux(&[
+            "resize-window",
+            "-t",
+            "t",
+            "-x",
+            &cols.to_string(),
+            "-y",
+            &rows.to_string(),
+        ]);
     }
 
     /// A pane format variable, e.g. `pane_dead`, `alternate_on`, `cursor_flag`.
     pub fn pane(&self, format: &str) -> String {
-        self.tmux(&["display-message", "-p", "-t", "t", &format!("#{{{format}}}")])
-            .trim()
-            .to_string()
+        self.tmux(&[
+            "display-message",
+            "-p",
+            "-t",
+            "t",
+            &format!("#{{{format}}}"),
+        ])
+        .trim()
+        .to_string()
     }
 
     /// Polls the screen until `check` holds or `timeout` passes; returns the last screen.
@@ -96,10 +127,11 @@ impl Tmux {
     pub fn pid(&self) -> u32 {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
-            if let Ok(text) = std::fs::read_to_string(&self.pid_file) {
-                if let Ok(pid) = text.trim().parse() {
-                    return pid;
-                }
+            if let Some(pid) = std::fs::read_to_string(&self.pid_file)
+                .ok()
+                .and_then(|text| text.trim().parse().ok())
+            {
+                return pid;
             }
             assert!(Instant::now() < deadline, "no pid file");
             std::thread::sleep(Duration::from_millis(20));
@@ -109,6 +141,10 @@ impl Tmux {
 
 impl Drop for Tmux {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").arg("-L").arg(&self.socket).arg("kill-server").output();
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
     }
 }

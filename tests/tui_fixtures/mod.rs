@@ -5,12 +5,13 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use vramscope::model::{
-    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess,
-    HostSample, MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
+    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, HostSample,
+    MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
 };
 use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 use vramscope::tui::layout;
+use vramscope::tui::rows::table_rows;
 use vramscope::tui::theme::Theme;
 use vramscope::tui::ui_state::UiState;
 use vramscope::tui::view::View;
@@ -51,7 +52,12 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
         index,
         at_ms,
         took_us: 800,
-        memory: Ok(MemoryInfo { total, reserved: GIB / 2, used, free: total.saturating_sub(used) }),
+        memory: Ok(MemoryInfo {
+            total,
+            reserved: GIB / 2,
+            used,
+            free: total.saturating_sub(used),
+        }),
         gpu_util: Ok(util),
         mem_util: Ok(util / 2),
         temperature_c: Ok(64),
@@ -152,13 +158,17 @@ pub fn host_sample(at_ms: u64, processes: Vec<HostProcess>) -> HostSample {
 }
 
 /// Two GPUs over ten minutes. GPU 0 (an H100) holds three processes, had its all-time peak
-/// 8 minutes ago and a spike 40 s ago; pid 7777 on it exited 2 minutes ago. GPU 1 reports
+/// 8 minutes ago and a spike 42 s ago; pid 4242 on it peaked 22 s ago; pid 7777 exited
+/// 2 minutes ago. GPU 1 reports
 /// several figures as unreadable.
 pub fn two_gpus() -> Monitor {
     let mut m = Monitor::new(T0);
     m.ingest(SourceEvent::Started {
         driver: driver(),
-        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB), info(1, "NVIDIA A100-SXM4-40GB", 40 * GIB)],
+        devices: vec![
+            info(0, "NVIDIA H100 80GB HBM3", 80 * GIB),
+            info(1, "NVIDIA A100-SXM4-40GB", 40 * GIB),
+        ],
     });
     let mut t = T0;
     while t <= NOW {
@@ -173,7 +183,15 @@ pub fn two_gpus() -> Monitor {
         }
         let mut s0 = sample(0, t, used0, 80 * GIB, 87);
         let mut procs = vec![
-            gpu_process(4242, 30 * GIB, Ok(87)),
+            gpu_process(
+                4242,
+                if (20_000..23_000).contains(&ago) {
+                    36 * GIB
+                } else {
+                    30 * GIB
+                },
+                Ok(87),
+            ),
             gpu_process(5151, 8 * GIB, Ok(3)),
         ];
         if eval_alive {
@@ -189,10 +207,22 @@ pub fn two_gpus() -> Monitor {
         let mut hosts = vec![
             HostProcess {
                 container: Some("3f5c2a1b9d8e".into()),
-                ..host_process(4242, "alice", "python train.py --epochs 90", 12 * GIB, 101.5)
+                ..host_process(
+                    4242,
+                    "alice",
+                    "python train.py --epochs 90",
+                    12 * GIB,
+                    101.5,
+                )
             },
-            HostProcess { local_pid: None, ..host_process(5151, "bob", "ollama serve", 3 * GIB, 2.0) },
-            HostProcess { cpu_percent: Err(Absent::NoPermission), ..host_process(6000, "carol", "jupyter-kernel", GIB, 0.0) },
+            HostProcess {
+                local_pid: None,
+                ..host_process(5151, "bob", "ollama serve", 3 * GIB, 2.0)
+            },
+            HostProcess {
+                cpu_percent: Err(Absent::NoPermission),
+                ..host_process(6000, "carol", "jupyter-kernel", GIB, 0.0)
+            },
         ];
         if eval_alive {
             hosts.push(host_process(7777, "dave", "python eval.py", 5 * GIB, 99.0));
@@ -206,8 +236,13 @@ pub fn two_gpus() -> Monitor {
 /// `count` identical busy GPUs, one sample each second for a minute.
 pub fn many_gpus(count: u32) -> Monitor {
     let mut m = Monitor::new(T0);
-    let devices = (0..count).map(|i| info(i, "NVIDIA H100 80GB HBM3", 80 * GIB)).collect();
-    m.ingest(SourceEvent::Started { driver: driver(), devices });
+    let devices = (0..count)
+        .map(|i| info(i, "NVIDIA H100 80GB HBM3", 80 * GIB))
+        .collect();
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices,
+    });
     let mut t = NOW - 60_000;
     while t <= NOW {
         for i in 0..count {
@@ -216,7 +251,9 @@ pub fn many_gpus(count: u32) -> Monitor {
             s.processes = Ok(vec![gpu_process(1000 + i, used, Ok(10 * i))]);
             m.ingest(SourceEvent::Device(Box::new(s)));
         }
-        let hosts = (0..count).map(|i| host_process(1000 + i, "alice", "python worker.py", GIB, 50.0)).collect();
+        let hosts = (0..count)
+            .map(|i| host_process(1000 + i, "alice", "python worker.py", GIB, 50.0))
+            .collect();
         m.ingest(SourceEvent::Host(Box::new(host_sample(t, hosts))));
         t += INTERVAL_MS;
     }
@@ -231,14 +268,33 @@ pub fn faulty_gpus() -> Monitor {
         info(1, "NVIDIA L40S", 48 * GIB),
         info(2, "NVIDIA L40S", 48 * GIB),
     ];
-    m.ingest(SourceEvent::Started { driver: driver(), devices });
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices,
+    });
     let mut t = NOW - 90_000;
     while t <= NOW {
-        m.ingest(SourceEvent::Device(Box::new(sample(0, t, 20 * GIB, 48 * GIB, 50))));
-        let one = if t < NOW - 45_000 { sample(1, t, 9 * GIB, 48 * GIB, 30) } else { lost_sample(1, t) };
+        m.ingest(SourceEvent::Device(Box::new(sample(
+            0,
+            t,
+            20 * GIB,
+            48 * GIB,
+            50,
+        ))));
+        let one = if t < NOW - 45_000 {
+            sample(1, t, 9 * GIB, 48 * GIB, 30)
+        } else {
+            lost_sample(1, t)
+        };
         m.ingest(SourceEvent::Device(Box::new(one)));
         if t <= NOW - 30_000 {
-            m.ingest(SourceEvent::Device(Box::new(sample(2, t, 33 * GIB, 48 * GIB, 99))));
+            m.ingest(SourceEvent::Device(Box::new(sample(
+                2,
+                t,
+                33 * GIB,
+                48 * GIB,
+                99,
+            ))));
         }
         m.ingest(SourceEvent::Host(Box::new(host_sample(t, Vec::new()))));
         t += INTERVAL_MS;
@@ -252,12 +308,20 @@ pub fn no_nvml() -> Monitor {
     m.ingest(SourceEvent::NvmlUnavailable(NvmlProblem::LibraryNotFound(
         "libnvidia-ml.so.1: cannot open shared object file".into(),
     )));
-    m.ingest(SourceEvent::Host(Box::new(host_sample(NOW - 1_000, Vec::new()))));
+    m.ingest(SourceEvent::Host(Box::new(host_sample(
+        NOW - 1_000,
+        Vec::new(),
+    ))));
     m
 }
 
 pub fn snapshot(m: &Monitor) -> Snapshot {
-    m.snapshot(NOW, StaleAfter { interval_ms: INTERVAL_MS })
+    m.snapshot(
+        NOW,
+        StaleAfter {
+            interval_ms: INTERVAL_MS,
+        },
+    )
 }
 
 pub fn ui() -> UiState {
@@ -267,9 +331,17 @@ pub fn ui() -> UiState {
 /// Draws the whole screen at `width` x `height` and returns the buffer.
 pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -> Buffer {
     let snapshot = snapshot(m);
-    let view = View { snapshot: &snapshot, monitor: m, ui, now_ms: NOW, theme };
+    let view = View {
+        snapshot: &snapshot,
+        monitor: m,
+        ui,
+        now_ms: NOW,
+        theme,
+    };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
-    terminal.draw(|frame| layout::draw(frame, &view)).expect("draw");
+    terminal
+        .draw(|frame| layout::draw(frame, &view))
+        .expect("draw");
     terminal.backend().buffer().clone()
 }
 
@@ -283,4 +355,27 @@ pub fn text(buffer: &Buffer) -> String {
         out.push('\n');
     }
     out
+}
+
+pub fn color() -> Theme {
+    Theme::new(true, false)
+}
+
+/// The whole screen in colour with Unicode glyphs, as text.
+pub fn screen(m: &Monitor, ui: &UiState, width: u16, height: u16) -> String {
+    text(&draw(m, ui, &color(), width, height))
+}
+
+/// Pids of the table rows in display order, for the given UI state.
+pub fn row_pids(m: &Monitor, ui: &UiState) -> Vec<u32> {
+    let snapshot = snapshot(m);
+    let theme = color();
+    let view = View {
+        snapshot: &snapshot,
+        monitor: m,
+        ui,
+        now_ms: NOW,
+        theme: &theme,
+    };
+    table_rows(&view).iter().map(|r| r.pid).collect()
 }

@@ -57,7 +57,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     ]));
     lines.push(Line::from(vec![
         fmt::label(theme, "container"),
-        Span::styled(row.container.clone().unwrap_or_else(|| "-".into()), theme.value),
+        Span::styled(
+            row.container.clone().unwrap_or_else(|| "-".into()),
+            theme.value,
+        ),
         Span::styled("  pid here ", theme.label),
         match (row.local_pid, row.is_exited()) {
             (Some(pid), _) => Span::styled(pid.to_string(), theme.value),
@@ -77,13 +80,35 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         (Err(a), false) => Span::styled(format!("{} ({a})", fmt::NA), theme.dim),
     });
     if let Some(pct) = row.vram_pct {
-        vram.push(Span::styled(format!(" ({} of the GPU)", fmt::percent(pct)), theme.label));
+        vram.push(Span::styled(
+            format!(" ({} of the GPU)", fmt::percent(pct)),
+            theme.label,
+        ));
     }
     vram.push(Span::styled("   SM ", theme.label));
-    vram.push(percent_span(theme, row, row.sm.as_ref().ok().map(|v| f64::from(*v))));
+    vram.push(percent_span(
+        theme,
+        row,
+        row.sm.as_ref().ok().map(|v| f64::from(*v)),
+        0,
+    ));
     lines.push(Line::from(vram));
+    // Absolute scales, as on the GPU panel: a full plot means a full GPU (or host), so a
+    // small steady process reads as small rather than as a wall of full bars.
+    let gpu_total = view
+        .snapshot
+        .devices
+        .iter()
+        .find(|d| d.info.index == row.gpu_index)
+        .and_then(|d| d.memory_total())
+        .map(|t| t as f64);
+    let host_total = match &view.snapshot.host_memory {
+        Some(Ok(m)) => Some(m.total as f64),
+        _ => None,
+    };
     if let Some(s) = series {
-        lines.extend(chart(view, &s.vram, range, chart_w, theme.sparkline));
+        let plot = (chart_w, gpu_total, theme.sparkline);
+        lines.extend(chart(view, &s.vram, range, plot));
     }
 
     let mut rss = vec![fmt::label(theme, "RSS ")];
@@ -93,37 +118,59 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         (Err(_), false) => Span::styled(fmt::NA, theme.dim),
     });
     rss.push(Span::styled("   CPU ", theme.label));
-    rss.push(percent_span(theme, row, row.cpu.as_ref().ok().map(|v| f64::from(*v))));
+    rss.push(percent_span(
+        theme,
+        row,
+        row.cpu.as_ref().ok().map(|v| f64::from(*v)),
+        1,
+    ));
     lines.push(Line::from(rss));
     match series {
-        Some(s) => lines.extend(chart(view, &s.host_rss, range, chart_w, theme.sparkline_alt)),
+        Some(s) => {
+            let plot = (chart_w, host_total, theme.sparkline_alt);
+            lines.extend(chart(view, &s.host_rss, range, plot));
+        }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
 /// `45%`, `102.5%`, `n/a`, or `-` for an exited process.
-fn percent_span(theme: &Theme, row: &TableRow, value: Option<f64>) -> Span<'static> {
+fn percent_span(
+    theme: &Theme,
+    row: &TableRow,
+    value: Option<f64>,
+    decimals: usize,
+) -> Span<'static> {
     match value {
         _ if row.is_exited() => Span::styled("-", theme.dim),
-        Some(v) => Span::styled(format!("{v:.1}%"), theme.value),
+        Some(v) => Span::styled(format!("{v:.decimals$}%"), theme.value),
         None => Span::styled(fmt::NA, theme.dim),
     }
 }
 
-/// A sparkline scaled to its own peak, and the peak label under it.
-fn chart(view: &View, series: &Series, range: (u64, u64), width: u16, style: Style) -> [Line<'static>; 2] {
+/// A sparkline (`width`, scaled to `0..=scale` or to its own peak, drawn in `style`) and the
+/// peak label under it.
+fn chart(
+    view: &View,
+    series: &Series,
+    range: (u64, u64),
+    (width, scale, style): (u16, Option<f64>, Style),
+) -> [Line<'static>; 2] {
     let theme = view.theme;
     let window_ms = range.1.saturating_sub(range.0);
-    let drawn = spark::spark(theme, series, range, width, None, style);
-    let mut plot = vec![Span::styled(format!("{:>4} ", fmt::span_label(window_ms)), theme.dim)];
-    plot.extend(drawn.line.spans);
+    let drawn = spark::spark(theme, series, range, width, scale, style, true);
     let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
     label.extend(
-        spark::peak_label(theme, drawn.peak, series.peak(), window_ms, view.now_ms, |v| {
+        spark::peak_label(theme, &drawn, series.peak(), window_ms, view.now_ms, |v| {
             fmt::bytes(v as u64)
         })
         .spans,
     );
+    let mut plot = vec![Span::styled(
+        format!("{:>4} ", fmt::span_label(window_ms)),
+        theme.dim,
+    )];
+    plot.extend(drawn.line.spans);
     [Line::from(plot), Line::from(label)]
 }

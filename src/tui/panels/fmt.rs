@@ -18,7 +18,11 @@ pub fn reading<T>(value: &Reading<T>, f: impl FnOnce(&T) -> String) -> String {
 }
 
 /// A value span: the figure in the value style, `n/a` dimmed.
-pub fn value_span<T>(theme: &Theme, value: &Reading<T>, f: impl FnOnce(&T) -> String) -> Span<'static> {
+pub fn value_span<T>(
+    theme: &Theme,
+    value: &Reading<T>,
+    f: impl FnOnce(&T) -> String,
+) -> Span<'static> {
     match value {
         Ok(v) => Span::styled(f(v), theme.value),
         Err(_) => Span::styled(NA, theme.dim),
@@ -64,10 +68,7 @@ pub fn bytes_pair(used: u64, total: u64) -> String {
 /// `63.0G`, `512M`, `900B`: bytes in at most six cells for compact lines.
 pub fn short_bytes(value: u64) -> String {
     let unit = unit_of(value);
-    let letter = UNITS
-        .get(unit)
-        .and_then(|u| u.get(..1))
-        .unwrap_or("B");
+    let letter = UNITS.get(unit).and_then(|u| u.get(..1)).unwrap_or("B");
     format!("{}{letter}", in_unit(value, unit))
 }
 

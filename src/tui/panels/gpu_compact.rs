@@ -26,16 +26,25 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let rows = usize::from(area.height);
     let (shown, hidden) = if devices.len() > rows {
         let shown = rows.saturating_sub(1);
-        (shown, devices.len() - shown)
+        (shown, devices.len().saturating_sub(shown))
     } else {
         (devices.len(), 0)
     };
-    let parts: Vec<Parts> = devices.iter().take(shown).map(|d| parts(view, d)).collect();
+    let max_index = devices.iter().map(|d| d.info.index).max().unwrap_or(0);
+    let index_w = max_index.to_string().len();
+    let parts: Vec<Parts> = devices
+        .iter()
+        .take(shown)
+        .map(|d| parts(view, d, index_w))
+        .collect();
     // One bar width for every row, so the bars line up and compare at a glance.
     let widest = parts.iter().map(Parts::text_width).max().unwrap_or(0);
     let room = usize::from(area.width).saturating_sub(widest);
     let bar_w = u16::try_from(room).unwrap_or(u16::MAX).min(BAR_MAX);
-    let mut lines: Vec<Line> = parts.into_iter().map(|p| p.into_line(view.theme, bar_w)).collect();
+    let mut lines: Vec<Line> = parts
+        .into_iter()
+        .map(|p| p.into_line(view.theme, bar_w))
+        .collect();
     if hidden > 0 {
         lines.push(Line::styled(
             format!("+{hidden} more GPUs: enlarge the terminal"),
@@ -54,7 +63,11 @@ struct Parts {
 
 impl Parts {
     fn text_width(&self) -> usize {
-        self.prefix.iter().chain(self.suffix.iter()).map(Span::width).sum()
+        self.prefix
+            .iter()
+            .chain(self.suffix.iter())
+            .map(Span::width)
+            .sum()
     }
 
     fn into_line(self, theme: &Theme, bar_w: u16) -> Line<'static> {
@@ -72,7 +85,7 @@ impl Parts {
     }
 }
 
-fn parts(view: &View, device: &DeviceSnapshot) -> Parts {
+fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
     let theme = view.theme;
     let marker = if device.sample.as_ref().is_some_and(|s| s.lost) {
         Some(Span::styled(" LOST", theme.crit))
@@ -86,7 +99,7 @@ fn parts(view: &View, device: &DeviceSnapshot) -> Parts {
     let name = device.info.display_name();
     let name: String = fmt::short_gpu_name(&name).chars().take(name_w).collect();
     let mut prefix = vec![
-        Span::styled(format!("{} ", device.info.index), theme.title),
+        Span::styled(format!("{:>index_w$} ", device.info.index), theme.title),
         Span::styled(format!("{name:<name_w$}"), theme.label),
     ];
     prefix.extend(marker);
@@ -97,11 +110,17 @@ fn parts(view: &View, device: &DeviceSnapshot) -> Parts {
     let mut fraction = None;
     match memory {
         Some(m) => {
-            suffix.push(Span::styled(format!(" {}", fmt::bytes_pair(m.used, m.total)), theme.value));
+            suffix.push(Span::styled(
+                format!(" {}", fmt::bytes_pair(m.used, m.total)),
+                theme.value,
+            ));
             if m.total > 0 {
                 let f = m.used as f64 / m.total as f64;
                 fraction = Some(f);
-                suffix.push(Span::styled(format!(" {:>4}", fmt::percent(f * 100.0)), theme.level(f * 100.0)));
+                suffix.push(Span::styled(
+                    format!(" {:>4}", fmt::percent(f * 100.0)),
+                    theme.level(f * 100.0),
+                ));
             }
         }
         None => suffix.push(Span::styled(format!(" mem {}", fmt::NA), theme.dim)),
@@ -112,22 +131,40 @@ fn parts(view: &View, device: &DeviceSnapshot) -> Parts {
         .and_then(|s| s.memory_used.peak())
     {
         suffix.push(Span::styled(" pk ", theme.label));
-        suffix.push(Span::styled(fmt::short_bytes(peak.value as u64), theme.peak_marker));
-        suffix.push(Span::styled(format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)), theme.dim));
+        suffix.push(Span::styled(
+            fmt::short_bytes(peak.value as u64),
+            theme.peak_marker,
+        ));
+        suffix.push(Span::styled(
+            format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)),
+            theme.dim,
+        ));
     }
     let sample = device.sample.as_ref();
     suffix.push(Span::styled("  util ", theme.label));
-    suffix.push(reading_span(theme, sample.map(|s| &s.gpu_util), "", |u| format!("{u:>3}%")));
-    suffix.push(Span::raw("  "));
-    suffix.push(reading_span(theme, sample.map(|s| &s.temperature_c), "temp ", |t| {
-        format!("{t}{}", theme.glyphs.degree_c)
+    suffix.push(reading_span(theme, sample.map(|s| &s.gpu_util), "", |u| {
+        format!("{u:>3}%")
     }));
     suffix.push(Span::raw("  "));
-    suffix.push(reading_span(theme, sample.map(|s| &s.power_mw), "power ", |mw| {
-        crate::model::units::watts(*mw)
-    }));
+    suffix.push(reading_span(
+        theme,
+        sample.map(|s| &s.temperature_c),
+        "temp ",
+        |t| format!("{t}{}", theme.glyphs.degree_c),
+    ));
+    suffix.push(Span::raw("  "));
+    suffix.push(reading_span(
+        theme,
+        sample.map(|s| &s.power_mw),
+        "power ",
+        |mw| crate::model::units::watts(*mw),
+    ));
 
-    Parts { prefix, suffix, fraction }
+    Parts {
+        prefix,
+        suffix,
+        fraction,
+    }
 }
 
 /// A figure, or `n/a` after `absent_label` (a bare figure's unit names it; a bare `n/a`

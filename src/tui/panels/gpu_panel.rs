@@ -6,7 +6,7 @@
 //!   5m ▁▁▂▃▅▇▲▆▃▂▁▁▁▁▁▁▁▁▁▁▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂▂ 41.2G
 //!      ▲ 63.0 GiB 2m ago (max of 5m) │ all-time 70.1 GiB 1h ago
 //! util ▁▂▃▃▅▆▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇   87%
-//! 64°C  412W/700W  SM 1980MHz  mem 2619MHz  fan n/a  enc 0% dec 0%  P0  throttle power-cap
+//! 64°C  412W/700W  SM/mem 1980/2619MHz  fan n/a  enc/dec 0/0%  P0  thr power-cap
 //! ```
 //!
 //! Both sparklines share one width and so one time axis; memory is scaled to the GPU's total
@@ -14,7 +14,7 @@
 
 use super::{fmt, spark};
 use crate::model::device::throttle_reason_names;
-use crate::model::{DeviceSample, DeviceSnapshot};
+use crate::model::{DeviceSample, DeviceSnapshot, Reading};
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -54,31 +54,53 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     match view.monitor.device_series(&device.info.key()) {
         Some(series) => {
             let total = device.memory_total().map(|t| t as f64);
-            let mem = spark::spark(theme, &series.memory_used, range, chart_w, total, theme.sparkline);
+            let mem = spark::spark(
+                theme,
+                &series.memory_used,
+                range,
+                chart_w,
+                total,
+                theme.sparkline,
+                true,
+            );
+            let label = spark::peak_label(
+                theme,
+                &mem,
+                series.memory_used.peak(),
+                window_ms,
+                view.now_ms,
+                |v| fmt::bytes(v as u64),
+            );
             let mut line = vec![Span::styled(
                 format!("{:>4} ", fmt::span_label(window_ms)),
                 theme.dim,
             )];
             line.extend(mem.line.spans);
             line.push(Span::styled(
-                format!(" {:>5}", device.memory_used().map_or(fmt::NA.into(), fmt::short_bytes)),
+                format!(
+                    " {:>5}",
+                    device
+                        .memory_used()
+                        .map_or(fmt::NA.into(), fmt::short_bytes)
+                ),
                 theme.value,
             ));
             lines.push(Line::from(line));
 
             let mut peak = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
-            let label = spark::peak_label(
-                theme,
-                mem.peak,
-                series.memory_used.peak(),
-                window_ms,
-                view.now_ms,
-                |v| fmt::bytes(v as u64),
-            );
             peak.extend(label.spans);
             lines.push(Line::from(peak));
 
-            let util = spark::spark(theme, &series.gpu_util, range, chart_w, Some(100.0), theme.sparkline_alt);
+            // Utilisation is routinely pinned at 100 %: its peak says little, so no marker.
+            let util = spark::spark(
+                theme,
+                &series.gpu_util,
+                range,
+                chart_w,
+                Some(100.0),
+                theme.sparkline_alt,
+                false,
+            );
             let mut line = vec![Span::styled("util ", theme.label)];
             line.extend(util.line.spans);
             let now = sample.map(|s| &s.gpu_util);
@@ -126,7 +148,10 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
             return Line::from(spans);
         }
         None => {
-            spans.push(Span::styled(format!("{} (no sample yet)", fmt::NA), theme.dim));
+            spans.push(Span::styled(
+                format!("{} (no sample yet)", fmt::NA),
+                theme.dim,
+            ));
             return Line::from(spans);
         }
     };
@@ -141,7 +166,8 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
         fmt::NA.to_string()
     };
     let text = format!(
-        " {} / {}  {pct}",
+        // Fixed widths keep the bar's end in one column across panels.
+        " {:>8} / {} {pct:>4}",
         fmt::bytes(memory.used),
         fmt::bytes(memory.total)
     );
@@ -149,53 +175,55 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
         .saturating_sub(LABEL_W)
         .saturating_sub(u16::try_from(text.len()).unwrap_or(u16::MAX));
     if bar_w >= 4 {
-        spans.extend(spark::bar(theme, fraction, bar_w, theme.level(fraction * 100.0)));
+        spans.extend(spark::bar(
+            theme,
+            fraction,
+            bar_w,
+            theme.level(fraction * 100.0),
+        ));
     }
     spans.push(Span::styled(text, theme.value));
     Line::from(spans)
 }
 
-/// Temperature, power, clocks, fan, codecs, pstate, throttle reasons and ECC errors.
+/// `64°C  412W/700W  SM/mem 1980/2619MHz  fan 30%  enc/dec 0/0%  P0  thr power-cap`, plus
+/// ECC errors when there are any: short labels so that it fits 80 columns.
 fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<'static> {
     let gap = || Span::raw("  ");
-    let mut spans = Vec::with_capacity(24);
+    let na = || Span::styled(fmt::NA, theme.dim);
+    let mut spans = Vec::with_capacity(28);
     match &s.temperature_c {
-        Ok(t) => spans.push(Span::styled(format!("{t}{}", theme.glyphs.degree_c), theme.value)),
-        Err(_) => {
-            spans.push(fmt::label(theme, "temp"));
-            spans.push(Span::styled(fmt::NA, theme.dim));
-        }
+        Ok(t) => spans.push(Span::styled(
+            format!("{t}{}", theme.glyphs.degree_c),
+            theme.value,
+        )),
+        Err(_) => spans.extend([fmt::label(theme, "temp"), na()]),
     }
     spans.push(gap());
-    let limit = s.power_limit_mw.clone().or(device.info.power_limit_mw.clone());
+    let limit = s
+        .power_limit_mw
+        .clone()
+        .or(device.info.power_limit_mw.clone());
     match &s.power_mw {
-        Ok(_) => {
-            spans.push(fmt::value_span(theme, &s.power_mw, |mw| crate::model::units::watts(*mw)));
+        Ok(mw) => {
+            spans.push(Span::styled(crate::model::units::watts(*mw), theme.value));
             spans.push(Span::styled("/", theme.label));
-            spans.push(fmt::value_span(theme, &limit, |mw| crate::model::units::watts(*mw)));
+            spans.push(fmt::value_span(theme, &limit, |mw| {
+                crate::model::units::watts(*mw)
+            }));
         }
-        Err(_) => {
-            spans.push(fmt::label(theme, "power"));
-            spans.push(Span::styled(fmt::NA, theme.dim));
-        }
+        Err(_) => spans.extend([fmt::label(theme, "power"), na()]),
     }
-    let mut figure = |label: &str, value: Span<'static>| {
-        spans.push(gap());
-        spans.push(fmt::label(theme, label));
-        spans.push(value);
-    };
-    figure("SM", fmt::value_span(theme, &s.sm_clock_mhz, |c| format!("{c}MHz")));
-    figure("mem", fmt::value_span(theme, &s.mem_clock_mhz, |c| format!("{c}MHz")));
-    figure("fan", fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")));
-    figure("enc", fmt::value_span(theme, &s.encoder_util, |u| format!("{u}%")));
-    figure("dec", fmt::value_span(theme, &s.decoder_util, |u| format!("{u}%")));
+    spans.extend([gap(), fmt::label(theme, "SM/mem")]);
+    pair(theme, &mut spans, &s.sm_clock_mhz, &s.mem_clock_mhz, "MHz");
+    spans.extend([gap(), fmt::label(theme, "fan")]);
+    spans.push(fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")));
+    spans.extend([gap(), fmt::label(theme, "enc/dec")]);
+    pair(theme, &mut spans, &s.encoder_util, &s.decoder_util, "%");
     spans.push(gap());
     match &s.pstate {
         Ok(p) => spans.push(Span::styled(format!("P{p}"), theme.value)),
-        Err(_) => {
-            spans.push(fmt::label(theme, "pstate"));
-            spans.push(Span::styled(fmt::NA, theme.dim));
-        }
+        Err(_) => spans.extend([fmt::label(theme, "pstate"), na()]),
     }
     match &s.throttle_reasons {
         Ok(bits) => {
@@ -203,28 +231,45 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
             if !names.is_empty() {
                 // Idle and app clocks are routine; anything else costs performance.
                 let benign = names.iter().all(|n| matches!(*n, "idle" | "app-clocks"));
-                spans.push(gap());
-                spans.push(fmt::label(theme, "throttle"));
-                spans.push(Span::styled(
-                    names.join(","),
-                    if benign { theme.value } else { theme.warn },
-                ));
+                let style = if benign { theme.value } else { theme.warn };
+                spans.extend([gap(), fmt::label(theme, "thr")]);
+                spans.push(Span::styled(names.join(","), style));
             }
         }
-        Err(_) => {
-            spans.push(gap());
-            spans.push(fmt::label(theme, "throttle"));
-            spans.push(Span::styled(fmt::NA, theme.dim));
-        }
+        Err(_) => spans.extend([gap(), fmt::label(theme, "thr"), na()]),
     }
+    // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().map_or(0, |v| *v);
     let uncorrected = s.ecc_uncorrected.as_ref().map_or(0, |v| *v);
     if corrected > 0 || uncorrected > 0 {
+        let style = if uncorrected > 0 {
+            theme.crit
+        } else {
+            theme.warn
+        };
         spans.push(gap());
         spans.push(Span::styled(
             format!("ECC {corrected} corr {uncorrected} uncorr"),
-            if uncorrected > 0 { theme.crit } else { theme.warn },
+            style,
         ));
     }
     Line::from(spans)
+}
+
+/// `1980/2619MHz`, `n/a/2619MHz`, or a single `n/a` when both sides are unreadable.
+fn pair(
+    theme: &Theme,
+    spans: &mut Vec<Span<'static>>,
+    a: &Reading<u32>,
+    b: &Reading<u32>,
+    unit: &'static str,
+) {
+    if a.is_err() && b.is_err() {
+        spans.push(Span::styled(fmt::NA, theme.dim));
+        return;
+    }
+    spans.push(fmt::value_span(theme, a, u32::to_string));
+    spans.push(Span::styled("/", theme.label));
+    spans.push(fmt::value_span(theme, b, u32::to_string));
+    spans.push(Span::styled(unit, theme.value));
 }

@@ -13,7 +13,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Up / Down", "move the selection"),
     ("PgUp / PgDn", "move ten rows"),
     ("Home / End", "first / last process"),
-    ("Enter", "details of the selected process (Enter/Esc closes)"),
+    (
+        "Enter",
+        "details of the selected process (Enter/Esc closes)",
+    ),
     ("/", "filter by pid, user, command or container"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
@@ -53,7 +56,12 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     if view.ui.read_only {
         lines.push(Line::styled("read-only: k and K are disabled", theme.warn));
     }
-    let width = lines.iter().map(Line::width).max().unwrap_or(0).saturating_add(4);
+    let width = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(4);
     let height = lines.len().saturating_add(2);
     let popup = centered(
         area,
@@ -65,7 +73,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         .border_set(theme.glyphs.border)
         .border_style(theme.title)
         .padding(Padding::horizontal(1))
-        .title(Line::styled(" vramscope keys (any key closes) ", theme.title));
+        .title(Line::styled(
+            " vramscope keys (any key closes) ",
+            theme.title,
+        ));
     frame.render_widget(Clear, popup);
     frame.render_widget(Paragraph::new(lines).block(block), popup);
 }

@@ -18,7 +18,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             } else {
                 0.0
             };
-            spans.push(Span::styled(fmt::bytes_pair(m.used, m.total), theme.level(pct)));
+            spans.push(Span::styled(
+                fmt::bytes_pair(m.used, m.total),
+                theme.level(pct),
+            ));
             spans.push(Span::styled(" (avail ", theme.label));
             spans.push(Span::styled(fmt::bytes(m.available), theme.value));
             spans.push(Span::styled(")  swap ", theme.label));
@@ -32,9 +35,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             }
         }
         Some(Err(absent)) => {
-            spans.push(Span::styled(format!("{} ({absent})", fmt::NA), theme.status_error));
+            spans.push(Span::styled(
+                format!("{} ({absent})", fmt::NA),
+                theme.status_error,
+            ));
         }
-        None => spans.push(Span::styled(format!("{} (no sample yet)", fmt::NA), theme.dim)),
+        None => spans.push(Span::styled(
+            format!("{} (no sample yet)", fmt::NA),
+            theme.dim,
+        )),
     }
     let left = Line::from(spans);
     if !view.ui.filter.is_empty() {

@@ -22,8 +22,10 @@ pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let width = width.min(area.width);
     let height = height.min(area.height);
     Rect {
-        x: area.x.saturating_add((area.width - width) / 2),
-        y: area.y.saturating_add((area.height - height) / 2),
+        x: area.x.saturating_add(area.width.saturating_sub(width) / 2),
+        y: area
+            .y
+            .saturating_add(area.height.saturating_sub(height) / 2),
         width,
         height,
     }

@@ -19,7 +19,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, problem: &NvmlProblem)
             Span::styled("hint: ", theme.label),
             Span::styled(problem.hint(), theme.warn),
         ]),
-        Line::styled("GPU figures are unavailable; host memory is still sampled.", theme.dim),
+        Line::styled(
+            "GPU figures are unavailable; host memory is still sampled.",
+            theme.dim,
+        ),
     ];
     // Below three rows a border would eat the message: say it bare.
     if area.height < 3 {

@@ -21,19 +21,29 @@ struct Col {
     drop_rank: Option<u8>,
 }
 
+const fn col(kind: SortColumn, width: u16, drop_rank: Option<u8>) -> Col {
+    Col {
+        kind,
+        width,
+        drop_rank,
+    }
+}
+
+/// CPU% goes first on narrow terminals, then host RSS, SM%, USER, PEAK and GPU.
 const COLUMNS: [Col; 8] = [
-    Col { kind: SortColumn::Pid, width: 8, drop_rank: None },
-    Col { kind: SortColumn::User, width: 8, drop_rank: Some(3) },
-    Col { kind: SortColumn::Gpu, width: 3, drop_rank: Some(5) },
-    Col { kind: SortColumn::Vram, width: 13, drop_rank: None },
-    Col { kind: SortColumn::VramPeak, width: 8, drop_rank: Some(4) },
-    Col { kind: SortColumn::Sm, width: 4, drop_rank: Some(2) },
-    Col { kind: SortColumn::HostRss, width: 8, drop_rank: Some(0) },
-    Col { kind: SortColumn::Cpu, width: 5, drop_rank: Some(1) },
+    col(SortColumn::Pid, 8, None),
+    col(SortColumn::User, 8, Some(3)),
+    col(SortColumn::Gpu, 3, Some(5)),
+    // Wide enough for `exited 10m ago`, which exited rows show instead of a size.
+    col(SortColumn::Vram, 14, None),
+    col(SortColumn::VramPeak, 8, Some(4)),
+    col(SortColumn::Sm, 4, Some(2)),
+    col(SortColumn::HostRss, 8, Some(1)),
+    col(SortColumn::Cpu, 5, Some(0)),
 ];
 
 /// COMMAND keeps at least this many cells before any other column is given up.
-const MIN_COMMAND: u16 = 12;
+const MIN_COMMAND: u16 = 20;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     if area.height == 0 || area.width == 0 {
@@ -42,9 +52,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     let theme = view.theme;
     let columns = fit_columns(area.width);
 
-    let mut header: Vec<Cell> = columns.iter().map(|c| header_cell(view, c.kind, true)).collect();
+    let mut header: Vec<Cell> = columns
+        .iter()
+        .map(|c| header_cell(view, c.kind, true))
+        .collect();
     header.push(header_cell(view, SortColumn::Command, false));
-    let mut widths: Vec<Constraint> = columns.iter().map(|c| Constraint::Length(c.width)).collect();
+    let mut widths: Vec<Constraint> = columns
+        .iter()
+        .map(|c| Constraint::Length(c.width))
+        .collect();
     widths.push(Constraint::Fill(1));
 
     let visible = usize::from(area.height.saturating_sub(1));
@@ -57,7 +73,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         .skip(offset)
         .take(visible)
         .map(|(i, row)| {
-            let mut style = if row.is_exited() { theme.dim } else { Style::new() };
+            let mut style = if row.is_exited() {
+                theme.dim
+            } else {
+                Style::new()
+            };
             if i == selected {
                 style = style.patch(theme.selected);
             }
@@ -78,7 +98,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         } else {
             format!("no process matches \"{}\"", view.ui.filter)
         };
-        let below = Rect { y: area.y.saturating_add(1), height: 1, ..area };
+        let below = Rect {
+            y: area.y.saturating_add(1),
+            height: 1,
+            ..area
+        };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
     }
 }
@@ -86,9 +110,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
 /// Drops the least important columns until COMMAND has room.
 fn fit_columns(width: u16) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().collect();
-    let need = |kept: &[&Col]| -> u16 {
-        kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND
-    };
+    let need =
+        |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
     while need(&kept) > width {
         let victim = kept
             .iter()
@@ -109,15 +132,24 @@ fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
     let g = &view.theme.glyphs;
     let mut text = kind.label().to_string();
     if view.ui.sort == kind {
-        text.push_str(if view.ui.sort_descending { g.sort_descending } else { g.sort_ascending });
+        text.push_str(if view.ui.sort_descending {
+            g.sort_descending
+        } else {
+            g.sort_ascending
+        });
     }
     let line = Line::from(text);
     Cell::from(if right { line.right_aligned() } else { line })
 }
 
 /// A right-aligned figure; `n/a` dimmed; `-` for exited rows, whose live figures are gone
-/// rather than unreadable.
-fn figure<T>(theme: &Theme, row: &TableRow, value: Option<&T>, f: impl FnOnce(&T) -> String) -> Cell<'static> {
+/// rather than unreadable (their VRAM cell says `exited 2m ago` instead).
+fn figure<T>(
+    theme: &Theme,
+    row: &TableRow,
+    value: Option<&T>,
+    f: impl FnOnce(&T) -> String,
+) -> Cell<'static> {
     let line = match value {
         _ if row.is_exited() => Line::from("-"),
         Some(v) => Line::from(f(v)),
@@ -142,11 +174,16 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Cell<'static> {
             None => Cell::from(Span::styled(fmt::NA, theme.dim)),
         },
         SortColumn::Gpu => Cell::from(Line::from(row.gpu_index.to_string()).right_aligned()),
-        SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| {
-            match row.vram_pct {
-                Some(pct) => format!("{} {:>4}", fmt::bytes(*v), fmt::percent(pct)),
-                None => fmt::bytes(*v),
-            }
+        SortColumn::Vram if row.is_exited() => {
+            let age = row
+                .exited_at
+                .map(|at| crate::model::time::age_label(at, view.now_ms))
+                .unwrap_or_default();
+            Cell::from(Line::from(format!("exited {age}")).right_aligned())
+        }
+        SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
+            Some(pct) => format!("{} {:>4}", fmt::bytes(*v), fmt::percent(pct)),
+            None => fmt::bytes(*v),
         }),
         SortColumn::VramPeak => {
             // The peak outlives the process: exited rows show it too.
@@ -163,23 +200,16 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Cell<'static> {
     }
 }
 
-/// `[exited 2m ago] [3f5c2a1b9d8e] python train.py`: tags first, so truncation cuts the
-/// command rather than them.
+/// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row.
 fn command_cell(view: &View, row: &TableRow) -> Cell<'static> {
     let theme = view.theme;
-    let mut spans = Vec::with_capacity(3);
-    if let Some(at) = row.exited_at {
-        spans.push(Span::styled(
-            format!("[exited {}] ", crate::model::time::age_label(at, view.now_ms)),
-            theme.dim,
-        ));
-    }
-    if let Some(container) = &row.container {
-        spans.push(Span::styled(format!("[{container}] "), theme.label));
-    }
+    let mut spans = Vec::with_capacity(2);
     match &row.command {
         Some(command) => spans.push(Span::raw(command.clone())),
         None => spans.push(Span::styled(fmt::NA, theme.dim)),
+    }
+    if let Some(container) = &row.container {
+        spans.push(Span::styled(format!(" [{container}]"), theme.label));
     }
     Cell::from(Line::from(spans))
 }

@@ -27,10 +27,13 @@ pub fn window(view: &View, width: u16) -> (u64, u64) {
 pub struct Spark {
     pub line: Line<'static>,
     pub peak: Option<Peak>,
+    /// Every reading in the window was the same: there is no peak worth pointing at.
+    pub flat: bool,
 }
 
 /// Draws `series` over `[from_ms, to_ms)` in `width` cells, scaled to `0..=scale_max` (or to
-/// the window's own peak when `None`), with the window's peak marked at its column.
+/// the window's own peak when `None`). With `mark_peak`, the window's peak is drawn at its
+/// column unless the window is flat (a marker on a flat line only adds noise).
 pub fn spark(
     theme: &Theme,
     series: &Series,
@@ -38,6 +41,7 @@ pub fn spark(
     width: u16,
     scale_max: Option<f64>,
     style: Style,
+    mark_peak: bool,
 ) -> Spark {
     let columns = usize::from(width);
     let peak = series.window_peak(from_ms, to_ms);
@@ -46,7 +50,15 @@ pub fn spark(
         .filter(|m| *m > 0.0)
         .or(peak.map(|p| p.value))
         .unwrap_or(0.0);
-    let marker_col = peak.and_then(|p| peak_column(p.at_ms, from_ms, to_ms, columns));
+    let lowest = data
+        .iter()
+        .flatten()
+        .map(|c| c.min)
+        .fold(f64::INFINITY, f64::min);
+    let flat = peak.is_none_or(|p| p.value <= lowest);
+    let marker_col = peak
+        .filter(|_| mark_peak && !flat)
+        .and_then(|p| peak_column(p.at_ms, from_ms, to_ms, columns));
     let glyphs = &theme.glyphs;
 
     // At most three spans (before, marker, after): one allocation per run, not per cell.
@@ -68,6 +80,7 @@ pub fn spark(
     Spark {
         line: Line::from(spans),
         peak,
+        flat,
     }
 }
 
@@ -77,13 +90,20 @@ pub fn bar(theme: &Theme, fraction: f64, width: u16, fill: Style) -> Vec<Span<'s
     if inner == 0 {
         return Vec::new();
     }
-    let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
+    let fraction = if fraction.is_finite() {
+        fraction.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let filled = ((fraction * inner as f64).round() as usize).min(inner);
     let g = &theme.glyphs;
     vec![
         Span::styled(g.bar_left, theme.border),
         Span::styled(g.bar_fill.repeat(filled), fill),
-        Span::styled(g.bar_empty.repeat(inner - filled), theme.bar_empty),
+        Span::styled(
+            g.bar_empty.repeat(inner.saturating_sub(filled)),
+            theme.bar_empty,
+        ),
         Span::styled(g.bar_right, theme.border),
     ]
 }
@@ -99,10 +119,11 @@ fn peak_column(at_ms: u64, from_ms: u64, to_ms: u64, columns: usize) -> Option<u
     usize::try_from(col).ok()
 }
 
-/// `▲ 63.0 GiB 2m ago (max of 5m) · all-time 70.1 GiB 1h ago`; `format` renders a value.
+/// `▲ 63.0 GiB 2m ago (max of 5m) │ all-time 70.1 GiB 1h ago` under a chart drawn by
+/// [`spark`]; a flat window reads `flat at 2.50 GiB over the last 5m`. `format` renders a value.
 pub fn peak_label(
     theme: &Theme,
-    window_peak: Option<Peak>,
+    drawn: &Spark,
     all_time: Option<Peak>,
     window_ms: u64,
     now_ms: u64,
@@ -110,7 +131,15 @@ pub fn peak_label(
 ) -> Line<'static> {
     let age = |at| crate::model::time::age_label(at, now_ms);
     let mut spans = Vec::with_capacity(6);
-    match window_peak {
+    match drawn.peak {
+        Some(p) if drawn.flat => {
+            spans.push(Span::styled("flat at ", theme.label));
+            spans.push(Span::styled(format(p.value), theme.value));
+            spans.push(Span::styled(
+                format!(" over the last {}", fmt::span_label(window_ms)),
+                theme.label,
+            ));
+        }
         Some(p) => {
             spans.push(Span::styled(theme.glyphs.peak, theme.peak_marker));
             spans.push(Span::styled(format!(" {}", format(p.value)), theme.value));
@@ -125,7 +154,10 @@ pub fn peak_label(
         )),
     }
     if let Some(p) = all_time {
-        spans.push(Span::styled(format!(" {} all-time ", theme.glyphs.separator), theme.dim));
+        spans.push(Span::styled(
+            format!(" {} all-time ", theme.glyphs.separator),
+            theme.dim,
+        ));
         spans.push(Span::styled(format(p.value), theme.value));
         spans.push(Span::styled(format!(" {}", age(p.at_ms)), theme.label));
     }
@@ -149,7 +181,7 @@ mod tests {
         let theme = Theme::new(true, false);
         let mut series = Series::default();
         series.push(10, 5.0);
-        let s = spark(&theme, &series, (0, 100), 0, None, theme.sparkline);
+        let s = spark(&theme, &series, (0, 100), 0, None, theme.sparkline, true);
         assert_eq!(s.line.width(), 0);
         assert!(s.peak.is_some());
     }

@@ -28,7 +28,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let hint_w = u16::try_from(hint.width()).unwrap_or(u16::MAX);
     let left_area = if area.width > hint_w.saturating_mul(3) {
         frame.render_widget(Paragraph::new(hint.right_aligned()), area);
-        Rect { width: area.width - hint_w - 1, ..area }
+        Rect {
+            width: area.width.saturating_sub(hint_w + 1),
+            ..area
+        }
     } else {
         area
     };
@@ -53,7 +56,9 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) {
         theme.dim,
     ));
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
-    let x = area.x.saturating_add(typed_w.min(area.width.saturating_sub(1)));
+    let x = area
+        .x
+        .saturating_add(typed_w.min(area.width.saturating_sub(1)));
     frame.set_cursor_position((x, area.y));
 }
 
@@ -75,10 +80,15 @@ fn problems_line(view: &View) -> Line<'static> {
         }
         spans.push(Span::styled(text, style));
     };
+    if let Some(problem) = &view.snapshot.nvml_problem {
+        push(format!("NVML: {}", problem.cause()), theme.status_error);
+    }
     let mut items: Vec<Item> = Vec::new();
     for device in &view.snapshot.devices {
         let index = device.info.index;
-        let Some(sample) = &device.sample else { continue };
+        let Some(sample) = &device.sample else {
+            continue;
+        };
         if sample.lost {
             push(format!("GPU {index} lost"), theme.crit);
             continue;
@@ -89,7 +99,10 @@ fn problems_line(view: &View) -> Line<'static> {
         }
         for (field, absent) in absences(sample) {
             let reason = absent.reason();
-            match items.iter_mut().find(|i| i.field == field && i.reason == reason) {
+            match items
+                .iter_mut()
+                .find(|i| i.field == field && i.reason == reason)
+            {
                 Some(item) => {
                     if !item.gpus.contains(&index) {
                         item.gpus.push(index);
@@ -112,9 +125,16 @@ fn problems_line(view: &View) -> Line<'static> {
     for item in items {
         let gpus: Vec<String> = item.gpus.iter().map(u32::to_string).collect();
         let text = format!("{}: {} on GPU {}", item.field, item.reason, gpus.join(","));
-        push(text, if item.expected { theme.dim } else { theme.status_error });
+        push(
+            text,
+            if item.expected {
+                theme.dim
+            } else {
+                theme.status_error
+            },
+        );
     }
-    if spans.is_empty() {
+    if spans.is_empty() && !view.snapshot.devices.is_empty() {
         spans.push(Span::styled("all figures readable", theme.dim));
     }
     Line::from(spans)
