@@ -145,7 +145,7 @@ fn sigterm_and_sighup_leave_a_clean_shell() {
         let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
         let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
         send_signal(pid, signal);
-        let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("EXIT="));
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("EXIT=") && s.contains("icanon"));
         assert!(ok, "vramscope exited on SIG{signal}:\n{screen}");
         assert!(screen.contains(&format!("EXIT={code}")), "{screen}");
         assert_eq!(t.pane("alternate_on"), "0", "alternate screen left");
