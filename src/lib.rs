@@ -12,12 +12,14 @@ pub mod state;
 pub mod tui;
 
 use std::process::ExitCode;
+use std::time::Instant;
 
-/// Runs vramscope with parsed options.
-pub fn run(cli: &cli::Cli) -> ExitCode {
+/// Runs vramscope with parsed options; `started` is when the process began, for the
+/// first-frame benchmark.
+pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
     if cli.one_shot() {
         output::run(cli)
     } else {
-        tui::run(cli)
+        tui::run(cli, started)
     }
 }

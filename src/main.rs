@@ -1,7 +1,9 @@
 use clap::Parser;
 use std::process::ExitCode;
+use std::time::Instant;
 
 fn main() -> ExitCode {
+    let started = Instant::now();
     let cli = vramscope::cli::Cli::parse();
-    vramscope::run(&cli)
+    vramscope::run(&cli, started)
 }

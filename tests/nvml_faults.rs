@@ -204,3 +204,22 @@ fn a_gpu_lost_mid_run_is_marked_lost_while_the_other_goes_on() {
     assert_eq!(last[1]["lost"], false);
     assert_eq!(last[1]["memory_used"], 2 * GIB, "GPU 1 still sampled");
 }
+
+#[test]
+fn one_process_list_failing_is_reported_not_silently_dropped() {
+    let scenario = scenario_with(json!([
+        { "function": "nvmlDeviceGetComputeRunningProcesses_v3", "error": "NoPermission", "device": 0 }
+    ]));
+    let doc: Value = serde_json::from_slice(&scenario.run(&["--json"]).stdout).unwrap();
+    assert_eq!(doc["devices"][0]["process_count"], Value::Null);
+    assert_eq!(
+        doc["devices"][0]["unavailable"]["process_count"],
+        "no permission"
+    );
+    // NotSupported graphics lists are normal on compute-only GPUs: compute still counts.
+    let scenario = scenario_with(json!([
+        { "function": "nvmlDeviceGetGraphicsRunningProcesses_v3", "error": "NotSupported", "device": 0 }
+    ]));
+    let doc: Value = serde_json::from_slice(&scenario.run(&["--json"]).stdout).unwrap();
+    assert_eq!(doc["devices"][0]["process_count"], 1);
+}

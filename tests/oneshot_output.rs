@@ -234,3 +234,23 @@ fn the_monitor_refuses_a_pipe_with_a_clear_line() {
         stderr(&out)
     );
 }
+
+#[test]
+fn utilisation_samples_of_one_instant_count_for_every_pid() {
+    // A real driver stamps every process sampled at one instant with the same time.
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [
+        { "pid": 1, "used_memory": GIB }, { "pid": std::process::id(), "used_memory": GIB }] }]);
+    gpu["process_utilization"] = json!([
+        { "t": 0.0, "pid": 1, "sm": 11, "mem": 1 },
+        { "t": 0.0, "pid": std::process::id(), "sm": 22, "mem": 2 },
+    ]);
+    let doc = json_of(&Scenario::new(&json!({ "devices": [gpu] })));
+    let sm: Vec<u64> = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["sm_util"].as_u64().expect("every pid has its SM share"))
+        .collect();
+    assert_eq!(sm, vec![11, 22]);
+}

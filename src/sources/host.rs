@@ -14,6 +14,9 @@ pub struct HostSampler {
     host_namespace: bool,
     /// Pids refreshed at least once: CPU % is a difference, so a first reading has none.
     cpu_seen: std::collections::HashSet<u32>,
+    /// A process's namespace view and container cannot change while it lives, and reading
+    /// them costs two /proc files per pid: kept for as long as NVML lists the pid.
+    views: std::collections::HashMap<u32, container::PidView>,
 }
 
 impl HostSampler {
@@ -23,6 +26,7 @@ impl HostSampler {
             users: None,
             host_namespace: container::in_host_pid_namespace(),
             cpu_seen: std::collections::HashSet::new(),
+            views: std::collections::HashMap::new(),
         }
     }
 
@@ -44,9 +48,21 @@ impl HostSampler {
             swap_total: system.total_swap(),
             swap_used: system.used_swap(),
         });
+        self.views.retain(|pid, _| pids.contains(pid));
+        let host_namespace = self.host_namespace;
         let views: Vec<(u32, container::PidView)> = pids
             .iter()
-            .map(|&pid| (pid, container::view(pid, self.host_namespace)))
+            .map(|&pid| {
+                if let Some(view) = self.views.get(&pid) {
+                    return (pid, view.clone());
+                }
+                let view = container::view(pid, host_namespace);
+                // "Not visible" is not cached: it may be a race with a starting process.
+                if view.local_pid.is_some() {
+                    self.views.insert(pid, view.clone());
+                }
+                (pid, view)
+            })
             .collect();
         let local: Vec<Pid> = views
             .iter()
@@ -55,7 +71,9 @@ impl HostSampler {
         system.refresh_processes_specifics(
             ProcessesToUpdate::Some(&local),
             true,
+            // Threads are not needed, and listing /proc/PID/task costs more than the rest.
             ProcessRefreshKind::nothing()
+                .without_tasks()
                 .with_memory()
                 .with_cpu()
                 .with_cmd(UpdateKind::OnlyIfNotSet)

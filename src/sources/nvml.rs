@@ -220,8 +220,13 @@ fn processes(
         }
         let compute = with_retry(|| device.running_compute_processes());
         let graphics = with_retry(|| device.running_graphics_processes());
+        // One list failing while the other works is usually NotSupported for graphics on
+        // compute-only GPUs; anything else would hide processes, so it is reported instead.
         let (compute, graphics) = match (compute, graphics) {
             (Err(e), Err(_)) => return Err(absent(e)),
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) if !matches!(e, NvmlError::NotSupported) => {
+                return Err(absent(e));
+            }
             (c, g) => (c.unwrap_or_default(), g.unwrap_or_default()),
         };
         let util_status = util.refresh(device, now);
@@ -280,11 +285,14 @@ impl UtilTracker {
 
     /// Pulls samples newer than the cursor. NotFound means nothing new, which is not an error.
     fn refresh(&mut self, device: &Device<'static>, now: u64) -> Result<(), Absent> {
-        match device.process_utilization_stats(self.cursor) {
+        let since = self.cursor;
+        match device.process_utilization_stats(since) {
             Ok(samples) => {
                 for s in samples {
                     // Drivers have returned impossible percentages and replayed old samples.
-                    if s.timestamp <= self.cursor || s.sm_util > 100 || s.mem_util > 100 {
+                    // Compare with the cursor as it was before this batch: the driver stamps
+                    // every process of one sampling instant with the same time.
+                    if s.timestamp <= since || s.sm_util > 100 || s.mem_util > 100 {
                         continue;
                     }
                     self.cursor = self.cursor.max(s.timestamp);

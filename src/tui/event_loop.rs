@@ -21,6 +21,12 @@ use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
+/// After the first sample of a tick, wait this long for the other GPUs' samples so one
+/// frame shows them all.
+const SETTLE: Duration = Duration::from_millis(15);
+/// Data never redraws more often than this, whatever the refresh period.
+const MIN_DATA_GAP: Duration = Duration::from_millis(50);
+
 /// Everything the loop waits for.
 enum Event {
     Source(SourceEvent),
@@ -42,8 +48,9 @@ impl From<SignalEvent> for Event {
 }
 
 /// Runs the interactive monitor until the person quits or a signal ends it.
-pub fn run(cli: &Cli) -> ExitCode {
-    let started = Instant::now();
+pub fn run(cli: &Cli, started: Instant) -> ExitCode {
+    // The layout solver is the costliest part of a frame; every panel's split is cached.
+    ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         eprintln!(
             "vramscope: the monitor needs a terminal; for output to a file or pipe use --once, --json or --csv"
@@ -80,30 +87,39 @@ pub fn run(cli: &Cli) -> ExitCode {
     };
     let mut first_frame = FirstFrame::from_env(started);
     let mut last_draw: Option<Instant> = None;
-    let mut data_dirty = true;
+    // When data first arrived since the last frame; None = nothing new to show.
+    let mut data_since: Option<Instant> = None;
     let mut input_dirty = true;
     let status = loop {
-        let data_gap = app.data_redraw_gap();
-        let due = last_draw.is_none_or(|t| t.elapsed() >= data_gap);
-        if input_dirty || (data_dirty && due) {
+        let now = Instant::now();
+        let data_due_at = data_since.map(|since| {
+            let settled = since + SETTLE;
+            last_draw.map_or(settled, |d| settled.max(d + MIN_DATA_GAP))
+        });
+        if input_dirty || data_due_at.is_some_and(|due| now >= due) {
             if let Err(e) = app.draw(&mut guard) {
                 break Exit::Error(format!("drawing failed: {e}"));
             }
             last_draw = Some(Instant::now());
             first_frame.drawn(&app.monitor);
-            data_dirty = false;
+            data_since = None;
             input_dirty = false;
         }
         // Idle: wake once a second anyway so ages ("3s ago") and stale marks stay true.
-        let wait = if data_dirty {
-            last_draw.map_or(Duration::ZERO, |t| data_gap.saturating_sub(t.elapsed()))
-        } else {
-            Duration::from_secs(1)
+        let wait = match data_since {
+            Some(since) => {
+                let due =
+                    last_draw.map_or(since + SETTLE, |d| (since + SETTLE).max(d + MIN_DATA_GAP));
+                due.saturating_duration_since(Instant::now())
+            }
+            None => Duration::from_secs(1),
         };
         let first = match rx.recv_timeout(wait) {
             Ok(event) => event,
             Err(RecvTimeoutError::Timeout) => {
-                data_dirty = true;
+                if data_since.is_none() {
+                    input_dirty = true;
+                }
                 continue;
             }
             Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
@@ -113,7 +129,9 @@ pub fn run(cli: &Cli) -> ExitCode {
         // Drain everything pending before drawing once.
         while let Some(event) = next {
             match app.handle(event, &mut guard) {
-                Step::Data => data_dirty = true,
+                Step::Data => {
+                    data_since.get_or_insert_with(Instant::now);
+                }
                 Step::Input => input_dirty = true,
                 Step::Nothing => {}
                 Step::Exit(e) => {
@@ -159,11 +177,6 @@ struct App {
 }
 
 impl App {
-    /// Data redraws are coalesced: at most one per half refresh period, within 50-500 ms.
-    fn data_redraw_gap(&self) -> Duration {
-        Duration::from_millis((self.ui.interval_ms / 2).clamp(50, 500))
-    }
-
     fn live_snapshot(&self) -> Snapshot {
         self.monitor.snapshot(
             now_ms(),

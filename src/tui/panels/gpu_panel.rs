@@ -239,17 +239,22 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
         Err(_) => spans.extend([gap(), fmt::label(theme, "thr"), na()]),
     }
     // Only shown when non-zero: the count itself is the alarm.
-    let corrected = s.ecc_corrected.as_ref().map_or(0, |v| *v);
-    let uncorrected = s.ecc_uncorrected.as_ref().map_or(0, |v| *v);
-    if corrected > 0 || uncorrected > 0 {
-        let style = if uncorrected > 0 {
+    let corrected = s.ecc_corrected.as_ref().ok().copied();
+    let uncorrected = s.ecc_uncorrected.as_ref().ok().copied();
+    let count = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |v| v.to_string());
+    if corrected.unwrap_or(0) > 0 || uncorrected.unwrap_or(0) > 0 {
+        let style = if uncorrected.unwrap_or(0) > 0 {
             theme.crit
         } else {
             theme.warn
         };
         spans.push(gap());
         spans.push(Span::styled(
-            format!("ECC {corrected} corr {uncorrected} uncorr"),
+            format!(
+                "ECC {} corr {} uncorr",
+                count(corrected),
+                count(uncorrected)
+            ),
             style,
         ));
     }
