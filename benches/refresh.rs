@@ -126,8 +126,8 @@ fn measure(dir: &Path, scenario: &Path, interval_ms: u64, seconds: u64) -> Resul
     let calls_after = read_counts(&counts);
     let peak_rss_mb = peak_rss_kb(pid) / 1024.0;
     tmux(&["kill-server"]);
-    // SAFETY-free: the clock tick rate is 100 Hz on every Linux vramscope targets.
-    let ticks_per_sec = 100.0;
+    // SAFETY: sysconf only reads a system constant.
+    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let cpu_s = (cpu_after - cpu_before) / ticks_per_sec;
     let refreshes = elapsed * 1000.0 / interval_ms as f64;
     let mut calls_by_function = BTreeMap::new();

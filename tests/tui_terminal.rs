@@ -43,7 +43,9 @@ fn shows_gpus_processes_and_a_spike_peak_after_it_has_gone() {
         return;
     }
     let scenario = spike_scenario();
-    let t = Tmux::start(scenario.dir(), 120, 40, &command(&scenario, ""));
+    // GNU screen's terminal type, which screen users (and old tmux setups) run under.
+    let with_screen_term = format!("env TERM=screen {}", command(&scenario, ""));
+    let t = Tmux::start(scenario.dir(), 120, 40, &with_screen_term);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA A100-SXM4-40GB"));
     assert!(ok, "GPU names on screen:\n{screen}");
     assert!(screen.contains("NVIDIA H100 80GB HBM3"), "{screen}");

@@ -120,7 +120,7 @@ fn normal_key(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Sna
             ui.mode = Mode::Detail;
             Outcome::Redraw
         }
-        KeyCode::Up | KeyCode::Char('k') if key.code == KeyCode::Up => select(ui, rows, -1),
+        KeyCode::Up => select(ui, rows, -1),
         KeyCode::Down => select(ui, rows, 1),
         KeyCode::PageUp => select(ui, rows, -10),
         KeyCode::PageDown => select(ui, rows, 10),
