@@ -7,9 +7,13 @@
 //! (from the fake's counters). Run with `cargo bench --bench refresh` (add `-- SECS` to
 //! change the 30 s measuring window).
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::tmux::{self, Tmux};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
@@ -21,8 +25,7 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(30);
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("the benchmark needs tmux (apt-get install tmux)");
+    if !tmux::available() {
         std::process::exit(2);
     }
     let dir = tempfile::tempdir().expect("tempdir");
@@ -76,44 +79,21 @@ struct Result {
 }
 
 fn measure(dir: &Path, scenario: &Path, interval_ms: u64, seconds: u64) -> Result {
-    let counts = dir.join(format!("counts-{interval_ms}.json"));
-    let first_frame = dir.join(format!("first-frame-{interval_ms}"));
-    let pid_file = dir.join(format!("pid-{interval_ms}"));
-    let socket = format!("vramscope-bench-{}", std::process::id());
+    let run_dir = dir.join(format!("run-{interval_ms}ms"));
+    std::fs::create_dir_all(&run_dir).expect("run dir");
+    let counts = run_dir.join("counts.json");
+    let first_frame = run_dir.join("first-frame");
     let command = format!(
-        "echo $$ > {pid}; exec env FAKE_NVML_SCENARIO={scenario} FAKE_NVML_COUNTS={counts} \
+        "env FAKE_NVML_SCENARIO={scenario} FAKE_NVML_COUNTS={counts} \
          VRAMSCOPE_FIRST_FRAME_FILE={first} {exe} --nvml-lib {lib} --interval {interval_ms}ms",
-        pid = pid_file.display(),
         scenario = scenario.display(),
         counts = counts.display(),
         first = first_frame.display(),
         exe = env!("CARGO_BIN_EXE_vramscope"),
-        lib = fake_nvml().display(),
+        lib = common::fake_nvml().display(),
     );
-    let tmux = |args: &[&str]| {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&socket)
-            .args(args)
-            .output()
-            .expect("tmux");
-    };
-    tmux(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "b",
-        "-x",
-        "200",
-        "-y",
-        "50",
-        "sh",
-        "-c",
-        &command,
-    ]);
-    let pid = wait_for_pid(&pid_file);
+    let pane = Tmux::start(&run_dir, 200, 50, &command);
+    let pid = pane.pid();
     let first_frame_ms = wait_for_number(&first_frame) / 1000.0;
     // Warm-up over; measure a steady state.
     std::thread::sleep(Duration::from_secs(1));
@@ -125,7 +105,7 @@ fn measure(dir: &Path, scenario: &Path, interval_ms: u64, seconds: u64) -> Resul
     let elapsed = start.elapsed().as_secs_f64();
     let calls_after = read_counts(&counts);
     let peak_rss_mb = peak_rss_kb(pid) / 1024.0;
-    tmux(&["kill-server"]);
+    drop(pane);
     // SAFETY: sysconf only reads a system constant.
     let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let cpu_s = (cpu_after - cpu_before) / ticks_per_sec;
@@ -186,15 +166,6 @@ fn scenario_json(pids: &[u32]) -> Value {
         })
         .collect();
     json!({ "devices": devices })
-}
-
-fn fake_nvml() -> PathBuf {
-    let exe = std::env::current_exe().expect("bench path");
-    exe.parent().expect("deps").join("libfake_nvml.so")
-}
-
-fn wait_for_pid(path: &Path) -> u32 {
-    wait_for_number(path) as u32
 }
 
 fn wait_for_number(path: &Path) -> f64 {

@@ -265,7 +265,7 @@ fn nvml_problem_keeps_the_screen_useful() {
 fn paused_marker_and_flash_message() {
     let m = two_gpus();
     let mut ui = ui();
-    ui.frozen = Some((snapshot(&m), NOW));
+    ui.frozen = Some(std::sync::Arc::new(snapshot(&m)));
     ui.flash = Some("sent SIGTERM to 4242".into());
     let text = screen(&m, &ui, 80, 24);
     assert!(

@@ -21,7 +21,7 @@ mod tier;
 
 pub use config::{SeriesConfig, TierSpec};
 pub use retained::Retained;
-pub use series::Series;
+pub use series::{Series, column_of};
 pub use tier::Bucket;
 
 /// The highest reading seen and when it was taken.

@@ -49,6 +49,21 @@ struct Grid {
     columns: u128,
 }
 
+/// The column `at_ms` falls in when `[from_ms, to_ms)` is split into `columns` equal slices,
+/// exactly as [`Series::query`] lays its columns out; `None` outside the window. Charts use it
+/// to put a marker on the column that holds a given moment.
+pub fn column_of(at_ms: u64, from_ms: u64, to_ms: u64, columns: usize) -> Option<usize> {
+    if columns == 0 || !(from_ms..to_ms).contains(&at_ms) {
+        return None;
+    }
+    let grid = Grid {
+        from: from_ms,
+        span: u128::from(to_ms - from_ms),
+        columns: columns as u128,
+    };
+    Some(grid.column(at_ms))
+}
+
 impl Grid {
     /// `at` must lie in the grid's window.
     fn column(&self, at: u64) -> usize {

@@ -26,6 +26,17 @@ pub enum Absent {
 /// A figure that may be absent.
 pub type Reading<T> = Result<T, Absent>;
 
+/// What every unreadable figure shows, in every output.
+pub const NA: &str = "n/a";
+
+/// A reading formatted by `f`, or `n/a`.
+pub fn or_na<T>(value: &Reading<T>, f: impl FnOnce(&T) -> String) -> String {
+    match value {
+        Ok(v) => f(v),
+        Err(_) => NA.to_string(),
+    }
+}
+
 impl Absent {
     /// Short words for the status line and JSON (`not supported`, `no permission`, ...).
     pub fn reason(&self) -> String {

@@ -31,11 +31,8 @@ pub struct DeviceInfo {
     pub uuid: Reading<String>,
     pub pci_bus_id: Reading<String>,
     pub memory_total: Reading<u64>,
+    /// The power limit set by the administrator, shown when a sample lacks the enforced one.
     pub power_limit_mw: Reading<u32>,
-    pub max_sm_clock_mhz: Reading<u32>,
-    pub max_mem_clock_mhz: Reading<u32>,
-    pub num_fans: Reading<u32>,
-    pub persistence_mode: Reading<bool>,
 }
 
 impl DeviceInfo {
@@ -103,8 +100,6 @@ pub struct DeviceSample {
     pub index: u32,
     /// Wall time the sample was taken, ms since the Unix epoch.
     pub at_ms: u64,
-    /// How long the NVML calls of this tick took, so slow drivers are visible.
-    pub took_us: u64,
     pub memory: Reading<MemoryInfo>,
     pub gpu_util: Reading<u32>,
     pub mem_util: Reading<u32>,

@@ -1,6 +1,6 @@
 //! What the host tells us: RAM and swap, and for each GPU process its RSS, CPU, user and command.
 
-use super::absent::Reading;
+use super::absent::{Absent, Reading};
 use serde::Serialize;
 
 /// Host RAM and swap in bytes.
@@ -29,6 +29,27 @@ pub struct HostProcess {
     pub container: Option<String>,
     /// Uid owning the process, for the kill permission check.
     pub uid: Option<u32>,
+}
+
+impl HostProcess {
+    /// A process whose host figures cannot be read, each absent for the same reason.
+    pub fn unreadable(
+        pid: u32,
+        local_pid: Option<u32>,
+        why: Absent,
+        container: Option<String>,
+    ) -> Self {
+        Self {
+            pid,
+            local_pid,
+            user: Err(why.clone()),
+            command: Err(why.clone()),
+            rss_bytes: Err(why.clone()),
+            cpu_percent: Err(why),
+            container,
+            uid: None,
+        }
+    }
 }
 
 /// One tick of the host sampler.

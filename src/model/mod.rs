@@ -9,7 +9,7 @@ pub mod snapshot;
 pub mod time;
 pub mod units;
 
-pub use absent::{Absent, Reading};
+pub use absent::{Absent, NA, Reading, or_na};
 pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
 pub use host::{HostMemory, HostProcess, HostSample};
 pub use problem::NvmlProblem;

@@ -1,15 +1,15 @@
 //! `--csv`: one row per GPU and per process, with a `record` column telling which. An absent
 //! figure is an empty cell (never 0); quoting follows RFC 4180.
 
-use super::fields::{self, DEVICE_FIELDS, Field, PROCESS_FIELDS, Value};
+use super::fields::{self, DEVICE, Field, PROCESS, Value};
 use crate::model::Snapshot;
 
 /// The header line: `record,time_ms`, then device fields, then process fields (the first two
 /// process fields repeat device facts under their own names for easy filtering).
 pub fn header() -> String {
     let mut names = vec!["record", "time_ms"];
-    names.extend(DEVICE_FIELDS);
-    names.extend(PROCESS_FIELDS);
+    names.extend(DEVICE.iter().map(|(name, _)| *name));
+    names.extend(PROCESS.iter().map(|(name, _)| *name));
     names.join(",") + "\n"
 }
 
@@ -30,8 +30,8 @@ pub fn render(snapshot: &Snapshot, with_header: bool) -> String {
 
 fn row(record: &str, time: &str, device: &[Field], process: &[Field]) -> String {
     let mut cells = vec![record.to_string(), time.to_string()];
-    cells.extend(pad(device, DEVICE_FIELDS.len()));
-    cells.extend(pad(process, PROCESS_FIELDS.len()));
+    cells.extend(pad(device, DEVICE.len()));
+    cells.extend(pad(process, PROCESS.len()));
     cells.join(",") + "\n"
 }
 
@@ -79,7 +79,7 @@ mod tests {
         let h = header();
         assert_eq!(
             h.trim_end().split(',').count(),
-            2 + DEVICE_FIELDS.len() + PROCESS_FIELDS.len()
+            2 + DEVICE.len() + PROCESS.len()
         );
     }
 }

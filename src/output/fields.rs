@@ -1,7 +1,8 @@
 //! The flat list of named figures for a GPU and for a process. JSON and CSV both print these,
-//! so the two formats cannot drift apart.
+//! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
+//! names and the values cannot drift apart either.
 
-use crate::model::{Absent, DeviceSnapshot, ProcessRow, Reading};
+use crate::model::{Absent, DeviceSample, DeviceSnapshot, MemoryInfo, ProcessRow, Reading};
 
 /// One printable value.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,6 +16,111 @@ pub enum Value {
 /// A named figure that may be absent.
 pub type Field = (&'static str, Reading<Value>);
 
+/// A field's name and how to read it from `T`.
+pub type Column<T> = (&'static str, fn(&T) -> Reading<Value>);
+
+/// Every GPU field, in output order (the CSV header follows it).
+pub const DEVICE: &[Column<DeviceSnapshot>] = &[
+    ("index", |d| Ok(Value::Int(u64::from(d.info.index)))),
+    ("uuid", |d| text(&d.info.uuid)),
+    ("name", |d| text(&d.info.name)),
+    ("pci_bus_id", |d| text(&d.info.pci_bus_id)),
+    ("sampled_at_ms", |d| sampled(d, |s| Ok(Value::Int(s.at_ms)))),
+    ("stale", |d| Ok(Value::Bool(d.stale))),
+    ("lost", |d| {
+        Ok(Value::Bool(d.sample.as_ref().is_some_and(|s| s.lost)))
+    }),
+    ("memory_total", |d| {
+        d.memory_total().map(Value::Int).ok_or_else(no_sample)
+    }),
+    ("memory_reserved", |d| memory(d, |m| m.reserved)),
+    ("memory_used", |d| memory(d, |m| m.used)),
+    ("memory_free", |d| memory(d, |m| m.free)),
+    ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
+    ("mem_util", |d| sampled(d, |s| int(&s.mem_util))),
+    ("temperature_c", |d| sampled(d, |s| int(&s.temperature_c))),
+    ("power_mw", |d| sampled(d, |s| int(&s.power_mw))),
+    ("power_limit_mw", |d| sampled(d, |s| int(&s.power_limit_mw))),
+    ("sm_clock_mhz", |d| sampled(d, |s| int(&s.sm_clock_mhz))),
+    ("mem_clock_mhz", |d| sampled(d, |s| int(&s.mem_clock_mhz))),
+    ("fan_percent", |d| sampled(d, |s| int(&s.fan_percent))),
+    ("encoder_util", |d| sampled(d, |s| int(&s.encoder_util))),
+    ("decoder_util", |d| sampled(d, |s| int(&s.decoder_util))),
+    ("pstate", |d| sampled(d, |s| int(&s.pstate))),
+    ("throttle_reasons", |d| {
+        sampled(d, |s| int(&s.throttle_reasons))
+    }),
+    ("ecc_corrected", |d| sampled(d, |s| int(&s.ecc_corrected))),
+    ("ecc_uncorrected", |d| {
+        sampled(d, |s| int(&s.ecc_uncorrected))
+    }),
+    ("pcie_tx_kbs", |d| {
+        sampled(d, |s| pcie(s.pcie_tx_kbs.as_ref()))
+    }),
+    ("pcie_rx_kbs", |d| {
+        sampled(d, |s| pcie(s.pcie_rx_kbs.as_ref()))
+    }),
+    ("process_count", |d| {
+        sampled(d, |s| {
+            s.processes
+                .as_ref()
+                .map(|p| Value::Int(p.len() as u64))
+                .map_err(Clone::clone)
+        })
+    }),
+];
+
+/// Every field of a process on one GPU, in output order.
+pub const PROCESS: &[Column<ProcessRow>] = &[
+    ("gpu_index", |p| Ok(Value::Int(u64::from(p.gpu_index)))),
+    ("gpu_uuid", |p| Ok(Value::Text(p.gpu_uuid.clone()))),
+    ("pid", |p| Ok(Value::Int(u64::from(p.nvml.pid)))),
+    ("local_pid", |p| {
+        p.host
+            .as_ref()
+            .and_then(|h| h.local_pid)
+            .map(|v| Value::Int(u64::from(v)))
+            .ok_or_else(not_visible)
+    }),
+    ("type", |p| Ok(Value::Text(p.nvml.kind.letter().into()))),
+    ("used_memory", |p| int(&p.nvml.used_memory)),
+    ("sm_util", |p| int(&p.nvml.sm_util)),
+    ("mem_util", |p| int(&p.nvml.mem_util)),
+    ("enc_util", |p| int(&p.nvml.enc_util)),
+    ("dec_util", |p| int(&p.nvml.dec_util)),
+    ("user", |p| host(p, |h| text(&h.user))),
+    ("command", |p| host(p, |h| text(&h.command))),
+    ("host_rss", |p| host(p, |h| int(&h.rss_bytes))),
+    ("cpu_percent", |p| {
+        host(p, |h| {
+            h.cpu_percent
+                .as_ref()
+                .map(|c| Value::Float(f64::from(*c)))
+                .map_err(Clone::clone)
+        })
+    }),
+    ("container", |p| {
+        p.host
+            .as_ref()
+            .and_then(|h| h.container.clone())
+            .map(Value::Text)
+            .ok_or(Absent::NotAvailable)
+    }),
+];
+
+/// Every figure of one GPU. A GPU never sampled has every sampled figure absent.
+pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
+    DEVICE.iter().map(|(name, read)| (*name, read(d))).collect()
+}
+
+/// Every figure of one process on one GPU.
+pub fn process(p: &ProcessRow) -> Vec<Field> {
+    PROCESS
+        .iter()
+        .map(|(name, read)| (*name, read(p)))
+        .collect()
+}
+
 fn int<T: Into<u64> + Copy>(r: &Reading<T>) -> Reading<Value> {
     r.as_ref()
         .map(|v| Value::Int((*v).into()))
@@ -27,171 +133,40 @@ fn text(r: &Reading<String>) -> Reading<Value> {
         .map_err(Clone::clone)
 }
 
-/// Names of the device fields, in output order (the CSV header uses them).
-pub const DEVICE_FIELDS: [&str; 28] = [
-    "index",
-    "uuid",
-    "name",
-    "pci_bus_id",
-    "sampled_at_ms",
-    "stale",
-    "lost",
-    "memory_total",
-    "memory_reserved",
-    "memory_used",
-    "memory_free",
-    "gpu_util",
-    "mem_util",
-    "temperature_c",
-    "power_mw",
-    "power_limit_mw",
-    "sm_clock_mhz",
-    "mem_clock_mhz",
-    "fan_percent",
-    "encoder_util",
-    "decoder_util",
-    "pstate",
-    "throttle_reasons",
-    "ecc_corrected",
-    "ecc_uncorrected",
-    "pcie_tx_kbs",
-    "pcie_rx_kbs",
-    "process_count",
-];
-
-/// Names of the process fields, in output order.
-pub const PROCESS_FIELDS: [&str; 15] = [
-    "gpu_index",
-    "gpu_uuid",
-    "pid",
-    "local_pid",
-    "type",
-    "used_memory",
-    "sm_util",
-    "mem_util",
-    "enc_util",
-    "dec_util",
-    "user",
-    "command",
-    "host_rss",
-    "cpu_percent",
-    "container",
-];
-
-/// Every figure of one GPU. A GPU never sampled has every sampled figure absent.
-pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
-    let info = &d.info;
-    let never = Absent::Error("no sample yet".into());
-    let s = d.sample.as_ref();
-    let sampled = |f: &dyn Fn(&crate::model::DeviceSample) -> Reading<Value>| match s {
-        Some(sample) => f(sample),
-        None => Err(never.clone()),
-    };
-    let memory = |pick: fn(&crate::model::MemoryInfo) -> u64| {
-        sampled(&|x| {
-            x.memory
-                .as_ref()
-                .map(|m| Value::Int(pick(m)))
-                .map_err(Clone::clone)
-        })
-    };
-    let optional = |r: Option<&Reading<u32>>| match r {
-        Some(reading) => int(reading),
-        None => Err(Absent::Error("not sampled (enable with --pcie)".into())),
-    };
-    let fields: Vec<Field> = vec![
-        ("index", Ok(Value::Int(u64::from(info.index)))),
-        ("uuid", text(&info.uuid)),
-        ("name", text(&info.name)),
-        ("pci_bus_id", text(&info.pci_bus_id)),
-        ("sampled_at_ms", sampled(&|x| Ok(Value::Int(x.at_ms)))),
-        ("stale", Ok(Value::Bool(d.stale))),
-        ("lost", Ok(Value::Bool(s.is_some_and(|x| x.lost)))),
-        (
-            "memory_total",
-            d.memory_total()
-                .map(Value::Int)
-                .ok_or_else(|| never.clone()),
-        ),
-        ("memory_reserved", memory(|m| m.reserved)),
-        ("memory_used", memory(|m| m.used)),
-        ("memory_free", memory(|m| m.free)),
-        ("gpu_util", sampled(&|x| int(&x.gpu_util))),
-        ("mem_util", sampled(&|x| int(&x.mem_util))),
-        ("temperature_c", sampled(&|x| int(&x.temperature_c))),
-        ("power_mw", sampled(&|x| int(&x.power_mw))),
-        ("power_limit_mw", sampled(&|x| int(&x.power_limit_mw))),
-        ("sm_clock_mhz", sampled(&|x| int(&x.sm_clock_mhz))),
-        ("mem_clock_mhz", sampled(&|x| int(&x.mem_clock_mhz))),
-        ("fan_percent", sampled(&|x| int(&x.fan_percent))),
-        ("encoder_util", sampled(&|x| int(&x.encoder_util))),
-        ("decoder_util", sampled(&|x| int(&x.decoder_util))),
-        ("pstate", sampled(&|x| int(&x.pstate))),
-        ("throttle_reasons", sampled(&|x| int(&x.throttle_reasons))),
-        ("ecc_corrected", sampled(&|x| int(&x.ecc_corrected))),
-        ("ecc_uncorrected", sampled(&|x| int(&x.ecc_uncorrected))),
-        (
-            "pcie_tx_kbs",
-            sampled(&|x| optional(x.pcie_tx_kbs.as_ref())),
-        ),
-        (
-            "pcie_rx_kbs",
-            sampled(&|x| optional(x.pcie_rx_kbs.as_ref())),
-        ),
-        (
-            "process_count",
-            sampled(&|x| {
-                x.processes
-                    .as_ref()
-                    .map(|p| Value::Int(p.len() as u64))
-                    .map_err(Clone::clone)
-            }),
-        ),
-    ];
-    debug_assert!(fields.iter().map(|f| f.0).eq(DEVICE_FIELDS));
-    fields
+fn no_sample() -> Absent {
+    Absent::Error("no sample yet".into())
 }
 
-/// Every figure of one process on one GPU.
-pub fn process(p: &ProcessRow) -> Vec<Field> {
-    let n = &p.nvml;
-    let missing = || Err(Absent::Error("pid not visible here".into()));
-    let host = p.host.as_ref();
-    let fields: Vec<Field> = vec![
-        ("gpu_index", Ok(Value::Int(u64::from(p.gpu_index)))),
-        ("gpu_uuid", Ok(Value::Text(p.gpu_uuid.clone()))),
-        ("pid", Ok(Value::Int(u64::from(n.pid)))),
-        (
-            "local_pid",
-            host.and_then(|h| h.local_pid)
-                .map(|v| Value::Int(u64::from(v)))
-                .ok_or(Absent::Error("pid not visible here".into())),
-        ),
-        ("type", Ok(Value::Text(n.kind.letter().into()))),
-        ("used_memory", int(&n.used_memory)),
-        ("sm_util", int(&n.sm_util)),
-        ("mem_util", int(&n.mem_util)),
-        ("enc_util", int(&n.enc_util)),
-        ("dec_util", int(&n.dec_util)),
-        ("user", host.map_or_else(missing, |h| text(&h.user))),
-        ("command", host.map_or_else(missing, |h| text(&h.command))),
-        ("host_rss", host.map_or_else(missing, |h| int(&h.rss_bytes))),
-        (
-            "cpu_percent",
-            host.map_or_else(missing, |h| {
-                h.cpu_percent
-                    .as_ref()
-                    .map(|c| Value::Float(f64::from(*c)))
-                    .map_err(Clone::clone)
-            }),
-        ),
-        (
-            "container",
-            host.and_then(|h| h.container.clone())
-                .map(Value::Text)
-                .ok_or(Absent::NotAvailable),
-        ),
-    ];
-    debug_assert!(fields.iter().map(|f| f.0).eq(PROCESS_FIELDS));
-    fields
+fn not_visible() -> Absent {
+    Absent::Error("pid not visible here".into())
+}
+
+/// A figure of the latest sample; absent with a reason when the GPU has not been sampled.
+fn sampled(d: &DeviceSnapshot, read: impl Fn(&DeviceSample) -> Reading<Value>) -> Reading<Value> {
+    d.sample.as_ref().map_or_else(|| Err(no_sample()), read)
+}
+
+fn memory(d: &DeviceSnapshot, pick: fn(&MemoryInfo) -> u64) -> Reading<Value> {
+    sampled(d, |s| {
+        s.memory
+            .as_ref()
+            .map(|m| Value::Int(pick(m)))
+            .map_err(Clone::clone)
+    })
+}
+
+/// PCIe figures exist only when `--pcie` asked for them.
+fn pcie(r: Option<&Reading<u32>>) -> Reading<Value> {
+    match r {
+        Some(reading) => int(reading),
+        None => Err(Absent::Error("not sampled (enable with --pcie)".into())),
+    }
+}
+
+/// A host-side figure; absent when the host knows nothing of the pid.
+fn host(
+    p: &ProcessRow,
+    read: impl Fn(&crate::model::HostProcess) -> Reading<Value>,
+) -> Reading<Value> {
+    p.host.as_ref().map_or_else(|| Err(not_visible()), read)
 }

@@ -2,12 +2,8 @@
 //! but narrow enough for 80 columns. Absent figures print `n/a`.
 
 use crate::model::units::{bytes, watts};
-use crate::model::{DeviceSnapshot, ProcessRow, Reading, Snapshot};
+use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
-
-fn na<T>(r: &Reading<T>, f: impl Fn(&T) -> String) -> String {
-    r.as_ref().map_or_else(|_| "n/a".into(), f)
-}
 
 pub fn render(snapshot: &Snapshot) -> String {
     let mut out = String::new();
@@ -16,10 +12,10 @@ pub fn render(snapshot: &Snapshot) -> String {
         out,
         "vramscope {}  driver {}  CUDA {}",
         env!("CARGO_PKG_VERSION"),
-        driver.map_or("n/a".into(), |d| na(&d.driver_version, Clone::clone)),
+        driver.map_or(NA.into(), |d| or_na(&d.driver_version, Clone::clone)),
         driver
             .and_then(|d| d.cuda_label())
-            .unwrap_or_else(|| "n/a".into()),
+            .unwrap_or_else(|| NA.into()),
     );
     let _ = writeln!(
         out,
@@ -49,7 +45,7 @@ fn device_line(d: &DeviceSnapshot) -> String {
     let Some(s) = &d.sample else {
         return format!("{:>3}  {name:<24} (no sample)\n", d.info.index);
     };
-    let memory = na(&s.memory, |m| {
+    let memory = or_na(&s.memory, |m| {
         format!("{} / {}", bytes(m.used), bytes(m.total))
     });
     let flag = if s.lost {
@@ -62,10 +58,10 @@ fn device_line(d: &DeviceSnapshot) -> String {
     format!(
         "{:>3}  {name:<24} {memory:>21} {:>5} {:>5} {:>11} {:>4}{flag}\n",
         d.info.index,
-        na(&s.gpu_util, |u| format!("{u}%")),
-        na(&s.temperature_c, |t| format!("{t}C")),
+        or_na(&s.gpu_util, |u| format!("{u}%")),
+        or_na(&s.temperature_c, |t| format!("{t}C")),
         power(&s.power_mw, &s.power_limit_mw),
-        na(&s.pstate, |p| format!("P{p}")),
+        or_na(&s.pstate, |p| format!("P{p}")),
     )
 }
 
@@ -73,7 +69,7 @@ fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {
     match (usage, limit) {
         (Ok(u), Ok(l)) => format!("{}/{}", watts(*u), watts(*l)),
         (Ok(u), Err(_)) => watts(*u),
-        _ => "n/a".into(),
+        _ => NA.into(),
     }
 }
 
@@ -85,11 +81,11 @@ fn process_line(p: &ProcessRow) -> String {
         None => format!("{}*", p.nvml.pid),
     };
     let user: String = host
-        .map_or("n/a".into(), |h| na(&h.user, Clone::clone))
+        .map_or(NA.into(), |h| or_na(&h.user, Clone::clone))
         .chars()
         .take(10)
         .collect();
-    let mut command = host.map_or("n/a".into(), |h| na(&h.command, Clone::clone));
+    let mut command = host.map_or(NA.into(), |h| or_na(&h.command, Clone::clone));
     if let Some(container) = host.and_then(|h| h.container.as_ref()) {
         command = format!("[{container}] {command}");
     }
@@ -98,10 +94,10 @@ fn process_line(p: &ProcessRow) -> String {
         "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {user:<10} {command}\n",
         p.gpu_index,
         p.nvml.kind.letter(),
-        na(&p.nvml.used_memory, |b| bytes(*b)),
-        na(&p.nvml.sm_util, |u| u.to_string()),
-        host.map_or("n/a".into(), |h| na(&h.rss_bytes, |b| bytes(*b))),
-        host.map_or("n/a".into(), |h| na(&h.cpu_percent, |c| format!("{c:.0}"))),
+        or_na(&p.nvml.used_memory, |b| bytes(*b)),
+        or_na(&p.nvml.sm_util, |u| u.to_string()),
+        host.map_or(NA.into(), |h| or_na(&h.rss_bytes, |b| bytes(*b))),
+        host.map_or(NA.into(), |h| or_na(&h.cpu_percent, |c| format!("{c:.0}"))),
     )
 }
 

@@ -3,6 +3,7 @@
 
 use super::container;
 use crate::model::{Absent, HostMemory, HostProcess, HostSample, now_ms};
+use std::collections::{HashMap, HashSet};
 use sysinfo::{
     MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users,
 };
@@ -10,23 +11,23 @@ use sysinfo::{
 /// Owns sysinfo's state between ticks (CPU % needs the previous reading).
 pub struct HostSampler {
     system: Option<System>,
-    users: Option<Users>,
+    user_names: HashMap<u32, String>,
     host_namespace: bool,
     /// Pids refreshed at least once: CPU % is a difference, so a first reading has none.
-    cpu_seen: std::collections::HashSet<u32>,
+    cpu_seen: HashSet<u32>,
     /// A process's namespace view and container cannot change while it lives, and reading
     /// them costs two /proc files per pid: kept for as long as NVML lists the pid.
-    views: std::collections::HashMap<u32, container::PidView>,
+    views: HashMap<u32, container::PidView>,
 }
 
 impl HostSampler {
     pub fn new() -> Self {
         Self {
             system: System::new().ok(),
-            users: None,
+            user_names: HashMap::new(),
             host_namespace: container::in_host_pid_namespace(),
-            cpu_seen: std::collections::HashSet::new(),
-            views: std::collections::HashMap::new(),
+            cpu_seen: HashSet::new(),
+            views: HashMap::new(),
         }
     }
 
@@ -79,9 +80,13 @@ impl HostSampler {
                 .with_cmd(UpdateKind::OnlyIfNotSet)
                 .with_user(UpdateKind::OnlyIfNotSet),
         );
+        let known = Known {
+            host_namespace: self.host_namespace,
+            cpu_seen: &self.cpu_seen,
+        };
         let processes = views
             .into_iter()
-            .map(|(pid, view)| self.describe(pid, view))
+            .map(|(pid, view)| describe(system, &mut self.user_names, &known, pid, view))
             .collect();
         self.cpu_seen = local.iter().map(|p| p.as_u32()).collect();
         HostSample {
@@ -90,93 +95,72 @@ impl HostSampler {
             processes,
         }
     }
+}
 
-    fn describe(&mut self, pid: u32, view: container::PidView) -> HostProcess {
+/// What `describe` needs to know besides the process itself.
+struct Known<'a> {
+    host_namespace: bool,
+    cpu_seen: &'a HashSet<u32>,
+}
+
+/// Host facts for one NVML pid, from the refresh just made.
+fn describe(
+    system: &System,
+    user_names: &mut HashMap<u32, String>,
+    known: &Known,
+    pid: u32,
+    view: container::PidView,
+) -> HostProcess {
+    let Some(local) = view.local_pid else {
         // In the host's pid namespace a pid missing from /proc has simply exited.
-        let hidden = if self.host_namespace {
-            Absent::Error("no such process (exited)".into())
+        let why = if known.host_namespace {
+            "no such process (exited)"
         } else {
-            Absent::Error("pid not visible here (run with --pid=host)".into())
+            "pid not visible here (run with --pid=host)"
         };
-        let Some(local) = view.local_pid else {
-            return HostProcess {
-                pid,
-                local_pid: None,
-                user: Err(hidden.clone()),
-                command: Err(hidden.clone()),
-                rss_bytes: Err(hidden.clone()),
-                cpu_percent: Err(hidden),
-                container: None,
-                uid: None,
-            };
-        };
-        let user_names = &mut self.users;
-        let Some(system) = self.system.as_ref() else {
-            return HostProcess {
-                pid,
-                local_pid: Some(local),
-                user: Err(Absent::NotSupported),
-                command: Err(Absent::NotSupported),
-                rss_bytes: Err(Absent::NotSupported),
-                cpu_percent: Err(Absent::NotSupported),
-                container: view.container,
-                uid: None,
-            };
-        };
-        let Some(process) = system.process(Pid::from_u32(local)) else {
-            let gone = Absent::NotAvailable;
-            return HostProcess {
-                pid,
-                local_pid: Some(local),
-                user: Err(gone.clone()),
-                command: Err(gone.clone()),
-                rss_bytes: Err(gone.clone()),
-                cpu_percent: Err(gone),
-                container: view.container,
-                uid: None,
-            };
-        };
-        let uid = process.user_id().map(|u| **u);
-        let command = command_line(process.cmd(), process.name());
-        let user = match uid {
-            Some(uid) => Ok(user_name(user_names, uid)),
-            None => Err(Absent::NoPermission),
-        };
-        HostProcess {
-            pid,
-            local_pid: Some(local),
-            user,
-            command: Ok(command),
-            rss_bytes: Ok(process.memory()),
-            cpu_percent: if self.cpu_seen.contains(&local) {
-                Ok(process.cpu_usage())
-            } else {
-                Err(Absent::Error("first reading".into()))
-            },
-            container: view.container,
-            uid,
-        }
+        return HostProcess::unreadable(pid, None, Absent::Error(why.into()), None);
+    };
+    let Some(process) = system.process(Pid::from_u32(local)) else {
+        return HostProcess::unreadable(pid, Some(local), Absent::NotAvailable, view.container);
+    };
+    let uid = process.user_id().map(|u| **u);
+    let user = match uid {
+        Some(uid) => Ok(user_name(user_names, uid)),
+        None => Err(Absent::NoPermission),
+    };
+    HostProcess {
+        pid,
+        local_pid: Some(local),
+        user,
+        command: Ok(command_line(process.cmd(), process.name())),
+        rss_bytes: Ok(process.memory()),
+        cpu_percent: if known.cpu_seen.contains(&local) {
+            Ok(process.cpu_usage())
+        } else {
+            Err(Absent::Error("first reading".into()))
+        },
+        container: view.container,
+        uid,
     }
 }
 
-/// The user's name, reloading the user list only when an unknown uid shows up.
-fn user_name(users: &mut Option<Users>, uid: u32) -> String {
-    {
-        let lookup = |users: &Users| {
+/// The user's name; the user list is read only when a uid is met for the first time, and a
+/// uid without a name (common in containers) is remembered as its number.
+fn user_name(names: &mut HashMap<u32, String>, uid: u32) -> String {
+    if let Some(name) = names.get(&uid) {
+        return name.clone();
+    }
+    let name = Users::new_with_refreshed_list()
+        .ok()
+        .and_then(|users| {
             users
                 .iter()
                 .find(|u| **u.id() == uid)
                 .map(|u| u.name().to_string())
-        };
-        if let Some(name) = users.as_ref().and_then(lookup) {
-            return name;
-        }
-        *users = Users::new_with_refreshed_list().ok();
-        users
-            .as_ref()
-            .and_then(lookup)
-            .unwrap_or_else(|| uid.to_string())
-    }
+        })
+        .unwrap_or_else(|| uid.to_string());
+    names.insert(uid, name.clone());
+    name
 }
 
 impl Default for HostSampler {

@@ -14,7 +14,6 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -23,44 +22,68 @@ use std::time::{Duration, Instant};
 const PROCESS_UTIL_TTL_MS: u64 = 5_000;
 
 /// An initialised NVML library, kept for the life of the process.
-pub struct NvmlSession {
+struct NvmlSession {
     // Leaked on purpose: `Device` borrows `Nvml`, and sampler threads keep devices for the
     // whole run. One session per process, so the leak is bounded.
     nvml: &'static Nvml,
+    /// Read once: the R535 check and every caller use the same answer.
+    driver: DriverInfo,
     r535_process_bug: bool,
+}
+
+/// NVML opened with every GPU's static facts and a sampler for each.
+pub struct OpenedGpus {
+    pub driver: DriverInfo,
+    pub devices: Vec<DeviceInfo>,
+    pub samplers: Vec<DeviceSampler>,
+}
+
+/// Opens NVML and every GPU; fails with the reason when NVML cannot be used at all.
+/// `pcie_every` enables the slow PCIe throughput call at that period.
+pub fn open_gpus(
+    lib: Option<&Path>,
+    pcie_every: Option<Duration>,
+) -> Result<OpenedGpus, NvmlProblem> {
+    let session = NvmlSession::open(lib)?;
+    let count = session.device_count()?;
+    let (devices, samplers) = (0..count)
+        .map(|index| session.device(index, pcie_every))
+        .unzip();
+    Ok(OpenedGpus {
+        driver: session.driver,
+        devices,
+        samplers,
+    })
 }
 
 impl NvmlSession {
     /// Loads libnvidia-ml (from `lib` when given) and initialises it.
-    pub fn open(lib: Option<&Path>) -> Result<Self, NvmlProblem> {
+    fn open(lib: Option<&Path>) -> Result<Self, NvmlProblem> {
+        // Without a path the builder loads libnvidia-ml.so.1 through the usual search.
         let mut builder = Nvml::builder();
         if let Some(path) = lib {
             builder.lib_path(path.as_os_str());
-        } else {
-            builder.lib_path(OsStr::new("libnvidia-ml.so.1"));
         }
         let nvml = builder.init().map_err(problem)?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-        let r535_process_bug = nvml
-            .sys_driver_version()
-            .map(|v| has_r535_process_bug(&v))
-            .unwrap_or(false);
+        let driver = DriverInfo {
+            driver_version: nvml.sys_driver_version().map_err(absent),
+            cuda_version: nvml.sys_cuda_driver_version().map_err(absent),
+            nvml_version: nvml.sys_nvml_version().map_err(absent),
+        };
+        let r535_process_bug = driver
+            .driver_version
+            .as_ref()
+            .is_ok_and(|v| has_r535_process_bug(v));
         Ok(Self {
             nvml,
+            driver,
             r535_process_bug,
         })
     }
 
-    pub fn driver_info(&self) -> DriverInfo {
-        DriverInfo {
-            driver_version: self.nvml.sys_driver_version().map_err(absent),
-            cuda_version: self.nvml.sys_cuda_driver_version().map_err(absent),
-            nvml_version: self.nvml.sys_nvml_version().map_err(absent),
-        }
-    }
-
     /// The number of GPUs; zero GPUs is a problem of its own, so the caller can say so.
-    pub fn device_count(&self) -> Result<u32, NvmlProblem> {
+    fn device_count(&self) -> Result<u32, NvmlProblem> {
         match self.nvml.device_count().map_err(problem)? {
             0 => Err(NvmlProblem::NoDevices),
             n => Ok(n),
@@ -69,16 +92,18 @@ impl NvmlSession {
 
     /// Opens device `index` and reads its static facts. A device that cannot be opened still
     /// gets a sampler, which reports every figure as absent with the reason.
-    /// `pcie_every` enables the slow PCIe throughput call at that period.
-    pub fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
+    fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
         let device = self.nvml.device_by_index(index);
         let info = match &device {
             Ok(d) => read_info(index, d),
             Err(e) => unreadable_info(index, absent_ref(e)),
         };
+        // Datacentre GPUs have no fan: asking every tick would only repeat NotSupported.
+        let has_fan = !matches!(device.as_ref().map(|d| d.num_fans()), Ok(Ok(0)));
         let sampler = DeviceSampler {
             index,
             device: device.map_err(absent),
+            has_fan,
             pcie_every,
             pcie_last: None,
             r535_process_bug: self.r535_process_bug,
@@ -92,6 +117,7 @@ impl NvmlSession {
 pub struct DeviceSampler {
     index: u32,
     device: Result<Device<'static>, Absent>,
+    has_fan: bool,
     pcie_every: Option<Duration>,
     pcie_last: Option<Instant>,
     r535_process_bug: bool,
@@ -123,7 +149,6 @@ impl DeviceSampler {
 
     /// Reads every figure of this device once.
     pub fn sample(&mut self) -> DeviceSample {
-        let started = Instant::now();
         let at_ms = now_ms();
         let pcie_due = self.pcie_due();
         let device = match &self.device {
@@ -159,7 +184,6 @@ impl DeviceSampler {
         DeviceSample {
             index: self.index,
             at_ms,
-            took_us: 0,
             memory,
             gpu_util: utilization.clone().map(|u| u.gpu),
             mem_util: utilization.map(|u| u.memory),
@@ -168,7 +192,11 @@ impl DeviceSampler {
             power_limit_mw: device.enforced_power_limit().map_err(absent),
             sm_clock_mhz: device.clock_info(Clock::SM).map_err(absent),
             mem_clock_mhz: device.clock_info(Clock::Memory).map_err(absent),
-            fan_percent: device.fan_speed(0).map_err(absent),
+            fan_percent: if self.has_fan {
+                device.fan_speed(0).map_err(absent)
+            } else {
+                Err(Absent::NotSupported)
+            },
             encoder_util: device
                 .encoder_utilization()
                 .map_err(absent)
@@ -190,7 +218,6 @@ impl DeviceSampler {
             processes,
             lost,
         }
-        .took(started)
     }
 
     /// PCIe throughput blocks ~20 ms per direction, so it runs on its own slower period.
@@ -212,46 +239,44 @@ fn processes(
     r535_process_bug: bool,
     now: u64,
 ) -> Reading<Vec<GpuProcess>> {
-    {
-        if r535_process_bug {
-            return Err(Absent::Error(
-                "driver 535.43-535.9x misreports process lists; upgrade to 535.98 or later".into(),
-            ));
-        }
-        let compute = with_retry(|| device.running_compute_processes());
-        let graphics = with_retry(|| device.running_graphics_processes());
-        // One list failing while the other works is usually NotSupported for graphics on
-        // compute-only GPUs; anything else would hide processes, so it is reported instead.
-        let (compute, graphics) = match (compute, graphics) {
-            (Err(e), Err(_)) => return Err(absent(e)),
-            (Err(e), Ok(_)) | (Ok(_), Err(e)) if !matches!(e, NvmlError::NotSupported) => {
-                return Err(absent(e));
-            }
-            (c, g) => (c.unwrap_or_default(), g.unwrap_or_default()),
-        };
-        let util_status = util.refresh(device, now);
-        let mut merged: Vec<GpuProcess> = Vec::new();
-        for (info, kind) in compute
-            .iter()
-            .map(|p| (p, ProcessKind::Compute))
-            .chain(graphics.iter().map(|p| (p, ProcessKind::Graphics)))
-        {
-            let memory = used_memory(info);
-            if let Some(existing) = merged.iter_mut().find(|p| p.pid == info.pid) {
-                existing.kind = ProcessKind::ComputeAndGraphics;
-                // The same context can appear in both lists; its memory is counted once.
-                if existing.used_memory.is_err() {
-                    existing.used_memory = memory;
-                }
-                continue;
-            }
-            merged.push(util.process_row(info.pid, kind, memory, &util_status, now));
-        }
-        merged.sort_by_key(|p| p.pid);
-        let live: Vec<u32> = merged.iter().map(|p| p.pid).collect();
-        util.by_pid.retain(|pid, _| live.contains(pid));
-        Ok(merged)
+    if r535_process_bug {
+        return Err(Absent::Error(
+            "driver 535.43-535.9x misreports process lists; upgrade to 535.98 or later".into(),
+        ));
     }
+    let compute = with_retry(|| device.running_compute_processes());
+    let graphics = with_retry(|| device.running_graphics_processes());
+    // One list failing while the other works is usually NotSupported for graphics on
+    // compute-only GPUs; anything else would hide processes, so it is reported instead.
+    let (compute, graphics) = match (compute, graphics) {
+        (Err(e), Err(_)) => return Err(absent(e)),
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) if !matches!(e, NvmlError::NotSupported) => {
+            return Err(absent(e));
+        }
+        (c, g) => (c.unwrap_or_default(), g.unwrap_or_default()),
+    };
+    let util_status = util.refresh(device, now);
+    let mut merged: Vec<GpuProcess> = Vec::new();
+    for (info, kind) in compute
+        .iter()
+        .map(|p| (p, ProcessKind::Compute))
+        .chain(graphics.iter().map(|p| (p, ProcessKind::Graphics)))
+    {
+        let memory = used_memory(info);
+        if let Some(existing) = merged.iter_mut().find(|p| p.pid == info.pid) {
+            existing.kind = ProcessKind::ComputeAndGraphics;
+            // The same context can appear in both lists; its memory is counted once.
+            if existing.used_memory.is_err() {
+                existing.used_memory = memory;
+            }
+            continue;
+        }
+        merged.push(util.process_row(info.pid, kind, memory, &util_status, now));
+    }
+    merged.sort_by_key(|p| p.pid);
+    let live: Vec<u32> = merged.iter().map(|p| p.pid).collect();
+    util.by_pid.retain(|pid, _| live.contains(pid));
+    Ok(merged)
 }
 
 impl UtilTracker {
@@ -323,13 +348,6 @@ impl UtilTracker {
     }
 }
 
-impl DeviceSample {
-    fn took(mut self, started: Instant) -> Self {
-        self.took_us = started.elapsed().as_micros() as u64;
-        self
-    }
-}
-
 /// More than five processes starting between NVML's count probe and its read gives
 /// InsufficientSize; a second try almost always succeeds.
 fn with_retry(
@@ -356,10 +374,6 @@ fn read_info(index: u32, d: &Device<'static>) -> DeviceInfo {
         pci_bus_id: d.pci_info().map(|p| p.bus_id).map_err(absent),
         memory_total: d.memory_info().map(|m| m.total).map_err(absent),
         power_limit_mw: d.power_management_limit().map_err(absent),
-        max_sm_clock_mhz: d.max_clock_info(Clock::SM).map_err(absent),
-        max_mem_clock_mhz: d.max_clock_info(Clock::Memory).map_err(absent),
-        num_fans: d.num_fans().map_err(absent),
-        persistence_mode: d.is_in_persistent_mode().map_err(absent),
     }
 }
 
@@ -370,11 +384,7 @@ fn unreadable_info(index: u32, why: Absent) -> DeviceInfo {
         uuid: Err(why.clone()),
         pci_bus_id: Err(why.clone()),
         memory_total: Err(why.clone()),
-        power_limit_mw: Err(why.clone()),
-        max_sm_clock_mhz: Err(why.clone()),
-        max_mem_clock_mhz: Err(why.clone()),
-        num_fans: Err(why.clone()),
-        persistence_mode: Err(why),
+        power_limit_mw: Err(why),
     }
 }
 
@@ -385,7 +395,6 @@ fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
     DeviceSample {
         index,
         at_ms,
-        took_us: 0,
         memory: e(&why),
         gpu_util: e(&why),
         mem_util: e(&why),

@@ -3,7 +3,7 @@
 //! the same `Snapshot`.
 
 use super::host::HostSampler;
-use super::nvml::{DeviceSampler, NvmlSession};
+use super::nvml::{DeviceSampler, open_gpus};
 use super::runner::SourceEvent;
 use crate::model::{NvmlProblem, Snapshot, now_ms};
 use crate::state::{Monitor, StaleAfter};
@@ -24,23 +24,15 @@ impl OneShot {
         nvml_lib: Option<&Path>,
         pcie_every: Option<Duration>,
     ) -> Result<Self, NvmlProblem> {
-        let session = NvmlSession::open(nvml_lib)?;
-        let count = session.device_count()?;
+        let gpus = open_gpus(nvml_lib, pcie_every)?;
         let mut monitor = Monitor::new(now_ms());
-        let mut devices = Vec::new();
-        let mut samplers = Vec::new();
-        for index in 0..count {
-            let (info, sampler) = session.device(index, pcie_every);
-            devices.push(info);
-            samplers.push(sampler);
-        }
         monitor.ingest(SourceEvent::Started {
-            driver: session.driver_info(),
-            devices,
+            driver: gpus.driver,
+            devices: gpus.devices,
         });
         Ok(Self {
             monitor,
-            samplers,
+            samplers: gpus.samplers,
             host: HostSampler::new(),
         })
     }
@@ -54,12 +46,6 @@ impl OneShot {
         let pids = self.monitor.gpu_pids();
         let host = self.host.sample(&pids);
         self.monitor.ingest(SourceEvent::Host(Box::new(host)));
-        // Synchronous sampling cannot fall behind: nothing here is stale.
-        self.monitor.snapshot(
-            now_ms(),
-            StaleAfter {
-                interval_ms: u64::MAX / 8,
-            },
-        )
+        self.monitor.snapshot(now_ms(), StaleAfter::NEVER)
     }
 }

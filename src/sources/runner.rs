@@ -2,7 +2,7 @@
 //! blocks stalls only that GPU; the main thread notices the silence and marks it stale.
 
 use super::host::HostSampler;
-use super::nvml::{DeviceSampler, NvmlSession};
+use super::nvml::{DeviceSampler, open_gpus};
 use crate::model::{DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -87,30 +87,21 @@ fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, interval_ms: Arc<AtomicU
 where
     E: From<SourceEvent> + Send + 'static,
 {
-    let opened = NvmlSession::open(config.nvml_lib.as_deref())
-        .and_then(|session| session.device_count().map(|n| (session, n)));
-    let (session, count) = match opened {
-        Ok(pair) => pair,
+    let gpus = match open_gpus(config.nvml_lib.as_deref(), config.pcie_every) {
+        Ok(gpus) => gpus,
         Err(problem) => {
             let _ = tx.send(SourceEvent::NvmlUnavailable(problem).into());
             return;
         }
     };
-    let mut devices = Vec::new();
-    let mut samplers = Vec::new();
-    for index in 0..count {
-        let (info, sampler) = session.device(index, config.pcie_every);
-        devices.push(info);
-        samplers.push(sampler);
-    }
     let started = SourceEvent::Started {
-        driver: session.driver_info(),
-        devices,
+        driver: gpus.driver,
+        devices: gpus.devices,
     };
     if tx.send(started.into()).is_err() {
         return;
     }
-    for sampler in samplers {
+    for sampler in gpus.samplers {
         let tx = tx.clone();
         let interval_ms = interval_ms.clone();
         let _ = thread::Builder::new()

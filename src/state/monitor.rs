@@ -8,16 +8,24 @@ use crate::model::{
 use crate::sources::runner::SourceEvent;
 use std::collections::HashMap;
 
-/// When a device that has gone silent is called stale: a few missed ticks, never under 2 s.
+/// How long a device may stay silent before it is called stale.
 #[derive(Clone, Copy, Debug)]
 pub struct StaleAfter {
-    pub interval_ms: u64,
+    threshold_ms: u64,
 }
 
 impl StaleAfter {
-    fn threshold_ms(self) -> u64 {
-        (self.interval_ms * 3).max(2_000)
+    /// For samplers ticking every `interval_ms`: a few missed ticks, never under 2 s.
+    pub fn interval(interval_ms: u64) -> Self {
+        Self {
+            threshold_ms: interval_ms.saturating_mul(3).max(2_000),
+        }
     }
+
+    /// For synchronous sampling, which cannot fall behind.
+    pub const NEVER: Self = Self {
+        threshold_ms: u64::MAX,
+    };
 }
 
 /// Everything sampled so far.
@@ -32,8 +40,6 @@ pub struct Monitor {
     process_series: Retained<ProcessKey, ProcessSeries>,
     host_used: Series,
     started_ms: u64,
-    /// Bumped on every ingest so the UI knows when it has something new to draw.
-    pub version: u64,
 }
 
 impl Monitor {
@@ -46,7 +52,6 @@ impl Monitor {
 
     /// Takes one sampler event into the state.
     pub fn ingest(&mut self, event: SourceEvent) {
-        self.version += 1;
         match event {
             SourceEvent::Started { driver, devices } => {
                 self.driver = Some(driver);
@@ -141,7 +146,7 @@ impl Monitor {
                 DeviceSnapshot {
                     info: info.clone(),
                     sample,
-                    stale: now_ms.saturating_sub(last) > stale.threshold_ms(),
+                    stale: now_ms.saturating_sub(last) > stale.threshold_ms,
                 }
             })
             .collect();
@@ -202,6 +207,5 @@ impl Monitor {
             series.vram.reset_peak();
             series.host_rss.reset_peak();
         }
-        self.version += 1;
     }
 }

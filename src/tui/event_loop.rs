@@ -3,7 +3,7 @@
 //! period for data, so an idle monitor costs next to nothing.
 
 use super::keys::{self, Outcome};
-use super::rows::table_rows;
+use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
@@ -17,6 +17,7 @@ use crossterm::event::{self as term_event, Event as TermEvent};
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -177,31 +178,32 @@ struct App {
 }
 
 impl App {
-    fn live_snapshot(&self) -> Snapshot {
-        self.monitor.snapshot(
-            now_ms(),
-            StaleAfter {
-                interval_ms: self.ui.interval_ms,
-            },
-        )
+    /// What the screen shows: the frozen snapshot while paused, else a fresh one.
+    fn shown(&self) -> Arc<Snapshot> {
+        match &self.ui.frozen {
+            Some(frozen) => Arc::clone(frozen),
+            None => Arc::new(
+                self.monitor
+                    .snapshot(now_ms(), StaleAfter::interval(self.ui.interval_ms)),
+            ),
+        }
+    }
+
+    fn rows(&self, snapshot: &Snapshot) -> Vec<TableRow> {
+        table_rows(snapshot, &self.monitor, &self.ui, snapshot.taken_at_ms)
     }
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
-        let (snapshot, now) = match &self.ui.frozen {
-            Some((snapshot, at)) => (snapshot.clone(), *at),
-            None => {
-                let s = self.live_snapshot();
-                let at = s.taken_at_ms;
-                (s, at)
-            }
-        };
-        self.follow_selection(&snapshot, now);
+        let snapshot = self.shown();
+        let rows = self.rows(&snapshot);
+        follow_selection(&mut self.ui, &rows);
         let view = View {
             snapshot: &snapshot,
             monitor: &self.monitor,
             ui: &self.ui,
-            now_ms: now,
+            now_ms: snapshot.taken_at_ms,
             theme: &self.theme,
+            rows: &rows,
         };
         let mut out = std::io::stdout();
         // Synchronized updates stop tmux and modern terminals from showing half-drawn frames.
@@ -212,28 +214,6 @@ impl App {
         let _ = crossterm::queue!(out, EndSynchronizedUpdate);
         let _ = out.flush();
         result.map(|_| ())
-    }
-
-    /// Keeps the selection on the same process when rows are re-sorted or come and go.
-    fn follow_selection(&mut self, snapshot: &Snapshot, now: u64) {
-        let view = View {
-            snapshot,
-            monitor: &self.monitor,
-            ui: &self.ui,
-            now_ms: now,
-            theme: &self.theme,
-        };
-        let rows = table_rows(&view);
-        let found = self
-            .ui
-            .selected_key
-            .as_ref()
-            .and_then(|key| rows.iter().position(|r| &r.key == key));
-        self.ui.selected = match found {
-            Some(at) => at,
-            None => self.ui.selected.min(rows.len().saturating_sub(1)),
-        };
-        self.ui.selected_key = rows.get(self.ui.selected).map(|r| r.key.clone());
     }
 
     fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {
@@ -262,22 +242,8 @@ impl App {
     }
 
     fn key(&mut self, key: crossterm::event::KeyEvent, guard: &mut TerminalGuard) -> Step {
-        let (snapshot, now) = match &self.ui.frozen {
-            Some((s, at)) => (s.clone(), *at),
-            None => {
-                let s = self.live_snapshot();
-                let at = s.taken_at_ms;
-                (s, at)
-            }
-        };
-        let view = View {
-            snapshot: &snapshot,
-            monitor: &self.monitor,
-            ui: &self.ui,
-            now_ms: now,
-            theme: &self.theme,
-        };
-        let rows = table_rows(&view);
+        let snapshot = self.shown();
+        let rows = self.rows(&snapshot);
         match keys::handle(key, &mut self.ui, &rows, &snapshot) {
             Outcome::Ignored => Step::Nothing,
             Outcome::Redraw => Step::Input,
@@ -319,6 +285,20 @@ impl App {
             self.watched_pids = pids;
         }
     }
+}
+
+/// Keeps the selection on the same process when rows are re-sorted or come and go; when it
+/// has gone, on the same line.
+fn follow_selection(ui: &mut UiState, rows: &[TableRow]) {
+    let found = ui
+        .selected_key
+        .as_ref()
+        .and_then(|key| rows.iter().position(|r| &r.key == key));
+    ui.selected = match found {
+        Some(at) => at,
+        None => ui.selected.min(rows.len().saturating_sub(1)),
+    };
+    ui.selected_key = rows.get(ui.selected).map(|r| r.key.clone());
 }
 
 /// Terminal input on its own thread, so the loop waits on a single channel.

@@ -4,8 +4,9 @@
 
 use super::rows::TableRow;
 use super::ui_state::{KillRequest, KillSignal, Mode, UiState};
-use crate::model::Snapshot;
+use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use std::sync::Arc;
 
 /// What the loop must do after a key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +28,12 @@ pub enum Outcome {
 /// Refresh periods `+` and `-` step through.
 const INTERVALS_MS: [u64; 8] = [100, 250, 500, 1_000, 2_000, 5_000, 10_000, 30_000];
 
-pub fn handle(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot) -> Outcome {
+pub fn handle(
+    key: KeyEvent,
+    ui: &mut UiState,
+    rows: &[TableRow],
+    snapshot: &Arc<Snapshot>,
+) -> Outcome {
     if key.kind == KeyEventKind::Release {
         return Outcome::Ignored;
     }
@@ -72,7 +78,12 @@ pub fn handle(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Sna
     }
 }
 
-fn normal_key(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Snapshot) -> Outcome {
+fn normal_key(
+    key: KeyEvent,
+    ui: &mut UiState,
+    rows: &[TableRow],
+    snapshot: &Arc<Snapshot>,
+) -> Outcome {
     match key.code {
         KeyCode::Char('q') => Outcome::Quit,
         KeyCode::Char('?') | KeyCode::F(1) => {
@@ -89,7 +100,7 @@ fn normal_key(key: KeyEvent, ui: &mut UiState, rows: &[TableRow], snapshot: &Sna
         KeyCode::Char(' ') => {
             ui.frozen = match ui.frozen.take() {
                 Some(_) => None,
-                None => Some((snapshot.clone(), snapshot.taken_at_ms)),
+                None => Some(Arc::clone(snapshot)),
             };
             Outcome::Redraw
         }
@@ -202,8 +213,8 @@ fn ask_kill(
     ui.mode = Mode::ConfirmKill(KillRequest {
         pid: local_pid,
         signal,
-        user: host.user.clone().unwrap_or_else(|_| "n/a".into()),
-        command: host.command.clone().unwrap_or_else(|_| "n/a".into()),
+        user: host.user.clone().unwrap_or_else(|_| NA.into()),
+        command: host.command.clone().unwrap_or_else(|_| NA.into()),
     });
     Outcome::Redraw
 }

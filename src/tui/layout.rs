@@ -25,7 +25,6 @@ use super::panels::{
     detail, gpu_compact, gpu_panel, header, help, host_line, kill_confirm, nvml_problem,
     process_table, status_line,
 };
-use super::rows::table_rows;
 use super::ui_state::Mode;
 use super::view::View;
 use ratatui::Frame;
@@ -73,7 +72,7 @@ pub fn draw(frame: &mut Frame, view: &View) {
         frame.render_widget(Paragraph::new(Line::styled(text, view.theme.warn)), area);
         return;
     }
-    let rows = table_rows(view);
+    let rows = view.rows;
     // Header, host line and status line take one row each; the rest is shared.
     let body = area.height.saturating_sub(3);
     let plan = plan_gpus(view, area.width, body);
@@ -89,7 +88,7 @@ pub fn draw(frame: &mut Frame, view: &View) {
     header::render(frame, top, view);
     draw_gpus(frame, gpus, view, plan);
     host_line::render(frame, host, view);
-    process_table::render(frame, table, view, &rows);
+    process_table::render(frame, table, view, rows);
     status_line::render(frame, status, view);
 
     match &view.ui.mode {

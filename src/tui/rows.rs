@@ -3,19 +3,17 @@
 //! uses the same function to move the selection, so the order is fully deterministic.
 
 use super::ui_state::{SortColumn, UiState};
-use super::view::View;
 use crate::history::Peak;
-use crate::model::{Absent, Reading};
-use crate::state::ProcessKey;
+use crate::model::{Absent, Reading, Snapshot};
+use crate::state::{Monitor, ProcessKey};
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
 /// One row of the process table: a process on one GPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TableRow {
+    /// The host pid (as NVML reports it) and the GPU.
     pub key: ProcessKey,
-    /// Host pid, as NVML reports it.
-    pub pid: u32,
     /// The pid in vramscope's namespace; `None` when not visible here (or the process exited).
     pub local_pid: Option<u32>,
     pub user: Option<String>,
@@ -45,7 +43,7 @@ impl TableRow {
             return true;
         }
         let hit = |text: &str| text.to_lowercase().contains(needle_lower);
-        hit(&self.pid.to_string())
+        hit(&self.key.pid.to_string())
             || self.user.as_deref().is_some_and(hit)
             || self.command.as_deref().is_some_and(hit)
             || self.container.as_deref().is_some_and(hit)
@@ -54,9 +52,13 @@ impl TableRow {
 
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
 /// filtered by `ui.filter` and sorted by `ui.sort`.
-pub fn table_rows(view: &View) -> Vec<TableRow> {
-    let snapshot = view.snapshot;
-    let monitor = view.monitor;
+/// `now_ms` is the moment the screen shows (the pause time while paused).
+pub fn table_rows(
+    snapshot: &Snapshot,
+    monitor: &Monitor,
+    ui: &UiState,
+    now_ms: u64,
+) -> Vec<TableRow> {
     let mut rows: Vec<TableRow> = Vec::with_capacity(snapshot.processes.len());
     let mut live: HashSet<(u32, &str)> = HashSet::with_capacity(snapshot.processes.len());
 
@@ -79,7 +81,6 @@ pub fn table_rows(view: &View) -> Vec<TableRow> {
         let series = monitor.process_series(&key);
         let host = p.host.as_ref();
         rows.push(TableRow {
-            pid: p.nvml.pid,
             local_pid: host.and_then(|h| h.local_pid),
             user: host
                 .and_then(|h| h.user.as_ref().ok().cloned())
@@ -110,12 +111,11 @@ pub fn table_rows(view: &View) -> Vec<TableRow> {
         };
         // While paused the monitor runs ahead of the frozen snapshot: a process first seen
         // after the pause has not "exited" at the moment the screen shows.
-        if seen > view.now_ms {
+        if seen > now_ms {
             continue;
         }
         rows.push(TableRow {
             key: key.clone(),
-            pid: key.pid,
             local_pid: None,
             user: series.user.clone(),
             gpu_index: series.gpu_index,
@@ -132,9 +132,9 @@ pub fn table_rows(view: &View) -> Vec<TableRow> {
         });
     }
 
-    let needle = view.ui.filter.trim().to_lowercase();
+    let needle = ui.filter.trim().to_lowercase();
     rows.retain(|r| r.matches(&needle));
-    sort_rows(&mut rows, view.ui);
+    sort_rows(&mut rows, ui);
     rows
 }
 
@@ -145,7 +145,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
     let column = ui.sort;
     rows.sort_by(|a, b| {
         let primary = match column {
-            SortColumn::Pid => Some(a.pid.cmp(&b.pid)),
+            SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user.as_deref(), b.user.as_deref()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
@@ -164,7 +164,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             None => absent_last(a, b, column),
         };
         primary
-            .then(a.pid.cmp(&b.pid))
+            .then(a.key.pid.cmp(&b.key.pid))
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))
     });

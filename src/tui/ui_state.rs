@@ -3,6 +3,7 @@
 
 use crate::model::Snapshot;
 use crate::state::ProcessKey;
+use std::sync::Arc;
 
 /// Columns of the process table, in display order. `s` cycles through them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -110,8 +111,9 @@ pub struct UiState {
     pub selected: usize,
     /// The selected process, so the selection follows it when rows move.
     pub selected_key: Option<ProcessKey>,
-    /// Set while paused: the frozen snapshot and its time. Sampling goes on underneath.
-    pub frozen: Option<(Snapshot, u64)>,
+    /// Set while paused: the frozen snapshot, shown at its own time. Sampling goes on
+    /// underneath.
+    pub frozen: Option<Arc<Snapshot>>,
     pub ascii: bool,
     pub read_only: bool,
     /// Refresh interval in ms, shown in the header.

@@ -39,10 +39,6 @@ pub fn info(index: u32, name: &str, total: u64) -> DeviceInfo {
         pci_bus_id: Ok(format!("00000000:{:02X}:00.0", 0x17 + index)),
         memory_total: Ok(total),
         power_limit_mw: Ok(700_000),
-        max_sm_clock_mhz: Ok(1980),
-        max_mem_clock_mhz: Ok(2619),
-        num_fans: Ok(1),
-        persistence_mode: Ok(true),
     }
 }
 
@@ -51,7 +47,6 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
     DeviceSample {
         index,
         at_ms,
-        took_us: 800,
         memory: Ok(MemoryInfo {
             total,
             reserved: GIB / 2,
@@ -316,12 +311,7 @@ pub fn no_nvml() -> Monitor {
 }
 
 pub fn snapshot(m: &Monitor) -> Snapshot {
-    m.snapshot(
-        NOW,
-        StaleAfter {
-            interval_ms: INTERVAL_MS,
-        },
-    )
+    m.snapshot(NOW, StaleAfter::interval(INTERVAL_MS))
 }
 
 pub fn ui() -> UiState {
@@ -331,12 +321,14 @@ pub fn ui() -> UiState {
 /// Draws the whole screen at `width` x `height` and returns the buffer.
 pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -> Buffer {
     let snapshot = snapshot(m);
+    let rows = table_rows(&snapshot, m, ui, NOW);
     let view = View {
         snapshot: &snapshot,
         monitor: m,
         ui,
         now_ms: NOW,
         theme,
+        rows: &rows,
     };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
     terminal
@@ -369,13 +361,8 @@ pub fn screen(m: &Monitor, ui: &UiState, width: u16, height: u16) -> String {
 /// Pids of the table rows in display order, for the given UI state.
 pub fn row_pids(m: &Monitor, ui: &UiState) -> Vec<u32> {
     let snapshot = snapshot(m);
-    let theme = color();
-    let view = View {
-        snapshot: &snapshot,
-        monitor: m,
-        ui,
-        now_ms: NOW,
-        theme: &theme,
-    };
-    table_rows(&view).iter().map(|r| r.pid).collect()
+    table_rows(&snapshot, m, ui, NOW)
+        .iter()
+        .map(|r| r.key.pid)
+        .collect()
 }

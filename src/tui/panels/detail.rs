@@ -2,18 +2,14 @@
 //! VRAM and host RSS sparklines with their peaks marked and labelled.
 
 use super::{centered, fmt, spark};
-use crate::history::Series;
+use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
-
-/// Cells before each sparkline for the window label.
-const LABEL_W: u16 = 5;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>) {
     let theme = view.theme;
@@ -33,7 +29,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     let mut title = vec![Span::styled(
         format!(
             " PID {}  {}  GPU {} ",
-            row.pid,
+            row.key.pid,
             row.user.as_deref().unwrap_or(fmt::NA),
             row.gpu_index
         ),
@@ -69,14 +65,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         },
     ]));
 
-    let chart_w = inner.width.saturating_sub(LABEL_W);
+    let chart_w = inner.width.saturating_sub(spark::LABEL_W);
     let range = spark::window(view, chart_w);
     let series = view.monitor.process_series(&row.key);
 
     let mut vram = vec![fmt::label(theme, "VRAM")];
     vram.push(match (&row.vram, row.is_exited()) {
         (_, true) => Span::styled("-", theme.dim),
-        (Ok(v), false) => Span::styled(fmt::bytes(*v), theme.value),
+        (Ok(v), false) => Span::styled(units::bytes(*v), theme.value),
         (Err(a), false) => Span::styled(format!("{} ({a})", fmt::NA), theme.dim),
     });
     if let Some(pct) = row.vram_pct {
@@ -108,13 +104,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     };
     if let Some(s) = series {
         let plot = (chart_w, gpu_total, theme.sparkline);
-        lines.extend(chart(view, &s.vram, range, plot));
+        lines.extend(spark::chart_with_peak(view, &s.vram, range, plot));
     }
 
     let mut rss = vec![fmt::label(theme, "RSS ")];
     rss.push(match (&row.rss, row.is_exited()) {
         (_, true) => Span::styled("-", theme.dim),
-        (Ok(v), false) => Span::styled(fmt::bytes(*v), theme.value),
+        (Ok(v), false) => Span::styled(units::bytes(*v), theme.value),
         (Err(_), false) => Span::styled(fmt::NA, theme.dim),
     });
     rss.push(Span::styled("   CPU ", theme.label));
@@ -128,7 +124,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     match series {
         Some(s) => {
             let plot = (chart_w, host_total, theme.sparkline_alt);
-            lines.extend(chart(view, &s.host_rss, range, plot));
+            lines.extend(spark::chart_with_peak(view, &s.host_rss, range, plot));
         }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
@@ -147,30 +143,4 @@ fn percent_span(
         Some(v) => Span::styled(format!("{v:.decimals$}%"), theme.value),
         None => Span::styled(fmt::NA, theme.dim),
     }
-}
-
-/// A sparkline (`width`, scaled to `0..=scale` or to its own peak, drawn in `style`) and the
-/// peak label under it.
-fn chart(
-    view: &View,
-    series: &Series,
-    range: (u64, u64),
-    (width, scale, style): (u16, Option<f64>, Style),
-) -> [Line<'static>; 2] {
-    let theme = view.theme;
-    let window_ms = range.1.saturating_sub(range.0);
-    let drawn = spark::spark(theme, series, range, width, scale, style, true);
-    let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
-    label.extend(
-        spark::peak_label(theme, &drawn, series.peak(), window_ms, view.now_ms, |v| {
-            fmt::bytes(v as u64)
-        })
-        .spans,
-    );
-    let mut plot = vec![Span::styled(
-        format!("{:>4} ", fmt::span_label(window_ms)),
-        theme.dim,
-    )];
-    plot.extend(drawn.line.spans);
-    [Line::from(plot), Line::from(label)]
 }

@@ -1,21 +1,12 @@
-//! Text formatting shared by the panels: absent figures, byte pairs, short ages and spans.
+//! Text formatting shared by the panels: styled spans, short ages, window and interval labels.
+//! Units themselves live in `model::units`, one formatter for every output.
 //! Everything absent renders as `n/a`, never as a zero.
 
 use crate::model::Reading;
-use crate::model::units;
 use crate::tui::theme::Theme;
 use ratatui::text::Span;
 
-/// What every unreadable figure shows.
-pub const NA: &str = "n/a";
-
-/// A reading formatted by `f`, or `n/a`.
-pub fn reading<T>(value: &Reading<T>, f: impl FnOnce(&T) -> String) -> String {
-    match value {
-        Ok(v) => f(v),
-        Err(_) => NA.to_string(),
-    }
-}
+pub use crate::model::NA;
 
 /// A value span: the figure in the value style, `n/a` dimmed.
 pub fn value_span<T>(
@@ -32,49 +23,6 @@ pub fn value_span<T>(
 /// A label span followed by a space.
 pub fn label(theme: &Theme, text: &str) -> Span<'static> {
     Span::styled(format!("{text} "), theme.label)
-}
-
-const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-
-fn unit_of(value: u64) -> usize {
-    let mut scaled = value as f64;
-    let mut unit = 0;
-    while scaled >= 1024.0 && unit + 1 < UNITS.len() {
-        scaled /= 1024.0;
-        unit += 1;
-    }
-    unit
-}
-
-fn in_unit(value: u64, unit: usize) -> String {
-    if unit == 0 {
-        return value.to_string();
-    }
-    let scaled = value as f64 / 1024f64.powi(unit as i32);
-    if scaled >= 100.0 {
-        format!("{scaled:.0}")
-    } else {
-        format!("{scaled:.1}")
-    }
-}
-
-/// `41.2/80.0 GiB`: both figures in the unit of the larger one, so they compare at a glance.
-pub fn bytes_pair(used: u64, total: u64) -> String {
-    let unit = unit_of(total.max(used));
-    let name = UNITS.get(unit).copied().unwrap_or("B");
-    format!("{}/{} {name}", in_unit(used, unit), in_unit(total, unit))
-}
-
-/// `63.0G`, `512M`, `900B`: bytes in at most six cells for compact lines.
-pub fn short_bytes(value: u64) -> String {
-    let unit = unit_of(value);
-    let letter = UNITS.get(unit).and_then(|u| u.get(..1)).unwrap_or("B");
-    format!("{}{letter}", in_unit(value, unit))
-}
-
-/// Full human bytes (`41.2 GiB`), from the model's one formatter.
-pub fn bytes(value: u64) -> String {
-    units::bytes(value)
 }
 
 /// `2m` from `2m ago`: ages for tight lines.
@@ -123,17 +71,6 @@ pub fn short_gpu_name(name: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const GIB: u64 = 1024 * 1024 * 1024;
-
-    #[test]
-    fn pairs_share_the_larger_unit() {
-        assert_eq!(bytes_pair(GIB * 41 + GIB / 5, GIB * 80), "41.2/80.0 GiB");
-        assert_eq!(bytes_pair(512 * 1024 * 1024, GIB * 80), "0.5/80.0 GiB");
-        assert_eq!(bytes_pair(0, 0), "0/0 B");
-        assert_eq!(short_bytes(GIB * 63), "63.0G");
-        assert_eq!(short_bytes(900), "900B");
-    }
 
     #[test]
     fn labels_are_compact() {

@@ -9,6 +9,7 @@
 
 use super::{fmt, spark};
 use crate::model::DeviceSnapshot;
+use crate::model::units;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -111,7 +112,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
     match memory {
         Some(m) => {
             suffix.push(Span::styled(
-                format!(" {}", fmt::bytes_pair(m.used, m.total)),
+                format!(" {}", units::bytes_pair(m.used, m.total)),
                 theme.value,
             ));
             if m.total > 0 {
@@ -132,7 +133,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
     {
         suffix.push(Span::styled(" pk ", theme.label));
         suffix.push(Span::styled(
-            fmt::short_bytes(peak.value as u64),
+            units::short_bytes(peak.value as u64),
             theme.peak_marker,
         ));
         suffix.push(Span::styled(
@@ -157,7 +158,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
         theme,
         sample.map(|s| &s.power_mw),
         "power ",
-        |mw| crate::model::units::watts(*mw),
+        |mw| units::watts(*mw),
     ));
 
     Parts {

@@ -14,6 +14,7 @@
 
 use super::{fmt, spark};
 use crate::model::device::throttle_reason_names;
+use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -25,8 +26,6 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 /// Rows a full panel takes: the title border and five lines.
 pub const HEIGHT: u16 = 6;
 
-/// Cells before each chart for its label (`mem  `, `util `).
-const LABEL_W: u16 = 5;
 /// Cells after each sparkline for its current value.
 const VALUE_W: u16 = 6;
 
@@ -48,48 +47,28 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     let mut lines = Vec::with_capacity(5);
     lines.push(memory_line(theme, device, inner.width));
 
-    let chart_w = inner.width.saturating_sub(LABEL_W + VALUE_W);
+    let chart_w = inner.width.saturating_sub(spark::LABEL_W + VALUE_W);
     let range = spark::window(view, chart_w);
-    let window_ms = range.1.saturating_sub(range.0);
     match view.monitor.device_series(&device.info.key()) {
         Some(series) => {
             let total = device.memory_total().map(|t| t as f64);
-            let mem = spark::spark(
-                theme,
+            let [mut plot, label] = spark::chart_with_peak(
+                view,
                 &series.memory_used,
                 range,
-                chart_w,
-                total,
-                theme.sparkline,
-                true,
+                (chart_w, total, theme.sparkline),
             );
-            let label = spark::peak_label(
-                theme,
-                &mem,
-                series.memory_used.peak(),
-                window_ms,
-                view.now_ms,
-                |v| fmt::bytes(v as u64),
-            );
-            let mut line = vec![Span::styled(
-                format!("{:>4} ", fmt::span_label(window_ms)),
-                theme.dim,
-            )];
-            line.extend(mem.line.spans);
-            line.push(Span::styled(
+            plot.spans.push(Span::styled(
                 format!(
                     " {:>5}",
                     device
                         .memory_used()
-                        .map_or(fmt::NA.into(), fmt::short_bytes)
+                        .map_or(fmt::NA.into(), units::short_bytes)
                 ),
                 theme.value,
             ));
-            lines.push(Line::from(line));
-
-            let mut peak = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
-            peak.extend(label.spans);
-            lines.push(Line::from(peak));
+            lines.push(plot);
+            lines.push(label);
 
             // Utilisation is routinely pinned at 100 %: its peak says little, so no marker.
             let util = spark::spark(
@@ -168,11 +147,11 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
     let text = format!(
         // Fixed widths keep the bar's end in one column across panels.
         " {:>8} / {} {pct:>4}",
-        fmt::bytes(memory.used),
-        fmt::bytes(memory.total)
+        units::bytes(memory.used),
+        units::bytes(memory.total)
     );
     let bar_w = width
-        .saturating_sub(LABEL_W)
+        .saturating_sub(spark::LABEL_W)
         .saturating_sub(u16::try_from(text.len()).unwrap_or(u16::MAX));
     if bar_w >= 4 {
         spans.extend(spark::bar(
@@ -206,11 +185,9 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
         .or(device.info.power_limit_mw.clone());
     match &s.power_mw {
         Ok(mw) => {
-            spans.push(Span::styled(crate::model::units::watts(*mw), theme.value));
+            spans.push(Span::styled(units::watts(*mw), theme.value));
             spans.push(Span::styled("/", theme.label));
-            spans.push(fmt::value_span(theme, &limit, |mw| {
-                crate::model::units::watts(*mw)
-            }));
+            spans.push(fmt::value_span(theme, &limit, |mw| units::watts(*mw)));
         }
         Err(_) => spans.extend([fmt::label(theme, "power"), na()]),
     }
@@ -241,7 +218,7 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
     // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().ok().copied();
     let uncorrected = s.ecc_uncorrected.as_ref().ok().copied();
-    let count = |c: Option<u64>| c.map_or_else(|| "n/a".to_string(), |v| v.to_string());
+    let count = |c: Option<u64>| c.map_or_else(|| fmt::NA.to_string(), |v| v.to_string());
     if corrected.unwrap_or(0) > 0 || uncorrected.unwrap_or(0) > 0 {
         let style = if uncorrected.unwrap_or(0) > 0 {
             theme.crit

@@ -2,6 +2,7 @@
 //! the right the active process filter. Shown with or without a GPU.
 
 use super::fmt;
+use crate::model::units;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -19,15 +20,19 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
                 0.0
             };
             spans.push(Span::styled(
-                fmt::bytes_pair(m.used, m.total),
+                units::bytes_pair(m.used, m.total),
                 theme.level(pct),
             ));
             spans.push(Span::styled(" (avail ", theme.label));
-            spans.push(Span::styled(fmt::bytes(m.available), theme.value));
+            spans.push(Span::styled(units::bytes(m.available), theme.value));
             spans.push(Span::styled(")  swap ", theme.label));
             if m.swap_total > 0 {
                 spans.push(Span::styled(
-                    format!("{}/{}", fmt::bytes(m.swap_used), fmt::bytes(m.swap_total)),
+                    format!(
+                        "{}/{}",
+                        units::bytes(m.swap_used),
+                        units::bytes(m.swap_total)
+                    ),
                     theme.value,
                 ));
             } else {

@@ -3,6 +3,7 @@
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
 use super::fmt;
+use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
 use crate::tui::ui_state::SortColumn;
@@ -167,7 +168,7 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Cell<'static> {
             } else {
                 ""
             };
-            Cell::from(Line::from(format!("{}{marker}", row.pid)).right_aligned())
+            Cell::from(Line::from(format!("{}{marker}", row.key.pid)).right_aligned())
         }
         SortColumn::User => match &row.user {
             Some(user) => Cell::from(user.clone()),
@@ -182,19 +183,19 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Cell<'static> {
             Cell::from(Line::from(format!("exited {age}")).right_aligned())
         }
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
-            Some(pct) => format!("{} {:>4}", fmt::bytes(*v), fmt::percent(pct)),
-            None => fmt::bytes(*v),
+            Some(pct) => format!("{} {:>4}", units::bytes(*v), fmt::percent(pct)),
+            None => units::bytes(*v),
         }),
         SortColumn::VramPeak => {
             // The peak outlives the process: exited rows show it too.
             let line = match row.vram_peak {
-                Some(p) => Line::from(fmt::bytes(p.value as u64)),
+                Some(p) => Line::from(units::bytes(p.value as u64)),
                 None => Line::styled(fmt::NA, theme.dim),
             };
             Cell::from(line.right_aligned())
         }
         SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
-        SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| fmt::bytes(*v)),
+        SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| units::bytes(*v)),
         SortColumn::Cpu => figure(theme, row, row.cpu.as_ref().ok(), |v| format!("{v:.1}")),
         SortColumn::Command => command_cell(view, row),
     }

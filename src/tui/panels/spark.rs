@@ -3,7 +3,8 @@
 //! plot itself and a label line saying how high and how long ago; and horizontal fill bars.
 
 use super::fmt;
-use crate::history::{Peak, Series};
+use crate::history::{Peak, Series, column_of};
+use crate::model::units;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::style::Style;
@@ -58,7 +59,7 @@ pub fn spark(
     let flat = peak.is_none_or(|p| p.value <= lowest);
     let marker_col = peak
         .filter(|_| mark_peak && !flat)
-        .and_then(|p| peak_column(p.at_ms, from_ms, to_ms, columns));
+        .and_then(|p| column_of(p.at_ms, from_ms, to_ms, columns));
     let glyphs = &theme.glyphs;
 
     // At most three spans (before, marker, after): one allocation per run, not per cell.
@@ -84,6 +85,37 @@ pub fn spark(
     }
 }
 
+/// Cells before a chart for its label (`mem  `, `util `), or for the window length
+/// (`  5m `) on the plot line of a chart with a peak label.
+pub const LABEL_W: u16 = 5;
+
+/// A memory chart's two lines: the window length and the sparkline (scaled to
+/// `0..=scale`, drawn in `style`, the window's peak marked), then the peak label under it.
+/// Callers may append the current value to the plot line.
+pub fn chart_with_peak(
+    view: &View,
+    series: &Series,
+    range: (u64, u64),
+    (width, scale, style): (u16, Option<f64>, Style),
+) -> [Line<'static>; 2] {
+    let theme = view.theme;
+    let window_ms = range.1.saturating_sub(range.0);
+    let drawn = spark(theme, series, range, width, scale, style, true);
+    let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
+    label.extend(
+        peak_label(theme, &drawn, series.peak(), window_ms, view.now_ms, |v| {
+            units::bytes(v as u64)
+        })
+        .spans,
+    );
+    let mut plot = vec![Span::styled(
+        format!("{:>4} ", fmt::span_label(window_ms)),
+        theme.dim,
+    )];
+    plot.extend(drawn.line.spans);
+    [Line::from(plot), Line::from(label)]
+}
+
 /// A bar `width` cells wide (brackets included) filled to `fraction`; nothing if too narrow.
 pub fn bar(theme: &Theme, fraction: f64, width: u16, fill: Style) -> Vec<Span<'static>> {
     let inner = usize::from(width.saturating_sub(2));
@@ -106,17 +138,6 @@ pub fn bar(theme: &Theme, fraction: f64, width: u16, fill: Style) -> Vec<Span<'s
         ),
         Span::styled(g.bar_right, theme.border),
     ]
-}
-
-/// The column a time falls in, as `Series::query` lays columns out.
-fn peak_column(at_ms: u64, from_ms: u64, to_ms: u64, columns: usize) -> Option<usize> {
-    if columns == 0 || at_ms < from_ms || at_ms >= to_ms {
-        return None;
-    }
-    let span = u128::from(to_ms - from_ms);
-    let offset = u128::from(at_ms - from_ms);
-    let col = (offset * columns as u128 / span).min(columns as u128 - 1);
-    usize::try_from(col).ok()
 }
 
 /// `▲ 63.0 GiB 2m ago (max of 5m) │ all-time 70.1 GiB 1h ago` under a chart drawn by
@@ -170,10 +191,10 @@ mod tests {
 
     #[test]
     fn peak_column_matches_query_grid() {
-        assert_eq!(peak_column(0, 0, 100, 10), Some(0));
-        assert_eq!(peak_column(99, 0, 100, 10), Some(9));
-        assert_eq!(peak_column(100, 0, 100, 10), None);
-        assert_eq!(peak_column(50, 0, 100, 0), None);
+        assert_eq!(column_of(0, 0, 100, 10), Some(0));
+        assert_eq!(column_of(99, 0, 100, 10), Some(9));
+        assert_eq!(column_of(100, 0, 100, 10), None);
+        assert_eq!(column_of(50, 0, 100, 0), None);
     }
 
     #[test]
