@@ -379,3 +379,30 @@ fn tiny_terminals_say_so() {
         "even 40x10 shows some of the table:\n{text}"
     );
 }
+
+#[test]
+fn narrow_gpu_lines_drop_whole_figures_never_half_of_one() {
+    // A figure cut to its first digits reads as another figure ("64°C" cut to "6").
+    // Every figure a narrow line ends with must exist whole on the same screen drawn wide.
+    fn gpu_lines(text: &str) -> Vec<String> {
+        text.lines()
+            .skip(1)
+            .take_while(|l| !l.starts_with("host"))
+            .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+            .map(str::to_string)
+            .collect()
+    }
+    for m in [two_gpus(), many_gpus(8)] {
+        let wide = gpu_lines(&screen(&m, &ui(), 200, 60)).join(" ");
+        let whole: Vec<&str> = wide.split_whitespace().collect();
+        for width in 30..=100 {
+            for line in gpu_lines(&screen(&m, &ui(), width, 24)) {
+                let last = line.split_whitespace().last().unwrap_or("");
+                assert!(
+                    last != "pk" && whole.contains(&last),
+                    "{width} columns: line ends in a cut figure {last:?}:\n{line}"
+                );
+            }
+        }
+    }
+}

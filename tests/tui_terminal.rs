@@ -198,3 +198,34 @@ fn no_color_and_ascii_are_honoured() {
         t.screen()
     );
 }
+
+#[test]
+fn quitting_after_the_pane_grew_leaves_no_frame_above_the_shell() {
+    if !tmux::available() {
+        return;
+    }
+    // tmux folds alternate-screen lines into the restored screen when the pane grew meanwhile.
+    let scenario = spike_scenario();
+    let t = Tmux::start(scenario.dir(), 60, 15, &command(&scenario, ""));
+    // Compact lines at 60 columns drop the "NVIDIA " every name shares.
+    assert!(t.wait_for(5 * SECOND, |s| s.contains("H100")).0);
+    t.resize(100, 30);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("00000000:18:00.0"));
+    assert!(ok, "redrawn with full panels at 100x30:\n{screen}");
+    // Looked at for a moment, as a person would, so several frames were drawn at the new size.
+    std::thread::sleep(Duration::from_millis(500));
+    t.keys(&["q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "q quits");
+    // The pane's main screen was empty before vramscope started; only tmux's own notice may
+    // be on it now.
+    let screen = t.screen();
+    let left: Vec<&str> = screen
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with("Pane is dead"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "lines left on the shell's screen: {left:#?}"
+    );
+}

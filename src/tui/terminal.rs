@@ -61,7 +61,16 @@ fn enter_modes() -> io::Result<()> {
 /// Puts the terminal back: cooked mode, main screen, visible cursor. Safe to call twice.
 pub fn restore() {
     if ACTIVE.swap(false, Ordering::SeqCst) {
-        let _ = execute!(io::stdout(), terminal::LeaveAlternateScreen, cursor::Show);
+        // The alternate screen is blanked first: tmux, when the pane was resized meanwhile,
+        // folds alternate lines into the restored screen, which left the last frame above the
+        // shell prompt.
+        let _ = execute!(
+            io::stdout(),
+            terminal::Clear(terminal::ClearType::All),
+            cursor::MoveTo(0, 0),
+            terminal::LeaveAlternateScreen,
+            cursor::Show
+        );
         let _ = terminal::disable_raw_mode();
     }
 }

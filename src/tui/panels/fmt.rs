@@ -25,6 +25,17 @@ pub fn label(theme: &Theme, text: &str) -> Span<'static> {
     Span::styled(format!("{text} "), theme.label)
 }
 
+/// The leading figures that fit in `width` cells (always the first): a narrow line loses whole
+/// figures from its end, never half of one, since a number cut to its first digits reads as a
+/// different number. Each figure carries its own leading separator.
+pub fn fitting(mut figures: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Vec<Span<'static>>> {
+    let used = |f: &[Vec<Span>]| f.iter().flatten().map(Span::width).sum::<usize>();
+    while figures.len() > 1 && used(&figures) > width {
+        figures.pop();
+    }
+    figures
+}
+
 /// `2m` from `2m ago`: ages for tight lines.
 pub fn short_age(then_ms: u64, now_ms: u64) -> String {
     let label = crate::model::time::age_label(then_ms, now_ms);

@@ -33,10 +33,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     };
     let max_index = devices.iter().map(|d| d.info.index).max().unwrap_or(0);
     let index_w = max_index.to_string().len();
+    let width = usize::from(area.width);
     let parts: Vec<Parts> = devices
         .iter()
         .take(shown)
-        .map(|d| parts(view, d, index_w))
+        .map(|d| parts(view, d, index_w).fit(width))
         .collect();
     // One bar width for every row, so the bars line up and compare at a glance.
     let widest = parts.iter().map(Parts::text_width).max().unwrap_or(0);
@@ -55,10 +56,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     frame.render_widget(Paragraph::new(lines), area);
 }
 
-/// One row before the bar is sized: what goes left and right of it.
+/// Where the GPU name sits in `Parts::prefix` (after the index).
+const NAME_SPAN: usize = 1;
+
+/// One row before the bar is sized: what goes left and right of it. The right side is a list
+/// of figures, each kept whole: a narrow terminal loses figures from the end, never half of
+/// one (a temperature cut to its first digit reads as a different temperature).
 struct Parts {
     prefix: Vec<Span<'static>>,
-    suffix: Vec<Span<'static>>,
+    figures: Vec<Vec<Span<'static>>>,
     fraction: Option<f64>,
 }
 
@@ -66,9 +72,23 @@ impl Parts {
     fn text_width(&self) -> usize {
         self.prefix
             .iter()
-            .chain(self.suffix.iter())
+            .chain(self.figures.iter().flatten())
             .map(Span::width)
             .sum()
+    }
+
+    /// Drops trailing figures until the row fits `width` cells without a bar; when even the
+    /// memory figure does not fit, the name gives up cells, since a shortened name misleads
+    /// nobody.
+    fn fit(mut self, width: usize) -> Self {
+        let prefix: usize = self.prefix.iter().map(Span::width).sum();
+        self.figures = fmt::fitting(self.figures, width.saturating_sub(prefix));
+        let over = self.text_width().saturating_sub(width);
+        if let Some(name) = self.prefix.get_mut(NAME_SPAN).filter(|_| over > 0) {
+            let keep = name.width().saturating_sub(over);
+            name.content = name.content.chars().take(keep).collect::<String>().into();
+        }
+        self
     }
 
     fn into_line(self, theme: &Theme, bar_w: u16) -> Line<'static> {
@@ -81,7 +101,7 @@ impl Parts {
             _ if bar_w >= 6 => spans.push(Span::raw(" ".repeat(usize::from(bar_w)))),
             _ => {}
         }
-        spans.extend(self.suffix);
+        spans.extend(self.figures.into_iter().flatten());
         Line::from(spans)
     }
 }
@@ -106,64 +126,64 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
     prefix.extend(marker);
     prefix.push(Span::raw(" "));
 
-    let mut suffix = Vec::with_capacity(12);
+    let mut figures: Vec<Vec<Span<'static>>> = Vec::with_capacity(5);
     let memory = device.sample.as_ref().and_then(|s| s.memory.as_ref().ok());
     let mut fraction = None;
     match memory {
         Some(m) => {
-            suffix.push(Span::styled(
+            let mut figure = vec![Span::styled(
                 format!(" {}", units::bytes_pair(m.used, m.total)),
                 theme.value,
-            ));
+            )];
             if m.total > 0 {
                 let f = m.used as f64 / m.total as f64;
                 fraction = Some(f);
-                suffix.push(Span::styled(
+                figure.push(Span::styled(
                     format!(" {:>4}", fmt::percent(f * 100.0)),
                     theme.level(f * 100.0),
                 ));
             }
+            figures.push(figure);
         }
-        None => suffix.push(Span::styled(format!(" mem {}", fmt::NA), theme.dim)),
+        None => figures.push(vec![Span::styled(format!(" mem {}", fmt::NA), theme.dim)]),
     }
     if let Some(peak) = view
         .monitor
         .device_series(&device.info.key())
         .and_then(|s| s.memory_used.peak())
     {
-        suffix.push(Span::styled(" pk ", theme.label));
-        suffix.push(Span::styled(
-            units::short_bytes(peak.value as u64),
-            theme.peak_marker,
-        ));
-        suffix.push(Span::styled(
-            format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)),
-            theme.dim,
-        ));
+        figures.push(vec![
+            Span::styled(" pk ", theme.label),
+            Span::styled(units::short_bytes(peak.value as u64), theme.peak_marker),
+            Span::styled(
+                format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)),
+                theme.dim,
+            ),
+        ]);
     }
     let sample = device.sample.as_ref();
-    suffix.push(Span::styled("  util ", theme.label));
-    suffix.push(reading_span(theme, sample.map(|s| &s.gpu_util), "", |u| {
-        format!("{u:>3}%")
-    }));
-    suffix.push(Span::raw("  "));
-    suffix.push(reading_span(
-        theme,
-        sample.map(|s| &s.temperature_c),
-        "temp ",
-        |t| format!("{t}{}", theme.glyphs.degree_c),
-    ));
-    suffix.push(Span::raw("  "));
-    suffix.push(reading_span(
-        theme,
-        sample.map(|s| &s.power_mw),
-        "power ",
-        |mw| units::watts(*mw),
-    ));
+    figures.push(vec![
+        Span::styled("  util ", theme.label),
+        reading_span(theme, sample.map(|s| &s.gpu_util), "", |u| {
+            format!("{u:>3}%")
+        }),
+    ]);
+    figures.push(vec![
+        Span::raw("  "),
+        reading_span(theme, sample.map(|s| &s.temperature_c), "temp ", |t| {
+            format!("{t}{}", theme.glyphs.degree_c)
+        }),
+    ]);
+    figures.push(vec![
+        Span::raw("  "),
+        reading_span(theme, sample.map(|s| &s.power_mw), "power ", |mw| {
+            units::watts(*mw)
+        }),
+    ]);
 
     Parts {
         prefix,
-        suffix,
+        figures,
         fraction,
     }
 }

@@ -97,7 +97,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             "GPU lost: it stopped answering NVML (fell off the bus?); check dmesg and nvidia-smi",
             theme.crit,
         ),
-        Some(s) => stats_line(theme, device, s),
+        Some(s) => stats_line(theme, device, s, inner.width),
         None => Line::styled("waiting for the first sample", theme.dim),
     });
     frame.render_widget(Paragraph::new(lines), inner);
@@ -167,41 +167,52 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
 
 /// `64°C  412W/700W  SM/mem 1980/2619MHz  fan 30%  enc/dec 0/0%  P0  thr power-cap`, plus
 /// ECC errors when there are any: short labels so that it fits 80 columns.
-fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<'static> {
+/// Temperature, power, clocks, fan, enc/dec, pstate, throttle reasons and ECC, as many as fit
+/// in `width` cells, each whole.
+fn stats_line(
+    theme: &Theme,
+    device: &DeviceSnapshot,
+    s: &DeviceSample,
+    width: u16,
+) -> Line<'static> {
     let gap = || Span::raw("  ");
     let na = || Span::styled(fmt::NA, theme.dim);
-    let mut spans = Vec::with_capacity(28);
-    match &s.temperature_c {
-        Ok(t) => spans.push(Span::styled(
+    let mut figures: Vec<Vec<Span<'static>>> = Vec::with_capacity(8);
+    figures.push(match &s.temperature_c {
+        Ok(t) => vec![Span::styled(
             format!("{t}{}", theme.glyphs.degree_c),
             theme.value,
-        )),
-        Err(_) => spans.extend([fmt::label(theme, "temp"), na()]),
-    }
-    spans.push(gap());
+        )],
+        Err(_) => vec![fmt::label(theme, "temp"), na()],
+    });
     let limit = s
         .power_limit_mw
         .clone()
         .or(device.info.power_limit_mw.clone());
-    match &s.power_mw {
-        Ok(mw) => {
-            spans.push(Span::styled(units::watts(*mw), theme.value));
-            spans.push(Span::styled("/", theme.label));
-            spans.push(fmt::value_span(theme, &limit, |mw| units::watts(*mw)));
-        }
-        Err(_) => spans.extend([fmt::label(theme, "power"), na()]),
-    }
-    spans.extend([gap(), fmt::label(theme, "SM/mem")]);
-    pair(theme, &mut spans, &s.sm_clock_mhz, &s.mem_clock_mhz, "MHz");
-    spans.extend([gap(), fmt::label(theme, "fan")]);
-    spans.push(fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")));
-    spans.extend([gap(), fmt::label(theme, "enc/dec")]);
-    pair(theme, &mut spans, &s.encoder_util, &s.decoder_util, "%");
-    spans.push(gap());
-    match &s.pstate {
-        Ok(p) => spans.push(Span::styled(format!("P{p}"), theme.value)),
-        Err(_) => spans.extend([fmt::label(theme, "pstate"), na()]),
-    }
+    figures.push(match &s.power_mw {
+        Ok(mw) => vec![
+            gap(),
+            Span::styled(units::watts(*mw), theme.value),
+            Span::styled("/", theme.label),
+            fmt::value_span(theme, &limit, |mw| units::watts(*mw)),
+        ],
+        Err(_) => vec![gap(), fmt::label(theme, "power"), na()],
+    });
+    let mut clocks = vec![gap(), fmt::label(theme, "SM/mem")];
+    pair(theme, &mut clocks, &s.sm_clock_mhz, &s.mem_clock_mhz, "MHz");
+    figures.push(clocks);
+    figures.push(vec![
+        gap(),
+        fmt::label(theme, "fan"),
+        fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
+    ]);
+    let mut codec = vec![gap(), fmt::label(theme, "enc/dec")];
+    pair(theme, &mut codec, &s.encoder_util, &s.decoder_util, "%");
+    figures.push(codec);
+    figures.push(match &s.pstate {
+        Ok(p) => vec![gap(), Span::styled(format!("P{p}"), theme.value)],
+        Err(_) => vec![gap(), fmt::label(theme, "pstate"), na()],
+    });
     match &s.throttle_reasons {
         Ok(bits) => {
             let names = throttle_reason_names(*bits);
@@ -209,11 +220,14 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
                 // Idle and app clocks are routine; anything else costs performance.
                 let benign = names.iter().all(|n| matches!(*n, "idle" | "app-clocks"));
                 let style = if benign { theme.value } else { theme.warn };
-                spans.extend([gap(), fmt::label(theme, "thr")]);
-                spans.push(Span::styled(names.join(","), style));
+                figures.push(vec![
+                    gap(),
+                    fmt::label(theme, "thr"),
+                    Span::styled(names.join(","), style),
+                ]);
             }
         }
-        Err(_) => spans.extend([gap(), fmt::label(theme, "thr"), na()]),
+        Err(_) => figures.push(vec![gap(), fmt::label(theme, "thr"), na()]),
     }
     // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().ok().copied();
@@ -225,17 +239,20 @@ fn stats_line(theme: &Theme, device: &DeviceSnapshot, s: &DeviceSample) -> Line<
         } else {
             theme.warn
         };
-        spans.push(gap());
-        spans.push(Span::styled(
-            format!(
-                "ECC {} corr {} uncorr",
-                count(corrected),
-                count(uncorrected)
+        figures.push(vec![
+            gap(),
+            Span::styled(
+                format!(
+                    "ECC {} corr {} uncorr",
+                    count(corrected),
+                    count(uncorrected)
+                ),
+                style,
             ),
-            style,
-        ));
+        ]);
     }
-    Line::from(spans)
+    let shown = fmt::fitting(figures, usize::from(width));
+    Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
 }
 
 /// `1980/2619MHz`, `n/a/2619MHz`, or a single `n/a` when both sides are unreadable.
