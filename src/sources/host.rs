@@ -1,23 +1,34 @@
-//! Host sampler: RAM and swap, and a targeted refresh of only the processes NVML listed.
-//! A full process scan costs tens of ms on busy hosts; a targeted one ~15 µs per pid.
+//! Host sampler: RAM and swap, and a targeted read of only the processes NVML listed.
+//! A process's identity (user, command line, container) is read once, when NVML first lists
+//! it; each tick then costs one `pread` of its `/proc/PID/stat` (see `proc_stat`).
 
 use super::container;
+use super::proc_stat::{CpuShare, StatFile};
 use crate::model::{Absent, HostMemory, HostProcess, HostSample, now_ms};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use sysinfo::{
     MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users,
 };
 
-/// Owns sysinfo's state between ticks (CPU % needs the previous reading).
+/// Owns what must live between ticks: the open stat files (CPU % is a difference) and each
+/// watched process's identity.
 pub struct HostSampler {
     system: Option<System>,
     user_names: HashMap<u32, String>,
     host_namespace: bool,
-    /// Pids refreshed at least once: CPU % is a difference, so a first reading has none.
-    cpu_seen: HashSet<u32>,
-    /// A process's namespace view and container cannot change while it lives, and reading
-    /// them costs two /proc files per pid: kept for as long as NVML lists the pid.
-    views: HashMap<u32, container::PidView>,
+    /// Keyed by NVML (host) pid; dropped as soon as NVML stops listing the pid.
+    watched: HashMap<u32, Watched>,
+    buf: Vec<u8>,
+}
+
+/// A process NVML lists and we can see.
+struct Watched {
+    view: container::PidView,
+    local_pid: u32,
+    user: Result<String, Absent>,
+    uid: Option<u32>,
+    command: Result<String, Absent>,
+    stat: StatFile,
 }
 
 impl HostSampler {
@@ -26,8 +37,8 @@ impl HostSampler {
             system: System::new().ok(),
             user_names: HashMap::new(),
             host_namespace: container::in_host_pid_namespace(),
-            cpu_seen: HashSet::new(),
-            views: HashMap::new(),
+            watched: HashMap::new(),
+            buf: Vec::with_capacity(1024),
         }
     }
 
@@ -49,98 +60,116 @@ impl HostSampler {
             swap_total: system.total_swap(),
             swap_used: system.used_swap(),
         });
-        self.views.retain(|pid, _| pids.contains(pid));
-        let host_namespace = self.host_namespace;
-        let views: Vec<(u32, container::PidView)> = pids
-            .iter()
-            .map(|&pid| {
-                if let Some(view) = self.views.get(&pid) {
-                    return (pid, view.clone());
-                }
-                let view = container::view(pid, host_namespace);
-                // "Not visible" is not cached: it may be a race with a starting process.
-                if view.local_pid.is_some() {
-                    self.views.insert(pid, view.clone());
-                }
-                (pid, view)
-            })
-            .collect();
-        let local: Vec<Pid> = views
-            .iter()
-            .filter_map(|(_, v)| v.local_pid.map(Pid::from_u32))
-            .collect();
-        system.refresh_processes_specifics(
-            ProcessesToUpdate::Some(&local),
-            true,
-            // Threads are not needed, and listing /proc/PID/task costs more than the rest.
-            ProcessRefreshKind::nothing()
-                .without_tasks()
-                .with_memory()
-                .with_cpu()
-                .with_cmd(UpdateKind::OnlyIfNotSet)
-                .with_user(UpdateKind::OnlyIfNotSet),
-        );
-        let known = Known {
-            host_namespace: self.host_namespace,
-            cpu_seen: &self.cpu_seen,
-        };
-        let processes = views
-            .into_iter()
-            .map(|(pid, view)| describe(system, &mut self.user_names, &known, pid, view))
-            .collect();
-        self.cpu_seen = local.iter().map(|p| p.as_u32()).collect();
+        self.watched.retain(|pid, _| pids.contains(pid));
+        self.start_watching(pids);
+        let processes = pids.iter().map(|&pid| self.describe(pid)).collect();
         HostSample {
             at_ms,
             memory,
             processes,
         }
     }
-}
 
-/// What `describe` needs to know besides the process itself.
-struct Known<'a> {
-    host_namespace: bool,
-    cpu_seen: &'a HashSet<u32>,
-}
+    /// Reads identity for pids seen for the first time. "Not visible" is not remembered: it
+    /// may be a race with a process that is still starting.
+    fn start_watching(&mut self, pids: &[u32]) {
+        let new: Vec<(u32, container::PidView)> = pids
+            .iter()
+            .filter(|pid| !self.watched.contains_key(pid))
+            .map(|&pid| (pid, container::view(pid, self.host_namespace)))
+            .filter(|(_, view)| view.local_pid.is_some())
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let local: Vec<Pid> = new
+            .iter()
+            .filter_map(|(_, v)| v.local_pid.map(Pid::from_u32))
+            .collect();
+        // A System of its own, dropped afterwards, so sysinfo keeps no process list that
+        // would grow with every pid ever seen over days of monitoring.
+        let Ok(mut identities) = System::new() else {
+            return;
+        };
+        identities.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&local),
+            true,
+            ProcessRefreshKind::nothing()
+                .without_tasks()
+                .with_cmd(UpdateKind::Always)
+                .with_user(UpdateKind::Always),
+        );
+        for (pid, view) in new {
+            let Some(local_pid) = view.local_pid else {
+                continue;
+            };
+            let Some(process) = identities.process(Pid::from_u32(local_pid)) else {
+                continue;
+            };
+            let Ok(stat) = StatFile::open(local_pid) else {
+                continue;
+            };
+            let uid = process.user_id().map(|u| **u);
+            let user = match uid {
+                Some(uid) => Ok(user_name(&mut self.user_names, uid)),
+                None => Err(Absent::NoPermission),
+            };
+            let command = Ok(command_line(process.cmd(), process.name()));
+            self.watched.insert(
+                pid,
+                Watched {
+                    view,
+                    local_pid,
+                    user,
+                    uid,
+                    command,
+                    stat,
+                },
+            );
+        }
+    }
 
-/// Host facts for one NVML pid, from the refresh just made.
-fn describe(
-    system: &System,
-    user_names: &mut HashMap<u32, String>,
-    known: &Known,
-    pid: u32,
-    view: container::PidView,
-) -> HostProcess {
-    let Some(local) = view.local_pid else {
+    /// Host facts for one NVML pid, read now.
+    fn describe(&mut self, pid: u32) -> HostProcess {
+        let Some(watched) = self.watched.get_mut(&pid) else {
+            return self.not_visible(pid);
+        };
+        let (rss_bytes, cpu_percent) = match watched.stat.read(&mut self.buf) {
+            Ok((figures, share)) => (
+                Ok(figures.rss_bytes),
+                match share {
+                    CpuShare::Percent(p) => Ok(p),
+                    CpuShare::FirstReading => Err(Absent::Error("first reading".into())),
+                },
+            ),
+            Err(_) => {
+                // Exited between NVML's listing and now; forget it so a new process that
+                // gets the same pid is read afresh.
+                let view = self.watched.remove(&pid).map(|w| w.view);
+                let why = Absent::Error("no such process (exited)".into());
+                return HostProcess::unreadable(pid, None, why, view.and_then(|v| v.container));
+            }
+        };
+        HostProcess {
+            pid,
+            local_pid: Some(watched.local_pid),
+            user: watched.user.clone(),
+            command: watched.command.clone(),
+            rss_bytes,
+            cpu_percent,
+            container: watched.view.container.clone(),
+            uid: watched.uid,
+        }
+    }
+
+    fn not_visible(&self, pid: u32) -> HostProcess {
         // In the host's pid namespace a pid missing from /proc has simply exited.
-        let why = if known.host_namespace {
+        let why = if self.host_namespace {
             "no such process (exited)"
         } else {
             "pid not visible here (run with --pid=host)"
         };
-        return HostProcess::unreadable(pid, None, Absent::Error(why.into()), None);
-    };
-    let Some(process) = system.process(Pid::from_u32(local)) else {
-        return HostProcess::unreadable(pid, Some(local), Absent::NotAvailable, view.container);
-    };
-    let uid = process.user_id().map(|u| **u);
-    let user = match uid {
-        Some(uid) => Ok(user_name(user_names, uid)),
-        None => Err(Absent::NoPermission),
-    };
-    HostProcess {
-        pid,
-        local_pid: Some(local),
-        user,
-        command: Ok(command_line(process.cmd(), process.name())),
-        rss_bytes: Ok(process.memory()),
-        cpu_percent: if known.cpu_seen.contains(&local) {
-            Ok(process.cpu_usage())
-        } else {
-            Err(Absent::Error("first reading".into()))
-        },
-        container: view.container,
-        uid,
+        HostProcess::unreadable(pid, None, Absent::Error(why.into()), None)
     }
 }
 

@@ -6,4 +6,5 @@ pub mod host;
 pub mod nvml;
 pub mod nvml_errors;
 pub mod oneshot;
+pub mod proc_stat;
 pub mod runner;

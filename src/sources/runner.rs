@@ -48,18 +48,21 @@ impl Sampling {
     {
         let interval_ms = Arc::new(AtomicU64::new(config.interval.as_millis() as u64));
         let (pid_tx, pid_rx) = channel();
+        let schedule = Schedule {
+            epoch: Instant::now(),
+        };
         {
             let tx = tx.clone();
             let interval_ms = interval_ms.clone();
             let _ = thread::Builder::new()
                 .name("host-sampler".into())
-                .spawn(move || host_loop(tx, pid_rx, interval_ms));
+                .spawn(move || host_loop(tx, pid_rx, interval_ms, schedule));
         }
         {
             let interval_ms = interval_ms.clone();
             let _ = thread::Builder::new()
                 .name("nvml-open".into())
-                .spawn(move || nvml_start(config, tx, interval_ms));
+                .spawn(move || nvml_start(config, tx, interval_ms, schedule));
         }
         Sampling {
             interval_ms,
@@ -83,8 +86,12 @@ impl Sampling {
 }
 
 /// NVML init can itself take seconds (persistence mode off), so it runs off the UI thread too.
-fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, interval_ms: Arc<AtomicU64>)
-where
+fn nvml_start<E>(
+    config: SamplingConfig,
+    tx: Sender<E>,
+    interval_ms: Arc<AtomicU64>,
+    schedule: Schedule,
+) where
     E: From<SourceEvent> + Send + 'static,
 {
     let gpus = match open_gpus(config.nvml_lib.as_deref(), config.pcie_every) {
@@ -106,15 +113,18 @@ where
         let interval_ms = interval_ms.clone();
         let _ = thread::Builder::new()
             .name(format!("gpu-{}", sampler.index()))
-            .spawn(move || device_loop(sampler, tx, interval_ms));
+            .spawn(move || device_loop(sampler, tx, interval_ms, schedule));
     }
 }
 
-fn device_loop<E>(mut sampler: DeviceSampler, tx: Sender<E>, interval_ms: Arc<AtomicU64>)
-where
+fn device_loop<E>(
+    mut sampler: DeviceSampler,
+    tx: Sender<E>,
+    interval_ms: Arc<AtomicU64>,
+    schedule: Schedule,
+) where
     E: From<SourceEvent>,
 {
-    let mut schedule = Schedule::new();
     loop {
         let sample = sampler.sample();
         if tx
@@ -127,13 +137,16 @@ where
     }
 }
 
-fn host_loop<E>(tx: Sender<E>, pids: Receiver<Vec<u32>>, interval_ms: Arc<AtomicU64>)
-where
+fn host_loop<E>(
+    tx: Sender<E>,
+    pids: Receiver<Vec<u32>>,
+    interval_ms: Arc<AtomicU64>,
+    schedule: Schedule,
+) where
     E: From<SourceEvent>,
 {
     let mut sampler = HostSampler::new();
     let mut watched: Vec<u32> = Vec::new();
-    let mut schedule = Schedule::new();
     loop {
         // Only the newest pid list matters.
         while let Ok(latest) = pids.try_recv() {
@@ -148,30 +161,25 @@ where
     }
 }
 
-/// Drift-free ticks: the next tick is due one interval after the previous one was due, so
-/// sampling does not slide by the time the calls take; after a stall it starts afresh.
+/// Ticks on one clock shared by every sampler: tick n of any sampler falls at
+/// `epoch + n * period`, so the GPUs and the host report together and the screen redraws
+/// once per tick rather than once per sampler. Drift-free (the time the calls take does not
+/// push later ticks back), and after a stall sampling resumes at the next tick due.
+#[derive(Clone, Copy)]
 struct Schedule {
-    next: Instant,
+    epoch: Instant,
 }
 
 impl Schedule {
-    fn new() -> Self {
-        Self {
-            next: Instant::now(),
-        }
-    }
-
-    fn wait(&mut self, interval_ms: &AtomicU64) {
+    fn wait(&self, interval_ms: &AtomicU64) {
         self.wait_at_least(interval_ms, 0);
     }
 
-    fn wait_at_least(&mut self, interval_ms: &AtomicU64, floor_ms: u64) {
-        let period = Duration::from_millis(interval_ms.load(Ordering::Relaxed).max(floor_ms));
-        self.next += period;
+    fn wait_at_least(&self, interval_ms: &AtomicU64, floor_ms: u64) {
+        let period_ms = interval_ms.load(Ordering::Relaxed).max(floor_ms).max(1);
         let now = Instant::now();
-        if self.next <= now {
-            self.next = now + period;
-        }
-        thread::sleep(self.next - now);
+        let elapsed_ms = now.duration_since(self.epoch).as_millis() as u64;
+        let next = self.epoch + Duration::from_millis((elapsed_ms / period_ms + 1) * period_ms);
+        thread::sleep(next - now);
     }
 }

@@ -18,7 +18,7 @@ use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{RecvTimeoutError, Sender, TryRecvError, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -115,15 +115,25 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
             }
             None => Duration::from_secs(1),
         };
-        let first = match rx.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(RecvTimeoutError::Timeout) => {
-                if data_since.is_none() {
-                    input_dirty = true;
-                }
-                continue;
+        let first = if data_since.is_some() {
+            // The rest of this tick's samples are on their way: sleeping through the short
+            // settle wait and then taking them all at once costs one wakeup, not one per
+            // sampler. Input waits at most SETTLE, which no one can notice.
+            thread::sleep(wait.min(SETTLE));
+            match rx.try_recv() {
+                Ok(event) => event,
+                Err(TryRecvError::Empty) => continue,
+                Err(TryRecvError::Disconnected) => break Exit::Status(0),
             }
-            Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
+        } else {
+            match rx.recv_timeout(wait) {
+                Ok(event) => event,
+                Err(RecvTimeoutError::Timeout) => {
+                    input_dirty = true;
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
+            }
         };
         let mut next = Some(first);
         let mut exit = None;
@@ -227,7 +237,10 @@ impl App {
                 }
             }
             Event::Input(TermEvent::Key(key)) => self.key(key, guard),
-            Event::Input(TermEvent::Resize(..)) => Step::Input,
+            Event::Input(TermEvent::Resize(..)) | Event::Signal(SignalEvent::Resized) => {
+                let _ = guard.resized();
+                Step::Input
+            }
             Event::Input(_) => Step::Nothing,
             Event::InputClosed => Step::Exit(Exit::Status(0)),
             Event::Signal(SignalEvent::Quit(signal)) => {
@@ -237,7 +250,6 @@ impl App {
                 let _ = guard.resume();
                 Step::Input
             }
-            Event::Signal(SignalEvent::Resized) => Step::Input,
         }
     }
 
@@ -248,7 +260,7 @@ impl App {
             Outcome::Ignored => Step::Nothing,
             Outcome::Redraw => Step::Input,
             Outcome::FullRedraw => {
-                let _ = guard.terminal.clear();
+                let _ = guard.resized();
                 Step::Input
             }
             Outcome::Quit => Step::Exit(Exit::Status(0)),

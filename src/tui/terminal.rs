@@ -3,8 +3,9 @@
 //! (the event loop returns, so the guard drops).
 
 use crossterm::{cursor, execute, terminal};
-use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
+use ratatui::layout::Rect;
+use ratatui::{Terminal, TerminalOptions, Viewport};
 use std::io::{self, Stdout};
 use std::sync::Once;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,8 +31,22 @@ impl TerminalGuard {
             }));
         });
         enter_modes()?;
-        let terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+        // A fixed viewport, resized only when the terminal says its size changed: ratatui's
+        // full-screen viewport asks crossterm for the size before every frame, and crossterm
+        // opens /dev/tty to answer, which was a tenth of an idle monitor's CPU.
+        let terminal = Terminal::with_options(
+            CrosstermBackend::new(io::stdout()),
+            TerminalOptions {
+                viewport: Viewport::Fixed(current_area()),
+            },
+        )?;
         Ok(Self { terminal })
+    }
+
+    /// Follows a new terminal size (resize event, SIGWINCH, resume); the next frame is
+    /// drawn whole.
+    pub fn resized(&mut self) -> io::Result<()> {
+        self.terminal.resize(current_area())
     }
 
     /// Leaves the terminal as the shell expects it, for a suspend (Ctrl-Z).
@@ -42,7 +57,7 @@ impl TerminalGuard {
     /// Takes the terminal back after a resume and forces a full redraw.
     pub fn resume(&mut self) -> io::Result<()> {
         enter_modes()?;
-        self.terminal.clear()
+        self.resized()
     }
 }
 
@@ -50,6 +65,13 @@ impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
     }
+}
+
+/// The whole terminal; 0x0 when the size cannot be read (the screen then stays blank rather
+/// than failing).
+fn current_area() -> Rect {
+    let (width, height) = terminal::size().unwrap_or((0, 0));
+    Rect::new(0, 0, width, height)
 }
 
 fn enter_modes() -> io::Result<()> {

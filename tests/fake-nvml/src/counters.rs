@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 /// Environment variable naming the JSON file the counts are written to.
 pub const COUNTS_ENV: &str = "FAKE_NVML_COUNTS";
 /// Minimum time between two writes triggered from the call path.
-const WRITE_INTERVAL: Duration = Duration::from_millis(200);
+const WRITE_INTERVAL: Duration = Duration::from_secs(1);
 
 struct Counters {
     counts: Option<HashMap<&'static str, u64>>,
