@@ -1,8 +1,10 @@
-//! Runs the samplers on their own threads. Each GPU gets a thread so that an NVML call that
-//! blocks stalls only that GPU; the main thread notices the silence and marks it stale.
+//! Runs the samplers off the UI thread: the GPUs in a pool (see `gpu_pool`), the host on a
+//! thread of its own, all on one shared tick clock.
 
+use super::gpu_pool;
 use super::host::HostSampler;
-use super::nvml::{DeviceSampler, open_gpus};
+use super::nvml::open_gpus;
+use super::schedule::Schedule;
 use crate::model::{DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -108,33 +110,7 @@ fn nvml_start<E>(
     if tx.send(started.into()).is_err() {
         return;
     }
-    for sampler in gpus.samplers {
-        let tx = tx.clone();
-        let interval_ms = interval_ms.clone();
-        let _ = thread::Builder::new()
-            .name(format!("gpu-{}", sampler.index()))
-            .spawn(move || device_loop(sampler, tx, interval_ms, schedule));
-    }
-}
-
-fn device_loop<E>(
-    mut sampler: DeviceSampler,
-    tx: Sender<E>,
-    interval_ms: Arc<AtomicU64>,
-    schedule: Schedule,
-) where
-    E: From<SourceEvent>,
-{
-    loop {
-        let sample = sampler.sample();
-        if tx
-            .send(SourceEvent::Device(Box::new(sample)).into())
-            .is_err()
-        {
-            return;
-        }
-        schedule.wait(&interval_ms);
-    }
+    gpu_pool::start(gpus.samplers, tx, interval_ms, schedule);
 }
 
 fn host_loop<E>(
@@ -158,28 +134,5 @@ fn host_loop<E>(
         }
         // Host figures move slowly; below 500 ms they cost more than they tell.
         schedule.wait_at_least(&interval_ms, 500);
-    }
-}
-
-/// Ticks on one clock shared by every sampler: tick n of any sampler falls at
-/// `epoch + n * period`, so the GPUs and the host report together and the screen redraws
-/// once per tick rather than once per sampler. Drift-free (the time the calls take does not
-/// push later ticks back), and after a stall sampling resumes at the next tick due.
-#[derive(Clone, Copy)]
-struct Schedule {
-    epoch: Instant,
-}
-
-impl Schedule {
-    fn wait(&self, interval_ms: &AtomicU64) {
-        self.wait_at_least(interval_ms, 0);
-    }
-
-    fn wait_at_least(&self, interval_ms: &AtomicU64, floor_ms: u64) {
-        let period_ms = interval_ms.load(Ordering::Relaxed).max(floor_ms).max(1);
-        let now = Instant::now();
-        let elapsed_ms = now.duration_since(self.epoch).as_millis() as u64;
-        let next = self.epoch + Duration::from_millis((elapsed_ms / period_ms + 1) * period_ms);
-        thread::sleep(next - now);
     }
 }

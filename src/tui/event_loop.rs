@@ -87,39 +87,53 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
         watched_pids: Vec::new(),
     };
     let mut first_frame = FirstFrame::from_env(started);
-    let mut last_draw: Option<Instant> = None;
+    // The last frame drawn for new data; frames drawn for input don't hold data back.
+    let mut last_data_draw: Option<Instant> = None;
+    // Until every GPU has reported once, the screen is incomplete: the frame that first
+    // completes it is drawn at once rather than after the settle wait.
+    let mut complete = false;
     // When data first arrived since the last frame; None = nothing new to show.
     let mut data_since: Option<Instant> = None;
     let mut input_dirty = true;
     let status = loop {
         let now = Instant::now();
+        let completed_now = !complete && app.monitor.has_first_data();
         let data_due_at = data_since.map(|since| {
+            if completed_now {
+                return since;
+            }
             let settled = since + SETTLE;
-            last_draw.map_or(settled, |d| settled.max(d + MIN_DATA_GAP))
+            last_data_draw.map_or(settled, |d| settled.max(d + MIN_DATA_GAP))
         });
-        if input_dirty || data_due_at.is_some_and(|due| now >= due) {
+        let data_due = data_due_at.is_some_and(|due| now >= due);
+        if input_dirty || data_due {
             if let Err(e) = app.draw(&mut guard) {
                 break Exit::Error(format!("drawing failed: {e}"));
             }
-            last_draw = Some(Instant::now());
+            if data_due {
+                last_data_draw = Some(Instant::now());
+            }
+            complete |= app.monitor.has_first_data();
             first_frame.drawn(&app.monitor);
             data_since = None;
             input_dirty = false;
         }
         // Idle: wake once a second anyway so ages ("3s ago") and stale marks stay true.
-        let wait = match data_since {
-            Some(since) => {
-                let due =
-                    last_draw.map_or(since + SETTLE, |d| (since + SETTLE).max(d + MIN_DATA_GAP));
-                due.saturating_duration_since(Instant::now())
-            }
-            None => Duration::from_secs(1),
+        let wait = match data_due_at {
+            Some(due) if data_since.is_some() => due.saturating_duration_since(Instant::now()),
+            _ => Duration::from_secs(1),
         };
         let first = if data_since.is_some() {
             // The rest of this tick's samples are on their way: sleeping through the short
             // settle wait and then taking them all at once costs one wakeup, not one per
-            // sampler. Input waits at most SETTLE, which no one can notice.
-            thread::sleep(wait.min(SETTLE));
+            // sampler. Input waits at most SETTLE, which no one can notice. Until the screen
+            // is first complete, short naps let that frame out as soon as it can be drawn.
+            let nap = if complete {
+                SETTLE
+            } else {
+                Duration::from_millis(1)
+            };
+            thread::sleep(wait.min(nap));
             match rx.try_recv() {
                 Ok(event) => event,
                 Err(TryRecvError::Empty) => continue,

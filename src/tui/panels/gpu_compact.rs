@@ -7,7 +7,7 @@
 //! `pk` is the all-time peak and how long ago it happened. When the GPUs outnumber the rows,
 //! the last row says how many are not shown.
 
-use super::{fmt, spark};
+use super::{fmt, put, spark};
 use crate::model::DeviceSnapshot;
 use crate::model::units;
 use crate::tui::theme::Theme;
@@ -15,7 +15,6 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 /// Cells for the GPU's name; longer names are cut.
 const NAME_W: usize = 14;
@@ -53,7 +52,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             view.theme.warn,
         ));
     }
-    frame.render_widget(Paragraph::new(lines), area);
+    put::lines_in(frame.buffer_mut(), area, &lines);
 }
 
 /// Where the GPU name sits in `Parts::prefix` (after the index).

@@ -12,7 +12,7 @@
 //! Both sparklines share one width and so one time axis; memory is scaled to the GPU's total
 //! (a full plot means a full GPU), utilisation to 100 %.
 
-use super::{fmt, spark};
+use super::{fmt, put, spark};
 use crate::model::device::throttle_reason_names;
 use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
@@ -21,7 +21,7 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::{Block, Borders};
 
 /// Rows a full panel takes: the title border and five lines.
 pub const HEIGHT: u16 = 6;
@@ -100,7 +100,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
         Some(s) => stats_line(theme, device, s, inner.width),
         None => Line::styled("waiting for the first sample", theme.dim),
     });
-    frame.render_widget(Paragraph::new(lines), inner);
+    put::lines_in(frame.buffer_mut(), inner, &lines);
 }
 
 fn title(theme: &Theme, device: &DeviceSnapshot) -> Line<'static> {

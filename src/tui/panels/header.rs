@@ -2,11 +2,11 @@
 //! interval and the time the screen shows.
 
 use super::fmt;
+use super::put;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let theme = view.theme;
@@ -42,7 +42,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     ]);
     let left = Line::from(left);
     if left.width() + right.width() < usize::from(area.width) {
-        frame.render_widget(Paragraph::new(right.right_aligned()), area);
+        put::line_in(frame.buffer_mut(), area, &right.right_aligned());
     }
-    frame.render_widget(Paragraph::new(left), area);
+    put::line_in(frame.buffer_mut(), area, &left);
 }

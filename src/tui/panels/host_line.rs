@@ -2,12 +2,12 @@
 //! the right the active process filter. Shown with or without a GPU.
 
 use super::fmt;
+use super::put;
 use crate::model::units;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let theme = view.theme;
@@ -57,8 +57,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             Span::styled(format!("\"{}\"", view.ui.filter), theme.warn),
         ]);
         if left.width() + filter.width() < usize::from(area.width) {
-            frame.render_widget(Paragraph::new(filter.right_aligned()), area);
+            put::line_in(frame.buffer_mut(), area, &filter.right_aligned());
         }
     }
-    frame.render_widget(Paragraph::new(left), area);
+    put::line_in(frame.buffer_mut(), area, &left);
 }

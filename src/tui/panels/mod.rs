@@ -12,6 +12,7 @@ pub mod host_line;
 pub mod kill_confirm;
 pub mod nvml_problem;
 pub mod process_table;
+pub mod put;
 pub mod spark;
 pub mod status_line;
 

@@ -2,7 +2,7 @@
 //! row highlighted and kept in view, exited processes dimmed with their age. On narrow
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
-use super::fmt;
+use super::{fmt, put};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -11,10 +11,10 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
-use ratatui::widgets::Widget;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
+use ratatui::widgets::Widget;
 
 /// A fixed-width column; COMMAND takes what is left.
 struct Col {
@@ -70,7 +70,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     let selected = view.ui.selected.min(rows.len().saturating_sub(1));
     // Scroll just enough that the selected row is the last one shown.
     let offset = (selected + 1).saturating_sub(visible);
-    for (line_no, (i, row)) in rows.iter().enumerate().skip(offset).take(visible).enumerate() {
+    for (line_no, (i, row)) in rows
+        .iter()
+        .enumerate()
+        .skip(offset)
+        .take(visible)
+        .enumerate()
+    {
         let mut style = if row.is_exited() {
             theme.dim
         } else {
@@ -79,7 +85,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         if i == selected {
             style = style.patch(theme.selected);
         }
-        let cells: Vec<Line> = kinds.iter().map(|(kind, _)| cell(view, *kind, row)).collect();
+        let cells: Vec<Line> = kinds
+            .iter()
+            .map(|(kind, _)| cell(view, *kind, row))
+            .collect();
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
 
@@ -125,12 +134,12 @@ fn put_row(
         }
         let text_width = line.width() as u16;
         if line.alignment == Some(Alignment::Right) && text_width <= width {
-            buf.set_line(x + width - text_width, y, line, text_width);
+            put::line_at(buf, x + width - text_width, y, line, text_width);
         } else if line.alignment == Some(Alignment::Right) {
             // Too wide: cut from the left, keeping the end of a figure readable.
             line.render(Rect::new(x, y, width, 1), buf);
         } else {
-            buf.set_line(x, y, line, width);
+            put::line_at(buf, x, y, line, width);
         }
         x = x.saturating_add(width + 1);
     }

@@ -2,13 +2,13 @@
 //! the one-off message if there is one, else what could not be read and why (faults first,
 //! then figures the hardware simply lacks), with a key hint on the right.
 
+use super::put;
 use crate::model::{Absent, DeviceSample};
 use crate::tui::ui_state::Mode;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     if area.width == 0 || area.height == 0 {
@@ -27,7 +27,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     ]);
     let hint_w = u16::try_from(hint.width()).unwrap_or(u16::MAX);
     let left_area = if area.width > hint_w.saturating_mul(3) {
-        frame.render_widget(Paragraph::new(hint.right_aligned()), area);
+        put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
         Rect {
             width: area.width.saturating_sub(hint_w + 1),
             ..area
@@ -39,7 +39,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         Some(message) => Line::styled(message.clone(), theme.warn),
         None => problems_line(view),
     };
-    frame.render_widget(Paragraph::new(left), left_area);
+    put::line_in(frame.buffer_mut(), left_area, &left);
 }
 
 /// `/text` with the cursor after it, and how to leave the prompt.
@@ -55,7 +55,7 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) {
         "   Enter keeps the filter, Esc clears it",
         theme.dim,
     ));
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    put::line_in(frame.buffer_mut(), area, &Line::from(spans));
     let x = area
         .x
         .saturating_add(typed_w.min(area.width.saturating_sub(1)));
