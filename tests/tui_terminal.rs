@@ -127,6 +127,28 @@ fn a_call_blocking_five_seconds_freezes_neither_input_nor_the_other_gpu() {
         s.contains("STALE") && s.contains("3.00 GiB")
     });
     assert!(ok, "GPU 0 marked stale while GPU 1 updates:\n{screen}");
+    let pid = t.pid();
+    let samplers = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|comm| comm.trim() == "sampler")
+            .count()
+    };
+    assert_eq!(
+        samplers(),
+        2,
+        "a spare sampler took over from the stuck one"
+    );
+    // The call returns about 6 s in: GPU 0 comes back, and the pool shrinks back to a single
+    // sampling thread.
+    let (ok, screen) = t.wait_for(6 * SECOND, |s| !s.contains("STALE"));
+    assert!(ok, "GPU 0 recovered after the call returned:\n{screen}");
+    let deadline = std::time::Instant::now() + 3 * SECOND;
+    while samplers() != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(samplers(), 1, "one sampling thread once nothing is stuck");
 }
 
 #[test]

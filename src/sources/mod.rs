@@ -2,11 +2,11 @@
 //! the state. Nothing here knows about the terminal.
 
 pub mod container;
-pub mod gpu_pool;
 pub mod host;
 pub mod nvml;
 pub mod nvml_errors;
 pub mod oneshot;
+pub mod pool;
 pub mod proc_stat;
 pub mod runner;
 pub mod schedule;

@@ -1,15 +1,13 @@
-//! Runs the samplers off the UI thread: the GPUs in a pool (see `gpu_pool`), the host on a
-//! thread of its own, all on one shared tick clock.
+//! Runs the samplers off the UI thread, in a pool (see `pool`) on one shared tick clock.
 
-use super::gpu_pool;
-use super::host::HostSampler;
 use super::nvml::open_gpus;
+use super::pool::Pool;
 use super::schedule::Schedule;
 use crate::model::{DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Sender, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -25,6 +23,8 @@ pub enum SourceEvent {
     NvmlUnavailable(NvmlProblem),
     Device(Box<DeviceSample>),
     Host(Box<HostSample>),
+    /// One tick's samples, sent together so they cost the receiver one wakeup and one frame.
+    Batch(Vec<SourceEvent>),
 }
 
 /// Sampler settings.
@@ -53,19 +53,10 @@ impl Sampling {
         let schedule = Schedule {
             epoch: Instant::now(),
         };
-        {
-            let tx = tx.clone();
-            let interval_ms = interval_ms.clone();
-            let _ = thread::Builder::new()
-                .name("host-sampler".into())
-                .spawn(move || host_loop(tx, pid_rx, interval_ms, schedule));
-        }
-        {
-            let interval_ms = interval_ms.clone();
-            let _ = thread::Builder::new()
-                .name("nvml-open".into())
-                .spawn(move || nvml_start(config, tx, interval_ms, schedule));
-        }
+        let pool = Pool::start(pid_rx, tx.clone(), interval_ms.clone(), schedule);
+        let _ = thread::Builder::new()
+            .name("nvml-open".into())
+            .spawn(move || nvml_start(config, tx, pool));
         Sampling {
             interval_ms,
             pids: pid_tx,
@@ -87,13 +78,10 @@ impl Sampling {
     }
 }
 
-/// NVML init can itself take seconds (persistence mode off), so it runs off the UI thread too.
-fn nvml_start<E>(
-    config: SamplingConfig,
-    tx: Sender<E>,
-    interval_ms: Arc<AtomicU64>,
-    schedule: Schedule,
-) where
+/// NVML init can itself take seconds (persistence mode off), so it runs off the UI thread too;
+/// the host is sampled meanwhile.
+fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, pool: Pool<E>)
+where
     E: From<SourceEvent> + Send + 'static,
 {
     let gpus = match open_gpus(config.nvml_lib.as_deref(), config.pcie_every) {
@@ -107,32 +95,7 @@ fn nvml_start<E>(
         driver: gpus.driver,
         devices: gpus.devices,
     };
-    if tx.send(started.into()).is_err() {
-        return;
-    }
-    gpu_pool::start(gpus.samplers, tx, interval_ms, schedule);
-}
-
-fn host_loop<E>(
-    tx: Sender<E>,
-    pids: Receiver<Vec<u32>>,
-    interval_ms: Arc<AtomicU64>,
-    schedule: Schedule,
-) where
-    E: From<SourceEvent>,
-{
-    let mut sampler = HostSampler::new();
-    let mut watched: Vec<u32> = Vec::new();
-    loop {
-        // Only the newest pid list matters.
-        while let Ok(latest) = pids.try_recv() {
-            watched = latest;
-        }
-        let sample = sampler.sample(&watched);
-        if tx.send(SourceEvent::Host(Box::new(sample)).into()).is_err() {
-            return;
-        }
-        // Host figures move slowly; below 500 ms they cost more than they tell.
-        schedule.wait_at_least(&interval_ms, 500);
+    if tx.send(started.into()).is_ok() {
+        pool.add_gpus(gpus.samplers);
     }
 }

@@ -63,6 +63,11 @@ impl Monitor {
             SourceEvent::NvmlUnavailable(problem) => self.problem = Some(problem),
             SourceEvent::Device(sample) => self.ingest_device(*sample),
             SourceEvent::Host(sample) => self.ingest_host(*sample),
+            SourceEvent::Batch(events) => {
+                for event in events {
+                    self.ingest(event);
+                }
+            }
         }
     }
 

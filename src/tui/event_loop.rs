@@ -18,14 +18,12 @@ use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, Sender, TryRecvError, channel};
+use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// After the first sample of a tick, wait this long for the other GPUs' samples so one
-/// frame shows them all.
-const SETTLE: Duration = Duration::from_millis(15);
-/// Data never redraws more often than this, whatever the refresh period.
+/// Data never redraws more often than this, whatever the refresh period. (A tick's samples
+/// arrive as one batch, so one frame shows them all without waiting for stragglers.)
 const MIN_DATA_GAP: Duration = Duration::from_millis(50);
 
 /// Everything the loop waits for.
@@ -89,21 +87,20 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
     let mut last_data_draw: Option<Instant> = None;
-    // Until every GPU has reported once, the screen is incomplete: the frame that first
-    // completes it is drawn at once rather than after the settle wait.
     let mut complete = false;
     // When data first arrived since the last frame; None = nothing new to show.
     let mut data_since: Option<Instant> = None;
     let mut input_dirty = true;
     let status = loop {
         let now = Instant::now();
+        // Until every GPU has reported once, the screen is incomplete: the frame that first
+        // completes it is drawn at once, whenever the previous frame was.
         let completed_now = !complete && app.monitor.has_first_data();
         let data_due_at = data_since.map(|since| {
             if completed_now {
                 return since;
             }
-            let settled = since + SETTLE;
-            last_data_draw.map_or(settled, |d| settled.max(d + MIN_DATA_GAP))
+            last_data_draw.map_or(since, |d| since.max(d + MIN_DATA_GAP))
         });
         let data_due = data_due_at.is_some_and(|due| now >= due);
         if input_dirty || data_due {
@@ -123,31 +120,15 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
             Some(due) if data_since.is_some() => due.saturating_duration_since(Instant::now()),
             _ => Duration::from_secs(1),
         };
-        let first = if data_since.is_some() {
-            // The rest of this tick's samples are on their way: sleeping through the short
-            // settle wait and then taking them all at once costs one wakeup, not one per
-            // sampler. Input waits at most SETTLE, which no one can notice. Until the screen
-            // is first complete, short naps let that frame out as soon as it can be drawn.
-            let nap = if complete {
-                SETTLE
-            } else {
-                Duration::from_millis(1)
-            };
-            thread::sleep(wait.min(nap));
-            match rx.try_recv() {
-                Ok(event) => event,
-                Err(TryRecvError::Empty) => continue,
-                Err(TryRecvError::Disconnected) => break Exit::Status(0),
-            }
-        } else {
-            match rx.recv_timeout(wait) {
-                Ok(event) => event,
-                Err(RecvTimeoutError::Timeout) => {
+        let first = match rx.recv_timeout(wait) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => {
+                if data_since.is_none() {
                     input_dirty = true;
-                    continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
+                continue;
             }
+            Err(RecvTimeoutError::Disconnected) => break Exit::Status(0),
         };
         let mut next = Some(first);
         let mut exit = None;

@@ -1,0 +1,249 @@
+//! The sampling pool: every sampling job (the host, then each GPU once NVML has opened) runs
+//! from as few threads as possible, and one tick's samples reach the state owner as one
+//! batch, so each tick costs one wakeup here and one there.
+//!
+//! Wakeups, not NVML calls, were most of an idle monitor's CPU: a thread per GPU plus one for
+//! the host cost ten a tick, and the screen redrew when the first sample came and again when
+//! the stragglers did. So one worker normally runs every job in turn. Each job sits behind its
+//! own lock, so a worker stuck inside one GPU's driver call holds only that GPU. A watchdog,
+//! waking once a second, starts a new worker when every worker has been inside one call for
+//! longer than `STUCK_AFTER_MS`; the new worker runs the jobs whose locks are free and skips
+//! the stuck one, which the state owner then marks stale from its silence. When the stuck
+//! call returns, a worker that finds another healthy one beside it leaves, so the pool
+//! shrinks back to one.
+
+use super::host::HostSampler;
+use super::nvml::DeviceSampler;
+use super::runner::SourceEvent;
+use super::schedule::Schedule;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A call running longer than this is taken to be stuck. NVML's slowest normal call (PCIe
+/// throughput) takes about 20 ms.
+const STUCK_AFTER_MS: u64 = 500;
+/// How often the watchdog looks.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// Host figures move slowly; sampled more often than this they cost more than they tell.
+const HOST_MIN_PERIOD_MS: u64 = 500;
+
+/// Handle kept by `Sampling`: where NVML's GPUs join once opened.
+pub struct Pool<E> {
+    shared: Arc<Shared>,
+    tx: Sender<E>,
+}
+
+struct Shared {
+    host: Mutex<HostJob>,
+    /// Empty until NVML has opened; then one entry per GPU, each with its own lock.
+    gpus: Mutex<Vec<Arc<Mutex<DeviceSampler>>>>,
+    /// The live workers, for the watchdog and for a worker deciding whether to leave.
+    workers: Mutex<Vec<Arc<Worker>>>,
+    interval_ms: Arc<AtomicU64>,
+    schedule: Schedule,
+    /// The receiver is gone: everyone stops.
+    closed: AtomicBool,
+}
+
+/// The host sampler, the pid list it follows, and when it last ran.
+struct HostJob {
+    sampler: HostSampler,
+    pids: Receiver<Vec<u32>>,
+    watched: Vec<u32>,
+    last_run: Option<Instant>,
+}
+
+impl HostJob {
+    /// Due every `max(interval, HOST_MIN_PERIOD_MS)`, on the shared ticks: half a tick of
+    /// slack, since a tick can fire a little early relative to the previous run.
+    fn due(&self, interval_ms: u64, now: Instant) -> bool {
+        let period = interval_ms.max(HOST_MIN_PERIOD_MS);
+        self.last_run.is_none_or(|last| {
+            now.duration_since(last) >= Duration::from_millis(period - interval_ms.min(period) / 2)
+        })
+    }
+}
+
+/// What the watchdog can see of one worker.
+#[derive(Default)]
+struct Worker {
+    /// When the call in progress began (`Shared::clock_ms`); 0 between calls.
+    in_call_since_ms: AtomicU64,
+}
+
+impl Worker {
+    fn stuck(&self, now_ms: u64) -> bool {
+        let since = self.in_call_since_ms.load(Ordering::Relaxed);
+        since != 0 && now_ms.saturating_sub(since) > STUCK_AFTER_MS
+    }
+
+    /// Runs `call` marked as in progress, for the watchdog.
+    fn timed<T>(&self, shared: &Shared, call: impl FnOnce() -> T) -> T {
+        self.in_call_since_ms
+            .store(shared.clock_ms(), Ordering::Relaxed);
+        let out = call();
+        self.in_call_since_ms.store(0, Ordering::Relaxed);
+        out
+    }
+}
+
+impl Shared {
+    /// Monotonic ms since sampling began, never 0 (0 means "not in a call"); a wall clock
+    /// stepped back by NTP would make a healthy call look stuck.
+    fn clock_ms(&self) -> u64 {
+        self.schedule.epoch.elapsed().as_millis() as u64 + 1
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic inside one sampler must not take the pool's bookkeeping down with it.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<E> Pool<E>
+where
+    E: From<SourceEvent> + Send + 'static,
+{
+    /// Starts one worker (sampling the host from the first tick) and the watchdog.
+    pub fn start(
+        pids: Receiver<Vec<u32>>,
+        tx: Sender<E>,
+        interval_ms: Arc<AtomicU64>,
+        schedule: Schedule,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            host: Mutex::new(HostJob {
+                sampler: HostSampler::new(),
+                pids,
+                watched: Vec::new(),
+                last_run: None,
+            }),
+            gpus: Mutex::new(Vec::new()),
+            workers: Mutex::new(Vec::new()),
+            interval_ms,
+            schedule,
+            closed: AtomicBool::new(false),
+        });
+        spawn_worker(&shared, tx.clone());
+        {
+            let shared = Arc::clone(&shared);
+            let tx = tx.clone();
+            let _ = thread::Builder::new()
+                .name("sampling-watchdog".into())
+                .spawn(move || watchdog(shared, tx));
+        }
+        Pool { shared, tx }
+    }
+
+    /// Adds NVML's GPUs: they are sampled once at once, so the first full screen does not
+    /// wait for the next tick, and from then on with every tick.
+    pub fn add_gpus(&self, samplers: Vec<DeviceSampler>) {
+        let mut first = Vec::with_capacity(samplers.len());
+        let samplers: Vec<Arc<Mutex<DeviceSampler>>> = samplers
+            .into_iter()
+            .map(|mut s| {
+                first.push(SourceEvent::Device(Box::new(s.sample())));
+                Arc::new(Mutex::new(s))
+            })
+            .collect();
+        let _ = self.tx.send(SourceEvent::Batch(first).into());
+        lock(&self.shared.gpus).extend(samplers);
+    }
+}
+
+fn spawn_worker<E>(shared: &Arc<Shared>, tx: Sender<E>)
+where
+    E: From<SourceEvent> + Send + 'static,
+{
+    let me = Arc::new(Worker::default());
+    lock(&shared.workers).push(Arc::clone(&me));
+    let for_thread = Arc::clone(shared);
+    let spawned = thread::Builder::new()
+        .name("sampler".into())
+        .spawn(move || work(for_thread, me, tx));
+    if spawned.is_err() {
+        // Out of threads: the watchdog tries again next time.
+        lock(&shared.workers).pop();
+    }
+}
+
+fn work<E>(shared: Arc<Shared>, me: Arc<Worker>, tx: Sender<E>)
+where
+    E: From<SourceEvent>,
+{
+    loop {
+        let batch = run_jobs(&shared, &me);
+        if !batch.is_empty() && tx.send(SourceEvent::Batch(batch).into()).is_err() {
+            shared.closed.store(true, Ordering::Relaxed);
+        }
+        if shared.closed.load(Ordering::Relaxed) || leave_if_spare(&shared, &me) {
+            return;
+        }
+        shared.schedule.wait(&shared.interval_ms);
+    }
+}
+
+/// One tick: every GPU whose lock is free, then the host when due. A lock held by a worker
+/// stuck inside that job's call is skipped: its silence marks it stale.
+fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
+    let gpus: Vec<Arc<Mutex<DeviceSampler>>> = lock(&shared.gpus).clone();
+    let mut batch = Vec::with_capacity(gpus.len() + 1);
+    for gpu in &gpus {
+        if let Ok(mut sampler) = gpu.try_lock() {
+            let sample = me.timed(shared, || sampler.sample());
+            batch.push(SourceEvent::Device(Box::new(sample)));
+        }
+    }
+    if let Ok(mut host) = shared.host.try_lock() {
+        let now = Instant::now();
+        if host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
+            // Only the newest pid list matters.
+            while let Ok(latest) = host.pids.try_recv() {
+                host.watched = latest;
+            }
+            host.last_run = Some(now);
+            let HostJob {
+                sampler, watched, ..
+            } = &mut *host;
+            let sample = me.timed(shared, || sampler.sample(watched));
+            batch.push(SourceEvent::Host(Box::new(sample)));
+        }
+    }
+    batch
+}
+
+/// A worker leaves when another healthy worker is there to carry on: this is how the pool
+/// shrinks back after a stuck call returns. Decided under the list's lock, so two healthy
+/// workers never both leave.
+fn leave_if_spare(shared: &Shared, me: &Arc<Worker>) -> bool {
+    let now = shared.clock_ms();
+    let mut workers = lock(&shared.workers);
+    let other_healthy = workers.iter().any(|w| !Arc::ptr_eq(w, me) && !w.stuck(now));
+    if other_healthy {
+        workers.retain(|w| !Arc::ptr_eq(w, me));
+    }
+    other_healthy
+}
+
+fn watchdog<E>(shared: Arc<Shared>, tx: Sender<E>)
+where
+    E: From<SourceEvent> + Send + 'static,
+{
+    while !shared.closed.load(Ordering::Relaxed) {
+        thread::sleep(WATCH_EVERY);
+        let now = shared.clock_ms();
+        let jobs = lock(&shared.gpus).len() + 1;
+        let workers = lock(&shared.workers);
+        let all_stuck = workers.iter().all(|w| w.stuck(now));
+        // Every spare skips the jobs held by stuck workers, so there can be no more stuck
+        // workers than jobs, however long the calls block.
+        let room = workers.len() <= jobs;
+        drop(workers);
+        if all_stuck && room {
+            spawn_worker(&shared, tx.clone());
+        }
+    }
+}
