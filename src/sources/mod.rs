@@ -1,5 +1,5 @@
-//! Samplers: each runs on its own thread and sends owned samples to the one thread that owns
-//! the state. Nothing here knows about the terminal.
+//! Samplers: they run off the UI thread (see `pool`) and send owned samples to the one thread
+//! that owns the state. Nothing here knows about the terminal.
 
 pub mod container;
 pub mod host;

@@ -1,6 +1,6 @@
 //! The main thread: owns the monitor state and the UI state, blocks on one channel carrying
-//! samples, keys and signals, and redraws at once after input but at most every half refresh
-//! period for data, so an idle monitor costs next to nothing.
+//! samples, keys and signals, and redraws at once after input and once per tick's batch of
+//! samples (never more often than `MIN_DATA_GAP`), so an idle monitor costs next to nothing.
 
 use super::keys::{self, Outcome};
 use super::rows::{TableRow, table_rows};
