@@ -1,9 +1,9 @@
 //! Host sampler: RAM and swap, and a targeted read of only the processes NVML listed.
 //! A process's identity (user, command line, container) is read once, when NVML first lists
-//! it; each tick then costs one `pread` of its `/proc/PID/stat` (see `proc_stat`).
+//! it; each tick then costs one `pread` of its `/proc/PID/stat` (see `process_meter`).
 
 use super::container;
-use super::proc_stat::{CpuShare, StatFile};
+use super::process_meter::ProcessMeter;
 use crate::model::{Absent, HostMemory, HostProcess, HostSample, now_ms};
 use std::collections::HashMap;
 use sysinfo::{
@@ -28,7 +28,7 @@ struct Watched {
     user: Result<String, Absent>,
     uid: Option<u32>,
     command: Result<String, Absent>,
-    stat: StatFile,
+    meter: ProcessMeter,
 }
 
 impl HostSampler {
@@ -106,7 +106,7 @@ impl HostSampler {
             let Some(process) = identities.process(Pid::from_u32(local_pid)) else {
                 continue;
             };
-            let Ok(stat) = StatFile::open(local_pid) else {
+            let Ok(meter) = ProcessMeter::open(local_pid) else {
                 continue;
             };
             let uid = process.user_id().map(|u| **u);
@@ -123,7 +123,7 @@ impl HostSampler {
                     user,
                     uid,
                     command,
-                    stat,
+                    meter,
                 },
             );
         }
@@ -134,13 +134,10 @@ impl HostSampler {
         let Some(watched) = self.watched.get_mut(&pid) else {
             return self.not_visible(pid);
         };
-        let (rss_bytes, cpu_percent) = match watched.stat.read(&mut self.buf) {
-            Ok((figures, share)) => (
-                Ok(figures.rss_bytes),
-                match share {
-                    CpuShare::Percent(p) => Ok(p),
-                    CpuShare::FirstReading => Err(Absent::Error("first reading".into())),
-                },
+        let (rss_bytes, cpu_percent) = match watched.meter.read(&mut self.buf) {
+            Ok((reading, share)) => (
+                Ok(reading.rss_bytes),
+                share.ok_or_else(|| Absent::Error("first reading".into())),
             ),
             Err(_) => {
                 // Exited between NVML's listing and now; forget it so a new process that

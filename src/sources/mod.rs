@@ -7,6 +7,6 @@ pub mod nvml;
 pub mod nvml_errors;
 pub mod oneshot;
 pub mod pool;
-pub mod proc_stat;
+pub mod process_meter;
 pub mod runner;
 pub mod schedule;

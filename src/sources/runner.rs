@@ -63,10 +63,6 @@ impl Sampling {
         }
     }
 
-    pub fn interval(&self) -> Duration {
-        Duration::from_millis(self.interval_ms.load(Ordering::Relaxed))
-    }
-
     pub fn set_interval(&self, interval: Duration) {
         self.interval_ms
             .store(interval.as_millis() as u64, Ordering::Relaxed);

@@ -15,11 +15,7 @@ pub struct Schedule {
 
 impl Schedule {
     pub fn wait(&self, interval_ms: &AtomicU64) {
-        self.wait_at_least(interval_ms, 0);
-    }
-
-    pub fn wait_at_least(&self, interval_ms: &AtomicU64, floor_ms: u64) {
-        let period_ms = interval_ms.load(Ordering::Relaxed).max(floor_ms).max(1);
+        let period_ms = interval_ms.load(Ordering::Relaxed).max(1);
         let now = Instant::now();
         let elapsed_ms = now.duration_since(self.epoch).as_millis() as u64;
         let next = self.epoch + Duration::from_millis((elapsed_ms / period_ms + 1) * period_ms);

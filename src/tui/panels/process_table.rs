@@ -10,11 +10,10 @@ use crate::tui::ui_state::SortColumn;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
-use ratatui::layout::{Alignment, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
-use ratatui::widgets::Widget;
 
 /// A fixed-width column; COMMAND takes what is left.
 struct Col {
@@ -132,15 +131,7 @@ fn put_row(
         if width == 0 {
             break;
         }
-        let text_width = line.width() as u16;
-        if line.alignment == Some(Alignment::Right) && text_width <= width {
-            put::line_at(buf, x + width - text_width, y, line, text_width);
-        } else if line.alignment == Some(Alignment::Right) {
-            // Too wide: cut from the left, keeping the end of a figure readable.
-            line.render(Rect::new(x, y, width, 1), buf);
-        } else {
-            put::line_at(buf, x, y, line, width);
-        }
+        put::cell_in(buf, Rect::new(x, y, width, 1), line);
         x = x.saturating_add(width + 1);
     }
 }

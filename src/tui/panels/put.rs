@@ -49,6 +49,20 @@ pub fn line_at(buf: &mut Buffer, x: u16, y: u16, line: &Line, max_width: u16) ->
 /// Draws `line` in the one-row `area` with its alignment, like a one-line `Paragraph` (whose
 /// area style is the default, so only the line's own styles land).
 pub fn line_in(buf: &mut Buffer, area: Rect, line: &Line) {
+    aligned(buf, area, line, |buf, area, line| {
+        Paragraph::new(line.clone()).render(area, buf)
+    });
+}
+
+/// Draws `line` in a one-row table cell: like `line_in`, except that a right-aligned figure
+/// too wide for its column loses its start, keeping its end (the unit) readable.
+pub fn cell_in(buf: &mut Buffer, area: Rect, line: &Line) {
+    aligned(buf, area, line, |buf, area, line| line.render(area, buf));
+}
+
+/// The alignment both share; `rare` draws what the fast path doesn't handle (centred lines,
+/// right-aligned ones too wide for the area).
+fn aligned(buf: &mut Buffer, area: Rect, line: &Line, rare: impl FnOnce(&mut Buffer, Rect, &Line)) {
     if area.is_empty() {
         return;
     }
@@ -61,8 +75,7 @@ pub fn line_in(buf: &mut Buffer, area: Rect, line: &Line) {
             let x = area.right() - width as u16;
             line_at(buf, x, area.y, line, width as u16);
         }
-        // Centred, or too wide for the right edge: rare, left to ratatui.
-        _ => Paragraph::new(line.clone()).render(Rect { height: 1, ..area }, buf),
+        _ => rare(buf, Rect { height: 1, ..area }, line),
     }
 }
 
@@ -103,6 +116,18 @@ mod tests {
         ];
         let (theirs, ours) = both(lines, 20);
         assert_eq!(theirs, ours);
+    }
+
+    #[test]
+    fn an_overwide_table_figure_keeps_its_end() {
+        let area = Rect::new(0, 0, 6, 1);
+        let figure = Line::from("12.50 GiB").right_aligned();
+        let mut cell = Buffer::empty(area);
+        cell_in(&mut cell, area, &figure);
+        assert_eq!(cell, Buffer::with_lines(["50 GiB"]));
+        let mut paragraph = Buffer::empty(area);
+        line_in(&mut paragraph, area, &figure);
+        assert_eq!(paragraph, Buffer::with_lines(["12.50 "]));
     }
 
     #[test]

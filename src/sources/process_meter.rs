@@ -15,7 +15,7 @@ use std::time::Instant;
 
 /// What one reading gives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StatFigures {
+pub struct MeterReading {
     /// CPU time used by all the process's threads, user and system, in ns.
     pub cpu_ns: u64,
     pub rss_bytes: u64,
@@ -23,20 +23,13 @@ pub struct StatFigures {
 
 /// One watched process: its open `statm`, its CPU clock, and the previous CPU reading, for
 /// CPU % as a difference.
-pub struct StatFile {
+pub struct ProcessMeter {
     statm: File,
     cpu_clock: libc::clockid_t,
     previous: Option<(u64, Instant)>,
 }
 
-/// A CPU share needs two readings; the first has none.
-pub enum CpuShare {
-    FirstReading,
-    /// Percent of one core (above 100 for a process using several).
-    Percent(f32),
-}
-
-impl StatFile {
+impl ProcessMeter {
     pub fn open(local_pid: u32) -> io::Result<Self> {
         let mut cpu_clock: libc::clockid_t = 0;
         let pid = libc::pid_t::try_from(local_pid).map_err(io::Error::other)?;
@@ -52,8 +45,10 @@ impl StatFile {
         })
     }
 
-    /// Reads the figures now; `buf` is reused between calls to avoid an allocation per pid.
-    pub fn read(&mut self, buf: &mut Vec<u8>) -> io::Result<(StatFigures, CpuShare)> {
+    /// Reads the figures now, with the CPU share since the previous read in percent of one
+    /// core (above 100 for a process using several); the first read has no share yet. `buf`
+    /// is reused between calls to avoid an allocation per pid.
+    pub fn read(&mut self, buf: &mut Vec<u8>) -> io::Result<(MeterReading, Option<f32>)> {
         let mut time = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -69,18 +64,18 @@ impl StatFile {
         let n = self.statm.read_at(buf, 0)?;
         let rss_pages = parse_statm(&buf[..n])
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unreadable statm line"))?;
-        let figures = StatFigures {
+        let figures = MeterReading {
             cpu_ns: time.tv_sec as u64 * 1_000_000_000 + time.tv_nsec as u64,
-            rss_bytes: rss_pages * units().page_size,
+            rss_bytes: rss_pages * page_size(),
         };
         let now = Instant::now();
         let share = match self.previous {
             Some((ns, at)) if now > at => {
                 let seconds = now.duration_since(at).as_secs_f64();
                 let used = figures.cpu_ns.saturating_sub(ns) as f64 / 1e9;
-                CpuShare::Percent((used / seconds * 100.0) as f32)
+                Some((used / seconds * 100.0) as f32)
             }
-            _ => CpuShare::FirstReading,
+            _ => None,
         };
         self.previous = Some((figures.cpu_ns, now));
         Ok((figures, share))
@@ -93,19 +88,13 @@ pub fn parse_statm(line: &[u8]) -> Option<u64> {
     text.split_ascii_whitespace().nth(1)?.parse().ok()
 }
 
-fn units() -> &'static Units {
-    static UNITS: std::sync::OnceLock<Units> = std::sync::OnceLock::new();
-    UNITS.get_or_init(|| {
+fn page_size() -> u64 {
+    static PAGE_SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE_SIZE.get_or_init(|| {
         // SAFETY: sysconf only reads a system constant.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        Units {
-            page_size: if page > 0 { page as u64 } else { 4096 },
-        }
+        u64::try_from(page).ok().filter(|&p| p > 0).unwrap_or(4096)
     })
-}
-
-struct Units {
-    page_size: u64,
 }
 
 #[cfg(test)]
@@ -122,10 +111,10 @@ mod tests {
     #[test]
     fn reads_our_own_process_and_notices_an_exit() {
         let mut buf = Vec::new();
-        let mut own = StatFile::open(std::process::id()).expect("own stat");
+        let mut own = ProcessMeter::open(std::process::id()).expect("own stat");
         let (figures, share) = own.read(&mut buf).expect("read");
         assert!(figures.rss_bytes > 0);
-        assert!(matches!(share, CpuShare::FirstReading));
+        assert_eq!(share, None, "a first reading has no CPU share");
         // Burn some CPU so the second reading has something to measure.
         let spin = Instant::now();
         let mut x = 0u64;
@@ -134,16 +123,16 @@ mod tests {
         }
         std::hint::black_box(x);
         let (_, share) = own.read(&mut buf).expect("second read");
-        let CpuShare::Percent(p) = share else {
-            panic!("second reading has a share")
-        };
-        assert!(p > 10.0, "spinning thread used only {p}% of a core");
+        assert!(
+            share.is_some_and(|p| p > 10.0),
+            "spinning for 60 ms between reads shows as CPU use: {share:?}"
+        );
 
         let mut child = std::process::Command::new("sleep")
             .arg("5")
             .spawn()
             .expect("sleep");
-        let mut theirs = StatFile::open(child.id()).expect("child stat");
+        let mut theirs = ProcessMeter::open(child.id()).expect("child stat");
         theirs.read(&mut buf).expect("alive");
         child.kill().expect("kill");
         child.wait().expect("reap");
