@@ -1,6 +1,7 @@
 //! Samplers: they run off the UI thread (see `pool`) and send owned samples to the one thread
 //! that owns the state. Nothing here knows about the terminal.
 
+pub mod alarm;
 pub mod container;
 pub mod host;
 pub mod nvml;

@@ -5,13 +5,15 @@
 //! Wakeups, not NVML calls, were most of an idle monitor's CPU: a thread per GPU plus one for
 //! the host cost ten a tick, and the screen redrew when the first sample came and again when
 //! the stragglers did. So one worker normally runs every job in turn. Each job sits behind its
-//! own lock, so a worker stuck inside one GPU's driver call holds only that GPU. A watchdog,
-//! waking once a second, starts a new worker when every worker has been inside one call for
-//! longer than `STUCK_AFTER_MS`; the new worker runs the jobs whose locks are free and skips
+//! own lock, so a worker stuck inside one GPU's driver call holds only that GPU. A watchdog
+//! starts a new worker when every worker has been inside one call for longer than
+//! `STUCK_AFTER_MS`. It sleeps on an alarm that each tick sets on starting and cancels on
+//! finishing, so it wakes only for a tick that overran, not once a second. The new worker runs the jobs whose locks are free and skips
 //! the stuck one, which the state owner then marks stale from its silence. When the stuck
 //! call returns, a worker that finds another healthy one beside it leaves, so the pool
 //! shrinks back to one.
 
+use super::alarm::Alarm;
 use super::host::HostSampler;
 use super::nvml::DeviceSampler;
 use super::runner::SourceEvent;
@@ -25,10 +27,13 @@ use std::time::{Duration, Instant};
 /// A call running longer than this is taken to be stuck. NVML's slowest normal call (PCIe
 /// throughput) takes about 20 ms.
 const STUCK_AFTER_MS: u64 = 500;
-/// How often the watchdog looks.
+/// How often the watchdog looks where no alarm could be made.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
-/// Host figures move slowly; sampled more often than this they cost more than they tell.
-const HOST_MIN_PERIOD_MS: u64 = 500;
+/// Host figures (RAM, and each GPU process's RSS and CPU %) move slowly: sampled more often
+/// than this they cost more than they tell. Reading 64 processes is two syscalls each and
+/// was half of an idle monitor's sampling CPU at a 1 s refresh. A change in the pid list
+/// is read at once, so a new process never waits this long for its first figures.
+const HOST_MIN_PERIOD_MS: u64 = 2000;
 
 /// Handle kept by `Sampling`: where NVML's GPUs join once opened.
 pub struct Pool<E> {
@@ -46,6 +51,8 @@ struct Shared {
     schedule: Schedule,
     /// The receiver is gone: everyone stops.
     closed: AtomicBool,
+    /// Rings the watchdog; `None` where no timerfd could be made, and the watchdog polls.
+    alarm: Option<Alarm>,
 }
 
 /// The host sampler, the pid list it follows, and when it last ran.
@@ -57,6 +64,16 @@ struct HostJob {
 }
 
 impl HostJob {
+    /// Takes the newest pid list (only the newest matters); true when it differs.
+    fn follow_pids(&mut self) -> bool {
+        let mut changed = false;
+        while let Ok(latest) = self.pids.try_recv() {
+            changed = latest != self.watched;
+            self.watched = latest;
+        }
+        changed
+    }
+
     /// Due every `max(interval, HOST_MIN_PERIOD_MS)`, on the shared ticks: half a tick of
     /// slack, since a tick can fire a little early relative to the previous run.
     fn due(&self, interval_ms: u64, now: Instant) -> bool {
@@ -76,8 +93,13 @@ struct Worker {
 
 impl Worker {
     fn stuck(&self, now_ms: u64) -> bool {
+        self.stuck_from().is_some_and(|at| now_ms >= at)
+    }
+
+    /// When the call in progress will count as stuck; `None` between calls.
+    fn stuck_from(&self) -> Option<u64> {
         let since = self.in_call_since_ms.load(Ordering::Relaxed);
-        since != 0 && now_ms.saturating_sub(since) > STUCK_AFTER_MS
+        (since != 0).then(|| since + STUCK_AFTER_MS + 1)
     }
 
     /// Runs `call` marked as in progress, for the watchdog.
@@ -95,6 +117,18 @@ impl Shared {
     /// stepped back by NTP would make a healthy call look stuck.
     fn clock_ms(&self) -> u64 {
         self.schedule.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn ring_watchdog_in(&self, after: Duration) {
+        if let Some(alarm) = &self.alarm {
+            alarm.set(after);
+        }
+    }
+
+    fn calm_watchdog(&self) {
+        if let Some(alarm) = &self.alarm {
+            alarm.cancel();
+        }
     }
 }
 
@@ -126,6 +160,7 @@ where
             interval_ms,
             schedule,
             closed: AtomicBool::new(false),
+            alarm: Alarm::new().ok(),
         });
         spawn_worker(&shared, tx.clone());
         {
@@ -179,7 +214,12 @@ where
         if !batch.is_empty() && tx.send(SourceEvent::Batch(batch).into()).is_err() {
             shared.closed.store(true, Ordering::Relaxed);
         }
-        if shared.closed.load(Ordering::Relaxed) || leave_if_spare(&shared, &me) {
+        if shared.closed.load(Ordering::Relaxed) {
+            // Wakes the watchdog to see that it should stop too.
+            shared.ring_watchdog_in(Duration::ZERO);
+            return;
+        }
+        if leave_if_spare(&shared, &me) {
             return;
         }
         shared.schedule.wait(&shared.interval_ms);
@@ -189,6 +229,13 @@ where
 /// One tick: every GPU whose lock is free, then the host when due. A lock held by a worker
 /// stuck inside that job's call is skipped: its silence marks it stale.
 fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
+    shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
+    let batch = run_each_job(shared, me);
+    shared.calm_watchdog();
+    batch
+}
+
+fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
     let gpus: Vec<Arc<Mutex<DeviceSampler>>> = lock(&shared.gpus).clone();
     let mut batch = Vec::with_capacity(gpus.len() + 1);
     for gpu in &gpus {
@@ -199,11 +246,8 @@ fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
     }
     if let Ok(mut host) = shared.host.try_lock() {
         let now = Instant::now();
-        if host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
-            // Only the newest pid list matters.
-            while let Ok(latest) = host.pids.try_recv() {
-                host.watched = latest;
-            }
+        let pids_changed = host.follow_pids();
+        if pids_changed || host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
             host.last_run = Some(now);
             let HostJob {
                 sampler, watched, ..
@@ -232,8 +276,14 @@ fn watchdog<E>(shared: Arc<Shared>, tx: Sender<E>)
 where
     E: From<SourceEvent> + Send + 'static,
 {
-    while !shared.closed.load(Ordering::Relaxed) {
-        thread::sleep(WATCH_EVERY);
+    loop {
+        match &shared.alarm {
+            Some(alarm) => alarm.wait(),
+            None => thread::sleep(WATCH_EVERY),
+        }
+        if shared.closed.load(Ordering::Relaxed) {
+            return;
+        }
         let now = shared.clock_ms();
         let jobs = lock(&shared.gpus).len() + 1;
         let workers = lock(&shared.workers);
@@ -241,9 +291,21 @@ where
         // Every spare skips the jobs held by stuck workers, so there can be no more stuck
         // workers than jobs, however long the calls block.
         let room = workers.len() <= jobs;
+        // A call that began late in an overrunning tick is not stuck yet: look again when
+        // it would be.
+        let look_again = workers
+            .iter()
+            .filter_map(|w| w.stuck_from())
+            .filter(|&at| at > now)
+            .min();
         drop(workers);
         if all_stuck && room {
             spawn_worker(&shared, tx.clone());
+            // Looks again later in case the thread could not be made; a new worker's first
+            // tick replaces this setting with its own.
+            shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS));
+        } else if let Some(at) = look_again {
+            shared.ring_watchdog_in(Duration::from_millis(at - now));
         }
     }
 }

@@ -14,8 +14,7 @@ use crate::model::{Snapshot, now_ms};
 use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
 use crate::state::{Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
-use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
@@ -210,15 +209,7 @@ impl App {
             theme: &self.theme,
             rows: &rows,
         };
-        let mut out = std::io::stdout();
-        // Synchronized updates stop tmux and modern terminals from showing half-drawn frames.
-        let _ = crossterm::queue!(out, BeginSynchronizedUpdate);
-        let result = guard
-            .terminal
-            .draw(|frame| super::layout::draw(frame, &view));
-        let _ = crossterm::queue!(out, EndSynchronizedUpdate);
-        let _ = out.flush();
-        result.map(|_| ())
+        guard.draw(|frame| super::layout::draw(frame, &view))
     }
 
     fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {

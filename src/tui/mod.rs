@@ -2,6 +2,7 @@
 //! that draw a `View`.
 
 mod event_loop;
+mod frame_writer;
 mod keys;
 pub mod layout;
 pub mod panels;

@@ -2,6 +2,7 @@
 //! normal return (the guard's Drop), panic (a hook that chains the previous one), and signals
 //! (the event loop returns, so the guard drops).
 
+use super::frame_writer::FrameWriter;
 use crossterm::{cursor, execute, terminal};
 use ratatui::backend::CrosstermBackend;
 use ratatui::layout::Rect;
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 
-pub type Term = Terminal<CrosstermBackend<Stdout>>;
+pub type Term = Terminal<CrosstermBackend<FrameWriter<Stdout>>>;
 
 /// Owns the terminal while the monitor runs.
 pub struct TerminalGuard {
@@ -35,12 +36,20 @@ impl TerminalGuard {
         // full-screen viewport asks crossterm for the size before every frame, and crossterm
         // opens /dev/tty to answer, which was a tenth of an idle monitor's CPU.
         let terminal = Terminal::with_options(
-            CrosstermBackend::new(io::stdout()),
+            CrosstermBackend::new(FrameWriter::new(io::stdout())),
             TerminalOptions {
                 viewport: Viewport::Fixed(current_area()),
             },
         )?;
         Ok(Self { terminal })
+    }
+
+    /// Draws one frame, sent to the terminal in one write.
+    pub fn draw(&mut self, render: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
+        self.terminal.backend_mut().writer_mut().begin_frame();
+        let drawn = self.terminal.draw(render).map(|_| ());
+        let sent = self.terminal.backend_mut().writer_mut().end_frame();
+        drawn.and(sent)
     }
 
     /// Follows a new terminal size (resize event, SIGWINCH, resume); the next frame is

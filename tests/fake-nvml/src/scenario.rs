@@ -77,6 +77,11 @@ pub struct DeviceSpec {
     /// Step-wise values over time.
     #[serde(default)]
     pub timeline: Vec<Point>,
+    /// `timeline[i]` with every earlier point overlaid beneath it, built on load, so the
+    /// values at any time are one binary search away instead of a replay of the timeline
+    /// (which made each call slower the longer a scenario ran).
+    #[serde(skip)]
+    pub resolved: Vec<Point>,
     /// Step-wise process lists over time.
     #[serde(default)]
     pub processes: Vec<ProcessLists>,
@@ -288,6 +293,18 @@ fn by_t<T>(items: &mut [T], t: impl Fn(&T) -> f64) {
     items.sort_by(|a, b| t(a).total_cmp(&t(b)));
 }
 
+/// Running overlays of a sorted timeline.
+fn resolve(timeline: &[Point]) -> Vec<Point> {
+    let mut state = Point::default();
+    timeline
+        .iter()
+        .map(|p| {
+            state.overlay(p);
+            state.clone()
+        })
+        .collect()
+}
+
 impl Scenario {
     /// Parses and validates scenario JSON; sorts timelines by `t`.
     pub fn from_json(text: &str) -> Result<Scenario, String> {
@@ -322,6 +339,7 @@ impl Scenario {
                 check_time(&format!("{what}.process_utilization"), p.t)?;
             }
             by_t(&mut d.timeline, |p| p.t);
+            d.resolved = resolve(&d.timeline);
             by_t(&mut d.processes, |p| p.t);
             by_t(&mut d.process_utilization, |p| p.t);
         }

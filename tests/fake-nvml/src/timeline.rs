@@ -7,11 +7,10 @@ use crate::scenario::{DeviceSpec, Point, Process};
 /// The device values in force at `t`: every point with `point.t <= t`
 /// overlaid in order. Fields no such point sets stay `None` (NotSupported).
 pub fn point_at(dev: &DeviceSpec, t: f64) -> Point {
-    let mut state = Point::default();
-    for p in dev.timeline.iter().take_while(|p| p.t <= t) {
-        state.overlay(p);
+    match dev.resolved.partition_point(|p| p.t <= t) {
+        0 => Point::default(),
+        n => dev.resolved[n - 1].clone(),
     }
-    state
 }
 
 /// The compute and graphics process lists in force at `t` (empty before the
@@ -59,9 +58,12 @@ pub fn samples_after(
     wall_at_init_us: u64,
     last_seen: u64,
 ) -> Vec<ProcessUtilizationSample> {
-    dev.process_utilization
+    // Sorted by `t`, and the timestamp grows with `t`: both ends are binary searches.
+    let all = &dev.process_utilization;
+    let end = all.partition_point(|s| s.t <= now);
+    let start = all[..end].partition_point(|s| timestamp_us(wall_at_init_us, s.t) <= last_seen);
+    all[start..end]
         .iter()
-        .take_while(|s| s.t <= now)
         .map(|s| ProcessUtilizationSample {
             pid: s.pid,
             time_stamp: timestamp_us(wall_at_init_us, s.t),
@@ -70,6 +72,5 @@ pub fn samples_after(
             enc_util: s.enc,
             dec_util: s.dec,
         })
-        .filter(|s| s.time_stamp > last_seen)
         .collect()
 }
