@@ -1,6 +1,7 @@
 //! Command-line options. Global options apply to the monitor and to every one-shot mode.
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -14,37 +15,81 @@ pub struct Cli {
     pub nvml_lib: Option<PathBuf>,
 
     /// Refresh period: `1s`, `500ms` or plain seconds (`0.25`); at least 100 ms.
-    #[arg(short, long, value_name = "PERIOD", default_value = "1s", value_parser = parse_interval)]
+    #[arg(short, long, value_name = "PERIOD", default_value = "1s", value_parser = parse_interval, global = true)]
     pub interval: Duration,
 
     /// Print one table of GPUs and processes and exit.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub once: bool,
 
     /// Print JSON (schema `vramscope.snapshot` version 1) instead of the monitor.
-    #[arg(long, conflicts_with = "csv")]
+    #[arg(long, conflicts_with = "csv", global = true)]
     pub json: bool,
 
     /// Print CSV, one row per GPU and per process, instead of the monitor.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub csv: bool,
 
     /// Repeat the one-shot output every SECS seconds, like `nvidia-smi -l`
     /// (JSON: one object per line; CSV: one header, then rows).
-    #[arg(short, long, value_name = "SECS", value_parser = parse_interval)]
+    #[arg(short, long, value_name = "SECS", value_parser = parse_interval, global = true)]
     pub r#loop: Option<Duration>,
 
     /// Sample PCIe throughput every SECS seconds (off by default: the call blocks ~40 ms per GPU).
-    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5", value_parser = parse_interval)]
+    #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5", value_parser = parse_interval, global = true)]
     pub pcie: Option<Duration>,
 
     /// Hide the keys that send signals to processes.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub read_only: bool,
 
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Draw with ASCII characters only (no Unicode block glyphs).
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub ascii: bool,
+}
+
+/// What to do instead of monitoring every GPU.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a program with vramscope's Python writer injected (no code change), and monitor
+    /// it: `vramscope run -- python train.py`, `vramscope run -- torchrun ...`.
+    Run(RunArgs),
+    /// Print what a channel file holds, as JSON: identity, devices, status, every sample and
+    /// event still in its rings, and why it would be refused if it would.
+    Inspect {
+        /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Quit when the job ends, with its exit status (by default the monitor stays, showing
+    /// the job as ended).
+    #[arg(long)]
+    pub exit_with_job: bool,
+
+    /// Where the job's output goes while the monitor owns the terminal
+    /// [default: vramscope-run-PID.log in the temp directory].
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+
+    /// Only run the job with the writer injected, its output on this terminal, and no
+    /// monitor (watch it from another vramscope).
+    #[arg(long)]
+    pub no_monitor: bool,
+
+    /// The program and its arguments.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
 }
 
 impl Cli {

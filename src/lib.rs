@@ -2,24 +2,60 @@
 //!
 //! Samplers (`sources`) send owned samples to the one owner of state (`state::Monitor`);
 //! the TUI (`tui`) and one-shot output (`output`) read `model::Snapshot` and the history.
+//!
+//! `channel` (the shared-memory channel's writer and reader) needs only libc; everything else
+//! is the monitor, behind the default `monitor` feature.
 
+pub mod channel;
+#[cfg(feature = "monitor")]
 pub mod cli;
+#[cfg(feature = "monitor")]
 pub mod history;
+#[cfg(feature = "monitor")]
+pub mod inject;
+#[cfg(feature = "monitor")]
+pub mod job;
+#[cfg(feature = "monitor")]
+pub mod launch;
+#[cfg(feature = "monitor")]
 pub mod model;
+#[cfg(feature = "monitor")]
 pub mod output;
+#[cfg(feature = "monitor")]
 pub mod sources;
+#[cfg(feature = "monitor")]
 pub mod state;
+#[cfg(feature = "monitor")]
 pub mod tui;
 
+#[cfg(feature = "monitor")]
 use std::process::ExitCode;
+#[cfg(feature = "monitor")]
 use std::time::Instant;
 
 /// Runs vramscope with parsed options; `started` is when the process began, for the
 /// first-frame benchmark.
+#[cfg(feature = "monitor")]
 pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
+    match &cli.command {
+        Some(cli::Command::Run(args)) => return launch::run(cli, args, started),
+        Some(cli::Command::Inspect { file }) => {
+            return match channel::inspect(file) {
+                Ok(json) => {
+                    println!("{json}");
+                    ExitCode::SUCCESS
+                }
+                Err(rejected) => {
+                    eprintln!("vramscope: {rejected}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        None => {}
+    }
     if cli.one_shot() {
         output::run(cli)
     } else {
-        tui::run(cli, started)
+        tui::run(cli, started, None)
     }
 }

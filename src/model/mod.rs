@@ -2,6 +2,7 @@
 //! Nothing here touches the terminal, NVML or threads.
 
 pub mod absent;
+pub mod allocator;
 pub mod device;
 pub mod host;
 pub mod problem;
@@ -10,8 +11,12 @@ pub mod time;
 pub mod units;
 
 pub use absent::{Absent, NA, Reading, or_na};
+pub use allocator::{
+    AllocatorDevice, AllocatorEvent, AllocatorPoint, AllocatorSnapshot, ChannelBatch, ChannelPoll,
+    EventKind, WriterIdentity, WriterLiveness,
+};
 pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
 pub use host::{HostMemory, HostProcess, HostSample};
 pub use problem::NvmlProblem;
-pub use snapshot::{DeviceSnapshot, ProcessRow, Snapshot};
+pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 pub use time::now_ms;

@@ -3,7 +3,8 @@
 
 use super::absent::Reading;
 use super::{
-    DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, NvmlProblem,
+    AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
+    HostMemory, HostProcess, NvmlProblem, WriterLiveness,
 };
 use serde::Serialize;
 
@@ -14,6 +15,9 @@ pub struct DeviceSnapshot {
     pub sample: Option<DeviceSample>,
     /// No sample arrived for several intervals: an NVML call is blocking. Figures shown are old.
     pub stale: bool,
+    /// How much of the used memory the caching allocators of instrumented processes hold
+    /// (their reserved bytes, summed); `None` when no live instrumented process uses this GPU.
+    pub instrumented_reserved: Option<u64>,
 }
 
 impl DeviceSnapshot {
@@ -38,6 +42,17 @@ pub struct ProcessRow {
     pub gpu_uuid: String,
     pub nvml: GpuProcess,
     pub host: Option<HostProcess>,
+    /// What the process's allocator published for this GPU, when it is instrumented.
+    pub allocator: Option<ProcessAllocator>,
+}
+
+/// An instrumented process's allocator figures on one GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProcessAllocator {
+    pub device: AllocatorDevice,
+    pub step: Option<u64>,
+    pub label: String,
+    pub liveness: WriterLiveness,
 }
 
 /// Everything vramscope knows at one moment.
@@ -50,11 +65,20 @@ pub struct Snapshot {
     pub devices: Vec<DeviceSnapshot>,
     pub processes: Vec<ProcessRow>,
     pub host_memory: Option<Reading<HostMemory>>,
+    /// Every instrumented process vramscope reads a channel from, live or ended.
+    pub allocators: Vec<AllocatorSnapshot>,
+    /// Channel files refused, each with its reason.
+    pub rejected_channels: Vec<String>,
 }
 
 impl Snapshot {
-    /// Joins device samples with host facts into process rows, GPU index then pid order.
-    pub fn join_processes(devices: &[DeviceSnapshot], host: &[HostProcess]) -> Vec<ProcessRow> {
+    /// Joins device samples with host facts and allocator figures into process rows, GPU
+    /// index then pid order.
+    pub fn join_processes(
+        devices: &[DeviceSnapshot],
+        host: &[HostProcess],
+        allocators: &[AllocatorSnapshot],
+    ) -> Vec<ProcessRow> {
         let mut rows = Vec::new();
         for device in devices {
             let Some(sample) = &device.sample else {
@@ -69,10 +93,42 @@ impl Snapshot {
                     gpu_uuid: device.info.key(),
                     nvml: process.clone(),
                     host: host.iter().find(|h| h.pid == process.pid).cloned(),
+                    allocator: allocator_of(allocators, process.pid, device.info.index),
                 });
             }
         }
         rows.sort_by_key(|r| (r.gpu_index, r.nvml.pid));
         rows
     }
+}
+
+/// The allocator figures a process published for one GPU: a live channel before an ended one,
+/// since a pid can be reused after an instrumented process ended.
+fn allocator_of(
+    allocators: &[AllocatorSnapshot],
+    pid: u32,
+    gpu_index: u32,
+) -> Option<ProcessAllocator> {
+    let mut candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
+    let channel = candidates
+        .clone()
+        .find(|a| !a.liveness.is_ended())
+        .or_else(|| candidates.next())?;
+    Some(ProcessAllocator {
+        device: channel.on_gpu(gpu_index)?.clone(),
+        step: channel.step,
+        label: channel.label.clone(),
+        liveness: channel.liveness,
+    })
+}
+
+/// Reserved bytes of live instrumented processes on `gpu_index`, summed.
+pub fn instrumented_reserved(allocators: &[AllocatorSnapshot], gpu_index: u32) -> Option<u64> {
+    let mut sum = None;
+    for channel in allocators.iter().filter(|a| !a.liveness.is_ended()) {
+        if let Some(Ok(reserved)) = channel.on_gpu(gpu_index).map(|d| &d.reserved) {
+            sum = Some(sum.unwrap_or(0) + reserved);
+        }
+    }
+    sum
 }

@@ -2,7 +2,10 @@
 //! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
 //! names and the values cannot drift apart either.
 
-use crate::model::{Absent, DeviceSample, DeviceSnapshot, MemoryInfo, ProcessRow, Reading};
+use crate::model::{
+    Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, ProcessAllocator,
+    ProcessRow, Reading,
+};
 
 /// One printable value.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +63,11 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     ("pcie_rx_kbs", |d| {
         sampled(d, |s| pcie(s.pcie_rx_kbs.as_ref()))
     }),
+    ("instrumented_reserved", |d| {
+        d.instrumented_reserved
+            .map(Value::Int)
+            .ok_or_else(|| Absent::Error("no instrumented process".into()))
+    }),
     ("process_count", |d| {
         sampled(d, |s| {
             s.processes
@@ -106,7 +114,59 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .map(Value::Text)
             .ok_or(Absent::NotAvailable)
     }),
+    ("allocated", |p| allocator(p, |a| int(&a.device.allocated))),
+    ("reserved", |p| allocator(p, |a| int(&a.device.reserved))),
+    ("true_peak", |p| allocator(p, |a| int(&a.device.true_peak))),
+    ("step", |p| {
+        allocator(p, |a| {
+            a.step
+                .map(Value::Int)
+                .ok_or_else(|| Absent::Error("no step yet".into()))
+        })
+    }),
+    ("phase", |p| {
+        allocator(p, |a| Ok(Value::Text(a.label.clone())))
+    }),
+    ("writer", |p| {
+        allocator(p, |a| Ok(Value::Text(a.liveness.label().into())))
+    }),
 ];
+
+/// Every figure an allocator publishes for one GPU, in output order.
+pub const ALLOCATOR_DEVICE: &[Column<AllocatorDevice>] = &[
+    ("ordinal", |d| Ok(Value::Int(u64::from(d.ordinal)))),
+    ("uuid", |d| {
+        d.uuid.clone().map(Value::Text).ok_or(Absent::NotAvailable)
+    }),
+    ("pci_bus_id", |d| {
+        d.pci_bus_id
+            .clone()
+            .map(Value::Text)
+            .ok_or(Absent::NotAvailable)
+    }),
+    ("total", |d| int(&d.total)),
+    ("allocated", |d| int(&d.allocated)),
+    ("allocated_peak", |d| int(&d.allocated_peak)),
+    ("reserved", |d| int(&d.reserved)),
+    ("reserved_peak", |d| int(&d.reserved_peak)),
+    ("active", |d| int(&d.active)),
+    ("inactive_split", |d| int(&d.inactive_split)),
+    ("requested", |d| int(&d.requested)),
+    ("alloc_retries", |d| int(&d.alloc_retries)),
+    ("ooms", |d| int(&d.ooms)),
+    ("device_free", |d| int(&d.device_free)),
+    ("limit", |d| int(&d.limit)),
+    ("true_peak", |d| int(&d.true_peak)),
+    ("step_peak", |d| int(&d.step_peak)),
+];
+
+/// Every figure of one allocator device.
+pub fn allocator_device(d: &AllocatorDevice) -> Vec<Field> {
+    ALLOCATOR_DEVICE
+        .iter()
+        .map(|(name, read)| (*name, read(d)))
+        .collect()
+}
 
 /// Every figure of one GPU. A GPU never sampled has every sampled figure absent.
 pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
@@ -169,4 +229,11 @@ fn host(
     read: impl Fn(&crate::model::HostProcess) -> Reading<Value>,
 ) -> Reading<Value> {
     p.host.as_ref().map_or_else(|| Err(not_visible()), read)
+}
+
+/// An allocator figure; absent when the process publishes none.
+fn allocator(p: &ProcessRow, read: impl Fn(&ProcessAllocator) -> Reading<Value>) -> Reading<Value> {
+    p.allocator
+        .as_ref()
+        .map_or_else(|| Err(Absent::Error("not instrumented".into())), read)
 }

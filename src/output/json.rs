@@ -2,7 +2,7 @@
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};
-use crate::model::Snapshot;
+use crate::model::{AllocatorEvent, AllocatorSnapshot, Snapshot};
 use serde_json::{Map, Value as Json, json};
 
 pub const SCHEMA: &str = "vramscope.snapshot";
@@ -53,6 +53,47 @@ pub fn to_value(snapshot: &Snapshot) -> Json {
         "host": host,
         "devices": snapshot.devices.iter().map(|d| object(&fields::device(d))).collect::<Vec<_>>(),
         "processes": snapshot.processes.iter().map(|p| object(&fields::process(p))).collect::<Vec<_>>(),
+        "allocators": snapshot.allocators.iter().map(allocator).collect::<Vec<_>>(),
+        "rejected_channels": snapshot.rejected_channels,
+    })
+}
+
+/// One instrumented process: who it is, its figures per GPU, and its recent events.
+fn allocator(a: &AllocatorSnapshot) -> Json {
+    let id = &a.identity;
+    let devices: Vec<Json> = a
+        .devices
+        .iter()
+        .zip(&a.gpu_indices)
+        .map(|(d, gpu)| {
+            let mut value = object(&fields::allocator_device(d));
+            value["gpu_index"] = json!(gpu);
+            value
+        })
+        .collect();
+    json!({
+        "file": id.file, "pid": a.host_pid, "pid_in_namespace": id.pid,
+        "kind": id.kind, "framework": id.framework, "rank": id.rank,
+        "local_rank": id.local_rank, "world_size": id.world_size, "job_id": id.job_id,
+        "command": id.command, "allocator_config": id.allocator_config,
+        "exact_peaks": id.exact_peaks, "sample_period_us": id.sample_period_us,
+        "writer": a.liveness.label(), "step": a.step, "phase": a.label,
+        "devices": devices,
+        "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
+        "lost_samples": a.lost_samples, "lost_events": a.lost_events,
+    })
+}
+
+fn event(e: &AllocatorEvent) -> Json {
+    let figures: Vec<fields::Field> = e
+        .kind
+        .figures()
+        .into_iter()
+        .map(|(name, r)| (name, r.map(fields::Value::Int)))
+        .collect();
+    json!({
+        "at_ms": e.at_ms, "kind": e.kind.name(), "slot": e.slot, "step": e.step,
+        "label": e.label, "figures": object(&figures),
     })
 }
 

@@ -7,6 +7,7 @@ pub mod json;
 pub mod table;
 
 use crate::cli::Cli;
+use crate::job::Job;
 use crate::model::NvmlProblem;
 use crate::sources::oneshot::OneShot;
 use std::io::Write;
@@ -18,6 +19,18 @@ pub const EXIT_NO_NVML: u8 = 3;
 
 /// Runs `--once`, `--json`, `--csv` or `--loop` and returns the exit status.
 pub fn run(cli: &Cli) -> ExitCode {
+    run_until(cli, None)
+}
+
+/// The same output under `vramscope run`: repeated every `--loop` period (else every
+/// `--interval`) until the job ends, then once more; the exit status is the job's.
+pub fn run_with_job(cli: &Cli, job: Job) -> ExitCode {
+    run_until(cli, Some(job))
+}
+
+fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
+    let period = cli.r#loop.or(job.as_ref().map(|_| cli.interval));
+    let mut job_end: Option<crate::job::JobEnd> = None;
     let mut sampler = match OneShot::open(cli.nvml_lib.as_deref(), cli.pcie) {
         Ok(s) => s,
         Err(problem) => return fail(&problem),
@@ -29,7 +42,7 @@ pub fn run(cli: &Cli) -> ExitCode {
         let started = Instant::now();
         let snapshot = sampler.take();
         let text = if cli.json {
-            json::render(&snapshot, cli.r#loop.is_none())
+            json::render(&snapshot, period.is_none())
         } else if cli.csv {
             csv::render(&snapshot, first)
         } else {
@@ -48,12 +61,17 @@ pub fn run(cli: &Cli) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         first = false;
-        let Some(period) = cli.r#loop else {
+        if let Some(end) = &job_end {
+            return ExitCode::from(end.code);
+        }
+        let Some(period) = period else {
             return ExitCode::SUCCESS;
         };
         if let Some(rest) = period.checked_sub(started.elapsed()) {
             std::thread::sleep(rest);
         }
+        // One more snapshot after the job ends shows how it ended.
+        job_end = job.as_mut().and_then(Job::try_end);
     }
 }
 

@@ -36,7 +36,47 @@ pub fn render(snapshot: &Snapshot) -> String {
     for p in &snapshot.processes {
         out += &process_line(p);
     }
+    out += &allocator_lines(snapshot);
     out += &notes(snapshot);
+    out
+}
+
+/// What instrumented processes publish, beside NVML's figure for them:
+/// `  1234 GPU 0  allocated 10.0 GiB  reserved 14.0 GiB  outside 1.00 GiB  peak 12.0 GiB  step 41  forward`.
+fn allocator_lines(snapshot: &Snapshot) -> String {
+    let rows: Vec<&ProcessRow> = snapshot
+        .processes
+        .iter()
+        .filter(|p| p.allocator.is_some())
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\ninstrumented (allocator figures):\n");
+    for p in rows {
+        let Some(a) = &p.allocator else { continue };
+        let d = &a.device;
+        let outside = match (&p.nvml.used_memory, &d.reserved) {
+            (Ok(used), Ok(reserved)) => bytes(used.saturating_sub(*reserved)),
+            _ => NA.into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:>8} GPU {}  allocated {}  reserved {}  outside {}  peak {}  step {}  {}{}",
+            p.nvml.pid,
+            p.gpu_index,
+            or_na(&d.allocated, |b| bytes(*b)),
+            or_na(&d.reserved, |b| bytes(*b)),
+            outside,
+            or_na(&d.true_peak, |b| bytes(*b)),
+            a.step.map_or("-".into(), |s| s.to_string()),
+            a.label,
+            match a.liveness {
+                crate::model::WriterLiveness::Live => String::new(),
+                other => format!(" [{}]", other.label()),
+            },
+        );
+    }
     out
 }
 

@@ -2,6 +2,7 @@
 //! that owns the state. Nothing here knows about the terminal.
 
 pub mod alarm;
+pub mod channels;
 pub mod container;
 pub mod host;
 pub mod nvml;

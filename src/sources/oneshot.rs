@@ -2,6 +2,7 @@
 //! monitor, driven from the calling thread, feeding the same `Monitor` so every output reads
 //! the same `Snapshot`.
 
+use super::channels::ChannelSampler;
 use super::host::HostSampler;
 use super::nvml::{DeviceSampler, open_gpus};
 use super::runner::SourceEvent;
@@ -16,6 +17,7 @@ pub struct OneShot {
     monitor: Monitor,
     samplers: Vec<DeviceSampler>,
     host: HostSampler,
+    channels: ChannelSampler,
 }
 
 impl OneShot {
@@ -34,6 +36,8 @@ impl OneShot {
             monitor,
             samplers: gpus.samplers,
             host: HostSampler::new(),
+            // One-shot output shows the recent events already in each channel too.
+            channels: ChannelSampler::new(true),
         })
     }
 
@@ -46,6 +50,10 @@ impl OneShot {
         let pids = self.monitor.gpu_pids();
         let host = self.host.sample(&pids);
         self.monitor.ingest(SourceEvent::Host(Box::new(host)));
+        self.channels.set_pids(&pids);
+        if let Some(batch) = self.channels.sample() {
+            self.monitor.ingest(SourceEvent::Channels(Box::new(batch)));
+        }
         self.monitor.snapshot(now_ms(), StaleAfter::NEVER)
     }
 }

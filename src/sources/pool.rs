@@ -1,6 +1,7 @@
-//! The sampling pool: every sampling job (the host, then each GPU once NVML has opened) runs
-//! from as few threads as possible, and one tick's samples reach the state owner as one
-//! batch, so each tick costs one wakeup here and one there.
+//! The sampling pool: every sampling job (each GPU once NVML has opened, the host, and the
+//! instrumented programs' channels) runs from as few threads as possible, and one tick's
+//! samples reach the state owner as one batch, so each tick costs one wakeup here and one
+//! there.
 //!
 //! Wakeups, not NVML calls, were most of an idle monitor's CPU: a thread per GPU plus one for
 //! the host cost ten a tick, and the screen redrew when the first sample came and again when
@@ -14,6 +15,7 @@
 //! shrinks back to one.
 
 use super::alarm::Alarm;
+use super::channels::ChannelSampler;
 use super::host::HostSampler;
 use super::nvml::DeviceSampler;
 use super::runner::SourceEvent;
@@ -43,6 +45,9 @@ pub struct Pool<E> {
 
 struct Shared {
     host: Mutex<HostJob>,
+    /// Instrumented programs' channels, polled every tick: reading a channel is a few
+    /// `pread`s, and every record between two polls is in the file's rings anyway.
+    channels: Mutex<ChannelSampler>,
     /// Empty until NVML has opened; then one entry per GPU, each with its own lock.
     gpus: Mutex<Vec<Arc<Mutex<DeviceSampler>>>>,
     /// The live workers, for the watchdog and for a worker deciding whether to leave.
@@ -155,6 +160,7 @@ where
                 watched: Vec::new(),
                 last_run: None,
             }),
+            channels: Mutex::new(ChannelSampler::new(false)),
             gpus: Mutex::new(Vec::new()),
             workers: Mutex::new(Vec::new()),
             interval_ms,
@@ -244,9 +250,13 @@ fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
             batch.push(SourceEvent::Device(Box::new(sample)));
         }
     }
+    let mut new_pids = None;
     if let Ok(mut host) = shared.host.try_lock() {
         let now = Instant::now();
         let pids_changed = host.follow_pids();
+        if pids_changed {
+            new_pids = Some(host.watched.clone());
+        }
         if pids_changed || host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
             host.last_run = Some(now);
             let HostJob {
@@ -254,6 +264,14 @@ fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
             } = &mut *host;
             let sample = me.timed(shared, || sampler.sample(watched));
             batch.push(SourceEvent::Host(Box::new(sample)));
+        }
+    }
+    if let Ok(mut channels) = shared.channels.try_lock() {
+        if let Some(pids) = new_pids {
+            channels.set_pids(&pids);
+        }
+        if let Some(found) = me.timed(shared, || channels.sample()) {
+            batch.push(SourceEvent::Channels(Box::new(found)));
         }
     }
     batch
@@ -285,7 +303,8 @@ where
             return;
         }
         let now = shared.clock_ms();
-        let jobs = lock(&shared.gpus).len() + 1;
+        // The GPUs, the host and the channels.
+        let jobs = lock(&shared.gpus).len() + 2;
         let workers = lock(&shared.workers);
         let all_stuck = workers.iter().all(|w| w.stuck(now));
         // Every spare skips the jobs held by stuck workers, so there can be no more stuck

@@ -3,7 +3,7 @@
 use super::nvml::open_gpus;
 use super::pool::Pool;
 use super::schedule::Schedule;
-use crate::model::{DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
+use crate::model::{ChannelBatch, DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +23,8 @@ pub enum SourceEvent {
     NvmlUnavailable(NvmlProblem),
     Device(Box<DeviceSample>),
     Host(Box<HostSample>),
+    /// What instrumented programs published since the previous pass.
+    Channels(Box<ChannelBatch>),
     /// One tick's samples, sent together so they cost the receiver one wakeup and one frame.
     Batch(Vec<SourceEvent>),
 }

@@ -2,8 +2,10 @@
 //! thread; samplers feed it through `ingest`, and views, one-shot output and (later) the
 //! recorder and exporter read it.
 
+pub mod allocators;
 mod monitor;
 mod series_set;
 
+pub use allocators::{Allocators, ChannelState, SlotSeries};
 pub use monitor::{Monitor, StaleAfter};
 pub use series_set::{DeviceSeries, ProcessKey, ProcessSeries};

@@ -1,7 +1,9 @@
 //! Ingests samples, keeps history, and answers what the view and outputs need.
 
+use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
+use crate::model::snapshot::instrumented_reserved;
 use crate::model::{
     DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostSample, NvmlProblem, Snapshot,
 };
@@ -39,6 +41,7 @@ pub struct Monitor {
     device_series: HashMap<String, DeviceSeries>,
     process_series: Retained<ProcessKey, ProcessSeries>,
     host_used: Series,
+    allocators: Allocators,
     started_ms: u64,
 }
 
@@ -63,6 +66,7 @@ impl Monitor {
             SourceEvent::NvmlUnavailable(problem) => self.problem = Some(problem),
             SourceEvent::Device(sample) => self.ingest_device(*sample),
             SourceEvent::Host(sample) => self.ingest_host(*sample),
+            SourceEvent::Channels(batch) => self.allocators.ingest(*batch),
             SourceEvent::Batch(events) => {
                 for event in events {
                     self.ingest(event);
@@ -142,6 +146,7 @@ impl Monitor {
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
     pub fn snapshot(&self, now_ms: u64, stale: StaleAfter) -> Snapshot {
+        let allocators = self.allocators.snapshot(&self.devices);
         let devices: Vec<DeviceSnapshot> = self
             .devices
             .iter()
@@ -152,6 +157,7 @@ impl Monitor {
                     info: info.clone(),
                     sample,
                     stale: now_ms.saturating_sub(last) > stale.threshold_ms,
+                    instrumented_reserved: instrumented_reserved(&allocators, info.index),
                 }
             })
             .collect();
@@ -160,9 +166,11 @@ impl Monitor {
             taken_at_ms: now_ms,
             driver: self.driver.clone(),
             nvml_problem: self.problem.clone(),
-            processes: Snapshot::join_processes(&devices, host_processes),
+            processes: Snapshot::join_processes(&devices, host_processes, &allocators),
             devices,
             host_memory: self.host.as_ref().map(|h| h.memory.clone()),
+            rejected_channels: self.allocators.rejected().to_vec(),
+            allocators,
         }
     }
 
@@ -198,6 +206,11 @@ impl Monitor {
         self.process_series.last_seen(key)
     }
 
+    /// What instrumented programs published.
+    pub fn allocators(&self) -> &Allocators {
+        &self.allocators
+    }
+
     pub fn host_used(&self) -> &Series {
         &self.host_used
     }
@@ -212,5 +225,6 @@ impl Monitor {
             series.vram.reset_peak();
             series.host_rss.reset_peak();
         }
+        self.allocators.reset_peaks();
     }
 }

@@ -7,9 +7,11 @@ use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
+use super::ui_state::JobView;
 use super::ui_state::UiState;
 use super::view::View;
 use crate::cli::Cli;
+use crate::job::{Job, JobEnd, descends_from};
 use crate::model::{Snapshot, now_ms};
 use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
 use crate::state::{Monitor, StaleAfter};
@@ -31,6 +33,20 @@ enum Event {
     Input(TermEvent),
     InputClosed,
     Signal(SignalEvent),
+    JobEnded(JobEnd),
+}
+
+impl From<JobEnd> for Event {
+    fn from(end: JobEnd) -> Self {
+        Event::JobEnded(end)
+    }
+}
+
+/// The job `vramscope run` launched, handed to the monitor.
+pub struct RunJob {
+    pub job: Job,
+    /// Quit when it ends, with its status.
+    pub exit_with_job: bool,
 }
 
 impl From<SourceEvent> for Event {
@@ -46,7 +62,7 @@ impl From<SignalEvent> for Event {
 }
 
 /// Runs the interactive monitor until the person quits or a signal ends it.
-pub fn run(cli: &Cli, started: Instant) -> ExitCode {
+pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
     // The layout solver is the costliest part of a frame; every panel's split is cached.
     ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -68,6 +84,18 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
         },
         tx.clone(),
     );
+    let exit_with_job = job.as_ref().is_some_and(|j| j.exit_with_job);
+    let job_view = job.map(|RunJob { job, .. }| {
+        let view = JobView {
+            pid: job.pid,
+            label: job.label.clone(),
+            log: job.log.clone(),
+            end: None,
+            focused: false,
+        };
+        job.watch(tx.clone());
+        view
+    });
     spawn_input_reader(tx);
     let mut guard = match TerminalGuard::enter() {
         Ok(g) => g,
@@ -82,7 +110,9 @@ pub fn run(cli: &Cli, started: Instant) -> ExitCode {
         theme: Theme::from_env(cli.ascii),
         sampling,
         watched_pids: Vec::new(),
+        exit_with_job,
     };
+    app.ui.job = job_view;
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
     let mut last_data_draw: Option<Instant> = None;
@@ -179,6 +209,7 @@ struct App {
     theme: Theme,
     sampling: Sampling,
     watched_pids: Vec<u32>,
+    exit_with_job: bool,
 }
 
 impl App {
@@ -200,6 +231,7 @@ impl App {
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
         let rows = self.rows(&snapshot);
+        focus_job(&mut self.ui, &rows);
         follow_selection(&mut self.ui, &rows);
         let view = View {
             snapshot: &snapshot,
@@ -235,6 +267,18 @@ impl App {
             Event::Signal(SignalEvent::Resumed) => {
                 let _ = guard.resume();
                 Step::Input
+            }
+            Event::JobEnded(end) => {
+                let code = end.code;
+                if let Some(job) = &mut self.ui.job {
+                    self.ui.flash = Some(format!("job {} {}", job.pid, end.text));
+                    job.end = Some(end);
+                }
+                if self.exit_with_job {
+                    Step::Exit(Exit::Status(code))
+                } else {
+                    Step::Input
+                }
             }
         }
     }
@@ -282,6 +326,23 @@ impl App {
             self.sampling.watch_pids(pids.clone());
             self.watched_pids = pids;
         }
+    }
+}
+
+/// Puts the selection on the launched job's process (or a descendant: torchrun's ranks) the
+/// first time one shows up on a GPU, so the monitor opens on the job.
+fn focus_job(ui: &mut UiState, rows: &[TableRow]) {
+    let Some(job) = &mut ui.job else { return };
+    if job.focused {
+        return;
+    }
+    let root = job.pid;
+    if let Some(row) = rows
+        .iter()
+        .find(|r| !r.is_exited() && descends_from(r.local_pid.unwrap_or(r.key.pid), root))
+    {
+        job.focused = true;
+        ui.selected_key = Some(row.key.clone());
     }
 }
 

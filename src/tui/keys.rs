@@ -111,7 +111,7 @@ fn normal_key(
             Outcome::Interval(step_interval(ui.interval_ms, false))
         }
         KeyCode::Char('s') => {
-            ui.sort = ui.sort.next();
+            ui.sort = ui.sort.next(!snapshot.allocators.is_empty());
             ui.sort_descending = ui.sort.default_descending();
             Outcome::Redraw
         }

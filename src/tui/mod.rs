@@ -13,4 +13,4 @@ pub mod theme;
 pub mod ui_state;
 pub mod view;
 
-pub use event_loop::run;
+pub use event_loop::{RunJob, run};

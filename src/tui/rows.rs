@@ -4,7 +4,7 @@
 
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
-use crate::model::{Absent, Reading, Snapshot};
+use crate::model::{Absent, ProcessAllocator, Reading, Snapshot};
 use crate::state::{Monitor, ProcessKey};
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -31,11 +31,29 @@ pub struct TableRow {
     pub container: Option<String>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
+    /// What the process's allocator publishes for this GPU, when it is instrumented.
+    pub allocator: Option<ProcessAllocator>,
 }
 
 impl TableRow {
     pub fn is_exited(&self) -> bool {
         self.exited_at.is_some()
+    }
+
+    /// Allocated, reserved or true peak, for the allocator columns.
+    pub fn allocator_figure(&self, column: SortColumn) -> Option<u64> {
+        let device = &self.allocator.as_ref()?.device;
+        let reading = match column {
+            SortColumn::Allocated => &device.allocated,
+            SortColumn::Reserved => &device.reserved,
+            SortColumn::AllocPeak => &device.true_peak,
+            _ => return None,
+        };
+        reading.as_ref().ok().copied()
+    }
+
+    pub fn allocator_step(&self) -> Option<u64> {
+        self.allocator.as_ref()?.step
     }
 
     fn matches(&self, needle_lower: &str) -> bool {
@@ -98,6 +116,7 @@ pub fn table_rows(
                 .or_else(|| series.and_then(|s| s.command.clone())),
             container: host.and_then(|h| h.container.clone()),
             exited_at: None,
+            allocator: p.allocator.clone(),
             key,
         });
     }
@@ -129,6 +148,7 @@ pub fn table_rows(
             command: series.command.clone(),
             container: None,
             exited_at: Some(seen),
+            allocator: None,
         });
     }
 
@@ -155,6 +175,10 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Sm => compare_opt(a.sm.as_ref().ok(), b.sm.as_ref().ok()),
             SortColumn::HostRss => compare_opt(a.rss.as_ref().ok(), b.rss.as_ref().ok()),
             SortColumn::Cpu => compare_opt(a.cpu.as_ref().ok(), b.cpu.as_ref().ok()),
+            SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
+                compare_opt(a.allocator_figure(column), b.allocator_figure(column))
+            }
+            SortColumn::Step => compare_opt(a.allocator_step(), b.allocator_step()),
             SortColumn::Command => compare_opt(a.command.as_deref(), b.command.as_deref()),
         };
         // `None` means one side lacks a value: that order is final, whatever the direction.
@@ -188,6 +212,10 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
         SortColumn::Sm => r.sm.is_ok(),
         SortColumn::HostRss => r.rss.is_ok(),
         SortColumn::Cpu => r.cpu.is_ok(),
+        SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
+            r.allocator_figure(column).is_some()
+        }
+        SortColumn::Step => r.allocator_step().is_some(),
         SortColumn::Command => r.command.is_some(),
     };
     // true (has a value) before false.

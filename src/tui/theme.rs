@@ -40,6 +40,12 @@ pub struct Glyphs {
     pub hidden_pid: &'static str,
     pub degree_c: &'static str,
     pub border: border::Set<'static>,
+    /// The allocator breakdown bar's three parts (allocated, allocator cache, outside the
+    /// allocator): distinct shapes, so the parts read apart without colour.
+    pub breakdown: [&'static str; 3],
+    /// On the allocator chart's event line: a step's end, an OOM.
+    pub step_tick: &'static str,
+    pub oom: &'static str,
 }
 
 impl Glyphs {
@@ -57,6 +63,9 @@ impl Glyphs {
             hidden_pid: "*",
             degree_c: "°C",
             border: border::PLAIN,
+            breakdown: ["█", "▓", "░"],
+            step_tick: "╵",
+            oom: "✖",
         }
     }
 
@@ -74,6 +83,9 @@ impl Glyphs {
             hidden_pid: "*",
             degree_c: "C",
             border: ASCII_BORDER,
+            breakdown: ["#", "=", "."],
+            step_tick: "|",
+            oom: "X",
         }
     }
 

@@ -17,11 +17,16 @@ pub enum SortColumn {
     Sm,
     HostRss,
     Cpu,
+    /// Allocator figures, shown only while some process is instrumented.
+    Allocated,
+    Reserved,
+    AllocPeak,
+    Step,
     Command,
 }
 
 impl SortColumn {
-    pub const ALL: [SortColumn; 9] = [
+    pub const ALL: [SortColumn; 13] = [
         SortColumn::Pid,
         SortColumn::User,
         SortColumn::Gpu,
@@ -30,12 +35,27 @@ impl SortColumn {
         SortColumn::Sm,
         SortColumn::HostRss,
         SortColumn::Cpu,
+        SortColumn::Allocated,
+        SortColumn::Reserved,
+        SortColumn::AllocPeak,
+        SortColumn::Step,
         SortColumn::Command,
     ];
 
-    pub fn next(self) -> Self {
+    /// The next column to sort by; allocator columns only when they are on screen.
+    pub fn next(self, allocator_columns: bool) -> Self {
         let at = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
-        Self::ALL[(at + 1) % Self::ALL.len()]
+        (1..=Self::ALL.len())
+            .map(|step| Self::ALL[(at + step) % Self::ALL.len()])
+            .find(|c| allocator_columns || !c.is_allocator())
+            .unwrap_or(self)
+    }
+
+    pub fn is_allocator(self) -> bool {
+        matches!(
+            self,
+            SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak | SortColumn::Step
+        )
     }
 
     pub fn label(self) -> &'static str {
@@ -48,6 +68,10 @@ impl SortColumn {
             SortColumn::Sm => "SM%",
             SortColumn::HostRss => "RSS",
             SortColumn::Cpu => "CPU%",
+            SortColumn::Allocated => "ALLOC",
+            SortColumn::Reserved => "RESV",
+            SortColumn::AllocPeak => "A.PEAK",
+            SortColumn::Step => "STEP",
             SortColumn::Command => "COMMAND",
         }
     }
@@ -120,6 +144,20 @@ pub struct UiState {
     pub interval_ms: u64,
     /// A one-off message for the status line (result of a kill, an interval change...).
     pub flash: Option<String>,
+    /// The job `vramscope run` launched, if any.
+    pub job: Option<JobView>,
+}
+
+/// The launched job as the header shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobView {
+    pub pid: u32,
+    pub label: String,
+    pub log: Option<std::path::PathBuf>,
+    pub end: Option<crate::job::JobEnd>,
+    /// The selection has been put on the job's first GPU process once; after that the
+    /// person moves it.
+    pub focused: bool,
 }
 
 impl UiState {

@@ -1,7 +1,7 @@
 //! The detail pane for the selected process: its full command, container and pid view, and
 //! VRAM and host RSS sparklines with their peaks marked and labelled.
 
-use super::{centered, fmt, spark};
+use super::{allocator_detail, centered, fmt, spark};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -13,7 +13,8 @@ use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>) {
     let theme = view.theme;
-    let popup = centered(area, area.width.saturating_sub(4).min(110), 10);
+    let extra = row.map_or(0, |r| allocator_detail::height(view, r));
+    let popup = centered(area, area.width.saturating_sub(4).min(110), 10 + extra);
     let block = Block::new()
         .borders(Borders::ALL)
         .border_set(theme.glyphs.border)
@@ -128,6 +129,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
+    lines.extend(allocator_detail::lines(
+        view,
+        row,
+        inner.width,
+        range,
+        chart_w,
+        gpu_total,
+    ));
     frame.render_widget(Paragraph::new(lines), inner);
 }
 

@@ -79,6 +79,28 @@ pub fn short_gpu_name(name: &str) -> &str {
     name.strip_prefix("GeForce ").unwrap_or(name)
 }
 
+
+/// Bytes, or `n/a`.
+pub fn or_na_bytes(value: &Reading<u64>) -> String {
+    crate::model::or_na(value, |v| crate::model::units::bytes(*v))
+}
+
+/// A count, or `n/a`.
+pub fn or_na_count(value: &Reading<u64>) -> String {
+    crate::model::or_na(value, |v| v.to_string())
+}
+
+/// How much of a GPU's used memory instrumented allocators account for (their reserved
+/// bytes): `62%`; `None` when no instrumented process uses the GPU.
+pub fn instrumented_share(device: &crate::model::DeviceSnapshot) -> Option<String> {
+    let reserved = device.instrumented_reserved?;
+    let used = device.memory_used()?;
+    if used == 0 {
+        return None;
+    }
+    Some(percent(reserved as f64 * 100.0 / used as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -146,6 +146,12 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
         }
         None => figures.push(vec![Span::styled(format!(" mem {}", fmt::NA), theme.dim)]),
     }
+    if let Some(share) = fmt::instrumented_share(device) {
+        figures.push(vec![
+            Span::styled(" alloc ", theme.label),
+            Span::styled(share, theme.value),
+        ]);
+    }
     if let Some(peak) = view
         .monitor
         .device_series(&device.info.key())

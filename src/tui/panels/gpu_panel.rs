@@ -144,12 +144,15 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
     } else {
         fmt::NA.to_string()
     };
-    let text = format!(
+    let mut text = format!(
         // Fixed widths keep the bar's end in one column across panels.
         " {:>8} / {} {pct:>4}",
         units::bytes(memory.used),
         units::bytes(memory.total)
     );
+    if let Some(share) = fmt::instrumented_share(device) {
+        text.push_str(&format!("  {share} in allocators"));
+    }
     let bar_w = width
         .saturating_sub(spark::LABEL_W)
         .saturating_sub(u16::try_from(text.len()).unwrap_or(u16::MAX));

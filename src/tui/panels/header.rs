@@ -19,6 +19,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     if view.ui.read_only {
         left.push(Span::styled(" read-only", theme.warn));
     }
+    if let Some(job) = &view.ui.job {
+        left.push(Span::styled("  job ", theme.label));
+        left.push(Span::styled(job.pid.to_string(), theme.value));
+        left.push(match &job.end {
+            None => Span::styled(" running", theme.ok),
+            Some(end) if end.code == 0 => Span::styled(format!(" {}", end.text), theme.dim),
+            Some(end) => Span::styled(format!(" {}", end.text), theme.crit),
+        });
+    }
     match &view.snapshot.driver {
         Some(driver) => {
             left.push(Span::styled("  driver ", theme.label));

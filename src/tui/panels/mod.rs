@@ -2,6 +2,7 @@
 //! where it needs one, the item it draws): it reads, draws into its `Rect`, and changes nothing.
 //! `tui::layout` decides where each goes.
 
+pub mod allocator_detail;
 pub mod detail;
 pub mod fmt;
 pub mod gpu_compact;

@@ -44,6 +44,15 @@ const COLUMNS: [Col; 8] = [
     col(SortColumn::Cpu, 5, Some(0)),
 ];
 
+/// Shown while some process is instrumented; given up only after the host columns, since
+/// they matter most to the person who instrumented a program.
+const ALLOCATOR_COLUMNS: [Col; 4] = [
+    col(SortColumn::Allocated, 8, Some(7)),
+    col(SortColumn::Reserved, 8, Some(8)),
+    col(SortColumn::AllocPeak, 8, Some(6)),
+    col(SortColumn::Step, 6, Some(9)),
+];
+
 /// COMMAND keeps at least this many cells before any other column is given up.
 const MIN_COMMAND: u16 = 20;
 
@@ -52,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         return;
     }
     let theme = view.theme;
-    let columns = fit_columns(area.width);
+    let columns = fit_columns(area.width, !view.snapshot.allocators.is_empty());
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
     let fixed: u16 = kinds.iter().map(|(_, w)| w + 1).sum();
     kinds.push((SortColumn::Command, area.width.saturating_sub(fixed)));
@@ -136,8 +145,12 @@ fn put_row(
     }
 }
 /// Drops the least important columns until COMMAND has room.
-fn fit_columns(width: u16) -> Vec<&'static Col> {
+fn fit_columns(width: u16, allocator_columns: bool) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().collect();
+    if allocator_columns {
+        // After CPU%, before COMMAND.
+        kept.extend(ALLOCATOR_COLUMNS.iter());
+    }
     let need =
         |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
     while need(&kept) > width {
@@ -223,8 +236,23 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Line<'static> {
         SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
         SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| units::bytes(*v)),
         SortColumn::Cpu => figure(theme, row, row.cpu.as_ref().ok(), |v| format!("{v:.1}")),
+        SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
+            allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
+        }
+        SortColumn::Step => allocator_cell(theme, row, row.allocator_step().map(|s| s.to_string())),
         SortColumn::Command => command_cell(view, row),
     }
+}
+
+/// An allocator figure: blank for a process that publishes none (most rows, which would
+/// otherwise be a wall of `n/a`), `n/a` for an instrumented one that cannot read it.
+fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Line<'static> {
+    let line = match (&row.allocator, text) {
+        (None, _) => Line::from(""),
+        (Some(_), Some(text)) => Line::from(text),
+        (Some(_), None) => Line::styled(fmt::NA, theme.dim),
+    };
+    line.right_aligned()
 }
 
 /// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row.

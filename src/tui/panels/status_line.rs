@@ -83,6 +83,15 @@ fn problems_line(view: &View) -> Line<'static> {
     if let Some(problem) = &view.snapshot.nvml_problem {
         push(format!("NVML: {}", problem.cause()), theme.status_error);
     }
+    // A refused channel file: the first reason in full, then how many more.
+    if let Some(first) = view.snapshot.rejected_channels.first() {
+        let more = view.snapshot.rejected_channels.len() - 1;
+        let text = match more {
+            0 => format!("channel refused: {first}"),
+            n => format!("channel refused: {first} (+{n} more)"),
+        };
+        push(text, theme.warn);
+    }
     let mut items: Vec<Item> = Vec::new();
     for device in &view.snapshot.devices {
         let index = device.info.index;

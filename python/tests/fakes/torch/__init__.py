@@ -1,0 +1,28 @@
+"""A stand-in for torch with the entry points vramscope uses and the same lazy CUDA
+initialisation, driven by tests through `torch._C._fake_*`. Importing it records the import
+in $FAKE_TORCH_LOG so tests can tell what ran."""
+
+import os
+
+__version__ = "2.5.1+fake"
+
+from . import _C  # noqa: E402
+from . import cuda  # noqa: E402
+from . import optim  # noqa: E402
+from . import nn  # noqa: E402
+from . import autograd  # noqa: E402
+
+_grad_enabled = False
+
+
+class Tensor:
+    requires_grad = False
+
+
+def is_grad_enabled():
+    return _grad_enabled
+
+
+if os.environ.get("FAKE_TORCH_LOG"):
+    with open(os.environ["FAKE_TORCH_LOG"], "a") as _f:
+        _f.write("imported %d\n" % os.getpid())

@@ -1,0 +1,1 @@
+from . import graph  # noqa: F401

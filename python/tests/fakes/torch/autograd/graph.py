@@ -1,0 +1,5 @@
+registered = []
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    registered.append((tuple(tensors), fn, mode))

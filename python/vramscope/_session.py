@@ -1,0 +1,230 @@
+"""What one writer publishes, independent of the framework it reads: device slots with
+their peaks, samples, steps, phases, labels and events.
+
+Adapters turn framework statistics into `Figures`; the session turns those into the
+channel's records. Callers hold the runtime lock around every call.
+"""
+
+import time
+
+from . import _layout as L
+from ._peaks import PeakTracker
+from ._records import Figures  # noqa: F401  (re-exported for adapters)
+
+_A = L.ABSENT
+
+
+def _u(v):
+    return _A if v is None else v
+
+
+class SlotState:
+    """The writer's memory of one device slot between readings."""
+
+    def __init__(self, slot, exact):
+        self.slot = slot
+        self.allocated = PeakTracker(exact)
+        self.reserved = PeakTracker(exact)
+        self.row = None
+        self.last_retries = None
+        self.step_allocated = None
+        self.step_reserved = None
+        self.last_step_peak = None
+
+
+class _Phase:
+    __slots__ = ("label", "path", "peaks")
+
+    def __init__(self, label):
+        self.label = label
+        self.path = label
+        self.peaks = {}
+
+
+def _max(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a if a >= b else b
+
+
+class Session:
+    def __init__(self, channel, exact=False, clock=time.monotonic_ns):
+        self.channel = channel
+        self.exact = exact
+        self.clock = clock
+        self.step = None
+        self._step_started = clock()
+        self._slots = {}
+        self._phases = []
+        self._phase_id = 0
+        self._module_label = ""
+        self._status_label = ""
+
+    # -- devices and samples ----------------------------------------------------------------
+
+    def slot(self, key):
+        return self._slots.get(key)
+
+    def add_slot(self, key, info):
+        """Registers a device under `key`; None when the channel has no free slot."""
+        index = self.channel.add_device(info)
+        if index is None:
+            return None
+        state = SlotState(index, self.exact)
+        self._slots[key] = state
+        return state
+
+    def publish(self, state, fig, hook=False):
+        """Publishes a reading: device slot, one sample, and the events it implies."""
+        t = self.clock()
+        peak, flags, previous_high, reset = state.allocated.update(fig.allocated, fig.allocated_peak)
+        reserved_peak = state.reserved.update(fig.reserved, fig.reserved_peak)[0]
+        if peak is not None and (state.step_allocated is None or peak > state.step_allocated):
+            state.step_allocated = peak
+        if reserved_peak is not None and (state.step_reserved is None or reserved_peak > state.step_reserved):
+            state.step_reserved = reserved_peak
+        for phase in self._phases:
+            phase.peaks[state.slot] = _max(phase.peaks.get(state.slot), peak)
+        # Written out rather than looped: this runs at every sample.
+        allocated = _A if fig.allocated is None else fig.allocated
+        reserved = _A if fig.reserved is None else fig.reserved
+        active = _A if fig.active is None else fig.active
+        peak_word = _A if peak is None else peak
+        state.row = row = [
+            t,
+            allocated,
+            _A if fig.allocated_peak is None else fig.allocated_peak,
+            reserved,
+            _A if fig.reserved_peak is None else fig.reserved_peak,
+            active,
+            _A if fig.inactive_split is None else fig.inactive_split,
+            _A if fig.requested is None else fig.requested,
+            _A if fig.retries is None else fig.retries,
+            _A if fig.ooms is None else fig.ooms,
+            _A if fig.device_allocs is None else fig.device_allocs,
+            _A if fig.device_frees is None else fig.device_frees,
+            _A if fig.device_free is None else fig.device_free,
+            _A if fig.limit is None else fig.limit,
+            peak_word,
+            _A if state.last_step_peak is None else state.last_step_peak,
+        ]
+        ch = self.channel
+        ch.publish_device(state.slot, row)
+        if hook:
+            flags |= L.SAMPLE_HOOK
+        step = _A if self.step is None else self.step
+        ch.append_sample(t, state.slot, allocated, reserved, peak_word, active, step, flags, self._phase_id)
+        if flags & L.SAMPLE_NEW_HIGH_WATER:
+            self._event(t, L.EV_NEW_HIGH_WATER, state.slot, (peak, previous_high))
+        if reset is not None:
+            self._event(t, L.EV_FOREIGN_PEAK_RESET, state.slot, reset)
+        retries = fig.retries
+        if retries is not None:
+            if retries > (state.last_retries or 0):
+                self._event(t, L.EV_ALLOC_RETRY, state.slot, (retries,))
+            state.last_retries = retries
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def end_step(self):
+        """Closes the current step (0 until the first boundary): STEP_END per device."""
+        t = self.clock()
+        ended = 0 if self.step is None else self.step
+        duration = max(0, t - self._step_started)
+        if not self._slots:
+            self._event(t, L.EV_STEP_END, L.NO_SLOT, (None, None, duration), step=ended)
+        for state in self._slots.values():
+            state.last_step_peak = state.step_allocated
+            if state.row is not None:
+                state.row[15] = _u(state.last_step_peak)
+                self.channel.publish_device(state.slot, state.row)
+            self._event(
+                t,
+                L.EV_STEP_END,
+                state.slot,
+                (state.step_allocated, state.step_reserved, duration),
+                step=ended,
+            )
+            state.step_allocated = state.step_reserved = None
+        self.step = ended + 1
+        self._step_started = t
+        self._write_status(t)
+
+    # -- phases and labels ------------------------------------------------------------------
+
+    def begin_phase(self, label):
+        phase = _Phase(label)
+        if self._phases:
+            phase.path = self._phases[-1].path + "/" + label
+        self._phases.append(phase)
+        self._relabel()
+        self._event(self.clock(), L.EV_PHASE_BEGIN, L.NO_SLOT, (), phase.path)
+        return phase
+
+    def end_phase(self, phase):
+        """Ends `phase` (not necessarily the innermost: phases may end out of order)."""
+        if phase not in self._phases:
+            return
+        t = self.clock()
+        if not phase.peaks:
+            self._event(t, L.EV_PHASE_END, L.NO_SLOT, (None,), phase.path)
+        for slot, peak in sorted(phase.peaks.items()):
+            self._event(t, L.EV_PHASE_END, slot, (peak,), phase.path)
+        self._phases.remove(phase)
+        self._relabel()
+
+    def set_module_label(self, label):
+        if label != self._module_label:
+            self._module_label = label
+            self._relabel()
+
+    @property
+    def label(self):
+        return self._status_label
+
+    def _relabel(self):
+        marks = self._phases[-1].path if self._phases else ""
+        self._phase_id = self.channel.intern(marks) if marks else 0
+        parts = [p for p in (marks, self._module_label) if p]
+        label = "/".join(parts)
+        if label != self._status_label:
+            self._status_label = label
+            self._write_status(self.clock())
+
+    def _write_status(self, t):
+        self.channel.set_status(self.step, self._status_label, t)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def oom(self, state, requested, device_free, device_total, fig):
+        """An allocation failed inside the framework's allocator."""
+        self._event(
+            self.clock(),
+            L.EV_OOM,
+            state.slot,
+            (requested, device_free, device_total, fig.allocated, fig.reserved, fig.retries),
+            self._status_label,
+        )
+        self.publish(state, fig, hook=True)
+
+    def oom_error(self, message, requested=None):
+        self._event(self.clock(), L.EV_OOM_ERROR, L.NO_SLOT, (requested,), message)
+
+    def note(self, text):
+        self._event(self.clock(), L.EV_MARK, L.NO_SLOT, (), text)
+
+    def event(self, kind, slot=L.NO_SLOT, args=(), text=""):
+        self._event(self.clock(), kind, slot, args, text)
+
+    def _event(self, t, kind, slot, args, text="", step=-1):
+        if step == -1:
+            step = self.step
+        self.channel.append_event(t, kind, slot, self._phase_id, step, args, text)
+
+    def heartbeat(self):
+        self.channel.heartbeat(self.clock())
+
+    def finish(self, error_text=None):
+        self.channel.finish(error_text, self.clock())

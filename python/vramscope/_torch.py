@@ -1,0 +1,138 @@
+"""PyTorch adapter: turns the CUDA caching allocator's statistics into device slots, samples
+and events.
+
+It reads through a *source*, so its logic runs in tests without torch or a GPU. A source
+has these methods (`_torch_source.TorchCudaSource` is the real one):
+
+    device_count() -> int
+    is_active(i) -> bool            # device i has a primary context: worth reading
+    identity(i) -> DeviceInfo       # ordinal, UUID bytes, PCI bus id, total bytes
+    stats(i) -> dict                # nested, as torch._C._cuda_memoryStats(i); {} if unknown
+    mem_get_info(i) -> (free, total)
+    reset_peak(i)                   # torch._C._cuda_resetPeakMemoryStats(i)
+    limit(i) -> int or None         # bytes the process may use, when capped
+"""
+
+import time
+
+from . import _layout as L
+from ._polled import PolledAdapter
+from ._records import Figures
+from ._torch_virtual import PeakVirtualiser
+
+
+def _stat(stats, name, field="current"):
+    try:
+        return int(stats[name]["all"][field])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _count(stats, name):
+    try:
+        return int(stats[name])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def figures_from_stats(stats):
+    return Figures(
+        allocated=_stat(stats, "allocated_bytes"),
+        allocated_peak=_stat(stats, "allocated_bytes", "peak"),
+        reserved=_stat(stats, "reserved_bytes"),
+        reserved_peak=_stat(stats, "reserved_bytes", "peak"),
+        active=_stat(stats, "active_bytes"),
+        inactive_split=_stat(stats, "inactive_split_bytes"),
+        requested=_stat(stats, "requested_bytes"),
+        retries=_count(stats, "num_alloc_retries"),
+        ooms=_count(stats, "num_ooms"),
+        device_allocs=_count(stats, "num_device_alloc"),
+        device_frees=_count(stats, "num_device_free"),
+    )
+
+
+class TorchAdapter(PolledAdapter):
+    kind = L.KIND_PYTORCH
+
+    def __init__(self, source, config, framework="torch", allocator_config="", hooks=None, clock=time.monotonic):
+        PolledAdapter.__init__(self, config, clock)
+        self.source = source
+        self.framework = framework
+        self.allocator_config = allocator_config
+        self.exact = config.exact_peaks
+        self.virtualiser = PeakVirtualiser() if self.exact else None
+        self.hooks = hooks
+        self.flags = 0
+        if self.exact:
+            self.flags |= L.FLAG_PEAK_RESET
+        if config.modules and hooks is not None:
+            self.flags |= L.FLAG_MODULE_ATTRIBUTION
+
+    def attach(self, runtime):
+        if self.hooks is not None:
+            self.hooks.install(runtime, self)
+
+    def detach(self):
+        if self.hooks is not None:
+            self.hooks.remove()
+
+    def tick(self, session, hook):
+        source = self.source
+        for i in range(source.device_count()):
+            if source.is_active(i):
+                self.sample(session, i, hook)
+
+    def _state(self, session, device):
+        return self.slot_state(session, ("torch", device), lambda: self.source.identity(device))
+
+    def _read(self, device):
+        stats = self.source.stats(device)
+        if not stats:
+            return None, None
+        fig = figures_from_stats(stats)
+        fig.limit = self.source.limit(device)
+        return stats, fig
+
+    def sample(self, session, device, hook):
+        state = self._state(session, device)
+        if state is None:
+            return
+        stats, fig = self._read(device)
+        if fig is None:
+            return
+        fig.device_free = self.device_free(device, lambda: self.source.mem_get_info(device)[0])
+        session.publish(state, fig, hook)
+        self._after_read(device, stats)
+
+    def _after_read(self, device, stats):
+        if self.exact:
+            # Fold before resetting so the program's own peak calls still see the old peak.
+            self.virtualiser.fold(device, stats)
+            self.source.reset_peak(device)
+
+    def on_oom(self, session, device, requested, device_total, device_free):
+        """The allocator's OOM observer: an OOM event with the figures of that moment."""
+        state = self._state(session, device)
+        if state is None:
+            return
+        stats, fig = self._read(device)
+        if fig is None:
+            fig = Figures()
+        fig.device_free = device_free
+        session.oom(state, requested, device_free, device_total, fig)
+        if stats:
+            self._after_read(device, stats)
+
+    def reserved_now(self, device):
+        return _stat(self.source.stats(device), "reserved_bytes")
+
+    def user_reset(self, device):
+        """The program reset its peaks (exact mode): remember that without losing ours."""
+        if self.virtualiser is not None:
+            self.virtualiser.user_reset(device, self.source.stats(device))
+        self.source.reset_peak(device)
+
+    def user_view(self, device, nested):
+        if self.virtualiser is None:
+            return nested
+        return self.virtualiser.view(device, nested)

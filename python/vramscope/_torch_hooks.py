@@ -1,0 +1,168 @@
+"""What the PyTorch adapter installs in torch once CUDA is initialised: step boundaries from
+the optimizer, the allocator's OOM observer, events around `empty_cache` and snapshots, exact
+peak virtualisation and, on request, module attribution.
+
+Every hook goes through `_runtime.run`, which takes the writer's lock and swallows errors;
+a hook that outlives its writer (the OOM observer cannot be detached) does nothing.
+"""
+
+from . import _layout as L
+from . import _runtime
+from . import _torch_virtual
+
+
+class TorchHooks:
+    def __init__(self, torch, config):
+        self._torch = torch
+        self._config = config
+        self._undo = []
+        self._adapter = None
+        self._first_optimizer = None
+
+    def install(self, runtime, adapter):
+        self._adapter = adapter
+        for step in (
+            self._optimizer_hook,
+            self._oom_observer,
+            self._cache_events,
+            self._virtualise,
+            self._modules,
+        ):
+            try:
+                step()
+            except Exception as e:
+                _runtime.internal_error(e)
+
+    def remove(self):
+        undo, self._undo = self._undo, []
+        for fn in reversed(undo):
+            try:
+                fn()
+            except Exception:
+                pass
+
+    def _mine(self, rt):
+        return rt.adapter is self._adapter
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _optimizer_hook(self):
+        register = self._torch.optim.optimizer.register_optimizer_step_post_hook
+
+        def vramscope_step_hook(optimizer, args, kwargs):
+            _runtime.run(self._auto_step, optimizer)
+
+        handle = register(vramscope_step_hook)
+        self._undo.append(handle.remove)
+
+    def _auto_step(self, rt, optimizer):
+        if not self._mine(rt) or rt.explicit_steps:
+            return
+        # With several optimizers (a GAN's two, say) the first one to step marks the steps.
+        if self._first_optimizer is None:
+            self._first_optimizer = id(optimizer)
+        elif self._first_optimizer != id(optimizer):
+            return
+        _runtime.end_step(rt, explicit=False)
+
+    # -- OOM --------------------------------------------------------------------------------
+
+    def _oom_observer(self):
+        attach = getattr(self._torch._C, "_cuda_attach_out_of_memory_observer", None)
+        if attach is None:
+            return
+
+        def vramscope_oom_observer(device, alloc, device_total, device_free):
+            _runtime.run(self._on_oom, device, alloc, device_total, device_free)
+
+        try:
+            attach(vramscope_oom_observer)
+        except Exception:
+            # cudaMallocAsync, managed and pluggable allocators refuse observers.
+            pass
+
+    def _on_oom(self, rt, device, alloc, device_total, device_free):
+        if self._mine(rt):
+            self._adapter.on_oom(rt.session, int(device), alloc, device_total, device_free)
+
+    # -- empty_cache and snapshots ----------------------------------------------------------
+
+    def _cache_events(self):
+        cuda = self._torch.cuda
+        memory = getattr(cuda, "memory", cuda)
+        original_empty = memory.empty_cache
+
+        def empty_cache():
+            before = _runtime.run(self._reserved)
+            original_empty()
+            after = _runtime.run(self._reserved)
+            _runtime.run(self._emit_empty_cache, before, after)
+
+        self._replace(empty_cache, original_empty, "empty_cache", (memory, cuda))
+        original_dump = getattr(memory, "_dump_snapshot", None)
+        if original_dump is not None:
+
+            def _dump_snapshot(filename="dump_snapshot.pickle"):
+                result = original_dump(filename)
+                _runtime.run(
+                    lambda rt: self._mine(rt)
+                    and rt.session.event(L.EV_SNAPSHOT_WRITTEN, L.NO_SLOT, (), str(filename))
+                )
+                return result
+
+            self._replace(_dump_snapshot, original_dump, "_dump_snapshot", (memory,))
+
+    def _reserved(self, rt):
+        if not self._mine(rt):
+            return None
+        device = self._torch.cuda.current_device()
+        return device, self._adapter.reserved_now(device)
+
+    def _emit_empty_cache(self, rt, before, after):
+        if not self._mine(rt) or before is None or after is None:
+            return
+        state = rt.session.slot(("torch", before[0]))
+        slot = state.slot if state is not None else L.NO_SLOT
+        rt.session.event(L.EV_EMPTY_CACHE, slot, (before[1], after[1]))
+
+    def _replace(self, fn, original, name, modules):
+        fn.__doc__ = getattr(original, "__doc__", None)
+        fn.__wrapped__ = original
+        for module in modules:
+            if getattr(module, name, None) is original:
+                setattr(module, name, fn)
+                self._undo.append(lambda m=module: getattr(m, name, None) is fn and setattr(m, name, original))
+
+    # -- exact peaks ------------------------------------------------------------------------
+
+    def _virtualise(self):
+        if not self._config.exact_peaks:
+            return
+        cuda = self._torch.cuda
+        memory = getattr(cuda, "memory", cuda)
+        device_index = memory._get_device_index
+        source = self._adapter.source
+
+        def view(index, nested):
+            out = _runtime.run(lambda rt: self._adapter.user_view(index, nested) if self._mine(rt) else nested)
+            return nested if out is None else out
+
+        def reset(index):
+            done = _runtime.run(lambda rt: self._mine(rt) and (self._adapter.user_reset(index) or True))
+            if not done:
+                source.reset_peak(index)
+
+        self._undo.append(_torch_virtual.install(memory, cuda, device_index, view, reset))
+
+    # -- module attribution -----------------------------------------------------------------
+
+    def _modules(self):
+        if not self._config.modules:
+            return
+        from ._torch_modules import ModuleTracker
+
+        tracker = ModuleTracker(self._torch, self._set_module_label)
+        self._undo.append(tracker.install())
+
+    def _set_module_label(self, label):
+        _runtime.run(lambda rt: self._mine(rt) and rt.session.set_module_label(label))

@@ -1,0 +1,278 @@
+//! Finding channels: the directories to watch, the `*.vsc` files in them, channels inside
+//! containers and their host pids, and removal of files whose writers are long gone (§6).
+//! Directories are checked without following symlinks; files are checked again, and fully,
+//! by `Channel::open`.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::dir::{env_dir, runtime_dir, shm_dir, untrusted_dir};
+use super::layout::{EXTENSION, TEMP_EXTENSION};
+use super::model::Liveness;
+use super::reader::{Channel, Policy};
+use super::sys::{self, LockProbe};
+
+/// Entries looked at per directory at most, so a directory full of junk costs little.
+const MAX_ENTRIES: usize = 4096;
+
+/// A channel file found in a directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelFile {
+    pub path: PathBuf,
+    /// Pid and start time from the name, when it has the spec's form.
+    pub name: Option<(u32, u64)>,
+}
+
+/// `<pid>-<starttime>.vsc` as `(pid, starttime)`.
+pub fn parse_name(name: &str) -> Option<(u32, u64)> {
+    let stem = name.strip_suffix(EXTENSION)?.strip_suffix('.')?;
+    let (pid, start) = stem.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(pid) || !digits(start) {
+        return None;
+    }
+    Some((pid.parse().ok()?, start.parse().ok()?))
+}
+
+/// The directories where channels readable by `euid` may be: `$VRAMSCOPE_DIR`,
+/// `/dev/shm/vramscope-<euid>` and `$XDG_RUNTIME_DIR/vramscope`, and for root every
+/// `/dev/shm/vramscope-*`. Only those that exist as directories (not symlinks) are returned.
+pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut add = |p: PathBuf| {
+        let is_dir = fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
+        if is_dir && !dirs.contains(&p) {
+            dirs.push(p);
+        }
+    };
+    if let Some(d) = env_dir() {
+        add(d);
+    }
+    add(shm_dir(euid));
+    if let Some(d) = runtime_dir() {
+        add(d);
+    }
+    if euid == 0 {
+        let mut others: Vec<PathBuf> = fs::read_dir("/dev/shm")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(MAX_ENTRIES)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
+            .map(|e| e.path())
+            .collect();
+        others.sort();
+        others.into_iter().for_each(add);
+    }
+    dirs
+}
+
+/// Why `dir` may not be trusted to hold channels for `euid`, if it may not: a symlink, not a
+/// directory, another owner (unless we are root), or writable by group or others.
+pub fn check_dir(dir: &Path, euid: u32) -> Result<(), String> {
+    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    match untrusted_dir(&meta, euid, 0o022, true) {
+        Some(why) => Err(format!("{} {why}", dir.display())),
+        None => Ok(()),
+    }
+}
+
+/// The `*.vsc` files in `dir` (names starting with `.` are never read), after checking `dir`.
+pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
+    check_dir(dir, euid)?;
+    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut out: Vec<ChannelFile> = entries
+        .flatten()
+        .take(MAX_ENTRIES)
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let ext = Path::new(&name).extension()?;
+            (!name.starts_with('.') && ext == EXTENSION).then(|| ChannelFile {
+                path: e.path(),
+                name: parse_name(&name),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Channel directories inside the container of host process `host_pid`, seen through
+/// `/proc/<pid>/root`: its `/dev/shm/vramscope-*`, and its `$VRAMSCOPE_DIR` and
+/// `$XDG_RUNTIME_DIR/vramscope` when its environment is readable to us.
+pub fn container_dirs(host_pid: u32) -> Vec<PathBuf> {
+    let root = PathBuf::from(format!("/proc/{host_pid}/root"));
+    let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("dev/shm"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(MAX_ENTRIES)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    let environ = fs::read(format!("/proc/{host_pid}/environ")).unwrap_or_default();
+    for var in environ.split(|&b| b == 0) {
+        let text = String::from_utf8_lossy(var);
+        let inside = if let Some(v) = text.strip_prefix("VRAMSCOPE_DIR=") {
+            PathBuf::from(v)
+        } else if let Some(v) = text.strip_prefix("XDG_RUNTIME_DIR=") {
+            PathBuf::from(v).join("vramscope")
+        } else {
+            continue;
+        };
+        // Only absolute paths mean something under the container's root.
+        if let Ok(rel) = inside.strip_prefix("/") {
+            let d = root.join(rel);
+            if !dirs.contains(&d) && fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
+                dirs.push(d);
+            }
+        }
+    }
+    dirs
+}
+
+/// The `NSpid:` line of `/proc/<host_pid>/status`: the process's pid in each pid namespace it
+/// belongs to, outermost first (the last is what it calls itself).
+pub fn nspids(host_pid: u32) -> Option<Vec<u64>> {
+    let status = fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
+    parse_nspid(&status)
+}
+
+/// The numbers of an `NSpid:` line in a `/proc/<pid>/status` text.
+pub fn parse_nspid(status: &str) -> Option<Vec<u64>> {
+    let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    line.split_ascii_whitespace()
+        .map(|n| n.parse().ok())
+        .collect::<Option<Vec<u64>>>()
+        .filter(|v| !v.is_empty())
+}
+
+/// The host pid, among `candidates` (e.g. NVML's pids), of the writer that calls itself
+/// `ns_pid` in the pid namespace with inode `pid_ns` (a channel's `pid` and `pid_ns`).
+pub fn host_pid(
+    pid_ns: u64,
+    ns_pid: u64,
+    candidates: impl IntoIterator<Item = u32>,
+) -> Option<u32> {
+    candidates.into_iter().find(|&c| {
+        sys::pid_ns_inode(Some(c)) == Some(pid_ns)
+            && nspids(c).and_then(|v| v.last().copied()) == Some(ns_pid)
+    })
+}
+
+/// Removes the channel files in `dir` owned by `euid` whose writer has ended and whose
+/// heartbeat is older than `ttl` (§6; the spec's default is an hour), and dot-named leftovers
+/// of creations that died half-way, as old and unlocked. Returns what it removed.
+pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration) -> Vec<PathBuf> {
+    let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
+    let mut removed = Vec::new();
+    if check_dir(dir, euid).is_err() {
+        return removed;
+    }
+    let Ok(entries) = fs::read_dir(dir) else {
+        return removed;
+    };
+    let now = sys::monotonic_ns();
+    for entry in entries.flatten().take(MAX_ENTRIES) {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let stale = if name.starts_with('.') {
+            let temp = name.ends_with(&format!(".{TEMP_EXTENSION}"));
+            temp.then(|| stale_temp(&path, euid, ttl)).flatten()
+        } else if name.ends_with(&format!(".{EXTENSION}")) {
+            stale_channel(&path, euid, now, ttl_ns)
+        } else {
+            None
+        };
+        if let Some(id) = stale {
+            // Only unlink if the name still refers to the file we judged.
+            let same = fs::symlink_metadata(&path).is_ok_and(|m| (m.dev(), m.ino()) == id);
+            if same && fs::remove_file(&path).is_ok() {
+                removed.push(path);
+            }
+        }
+    }
+    removed
+}
+
+/// `(dev, ino)` of a channel of ours that ended more than `ttl_ns` ago.
+fn stale_channel(path: &Path, euid: u32, now: u64, ttl_ns: u64) -> Option<(u64, u64)> {
+    let policy = Policy {
+        euid,
+        from_start: false,
+    };
+    let mut channel = Channel::open(path, &policy).ok()?;
+    let (uid, id) = channel.file_id();
+    if uid != euid {
+        return None;
+    }
+    let update = channel.poll().ok()?;
+    if !matches!(update.liveness, Liveness::Ended { .. }) {
+        return None;
+    }
+    let last = update
+        .heartbeat_ns
+        .unwrap_or(channel.identity().created_monotonic_ns);
+    // A heartbeat ahead of our clock is from before a reboot: as old as it gets.
+    let age = if last <= now { now - last } else { u64::MAX };
+    (age > ttl_ns).then_some(id)
+}
+
+/// `(dev, ino)` of a leftover temporary file of ours, unlocked and unmodified for `ttl`.
+fn stale_temp(path: &Path, euid: u32, ttl: Duration) -> Option<(u64, u64)> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != euid {
+        return None;
+    }
+    let old = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age > ttl);
+    use std::os::fd::AsRawFd;
+    (old && sys::probe_lock(file.as_raw_fd()) == LockProbe::Free)
+        .then_some((meta.dev(), meta.ino()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(parse_name("123-456.vsc"), Some((123, 456)));
+        assert_eq!(parse_name("123-456.tmp"), None);
+        assert_eq!(parse_name("-456.vsc"), None);
+        assert_eq!(parse_name("1-2-3.vsc"), None);
+        assert_eq!(parse_name("+1-2.vsc"), None);
+        assert_eq!(parse_name("99999999999-2.vsc"), None);
+        assert_eq!(parse_name("1-2vsc"), None);
+    }
+
+    #[test]
+    fn nspid_lines() {
+        let status = "Name:\tpython\nNSpid:\t81234\t17\t1\nNSsid:\t1\n";
+        assert_eq!(parse_nspid(status), Some(vec![81234, 17, 1]));
+        assert_eq!(parse_nspid("NSpid:\t42\n"), Some(vec![42]));
+        assert_eq!(parse_nspid("NSpid:\n"), None);
+        assert_eq!(parse_nspid("Name: x\n"), None);
+        assert_eq!(parse_nspid("NSpid: 1 x\n"), None);
+    }
+
+    #[test]
+    fn our_own_process_maps_to_itself() {
+        let me = sys::pid();
+        let ns = sys::pid_ns_inode(None).expect("own pid namespace");
+        let ns_pid = *nspids(me).expect("NSpid line").last().expect("one entry");
+        assert_eq!(host_pid(ns, ns_pid, [1, me]), Some(me));
+        assert_eq!(host_pid(ns.wrapping_add(1), ns_pid, [me]), None);
+    }
+}

@@ -1,0 +1,254 @@
+//! `vramscope run -- CMD`: the launched job. Its environment gets the Python writer injected
+//! (see `inject`), its output goes to a log file while the monitor owns the terminal, and a
+//! thread waits for it so the monitor learns when it ends without polling.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::Sender;
+use std::thread;
+
+/// Where the job's output goes.
+pub enum JobOutput {
+    /// The job shares vramscope's terminal (no monitor on screen).
+    Inherit,
+    /// Standard output and error both go to this file; standard input is closed, since the
+    /// monitor reads the keyboard.
+    File(PathBuf),
+}
+
+/// A launched job.
+pub struct Job {
+    pub pid: u32,
+    /// The command line, for the screen.
+    pub label: String,
+    pub log: Option<PathBuf>,
+    child: Child,
+}
+
+/// How the job ended, for the screen and for vramscope's own exit status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobEnd {
+    /// The exit status a shell would report: the code, or 128 + the signal.
+    pub code: u8,
+    pub text: String,
+}
+
+impl JobEnd {
+    pub fn from_status(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(code), _) => JobEnd {
+                code: u8::try_from(code).unwrap_or(1),
+                text: format!("exited with code {code}"),
+            },
+            (None, Some(signal)) => JobEnd {
+                code: u8::try_from(128 + signal).unwrap_or(1),
+                text: format!("killed by signal {signal}"),
+            },
+            (None, None) => JobEnd {
+                code: 1,
+                text: "ended".into(),
+            },
+        }
+    }
+}
+
+impl Job {
+    /// Starts `command` with `env` added to vramscope's own environment.
+    pub fn launch(
+        command: &[OsString],
+        env: &[(String, OsString)],
+        output: JobOutput,
+    ) -> io::Result<Job> {
+        let (program, args) = command
+            .split_first()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no command to run"))?;
+        let mut cmd = Command::new(program);
+        cmd.args(args);
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        let log = match output {
+            JobOutput::Inherit => None,
+            JobOutput::File(path) => {
+                let file = File::create(&path).map_err(|e| {
+                    io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
+                })?;
+                cmd.stdin(Stdio::null())
+                    .stdout(file.try_clone()?)
+                    .stderr(file);
+                Some(path)
+            }
+        };
+        let child = cmd.spawn().map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot start {}: {e}", program.to_string_lossy()),
+            )
+        })?;
+        Ok(Job {
+            pid: child.id(),
+            label: command
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+            log,
+            child,
+        })
+    }
+
+    /// Waits on a thread of its own and sends the end to `tx`.
+    pub fn watch<E: From<JobEnd> + Send + 'static>(self, tx: Sender<E>) {
+        let mut child = self.child;
+        let _ = thread::Builder::new()
+            .name("job-wait".into())
+            .spawn(move || {
+                let end = match child.wait() {
+                    Ok(status) => JobEnd::from_status(status),
+                    Err(e) => JobEnd {
+                        code: 1,
+                        text: format!("cannot wait for it: {e}"),
+                    },
+                };
+                let _ = tx.send(end.into());
+            });
+    }
+
+    /// Blocks until the job ends.
+    pub fn wait(mut self) -> JobEnd {
+        match self.child.wait() {
+            Ok(status) => JobEnd::from_status(status),
+            Err(e) => JobEnd {
+                code: 1,
+                text: format!("cannot wait for it: {e}"),
+            },
+        }
+    }
+
+    /// Whether the job has ended, without blocking.
+    pub fn try_end(&mut self) -> Option<JobEnd> {
+        self.child
+            .try_wait()
+            .ok()
+            .flatten()
+            .map(JobEnd::from_status)
+    }
+}
+
+/// Whether `pid` is `root` or one of its descendants (torchrun's ranks are the launcher's
+/// children): follows parent pids through /proc, a few dozen levels at most.
+pub fn descends_from(pid: u32, root: u32) -> bool {
+    let mut current = pid;
+    for _ in 0..64 {
+        if current == root {
+            return true;
+        }
+        match parent_of(current) {
+            Some(parent) if parent > 1 && parent != current => current = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// The parent pid from /proc/PID/stat (field 4, after the command in parentheses, which may
+/// itself hold spaces and parentheses).
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A private directory for the injected Python files of this run, removed when dropped.
+pub struct ScratchDir {
+    path: PathBuf,
+}
+
+impl ScratchDir {
+    /// `$XDG_RUNTIME_DIR/vramscope-run-<pid>`, else under the temp directory; mode 0700.
+    pub fn create() -> io::Result<ScratchDir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        let path = base.join(format!("vramscope-run-{}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(ScratchDir { path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_reports_its_exit_code_and_its_output_reaches_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("job.log");
+        let command: Vec<OsString> = ["sh", "-c", "echo \"$GREETING\"; exit 3"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let env = [("GREETING".to_string(), OsString::from("hello from the job"))];
+        let job = Job::launch(&command, &env, JobOutput::File(log.clone())).unwrap();
+        assert_eq!(job.label, "sh -c echo \"$GREETING\"; exit 3");
+        let end = job.wait();
+        assert_eq!(end.code, 3);
+        assert_eq!(end.text, "exited with code 3");
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "hello from the job\n"
+        );
+    }
+
+    #[test]
+    fn a_killed_job_reads_as_the_shell_would_say() {
+        let command: Vec<OsString> = ["sh", "-c", "kill -9 $$"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        let end = Job::launch(&command, &[], JobOutput::Inherit)
+            .unwrap()
+            .wait();
+        assert_eq!(end.code, 137);
+        assert_eq!(end.text, "killed by signal 9");
+    }
+
+    #[test]
+    fn a_missing_program_is_one_clear_error() {
+        let command = vec![OsString::from("/nonexistent/train")];
+        let err = Job::launch(&command, &[], JobOutput::Inherit)
+            .err()
+            .unwrap();
+        assert!(
+            err.to_string()
+                .starts_with("cannot start /nonexistent/train")
+        );
+    }
+
+    #[test]
+    fn children_descend_from_their_launcher() {
+        let me = std::process::id();
+        let mut child = Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(descends_from(child.id(), me));
+        assert!(descends_from(me, me));
+        assert!(!descends_from(me, child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,438 @@
+//! What instrumented programs published: each channel's latest figures, its history of
+//! allocated and reserved per device (every writer sample, not one per poll), its step ticks
+//! and its recent events. Kept after the writer ends, marked ended, because the last figures
+//! before a crash are what the user came for.
+
+use crate::history::{Retained, Series, SeriesConfig};
+use crate::model::{
+    AllocatorDevice, AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo,
+    WriterIdentity, WriterLiveness,
+};
+use std::collections::VecDeque;
+
+/// Events kept per channel for the detail pane and JSON.
+const RECENT_EVENTS: usize = 64;
+/// Step boundaries kept per channel for the chart's ticks.
+const STEP_TICKS: usize = 4096;
+/// At most this many channels are remembered; the longest-silent one goes first.
+const MAX_CHANNELS: usize = 512;
+/// How long an ended channel whose file is gone stays on screen.
+const LINGER_MS: u64 = 10 * 60 * 1000;
+
+/// The history of one device slot of one channel.
+pub struct SlotSeries {
+    pub allocated: Series,
+    pub reserved: Series,
+}
+
+impl Default for SlotSeries {
+    fn default() -> Self {
+        SlotSeries {
+            allocated: Series::new(SeriesConfig::process()),
+            reserved: Series::new(SeriesConfig::process()),
+        }
+    }
+}
+
+/// One channel's state.
+pub struct ChannelState {
+    pub identity: Option<WriterIdentity>,
+    pub host_pid: Option<u32>,
+    pub liveness: WriterLiveness,
+    pub devices: Vec<AllocatorDevice>,
+    pub step: Option<u64>,
+    pub label: String,
+    pub slots: Vec<SlotSeries>,
+    /// Highest allocated in any sample since the channel was opened, per slot.
+    true_peaks: Vec<Option<u64>>,
+    pub events: VecDeque<AllocatorEvent>,
+    /// `(at_ms, step)` of each step's end, for the chart.
+    pub step_ticks: VecDeque<(u64, u64)>,
+    pub lost_samples: u64,
+    pub lost_events: u64,
+}
+
+impl Default for ChannelState {
+    fn default() -> Self {
+        ChannelState {
+            identity: None,
+            host_pid: None,
+            liveness: WriterLiveness::Live,
+            devices: Vec::new(),
+            step: None,
+            label: String::new(),
+            slots: Vec::new(),
+            true_peaks: Vec::new(),
+            events: VecDeque::new(),
+            step_ticks: VecDeque::new(),
+            lost_samples: 0,
+            lost_events: 0,
+        }
+    }
+}
+
+impl ChannelState {
+    fn ingest(&mut self, poll: ChannelPoll) {
+        if let Some(identity) = poll.identity {
+            self.identity = Some(identity);
+        }
+        self.host_pid = poll.host_pid;
+        self.liveness = poll.liveness;
+        self.step = poll.step;
+        self.label = poll.label;
+        self.lost_samples = poll.lost_samples;
+        self.lost_events = poll.lost_events;
+        let slots = poll.devices.len();
+        if self.slots.len() < slots {
+            self.slots.resize_with(slots, SlotSeries::default);
+            self.true_peaks.resize(slots, None);
+        }
+        for point in &poll.points {
+            let slot = usize::from(point.slot);
+            let (Some(series), Some(true_peak)) =
+                (self.slots.get_mut(slot), self.true_peaks.get_mut(slot))
+            else {
+                continue;
+            };
+            // The interval peak is what a poller misses: fold it into the plotted maximum so
+            // the chart's column for this instant reaches the spike.
+            let top = match (point.peak, point.allocated) {
+                (Some(p), Some(a)) => Some(p.max(a)),
+                (p, a) => p.or(a),
+            };
+            if let Some(top) = top {
+                series.allocated.push(point.at_ms, top as f64);
+                *true_peak = Some(true_peak.map_or(top, |p| p.max(top)));
+            }
+            if let Some(reserved) = point.reserved {
+                series.reserved.push(point.at_ms, reserved as f64);
+            }
+        }
+        self.devices = poll.devices;
+        for (device, peak) in self.devices.iter_mut().zip(&self.true_peaks) {
+            // The writer's own counters can only add to what the samples showed.
+            let from_counter = device.allocated_peak.as_ref().ok().copied();
+            let best = match (*peak, from_counter) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(best) = best {
+                device.true_peak = Ok(best);
+            }
+        }
+        for event in poll.events {
+            if let (crate::model::EventKind::StepEnd { .. }, Some(step)) = (&event.kind, event.step)
+            {
+                push_capped(&mut self.step_ticks, (event.at_ms, step), STEP_TICKS);
+            }
+            push_capped(&mut self.events, event, RECENT_EVENTS);
+        }
+    }
+}
+
+fn push_capped<T>(queue: &mut VecDeque<T>, item: T, cap: usize) {
+    if queue.len() == cap {
+        queue.pop_front();
+    }
+    queue.push_back(item);
+}
+
+/// Every channel seen, keyed by its file's path.
+pub struct Allocators {
+    channels: Retained<String, ChannelState>,
+    /// The last pass's refused files, for the status line.
+    rejected: Vec<String>,
+}
+
+impl Default for Allocators {
+    fn default() -> Self {
+        Allocators {
+            channels: Retained::new(LINGER_MS, MAX_CHANNELS),
+            rejected: Vec::new(),
+        }
+    }
+}
+
+impl Allocators {
+    pub fn ingest(&mut self, batch: ChannelBatch) {
+        for poll in batch.polls {
+            let key = poll.path.clone();
+            self.channels.touch(key, batch.at_ms).ingest(poll);
+        }
+        for path in &batch.gone {
+            // A writer that exits cleanly removes its file: it ended, not crashed.
+            if let Some(state) = self.channels.get_mut(path)
+                && !state.liveness.is_ended()
+            {
+                state.liveness = WriterLiveness::Ended {
+                    crashed: false,
+                    error: false,
+                };
+            }
+        }
+        self.channels.evict(batch.at_ms);
+        self.rejected = batch.rejected;
+    }
+
+    pub fn rejected(&self) -> &[String] {
+        &self.rejected
+    }
+
+    /// The channel whose writer NVML lists as `host_pid`; a live one before an ended one
+    /// (a pid can be reused after an instrumented process ended).
+    pub fn for_pid(&self, host_pid: u32) -> Option<&ChannelState> {
+        let mut found: Option<&ChannelState> = None;
+        for (_, state) in self.channels.iter() {
+            if state.host_pid != Some(host_pid) || state.identity.is_none() {
+                continue;
+            }
+            if found.is_none_or(|f| f.liveness.is_ended() && !state.liveness.is_ended()) {
+                found = Some(state);
+            }
+        }
+        found
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.channels.is_empty()
+    }
+
+    /// Every channel, joined to NVML's devices by UUID, else PCI bus id.
+    pub fn snapshot(&self, devices: &[DeviceInfo]) -> Vec<AllocatorSnapshot> {
+        self.channels
+            .iter()
+            .filter_map(|(_, state)| {
+                let identity = state.identity.clone()?;
+                Some(AllocatorSnapshot {
+                    identity,
+                    host_pid: state.host_pid,
+                    liveness: state.liveness,
+                    step: state.step,
+                    label: state.label.clone(),
+                    gpu_indices: state
+                        .devices
+                        .iter()
+                        .map(|d| gpu_index_of(d, devices))
+                        .collect(),
+                    devices: state.devices.clone(),
+                    recent_events: state.events.iter().cloned().collect(),
+                    lost_samples: state.lost_samples,
+                    lost_events: state.lost_events,
+                })
+            })
+            .collect()
+    }
+
+    /// Forget true peaks (the `r` key), as for NVML's peaks.
+    pub fn reset_peaks(&mut self) {
+        for (_, state) in self.channels.iter_mut() {
+            for peak in &mut state.true_peaks {
+                *peak = None;
+            }
+            for slot in &mut state.slots {
+                slot.allocated.reset_peak();
+                slot.reserved.reset_peak();
+            }
+        }
+    }
+}
+
+/// The NVML index of the device an allocator slot describes. `CUDA_VISIBLE_DEVICES`
+/// renumbers the framework's ordinals, so only UUID and PCI bus id can join.
+pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
+    if let Some(uuid) = &device.uuid
+        && let Some(d) = devices
+            .iter()
+            .find(|d| d.uuid.as_ref().is_ok_and(|u| u.eq_ignore_ascii_case(uuid)))
+    {
+        return Some(d.index);
+    }
+    let wanted = device.pci_bus_id.as_deref().and_then(parse_pci)?;
+    devices
+        .iter()
+        .find(|d| {
+            d.pci_bus_id
+                .as_deref()
+                .ok()
+                .and_then(parse_pci)
+                .is_some_and(|p| p == wanted)
+        })
+        .map(|d| d.index)
+}
+
+/// `(domain, bus, device, function)` from `0000:18:00.0` or NVML's `00000000:18:00.0`.
+fn parse_pci(text: &str) -> Option<(u32, u32, u32, u32)> {
+    let text = text.trim_end_matches('\0').trim();
+    let (domain, rest) = text.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u32::from_str_radix(bus, 16).ok()?,
+        u32::from_str_radix(device, 16).ok()?,
+        u32::from_str_radix(function, 16).ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Absent, AllocatorPoint, EventKind};
+
+    fn device(uuid: Option<&str>, pci: Option<&str>) -> AllocatorDevice {
+        AllocatorDevice {
+            ordinal: 0,
+            uuid: uuid.map(str::to_string),
+            pci_bus_id: pci.map(str::to_string),
+            total: Ok(80 << 30),
+            allocated: Ok(10 << 30),
+            allocated_peak: Ok(12 << 30),
+            reserved: Ok(14 << 30),
+            reserved_peak: Ok(14 << 30),
+            active: Err(Absent::NotSupported),
+            inactive_split: Err(Absent::NotSupported),
+            requested: Err(Absent::NotSupported),
+            alloc_retries: Ok(0),
+            ooms: Ok(0),
+            device_free: Err(Absent::NotSupported),
+            limit: Err(Absent::NotSupported),
+            true_peak: Err(Absent::NotAvailable),
+            step_peak: Err(Absent::NotAvailable),
+        }
+    }
+
+    fn info(index: u32, uuid: &str, pci: &str) -> DeviceInfo {
+        DeviceInfo {
+            index,
+            name: Ok("GPU".into()),
+            uuid: Ok(uuid.into()),
+            pci_bus_id: Ok(pci.into()),
+            memory_total: Ok(80 << 30),
+            power_limit_mw: Err(Absent::NotSupported),
+        }
+    }
+
+    fn poll(points: Vec<AllocatorPoint>, events: Vec<AllocatorEvent>) -> ChannelPoll {
+        ChannelPoll {
+            path: "/dev/shm/vramscope-0/7-9.vsc".into(),
+            identity: Some(WriterIdentity {
+                file: "7-9.vsc".into(),
+                pid: 7,
+                kind: "PyTorch".into(),
+                framework: "torch 2.5.1".into(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: String::new(),
+                command: "python train.py".into(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 50_000,
+            }),
+            host_pid: Some(7),
+            liveness: WriterLiveness::Live,
+            devices: vec![device(Some("GPU-b"), None)],
+            step: Some(3),
+            label: "backward".into(),
+            points,
+            events,
+            lost_samples: 0,
+            lost_events: 0,
+        }
+    }
+
+    fn point(at_ms: u64, allocated: u64, peak: u64) -> AllocatorPoint {
+        AllocatorPoint {
+            at_ms,
+            slot: 0,
+            allocated: Some(allocated),
+            reserved: Some(allocated + 100),
+            peak: Some(peak),
+            step: Some(3),
+            new_high_water: false,
+        }
+    }
+
+    #[test]
+    fn joins_by_uuid_whatever_the_ordinal_and_falls_back_to_the_pci_bus_id() {
+        let devices = [
+            info(0, "GPU-a", "00000000:18:00.0"),
+            info(1, "GPU-b", "00000000:3B:00.0"),
+        ];
+        assert_eq!(
+            gpu_index_of(&device(Some("gpu-B"), None), &devices),
+            Some(1)
+        );
+        assert_eq!(
+            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices),
+            Some(0)
+        );
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices),
+            Some(1)
+        );
+        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices), None);
+    }
+
+    #[test]
+    fn a_spike_between_two_polls_sets_the_true_peak_and_the_plotted_maximum() {
+        let mut state = Allocators::default();
+        let points = vec![
+            point(1_000, 100, 100),
+            point(1_050, 100, 900),
+            point(1_100, 120, 120),
+        ];
+        state.ingest(ChannelBatch {
+            at_ms: 1_200,
+            polls: vec![poll(points, vec![])],
+            ..ChannelBatch::default()
+        });
+        let snap = state.snapshot(&[info(4, "GPU-b", "00000000:3B:00.0")]);
+        assert_eq!(snap.len(), 1);
+        // The framework's own peak counter (12 GiB) is higher still, and it wins.
+        assert_eq!(snap[0].devices[0].true_peak, Ok(12 << 30));
+        assert_eq!(snap[0].gpu_indices, vec![Some(4)]);
+        let channel = state.for_pid(7).unwrap();
+        let peak = channel.slots[0].allocated.peak().unwrap();
+        assert_eq!((peak.value, peak.at_ms), (900.0, 1_050));
+        assert_eq!(channel.slots[0].reserved.last(), Some((1_100, 220.0)));
+    }
+
+    #[test]
+    fn step_ends_become_ticks_and_a_removed_file_ends_its_channel_cleanly() {
+        let mut state = Allocators::default();
+        let step_end = AllocatorEvent {
+            at_ms: 1_000,
+            kind: EventKind::StepEnd {
+                peak_allocated: Ok(5),
+                peak_reserved: Ok(6),
+                duration_ns: Ok(7),
+            },
+            slot: Some(0),
+            step: Some(3),
+            label: String::new(),
+        };
+        state.ingest(ChannelBatch {
+            at_ms: 1_000,
+            polls: vec![poll(vec![], vec![step_end])],
+            ..ChannelBatch::default()
+        });
+        state.ingest(ChannelBatch {
+            at_ms: 2_000,
+            gone: vec!["/dev/shm/vramscope-0/7-9.vsc".into()],
+            rejected: vec!["x.vsc: wrong magic".into()],
+            ..ChannelBatch::default()
+        });
+        let channel = state.for_pid(7).unwrap();
+        assert_eq!(channel.step_ticks, VecDeque::from([(1_000, 3)]));
+        assert_eq!(channel.events.len(), 1);
+        assert_eq!(
+            channel.liveness,
+            WriterLiveness::Ended {
+                crashed: false,
+                error: false
+            }
+        );
+        assert_eq!(state.rejected(), ["x.vsc: wrong magic"]);
+    }
+}

@@ -1,0 +1,414 @@
+//! The allocator part of the detail pane, for a process that publishes its allocator's
+//! figures: who is writing, a bar that splits NVML's figure into allocated, the allocator's
+//! cache and what lies outside the allocator, charts of allocated and reserved (every writer
+//! sample, so spikes between two polls show), a line of step ends and OOMs on the same time
+//! axis, and the latest events.
+
+use super::{fmt, spark};
+use crate::history::column_of;
+use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness, units};
+use crate::state::ChannelState;
+use crate::state::allocators::gpu_index_of;
+use crate::tui::rows::TableRow;
+use crate::tui::theme::Theme;
+use crate::tui::view::View;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+/// Recent events listed under the chart.
+const EVENTS_SHOWN: usize = 4;
+
+/// How many lines `lines` returns for `row`, so the pane can be sized before drawing.
+pub fn height(view: &View, row: &TableRow) -> u16 {
+    if row.allocator.is_none() {
+        return 0;
+    }
+    let events = channel(view, row).map_or(0, |c| c.events.len().min(EVENTS_SHOWN));
+    // Header, bar, legend, two charts of two lines, the tick line, then the events.
+    8 + events as u16
+}
+
+/// The lines, `width` cells wide; `range` and `chart_w` match the pane's other charts so
+/// every chart shares one time axis.
+pub fn lines(
+    view: &View,
+    row: &TableRow,
+    width: u16,
+    range: (u64, u64),
+    chart_w: u16,
+    gpu_total: Option<f64>,
+) -> Vec<Line<'static>> {
+    let Some(allocator) = &row.allocator else {
+        return Vec::new();
+    };
+    let theme = view.theme;
+    let state = channel(view, row);
+    let mut out = vec![writer_line(theme, allocator, state)];
+    out.extend(breakdown(
+        theme,
+        allocator,
+        row.vram.as_ref().ok().copied(),
+        width,
+    ));
+    match (state, slot(view, row, state)) {
+        (Some(state), Some(slot)) => {
+            let series = &state.slots[slot];
+            let scale = gpu_total;
+            let [plot, label] = spark::chart_with_peak(
+                view,
+                &series.allocated,
+                range,
+                (chart_w, scale, theme.sparkline),
+            );
+            out.push(relabel(plot, theme, "alloc"));
+            out.push(label);
+            let [plot, label] = spark::chart_with_peak(
+                view,
+                &series.reserved,
+                range,
+                (chart_w, scale, theme.sparkline_alt),
+            );
+            out.push(relabel(plot, theme, "resv"));
+            out.push(label);
+            out.push(ticks(theme, state, range, chart_w));
+            let mut newest: Vec<&AllocatorEvent> = state.events.iter().collect();
+            newest.sort_by_key(|e| std::cmp::Reverse(e.at_ms));
+            let shown = newest.into_iter().take(EVENTS_SHOWN);
+            out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
+        }
+        _ => out.push(Line::styled("no allocator history yet", theme.dim)),
+    }
+    out
+}
+
+fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a ChannelState> {
+    view.monitor.allocators().for_pid(row.key.pid)
+}
+
+/// The channel's device slot that is this row's GPU.
+fn slot(view: &View, row: &TableRow, state: Option<&ChannelState>) -> Option<usize> {
+    let state = state?;
+    let devices = view.monitor.devices();
+    state
+        .devices
+        .iter()
+        .position(|d| gpu_index_of(d, devices) == Some(row.gpu_index))
+        .filter(|&s| s < state.slots.len())
+}
+
+/// `PyTorch torch 2.5.1 │ rank 0/8 │ step 1234 │ forward/model.layers.3 │ live`.
+fn writer_line(
+    theme: &Theme,
+    allocator: &ProcessAllocator,
+    state: Option<&ChannelState>,
+) -> Line<'static> {
+    let sep = || Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim);
+    let mut spans = vec![fmt::label(theme, "allocator")];
+    if let Some(id) = state.and_then(|s| s.identity.as_ref()) {
+        spans.push(Span::styled(
+            format!("{} {}", id.kind, id.framework),
+            theme.value,
+        ));
+        if let (Some(rank), Some(world)) = (id.rank, id.world_size) {
+            spans.push(sep());
+            spans.push(Span::styled(format!("rank {rank}/{world}"), theme.value));
+        }
+    }
+    spans.push(sep());
+    spans.push(Span::styled("step ", theme.label));
+    spans.push(match allocator.step {
+        Some(step) => Span::styled(step.to_string(), theme.value),
+        None => Span::styled("-", theme.dim),
+    });
+    if !allocator.label.is_empty() {
+        spans.push(sep());
+        spans.push(Span::styled(allocator.label.clone(), theme.value));
+    }
+    spans.push(sep());
+    let liveness_style = match allocator.liveness {
+        WriterLiveness::Live => theme.ok,
+        WriterLiveness::Stalled { .. } => theme.warn,
+        WriterLiveness::Ended { crashed, error } if crashed || error => theme.crit,
+        WriterLiveness::Ended { .. } => theme.dim,
+    };
+    spans.push(Span::styled(allocator.liveness.label(), liveness_style));
+    if let Some(state) = state
+        && state.lost_samples + state.lost_events > 0
+    {
+        spans.push(Span::styled(
+            format!(
+                " (missed {} samples, {} events)",
+                state.lost_samples, state.lost_events
+            ),
+            theme.warn,
+        ));
+    }
+    Line::from(spans)
+}
+
+/// The three parts of what NVML counts for this process on this GPU.
+pub struct Breakdown {
+    pub allocated: u64,
+    /// Reserved but not allocated: the caching allocator's free blocks.
+    pub cache: u64,
+    /// Used minus reserved: CUDA context, libraries' workspaces, other allocators.
+    pub outside: u64,
+    /// Reserved exceeds NVML's figure (they are read at different moments).
+    pub skewed: bool,
+}
+
+/// Splits NVML's `used` by the allocator's figures; `None` when a figure is missing.
+pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
+    let allocated = allocated.min(reserved);
+    Breakdown {
+        allocated: allocated.min(used),
+        cache: reserved.min(used).saturating_sub(allocated),
+        outside: used.saturating_sub(reserved),
+        skewed: reserved > used,
+    }
+}
+
+/// The bar, `width` cells, and its legend.
+fn breakdown(
+    theme: &Theme,
+    allocator: &ProcessAllocator,
+    used: Option<u64>,
+    width: u16,
+) -> Vec<Line<'static>> {
+    let d = &allocator.device;
+    let (Ok(allocated), Ok(reserved), Some(used)) = (&d.allocated, &d.reserved, used) else {
+        let why = if used.is_none() {
+            "NVML's figure for this process is n/a"
+        } else {
+            "the allocator does not publish allocated and reserved"
+        };
+        return vec![
+            Line::styled(format!("no breakdown: {why}"), theme.dim),
+            Line::default(),
+        ];
+    };
+    let parts = split(*allocated, *reserved, used);
+    let glyphs = theme.glyphs.breakdown;
+    let styles = [theme.sparkline, theme.sparkline_alt, theme.warn];
+    let inner = usize::from(width.saturating_sub(2));
+    let cells = cells_for(&[parts.allocated, parts.cache, parts.outside], inner);
+    let mut bar = vec![Span::styled(theme.glyphs.bar_left, theme.border)];
+    for ((n, glyph), style) in cells.iter().zip(glyphs).zip(styles) {
+        bar.push(Span::styled(glyph.repeat(*n), style));
+    }
+    bar.push(Span::styled(theme.glyphs.bar_right, theme.border));
+
+    let sep = || Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim);
+    let mut legend = Vec::new();
+    let names = ["allocated", "cache", "outside"];
+    let values = [parts.allocated, parts.cache, parts.outside];
+    for (i, ((name, value), glyph)) in names.iter().zip(values).zip(glyphs).enumerate() {
+        if i > 0 {
+            legend.push(sep());
+        }
+        legend.push(Span::styled(format!("{glyph} {name} "), styles[i]));
+        legend.push(Span::styled(units::bytes(value), theme.value));
+    }
+    legend.push(Span::styled(
+        format!(" = {} used (NVML)", units::bytes(used)),
+        theme.label,
+    ));
+    if parts.skewed {
+        legend.push(Span::styled(" reserved > used: read apart", theme.dim));
+    }
+    vec![Line::from(bar), Line::from(legend)]
+}
+
+/// Cells for each part, rounded so they add up to `inner` exactly (largest remainder).
+fn cells_for(parts: &[u64], inner: usize) -> Vec<usize> {
+    let total: u64 = parts.iter().sum();
+    if total == 0 || inner == 0 {
+        return vec![0; parts.len()];
+    }
+    let exact: Vec<f64> = parts
+        .iter()
+        .map(|&p| p as f64 * inner as f64 / total as f64)
+        .collect();
+    let mut cells: Vec<usize> = exact.iter().map(|e| e.floor() as usize).collect();
+    let mut left = inner.saturating_sub(cells.iter().sum());
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        cells[i] += 1;
+        left -= 1;
+    }
+    cells
+}
+
+/// A chart's plot line with its window label replaced by a name.
+fn relabel(plot: Line<'static>, theme: &Theme, name: &str) -> Line<'static> {
+    let mut spans = plot.spans;
+    if let Some(first) = spans.first_mut() {
+        *first = Span::styled(
+            format!("{name:<width$}", width = usize::from(spark::LABEL_W)),
+            theme.label,
+        );
+    }
+    Line::from(spans)
+}
+
+/// Step ends and OOMs at their columns on the charts' time axis.
+fn ticks(theme: &Theme, state: &ChannelState, (from, to): (u64, u64), width: u16) -> Line<'static> {
+    let columns = usize::from(width);
+    let mut marks: Vec<Option<(&'static str, Style)>> = vec![None; columns];
+    for (at, _) in &state.step_ticks {
+        if let Some(col) = column_of(*at, from, to, columns) {
+            marks[col].get_or_insert((theme.glyphs.step_tick, theme.dim));
+        }
+    }
+    // OOMs win their column: they are what the person is looking for.
+    for event in state.events.iter().filter(|e| e.kind.is_oom()) {
+        if let Some(col) = column_of(event.at_ms, from, to, columns) {
+            marks[col] = Some((theme.glyphs.oom, theme.crit));
+        }
+    }
+    let mut spans = vec![Span::styled(
+        format!("{:<width$}", "steps", width = usize::from(spark::LABEL_W)),
+        theme.label,
+    )];
+    let mut run = String::new();
+    for mark in marks {
+        match mark {
+            None => run.push(' '),
+            Some((glyph, style)) => {
+                spans.push(Span::raw(std::mem::take(&mut run)));
+                spans.push(Span::styled(glyph, style));
+            }
+        }
+    }
+    spans.push(Span::raw(run));
+    Line::from(spans)
+}
+
+/// `12s ago  OOM  step 41  forward/model.head  wanted 2.00 GiB, 120 MiB free`.
+fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'static> {
+    let style = if event.kind.is_oom() {
+        theme.crit
+    } else {
+        theme.value
+    };
+    let mut spans = vec![
+        Span::styled(
+            format!(
+                "{:>8}  ",
+                crate::model::time::age_label(event.at_ms, now_ms)
+            ),
+            theme.dim,
+        ),
+        Span::styled(event_name(&event.kind), style),
+    ];
+    if let Some(step) = event.step {
+        spans.push(Span::styled(format!("  step {step}"), theme.label));
+    }
+    if !event.label.is_empty() {
+        spans.push(Span::styled(format!("  {}", event.label), theme.value));
+    }
+    let detail = event_detail(&event.kind);
+    if !detail.is_empty() {
+        spans.push(Span::styled(format!("  {detail}"), theme.label));
+    }
+    Line::from(spans)
+}
+
+fn event_name(kind: &EventKind) -> String {
+    match kind {
+        EventKind::Oom { .. } => "OOM".into(),
+        EventKind::OomError { .. } => "OOM (uncaught)".into(),
+        EventKind::PhaseBegin => "phase begins".into(),
+        EventKind::PhaseEnd { .. } => "phase ends".into(),
+        EventKind::StepEnd { .. } => "step ends".into(),
+        EventKind::Mark => "mark".into(),
+        EventKind::NewHighWater { .. } => "new peak".into(),
+        EventKind::AllocRetry { .. } => "alloc retry".into(),
+        EventKind::Exit { error: true } => "exit (error)".into(),
+        EventKind::Exit { error: false } => "exit".into(),
+        EventKind::SnapshotWritten => "snapshot written".into(),
+        EventKind::ForeignPeakReset { .. } => "peak reset by the program".into(),
+        EventKind::EmptyCache { .. } => "cache emptied".into(),
+        EventKind::Unknown { code } => format!("event {code}"),
+    }
+}
+
+/// The figures that matter for each kind, in words.
+fn event_detail(kind: &EventKind) -> String {
+    let b = |r: &crate::model::Reading<u64>| fmt::or_na_bytes(r);
+    match kind {
+        EventKind::Oom {
+            requested,
+            device_free,
+            allocated,
+            reserved,
+            ..
+        } => format!(
+            "wanted {}, {} free, allocated {}, reserved {}",
+            b(requested),
+            b(device_free),
+            b(allocated),
+            b(reserved)
+        ),
+        EventKind::OomError { requested } if requested.is_ok() => {
+            format!("wanted {}", b(requested))
+        }
+        EventKind::PhaseEnd { peak } => format!("peak {}", b(peak)),
+        EventKind::StepEnd {
+            peak_allocated,
+            duration_ns,
+            ..
+        } => format!(
+            "peak {}, {}",
+            b(peak_allocated),
+            duration_ns
+                .as_ref()
+                .map_or(fmt::NA.to_string(), |ns| format!(
+                    "{:.0} ms",
+                    *ns as f64 / 1e6
+                ))
+        ),
+        EventKind::NewHighWater { peak, previous } => {
+            format!("{} (was {})", b(peak), b(previous))
+        }
+        EventKind::AllocRetry { retries } => format!("{} so far", fmt::or_na_count(retries)),
+        EventKind::ForeignPeakReset { before, after } | EventKind::EmptyCache { before, after } => {
+            format!("{} -> {}", b(before), b(after))
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_parts_sum_to_nvml_used() {
+        let p = split(10 << 30, 14 << 30, 15 << 30);
+        assert_eq!(
+            (p.allocated, p.cache, p.outside),
+            (10 << 30, 4 << 30, 1 << 30)
+        );
+        assert_eq!(p.allocated + p.cache + p.outside, 15 << 30);
+        assert!(!p.skewed);
+        // Reserved read after NVML's figure grew past it: the parts still sum to used.
+        let p = split(10, 30, 20);
+        assert_eq!(p.allocated + p.cache + p.outside, 20);
+        assert!(p.skewed);
+    }
+
+    #[test]
+    fn bar_cells_add_up_to_the_bar_width() {
+        for inner in [0usize, 1, 7, 40, 101] {
+            let cells = cells_for(&[3, 3, 3], inner);
+            assert_eq!(cells.iter().sum::<usize>(), inner);
+        }
+        assert_eq!(cells_for(&[0, 0, 0], 10), vec![0, 0, 0]);
+        assert_eq!(cells_for(&[10, 0, 30], 8), vec![2, 0, 6]);
+    }
+}

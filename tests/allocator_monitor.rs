@@ -1,0 +1,283 @@
+//! End to end: an instrumented process publishes through a real channel file, the fake NVML
+//! lists its pid, and the real binary's `--json`, `--once` and `vramscope run` show the
+//! allocator's figures joined to NVML's row for that pid and GPU.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use vramscope::channel::{
+    DeviceFigures, DeviceIdentity, EventFields, EventKind, SampleFields, Writer, WriterConfig,
+    WriterKind, parse_uuid,
+};
+
+const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";
+
+/// One H100 listing `pid` with `used` bytes.
+fn scenario_listing(pid: u32, used: u64) -> Value {
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": used }] }]);
+    json!({ "devices": [gpu] })
+}
+
+fn process_row(doc: &Value, pid: u32) -> Option<&Value> {
+    doc["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"] == json!(pid))
+}
+
+/// A writer in this test process (so its pid is ours), in a directory of its own.
+fn writer_in(dir: &Path) -> Writer {
+    let mut writer = Writer::create(WriterConfig {
+        framework: "rust-test 1.0".into(),
+        dir: Some(dir.to_path_buf()),
+        ..WriterConfig::from_process(WriterKind::Rust)
+    })
+    .expect("create a channel");
+    let slot = writer
+        .add_device(DeviceIdentity {
+            // CUDA_VISIBLE_DEVICES may call it anything: the join is by UUID.
+            ordinal: 5,
+            uuid: parse_uuid(UUID0),
+            pci_bus_id: None,
+            total: Some(80 * GIB),
+        })
+        .expect("a device slot");
+    assert_eq!(slot, 0);
+    writer
+}
+
+#[test]
+fn json_and_once_show_a_writers_figures_beside_nvmls() {
+    let work = tempfile::tempdir().unwrap();
+    // The writer makes its directory itself, private, as the spec asks.
+    let channels = work.path().join("channels");
+    let mut writer = writer_in(&channels);
+    let pid = std::process::id();
+    // A spike to 30 GiB between two of the monitor's polls, then back to 20.
+    for (allocated, peak) in [
+        (20 * GIB, 20 * GIB),
+        (20 * GIB, 30 * GIB),
+        (20 * GIB, 20 * GIB),
+    ] {
+        writer.sample(&SampleFields {
+            slot: 0,
+            allocated: Some(allocated),
+            reserved: Some(24 * GIB),
+            peak: Some(peak),
+            step: Some(7),
+            ..SampleFields::default()
+        });
+    }
+    writer.publish_device(
+        0,
+        &DeviceFigures {
+            allocated: Some(20 * GIB),
+            allocated_peak: Some(30 * GIB),
+            reserved: Some(24 * GIB),
+            reserved_peak: Some(24 * GIB),
+            ooms: Some(1),
+            ..DeviceFigures::default()
+        },
+    );
+    writer.status(Some(7), "forward/encoder");
+    writer.event(&EventFields {
+        slot: Some(0),
+        step: Some(7),
+        args: [8 * GIB, GIB, 80 * GIB, 20 * GIB, 24 * GIB, 0],
+        text: "forward/encoder",
+        ..EventFields::new(EventKind::Oom)
+    });
+
+    let scenario = Scenario::new(&scenario_listing(pid, 25 * GIB));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let row = process_row(&doc, pid).expect("NVML's row for our pid");
+    assert_eq!(row["allocated"], json!(20 * GIB));
+    assert_eq!(row["reserved"], json!(24 * GIB));
+    // The framework's peak counter says 30 GiB, and so did the spike between polls.
+    assert_eq!(row["true_peak"], json!(30 * GIB));
+    assert_eq!(row["step"], json!(7));
+    assert_eq!(row["phase"], json!("forward/encoder"));
+    assert_eq!(row["writer"], json!("live"));
+    let a = &doc["allocators"][0];
+    assert_eq!(a["pid"], json!(pid));
+    assert_eq!(a["kind"], json!("Rust"));
+    assert_eq!(a["framework"], json!("rust-test 1.0"));
+    assert_eq!(a["devices"][0]["gpu_index"], json!(0));
+    assert_eq!(a["devices"][0]["ordinal"], json!(5));
+    assert_eq!(a["devices"][0]["ooms"], json!(1));
+    assert_eq!(a["devices"][0]["requested"], Value::Null);
+    assert_eq!(
+        a["devices"][0]["unavailable"]["requested"],
+        json!("not supported")
+    );
+    let oom = a["recent_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == json!("oom"))
+        .expect("the OOM event");
+    assert_eq!(oom["figures"]["requested"], json!(8 * GIB));
+    assert_eq!(oom["step"], json!(7));
+    assert_eq!(oom["label"], json!("forward/encoder"));
+    assert_eq!(doc["devices"][0]["instrumented_reserved"], json!(24 * GIB));
+
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--once")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "{pid:>8} GPU 0  allocated 20.0 GiB  reserved 24.0 GiB  outside 1.00 GiB  peak 30.0 GiB  step 7  forward/encoder"
+        )),
+        "{text}"
+    );
+    writer.finish(vramscope::channel::Exit::Clean).unwrap();
+}
+
+#[test]
+fn a_hostile_file_is_named_in_the_output_and_the_rest_still_works() {
+    let channels = tempfile::tempdir().unwrap();
+    std::fs::write(
+        channels.path().join("1234-5678.vsc"),
+        b"not a channel at all",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        channels.path().join("1234-5678.vsc"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    let scenario = Scenario::new(&scenario_listing(std::process::id(), GIB));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", channels.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rejected = doc["rejected_channels"][0].as_str().unwrap();
+    assert!(rejected.starts_with("1234-5678.vsc: "), "{rejected}");
+    assert!(doc["allocators"].as_array().unwrap().is_empty());
+    assert_eq!(doc["devices"].as_array().unwrap().len(), 1);
+}
+
+/// Reads JSON lines from `child` until `done` accepts one or `timeout` passes.
+fn json_lines_until(
+    child: &mut Child,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Option<Value> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = rx.recv_timeout(left) else {
+            return None;
+        };
+        if let Ok(doc) = serde_json::from_str::<Value>(&line)
+            && done(&doc)
+        {
+            return Some(doc);
+        }
+    }
+    None
+}
+
+#[test]
+fn vramscope_run_injects_the_python_writer_and_shows_the_scripts_figures() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: python3 is not installed (.ci/run installs it)");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let pid_file = work.path().join("pid");
+    let script = work.path().join("train.py");
+    // No `import vramscope` path setup: `vramscope run` makes the package importable.
+    std::fs::write(
+        &script,
+        r#"
+import os, sys, time, vramscope
+GIB = 1 << 30
+open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+uuid = "GPU-00000000-0000-0000-0000-000000000000"
+vramscope.report(device=0, allocated=3 * GIB, reserved=4 * GIB, peak=3 * GIB, total=80 * GIB, uuid=uuid)
+vramscope.report(device=0, allocated=3 * GIB, reserved=4 * GIB, peak=5 * GIB)
+with vramscope.mark("warmup"):
+    vramscope.report(device=0, allocated=3 * GIB, reserved=4 * GIB, peak=5 * GIB)
+    time.sleep(float(sys.argv[2]))
+"#,
+    )
+    .unwrap();
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let mut child = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .args(["run", "--json", "--interval", "0.2", "--", "python3"])
+        .arg(&script)
+        .arg(&pid_file)
+        .arg("8")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pid: u32 = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the script never started");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Now that the script's pid is known, the fake NVML lists it (the fake re-reads its
+    // scenario when the file changes).
+    scenario.rewrite(&scenario_listing(pid, 5 * GIB));
+    let found = json_lines_until(&mut child, Duration::from_secs(20), |doc| {
+        process_row(doc, pid).is_some_and(|r| r["allocated"] == json!(3 * GIB))
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let doc = found.expect("a JSON line showing the script's allocator figures");
+    let row = process_row(&doc, pid).unwrap();
+    assert_eq!(row["reserved"], json!(4 * GIB));
+    assert_eq!(row["true_peak"], json!(5 * GIB));
+    assert_eq!(row["phase"], json!("warmup"));
+    let a = doc["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["pid"] == json!(pid))
+        .unwrap();
+    assert_eq!(a["kind"], json!("Python"));
+    assert!(a["command"].as_str().unwrap().contains("train.py"), "{a}");
+}

@@ -1,0 +1,185 @@
+//! The allocator view: what an instrumented process publishes, drawn beside NVML's figures.
+//! The monitor is fed the same model events the channel sampler sends, at fixed times.
+
+#[allow(dead_code)]
+mod tui_fixtures;
+
+use tui_fixtures::*;
+use vramscope::model::{
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
+    WriterIdentity, WriterLiveness,
+};
+use vramscope::sources::runner::SourceEvent;
+use vramscope::tui::ui_state::Mode;
+
+fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
+    AllocatorDevice {
+        // CUDA_VISIBLE_DEVICES=1 made NVML's GPU 0 the program's cuda:0... or any ordinal:
+        // the join is by UUID.
+        ordinal: 3,
+        uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
+        pci_bus_id: None,
+        total: Ok(80 * GIB),
+        allocated: Ok(allocated),
+        allocated_peak: Ok(allocated),
+        reserved: Ok(reserved),
+        reserved_peak: Ok(reserved),
+        active: Ok(allocated),
+        inactive_split: Ok(GIB / 4),
+        requested: Err(Absent::NotSupported),
+        alloc_retries: Ok(2),
+        ooms: Ok(1),
+        device_free: Ok(40 * GIB),
+        limit: Err(Absent::NotSupported),
+        true_peak: Err(Absent::NotAvailable),
+        step_peak: Ok(allocated),
+    }
+}
+
+/// pid 4242 (30 GiB in NVML's eyes) publishes allocated 20 GiB, reserved 26 GiB, samples at
+/// 10 Hz over the last minute with a 29 GiB spike that lasted 100 ms, step ends every 5 s and
+/// an OOM 15 s ago.
+fn instrumented() -> vramscope::state::Monitor {
+    let mut m = two_gpus();
+    let start = NOW - 60_000;
+    let points: Vec<AllocatorPoint> = (0..600u64)
+        .map(|i| {
+            let at_ms = start + i * 100;
+            let spike = i == 300;
+            AllocatorPoint {
+                at_ms,
+                slot: 0,
+                allocated: Some(20 * GIB),
+                reserved: Some(26 * GIB),
+                peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
+                step: Some(100 + i / 50),
+                new_high_water: spike,
+            }
+        })
+        .collect();
+    let mut events: Vec<AllocatorEvent> = (0..12u64)
+        .map(|i| AllocatorEvent {
+            at_ms: start + i * 5_000,
+            kind: EventKind::StepEnd {
+                peak_allocated: Ok(21 * GIB),
+                peak_reserved: Ok(26 * GIB),
+                duration_ns: Ok(5_000_000_000),
+            },
+            slot: Some(0),
+            step: Some(100 + i),
+            label: String::new(),
+        })
+        .collect();
+    events.push(AllocatorEvent {
+        at_ms: NOW - 15_000,
+        kind: EventKind::Oom {
+            requested: Ok(8 * GIB),
+            device_free: Ok(GIB / 2),
+            device_total: Ok(80 * GIB),
+            allocated: Ok(20 * GIB),
+            reserved: Ok(26 * GIB),
+            retries: Ok(2),
+        },
+        slot: Some(0),
+        step: Some(111),
+        label: "backward/model.lm_head".into(),
+    });
+    let poll = ChannelPoll {
+        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
+        identity: Some(WriterIdentity {
+            file: "4242-99.vsc".into(),
+            pid: 4242,
+            kind: "PyTorch".into(),
+            framework: "torch 2.5.1".into(),
+            rank: Some(0),
+            local_rank: Some(0),
+            world_size: Some(8),
+            job_id: "job-7".into(),
+            command: "python train.py --epochs 90".into(),
+            allocator_config: "expandable_segments:True".into(),
+            exact_peaks: false,
+            sample_period_us: 100_000,
+        }),
+        host_pid: Some(4242),
+        liveness: WriterLiveness::Live,
+        devices: vec![device(20 * GIB, 26 * GIB)],
+        step: Some(111),
+        label: "backward/model.lm_head".into(),
+        points,
+        events,
+        lost_samples: 0,
+        lost_events: 0,
+    };
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec!["666-1.vsc: wrong magic".into()],
+    })));
+    m
+}
+
+#[test]
+fn the_table_adds_allocator_columns_for_instrumented_processes_only() {
+    let m = instrumented();
+    let text = screen(&m, &ui(), 160, 40);
+    let header = text.lines().find(|l| l.contains("COMMAND")).unwrap();
+    for column in ["ALLOC", "RESV", "A.PEAK", "STEP"] {
+        assert!(header.contains(column), "{column} in {header}");
+    }
+    let row = text
+        .lines()
+        .find(|l| l.contains("python train.py"))
+        .unwrap();
+    assert!(row.contains("20.0 GiB"), "allocated: {row}");
+    assert!(row.contains("26.0 GiB"), "reserved: {row}");
+    // The 100 ms spike between two polls is the true peak.
+    assert!(row.contains("29.0 GiB"), "true peak: {row}");
+    assert!(row.contains("111"), "step: {row}");
+    // A process that publishes nothing gets blanks, not a wall of n/a.
+    let other = text.lines().find(|l| l.contains("ollama serve")).unwrap();
+    assert!(!other.contains("n/a"), "{other}");
+    // GPU 0 shows how much of its used memory the allocators hold: 26 of 41.2 GiB.
+    assert!(text.contains("63% in allocators"), "{text}");
+    assert!(text.contains("channel refused: 666-1.vsc: wrong magic"));
+}
+
+#[test]
+fn without_instrumented_processes_the_table_is_unchanged() {
+    let text = screen(&two_gpus(), &ui(), 160, 40);
+    assert!(!text.contains("ALLOC"));
+    assert!(!text.contains("in allocators"));
+}
+
+#[test]
+fn the_detail_pane_splits_nvml_used_and_marks_steps_and_the_oom() {
+    let m = instrumented();
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 120, 40);
+    assert!(
+        text.contains("PyTorch torch 2.5.1 │ rank 0/8 │ step 111 │ backward/model.lm_head │ live"),
+        "{text}"
+    );
+    // 30 GiB used = 20 allocated + 6 cache + 4 outside.
+    assert!(
+        text.contains(
+            "█ allocated 20.0 GiB │ ▓ cache 6.00 GiB │ ░ outside 4.00 GiB = 30.0 GiB used (NVML)"
+        ),
+        "{text}"
+    );
+    let alloc = text.lines().find(|l| l.contains("alloc ")).unwrap();
+    assert!(alloc.contains('▲'), "the spike is marked: {alloc}");
+    assert!(text.contains("▲ 29.0 GiB 30s ago"), "{text}");
+    let ticks = text.lines().find(|l| l.contains("steps")).unwrap();
+    assert_eq!(ticks.matches('✖').count(), 1, "{ticks}");
+    assert!(ticks.matches('╵').count() >= 10, "{ticks}");
+    assert!(
+        text.contains(
+            "15s ago  OOM  step 111  backward/model.lm_head  wanted 8.00 GiB, 512 MiB free"
+        ),
+        "{text}"
+    );
+}
