@@ -17,10 +17,15 @@
  *         vsc_figures_init(&f);                  (every figure VSC_ABSENT)
  *         f.allocated = 123;
  *         vsc_publish_device(&ch, slot, &f);
- *         ...
+ *         vsc_sample s;
+ *         vsc_sample_init(&s);                   (samples: vsc_sample_append; events:
+ *         s.slot = (uint8_t)slot;                 vsc_event_init + vsc_event_append;
+ *         s.allocated = 123;                      phases: vsc_phase; vsc_status; vsc_heartbeat)
+ *         vsc_sample_append(&ch, &s);
  *         vsc_finish(&ch, NULL);                 (clean: the file is removed)
  *     }
  *
+ * A vsc_channel is about 13 KiB (CRC tables, path): keep it static or on the heap.
  * Every function returns VSC_OK (0) or a negative VSC_E_* code and never aborts, exits or
  * raises a signal. Calls on one channel must not run concurrently (one writer, as the
  * protocol requires): serialise them yourself. A forked child stops publishing on its own
@@ -43,6 +48,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -277,14 +283,15 @@ static inline void vsc__warn(const vsc_options *opt, const char *what, const cha
 }
 
 /* A forked child shares the parent's open file and so its lock: let go of it at once, or a
- * dead parent would still look alive. */
+ * dead parent would still look alive. Only close() here, which is async-signal-safe as a
+ * child handler of a multithreaded parent requires; the mapping stays, unused, until the
+ * child exits or execs. */
 static void vsc__in_child(void) {
     vsc__generation++;
     for (vsc_channel *ch = vsc__live_head; ch != NULL; ch = ch->next_live) {
-        if (ch->map) munmap(ch->map, ch->size);
-        ch->map = NULL;
         close(ch->fd);
         close(ch->dir_fd);
+        ch->fd = ch->dir_fd = -1;
         ch->live = 0;
     }
     vsc__live_head = NULL;
@@ -534,8 +541,13 @@ static inline int vsc_create(vsc_channel *ch, const vsc_options *opt) {
         close(dfd);
         return VSC_E_CREATE;
     }
-    /* Reserve every page now: a full /dev/shm fails here, not as SIGBUS later. */
-    err = posix_fallocate(fd, 0, (off_t)ch->size);
+    /* Reserve every page now: a full /dev/shm fails here, not as SIGBUS later. A file size
+     * limit would fail it too, but with SIGXFSZ, which kills by default: check it first. */
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < ch->size)
+        err = EFBIG;
+    else
+        err = posix_fallocate(fd, 0, (off_t)ch->size);
     if (err != 0) {
         code = (err == ENOSPC || err == EFBIG || err == EDQUOT) ? VSC_E_NOSPACE : VSC_E_CREATE;
         vsc__warn(opt, "no space for the channel file in", dir, err);

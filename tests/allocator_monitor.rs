@@ -281,3 +281,64 @@ with vramscope.mark("warmup"):
     assert_eq!(a["kind"], json!("Python"));
     assert!(a["command"].as_str().unwrap().contains("train.py"), "{a}");
 }
+
+#[test]
+fn a_writer_killed_mid_run_stays_on_screen_as_killed_with_its_last_figures() {
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: python3 is not installed (.ci/run installs it)");
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    // Publishes 1 GiB more each time, flat out, until killed.
+    let mut child = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import vramscope, sys\n\
+             n = 0\n\
+             while True:\n\
+             \x20   n += 1\n\
+             \x20   vramscope.report(device=0, allocated=n << 30, reserved=(n + 1) << 30, uuid='GPU-00000000-0000-0000-0000-000000000000')\n\
+             \x20   if n == 3: print('ready', flush=True)\n",
+        )
+        .env("PYTHONPATH", &package)
+        .env("VRAMSCOPE_DIR", &channels)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().unwrap(); // SIGKILL, in the middle of its publishing loop
+    child.wait().unwrap();
+
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let a = &doc["allocators"][0];
+    assert_eq!(a["writer"], json!("ended (killed)"), "{a}");
+    let d = &a["devices"][0];
+    let allocated = d["allocated"].as_u64().expect("the last allocated figure");
+    assert!(allocated >= 3 << 30 && allocated % (1 << 30) == 0, "{d}");
+    // Allocated and reserved come from one consistent publication, never half of two.
+    assert_eq!(
+        d["reserved"].as_u64().unwrap(),
+        allocated + (1 << 30),
+        "{d}"
+    );
+    // The file is kept for the post-mortem: a crash is what the person came to look at.
+    assert_eq!(std::fs::read_dir(&channels).unwrap().count(), 1);
+}

@@ -40,21 +40,19 @@ fn available(program: &str) -> bool {
     found
 }
 
-/// Compiles a program of tests/c with the header, once per test run.
+/// Compiles a program of tests/c with the header, once per test run, into Cargo's scratch
+/// directory for tests (built under a unique name, then renamed: runs may overlap).
 fn compiled(name: &str, cell: &'static OnceLock<PathBuf>) -> PathBuf {
     cell.get_or_init(|| {
-        let dir = tempfile::Builder::new()
-            .prefix("vramscope-cc-")
-            .tempdir()
-            .expect("tempdir")
-            .keep();
-        let exe = dir.join(name);
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let exe = dir.join(format!("vramscope-{name}"));
+        let building = dir.join(format!("vramscope-{name}.{}", std::process::id()));
         let out = Command::new("cc")
             .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
             .arg(Path::new(REPO).join("assets"))
             .arg(Path::new(REPO).join("tests/c").join(format!("{name}.c")))
             .arg("-o")
-            .arg(&exe)
+            .arg(&building)
             .output()
             .expect("run cc");
         assert!(
@@ -62,6 +60,7 @@ fn compiled(name: &str, cell: &'static OnceLock<PathBuf>) -> PathBuf {
             "cc failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        std::fs::rename(&building, &exe).expect("rename");
         exe
     })
     .clone()

@@ -258,3 +258,74 @@ fn quitting_after_the_pane_grew_leaves_no_frame_above_the_shell() {
         "lines left on the shell's screen: {left:#?}"
     );
 }
+
+/// `vramscope run` in a real terminal: the monitor opens on the launched job (its row is
+/// selected, so Enter shows its allocator), the header follows the job, and
+/// `--exit-with-job` leaves with the job, naming the log of its output.
+#[test]
+fn run_opens_on_the_launched_job_and_leaves_with_it() {
+    if !tmux::available() {
+        return;
+    }
+    if std::process::Command::new("python3")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("SKIPPED: python3 is not installed (.ci/run installs it)");
+        return;
+    }
+    // Another GPU process comes first in the table, so selecting the job is a real choice.
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let script = scenario.dir().join("train.py");
+    let pid_file = scenario.dir().join("job.pid");
+    std::fs::write(
+        &script,
+        "import os, sys, time, vramscope\n\
+         vramscope.report(device=0, allocated=3 << 30, reserved=4 << 30, uuid='GPU-00000000-0000-0000-0000-000000000000')\n\
+         print('hello from the job', flush=True)\n\
+         open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid()))\n\
+         os.rename(sys.argv[1] + '.tmp', sys.argv[1])\n\
+         time.sleep(float(sys.argv[2]))\n",
+    )
+    .unwrap();
+    let log = scenario.dir().join("job.log");
+    let channels = scenario.dir().join("channels");
+    let run = format!(
+        "env VRAMSCOPE_DIR={} {} run --exit-with-job --log {} -- python3 {} {} 6",
+        channels.display(),
+        command(&scenario, ""),
+        log.display(),
+        script.display(),
+        pid_file.display()
+    );
+    let t = Tmux::start(scenario.dir(), 140, 40, &run);
+    let deadline = std::time::Instant::now() + 10 * SECOND;
+    let job: u32 = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text.trim().parse().unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", t.screen());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [
+        { "pid": 1, "used_memory": 30 * GIB },
+        { "pid": job, "used_memory": 5 * GIB },
+    ] }]);
+    scenario.rewrite(&json!({ "devices": [gpu] }));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains(&format!("job {job} running")) && s.contains("ALLOC")
+    });
+    assert!(ok, "job in the header, allocator columns:\n{screen}");
+    t.keys(&["Enter"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("allocator Python"));
+    assert!(ok, "the job's row was selected:\n{screen}");
+    assert!(screen.contains(&format!("PID {job}")), "{screen}");
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains("the job's output is in"));
+    assert!(ok, "left with the job:\n{screen}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "hello from the job\n"
+    );
+}

@@ -145,6 +145,22 @@ class Report(ApiCase):
             ],
         )
 
+    def test_a_steady_climb_marks_every_sample_but_writes_few_events(self):
+        # 1 % higher at each report, all within a second: every sample is a new high-water
+        # mark, but only rises of 5 % or more since the last event become events, so steps
+        # and phases are not pushed out of the event ring.
+        peak = 1000
+        for _ in range(50):
+            peak = peak * 101 // 100
+            vramscope.report(allocated=peak, peak=peak)
+        flagged = [s for s in self.samples() if s.flags & L.SAMPLE_NEW_HIGH_WATER]
+        self.assertEqual(len(flagged), 50)
+        highs = [e.args[0] for e in self.events() if e.kind == L.EV_NEW_HIGH_WATER]
+        self.assertLess(len(highs), 15)
+        self.assertEqual(highs[0], 1010)
+        for before, after in zip(highs, highs[1:]):
+            self.assertGreaterEqual(after, before * 1.05)
+
     def test_without_a_peak_counter_readings_are_lower_bounds(self):
         for alloc in (10, 30, 20):
             vramscope.report(allocated=alloc)

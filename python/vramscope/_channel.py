@@ -9,6 +9,7 @@ import errno
 import fcntl
 import mmap
 import os
+import resource
 import struct
 import sys
 import time
@@ -101,7 +102,11 @@ class Channel:
                     0o600,
                     dir_fd=dir_fd,
                 )
-            # Reserve every page now: a full /dev/shm fails here, not as SIGBUS later.
+            # Reserve every page now: a full /dev/shm fails here, not as SIGBUS later. A file
+            # size limit would fail it too, but with SIGXFSZ, which kills: check it first.
+            limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+            if limit != resource.RLIM_INFINITY and limit < layout.file_size:
+                raise OSError(errno.EFBIG, os.strerror(errno.EFBIG))
             os.posix_fallocate(fd, 0, layout.file_size)
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             mm = mmap.mmap(fd, layout.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)

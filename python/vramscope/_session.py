@@ -13,6 +13,12 @@ from ._records import Figures  # noqa: F401  (re-exported for adapters)
 
 _A = L.ABSENT
 
+# A steady climb sets a new high-water mark at every sample; an event for each would push
+# the step and phase events out of the ring. The sample's flag marks every one; an event is
+# written when the mark is this much above the last one reported, or this long after it.
+_HIGH_WATER_EVENT_RISE = 1.05
+_HIGH_WATER_EVENT_GAP_NS = 1_000_000_000
+
 
 def _u(v):
     return _A if v is None else v
@@ -27,9 +33,19 @@ class SlotState:
         self.reserved = PeakTracker(exact)
         self.row = None
         self.last_retries = None
+        # The last high-water mark written as an event, and when.
+        self.high_event_peak = None
+        self.high_event_t = None
         self.step_allocated = None
         self.step_reserved = None
         self.last_step_peak = None
+
+
+def _high_water_worth_an_event(state, t, peak):
+    last = state.high_event_peak
+    if last is None or peak is None:
+        return True
+    return peak >= last * _HIGH_WATER_EVENT_RISE or t - state.high_event_t >= _HIGH_WATER_EVENT_GAP_NS
 
 
 class _Phase:
@@ -116,8 +132,10 @@ class Session:
             flags |= L.SAMPLE_HOOK
         step = _A if self.step is None else self.step
         ch.append_sample(t, state.slot, allocated, reserved, peak_word, active, step, flags, self._phase_id)
-        if flags & L.SAMPLE_NEW_HIGH_WATER:
+        if flags & L.SAMPLE_NEW_HIGH_WATER and _high_water_worth_an_event(state, t, peak):
             self._event(t, L.EV_NEW_HIGH_WATER, state.slot, (peak, previous_high))
+            state.high_event_peak = peak
+            state.high_event_t = t
         if reset is not None:
             self._event(t, L.EV_FOREIGN_PEAK_RESET, state.slot, reset)
         retries = fig.retries

@@ -79,7 +79,6 @@ pub fn short_gpu_name(name: &str) -> &str {
     name.strip_prefix("GeForce ").unwrap_or(name)
 }
 
-
 /// Bytes, or `n/a`.
 pub fn or_na_bytes(value: &Reading<u64>) -> String {
     crate::model::or_na(value, |v| crate::model::units::bytes(*v))
