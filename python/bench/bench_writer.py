@@ -142,6 +142,13 @@ def main():
                 fig.allocated = i
                 publish(state, fig, False)
 
+        def full_sample_periodic(n):
+            publish = session.publish
+            fig = Figures(allocated=0, allocated_peak=n, reserved=0, reserved_peak=n, active=0)
+            for i in range(n):
+                fig.allocated = i
+                publish(state, fig, False, periodic=True)
+
         def full_sample_with_figures(n):
             publish = session.publish
             for i in range(n):
@@ -160,6 +167,7 @@ def main():
             ("sample: ring append (seq, payload + CRC, seq, head)", per_call_us(ring_append, 200000)),
             ("sample: device slot publish (seqlock, 16 figures)", per_call_us(device_publish, 200000)),
             ("sample: full publish (peaks, slot, ring)", per_call_us(full_sample, 100000)),
+            ("sample: the sampler's publish (slot at most every 100 ms)", per_call_us(full_sample_periodic, 100000)),
             ("sample: full publish, building its Figures too", per_call_us(full_sample_with_figures, 100000)),
             ("event: ring append, 30-byte text", per_call_us(event, 100000)),
             ("event: full (session.note)", per_call_us(full_event, 100000)),

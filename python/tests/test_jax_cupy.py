@@ -11,6 +11,7 @@ from vramscope._config import Config
 from vramscope._cupy import CupyAdapter, CupySource
 from vramscope._identity import Identity
 from vramscope._jax import JaxAdapter, JaxSource
+from vramscope._records import DeviceInfo, Figures
 from vramscope._session import Session
 
 GIB = 1 << 30
@@ -45,7 +46,8 @@ class Case(unittest.TestCase):
     def setUp(self):
         self.tmp = S.TempDir()
         self.ch = Channel.create(Identity(L.KIND_JAX), directory=self.tmp.__enter__())
-        self.session = Session(self.ch)
+        self.clock = 1_000_000_000
+        self.session = Session(self.ch, clock=lambda: self.clock)
 
     def tearDown(self):
         self.ch.finish()
@@ -69,6 +71,11 @@ class Jax(Case):
         adapter.tick(self.session, False)
         stats["bytes_in_use"] = 2 * GIB
         adapter.tick(self.session, False)
+        # A sampler's reading within 100 ms of the last slot write waits for a later one:
+        # the slot still shows 1 GiB, while the ring already holds the 2 GiB sample.
+        self.assertEqual(self.snap().devices[0].allocated, GIB)
+        self.clock += 100_000_000
+        adapter.tick(self.session, False)
         snap = self.snap()
         (dev,) = snap.devices
         self.assertEqual((dev.ordinal, dev.flags, dev.total), (4, 0, S.ABSENT))
@@ -77,7 +84,26 @@ class Jax(Case):
             (2 * GIB, 3 * GIB, 2 * GIB, 4 * GIB, 60 * GIB),
         )
         got = [(s.allocated, s.peak, s.flags) for s in S.samples(snap.raw)[0]]
-        self.assertEqual(got, [(GIB, 3 * GIB, L.SAMPLE_PEAK_EXACT | L.SAMPLE_NEW_HIGH_WATER), (2 * GIB, 2 * GIB, 0)])
+        self.assertEqual(
+            got,
+            [
+                (GIB, 3 * GIB, L.SAMPLE_PEAK_EXACT | L.SAMPLE_NEW_HIGH_WATER),
+                (2 * GIB, 2 * GIB, 0),
+                (2 * GIB, 2 * GIB, 0),
+            ],
+        )
+
+
+class SlotWrites(Case):
+    def test_a_kept_file_shows_the_last_reading_even_one_the_slot_was_waiting_on(self):
+        state = self.session.add_slot("dev", DeviceInfo(0))
+        self.session.publish(state, Figures(allocated=2 * GIB), periodic=True)
+        self.clock += 10_000_000
+        # Lower, so no new peak: nothing urgent, the slot waits.
+        self.session.publish(state, Figures(allocated=GIB), periodic=True)
+        self.assertEqual(self.snap().devices[0].allocated, 2 * GIB)
+        self.session.finish("RuntimeError: boom")
+        self.assertEqual(self.snap().devices[0].allocated, GIB)
 
 
 class FakeCupy:

@@ -67,4 +67,4 @@ class CupyAdapter(PolledAdapter):
             return
         fig = source.figures()
         fig.device_free = self.device_free(key, source.device_free)
-        session.publish(state, fig, hook)
+        session.publish(state, fig, hook, periodic=not hook)

@@ -80,4 +80,4 @@ class JaxAdapter(PolledAdapter):
         for key, device, stats in self.source.devices():
             state = self.slot_state(session, key, lambda d=device: self.source.identity(d))
             if state is not None:
-                session.publish(state, self.source.figures(stats), hook)
+                session.publish(state, self.source.figures(stats), hook, periodic=not hook)

@@ -18,6 +18,11 @@ _A = L.ABSENT
 # written when the mark is this much above the last one reported, or this long after it.
 _HIGH_WATER_EVENT_RISE = 1.05
 _HIGH_WATER_EVENT_GAP_NS = 1_000_000_000
+# A sampler's device slot is rewritten at most this often: every sample is in the ring
+# anyway, and the monitor reads the slot at most every 100 ms. Readings that mark a new
+# peak, a reset, a boundary or come from the program itself are written at once.
+_SLOT_EVERY_NS = 100_000_000
+_URGENT = L.SAMPLE_NEW_HIGH_WATER | L.SAMPLE_FOREIGN_RESET_SEEN
 
 
 def _u(v):
@@ -32,6 +37,8 @@ class SlotState:
         self.allocated = PeakTracker(exact)
         self.reserved = PeakTracker(exact)
         self.row = None
+        self.row_published = True
+        self.slot_written_t = None
         self.last_retries = None
         # The last high-water mark written as an event, and when.
         self.high_event_peak = None
@@ -92,8 +99,12 @@ class Session:
         self._slots[key] = state
         return state
 
-    def publish(self, state, fig, hook=False):
-        """Publishes a reading: device slot, one sample, and the events it implies."""
+    def publish(self, state, fig, hook=False, periodic=False):
+        """Publishes a reading: device slot, one sample, and the events it implies.
+
+        `periodic`: another reading follows within the sampling period (the background
+        sampler), so the device slot may wait for it.
+        """
         t = self.clock()
         peak, flags, previous_high, reset = state.allocated.update(fig.allocated, fig.allocated_peak)
         reserved_peak = state.reserved.update(fig.reserved, fig.reserved_peak)[0]
@@ -127,7 +138,19 @@ class Session:
             _A if state.last_step_peak is None else state.last_step_peak,
         ]
         ch = self.channel
-        ch.publish_device(state.slot, row)
+        last = state.slot_written_t
+        if (
+            not periodic
+            or hook
+            or flags & _URGENT
+            or last is None
+            or t - last >= _SLOT_EVERY_NS
+        ):
+            ch.publish_device(state.slot, row)
+            state.slot_written_t = t
+            state.row_published = True
+        else:
+            state.row_published = False
         if hook:
             flags |= L.SAMPLE_HOOK
         step = _A if self.step is None else self.step
@@ -158,6 +181,7 @@ class Session:
             if state.row is not None:
                 state.row[15] = _u(state.last_step_peak)
                 self.channel.publish_device(state.slot, state.row)
+                state.row_published = True
             self._event(
                 t,
                 L.EV_STEP_END,
@@ -245,4 +269,8 @@ class Session:
         self.channel.heartbeat(self.clock())
 
     def finish(self, error_text=None):
+        # A kept file (an error exit) shows the last reading, not one up to 100 ms older.
+        for state in self._slots.values():
+            if not state.row_published and state.row is not None:
+                self.channel.publish_device(state.slot, state.row)
         self.channel.finish(error_text, self.clock())

@@ -101,7 +101,7 @@ class TorchAdapter(PolledAdapter):
         if fig is None:
             return
         fig.device_free = self.device_free(device, lambda: self.source.mem_get_info(device)[0])
-        session.publish(state, fig, hook)
+        session.publish(state, fig, hook, periodic=not hook)
         self._after_read(device, stats)
 
     def _after_read(self, device, stats):
