@@ -332,7 +332,10 @@ fn a_writer_killed_mid_run_stays_on_screen_as_killed_with_its_last_figures() {
     assert_eq!(a["writer"], json!("ended (killed)"), "{a}");
     let d = &a["devices"][0];
     let allocated = d["allocated"].as_u64().expect("the last allocated figure");
-    assert!(allocated >= 3 << 30 && allocated % (1 << 30) == 0, "{d}");
+    assert!(
+        allocated >= 3 << 30 && allocated.is_multiple_of(1 << 30),
+        "{d}"
+    );
     // Allocated and reserved come from one consistent publication, never half of two.
     assert_eq!(
         d["reserved"].as_u64().unwrap(),
