@@ -14,6 +14,9 @@ use std::thread;
 pub enum JobOutput {
     /// The job shares vramscope's terminal (no monitor on screen).
     Inherit,
+    /// Its standard output goes to vramscope's standard error, leaving vramscope's own
+    /// output (JSON, CSV) clean for a pipe.
+    StdoutToStderr,
     /// Standard output and error both go to this file; standard input is closed, since the
     /// monitor reads the keyboard.
     File(PathBuf),
@@ -73,8 +76,14 @@ impl Job {
         }
         let log = match output {
             JobOutput::Inherit => None,
+            JobOutput::StdoutToStderr => {
+                use std::os::fd::AsFd;
+                let err = io::stderr().as_fd().try_clone_to_owned()?;
+                cmd.stdout(Stdio::from(err));
+                None
+            }
             JobOutput::File(path) => {
-                let file = File::create(&path).map_err(|e| {
+                let file = open_log(&path).map_err(|e| {
                     io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
                 })?;
                 cmd.stdin(Stdio::null())
@@ -139,6 +148,27 @@ impl Job {
     }
 }
 
+/// The log: private (0600), and never through a symlink, since a default name in a shared
+/// temp directory could be planted by someone else.
+fn open_log(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// A name nobody can guess ahead of time: the pid and the clock's nanoseconds.
+pub fn unique_suffix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{}-{nanos:09}", std::process::id())
+}
+
 /// Whether `pid` is `root` or one of its descendants (torchrun's ranks are the launcher's
 /// children): follows parent pids through /proc, a few dozen levels at most.
 pub fn descends_from(pid: u32, root: u32) -> bool {
@@ -176,13 +206,19 @@ impl ScratchDir {
             .map(PathBuf::from)
             .filter(|p| p.is_dir())
             .unwrap_or_else(std::env::temp_dir);
-        let path = base.join(format!("vramscope-run-{}", std::process::id()));
+        let path = base.join(format!("vramscope-run-{}", unique_suffix()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(ScratchDir { path })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Leaves the directory in place: a job still running loads parts of the writer from it
+    /// lazily.
+    pub fn keep(self) {
+        std::mem::forget(self);
     }
 }
 
@@ -239,6 +275,25 @@ mod tests {
             err.to_string()
                 .starts_with("cannot start /nonexistent/train")
         );
+    }
+
+    #[test]
+    fn the_log_is_private_and_never_written_through_a_symlink() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("victim");
+        std::fs::write(&target, "precious").unwrap();
+        let planted = dir.path().join("job.log");
+        std::os::unix::fs::symlink(&target, &planted).unwrap();
+        let command = vec![OsString::from("true")];
+        assert!(Job::launch(&command, &[], JobOutput::File(planted)).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+        let log = dir.path().join("real.log");
+        Job::launch(&command, &[], JobOutput::File(log.clone()))
+            .unwrap()
+            .wait();
+        let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]

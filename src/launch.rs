@@ -4,11 +4,22 @@
 
 use crate::cli::{Cli, RunArgs};
 use crate::job::{Job, JobOutput, ScratchDir};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
+    // The monitor owns the terminal: the job's output goes to a file.
+    let tui = !args.no_monitor && !cli.one_shot();
+    if tui && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        // Checked before launching: a job started for a monitor that cannot open would run
+        // on unwatched.
+        eprintln!(
+            "vramscope: the monitor needs a terminal; use `run --json`, `run --once` or `run --no-monitor` for a file or pipe"
+        );
+        return ExitCode::from(2);
+    }
     let scratch = ScratchDir::create();
     let env = match &scratch {
         Ok(dir) => match crate::inject::prepare(dir.path()) {
@@ -27,12 +38,12 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
             Vec::new()
         }
     };
-    // The monitor owns the terminal: the job's output goes to a file.
-    let tui = !args.no_monitor && !cli.one_shot();
     let output = if tui {
         JobOutput::File(args.log.clone().unwrap_or_else(default_log))
-    } else {
+    } else if args.no_monitor {
         JobOutput::Inherit
+    } else {
+        JobOutput::StdoutToStderr
     };
     let job = match Job::launch(&args.command, &env, output) {
         Ok(job) => job,
@@ -57,26 +68,25 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
             }),
         )
     };
-    if let Some(log) = log {
-        let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
-            && crate::job::descends_from(pid, std::process::id());
-        if alive {
-            // Python loads parts of the writer lazily: its files must outlive the monitor.
-            if let Ok(dir) = scratch {
-                std::mem::forget(dir);
-            }
-            eprintln!(
-                "vramscope: job {pid} is still running; its output goes to {}",
-                log.display()
-            );
-        } else {
-            eprintln!("vramscope: the job's output is in {}", log.display());
-        }
+    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && crate::job::descends_from(pid, std::process::id());
+    if alive && let Ok(dir) = scratch {
+        // Python loads parts of the writer lazily: its files must outlive the monitor.
+        dir.keep();
+    }
+    match (log, alive) {
+        (Some(log), true) => eprintln!(
+            "vramscope: job {pid} is still running; its output goes to {}",
+            log.display()
+        ),
+        (Some(log), false) => eprintln!("vramscope: the job's output is in {}", log.display()),
+        (None, true) => eprintln!("vramscope: job {pid} is still running"),
+        (None, false) => {}
     }
     status
 }
 
-/// `vramscope-run-<pid>.log` in the temp directory.
+/// `vramscope-run-<pid>-<nanos>.log` in the temp directory.
 fn default_log() -> PathBuf {
-    std::env::temp_dir().join(format!("vramscope-run-{}.log", std::process::id()))
+    std::env::temp_dir().join(format!("vramscope-run-{}.log", crate::job::unique_suffix()))
 }

@@ -177,6 +177,48 @@ fn a_hostile_file_is_named_in_the_output_and_the_rest_still_works() {
     assert!(rejected.starts_with("1234-5678.vsc: "), "{rejected}");
     assert!(doc["allocators"].as_array().unwrap().is_empty());
     assert_eq!(doc["devices"].as_array().unwrap().len(), 1);
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", channels.path())
+        .arg("--once")
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("channel refused: 1234-5678.vsc: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(line, format!("channel refused: {rejected}"));
+}
+
+#[test]
+fn one_file_reached_by_two_names_is_read_once() {
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = writer_in(&channels);
+    writer.publish_device(
+        0,
+        &DeviceFigures {
+            reserved: Some(24 * GIB),
+            ..DeviceFigures::default()
+        },
+    );
+    // As two ranks in one container reach the same file through two /proc/PID/root paths.
+    std::fs::hard_link(writer.path(), channels.join("1-1.vsc")).unwrap();
+    let pid = std::process::id();
+    let scenario = Scenario::new(&scenario_listing(pid, 25 * GIB));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["allocators"].as_array().unwrap().len(), 1, "{doc}");
+    // Counted once, not twice, in the GPU's share.
+    assert_eq!(doc["devices"][0]["instrumented_reserved"], json!(24 * GIB));
+    std::fs::remove_file(channels.join("1-1.vsc")).unwrap();
+    writer.finish(vramscope::channel::Exit::Clean).unwrap();
 }
 
 /// Reads JSON lines from `child` until `done` accepts one or `timeout` passes.
@@ -199,9 +241,10 @@ fn json_lines_until(
         let Ok(line) = rx.recv_timeout(left) else {
             return None;
         };
-        if let Ok(doc) = serde_json::from_str::<Value>(&line)
-            && done(&doc)
-        {
+        // Every line on stdout is vramscope's: the job's own output goes to stderr.
+        let doc: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+        if done(&doc) {
             return Some(doc);
         }
     }
@@ -228,6 +271,7 @@ fn vramscope_run_injects_the_python_writer_and_shows_the_scripts_figures() {
         r#"
 import os, sys, time, vramscope
 GIB = 1 << 30
+print("epoch 1: the training's own output", flush=True)
 open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 uuid = "GPU-00000000-0000-0000-0000-000000000000"

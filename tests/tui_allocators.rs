@@ -4,6 +4,7 @@
 #[allow(dead_code)]
 mod tui_fixtures;
 
+use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
@@ -14,6 +15,7 @@ use vramscope::tui::ui_state::Mode;
 
 fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
     AllocatorDevice {
+        slot: 0,
         // CUDA_VISIBLE_DEVICES=1 made NVML's GPU 0 the program's cuda:0... or any ordinal:
         // the join is by UUID.
         ordinal: 3,
@@ -86,7 +88,7 @@ fn instrumented() -> vramscope::state::Monitor {
     });
     let poll = ChannelPoll {
         path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
-        identity: Some(WriterIdentity {
+        identity: Arc::new(WriterIdentity {
             file: "4242-99.vsc".into(),
             pid: 4242,
             kind: "PyTorch".into(),
@@ -181,5 +183,73 @@ fn the_detail_pane_splits_nvml_used_and_marks_steps_and_the_oom() {
             "15s ago  OOM  step 111  backward/model.lm_head  wanted 8.00 GiB, 512 MiB free"
         ),
         "{text}"
+    );
+}
+
+#[test]
+fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
+    let mut m = instrumented();
+    // The job is SIGKILLed: its channel reads as ended, then NVML stops listing the pid.
+    let ended = ChannelPoll {
+        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
+        identity: Arc::new(WriterIdentity {
+            file: "4242-99.vsc".into(),
+            pid: 4242,
+            kind: "PyTorch".into(),
+            framework: "torch 2.5.1".into(),
+            rank: None,
+            local_rank: None,
+            world_size: None,
+            job_id: String::new(),
+            command: "python train.py --epochs 90".into(),
+            allocator_config: String::new(),
+            exact_peaks: false,
+            sample_period_us: 100_000,
+        }),
+        host_pid: Some(4242),
+        liveness: WriterLiveness::Ended {
+            crashed: true,
+            error: false,
+        },
+        devices: vec![device(20 * GIB, 26 * GIB)],
+        step: Some(111),
+        label: "backward/model.lm_head".into(),
+        points: vec![],
+        events: vec![],
+        lost_samples: 0,
+        lost_events: 0,
+    };
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![ended],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    let mut s0 = sample(0, NOW, 11 * GIB, 80 * GIB, 0);
+    s0.processes = Ok(vec![gpu_process(5151, 8 * GIB, Ok(3))]);
+    m.ingest(SourceEvent::Device(Box::new(s0)));
+
+    let mut ui = ui();
+    let text = screen(&m, &ui, 160, 40);
+    let row = text
+        .lines()
+        .find(|l| l.contains("python train.py"))
+        .unwrap();
+    assert!(row.contains("exited"), "{row}");
+    assert!(
+        row.contains("20.0 GiB") && row.contains("26.0 GiB"),
+        "{row}"
+    );
+    // Nobody lives on GPU 0 with an allocator any more: no share is claimed.
+    assert!(!text.contains("in allocators"), "{text}");
+
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 120, 40);
+    assert!(text.contains("│ ended (killed)"), "{text}");
+    assert!(
+        text.contains("15s ago  OOM  step 111"),
+        "the OOM that killed it:\n{text}"
     );
 }

@@ -329,3 +329,31 @@ fn run_opens_on_the_launched_job_and_leaves_with_it() {
         "hello from the job\n"
     );
 }
+
+/// Without `--exit-with-job` the monitor stays after the job, says how it ended, and
+/// quitting then exits with the job's status.
+#[test]
+fn run_stays_after_the_job_and_quits_with_its_status() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let status = scenario.dir().join("status");
+    let run = format!(
+        "sh -c \"{} run --log {} -- sh -c 'sleep 0.5; exit 3'; echo \\$? > {}\"",
+        command(&scenario, ""),
+        scenario.dir().join("job.log").display(),
+        status.display(),
+    );
+    let t = Tmux::start(scenario.dir(), 120, 30, &run);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("running"));
+    assert!(ok, "the job in the header while it runs:\n{screen}");
+    assert!(screen.contains("its output goes to"), "{screen}");
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("exited with code 3"));
+    assert!(ok, "how the job ended:\n{screen}");
+    assert_eq!(t.pane("pane_dead"), "0", "the monitor stayed");
+    t.keys(&["q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "quit");
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "3");
+}

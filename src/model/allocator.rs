@@ -4,6 +4,7 @@
 
 use super::absent::Reading;
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Who is writing a channel; read once, when the channel is first opened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -42,6 +43,9 @@ pub enum WriterLiveness {
         crashed: bool,
         error: bool,
     },
+    /// The file can no longer be read (refused mid-run, or its container is gone): the
+    /// figures shown are the last ones read, and whether the writer lives is unknown.
+    Unreadable,
 }
 
 impl WriterLiveness {
@@ -57,6 +61,7 @@ impl WriterLiveness {
             WriterLiveness::Ended { crashed: true, .. } => "ended (killed)",
             WriterLiveness::Ended { error: true, .. } => "ended (error)",
             WriterLiveness::Ended { .. } => "ended",
+            WriterLiveness::Unreadable => "no longer readable",
         }
     }
 }
@@ -65,6 +70,8 @@ impl WriterLiveness {
 /// offer it, or a device not yet read.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AllocatorDevice {
+    /// The device's slot in the channel: what samples and events refer to.
+    pub slot: u16,
     /// The framework's ordinal (`cuda:N`): renumbered by `CUDA_VISIBLE_DEVICES`, so never
     /// used to join; UUID and PCI bus id are.
     pub ordinal: u32,
@@ -246,8 +253,8 @@ impl EventKind {
 pub struct ChannelPoll {
     /// The channel file's path: the key that ties successive polls together.
     pub path: String,
-    /// Sent with the first poll of a channel only.
-    pub identity: Option<WriterIdentity>,
+    /// Shared, so that sending it with every poll costs a reference count.
+    pub identity: Arc<WriterIdentity>,
     /// The writer's pid as NVML lists it; `None` while it cannot be mapped (another pid
     /// namespace that we cannot see into).
     pub host_pid: Option<u32>,
@@ -264,13 +271,26 @@ pub struct ChannelPoll {
     pub lost_events: u64,
 }
 
+/// Why a channel is no longer read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// Its file was removed: by its writer on a clean exit, or by the cleanup of old files.
+    Removed,
+    /// Refused mid-run (resized, rewritten); the reason is among the batch's `rejected`.
+    Refused,
+    /// Its directory cannot be reached any more (the container's process is gone).
+    Unreachable,
+    /// Ended long ago: closed to keep file descriptors bounded; its figures stay.
+    Retired,
+}
+
 /// What the channel sampler found on one pass.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ChannelBatch {
     pub at_ms: u64,
     pub polls: Vec<ChannelPoll>,
     /// Channels whose files went away (removed by their writer on a clean exit, or cleaned up).
-    pub gone: Vec<String>,
+    pub gone: Vec<(String, Gone)>,
     /// Files refused, each with a one-line reason (`1234-5678.vsc: wrong magic`).
     pub rejected: Vec<String>,
 }
@@ -278,7 +298,7 @@ pub struct ChannelBatch {
 /// An instrumented process as the snapshot shows it: identity, latest figures, recent events.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AllocatorSnapshot {
-    pub identity: WriterIdentity,
+    pub identity: Arc<WriterIdentity>,
     pub host_pid: Option<u32>,
     pub liveness: WriterLiveness,
     pub step: Option<u64>,
@@ -288,6 +308,9 @@ pub struct AllocatorSnapshot {
     pub gpu_indices: Vec<Option<u32>>,
     /// The most recent events, oldest first.
     pub recent_events: Vec<AllocatorEvent>,
+    /// Out-of-memory errors and exits, kept longer than other events: a caught OOM must not
+    /// scroll away behind a busy stream of step and phase events.
+    pub notable_events: Vec<AllocatorEvent>,
     pub lost_samples: u64,
     pub lost_events: u64,
 }
@@ -298,6 +321,6 @@ impl AllocatorSnapshot {
         self.gpu_indices
             .iter()
             .position(|g| *g == Some(gpu_index))
-            .map(|slot| &self.devices[slot])
+            .and_then(|i| self.devices.get(i))
     }
 }

@@ -13,7 +13,7 @@ pub mod units;
 pub use absent::{Absent, NA, Reading, or_na};
 pub use allocator::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, AllocatorSnapshot, ChannelBatch, ChannelPoll,
-    EventKind, WriterIdentity, WriterLiveness,
+    EventKind, Gone, WriterIdentity, WriterLiveness,
 };
 pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
 pub use host::{HostMemory, HostProcess, HostSample};

@@ -93,7 +93,7 @@ impl Snapshot {
                     gpu_uuid: device.info.key(),
                     nvml: process.clone(),
                     host: host.iter().find(|h| h.pid == process.pid).cloned(),
-                    allocator: allocator_of(allocators, process.pid, device.info.index),
+                    allocator: allocator_of(allocators, process.pid, device.info.index, true),
                 });
             }
         }
@@ -102,18 +102,25 @@ impl Snapshot {
     }
 }
 
-/// The allocator figures a process published for one GPU: a live channel before an ended one,
-/// since a pid can be reused after an instrumented process ended.
-fn allocator_of(
+/// The allocator figures a process published for one GPU. A live process joins only a live
+/// channel; an exited one prefers an ended channel: a pid reused after an instrumented
+/// process died must not show the dead one's figures.
+pub fn allocator_of(
     allocators: &[AllocatorSnapshot],
     pid: u32,
     gpu_index: u32,
+    process_alive: bool,
 ) -> Option<ProcessAllocator> {
     let mut candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
-    let channel = candidates
-        .clone()
-        .find(|a| !a.liveness.is_ended())
-        .or_else(|| candidates.next())?;
+    let channel = if process_alive {
+        candidates.find(|a| !a.liveness.is_ended())
+    } else {
+        let all: Vec<&AllocatorSnapshot> = candidates.collect();
+        all.iter()
+            .find(|a| a.liveness.is_ended())
+            .or_else(|| all.first())
+            .copied()
+    }?;
     Some(ProcessAllocator {
         device: channel.on_gpu(gpu_index)?.clone(),
         step: channel.step,
@@ -125,9 +132,16 @@ fn allocator_of(
 /// Reserved bytes of live instrumented processes on `gpu_index`, summed.
 pub fn instrumented_reserved(allocators: &[AllocatorSnapshot], gpu_index: u32) -> Option<u64> {
     let mut sum = None;
-    for channel in allocators.iter().filter(|a| !a.liveness.is_ended()) {
+    let live = |a: &&AllocatorSnapshot| {
+        matches!(
+            a.liveness,
+            WriterLiveness::Live | WriterLiveness::Stalled { .. }
+        )
+    };
+    for channel in allocators.iter().filter(live) {
         if let Some(Ok(reserved)) = channel.on_gpu(gpu_index).map(|d| &d.reserved) {
-            sum = Some(sum.unwrap_or(0) + reserved);
+            // Saturating: the figures come from files other users' programs write.
+            sum = Some(sum.unwrap_or(0_u64).saturating_add(*reserved));
         }
     }
     sum

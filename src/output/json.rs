@@ -80,6 +80,7 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "writer": a.liveness.label(), "step": a.step, "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
+        "notable_events": a.notable_events.iter().map(event).collect::<Vec<_>>(),
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
 }

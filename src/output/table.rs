@@ -42,18 +42,19 @@ pub fn render(snapshot: &Snapshot) -> String {
 }
 
 /// What instrumented processes publish, beside NVML's figure for them:
-/// `  1234 GPU 0  allocated 10.0 GiB  reserved 14.0 GiB  outside 1.00 GiB  peak 12.0 GiB  step 41  forward`.
+/// `  1234 GPU 0  allocated 10.0 GiB  reserved 14.0 GiB  outside 1.00 GiB  peak 12.0 GiB  step 41  forward`,
+/// then writers that have no row, and refused channel files, each with why.
 fn allocator_lines(snapshot: &Snapshot) -> String {
     let rows: Vec<&ProcessRow> = snapshot
         .processes
         .iter()
         .filter(|p| p.allocator.is_some())
         .collect();
-    if rows.is_empty() {
-        return String::new();
+    let mut out = String::new();
+    if !rows.is_empty() {
+        out += "\ninstrumented (allocator figures):\n";
     }
-    let mut out = String::from("\ninstrumented (allocator figures):\n");
-    for p in rows {
+    for p in &rows {
         let Some(a) = &p.allocator else { continue };
         let d = &a.device;
         let outside = match (&p.nvml.used_memory, &d.reserved) {
@@ -76,6 +77,31 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
                 other => format!(" [{}]", other.label()),
             },
         );
+    }
+    let mut unshown = String::new();
+    // Writers with no row: ended, in a namespace we cannot map, or on a GPU NVML does not
+    // match (a MIG instance, a device hidden from us).
+    for a in &snapshot.allocators {
+        if rows.iter().any(|r| Some(r.nvml.pid) == a.host_pid) {
+            continue;
+        }
+        let why = match (a.host_pid, a.liveness.is_ended()) {
+            (_, true) => a.liveness.label().to_string(),
+            (None, false) => "its pid is not among NVML's processes here".into(),
+            (Some(_), false) => "no GPU of its matches NVML's by UUID or PCI bus id".into(),
+        };
+        let _ = writeln!(
+            unshown,
+            "instrumented pid {} ({}) not in the table: {why}",
+            a.identity.pid, a.identity.file
+        );
+    }
+    for refused in &snapshot.rejected_channels {
+        let _ = writeln!(unshown, "channel refused: {refused}");
+    }
+    if !unshown.is_empty() {
+        out.push('\n');
+        out += &unshown;
     }
     out
 }

@@ -5,15 +5,17 @@
 
 use crate::channel::discover;
 use crate::channel::{
-    Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy,
-    SampleRecord, Update, WriterKind, WriterState, monotonic_ns, uuid_string,
+    Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
+    WriterKind, WriterState, monotonic_ns, uuid_string,
 };
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
-    Reading, WriterIdentity, WriterLiveness, now_ms,
+    Gone, Reading, WriterIdentity, WriterLiveness, now_ms,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// New files are looked for this often; open channels are polled every tick.
@@ -21,14 +23,28 @@ const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// Ended writers' files older than this are removed (ours only), per the spec's §6.
 const STALE_AFTER: Duration = Duration::from_secs(3600);
 const CLEAN_EVERY: Duration = Duration::from_secs(60);
+/// A channel whose writer ended this long ago is closed: its figures stay on screen, and
+/// the open files stay bounded however many runs crash over days.
+const RETIRE_AFTER: Duration = Duration::from_secs(600);
+/// Files remembered as retired, so a scan does not open them again.
+const MAX_RETIRED: usize = 4096;
 /// Sample flag: the peak is the highest ever seen (spec §2.7).
 const NEW_HIGH_WATER: u8 = 1 << 1;
 
+/// A file's identity, the same whatever path reaches it (two ranks in one container see
+/// the same file through two `/proc/PID/root` paths).
+type FileId = (u64, u64);
+
 struct Open {
     channel: Channel,
-    identity_sent: bool,
+    file_id: FileId,
+    identity: Arc<WriterIdentity>,
+    /// Found through a container's root: its pid means nothing in our namespace.
+    in_container: bool,
     /// The writer's pid as NVML lists it, once mapped.
     host_pid: Option<u32>,
+    /// When the writer was first seen ended.
+    ended_at: Option<Instant>,
 }
 
 pub struct ChannelSampler {
@@ -37,6 +53,7 @@ pub struct ChannelSampler {
     /// Files refused, with their reasons; tried again at each scan, since a file can be
     /// replaced.
     refused: BTreeMap<PathBuf, String>,
+    retired: HashSet<FileId>,
     last_scan: Option<Instant>,
     last_clean: Option<Instant>,
     /// NVML's pids: candidates for writers in other pid namespaces.
@@ -44,26 +61,35 @@ pub struct ChannelSampler {
     /// Per NVML pid: whether it lives in a pid namespace below ours (a container).
     in_container: HashMap<u32, bool>,
     host_namespace: bool,
+    our_pid_ns: Option<u64>,
     /// Refusals as last sent, so an unchanged list is not sent every tick.
     sent_refused: Vec<String>,
 }
 
+impl Default for ChannelSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ChannelSampler {
-    /// `from_start`: also read the history already in each file (one-shot output); the
-    /// monitor reads only what comes after it opened a channel.
-    pub fn new(from_start: bool) -> Self {
+    pub fn new() -> Self {
         ChannelSampler {
+            // The history already in a file is read too: for a writer that died before the
+            // monitor started, it is the whole post-mortem.
             policy: Policy {
-                from_start,
+                from_start: true,
                 ..Policy::current()
             },
             open: BTreeMap::new(),
             refused: BTreeMap::new(),
+            retired: HashSet::new(),
             last_scan: None,
             last_clean: None,
             nvml_pids: Vec::new(),
             in_container: HashMap::new(),
             host_namespace: super::container::in_host_pid_namespace(),
+            our_pid_ns: std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino()),
             sent_refused: Vec::new(),
         }
     }
@@ -106,31 +132,44 @@ impl ChannelSampler {
         for (path, open) in &mut self.open {
             match open.channel.poll() {
                 Ok(update) => {
-                    if open.host_pid.is_none() {
+                    let ended = matches!(update.liveness, Liveness::Ended { .. });
+                    if ended {
+                        open.ended_at.get_or_insert(now);
+                    } else if open.host_pid.is_none() {
+                        // Mapped only while the writer lives: the pid of a dead one may
+                        // already belong to someone else.
                         open.host_pid = host_pid_of(
-                            open.channel.identity(),
+                            &open.channel,
+                            open.in_container,
                             &self.nvml_pids,
                             self.host_namespace,
+                            self.our_pid_ns,
                         );
                     }
-                    let identity = (!open.identity_sent).then(|| writer_identity(open));
-                    open.identity_sent = true;
-                    polls.push(translate(
-                        path,
-                        identity,
-                        open.host_pid,
-                        update,
-                        at_ms,
-                        mono_ns,
-                    ));
+                    polls.push(translate(path, open, update, at_ms, mono_ns));
+                    if open
+                        .ended_at
+                        .is_some_and(|at| now.duration_since(at) >= RETIRE_AFTER)
+                    {
+                        dropped.push((path.clone(), Gone::Retired, None));
+                    }
                 }
-                Err(rejected) => dropped.push((path.clone(), rejected.to_string())),
+                Err(rejected) => {
+                    dropped.push((path.clone(), Gone::Refused, Some(rejected.to_string())))
+                }
             }
         }
-        for (path, reason) in dropped {
-            self.open.remove(&path);
-            gone.push(path.to_string_lossy().into_owned());
-            self.refused.insert(path, reason);
+        for (path, why, reason) in dropped {
+            if let Some(open) = self.open.remove(&path)
+                && why == Gone::Retired
+                && self.retired.len() < MAX_RETIRED
+            {
+                self.retired.insert(open.file_id);
+            }
+            if let Some(reason) = reason {
+                self.refused.insert(path.clone(), reason);
+            }
+            gone.push((path.to_string_lossy().into_owned(), why));
         }
         let refused: Vec<String> = self.refused.values().cloned().collect();
         let refusals_changed = refused != self.sent_refused;
@@ -147,44 +186,69 @@ impl ChannelSampler {
     }
 
     /// Opens new files and forgets vanished ones; returns the vanished channels.
-    fn scan(&mut self) -> Vec<String> {
-        let mut dirs = discover::channel_dirs(self.policy.euid);
+    fn scan(&mut self) -> Vec<(String, Gone)> {
+        // Our own directories, then those inside the containers of NVML's processes.
+        let mut dirs: Vec<(PathBuf, bool)> = discover::channel_dirs(self.policy.euid)
+            .into_iter()
+            .map(|d| (d, false))
+            .collect();
         for &pid in &self.nvml_pids {
             let contained = *self
                 .in_container
                 .entry(pid)
                 .or_insert_with(|| discover::nspids(pid).is_some_and(|ns| ns.len() > 1));
-            let known = self.open.values().any(|o| o.host_pid == Some(pid));
-            if contained && !known {
-                dirs.extend(discover::container_dirs(pid));
+            if contained {
+                dirs.extend(discover::container_dirs(pid).into_iter().map(|d| (d, true)));
             }
         }
-        let mut seen: Vec<PathBuf> = Vec::new();
-        for dir in &dirs {
+        let mut seen: HashSet<PathBuf> = HashSet::new();
+        let mut open_ids: HashSet<FileId> = self.open.values().map(|o| o.file_id).collect();
+        let mut unreachable = false;
+        for (dir, in_container) in &dirs {
             // A directory that fails its checks is skipped quietly: it is someone else's.
             let Ok(files) = discover::list(dir, self.policy.euid) else {
+                unreachable |= *in_container;
                 continue;
             };
-            seen.extend(files.into_iter().map(|f| f.path));
-        }
-        for path in &seen {
-            if self.open.contains_key(path) {
-                continue;
-            }
-            match Channel::open(path, &self.policy) {
-                Ok(channel) => {
-                    self.refused.remove(path);
-                    self.open.insert(
-                        path.clone(),
-                        Open {
-                            channel,
-                            identity_sent: false,
-                            host_pid: None,
-                        },
-                    );
+            for file in files {
+                let path = file.path;
+                if self.open.contains_key(&path) {
+                    seen.insert(path);
+                    continue;
                 }
-                Err(rejected) => {
-                    self.refused.insert(path.clone(), rejected.to_string());
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                let id = (meta.dev(), meta.ino());
+                if self.retired.contains(&id) {
+                    seen.insert(path);
+                    continue;
+                }
+                if open_ids.contains(&id) {
+                    // The same file through another container path: read it once.
+                    continue;
+                }
+                seen.insert(path.clone());
+                match Channel::open(&path, &self.policy) {
+                    Ok(channel) => {
+                        self.refused.remove(&path);
+                        open_ids.insert(id);
+                        let identity = Arc::new(writer_identity(&channel));
+                        self.open.insert(
+                            path,
+                            Open {
+                                channel,
+                                file_id: id,
+                                identity,
+                                in_container: *in_container,
+                                host_pid: None,
+                                ended_at: None,
+                            },
+                        );
+                    }
+                    Err(rejected) => {
+                        self.refused.insert(path, rejected.to_string());
+                    }
                 }
             }
         }
@@ -192,38 +256,65 @@ impl ChannelSampler {
         let vanished: Vec<PathBuf> = self
             .open
             .keys()
-            .filter(|p| !seen.contains(p))
+            .filter(|p| !seen.contains(*p))
             .cloned()
             .collect();
         vanished
             .into_iter()
-            .map(|path| {
-                self.open.remove(&path);
-                path.to_string_lossy().into_owned()
+            .filter_map(|path| {
+                let open = self.open.remove(&path)?;
+                // A container path that vanished with its container may have been a crash:
+                // only a file gone from a directory we still see was removed.
+                let why = if open.in_container && (unreachable || !path.exists()) {
+                    Gone::Unreachable
+                } else {
+                    Gone::Removed
+                };
+                Some((path.to_string_lossy().into_owned(), why))
             })
             .collect()
     }
 }
 
-/// The writer's pid as NVML lists it: its own pid when it shares our (host) pid namespace,
-/// else found among NVML's pids through their `NSpid` lines.
-fn host_pid_of(identity: &Identity, nvml_pids: &[u32], host_namespace: bool) -> Option<u32> {
-    let ns_pid = u32::try_from(identity.pid).ok()?;
-    if let Some(pid_ns) = identity.pid_ns
-        && let Some(host) = discover::host_pid(pid_ns, identity.pid, nvml_pids.iter().copied())
-    {
-        return Some(host);
-    }
-    let ours = std::fs::metadata("/proc/self/ns/pid")
-        .ok()
-        .map(|m| std::os::unix::fs::MetadataExt::ino(&m));
-    (host_namespace && (identity.pid_ns.is_none() || identity.pid_ns == ours)).then_some(ns_pid)
+/// The writer's pid as NVML lists it. In a container: the NVML pid whose `NSpid` names
+/// it in the writer's pid namespace. Else its own pid, when we share the host's namespace.
+/// Either way the process must have the channel's start time (a pid is reused once its
+/// process dies) and, for files found in our own directories, belong to the file's owner (a
+/// root monitor reads every user's files, and a user must not dress up another's process).
+fn host_pid_of(
+    channel: &Channel,
+    in_container: bool,
+    nvml_pids: &[u32],
+    host_namespace: bool,
+    our_pid_ns: Option<u64>,
+) -> Option<u32> {
+    let identity = channel.identity();
+    let candidate = match identity.pid_ns {
+        Some(ns) if Some(ns) != our_pid_ns => {
+            discover::host_pid(ns, identity.pid, nvml_pids.iter().copied())?
+        }
+        // Same namespace, or no namespace recorded: only trusted for our own directories.
+        _ if !in_container && host_namespace => u32::try_from(identity.pid).ok()?,
+        _ => return None,
+    };
+    let proc_dir = std::fs::metadata(format!("/proc/{candidate}")).ok()?;
+    let (owner, _) = channel.file_id();
+    let same_start = starttime_of(candidate) == Some(identity.starttime);
+    (same_start && (in_container || proc_dir.uid() == owner)).then_some(candidate)
 }
 
-fn writer_identity(open: &Open) -> WriterIdentity {
-    let id = open.channel.identity();
+/// Field 22 of /proc/PID/stat: clock ticks since boot, the same in every pid namespace.
+fn starttime_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &stat[stat.rfind(')')? + 1..];
+    // Field 3 (state) is the first after the command; field 22 is 19 further.
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn writer_identity(channel: &Channel) -> WriterIdentity {
+    let id: &Identity = channel.identity();
     WriterIdentity {
-        file: file_name(open.channel.path()),
+        file: file_name(channel.path()),
         pid: u32::try_from(id.pid).unwrap_or(u32::MAX),
         kind: kind_name(id.kind),
         framework: id.framework.clone(),
@@ -258,14 +349,7 @@ fn kind_name(kind: WriterKind) -> String {
     }
 }
 
-fn translate(
-    path: &Path,
-    identity: Option<WriterIdentity>,
-    host_pid: Option<u32>,
-    update: Update,
-    at_ms: u64,
-    mono_ns: u64,
-) -> ChannelPoll {
+fn translate(path: &Path, open: &Open, update: Update, at_ms: u64, mono_ns: u64) -> ChannelPoll {
     let wall = |t_ns: u64| wall_ms(t_ns, at_ms, mono_ns);
     let phase_name = |phase: u16| -> String {
         usize::from(phase)
@@ -277,7 +361,7 @@ fn translate(
     let points = update
         .samples
         .iter()
-        .map(|s: &SampleRecord| AllocatorPoint {
+        .map(|s| AllocatorPoint {
             at_ms: wall(s.t_ns),
             slot: u16::from(s.slot),
             allocated: s.allocated,
@@ -308,8 +392,8 @@ fn translate(
     };
     ChannelPoll {
         path: path.to_string_lossy().into_owned(),
-        identity,
-        host_pid,
+        identity: Arc::clone(&open.identity),
+        host_pid: open.host_pid,
         liveness: liveness(update.liveness, update.state),
         devices: update.devices.iter().map(device).collect(),
         step,
@@ -348,6 +432,7 @@ fn figure(value: Option<u64>) -> Reading<u64> {
 
 fn device(slot: &DeviceSlot) -> AllocatorDevice {
     AllocatorDevice {
+        slot: u16::try_from(slot.index).unwrap_or(u16::MAX),
         ordinal: slot.ordinal,
         uuid: slot.uuid.as_ref().map(uuid_string),
         pci_bus_id: slot.pci_bus_id.clone(),
@@ -363,7 +448,8 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
         ooms: figure(slot.ooms),
         device_free: figure(slot.device_free),
         limit: figure(slot.limit),
-        // The interval peak is folded into the true peak by the state, with the samples'.
+        // Only the interval peak so far: the state folds it into the true peak, with every
+        // sample's, since only the state sees the whole run.
         true_peak: figure(slot.interval_peak),
         step_peak: figure(slot.step_peak),
     }

@@ -36,8 +36,7 @@ impl OneShot {
             monitor,
             samplers: gpus.samplers,
             host: HostSampler::new(),
-            // One-shot output shows the recent events already in each channel too.
-            channels: ChannelSampler::new(true),
+            channels: ChannelSampler::new(),
         })
     }
 

@@ -160,7 +160,7 @@ where
                 watched: Vec::new(),
                 last_run: None,
             }),
-            channels: Mutex::new(ChannelSampler::new(false)),
+            channels: Mutex::new(ChannelSampler::new()),
             gpus: Mutex::new(Vec::new()),
             workers: Mutex::new(Vec::new()),
             interval_ms,

@@ -6,18 +6,23 @@
 use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::{
     AllocatorDevice, AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo,
-    WriterIdentity, WriterLiveness,
+    EventKind, Gone, WriterIdentity, WriterLiveness,
 };
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Events kept per channel for the detail pane and JSON.
 const RECENT_EVENTS: usize = 64;
+/// OOMs and exits kept per channel, apart from the busy stream of other events.
+const NOTABLE_EVENTS: usize = 64;
 /// Step boundaries kept per channel for the chart's ticks.
 const STEP_TICKS: usize = 4096;
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;
-/// How long an ended channel whose file is gone stays on screen.
+/// How long a channel no longer read (file removed, closed, unreachable) stays on screen.
 const LINGER_MS: u64 = 10 * 60 * 1000;
+/// Device slots a channel can have (the spec's limit).
+const MAX_SLOTS: usize = 64;
 
 /// The history of one device slot of one channel.
 pub struct SlotSeries {
@@ -34,18 +39,43 @@ impl Default for SlotSeries {
     }
 }
 
+/// The true peak of one slot: the highest allocated seen in any sample or interval peak,
+/// and the framework's own counter, counted only above where it stood at the last reset
+/// (the `r` key), since the counter itself cannot be reset from here.
+#[derive(Clone, Copy, Default)]
+struct TruePeak {
+    seen: Option<u64>,
+    counter_floor: Option<u64>,
+}
+
+impl TruePeak {
+    fn see(&mut self, value: u64) {
+        self.seen = Some(self.seen.map_or(value, |s| s.max(value)));
+    }
+
+    fn with_counter(&self, counter: Option<u64>) -> Option<u64> {
+        let counter = counter.filter(|c| self.counter_floor.is_none_or(|floor| *c > floor));
+        match (self.seen, counter) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
 /// One channel's state.
 pub struct ChannelState {
-    pub identity: Option<WriterIdentity>,
+    pub identity: Option<Arc<WriterIdentity>>,
     pub host_pid: Option<u32>,
     pub liveness: WriterLiveness,
+    /// Sorted by slot.
     pub devices: Vec<AllocatorDevice>,
     pub step: Option<u64>,
     pub label: String,
+    /// Indexed by slot.
     pub slots: Vec<SlotSeries>,
-    /// Highest allocated in any sample since the channel was opened, per slot.
-    true_peaks: Vec<Option<u64>>,
+    true_peaks: Vec<TruePeak>,
     pub events: VecDeque<AllocatorEvent>,
+    pub notable: VecDeque<AllocatorEvent>,
     /// `(at_ms, step)` of each step's end, for the chart.
     pub step_ticks: VecDeque<(u64, u64)>,
     pub lost_samples: u64,
@@ -64,6 +94,7 @@ impl Default for ChannelState {
             slots: Vec::new(),
             true_peaks: Vec::new(),
             events: VecDeque::new(),
+            notable: VecDeque::new(),
             step_ticks: VecDeque::new(),
             lost_samples: 0,
             lost_events: 0,
@@ -73,19 +104,23 @@ impl Default for ChannelState {
 
 impl ChannelState {
     fn ingest(&mut self, poll: ChannelPoll) {
-        if let Some(identity) = poll.identity {
-            self.identity = Some(identity);
-        }
+        self.identity = Some(poll.identity);
         self.host_pid = poll.host_pid;
         self.liveness = poll.liveness;
         self.step = poll.step;
         self.label = poll.label;
         self.lost_samples = poll.lost_samples;
         self.lost_events = poll.lost_events;
-        let slots = poll.devices.len();
+        let slots = poll
+            .devices
+            .iter()
+            .map(|d| usize::from(d.slot) + 1)
+            .max()
+            .unwrap_or(0)
+            .min(MAX_SLOTS);
         if self.slots.len() < slots {
             self.slots.resize_with(slots, SlotSeries::default);
-            self.true_peaks.resize(slots, None);
+            self.true_peaks.resize(slots, TruePeak::default());
         }
         for point in &poll.points {
             let slot = usize::from(point.slot);
@@ -102,31 +137,57 @@ impl ChannelState {
             };
             if let Some(top) = top {
                 series.allocated.push(point.at_ms, top as f64);
-                *true_peak = Some(true_peak.map_or(top, |p| p.max(top)));
+                true_peak.see(top);
             }
             if let Some(reserved) = point.reserved {
                 series.reserved.push(point.at_ms, reserved as f64);
             }
         }
         self.devices = poll.devices;
-        for (device, peak) in self.devices.iter_mut().zip(&self.true_peaks) {
-            // The writer's own counters can only add to what the samples showed.
-            let from_counter = device.allocated_peak.as_ref().ok().copied();
-            let best = match (*peak, from_counter) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
+        self.devices.sort_by_key(|d| d.slot);
+        for device in &mut self.devices {
+            let Some(peak) = self.true_peaks.get_mut(usize::from(device.slot)) else {
+                continue;
             };
-            if let Some(best) = best {
-                device.true_peak = Ok(best);
+            // The slot's own interval peak covers the time since the writer's last sample.
+            for seen in [&device.allocated, &device.true_peak].into_iter().flatten() {
+                peak.see(*seen);
+            }
+            match peak.with_counter(device.allocated_peak.as_ref().ok().copied()) {
+                Some(best) => device.true_peak = Ok(best),
+                None => device.true_peak = Err(crate::model::Absent::NotAvailable),
             }
         }
         for event in poll.events {
-            if let (crate::model::EventKind::StepEnd { .. }, Some(step)) = (&event.kind, event.step)
-            {
+            if let (EventKind::StepEnd { .. }, Some(step)) = (&event.kind, event.step) {
                 push_capped(&mut self.step_ticks, (event.at_ms, step), STEP_TICKS);
+            }
+            if event.kind.is_oom() || matches!(event.kind, EventKind::Exit { .. }) {
+                push_capped(&mut self.notable, event.clone(), NOTABLE_EVENTS);
             }
             push_capped(&mut self.events, event, RECENT_EVENTS);
         }
+    }
+
+    /// The channel's device that NVML knows as `gpu_index`, and its slot's history.
+    pub fn on_gpu(
+        &self,
+        gpu_index: u32,
+        devices: &[DeviceInfo],
+    ) -> Option<(&AllocatorDevice, Option<&SlotSeries>)> {
+        let device = self
+            .devices
+            .iter()
+            .find(|d| gpu_index_of(d, devices) == Some(gpu_index))?;
+        Some((device, self.slots.get(usize::from(device.slot))))
+    }
+
+    /// Events newest first: the recent ones, and older OOMs and exits that scrolled out.
+    pub fn newest_events(&self) -> Vec<&AllocatorEvent> {
+        let mut all: Vec<&AllocatorEvent> = self.events.iter().collect();
+        all.extend(self.notable.iter().filter(|n| !self.events.contains(n)));
+        all.sort_by_key(|e| std::cmp::Reverse(e.at_ms));
+        all
     }
 }
 
@@ -159,38 +220,56 @@ impl Allocators {
             let key = poll.path.clone();
             self.channels.touch(key, batch.at_ms).ingest(poll);
         }
-        for path in &batch.gone {
-            // A writer that exits cleanly removes its file: it ended, not crashed.
-            if let Some(state) = self.channels.get_mut(path)
-                && !state.liveness.is_ended()
-            {
-                state.liveness = WriterLiveness::Ended {
-                    crashed: false,
-                    error: false,
-                };
+        for (path, why) in &batch.gone {
+            let Some(state) = self.channels.get_mut(path) else {
+                continue;
+            };
+            match why {
+                // A writer that exits cleanly removes its file: it ended, not crashed.
+                Gone::Removed if !state.liveness.is_ended() => {
+                    state.liveness = WriterLiveness::Ended {
+                        crashed: false,
+                        error: false,
+                    };
+                }
+                Gone::Refused | Gone::Unreachable if !state.liveness.is_ended() => {
+                    state.liveness = WriterLiveness::Unreadable;
+                }
+                _ => {}
             }
         }
-        self.channels.evict(batch.at_ms);
+        self.evict(batch.at_ms);
         self.rejected = batch.rejected;
+    }
+
+    /// Forgets channels no longer read for longer than the linger time. Called with every
+    /// GPU sample too, since a quiet channel sampler sends nothing.
+    pub fn evict(&mut self, now_ms: u64) {
+        self.channels.evict(now_ms);
     }
 
     pub fn rejected(&self) -> &[String] {
         &self.rejected
     }
 
-    /// The channel whose writer NVML lists as `host_pid`; a live one before an ended one
-    /// (a pid can be reused after an instrumented process ended).
-    pub fn for_pid(&self, host_pid: u32) -> Option<&ChannelState> {
-        let mut found: Option<&ChannelState> = None;
-        for (_, state) in self.channels.iter() {
-            if state.host_pid != Some(host_pid) || state.identity.is_none() {
-                continue;
-            }
-            if found.is_none_or(|f| f.liveness.is_ended() && !state.liveness.is_ended()) {
-                found = Some(state);
-            }
+    /// The channel of the process NVML lists as `host_pid`. A live process joins only a
+    /// live channel, and an exited one prefers an ended channel: a pid reused after an
+    /// instrumented process died must not show the dead one's figures.
+    pub fn for_pid(&self, host_pid: u32, process_alive: bool) -> Option<&ChannelState> {
+        let mut candidates = self
+            .channels
+            .iter()
+            .map(|(_, state)| state)
+            .filter(|s| s.host_pid == Some(host_pid) && s.identity.is_some());
+        if process_alive {
+            candidates.find(|s| !s.liveness.is_ended())
+        } else {
+            let all: Vec<&ChannelState> = candidates.collect();
+            all.iter()
+                .find(|s| s.liveness.is_ended())
+                .or_else(|| all.first())
+                .copied()
         }
-        found
     }
 
     pub fn is_empty(&self) -> bool {
@@ -216,6 +295,7 @@ impl Allocators {
                         .collect(),
                     devices: state.devices.clone(),
                     recent_events: state.events.iter().cloned().collect(),
+                    notable_events: state.notable.iter().cloned().collect(),
                     lost_samples: state.lost_samples,
                     lost_events: state.lost_events,
                 })
@@ -226,8 +306,16 @@ impl Allocators {
     /// Forget true peaks (the `r` key), as for NVML's peaks.
     pub fn reset_peaks(&mut self) {
         for (_, state) in self.channels.iter_mut() {
-            for peak in &mut state.true_peaks {
-                *peak = None;
+            for (slot, peak) in state.true_peaks.iter_mut().enumerate() {
+                let counter = state
+                    .devices
+                    .iter()
+                    .find(|d| usize::from(d.slot) == slot)
+                    .and_then(|d| d.allocated_peak.as_ref().ok().copied());
+                *peak = TruePeak {
+                    seen: None,
+                    counter_floor: counter.or(peak.counter_floor),
+                };
             }
             for slot in &mut state.slots {
                 slot.allocated.reset_peak();
@@ -281,6 +369,7 @@ mod tests {
 
     fn device(uuid: Option<&str>, pci: Option<&str>) -> AllocatorDevice {
         AllocatorDevice {
+            slot: 0,
             ordinal: 0,
             uuid: uuid.map(str::to_string),
             pci_bus_id: pci.map(str::to_string),
@@ -315,7 +404,7 @@ mod tests {
     fn poll(points: Vec<AllocatorPoint>, events: Vec<AllocatorEvent>) -> ChannelPoll {
         ChannelPoll {
             path: "/dev/shm/vramscope-0/7-9.vsc".into(),
-            identity: Some(WriterIdentity {
+            identity: Arc::new(WriterIdentity {
                 file: "7-9.vsc".into(),
                 pid: 7,
                 kind: "PyTorch".into(),
@@ -392,7 +481,7 @@ mod tests {
         // The framework's own peak counter (12 GiB) is higher still, and it wins.
         assert_eq!(snap[0].devices[0].true_peak, Ok(12 << 30));
         assert_eq!(snap[0].gpu_indices, vec![Some(4)]);
-        let channel = state.for_pid(7).unwrap();
+        let channel = state.for_pid(7, true).unwrap();
         let peak = channel.slots[0].allocated.peak().unwrap();
         assert_eq!((peak.value, peak.at_ms), (900.0, 1_050));
         assert_eq!(channel.slots[0].reserved.last(), Some((1_100, 220.0)));
@@ -419,11 +508,14 @@ mod tests {
         });
         state.ingest(ChannelBatch {
             at_ms: 2_000,
-            gone: vec!["/dev/shm/vramscope-0/7-9.vsc".into()],
+            gone: vec![("/dev/shm/vramscope-0/7-9.vsc".into(), Gone::Removed)],
             rejected: vec!["x.vsc: wrong magic".into()],
             ..ChannelBatch::default()
         });
-        let channel = state.for_pid(7).unwrap();
+        // A live process with that pid (a reused one) must not show the ended writer's
+        // figures; the exited row does.
+        assert!(state.for_pid(7, true).is_none());
+        let channel = state.for_pid(7, false).unwrap();
         assert_eq!(channel.step_ticks, VecDeque::from([(1_000, 3)]));
         assert_eq!(channel.events.len(), 1);
         assert_eq!(
@@ -434,5 +526,98 @@ mod tests {
             }
         );
         assert_eq!(state.rejected(), ["x.vsc: wrong magic"]);
+    }
+
+    fn oom(at_ms: u64) -> AllocatorEvent {
+        AllocatorEvent {
+            at_ms,
+            kind: EventKind::Oom {
+                requested: Ok(1),
+                device_free: Ok(2),
+                device_total: Ok(3),
+                allocated: Ok(4),
+                reserved: Ok(5),
+                retries: Ok(0),
+            },
+            slot: Some(0),
+            step: Some(1),
+            label: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_caught_oom_outlives_a_busy_stream_of_other_events() {
+        let mut state = Allocators::default();
+        let mut events = vec![oom(1_000)];
+        events.extend((0..500).map(|i| AllocatorEvent {
+            at_ms: 1_001 + i,
+            kind: EventKind::Mark,
+            slot: None,
+            step: None,
+            label: format!("mark {i}"),
+        }));
+        state.ingest(ChannelBatch {
+            at_ms: 2_000,
+            polls: vec![poll(vec![], events)],
+            ..ChannelBatch::default()
+        });
+        let channel = state.for_pid(7, true).unwrap();
+        assert_eq!(channel.events.len(), RECENT_EVENTS);
+        assert!(channel.events.iter().all(|e| !e.kind.is_oom()));
+        let newest = channel.newest_events();
+        assert_eq!(newest[0].label, "mark 499");
+        assert!(
+            newest.iter().any(|e| e.kind.is_oom()),
+            "the OOM is still listed"
+        );
+        assert_eq!(state.snapshot(&[]).first().unwrap().notable_events.len(), 1);
+    }
+
+    #[test]
+    fn figures_follow_their_slot_index_not_their_position() {
+        let mut state = Allocators::default();
+        let mut p = poll(
+            vec![AllocatorPoint {
+                slot: 2,
+                ..point(1_000, 100, 700)
+            }],
+            vec![],
+        );
+        // Only slot 2 is readable yet: it is the first and only device in the poll.
+        p.devices[0].slot = 2;
+        state.ingest(ChannelBatch {
+            at_ms: 1_100,
+            polls: vec![p],
+            ..ChannelBatch::default()
+        });
+        let channel = state.for_pid(7, true).unwrap();
+        assert_eq!(channel.slots.len(), 3);
+        assert!(channel.slots[0].allocated.peak().is_none());
+        assert_eq!(channel.slots[2].allocated.peak().unwrap().value, 700.0);
+        let devices = [info(4, "GPU-b", "00000000:3B:00.0")];
+        let (device, series) = channel.on_gpu(4, &devices).unwrap();
+        assert_eq!(device.slot, 2);
+        assert_eq!(series.unwrap().allocated.last(), Some((1_000, 700.0)));
+    }
+
+    #[test]
+    fn resetting_peaks_ignores_the_frameworks_counter_until_it_rises_again() {
+        let mut state = Allocators::default();
+        let ingest = |state: &mut Allocators, at_ms: u64, counter: u64| {
+            let mut p = poll(vec![point(at_ms, 100, 100)], vec![]);
+            p.devices[0].allocated_peak = Ok(counter);
+            state.ingest(ChannelBatch {
+                at_ms,
+                polls: vec![p],
+                ..ChannelBatch::default()
+            });
+            state.snapshot(&[])[0].devices[0].true_peak.clone()
+        };
+        assert_eq!(ingest(&mut state, 1_000, 12 << 30), Ok(12 << 30));
+        state.reset_peaks();
+        // The counter still says 12 GiB, from before the reset: the samples rule.
+        assert_eq!(ingest(&mut state, 2_000, 12 << 30), Ok(10 << 30));
+        // It rose past where it stood: a new peak, exactly.
+        assert_eq!(ingest(&mut state, 3_000, 13 << 30), Ok(13 << 30));
     }
 }

@@ -106,6 +106,7 @@ impl Monitor {
             }
         }
         self.process_series.evict(sample.at_ms);
+        self.allocators.evict(sample.at_ms);
         self.latest.insert(sample.index, sample);
     }
 

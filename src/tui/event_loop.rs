@@ -112,6 +112,17 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
         watched_pids: Vec::new(),
         exit_with_job,
     };
+    if let Some(JobView {
+        pid,
+        log: Some(log),
+        ..
+    }) = &job_view
+    {
+        app.ui.flash = Some(format!(
+            "job {pid} started; its output goes to {}",
+            log.display()
+        ));
+    }
     app.ui.job = job_view;
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
@@ -293,7 +304,14 @@ impl App {
                 let _ = guard.resized();
                 Step::Input
             }
-            Outcome::Quit => Step::Exit(Exit::Status(0)),
+            // Quitting after the job ended reports how it ended, as `--exit-with-job` does.
+            Outcome::Quit => Step::Exit(Exit::Status(
+                self.ui
+                    .job
+                    .as_ref()
+                    .and_then(|j| j.end.as_ref())
+                    .map_or(0, |end| end.code),
+            )),
             Outcome::Suspend => {
                 guard.suspend();
                 // SAFETY: raising a signal at ourselves; SIGTSTP's default action stops us

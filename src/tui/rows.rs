@@ -4,6 +4,7 @@
 
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
+use crate::model::snapshot::allocator_of;
 use crate::model::{Absent, ProcessAllocator, Reading, Snapshot};
 use crate::state::{Monitor, ProcessKey};
 use std::cmp::Ordering;
@@ -31,8 +32,9 @@ pub struct TableRow {
     pub container: Option<String>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
-    /// What the process's allocator publishes for this GPU, when it is instrumented.
-    pub allocator: Option<ProcessAllocator>,
+    /// What the process's allocator publishes for this GPU, when it is instrumented. Boxed:
+    /// it is large, and rows are moved when sorted every frame.
+    pub allocator: Option<Box<ProcessAllocator>>,
 }
 
 impl TableRow {
@@ -116,7 +118,7 @@ pub fn table_rows(
                 .or_else(|| series.and_then(|s| s.command.clone())),
             container: host.and_then(|h| h.container.clone()),
             exited_at: None,
-            allocator: p.allocator.clone(),
+            allocator: p.allocator.clone().map(Box::new),
             key,
         });
     }
@@ -148,7 +150,9 @@ pub fn table_rows(
             command: series.command.clone(),
             container: None,
             exited_at: Some(seen),
-            allocator: None,
+            // A dead writer's last figures stay with its row: often they are why it died.
+            allocator: allocator_of(&snapshot.allocators, key.pid, series.gpu_index, false)
+                .map(Box::new),
         });
     }
 
@@ -163,7 +167,8 @@ pub fn table_rows(
 fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
     let descending = ui.sort_descending;
     let column = ui.sort;
-    rows.sort_by(|a, b| {
+    // Unstable is enough: ties are broken down to the unique (pid, GPU) key.
+    rows.sort_unstable_by(|a, b| {
         let primary = match column {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user.as_deref(), b.user.as_deref()),

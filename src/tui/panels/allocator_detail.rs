@@ -8,7 +8,6 @@ use super::{fmt, spark};
 use crate::history::column_of;
 use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness, units};
 use crate::state::ChannelState;
-use crate::state::allocators::gpu_index_of;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -23,7 +22,7 @@ pub fn height(view: &View, row: &TableRow) -> u16 {
     if row.allocator.is_none() {
         return 0;
     }
-    let events = channel(view, row).map_or(0, |c| c.events.len().min(EVENTS_SHOWN));
+    let events = channel(view, row).map_or(0, |c| c.newest_events().len().min(EVENTS_SHOWN));
     // Header, bar, legend, two charts of two lines, the tick line, then the events.
     8 + events as u16
 }
@@ -50,9 +49,9 @@ pub fn lines(
         row.vram.as_ref().ok().copied(),
         width,
     ));
-    match (state, slot(view, row, state)) {
-        (Some(state), Some(slot)) => {
-            let series = &state.slots[slot];
+    let slot = state.and_then(|s| s.on_gpu(row.gpu_index, view.monitor.devices()));
+    match (state, slot) {
+        (Some(state), Some((_, Some(series)))) => {
             let scale = gpu_total;
             let [plot, label] = spark::chart_with_peak(
                 view,
@@ -71,9 +70,7 @@ pub fn lines(
             out.push(relabel(plot, theme, "resv"));
             out.push(label);
             out.push(ticks(theme, state, range, chart_w));
-            let mut newest: Vec<&AllocatorEvent> = state.events.iter().collect();
-            newest.sort_by_key(|e| std::cmp::Reverse(e.at_ms));
-            let shown = newest.into_iter().take(EVENTS_SHOWN);
+            let shown = state.newest_events().into_iter().take(EVENTS_SHOWN);
             out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
         }
         _ => out.push(Line::styled("no allocator history yet", theme.dim)),
@@ -82,18 +79,9 @@ pub fn lines(
 }
 
 fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a ChannelState> {
-    view.monitor.allocators().for_pid(row.key.pid)
-}
-
-/// The channel's device slot that is this row's GPU.
-fn slot(view: &View, row: &TableRow, state: Option<&ChannelState>) -> Option<usize> {
-    let state = state?;
-    let devices = view.monitor.devices();
-    state
-        .devices
-        .iter()
-        .position(|d| gpu_index_of(d, devices) == Some(row.gpu_index))
-        .filter(|&s| s < state.slots.len())
+    view.monitor
+        .allocators()
+        .for_pid(row.key.pid, !row.is_exited())
 }
 
 /// `PyTorch torch 2.5.1 │ rank 0/8 │ step 1234 │ forward/model.layers.3 │ live`.
@@ -127,13 +115,13 @@ fn writer_line(
     spans.push(sep());
     let liveness_style = match allocator.liveness {
         WriterLiveness::Live => theme.ok,
-        WriterLiveness::Stalled { .. } => theme.warn,
+        WriterLiveness::Stalled { .. } | WriterLiveness::Unreadable => theme.warn,
         WriterLiveness::Ended { crashed, error } if crashed || error => theme.crit,
         WriterLiveness::Ended { .. } => theme.dim,
     };
     spans.push(Span::styled(allocator.liveness.label(), liveness_style));
     if let Some(state) = state
-        && state.lost_samples + state.lost_events > 0
+        && state.lost_samples.saturating_add(state.lost_events) > 0
     {
         spans.push(Span::styled(
             format!(
@@ -157,7 +145,7 @@ pub struct Breakdown {
     pub skewed: bool,
 }
 
-/// Splits NVML's `used` by the allocator's figures; `None` when a figure is missing.
+/// Splits NVML's `used` by the allocator's figures.
 pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
     let allocated = allocated.min(reserved);
     Breakdown {
@@ -265,7 +253,7 @@ fn ticks(theme: &Theme, state: &ChannelState, (from, to): (u64, u64), width: u16
         }
     }
     // OOMs win their column: they are what the person is looking for.
-    for event in state.events.iter().filter(|e| e.kind.is_oom()) {
+    for event in state.notable.iter().filter(|e| e.kind.is_oom()) {
         if let Some(col) = column_of(event.at_ms, from, to, columns) {
             marks[col] = Some((theme.glyphs.oom, theme.crit));
         }

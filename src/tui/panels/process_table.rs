@@ -35,22 +35,24 @@ const fn col(kind: SortColumn, width: u16, drop_rank: Option<u8>) -> Col {
 const COLUMNS: [Col; 8] = [
     col(SortColumn::Pid, 8, None),
     col(SortColumn::User, 8, Some(3)),
-    col(SortColumn::Gpu, 3, Some(5)),
+    // Last to go: without it one process on two GPUs reads as two identical rows.
+    col(SortColumn::Gpu, 3, Some(9)),
     // Wide enough for `exited 10m ago`, which exited rows show instead of a size.
     col(SortColumn::Vram, 14, None),
-    col(SortColumn::VramPeak, 8, Some(4)),
+    col(SortColumn::VramPeak, 8, Some(6)),
     col(SortColumn::Sm, 4, Some(2)),
     col(SortColumn::HostRss, 8, Some(1)),
     col(SortColumn::Cpu, 5, Some(0)),
 ];
 
-/// Shown while some process is instrumented; given up only after the host columns, since
-/// they matter most to the person who instrumented a program.
+/// Shown while some process is instrumented. Allocated and reserved outlast NVML's PEAK
+/// column, since they are what the person instrumented a program for; STEP and the
+/// allocator's peak go before it.
 const ALLOCATOR_COLUMNS: [Col; 4] = [
-    col(SortColumn::Allocated, 8, Some(7)),
-    col(SortColumn::Reserved, 8, Some(8)),
-    col(SortColumn::AllocPeak, 8, Some(6)),
-    col(SortColumn::Step, 6, Some(9)),
+    col(SortColumn::Allocated, 8, Some(8)),
+    col(SortColumn::Reserved, 8, Some(7)),
+    col(SortColumn::AllocPeak, 8, Some(5)),
+    col(SortColumn::Step, 6, Some(4)),
 ];
 
 /// COMMAND keeps at least this many cells before any other column is given up.
