@@ -324,3 +324,45 @@ impl AllocatorSnapshot {
             .and_then(|i| self.devices.get(i))
     }
 }
+
+/// The three parts of what NVML counts for this process on this GPU.
+pub struct Breakdown {
+    pub allocated: u64,
+    /// Reserved but not allocated: the caching allocator's free blocks.
+    pub cache: u64,
+    /// Used minus reserved: CUDA context, libraries' workspaces, other allocators.
+    pub outside: u64,
+    /// Reserved exceeds NVML's figure (they are read at different moments).
+    pub skewed: bool,
+}
+
+/// Splits NVML's `used` by the allocator's figures.
+pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
+    let allocated = allocated.min(reserved);
+    Breakdown {
+        allocated: allocated.min(used),
+        cache: reserved.min(used).saturating_sub(allocated),
+        outside: used.saturating_sub(reserved),
+        skewed: reserved > used,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_parts_sum_to_nvml_used() {
+        let p = split(10 << 30, 14 << 30, 15 << 30);
+        assert_eq!(
+            (p.allocated, p.cache, p.outside),
+            (10 << 30, 4 << 30, 1 << 30)
+        );
+        assert_eq!(p.allocated + p.cache + p.outside, 15 << 30);
+        assert!(!p.skewed);
+        // Reserved read after NVML's figure grew past it: the parts still sum to used.
+        let p = split(10, 30, 20);
+        assert_eq!(p.allocated + p.cache + p.outside, 20);
+        assert!(p.skewed);
+    }
+}

@@ -57,8 +57,10 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
     for p in &rows {
         let Some(a) = &p.allocator else { continue };
         let d = &a.device;
-        let outside = match (&p.nvml.used_memory, &d.reserved) {
-            (Ok(used), Ok(reserved)) => bytes(used.saturating_sub(*reserved)),
+        let outside = match (&p.nvml.used_memory, &d.allocated, &d.reserved) {
+            (Ok(used), Ok(allocated), Ok(reserved)) => {
+                bytes(crate::model::allocator::split(*allocated, *reserved, *used).outside)
+            }
             _ => NA.into(),
         };
         let _ = writeln!(

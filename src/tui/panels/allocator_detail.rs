@@ -6,6 +6,7 @@
 
 use super::{fmt, spark};
 use crate::history::column_of;
+use crate::model::allocator::split;
 use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness, units};
 use crate::state::ChannelState;
 use crate::tui::rows::TableRow;
@@ -132,28 +133,6 @@ fn writer_line(
         ));
     }
     Line::from(spans)
-}
-
-/// The three parts of what NVML counts for this process on this GPU.
-pub struct Breakdown {
-    pub allocated: u64,
-    /// Reserved but not allocated: the caching allocator's free blocks.
-    pub cache: u64,
-    /// Used minus reserved: CUDA context, libraries' workspaces, other allocators.
-    pub outside: u64,
-    /// Reserved exceeds NVML's figure (they are read at different moments).
-    pub skewed: bool,
-}
-
-/// Splits NVML's `used` by the allocator's figures.
-pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
-    let allocated = allocated.min(reserved);
-    Breakdown {
-        allocated: allocated.min(used),
-        cache: reserved.min(used).saturating_sub(allocated),
-        outside: used.saturating_sub(reserved),
-        skewed: reserved > used,
-    }
 }
 
 /// The bar, `width` cells, and its legend.
@@ -374,21 +353,6 @@ fn event_detail(kind: &EventKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_three_parts_sum_to_nvml_used() {
-        let p = split(10 << 30, 14 << 30, 15 << 30);
-        assert_eq!(
-            (p.allocated, p.cache, p.outside),
-            (10 << 30, 4 << 30, 1 << 30)
-        );
-        assert_eq!(p.allocated + p.cache + p.outside, 15 << 30);
-        assert!(!p.skewed);
-        // Reserved read after NVML's figure grew past it: the parts still sum to used.
-        let p = split(10, 30, 20);
-        assert_eq!(p.allocated + p.cache + p.outside, 20);
-        assert!(p.skewed);
-    }
 
     #[test]
     fn bar_cells_add_up_to_the_bar_width() {
