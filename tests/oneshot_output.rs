@@ -254,3 +254,39 @@ fn utilisation_samples_of_one_instant_count_for_every_pid() {
         .collect();
     assert_eq!(sm, vec![11, 22]);
 }
+
+/// The enforced power limit and the ECC counts change by an administrator's hand or by rare
+/// hardware events: they are read every 10 s, not with every sample.
+#[test]
+fn slow_figures_are_not_read_every_tick() {
+    use std::io::{BufRead, BufReader};
+    let (scenario, _) = two_gpus();
+    let counts = scenario.dir().join("counts.json");
+    let mut child = scenario
+        .command()
+        .env("FAKE_NVML_COUNTS", &counts)
+        .args(["--json", "--loop", "0.1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut last = Value::Null;
+    for _ in 0..16 {
+        last = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Still in every sample, from the last slow read.
+    assert_eq!(last["devices"][0]["power_limit_mw"], 700_000);
+    assert_eq!(last["devices"][0]["ecc_corrected"], 0);
+    // The fake writes its counts at most once a second: they cover the first second or so.
+    let counts: Value = serde_json::from_slice(&std::fs::read(&counts).unwrap()).unwrap();
+    let memory = counts["nvmlDeviceGetMemoryInfo_v2"].as_u64().unwrap();
+    let ecc = counts["nvmlDeviceGetTotalEccErrors"].as_u64().unwrap();
+    let limit = counts["nvmlDeviceGetEnforcedPowerLimit"].as_u64().unwrap();
+    assert!(memory >= 12, "{counts}");
+    assert!(
+        (2..=4).contains(&ecc) && (1..=2).contains(&limit),
+        "two GPUs, read once each: {counts}"
+    );
+}

@@ -108,6 +108,7 @@ impl NvmlSession {
             pcie_last: None,
             r535_process_bug: self.r535_process_bug,
             util: UtilTracker::default(),
+            slow: SlowFigures::default(),
         };
         (info, sampler)
     }
@@ -122,6 +123,45 @@ pub struct DeviceSampler {
     pcie_last: Option<Instant>,
     r535_process_bug: bool,
     util: UtilTracker,
+    slow: SlowFigures,
+}
+
+/// Figures that change only by an administrator's hand (the enforced power limit) or by
+/// rare hardware events (ECC error counts): read every `SLOW_EVERY`, not every tick. They
+/// were three of a GPU's twenty NVML calls per tick, and ECC queries are among the slower
+/// ones on real hardware.
+#[derive(Default)]
+struct SlowFigures {
+    read_at: Option<Instant>,
+    power_limit_mw: Option<Reading<u32>>,
+    ecc_corrected: Option<Reading<u64>>,
+    ecc_uncorrected: Option<Reading<u64>>,
+}
+
+const SLOW_EVERY: Duration = Duration::from_secs(10);
+
+impl SlowFigures {
+    fn refresh(&mut self, device: &Device<'static>) {
+        if self.read_at.is_some_and(|at| at.elapsed() < SLOW_EVERY) {
+            return;
+        }
+        self.read_at = Some(Instant::now());
+        self.power_limit_mw = Some(device.enforced_power_limit().map_err(absent));
+        self.ecc_corrected = Some(
+            device
+                .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
+                .map_err(absent),
+        );
+        self.ecc_uncorrected = Some(
+            device
+                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
+                .map_err(absent),
+        );
+    }
+}
+
+fn carried<T: Clone>(figure: &Option<Reading<T>>) -> Reading<T> {
+    figure.clone().unwrap_or(Err(Absent::NotAvailable))
 }
 
 /// Per-process utilisation state carried between ticks.
@@ -181,6 +221,7 @@ impl DeviceSampler {
         };
         let processes = processes(device, &mut self.util, self.r535_process_bug, at_ms);
         let lost = matches!(memory, Err(Absent::GpuLost));
+        self.slow.refresh(device);
         DeviceSample {
             index: self.index,
             at_ms,
@@ -189,7 +230,7 @@ impl DeviceSampler {
             mem_util: utilization.map(|u| u.memory),
             temperature_c: device.temperature(TemperatureSensor::Gpu).map_err(absent),
             power_mw: device.power_usage().map_err(absent),
-            power_limit_mw: device.enforced_power_limit().map_err(absent),
+            power_limit_mw: carried(&self.slow.power_limit_mw),
             sm_clock_mhz: device.clock_info(Clock::SM).map_err(absent),
             mem_clock_mhz: device.clock_info(Clock::Memory).map_err(absent),
             fan_percent: if self.has_fan {
@@ -207,12 +248,8 @@ impl DeviceSampler {
                 .map(|u| u.utilization),
             throttle_reasons: throttle.map(|t| t.bits()),
             pstate: device.performance_state().map_err(absent).map(|p| p.as_c()),
-            ecc_corrected: device
-                .total_ecc_errors(MemoryError::Corrected, EccCounter::Volatile)
-                .map_err(absent),
-            ecc_uncorrected: device
-                .total_ecc_errors(MemoryError::Uncorrected, EccCounter::Volatile)
-                .map_err(absent),
+            ecc_corrected: carried(&self.slow.ecc_corrected),
+            ecc_uncorrected: carried(&self.slow.ecc_uncorrected),
             pcie_tx_kbs,
             pcie_rx_kbs,
             processes,
