@@ -116,6 +116,65 @@ def sampler_cpu(name, source, directory, hz=100, seconds=5.0):
     ch.finish()
 
 
+def module_attribution(directory):
+    """What `VRAMSCOPE_MODULES=1` adds to each module call: the global forward pre/post
+    hooks, their path lookup and the status label written through the session. Run against
+    the tests' fake torch, whose module call is a bare Python call: on real torch the hooks
+    also turn off `_call_impl`'s no-hook fast path, which this cannot show.
+    """
+    fakes = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fakes")
+    sys.path.insert(0, fakes)
+    import torch  # the fake
+    from vramscope._torch_modules import ModuleTracker
+
+    class Leaf(torch.nn.modules.module.Module):
+        def forward(self, x):
+            return x
+
+    class Block(torch.nn.modules.module.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Leaf()
+            self.mlp = Leaf()
+
+        def forward(self, x):
+            return self.mlp(self.attn(x))
+
+    class Model(torch.nn.modules.module.Module):
+        def __init__(self, depth):
+            super().__init__()
+            self.blocks = [Block() for _ in range(depth)]
+            for i, block in enumerate(self.blocks):
+                setattr(self, "block%d" % i, block)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    model = Model(12)
+    calls = 1 + 12 * 3  # the model, each block, and its two leaves
+
+    def forward_us(n):
+        start = time.perf_counter()
+        for _ in range(n):
+            model(1)
+        return (time.perf_counter() - start) / n * 1e6
+
+    bare = forward_us(2000)
+    ch = Channel.create(Identity(L.KIND_PYTORCH), directory=directory)
+    session = Session(ch)
+    remove = ModuleTracker(torch, session.set_module_label).install()
+    hooked = forward_us(2000)
+    remove()
+    ch.finish()
+    sys.path.remove(fakes)
+    print("module attribution (VRAMSCOPE_MODULES=1), fake torch, %d module calls per pass:" % calls)
+    print("  %-53s %6.1f us" % ("forward pass without hooks", bare))
+    print("  %-53s %6.1f us" % ("forward pass with attribution", hooked))
+    print("  %-53s %6.2f us" % ("added per module call", (hooked - bare) / calls))
+
+
 def main():
     directory = tempfile.mkdtemp(prefix="vramscope-bench-")
     try:
@@ -179,6 +238,7 @@ def main():
         sampler_cpu("torch-sized stats dict rebuilt per read", StatsSource(), directory, hz=100)
         sampler_cpu("stats dict reused (the writer's own cost)", CachedStats(), directory, hz=100)
         sampler_cpu("torch-sized stats dict, default rate", StatsSource(), directory, hz=20)
+        module_attribution(directory)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
