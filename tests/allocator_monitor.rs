@@ -389,3 +389,40 @@ fn a_writer_killed_mid_run_stays_on_screen_as_killed_with_its_last_figures() {
     // The file is kept for the post-mortem: a crash is what the person came to look at.
     assert_eq!(std::fs::read_dir(&channels).unwrap().count(), 1);
 }
+
+#[test]
+fn a_writer_that_cannot_name_its_gpu_joins_the_only_one_its_process_uses() {
+    // JAX publishes neither UUID nor PCI bus id; NVML lists the process on GPU 1 alone.
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = Writer::create(WriterConfig {
+        dir: Some(channels.clone()),
+        ..WriterConfig::from_process(WriterKind::Jax)
+    })
+    .unwrap();
+    let slot = writer.add_device(DeviceIdentity::default()).unwrap();
+    writer.publish_device(
+        slot,
+        &DeviceFigures {
+            allocated: Some(3 * GIB),
+            reserved: Some(4 * GIB),
+            ..DeviceFigures::default()
+        },
+    );
+    let pid = std::process::id();
+    let mut gpu1 = h100(1);
+    gpu1["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 5 * GIB }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [h100(0), gpu1] }));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(doc["allocators"][0]["devices"][0]["gpu_index"], json!(1));
+    let row = process_row(&doc, pid).unwrap();
+    assert_eq!(row["gpu_index"], json!(1));
+    assert_eq!(row["allocated"], json!(3 * GIB));
+    writer.finish(vramscope::channel::Exit::Clean).unwrap();
+}

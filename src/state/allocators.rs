@@ -175,10 +175,17 @@ impl ChannelState {
         gpu_index: u32,
         devices: &[DeviceInfo],
     ) -> Option<(&AllocatorDevice, Option<&SlotSeries>)> {
-        let device = self
+        let named = self
             .devices
             .iter()
-            .find(|d| gpu_index_of(d, devices) == Some(gpu_index))?;
+            .find(|d| gpu_index_of(d, devices) == Some(gpu_index));
+        // A lone device without UUID or PCI bus id (JAX) was joined by elimination: the only
+        // GPU its process uses (see `Monitor::snapshot`).
+        let anonymous = || match self.devices.as_slice() {
+            [only] if only.uuid.is_none() && only.pci_bus_id.is_none() => Some(only),
+            _ => None,
+        };
+        let device = named.or_else(anonymous)?;
         Some((device, self.slots.get(usize::from(device.slot))))
     }
 

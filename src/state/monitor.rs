@@ -147,7 +147,10 @@ impl Monitor {
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
     pub fn snapshot(&self, now_ms: u64, stale: StaleAfter) -> Snapshot {
-        let allocators = self.allocators.snapshot(&self.devices);
+        let mut allocators = self.allocators.snapshot(&self.devices);
+        for channel in &mut allocators {
+            self.join_by_elimination(channel);
+        }
         let devices: Vec<DeviceSnapshot> = self
             .devices
             .iter()
@@ -172,6 +175,27 @@ impl Monitor {
             host_memory: self.host.as_ref().map(|h| h.memory.clone()),
             rejected_channels: self.allocators.rejected().to_vec(),
             allocators,
+        }
+    }
+
+    /// A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id) but has one
+    /// device, from a process NVML lists on exactly one GPU: that is the GPU.
+    fn join_by_elimination(&self, channel: &mut crate::model::AllocatorSnapshot) {
+        let ([None], Some(pid)) = (channel.gpu_indices.as_slice(), channel.host_pid) else {
+            return;
+        };
+        let mut on: Vec<u32> = self
+            .latest
+            .values()
+            .filter(|s| {
+                s.processes
+                    .as_ref()
+                    .is_ok_and(|list| list.iter().any(|p| p.pid == pid))
+            })
+            .map(|s| s.index)
+            .collect();
+        if on.len() == 1 {
+            channel.gpu_indices[0] = on.pop();
         }
     }
 
