@@ -49,6 +49,11 @@ pub struct Cli {
     /// Draw with ASCII characters only (no Unicode block glyphs).
     #[arg(long, global = true)]
     pub ascii: bool,
+
+    /// Record everything the monitor sees to FILE while it runs (`.zst`: compressed); see
+    /// `vramscope record` to record without a screen.
+    #[arg(long, value_name = "FILE", global = true, conflicts_with_all = ["once", "json", "csv", "loop"])]
+    pub record: Option<PathBuf>,
 }
 
 /// What to do instead of monitoring every GPU.
@@ -57,11 +62,67 @@ pub enum Command {
     /// Run a program with vramscope's Python writer injected (no code change), and monitor
     /// it: `vramscope run -- python train.py`, `vramscope run -- torchrun ...`.
     Run(RunArgs),
+    /// Open the monitor on a recording, with a time cursor: space plays and pauses, `+`/`-`
+    /// change the speed, Left/Right step 10 s, `,`/`.` one sample, `p` jumps to the largest
+    /// peak, `o` to the next OOM, `n`/`N` to the next/previous event, `g`/`G` to the start/end,
+    /// `z`/`Z` zoom the charts in and out.
+    Replay {
+        /// A recording made by `vramscope record` or `--record`.
+        file: PathBuf,
+    },
+    /// Replay a simulated training run bundled in vramscope: what it shows, with no GPU needed.
+    Demo,
+    /// Summarise a recording: per GPU and per process the peaks with their time, step and
+    /// phase, every OOM, the largest spikes, and advice where the figures call for it.
+    Report {
+        /// A recording made by `vramscope record` or `--record` (plain or `.zst`).
+        file: PathBuf,
+        /// Markdown instead of plain text (`--json` gives JSON, schema `vramscope.report`).
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Write a recording as a tidy long-format CSV (`--csv`, the default): one row per time,
+    /// entity and metric; columns `time_ms,entity,gpu,pid,metric,value`.
+    Export {
+        /// A recording made by `vramscope record` or `--record`.
+        file: PathBuf,
+        /// Write here instead of standard output.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Print what a channel file holds, as JSON: identity, devices, status, every sample and
     /// event still in its rings, and why it would be refused if it would.
     Inspect {
         /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
         file: PathBuf,
+    },
+    /// Record what the monitor sees, without a screen, until Ctrl-C:
+    /// `vramscope record -o run.jsonl.zst`.
+    Record(crate::record::RecordArgs),
+    /// Serve Prometheus metrics (`/metrics`) for this node: every GPU under dcgm-exporter's
+    /// names, every GPU process with its allocator figures under `vramscope_*` names.
+    Serve(ServeArgs),
+    /// Draw a recording as a timeline, SVG or PNG by the output's extension: per GPU its
+    /// used memory and each instrumented process's NVML used, allocated and reserved bytes,
+    /// the device limit, peaks with their values, OOMs and training steps.
+    Plot {
+        /// A recording made by `vramscope record` or `--record`.
+        file: PathBuf,
+        /// The image to write: `timeline.svg` or `timeline.png`.
+        #[arg(short, long, value_name = "FILE")]
+        output: PathBuf,
+        /// Image width in pixels.
+        #[arg(long, value_name = "PX", default_value_t = 1400,
+              value_parser = clap::value_parser!(u32).range(480..=i64::from(crate::plot::MAX_SIDE)))]
+        width: u32,
+        /// Image height in pixels, shared among the GPUs' charts [default: 330 px per chart
+        /// plus title and legends].
+        #[arg(long, value_name = "PX",
+              value_parser = clap::value_parser!(u32).range(240..=i64::from(crate::plot::MAX_SIDE)))]
+        height: Option<u32>,
+        /// TrueType font for PNG text [default: DejaVu Sans from /usr/share/fonts].
+        #[arg(long, value_name = "FILE", env = "VRAMSCOPE_FONT")]
+        font: Option<PathBuf>,
     },
 }
 
@@ -90,6 +151,30 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<OsString>,
+}
+
+/// Options of `vramscope serve`. The sampling period is the global `--interval`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to serve on, e.g. `0.0.0.0:9400`; other machines reach it only
+    /// when an address other than loopback is given.
+    #[arg(long, value_name = "IP:PORT", default_value = "127.0.0.1:9400")]
+    pub listen: String,
+
+    /// How long an exited process's last figures stay in the output, so that a scrape after
+    /// it ended still sees its final OOM count and peak.
+    #[arg(long, value_name = "PERIOD", default_value = "5m", value_parser = parse_interval)]
+    pub grace: Duration,
+
+    /// Most client connections open at once; a new one beyond this closes the one that has
+    /// been idle longest.
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_connections: u16,
+
+    /// A connection that sends no complete request for this long is closed (slow or idle
+    /// clients).
+    #[arg(long, value_name = "PERIOD", default_value = "10s", value_parser = parse_interval)]
+    pub client_timeout: Duration,
 }
 
 impl Cli {

@@ -10,6 +10,10 @@ pub mod channel;
 #[cfg(feature = "monitor")]
 pub mod cli;
 #[cfg(feature = "monitor")]
+pub mod demo;
+#[cfg(feature = "monitor")]
+pub mod export;
+#[cfg(feature = "monitor")]
 pub mod history;
 #[cfg(feature = "monitor")]
 pub mod inject;
@@ -21,6 +25,16 @@ pub mod launch;
 pub mod model;
 #[cfg(feature = "monitor")]
 pub mod output;
+#[cfg(feature = "monitor")]
+pub mod plot;
+#[cfg(feature = "monitor")]
+pub mod record;
+#[cfg(feature = "monitor")]
+pub mod replay;
+#[cfg(feature = "monitor")]
+pub mod report;
+#[cfg(feature = "monitor")]
+pub mod serve;
 #[cfg(feature = "monitor")]
 pub mod sources;
 #[cfg(feature = "monitor")]
@@ -39,6 +53,43 @@ use std::time::Instant;
 pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
     match &cli.command {
         Some(cli::Command::Run(args)) => return launch::run(cli, args, started),
+        Some(cli::Command::Serve(args)) => return serve::run(cli, args),
+        Some(cli::Command::Record(args)) => return record::command::run(cli, args),
+        Some(cli::Command::Replay { file }) => {
+            return match replay::Replay::open(file) {
+                Ok(replay) => tui::replay(cli, replay),
+                Err(e) => {
+                    eprintln!("vramscope: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        Some(cli::Command::Demo) => return demo::run(cli),
+        Some(cli::Command::Export { file, output }) => {
+            return export::run(file, output.as_deref());
+        }
+        Some(cli::Command::Plot {
+            file,
+            output,
+            width,
+            height,
+            font,
+        }) => {
+            let options = plot::Options {
+                width: *width,
+                height: *height,
+                font: font.clone(),
+            };
+            return plot::run(file, output, &options);
+        }
+        Some(cli::Command::Report { file, markdown }) => {
+            let format = match (markdown, cli.json) {
+                (_, true) => report::Format::Json,
+                (true, false) => report::Format::Markdown,
+                (false, false) => report::Format::Text,
+            };
+            return report::run(file, format);
+        }
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
                 Ok(json) => {

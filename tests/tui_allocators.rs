@@ -253,3 +253,18 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
         "the OOM that killed it:\n{text}"
     );
 }
+
+#[test]
+fn zooming_widens_and_narrows_every_charts_time_window() {
+    let m = two_gpus();
+    let mut ui = ui();
+    let plain = screen(&m, &ui, 120, 40);
+    // At 120 columns the charts span 109 s: one interval per column.
+    assert!(plain.contains("109s ▅"), "{plain}");
+    ui.zoom = 2;
+    let wide = screen(&m, &ui, 120, 40);
+    assert!(wide.contains("  7m ▅"), "four times as long:\n{wide}");
+    ui.zoom = -1;
+    let narrow = screen(&m, &ui, 120, 40);
+    assert!(narrow.contains(" 54s ▅"), "half as long:\n{narrow}");
+}

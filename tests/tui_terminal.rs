@@ -322,7 +322,8 @@ fn run_opens_on_the_launched_job_and_leaves_with_it() {
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("allocator Python"));
     assert!(ok, "the job's row was selected:\n{screen}");
     assert!(screen.contains(&format!("PID {job}")), "{screen}");
-    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains("the job's output is in"));
+    // The job sleeps 6 s; a loaded machine (CI, tests in parallel) may take longer.
+    let (ok, screen) = t.wait_for(30 * SECOND, |s| s.contains("the job's output is in"));
     assert!(ok, "left with the job:\n{screen}");
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),

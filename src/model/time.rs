@@ -22,9 +22,52 @@ pub fn age_label(then_ms: u64, now_ms: u64) -> String {
     }
 }
 
+/// `2026-11-21 09:41:12.345 UTC`: a moment in a recording, without a time-zone database,
+/// identical on every machine.
+pub fn utc_label(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (y, m, d) = civil_date(secs / 86_400);
+    let (h, min, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{s:02}.{:03} UTC", ms % 1000)
+}
+
+/// Year, month and day of a day number since 1970-01-01 (Howard Hinnant's civil-from-days).
+fn civil_date(days: u64) -> (i64, u32, u32) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// `1h 05m`, `3m 20s`, `12s`: how long something lasted.
+pub fn duration_label(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..=59 => format!("{secs}s"),
+        60..=3599 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, (secs / 60) % 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_labels_match_known_dates() {
+        assert_eq!(utc_label(0), "1970-01-01 00:00:00.000 UTC");
+        assert_eq!(utc_label(1_700_000_000_123), "2023-11-14 22:13:20.123 UTC");
+        // A leap day.
+        assert_eq!(utc_label(951_782_400_000), "2000-02-29 00:00:00.000 UTC");
+        assert_eq!(duration_label(3_725_000), "1h 02m");
+        assert_eq!(duration_label(200_000), "3m 20s");
+    }
 
     #[test]
     fn ages_pick_the_largest_whole_unit() {

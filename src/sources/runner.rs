@@ -12,7 +12,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// What samplers send to the state owner.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum SourceEvent {
     /// NVML opened: static facts, sent once before any sample.
     Started {

@@ -7,12 +7,15 @@ use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
+use super::feed::Feed;
 use super::ui_state::JobView;
 use super::ui_state::UiState;
 use super::view::View;
 use crate::cli::Cli;
 use crate::job::{Job, JobEnd, descends_from};
 use crate::model::{Snapshot, now_ms};
+use crate::record::live::LiveRecording;
+use crate::replay::Replay;
 use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
 use crate::state::{Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
@@ -63,6 +66,20 @@ impl From<SignalEvent> for Event {
 
 /// Runs the interactive monitor until the person quits or a signal ends it.
 pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
+    monitor(cli, started, job, None)
+}
+
+/// The same monitor on a recording, with a time cursor.
+pub fn replay(cli: &Cli, replay: Replay) -> ExitCode {
+    monitor(cli, Instant::now(), None, Some(replay))
+}
+
+fn monitor(
+    cli: &Cli,
+    started: Instant,
+    job: Option<RunJob>,
+    replay: Option<Replay>,
+) -> ExitCode {
     // The layout solver is the costliest part of a frame; every panel's split is cached.
     ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -71,19 +88,42 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if replay.is_some() && cli.record.is_some() {
+        eprintln!("vramscope: --record records live data; a replay is already a recording");
+        return ExitCode::from(2);
+    }
+    let interval_ms = cli.interval.as_millis() as u64;
+    let recording = match LiveRecording::start(cli.record.as_deref(), interval_ms) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(2);
+        }
+    };
     let (tx, rx) = channel::<Event>();
     if let Err(e) = signals::forward(tx.clone()) {
         eprintln!("vramscope: cannot watch signals: {e}");
         return ExitCode::from(1);
     }
-    let sampling = Sampling::start(
-        SamplingConfig {
-            nvml_lib: cli.nvml_lib.clone(),
-            interval: cli.interval,
-            pcie_every: cli.pcie,
-        },
-        tx.clone(),
-    );
+    let (feed, monitor, interval_ms) = match replay {
+        Some(mut replay) => {
+            let monitor = replay.fresh_monitor();
+            let interval_ms = replay.interval_ms();
+            (Feed::Replay(Box::new(replay)), monitor, interval_ms)
+        }
+        None => {
+            let sampling = Sampling::start(
+                SamplingConfig {
+                    nvml_lib: cli.nvml_lib.clone(),
+                    interval: cli.interval,
+                    pcie_every: cli.pcie,
+                },
+                tx.clone(),
+            );
+            let interval_ms = cli.interval.as_millis() as u64;
+            (Feed::Live(sampling), Monitor::new(now_ms()), interval_ms)
+        }
+    };
     let exit_with_job = job.as_ref().is_some_and(|j| j.exit_with_job);
     let job_view = job.map(|RunJob { job, .. }| {
         let view = JobView {
@@ -105,12 +145,13 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
         }
     };
     let mut app = App {
-        monitor: Monitor::new(now_ms()),
-        ui: UiState::new(cli.interval.as_millis() as u64, cli.ascii, cli.read_only),
+        monitor,
+        ui: UiState::new(interval_ms, cli.ascii, cli.read_only),
         theme: Theme::from_env(cli.ascii),
-        sampling,
+        feed,
         watched_pids: Vec::new(),
         exit_with_job,
+        recording,
     };
     if let Some(JobView {
         pid,
@@ -124,6 +165,7 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
         ));
     }
     app.ui.job = job_view;
+    app.ui.time_cursor = !app.feed.is_live();
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
     let mut last_data_draw: Option<Instant> = None;
@@ -132,6 +174,12 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
     let mut data_since: Option<Instant> = None;
     let mut input_dirty = true;
     let status = loop {
+        if app.feed.tick(&mut app.monitor) {
+            input_dirty = true;
+        }
+        if let Some(stopped) = app.recording.tick() {
+            app.ui.flash = Some(stopped);
+        }
         let now = Instant::now();
         // Until every GPU has reported once, the screen is incomplete: the frame that first
         // completes it is drawn at once, whenever the previous frame was.
@@ -160,6 +208,7 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
             Some(due) if data_since.is_some() => due.saturating_duration_since(Instant::now()),
             _ => Duration::from_secs(1),
         };
+        let wait = app.feed.wake_in().map_or(wait, |play| play.min(wait));
         let first = match rx.recv_timeout(wait) {
             Ok(event) => event,
             Err(RecvTimeoutError::Timeout) => {
@@ -193,6 +242,9 @@ pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
         app.update_watched_pids();
     };
     drop(guard);
+    if let Some(line) = app.recording.finish() {
+        eprintln!("vramscope: {line}");
+    }
     match status {
         Exit::Status(code) => ExitCode::from(code),
         Exit::Error(message) => {
@@ -218,9 +270,11 @@ struct App {
     monitor: Monitor,
     ui: UiState,
     theme: Theme,
-    sampling: Sampling,
+    feed: Feed,
     watched_pids: Vec<u32>,
     exit_with_job: bool,
+    /// `--record`: every event is recorded before it is ingested.
+    recording: LiveRecording,
 }
 
 impl App {
@@ -229,8 +283,10 @@ impl App {
         match &self.ui.frozen {
             Some(frozen) => Arc::clone(frozen),
             None => Arc::new(
-                self.monitor
-                    .snapshot(now_ms(), StaleAfter::interval(self.ui.interval_ms)),
+                self.monitor.snapshot(
+                    self.feed.now_ms(),
+                    StaleAfter::interval(self.ui.interval_ms),
+                ),
             ),
         }
     }
@@ -242,6 +298,7 @@ impl App {
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
         let rows = self.rows(&snapshot);
+        self.ui.banner = self.feed.banner();
         focus_job(&mut self.ui, &rows);
         follow_selection(&mut self.ui, &rows);
         let view = View {
@@ -257,7 +314,12 @@ impl App {
 
     fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {
         match event {
+            // Left running after the demo replaced live data: its samples are not shown.
+            Event::Source(_) if !self.feed.is_live() => Step::Nothing,
             Event::Source(e) => {
+                if let Some(stopped) = self.recording.record(&e) {
+                    self.ui.flash = Some(stopped);
+                }
                 self.monitor.ingest(e);
                 if self.ui.frozen.is_some() {
                     Step::Nothing
@@ -331,8 +393,26 @@ impl App {
             }
             Outcome::Interval(ms) => {
                 self.ui.interval_ms = ms;
-                self.sampling.set_interval(Duration::from_millis(ms));
+                self.feed.set_interval(Duration::from_millis(ms));
                 self.ui.flash = Some(format!("refresh every {ms} ms"));
+                Step::Input
+            }
+            Outcome::Replay(command) => {
+                self.ui.flash = self.feed.command(command, &mut self.monitor);
+                Step::Input
+            }
+            Outcome::PlayDemo => {
+                match crate::demo::replay() {
+                    Ok(mut demo) => {
+                        self.monitor = demo.fresh_monitor();
+                        self.ui.interval_ms = demo.interval_ms();
+                        self.ui.time_cursor = true;
+                        self.ui.frozen = None;
+                        self.ui.flash = Some(crate::demo::GREETING.into());
+                        self.feed = Feed::Replay(Box::new(demo));
+                    }
+                    Err(e) => self.ui.flash = Some(format!("the demo cannot play: {e}")),
+                }
                 Step::Input
             }
         }
@@ -341,7 +421,7 @@ impl App {
     fn update_watched_pids(&mut self) {
         let pids = self.monitor.gpu_pids();
         if pids != self.watched_pids {
-            self.sampling.watch_pids(pids.clone());
+            self.feed.watch_pids(pids.clone());
             self.watched_pids = pids;
         }
     }

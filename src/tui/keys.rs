@@ -23,6 +23,10 @@ pub enum Outcome {
     ResetPeaks,
     /// New refresh period in ms.
     Interval(u64),
+    /// A replay's time cursor.
+    Replay(crate::replay::Command),
+    /// Replace the (unusable) live data with the bundled demo recording.
+    PlayDemo,
 }
 
 /// Refresh periods `+` and `-` step through.
@@ -84,7 +88,17 @@ fn normal_key(
     rows: &[TableRow],
     snapshot: &Arc<Snapshot>,
 ) -> Outcome {
+    if ui.time_cursor
+        && let Some(command) = cursor_key(key.code)
+    {
+        return Outcome::Replay(command);
+    }
     match key.code {
+        KeyCode::Char('z') => zoom(ui, -1),
+        KeyCode::Char('Z') => zoom(ui, 1),
+        KeyCode::Char('d') if snapshot.nvml_problem.is_some() && !ui.time_cursor => {
+            Outcome::PlayDemo
+        }
         KeyCode::Char('q') => Outcome::Quit,
         KeyCode::Char('?') | KeyCode::F(1) => {
             ui.mode = Mode::Help;
@@ -141,6 +155,42 @@ fn normal_key(
         KeyCode::Char('K') => ask_kill(ui, rows, snapshot, KillSignal::Kill),
         _ => Outcome::Ignored,
     }
+}
+
+/// The replay keys: play, speed, steps, and jumps to what matters.
+fn cursor_key(code: KeyCode) -> Option<crate::replay::Command> {
+    use crate::replay::Command;
+    Some(match code {
+        KeyCode::Char(' ') => Command::TogglePlay,
+        KeyCode::Char('+') | KeyCode::Char('=') => Command::Faster,
+        KeyCode::Char('-') | KeyCode::Char('_') => Command::Slower,
+        KeyCode::Left => Command::Back,
+        KeyCode::Right => Command::Forward,
+        KeyCode::Char(',') => Command::SampleBack,
+        KeyCode::Char('.') => Command::SampleForward,
+        KeyCode::Char('g') => Command::Start,
+        KeyCode::Char('G') => Command::End,
+        KeyCode::Char('p') => Command::LargestPeak,
+        KeyCode::Char('o') => Command::NextOom,
+        KeyCode::Char('n') => Command::NextEvent,
+        KeyCode::Char('N') => Command::PreviousEvent,
+        _ => return None,
+    })
+}
+
+/// Widens (`1`) or narrows (`-1`) the charts' time window.
+fn zoom(ui: &mut UiState, by: i8) -> Outcome {
+    let level = (ui.zoom + by).clamp(-super::ui_state::ZOOM_LIMIT, super::ui_state::ZOOM_LIMIT);
+    if level == ui.zoom {
+        return Outcome::Ignored;
+    }
+    ui.zoom = level;
+    ui.flash = Some(if level >= 0 {
+        format!("charts span {}× their usual time", 1u32 << level)
+    } else {
+        format!("charts span 1/{} of their usual time", 1u32 << -level)
+    });
+    Outcome::Redraw
 }
 
 fn filter_key(key: KeyEvent, ui: &mut UiState) -> Outcome {

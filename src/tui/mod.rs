@@ -2,6 +2,7 @@
 //! that draw a `View`.
 
 mod event_loop;
+mod feed;
 mod frame_writer;
 mod keys;
 pub mod layout;
@@ -13,4 +14,4 @@ pub mod theme;
 pub mod ui_state;
 pub mod view;
 
-pub use event_loop::{RunJob, run};
+pub use event_loop::{RunJob, replay, run};

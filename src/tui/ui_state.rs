@@ -146,7 +146,17 @@ pub struct UiState {
     pub flash: Option<String>,
     /// The job `vramscope run` launched, if any.
     pub job: Option<JobView>,
+    /// The data is a recording with a time cursor: the replay keys apply.
+    pub time_cursor: bool,
+    /// What the header says about the data's source when it is not live sampling
+    /// (`replay run.jsonl ▶ ×4, 41% of 1h 00m`).
+    pub banner: Option<String>,
+    /// Charts cover 2^zoom times their usual span (negative: zoomed in).
+    pub zoom: i8,
 }
+
+/// How far `z` and `Z` zoom the charts' time window, each way.
+pub const ZOOM_LIMIT: i8 = 6;
 
 /// The launched job as the header shows it.
 #[derive(Clone, Debug, PartialEq)]

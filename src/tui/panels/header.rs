@@ -19,6 +19,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     if view.ui.read_only {
         left.push(Span::styled(" read-only", theme.warn));
     }
+    if let Some(banner) = &view.ui.banner {
+        left.push(Span::raw(" "));
+        left.push(Span::styled(format!(" {banner} "), theme.paused));
+    }
     if let Some(job) = &view.ui.job {
         left.push(Span::styled("  job ", theme.label));
         left.push(Span::styled(job.pid.to_string(), theme.value));

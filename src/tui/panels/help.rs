@@ -23,6 +23,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
     ("+ / -", "slower / faster refresh"),
+    ("z / Z", "zoom the charts' time window in / out"),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
     ("Ctrl-L", "repaint the screen"),
@@ -31,13 +32,35 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q / Ctrl-C", "quit"),
 ];
 
+/// The time cursor's keys, shown when the data is a recording (`vramscope replay`, `demo`).
+pub const CURSOR_KEYS: &[(&str, &str)] = &[
+    ("Space", "play / pause"),
+    ("+ / -", "faster / slower"),
+    ("Left / Right", "10 s back / forward"),
+    (", / .", "one sample back / forward"),
+    ("p", "jump to the largest peak"),
+    ("o", "jump to the next OOM"),
+    ("n / N", "jump to the next / previous event"),
+    ("g / G", "jump to the start / end"),
+];
+
 /// Width of the key column.
 const KEY_W: usize = 14;
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let theme = view.theme;
-    let mut lines: Vec<Line> = KEYS
+    let cursor: &[(&str, &str)] = if view.ui.time_cursor {
+        CURSOR_KEYS
+    } else {
+        &[]
+    };
+    // The cursor's bindings replace the live ones they share keys with.
+    let live = KEYS
         .iter()
+        .filter(|(key, _)| !view.ui.time_cursor || !matches!(*key, "Space" | "+ / -"));
+    let mut lines: Vec<Line> = cursor
+        .iter()
+        .chain(live)
         .map(|(key, what)| {
             Line::from(vec![
                 Span::styled(format!("{key:<KEY_W$}"), theme.key),

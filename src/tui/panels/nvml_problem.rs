@@ -19,10 +19,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, problem: &NvmlProblem)
             Span::styled("hint: ", theme.label),
             Span::styled(problem.hint(), theme.warn),
         ]),
-        Line::styled(
-            "GPU figures are unavailable; host memory is still sampled.",
-            theme.dim,
-        ),
+        Line::from(vec![
+            Span::styled(
+                "GPU figures are unavailable; host memory is still sampled. Press ",
+                theme.dim,
+            ),
+            Span::styled("d", theme.key),
+            Span::styled(" to see what vramscope shows, on a simulated run.", theme.dim),
+        ]),
     ];
     // Below three rows a border would eat the message: say it bare.
     if area.height < 3 {

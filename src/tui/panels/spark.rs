@@ -15,11 +15,17 @@ use ratatui::text::{Line, Span};
 const MIN_WINDOW_MS: u64 = 60_000;
 
 /// The time span `[from_ms, to_ms)` a chart `width` columns wide covers: one interval per
-/// column, at least a minute, ending just after the moment the screen shows.
+/// column, at least a minute, times the zoom (`z`, `Z`), ending just after the moment the
+/// screen shows.
 pub fn window(view: &View, width: u16) -> (u64, u64) {
-    let window = u64::from(width)
+    let usual = u64::from(width)
         .saturating_mul(view.ui.interval_ms)
         .max(MIN_WINDOW_MS);
+    let window = if view.ui.zoom >= 0 {
+        usual.saturating_mul(1 << view.ui.zoom)
+    } else {
+        (usual >> -view.ui.zoom).max(1_000)
+    };
     let to = view.now_ms.saturating_add(1);
     (to.saturating_sub(window), to)
 }

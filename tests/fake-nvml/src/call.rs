@@ -38,6 +38,11 @@ impl Ctx {
             .ok_or(INVALID_ARGUMENT)
     }
 
+    /// NVML index of the device the call's handle refers to.
+    pub fn index(&self) -> Result<usize, NvmlReturn> {
+        self.device.ok_or(INVALID_ARGUMENT)
+    }
+
     /// The device's timeline values at the call's time.
     pub fn point(&self) -> Result<Point, NvmlReturn> {
         Ok(timeline::point_at(self.device()?, self.snap.t))

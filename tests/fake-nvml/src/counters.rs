@@ -104,3 +104,23 @@ pub fn write_counts_to(path: &Path) -> std::io::Result<()> {
     }
     result
 }
+
+/// Writes the counts once more when the process exits normally (or the library is
+/// unloaded), so a short-lived client that never calls `nvmlShutdown` (a one-shot command
+/// that keeps NVML open until exit) leaves complete counts. Nothing is written by a process
+/// that made no call, or one killed by a signal.
+extern "C" fn write_counts_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let any = lock(&COUNTERS)
+            .counts
+            .as_ref()
+            .is_some_and(|c| !c.is_empty());
+        if any {
+            let _ = write_to_env_path();
+        }
+    });
+}
+
+#[used]
+#[unsafe(link_section = ".fini_array")]
+static WRITE_COUNTS_AT_EXIT: extern "C" fn() = write_counts_at_exit;

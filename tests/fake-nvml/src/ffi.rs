@@ -3,7 +3,7 @@
 
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of};
-use std::os::raw::{c_char, c_uint, c_ulonglong};
+use std::os::raw::{c_char, c_int, c_uint, c_ulonglong};
 
 /// `nvmlReturn_t`.
 pub type NvmlReturn = c_uint;
@@ -22,6 +22,19 @@ pub const UNKNOWN: NvmlReturn = 999;
 /// `nvmlMemory_v2_t.version` expected by `nvmlDeviceGetMemoryInfo_v2`
 /// (`sizeof(nvmlMemory_v2_t) | 2 << 24`).
 pub const MEMORY_V2_VERSION: c_uint = 0x0200_0028;
+
+/// `nvmlTemperature_v1_t.version` expected by `nvmlDeviceGetTemperatureV`
+/// (`sizeof(nvmlTemperature_v1_t) | 1 << 24`).
+pub const TEMPERATURE_V1_VERSION: c_uint = 0x0100_000C;
+
+/// `nvmlProcessDetailList_v1_t.version` expected by `nvmlDeviceGetRunningProcessDetailList`
+/// (`sizeof(nvmlProcessDetailList_v1_t) | 1 << 24`).
+pub const PROCESS_DETAIL_LIST_V1_VERSION: c_uint = 0x0100_0018;
+
+/// `nvmlProcessDetailList_t.mode` values (`NVML_PROCESS_MODE_*`).
+pub const PROCESS_MODE_COMPUTE: c_uint = 0;
+pub const PROCESS_MODE_GRAPHICS: c_uint = 1;
+pub const PROCESS_MODE_MPS: c_uint = 2;
 
 /// `NVML_VALUE_NOT_AVAILABLE` as written to `usedGpuMemory`.
 pub const VALUE_NOT_AVAILABLE: u64 = u64::MAX;
@@ -91,6 +104,49 @@ pub struct ProcessUtilizationSample {
     pub dec_util: c_uint,
 }
 
+/// `nvmlTemperature_v1_t` (`nvmlDeviceGetTemperatureV`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TemperatureV1 {
+    pub version: c_uint,
+    /// `nvmlTemperatureSensors_t`: only 0 (`NVML_TEMPERATURE_GPU`) exists.
+    pub sensor_type: c_uint,
+    /// °C (signed in the header).
+    pub temperature: c_int,
+}
+
+/// `nvmlProcessDetail_v1_t`: a 32-byte process entry with the confidential-computing
+/// protected memory (what the R535 `_v3` list functions briefly wrote by mistake).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessDetail {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+    pub used_gpu_cc_protected_memory: c_ulonglong,
+}
+
+/// `nvmlProcessDetailList_v1_t`: the caller owns `proc_array` of `num_proc_array_entries`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ProcessDetailList {
+    pub version: c_uint,
+    /// `NVML_PROCESS_MODE_*`: compute 0, graphics 1, MPS 2.
+    pub mode: c_uint,
+    /// In: room in `proc_array`; out: the number of processes.
+    pub num_proc_array_entries: c_uint,
+    pub proc_array: *mut ProcessDetail,
+}
+
+/// `nvmlConfComputeMemSizeInfo_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConfComputeMemSizeInfo {
+    pub protected_mem_size_kib: c_ulonglong,
+    pub unprotected_mem_size_kib: c_ulonglong,
+}
+
 // Layout guards: these must match the C header (NVML 13.0.39 via nvml-wrapper-sys 0.10.0).
 const _: () = assert!(size_of::<Memory>() == 24);
 const _: () = assert!(size_of::<MemoryV2>() == 40);
@@ -108,3 +164,14 @@ const _: () = assert!(size_of::<ProcessUtilizationSample>() == 32);
 const _: () = assert!(offset_of!(ProcessUtilizationSample, time_stamp) == 8);
 const _: () = assert!(offset_of!(ProcessUtilizationSample, sm_util) == 16);
 const _: () = assert!(size_of::<NvmlDevice>() == size_of::<usize>());
+const _: () = assert!(size_of::<TemperatureV1>() == 12);
+const _: () = assert!(size_of::<TemperatureV1>() as u32 | (1 << 24) == TEMPERATURE_V1_VERSION);
+const _: () = assert!(size_of::<ProcessDetail>() == 32);
+const _: () = assert!(offset_of!(ProcessDetail, used_gpu_memory) == 8);
+const _: () = assert!(offset_of!(ProcessDetail, gpu_instance_id) == 16);
+const _: () = assert!(offset_of!(ProcessDetail, used_gpu_cc_protected_memory) == 24);
+const _: () = assert!(size_of::<ProcessDetailList>() == 24);
+const _: () = assert!(offset_of!(ProcessDetailList, proc_array) == 16);
+const _: () =
+    assert!(size_of::<ProcessDetailList>() as u32 | (1 << 24) == PROCESS_DETAIL_LIST_V1_VERSION);
+const _: () = assert!(size_of::<ConfComputeMemSizeInfo>() == 16);

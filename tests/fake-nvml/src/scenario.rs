@@ -74,6 +74,18 @@ pub struct DeviceSpec {
     pub num_fans: Option<u32>,
     #[serde(default)]
     pub persistence_mode: Option<bool>,
+    /// `nvmlComputeMode_t`: 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process.
+    #[serde(default)]
+    pub compute_mode: Option<u32>,
+    /// A display is connected (`nvmlDeviceGetDisplayMode`).
+    #[serde(default)]
+    pub display_mode: Option<bool>,
+    /// A display is initialised (`nvmlDeviceGetDisplayActive`).
+    #[serde(default)]
+    pub display_active: Option<bool>,
+    /// MIG mode, current = pending (`nvmlDeviceGetMigMode`).
+    #[serde(default)]
+    pub mig_mode: Option<bool>,
     /// Step-wise values over time.
     #[serde(default)]
     pub timeline: Vec<Point>,
@@ -88,6 +100,12 @@ pub struct DeviceSpec {
     /// Per-process utilisation samples.
     #[serde(default)]
     pub process_utilization: Vec<UtilSample>,
+    /// The entries of `process_utilization` without `every` (sorted by `t`), built on load.
+    #[serde(skip)]
+    pub utilization_once: Vec<UtilSample>,
+    /// The entries with `every`, built on load.
+    #[serde(skip)]
+    pub utilization_every: Vec<UtilSample>,
 }
 
 macro_rules! point_fields {
@@ -160,6 +178,9 @@ pub struct ProcessLists {
     pub compute: Option<Vec<Process>>,
     #[serde(default)]
     pub graphics: Option<Vec<Process>>,
+    /// MPS compute processes (`nvmlDeviceGetMPSComputeRunningProcesses_v3`).
+    #[serde(default)]
+    pub mps: Option<Vec<Process>>,
 }
 
 /// One entry of a process list.
@@ -191,6 +212,12 @@ pub struct UtilSample {
     pub enc: u32,
     #[serde(default)]
     pub dec: u32,
+    /// Seconds > 0: the sample repeats at `t + k * every` (k = 0, 1, ...) with the same values.
+    #[serde(default)]
+    pub every: Option<f64>,
+    /// With `every`: no repeats at or after this time (absent = forever).
+    #[serde(default)]
+    pub until: Option<f64>,
 }
 
 /// Makes `function` fail with `error` while `from <= t < until`.
@@ -336,12 +363,27 @@ impl Scenario {
                 check_time(&format!("{what}.processes"), p.t)?;
             }
             for p in &d.process_utilization {
-                check_time(&format!("{what}.process_utilization"), p.t)?;
+                let what = format!("{what}.process_utilization");
+                check_time(&what, p.t)?;
+                if let Some(until) = p.until {
+                    check_time(&what, until)?;
+                }
+                if p.every.is_some_and(|e| !(e.is_finite() && e > 0.0)) {
+                    return Err(format!("{what}: every must be finite and > 0"));
+                }
+                if p.until.is_some() && p.every.is_none() {
+                    return Err(format!("{what}: until needs every"));
+                }
             }
             by_t(&mut d.timeline, |p| p.t);
             d.resolved = resolve(&d.timeline);
             by_t(&mut d.processes, |p| p.t);
             by_t(&mut d.process_utilization, |p| p.t);
+            (d.utilization_every, d.utilization_once) = d
+                .process_utilization
+                .iter()
+                .cloned()
+                .partition(|p| p.every.is_some());
         }
         for (i, f) in self.faults.iter().enumerate() {
             let what = format!("faults[{i}]");

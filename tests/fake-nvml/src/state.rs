@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::clock::Origin;
 use crate::ffi::{NvmlReturn, SUCCESS, UNINITIALIZED, UNKNOWN};
@@ -18,6 +18,9 @@ pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
 pub const SIDECAR_NAME: &str = "fake_nvml_scenario.json";
 /// Minimum time between two checks of the scenario file for changes.
 const RELOAD_INTERVAL: Duration = Duration::from_millis(50);
+/// A file last modified at least this long before it was loaded cannot have been rewritten
+/// since without a change of its signature: `nvmlInit*` may then keep the parsed scenario.
+const SETTLED: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct FileSig {
@@ -25,6 +28,14 @@ struct FileSig {
     len: u64,
     mtime: i64,
     mtime_nsec: i64,
+}
+
+impl FileSig {
+    fn modified(&self) -> Option<SystemTime> {
+        let secs = u64::try_from(self.mtime).ok()?;
+        let nanos = u32::try_from(self.mtime_nsec).ok()?;
+        SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+    }
 }
 
 fn file_sig(path: &Path) -> Option<FileSig> {
@@ -42,10 +53,13 @@ struct Loaded {
     sig: Option<FileSig>,
     scenario: Arc<Scenario>,
     last_check: Instant,
+    /// Wall clock just before the file was read.
+    read_at: SystemTime,
 }
 
 impl Loaded {
     fn load(path: PathBuf) -> Result<Loaded, String> {
+        let read_at = SystemTime::now();
         let sig = file_sig(&path);
         let scenario = Scenario::load(&path)?;
         Ok(Loaded {
@@ -53,7 +67,26 @@ impl Loaded {
             sig,
             scenario: Arc::new(scenario),
             last_check: Instant::now(),
+            read_at,
         })
+    }
+
+    /// Whether `path` still holds exactly what was parsed: same path and signature, and the
+    /// file was last modified well before it was read (a later write would have moved its
+    /// mtime past `read_at`). Lets a client that inits and shuts down on every refresh
+    /// (gpustat) skip re-parsing a large scenario; a file written just before an init is
+    /// always re-read.
+    fn unchanged(&self, path: &Path) -> bool {
+        if self.path != path {
+            return false;
+        }
+        let Some(sig) = self.sig else { return false };
+        if file_sig(path) != Some(sig) {
+            return false;
+        }
+        sig.modified()
+            .and_then(|m| m.checked_add(SETTLED))
+            .is_some_and(|settled| settled < self.read_at)
     }
 
     fn check_reload(&mut self) {
@@ -142,7 +175,8 @@ fn scenario_path(st: &State) -> Result<PathBuf, String> {
     }
 }
 
-/// `nvmlInit*`: (re)loads the scenario, applies `init_error`, counts up.
+/// `nvmlInit*`: (re)loads the scenario (unless the file is provably unchanged since it was
+/// parsed), applies `init_error`, counts up.
 pub fn init() -> NvmlReturn {
     let mut st = lock();
     let path = match scenario_path(&st) {
@@ -152,15 +186,18 @@ pub fn init() -> NvmlReturn {
             return UNKNOWN;
         }
     };
-    let loaded = match Loaded::load(path) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("fake-nvml: cannot load scenario: {e}");
-            return UNKNOWN;
+    if !st.loaded.as_ref().is_some_and(|l| l.unchanged(&path)) {
+        match Loaded::load(path) {
+            Ok(l) => st.loaded = Some(l),
+            Err(e) => {
+                eprintln!("fake-nvml: cannot load scenario: {e}");
+                return UNKNOWN;
+            }
         }
+    }
+    let Some(init_error) = st.loaded.as_ref().map(|l| l.scenario.init_error) else {
+        return UNKNOWN;
     };
-    let init_error = loaded.scenario.init_error;
-    st.loaded = Some(loaded);
     if let Some(code) = init_error {
         return code.0;
     }

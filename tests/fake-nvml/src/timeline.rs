@@ -1,8 +1,10 @@
 //! Step-wise evaluation of a device's timeline, process lists and samples at
 //! scenario time `t`.
 
-use crate::ffi::{NO_INSTANCE, ProcessInfo, ProcessUtilizationSample, VALUE_NOT_AVAILABLE};
-use crate::scenario::{DeviceSpec, Point, Process};
+use crate::ffi::{
+    NO_INSTANCE, ProcessDetail, ProcessInfo, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
+};
+use crate::scenario::{DeviceSpec, Point, Process, UtilSample};
 
 /// The device values in force at `t`: every point with `point.t <= t`
 /// overlaid in order. Fields no such point sets stay `None` (NotSupported).
@@ -29,6 +31,16 @@ pub fn processes_at(dev: &DeviceSpec, t: f64) -> (&[Process], &[Process]) {
     (compute, graphics)
 }
 
+/// The MPS compute process list in force at `t` (empty before the first entry that sets it).
+pub fn mps_processes_at(dev: &DeviceSpec, t: f64) -> &[Process] {
+    dev.processes
+        .iter()
+        .take_while(|p| p.t <= t)
+        .filter_map(|p| p.mps.as_deref())
+        .last()
+        .unwrap_or(&[])
+}
+
 /// The C struct for a scenario process.
 pub fn process_info(p: &Process) -> ProcessInfo {
     ProcessInfo {
@@ -36,6 +48,19 @@ pub fn process_info(p: &Process) -> ProcessInfo {
         used_gpu_memory: p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE),
         gpu_instance_id: p.gpu_instance_id.unwrap_or(NO_INSTANCE),
         compute_instance_id: p.compute_instance_id.unwrap_or(NO_INSTANCE),
+    }
+}
+
+/// The `nvmlProcessDetail_v1_t` for a scenario process (no confidential computing: the
+/// protected memory is 0).
+pub fn process_detail(p: &Process) -> ProcessDetail {
+    let info = process_info(p);
+    ProcessDetail {
+        pid: info.pid,
+        used_gpu_memory: info.used_gpu_memory,
+        gpu_instance_id: info.gpu_instance_id,
+        compute_instance_id: info.compute_instance_id,
+        used_gpu_cc_protected_memory: 0,
     }
 }
 
@@ -51,7 +76,7 @@ pub fn timestamp_us(wall_at_init_us: u64, t: f64) -> u64 {
 }
 
 /// Samples visible at `now` (`sample.t <= now`) whose timestamp is strictly
-/// newer than `last_seen`, in time order.
+/// newer than `last_seen`, in time order (repeats of `every` entries included).
 pub fn samples_after(
     dev: &DeviceSpec,
     now: f64,
@@ -59,18 +84,60 @@ pub fn samples_after(
     last_seen: u64,
 ) -> Vec<ProcessUtilizationSample> {
     // Sorted by `t`, and the timestamp grows with `t`: both ends are binary searches.
-    let all = &dev.process_utilization;
+    let all = &dev.utilization_once;
     let end = all.partition_point(|s| s.t <= now);
     let start = all[..end].partition_point(|s| timestamp_us(wall_at_init_us, s.t) <= last_seen);
-    all[start..end]
-        .iter()
-        .map(|s| ProcessUtilizationSample {
+    let mut out: Vec<(f64, &UtilSample)> = all[start..end].iter().map(|s| (s.t, s)).collect();
+    if !dev.utilization_every.is_empty() {
+        for s in &dev.utilization_every {
+            repeats_after(s, now, wall_at_init_us, last_seen, |t| out.push((t, s)));
+        }
+        // Stable: samples at the same time keep the scenario's order.
+        out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out.into_iter()
+        .map(|(t, s)| ProcessUtilizationSample {
             pid: s.pid,
-            time_stamp: timestamp_us(wall_at_init_us, s.t),
+            time_stamp: timestamp_us(wall_at_init_us, t),
             sm_util: s.sm,
             mem_util: s.mem,
             enc_util: s.enc,
             dec_util: s.dec,
         })
         .collect()
+}
+
+/// Calls `emit` with each time `s.t + k * every` (k >= 0) that is visible at `now`, before
+/// `s.until`, and whose timestamp is newer than `last_seen`, in order.
+fn repeats_after(
+    s: &UtilSample,
+    now: f64,
+    wall_us: u64,
+    last_seen: u64,
+    mut emit: impl FnMut(f64),
+) {
+    let Some(every) = s.every else { return };
+    let at = |k: u64| s.t + k as f64 * every;
+    let shown = |t: f64| t <= now && s.until.is_none_or(|u| t < u);
+    let newer = |t: f64| timestamp_us(wall_us, t) > last_seen;
+    if !shown(s.t) {
+        return;
+    }
+    // A first guess from the cursor, corrected by the exact tests on either side.
+    let since = (last_seen.saturating_sub(wall_us) as f64 / 1e6 - s.t) / every;
+    let mut k = if since.is_finite() && since > 0.0 {
+        since.floor() as u64
+    } else {
+        0
+    };
+    while k > 0 && newer(at(k - 1)) {
+        k -= 1;
+    }
+    while shown(at(k)) && !newer(at(k)) {
+        k += 1;
+    }
+    while shown(at(k)) {
+        emit(at(k));
+        k += 1;
+    }
 }

@@ -6,8 +6,8 @@ use std::ffi::{c_char, c_uint};
 
 use crate::call::{CallResult, get, on_device, put, put_str, supported};
 use crate::ffi::{
-    ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, MEMORY_V2_VERSION, Memory, MemoryV2, NvmlDevice,
-    NvmlReturn, PciInfo,
+    ARGUMENT_VERSION_MISMATCH, ConfComputeMemSizeInfo, INVALID_ARGUMENT, MEMORY_V2_VERSION, Memory,
+    MemoryV2, NOT_SUPPORTED, NvmlDevice, NvmlReturn, PciInfo, UNKNOWN,
 };
 use crate::scenario::{DeviceSpec, parse_pci_bus_id};
 
@@ -184,4 +184,115 @@ pub extern "C" fn nvmlDeviceGetPersistenceMode(
         device,
         |_, d| -> CallResult { put(mode, c_uint::from(supported(d.persistence_mode)?)) },
     )
+}
+
+/// The device's NVML index (the handle's index).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetIndex(device: NvmlDevice, index: *mut c_uint) -> NvmlReturn {
+    on_device("nvmlDeviceGetIndex", device, |ctx, _| {
+        put(index, c_uint::try_from(ctx.index()?).map_err(|_| UNKNOWN)?)
+    })
+}
+
+/// `nvmlComputeMode_t` from `compute_mode`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeMode(device: NvmlDevice, mode: *mut c_uint) -> NvmlReturn {
+    on_device("nvmlDeviceGetComputeMode", device, |_, d| {
+        put(mode, supported(d.compute_mode)?)
+    })
+}
+
+/// `NVML_FEATURE_ENABLED` (1) / `NVML_FEATURE_DISABLED` (0) from `display_mode`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetDisplayMode(device: NvmlDevice, display: *mut c_uint) -> NvmlReturn {
+    on_device("nvmlDeviceGetDisplayMode", device, |_, d| {
+        put(display, c_uint::from(supported(d.display_mode)?))
+    })
+}
+
+/// `NVML_FEATURE_ENABLED` (1) / `NVML_FEATURE_DISABLED` (0) from `display_active`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetDisplayActive(
+    device: NvmlDevice,
+    isActive: *mut c_uint,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetDisplayActive", device, |_, d| {
+        put(isActive, c_uint::from(supported(d.display_active)?))
+    })
+}
+
+/// `NVML_DEVICE_MIG_ENABLE` (1) / `NVML_DEVICE_MIG_DISABLE` (0) from `mig_mode`, the same for
+/// the current and the pending mode.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetMigMode(
+    device: NvmlDevice,
+    currentMode: *mut c_uint,
+    pendingMode: *mut c_uint,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetMigMode", device, |_, d| {
+        if currentMode.is_null() || pendingMode.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        let mode = c_uint::from(supported(d.mig_mode)?);
+        put(currentMode, mode)?;
+        put(pendingMode, mode)
+    })
+}
+
+/// The fake hands out no MIG device handles: always 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceIsMigDeviceHandle(
+    device: NvmlDevice,
+    isMigDevice: *mut c_uint,
+) -> NvmlReturn {
+    on_device("nvmlDeviceIsMigDeviceHandle", device, |_, _| {
+        put(isMigDevice, 0)
+    })
+}
+
+/// Windows only (WDDM / TCC / MCDM): `NOT_SUPPORTED` on Linux, as here; 2 if both
+/// out-pointers are NULL.
+fn driver_model(current: *mut c_uint, pending: *mut c_uint) -> CallResult {
+    if current.is_null() && pending.is_null() {
+        return Err(INVALID_ARGUMENT);
+    }
+    Err(NOT_SUPPORTED)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetDriverModel(
+    device: NvmlDevice,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetDriverModel", device, |_, _| {
+        driver_model(current, pending)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetDriverModel_v2(
+    device: NvmlDevice,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetDriverModel_v2", device, |_, _| {
+        driver_model(current, pending)
+    })
+}
+
+/// Confidential computing is never enabled: `NOT_SUPPORTED` (2 for a NULL pointer). Exported
+/// together with `nvmlDeviceGetRunningProcessDetailList` as in drivers >= 550: nvitop takes
+/// this one without that one for an R535 driver and reads process lists with a 32-byte stride.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetConfComputeMemSizeInfo(
+    device: NvmlDevice,
+    memInfo: *mut ConfComputeMemSizeInfo,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetConfComputeMemSizeInfo", device, |_, _| {
+        if memInfo.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        Err(NOT_SUPPORTED)
+    })
 }

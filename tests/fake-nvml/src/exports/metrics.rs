@@ -5,8 +5,11 @@
 use std::ffi::{c_uint, c_ulonglong};
 
 use super::device::{CLOCK_GRAPHICS, CLOCK_MEM, CLOCK_SM, CLOCK_VIDEO};
-use crate::call::{on_device, put, supported};
-use crate::ffi::{INVALID_ARGUMENT, NOT_SUPPORTED, NvmlDevice, NvmlReturn, Utilization};
+use crate::call::{get, on_device, put, supported};
+use crate::ffi::{
+    ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_SUPPORTED, NvmlDevice, NvmlReturn,
+    TEMPERATURE_V1_VERSION, TemperatureV1, UNKNOWN, Utilization,
+};
 
 /// Sampling period reported by the encoder/decoder utilisation calls (µs).
 pub const CODEC_SAMPLING_PERIOD_US: c_uint = 167_000;
@@ -38,6 +41,27 @@ pub extern "C" fn nvmlDeviceGetTemperature(
             return Err(INVALID_ARGUMENT);
         }
         put(temp, supported(ctx.point()?.temperature)?)
+    })
+}
+
+/// Versioned temperature: `version` must be `0x0100000C` (else 25), `sensorType` 0 (else 2);
+/// the value is the timeline's `temperature`.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetTemperatureV(
+    device: NvmlDevice,
+    temperature: *mut TemperatureV1,
+) -> NvmlReturn {
+    on_device("nvmlDeviceGetTemperatureV", device, |ctx, _| {
+        let mut t = get(temperature.cast_const())?;
+        if t.version != TEMPERATURE_V1_VERSION {
+            return Err(ARGUMENT_VERSION_MISMATCH);
+        }
+        if t.sensor_type != 0 {
+            return Err(INVALID_ARGUMENT);
+        }
+        let value = supported(ctx.point()?.temperature)?;
+        t.temperature = i32::try_from(value).map_err(|_| UNKNOWN)?;
+        put(temperature, t)
     })
 }
 

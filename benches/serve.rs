@@ -1,0 +1,252 @@
+//! Exporter benchmark: prints figures, asserts nothing about time.
+//!
+//! `vramscope serve` runs against the fake NVML with 8 GPUs and 64 GPU processes (real
+//! `sleep` processes, so the host sampler does real work) at a 1 s interval. First it runs
+//! unscraped, then a local load generator scrapes it at 200 requests per second (4
+//! keep-alive connections, each sending on a fixed schedule with Prometheus's `Accept`
+//! header, so OpenMetrics), each phase for 30 s. Printed: median, p99 and max latency
+//! (measured from each request's scheduled send time, so a stall is not hidden by the
+//! requests it delays), vramscope's CPU per scrape (its threads' schedstat under load minus
+//! unscraped, per scrape), and NVML calls per second in both phases from the fake's counters,
+//! which scraping must not change. Run with `cargo bench --bench serve` (add `-- SECS` to
+//! change the 30 s phases).
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "../tests/serve_support/mod.rs"]
+mod serve_support;
+
+use serde_json::{Value, json};
+use serve_support::{PROMETHEUS_ACCEPT, Served};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const GPUS: usize = 8;
+const PROCS_PER_GPU: usize = 8;
+const RATE: u32 = 200;
+const CONNECTIONS: u32 = 4;
+
+fn main() {
+    let seconds: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(30);
+    let mut sleepers: Vec<Child> = (0..GPUS * PROCS_PER_GPU)
+        .map(|_| {
+            Command::new("sleep")
+                .arg("900")
+                .spawn()
+                .expect("spawn sleep")
+        })
+        .collect();
+    let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
+    let scenario = common::Scenario::new(&scenario_json(&pids));
+    // On tmpfs where there is one: the fake rewrites this file every second from inside
+    // vramscope, and a disk write-back there would be counted as vramscope's CPU.
+    let counts_dir = tempfile::Builder::new()
+        .tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::tempdir())
+        .expect("counts dir");
+    let counts = counts_dir.path().join("counts.json");
+    let served = Served::start(
+        &scenario,
+        &["--interval", "1s"],
+        &[("FAKE_NVML_COUNTS", &counts)],
+    );
+    let pid = served.child.id();
+    // Every process with its host facts, so the payload is the steady one.
+    let payload = served.scrape_until(Duration::from_secs(30), |t| {
+        t.matches("vramscope_process_host_rss_bytes{").count() == pids.len()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    println!(
+        "vramscope serve: {GPUS} GPUs, {} processes, 1 s interval; {} B per text scrape; {seconds} s per phase",
+        pids.len(),
+        payload.len()
+    );
+
+    let idle = Phase::measure(pid, &counts, || {
+        std::thread::sleep(Duration::from_secs(seconds))
+    });
+    let mut latencies = Vec::new();
+    let mut bytes = 0;
+    let loaded = Phase::measure(pid, &counts, || {
+        let (l, b) = load(&served.url("/metrics"), seconds);
+        latencies = l;
+        bytes = b;
+    });
+    for s in &mut sleepers {
+        let _ = s.kill();
+        let _ = s.wait();
+    }
+
+    let scrapes = latencies.len();
+    let failed = latencies.iter().filter(|l| l.is_none()).count();
+    let mut ok: Vec<Duration> = latencies.into_iter().flatten().collect();
+    ok.sort();
+    let pick = |q: f64| ok[((ok.len() as f64 * q) as usize).min(ok.len() - 1)];
+    println!(
+        "load: {scrapes} scrapes in {:.1} s ({:.0}/s), {failed} failed, {:.0} B per OpenMetrics scrape",
+        loaded.seconds,
+        scrapes as f64 / loaded.seconds,
+        bytes as f64 / ok.len().max(1) as f64
+    );
+    if !ok.is_empty() {
+        println!(
+            "latency from scheduled send: median {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            ms(pick(0.5)),
+            ms(pick(0.99)),
+            ms(*ok.last().unwrap_or(&Duration::ZERO))
+        );
+    }
+    let extra_ns = loaded.cpu_ns - idle.cpu_ns * loaded.seconds / idle.seconds;
+    println!(
+        "vramscope CPU: {:.2} % unscraped, {:.2} % under load; {:.1} µs per scrape (schedstat)",
+        idle.cpu_ns / idle.seconds / 1e7,
+        loaded.cpu_ns / loaded.seconds / 1e7,
+        extra_ns / scrapes.max(1) as f64 / 1e3
+    );
+    println!(
+        "NVML calls per second: {:.1} unscraped, {:.1} under load",
+        idle.calls / idle.calls_seconds,
+        loaded.calls / loaded.calls_seconds
+    );
+}
+
+/// One phase's CPU time and NVML calls.
+struct Phase {
+    seconds: f64,
+    cpu_ns: f64,
+    calls: f64,
+    /// The window the call counts cover, on average: the phase and the wait after it.
+    calls_seconds: f64,
+}
+
+impl Phase {
+    fn measure(pid: u32, counts: &Path, run: impl FnOnce()) -> Phase {
+        // The fake writes its counts at most once a second: read them a second apart from
+        // any write, and allow for that second in the window.
+        let calls_before = total_calls(counts);
+        let cpu_before = cpu_ns(pid);
+        let started = Instant::now();
+        run();
+        let cpu_after = cpu_ns(pid);
+        let seconds = started.elapsed().as_secs_f64();
+        std::thread::sleep(Duration::from_millis(1100));
+        let calls_after = total_calls(counts);
+        Phase {
+            seconds,
+            cpu_ns: cpu_after - cpu_before,
+            calls: calls_after - calls_before,
+            calls_seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// `RATE` requests a second for `seconds`, over `CONNECTIONS` keep-alive connections, each
+/// on a fixed schedule. Each request's latency (`None` for a failure), and the bytes read.
+fn load(url: &str, seconds: u64) -> (Vec<Option<Duration>>, usize) {
+    let period = Duration::from_secs(1) * CONNECTIONS / RATE;
+    let start = Instant::now() + Duration::from_millis(100);
+    let end = start + Duration::from_secs(seconds);
+    let workers: Vec<_> = (0..CONNECTIONS)
+        .map(|c| {
+            let url = url.to_string();
+            std::thread::spawn(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .timeout_global(Some(Duration::from_secs(5)))
+                    .build()
+                    .into();
+                let mut out = Vec::new();
+                let mut bytes = 0;
+                let mut due = start + period * c / CONNECTIONS;
+                while due < end {
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    let body = agent
+                        .get(&url)
+                        .header("Accept", PROMETHEUS_ACCEPT)
+                        .call()
+                        .ok()
+                        .and_then(|mut r| r.body_mut().read_to_string().ok());
+                    out.push(body.map(|b| {
+                        bytes += b.len();
+                        due.elapsed()
+                    }));
+                    due += period;
+                }
+                (out, bytes)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut bytes = 0;
+    for w in workers {
+        let (out, b) = w.join().expect("load worker");
+        all.extend(out);
+        bytes += b;
+    }
+    (all, bytes)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn scenario_json(pids: &[u32]) -> Value {
+    let devices: Vec<Value> = (0..GPUS)
+        .map(|g| {
+            let mine = &pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU];
+            let procs: Vec<Value> = mine
+                .iter()
+                .enumerate()
+                .map(|(i, pid)| json!({ "pid": pid, "used_memory": (i as u64 + 1) << 30 }))
+                .collect();
+            json!({
+                "name": "NVIDIA H100 80GB HBM3",
+                "uuid": format!("GPU-bench-{g}"),
+                "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
+                "memory_total": 80u64 << 30, "memory_reserved": 512u64 << 20,
+                "max_sm_clock": 1980, "max_mem_clock": 2619, "power_limit": 700_000,
+                "num_fans": 1, "persistence_mode": true,
+                "timeline": [{ "t": 0, "memory_used": 40u64 << 30, "gpu_util": 50, "mem_util": 30,
+                    "temperature": 60, "power": 400_000, "sm_clock": 1700, "mem_clock": 2619,
+                    "fan": 40, "encoder": 0, "decoder": 0, "throttle_reasons": 0,
+                    "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 }],
+                "processes": [{ "t": 0, "compute": procs, "graphics": [] }],
+                "process_utilization": mine.iter()
+                    .map(|pid| json!({ "t": 0, "pid": pid, "sm": 40, "mem": 10 }))
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({ "devices": devices })
+}
+
+/// CPU time in ns summed over the process's threads (first field of each
+/// /proc/PID/task/TID/schedstat), without utime's 10 ms ticks.
+fn cpu_ns(pid: u32) -> f64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|t| t.ok())
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn total_calls(path: &Path) -> f64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let value: Value = serde_json::from_str(&text).unwrap_or(json!({}));
+    let counts: BTreeMap<String, f64> = value
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
+                .collect()
+        })
+        .unwrap_or_default();
+    counts.values().sum()
+}

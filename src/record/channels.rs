@@ -1,0 +1,251 @@
+//! `channels` records: what instrumented programs published in one pass of the channel
+//! sampler. A writer's identity is recorded with the first poll of its channel (and again
+//! if it changes), not with every poll; points are columns (see `points`); a poll carrying
+//! more points or events than fit a modest line (a first read of a full ring) is split over
+//! several records, which a monitor ingests to the same state.
+
+use super::points::{self, PointGroup};
+use super::wire::{WriterLivenessDef, allocator_devices, allocator_events, identity};
+use crate::model::{
+    AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, Gone, WriterIdentity,
+    WriterLiveness,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Points and events per record at most; a poll with more is split.
+const POINTS_PER_RECORD: usize = 8192;
+const EVENTS_PER_RECORD: usize = 1024;
+/// Channels whose identity is remembered, writing and reading. Past this the writer
+/// forgets them all (and sends each identity again); a reader refuses the file.
+const WRITERS_KEPT: usize = 4096;
+const WRITERS_READ: usize = 65_536;
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Gone", rename_all = "snake_case")]
+enum GoneDef {
+    Removed,
+    Refused,
+    Unreachable,
+    Retired,
+}
+
+#[derive(Serialize, Deserialize)]
+struct GoneWire {
+    path: String,
+    #[serde(with = "GoneDef")]
+    why: Gone,
+}
+
+/// A `channels` record as written.
+#[derive(Serialize)]
+pub struct BatchOut<'a> {
+    at_ms: u64,
+    polls: Vec<PollOut<'a>>,
+    gone: Vec<GoneWire>,
+    rejected: &'a [String],
+}
+
+#[derive(Serialize)]
+struct PollOut<'a> {
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    writer: Option<identity::Ref<'a>>,
+    host_pid: Option<u32>,
+    #[serde(with = "WriterLivenessDef")]
+    liveness: WriterLiveness,
+    #[serde(serialize_with = "allocator_devices::serialize")]
+    devices: &'a [AllocatorDevice],
+    step: Option<u64>,
+    label: &'a str,
+    points: Vec<PointGroup>,
+    #[serde(serialize_with = "allocator_events::serialize")]
+    events: &'a [AllocatorEvent],
+    lost_samples: u64,
+    lost_events: u64,
+}
+
+/// The writer's memory of which identities the file already holds.
+#[derive(Default)]
+pub struct WritersSent {
+    sent: HashMap<String, Arc<WriterIdentity>>,
+}
+
+impl WritersSent {
+    /// Whether `poll`'s identity must be written with it; notes it as written.
+    fn needs(&mut self, poll: &ChannelPoll) -> bool {
+        if let Some(known) = self.sent.get(&poll.path)
+            && (Arc::ptr_eq(known, &poll.identity) || **known == *poll.identity)
+        {
+            return false;
+        }
+        if self.sent.len() >= WRITERS_KEPT {
+            self.sent.clear();
+        }
+        self.sent
+            .insert(poll.path.clone(), Arc::clone(&poll.identity));
+        true
+    }
+
+    /// The records for one batch: usually one; more when a poll must be split.
+    pub fn records<'a>(&mut self, batch: &'a ChannelBatch) -> Vec<BatchOut<'a>> {
+        let mut records = Vec::new();
+        let mut polls = Vec::with_capacity(batch.polls.len());
+        for poll in &batch.polls {
+            let writer = self.needs(poll).then(|| identity::Ref(&poll.identity));
+            let pieces = poll
+                .points
+                .len()
+                .div_ceil(POINTS_PER_RECORD)
+                .max(poll.events.len().div_ceil(EVENTS_PER_RECORD));
+            if pieces <= 1 {
+                polls.push(poll_out(poll, writer, &poll.points, &poll.events));
+                continue;
+            }
+            let mut writer = writer;
+            for piece in 0..pieces {
+                let points = chunk(&poll.points, piece, POINTS_PER_RECORD);
+                let events = chunk(&poll.events, piece, EVENTS_PER_RECORD);
+                records.push(BatchOut {
+                    at_ms: batch.at_ms,
+                    polls: vec![poll_out(poll, writer.take(), points, events)],
+                    gone: Vec::new(),
+                    rejected: &batch.rejected,
+                });
+            }
+        }
+        for (path, _) in &batch.gone {
+            self.sent.remove(path);
+        }
+        if !polls.is_empty() || !batch.gone.is_empty() || records.is_empty() {
+            records.push(BatchOut {
+                at_ms: batch.at_ms,
+                polls,
+                gone: batch
+                    .gone
+                    .iter()
+                    .map(|(path, why)| GoneWire {
+                        path: path.clone(),
+                        why: *why,
+                    })
+                    .collect(),
+                rejected: &batch.rejected,
+            });
+        }
+        records
+    }
+}
+
+fn chunk<T>(list: &[T], piece: usize, size: usize) -> &[T] {
+    let start = (piece * size).min(list.len());
+    &list[start..(start + size).min(list.len())]
+}
+
+fn poll_out<'a>(
+    poll: &'a ChannelPoll,
+    writer: Option<identity::Ref<'a>>,
+    points: &[crate::model::AllocatorPoint],
+    events: &'a [AllocatorEvent],
+) -> PollOut<'a> {
+    PollOut {
+        path: &poll.path,
+        writer,
+        host_pid: poll.host_pid,
+        liveness: poll.liveness,
+        devices: &poll.devices,
+        step: poll.step,
+        label: &poll.label,
+        points: points::encode(points),
+        events,
+        lost_samples: poll.lost_samples,
+        lost_events: poll.lost_events,
+    }
+}
+
+/// A `channels` record as read.
+#[derive(Deserialize)]
+pub struct BatchIn {
+    at_ms: u64,
+    polls: Vec<PollIn>,
+    #[serde(default)]
+    gone: Vec<GoneWire>,
+    #[serde(default)]
+    rejected: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct PollIn {
+    path: String,
+    #[serde(default)]
+    writer: Option<identity::Own>,
+    host_pid: Option<u32>,
+    #[serde(with = "WriterLivenessDef")]
+    liveness: WriterLiveness,
+    #[serde(deserialize_with = "allocator_devices::deserialize")]
+    devices: Vec<AllocatorDevice>,
+    step: Option<u64>,
+    label: String,
+    points: Vec<PointGroup>,
+    #[serde(deserialize_with = "allocator_events::deserialize")]
+    events: Vec<AllocatorEvent>,
+    lost_samples: u64,
+    lost_events: u64,
+}
+
+/// The reader's memory of each channel's identity, shared by all its polls as live.
+#[derive(Default)]
+pub struct WritersRead {
+    known: HashMap<String, Arc<WriterIdentity>>,
+}
+
+impl WritersRead {
+    /// The batch back; an error says what in the record is inconsistent.
+    pub fn batch(&mut self, batch: BatchIn) -> Result<ChannelBatch, String> {
+        let mut polls = Vec::with_capacity(batch.polls.len());
+        for poll in batch.polls {
+            let identity = match poll.writer {
+                Some(identity::Own(identity)) => {
+                    if self.known.len() >= WRITERS_READ && !self.known.contains_key(&poll.path) {
+                        return Err(format!("more than {WRITERS_READ} channels"));
+                    }
+                    let identity = Arc::new(identity);
+                    self.known.insert(poll.path.clone(), Arc::clone(&identity));
+                    identity
+                }
+                None => match self.known.get(&poll.path) {
+                    Some(identity) => Arc::clone(identity),
+                    None => {
+                        return Err(format!(
+                            "channel {} is polled before its writer is named",
+                            poll.path
+                        ));
+                    }
+                },
+            };
+            polls.push(ChannelPoll {
+                path: poll.path,
+                identity,
+                host_pid: poll.host_pid,
+                liveness: poll.liveness,
+                devices: poll.devices,
+                step: poll.step,
+                label: poll.label,
+                points: points::decode(poll.points)?,
+                events: poll.events,
+                lost_samples: poll.lost_samples,
+                lost_events: poll.lost_events,
+            });
+        }
+        let gone: Vec<(String, Gone)> = batch.gone.into_iter().map(|g| (g.path, g.why)).collect();
+        for (path, _) in &gone {
+            self.known.remove(path);
+        }
+        Ok(ChannelBatch {
+            at_ms: batch.at_ms,
+            polls,
+            gone,
+            rejected: batch.rejected,
+        })
+    }
+}

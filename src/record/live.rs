@@ -1,0 +1,73 @@
+//! `--record FILE` for the monitor: each sampler event is recorded just before the monitor
+//! ingests it, so the file holds exactly what the screen was drawn from. A write that fails
+//! (disk full) stops the recording, says so once, and leaves the monitor running.
+
+use super::{Header, Recorder};
+use crate::model::{now_ms, units};
+use crate::sources::runner::SourceEvent;
+use std::path::Path;
+
+/// The monitor's recording, or none.
+#[derive(Default)]
+pub struct LiveRecording {
+    recorder: Option<Recorder>,
+}
+
+impl LiveRecording {
+    /// Starts recording to `path` when one is given; the error is a line for stderr.
+    pub fn start(path: Option<&Path>, interval_ms: u64) -> Result<LiveRecording, String> {
+        let Some(path) = path else {
+            return Ok(LiveRecording::default());
+        };
+        let recorder = Recorder::create(path, Header::new(interval_ms))
+            .map_err(|e| format!("cannot record to {}: {}", path.display(), open_error(&e)))?;
+        Ok(LiveRecording {
+            recorder: Some(recorder),
+        })
+    }
+
+    /// Records one event as received now. `Some` when recording has just stopped, saying why.
+    pub fn record(&mut self, event: &SourceEvent) -> Option<String> {
+        let recorder = self.recorder.as_mut()?;
+        let error = recorder.record(now_ms(), event).err()?;
+        let path = recorder.path().display().to_string();
+        self.recorder = None;
+        Some(format!("recording to {path} stopped: {error}"))
+    }
+
+    /// Flushes records that have waited long enough; called on each turn of the monitor's
+    /// loop, which turns at least once a second. `Some` when recording has just stopped.
+    pub fn tick(&mut self) -> Option<String> {
+        let recorder = self.recorder.as_mut()?;
+        let error = recorder.flush_if_due().err()?;
+        let path = recorder.path().display().to_string();
+        self.recorder = None;
+        Some(format!("recording to {path} stopped: {error}"))
+    }
+
+    /// Ends the file; a line saying what was recorded, or why the end failed.
+    pub fn finish(self) -> Option<String> {
+        let recorder = self.recorder?;
+        let path = recorder.path().to_path_buf();
+        let records = recorder.records();
+        Some(match recorder.finish() {
+            Ok(()) => format!(
+                "recorded {records} events to {} ({})",
+                path.display(),
+                std::fs::metadata(&path).map_or_else(|_| "?".into(), |m| units::bytes(m.len()))
+            ),
+            Err(e) => format!("the recording {} may be incomplete: {e}", path.display()),
+        })
+    }
+}
+
+/// Says what to do about an existing file.
+pub(super) fn open_error(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            "the file exists (choose another name, or remove it first)".into()
+        }
+        _ if e.raw_os_error() == Some(libc::ELOOP) => "it is a symbolic link".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,91 @@
+//! Recordings: the stream of `SourceEvent`s a monitor ingests, written as it arrives and read
+//! back in order, so replaying one is feeding its events to a `Monitor` as live sampling
+//! does, and reports iterate them. The format (docs/recording-v1.md) is JSON lines after a
+//! header line, zstd-compressed when the file name ends in `.zst`; flushed at least every
+//! second, so a killed recorder loses at most its last second and the file reads cleanly to
+//! its last whole record.
+//!
+//! - `writer`: `Recorder`, which writes a file.
+//! - `reader`: `Recording` and its `Events`, which read one with bounded memory and one clear
+//!   error for a damaged or hostile file.
+//! - `wire`, `channels`, `points`: how each event looks in the file.
+//! - `command`: `vramscope record`, recording without a screen; `live`: `--record` for the
+//!   monitor.
+
+mod channels;
+pub mod command;
+mod lines;
+pub mod live;
+mod points;
+mod reader;
+mod wire;
+mod writer;
+
+pub use command::RecordArgs;
+pub use reader::{Events, Recording};
+pub use writer::{FLUSH_EVERY, Recorder};
+
+use crate::model::now_ms;
+use std::fmt;
+
+/// The header's `format`.
+pub const FORMAT: &str = "vramscope.recording";
+/// The format version this vramscope writes and reads.
+pub const VERSION: u32 = 1;
+/// Longest line a reader accepts. vramscope's own lines stay far below it: a poll with many
+/// points is split over several records.
+pub const MAX_LINE: usize = 16 << 20;
+/// Longest header line a reader accepts.
+pub const MAX_HEADER_LINE: usize = 64 << 10;
+
+/// The first line of a recording.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The format version: `VERSION` for a file this vramscope writes.
+    pub version: u32,
+    /// The vramscope that recorded it.
+    pub vramscope_version: String,
+    /// Wall time the recording began, ms since the Unix epoch.
+    pub started_ms: u64,
+    /// The refresh period when it began.
+    pub interval_ms: u64,
+    /// The machine's host name, when it could be read.
+    pub host: Option<String>,
+}
+
+impl Header {
+    /// A header for a recording beginning now, at this refresh period.
+    pub fn new(interval_ms: u64) -> Header {
+        Header {
+            version: VERSION,
+            vramscope_version: env!("CARGO_PKG_VERSION").into(),
+            started_ms: now_ms(),
+            interval_ms,
+            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|name| name.trim().to_string())
+                .filter(|name| !name.is_empty()),
+        }
+    }
+}
+
+/// Why a recording cannot be read (further): one line naming the file and the line or byte
+/// offset, e.g. `run.jsonl: line 12, column 40: damaged record (expected value)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordingError {
+    pub message: String,
+}
+
+impl RecordingError {
+    fn new(message: String) -> Self {
+        RecordingError { message }
+    }
+}
+
+impl fmt::Display for RecordingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RecordingError {}

@@ -1,0 +1,262 @@
+//! Reading a recording: the header first (what it is, which version), then its events in
+//! order. A record cut short at the very end (the recorder was killed) ends the events
+//! quietly; anything else wrong is one error naming the line or byte offset, after which the
+//! events stop. Memory stays bounded whatever the file holds (see `lines`).
+
+use super::channels::{BatchIn, WritersRead};
+use super::lines::{Line, Lines, Problem};
+use super::wire::{device_infos, device_sample, driver, host_sample, problem};
+use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
+use crate::sources::runner::SourceEvent;
+use serde::Deserialize;
+use serde_json::Value;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+#[derive(Deserialize)]
+struct HeaderWire {
+    version: u32,
+    vramscope_version: String,
+    started_ms: u64,
+    interval_ms: u64,
+    #[serde(default)]
+    host: Option<String>,
+}
+
+/// One record as read: `t` and one payload named by its kind. A kind this version does not
+/// know (added by a later minor change) leaves every field empty and is skipped.
+#[derive(Deserialize)]
+struct RecordIn {
+    t: u64,
+    started: Option<StartedIn>,
+    nvml_unavailable: Option<problem::Own>,
+    device: Option<device_sample::Own>,
+    host: Option<host_sample::Own>,
+    channels: Option<BatchIn>,
+}
+
+#[derive(Deserialize)]
+struct StartedIn {
+    driver: driver::Own,
+    #[serde(deserialize_with = "device_infos::deserialize")]
+    devices: Vec<crate::model::DeviceInfo>,
+}
+
+/// An open recording whose header has been read and checked.
+pub struct Recording {
+    name: String,
+    header: Header,
+    lines: Lines,
+}
+
+impl Recording {
+    /// Opens a file and reads its header; plain or zstd-compressed (by its magic number,
+    /// whatever its name).
+    pub fn open(path: &Path) -> Result<Recording, RecordingError> {
+        let name = path.display().to_string();
+        let file = File::open(path).map_err(|e| RecordingError::new(format!("{name}: {e}")))?;
+        Self::from_reader(name, BufReader::with_capacity(64 * 1024, file))
+    }
+
+    /// A recording held in memory (the bundled demo); `name` stands for the file in errors.
+    pub fn from_bytes(name: &str, bytes: &'static [u8]) -> Result<Recording, RecordingError> {
+        Self::from_reader(name.to_string(), bytes)
+    }
+
+    fn from_reader<R: BufRead + Send + 'static>(
+        name: String,
+        raw: R,
+    ) -> Result<Recording, RecordingError> {
+        let mut lines = Lines::new(raw).map_err(|p| problem_error(&name, &p, 1))?;
+        let header = read_header(&name, &mut lines)?;
+        Ok(Recording {
+            name,
+            header,
+            lines,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Whether the file is zstd-compressed.
+    pub fn compressed(&self) -> bool {
+        self.lines.compressed()
+    }
+
+    /// The events in order, each with the wall time it was recorded (ms since the Unix
+    /// epoch). A batch was recorded as its members, which come one by one. Stops quietly at
+    /// a record cut short at the end of the file; stops after yielding an error.
+    pub fn events(self) -> Events {
+        Events {
+            name: self.name,
+            lines: self.lines,
+            writers: WritersRead::default(),
+            done: false,
+        }
+    }
+}
+
+/// The events of a recording; see `Recording::events`.
+pub struct Events {
+    name: String,
+    lines: Lines,
+    writers: WritersRead,
+    done: bool,
+}
+
+impl Events {
+    /// The number of the line last read (the header is line 1).
+    pub fn line(&self) -> u64 {
+        self.lines.number
+    }
+
+    fn decode(&mut self) -> Result<Option<(u64, SourceEvent)>, String> {
+        let record: RecordIn = serde_json::from_slice(&self.lines.buf).map_err(json_problem)?;
+        let event = if let Some(started) = record.started {
+            SourceEvent::Started {
+                driver: started.driver.0,
+                devices: started.devices,
+            }
+        } else if let Some(problem) = record.nvml_unavailable {
+            SourceEvent::NvmlUnavailable(problem.0)
+        } else if let Some(sample) = record.device {
+            SourceEvent::Device(Box::new(sample.0))
+        } else if let Some(sample) = record.host {
+            SourceEvent::Host(Box::new(sample.0))
+        } else if let Some(batch) = record.channels {
+            SourceEvent::Channels(Box::new(
+                self.writers.batch(batch).map_err(|e| format!(": {e}"))?,
+            ))
+        } else {
+            return Ok(None);
+        };
+        Ok(Some((record.t, event)))
+    }
+
+    fn fail(&mut self, message: String) -> Option<Result<(u64, SourceEvent), RecordingError>> {
+        self.done = true;
+        Some(Err(RecordingError::new(message)))
+    }
+}
+
+impl Iterator for Events {
+    type Item = Result<(u64, SourceEvent), RecordingError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.lines.next(MAX_LINE) {
+                Ok(Line::Whole) => match self.decode() {
+                    Ok(Some(event)) => return Some(Ok(event)),
+                    Ok(None) => {}
+                    Err(message) => {
+                        let message = format!("{}: line {}{message}", self.name, self.lines.number);
+                        return self.fail(message);
+                    }
+                },
+                // A record cut short by the end of the file: the recorder was killed mid-write.
+                Ok(Line::Cut | Line::End) => self.done = true,
+                Err(problem) => {
+                    let message = problem_error(&self.name, &problem, self.lines.number).message;
+                    return self.fail(message);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Reads and checks line 1.
+fn read_header(name: &str, lines: &mut Lines) -> Result<Header, RecordingError> {
+    let not_ours =
+        |why: &str| RecordingError::new(format!("{name}: not a vramscope recording{why}"));
+    let start = lines.peek().map_err(|p| problem_error(name, &p, 1))?;
+    if start.is_empty() {
+        return Err(not_ours(if lines.compressed() {
+            " (it ends before its first line)"
+        } else {
+            " (the file is empty)"
+        }));
+    }
+    if start.starts_with(&GZIP_MAGIC) {
+        return Err(not_ours(
+            " (gzip-compressed: vramscope reads plain or zstd-compressed recordings)",
+        ));
+    }
+    if start[0] != b'{' {
+        return Err(not_ours(""));
+    }
+    match lines.next(MAX_HEADER_LINE) {
+        Ok(Line::Whole | Line::Cut) => {}
+        Ok(Line::End) => return Err(not_ours(" (the file is empty)")),
+        Err(Problem::TooLong) => {
+            return Err(not_ours(" (its first line is longer than 64 KiB)"));
+        }
+        Err(p) => return Err(problem_error(name, &p, 1)),
+    }
+    let value: Value = serde_json::from_slice(&lines.buf).map_err(|_| not_ours(""))?;
+    if value.get("format").and_then(Value::as_str) != Some(FORMAT) {
+        return Err(not_ours(""));
+    }
+    let version = value.get("version").and_then(Value::as_u64);
+    match version {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(v) if v > u64::from(VERSION) => {
+            let by = value
+                .get("vramscope_version")
+                .and_then(Value::as_str)
+                .map(|v| format!(" by vramscope {v}"))
+                .unwrap_or_default();
+            return Err(RecordingError::new(format!(
+                "{name}: recorded by a newer vramscope (format version {v}{by}); this one reads version {VERSION}"
+            )));
+        }
+        Some(v) => {
+            return Err(RecordingError::new(format!(
+                "{name}: line 1: unknown format version {v}; this vramscope reads version {VERSION}"
+            )));
+        }
+        None => {
+            return Err(RecordingError::new(format!(
+                "{name}: line 1: the header has no format version"
+            )));
+        }
+    }
+    let wire = HeaderWire::deserialize(value)
+        .map_err(|e| RecordingError::new(format!("{name}: line 1: damaged header ({e})")))?;
+    Ok(Header {
+        version: wire.version,
+        vramscope_version: wire.vramscope_version,
+        started_ms: wire.started_ms,
+        interval_ms: wire.interval_ms,
+        host: wire.host,
+    })
+}
+
+/// `, column 40: damaged record (expected value)`, to follow `line N`.
+fn json_problem(e: serde_json::Error) -> String {
+    let text = e.to_string();
+    // serde_json adds its own " at line 1 column N": the line is ours to name.
+    let text = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(what, _)| what);
+    let what = match e.classify() {
+        serde_json::error::Category::Eof => "record cut short",
+        serde_json::error::Category::Syntax => "not a JSON record",
+        serde_json::error::Category::Data | serde_json::error::Category::Io => "damaged record",
+    };
+    format!(", column {}: {what} ({text})", e.column())
+}
+
+fn problem_error(name: &str, problem: &Problem, line: u64) -> RecordingError {
+    RecordingError::new(match problem {
+        Problem::TooLong => format!("{name}: line {line} is longer than {} MiB", MAX_LINE >> 20),
+        Problem::Damaged(what, offset) => {
+            format!("{name}: byte offset {offset}: {what}")
+        }
+    })
+}

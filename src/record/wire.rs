@@ -1,0 +1,559 @@
+//! How the model's types look in a recording (docs/recording-v1.md). Each `*Def` is a serde
+//! shadow of a model type (`#[serde(remote)]`), so the format is spelled out here, apart
+//! from the model's own `Serialize` (which `--json` does not use either), and a field added
+//! to a model type fails to compile here until the format says how it is recorded.
+//!
+//! A figure that may be absent (`Reading<T>`) is its value when read, and an object
+//! `{"absent": "<reason>"}` (with `"detail"` for the reasons that carry words) when not:
+//! every recorded value is a number, a string or an array, so an object is always an absence.
+
+use crate::model::{
+    Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
+    GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo, NvmlProblem, ProcessKind, Reading,
+    WriterIdentity, WriterLiveness,
+};
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, IntoDeserializer, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+use std::marker::PhantomData;
+
+/// An absence as recorded.
+#[derive(Deserialize)]
+struct AbsentWire {
+    absent: String,
+    #[serde(default)]
+    detail: Option<String>,
+}
+
+/// An absence being written.
+#[derive(Serialize)]
+struct AbsentOut<'a> {
+    absent: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    detail: Option<&'a str>,
+}
+
+impl<'a> From<&'a Absent> for AbsentOut<'a> {
+    fn from(why: &'a Absent) -> Self {
+        let (absent, detail) = match why {
+            Absent::NotSupported => ("not_supported", None),
+            Absent::NoPermission => ("no_permission", None),
+            Absent::NotAvailable => ("not_available", None),
+            Absent::GpuLost => ("gpu_lost", None),
+            Absent::Timeout => ("timeout", None),
+            Absent::MissingFunction(name) => ("missing_function", Some(name.as_str())),
+            Absent::Error(text) => ("error", Some(text.as_str())),
+        };
+        AbsentOut { absent, detail }
+    }
+}
+
+impl From<AbsentWire> for Absent {
+    fn from(wire: AbsentWire) -> Self {
+        let detail = wire.detail.unwrap_or_default();
+        match wire.absent.as_str() {
+            "not_supported" => Absent::NotSupported,
+            "no_permission" => Absent::NoPermission,
+            "not_available" => Absent::NotAvailable,
+            "gpu_lost" => Absent::GpuLost,
+            "timeout" => Absent::Timeout,
+            "missing_function" => Absent::MissingFunction(detail),
+            "error" => Absent::Error(detail),
+            // A reason a later version added: still absent, never a zero.
+            other if detail.is_empty() => Absent::Error(other.replace('_', " ")),
+            other => Absent::Error(format!("{}: {detail}", other.replace('_', " "))),
+        }
+    }
+}
+
+/// `Reading<T>` for any `T` recorded as a number, string or array.
+pub mod reading {
+    use super::*;
+
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &Reading<T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Ok(v) => v.serialize(s),
+            Err(why) => AbsentOut::from(why).serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Reading<T>, D::Error> {
+        d.deserialize_any(ReadingVisitor(PhantomData))
+    }
+}
+
+struct ReadingVisitor<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ReadingVisitor<T> {
+    type Value = Reading<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a figure or {\"absent\": reason}")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        T::deserialize(v.into_deserializer()).map(Ok)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(SeqAccessDeserializer::new(seq)).map(Ok)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        AbsentWire::deserialize(MapAccessDeserializer::new(map)).map(|w| Err(w.into()))
+    }
+}
+
+/// `Option<Reading<T>>`: `None` (not sampled) is an omitted field.
+mod optional_reading {
+    use super::*;
+
+    pub fn serialize<T: Serialize, S: Serializer>(
+        value: &Option<Reading<T>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(r) => reading::serialize(r, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Reading<T>>, D::Error> {
+        reading::deserialize(d).map(Some)
+    }
+}
+
+/// Device memory as `[total, reserved, used, free]`.
+mod memory {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Reading<MemoryInfo>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Ok(m) => [m.total, m.reserved, m.used, m.free].serialize(s),
+            Err(why) => AbsentOut::from(why).serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Reading<MemoryInfo>, D::Error> {
+        let value: Reading<[u64; 4]> = reading::deserialize(d)?;
+        Ok(value.map(|[total, reserved, used, free]| MemoryInfo {
+            total,
+            reserved,
+            used,
+            free,
+        }))
+    }
+}
+
+/// Host memory as `[total, used, available, swap_total, swap_used]`.
+mod host_memory {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Reading<HostMemory>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Ok(m) => [m.total, m.used, m.available, m.swap_total, m.swap_used].serialize(s),
+            Err(why) => AbsentOut::from(why).serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Reading<HostMemory>, D::Error> {
+        let value: Reading<[u64; 5]> = reading::deserialize(d)?;
+        Ok(value.map(
+            |[total, used, available, swap_total, swap_used]| HostMemory {
+                total,
+                used,
+                available,
+                swap_total,
+                swap_used,
+            },
+        ))
+    }
+}
+
+/// `with` modules for lists of a shadowed type (`Vec<T>`), and `Own`/`Ref` wrappers that
+/// let a shadowed type be used on its own.
+macro_rules! shadow_list {
+    ($module:ident, $ty:ty, $def:ident) => {
+        pub mod $module {
+            use super::*;
+
+            /// A borrowed value, serialised through its shadow.
+            pub struct Ref<'a>(pub &'a $ty);
+
+            impl Serialize for Ref<'_> {
+                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    $def::serialize(self.0, s)
+                }
+            }
+
+            /// An owned value, read through its shadow.
+            pub struct Own(pub $ty);
+
+            impl<'de> Deserialize<'de> for Own {
+                fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    $def::deserialize(d).map(Own)
+                }
+            }
+
+            #[allow(dead_code, reason = "not every list is recorded on its own")]
+            pub fn serialize<S: Serializer>(list: &[$ty], s: S) -> Result<S::Ok, S::Error> {
+                s.collect_seq(list.iter().map(Ref))
+            }
+
+            #[allow(dead_code, reason = "not every list is recorded on its own")]
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<$ty>, D::Error> {
+                let list: Vec<Own> = Vec::deserialize(d)?;
+                Ok(list.into_iter().map(|o| o.0).collect())
+            }
+        }
+    };
+}
+
+shadow_list!(device_infos, DeviceInfo, DeviceInfoDef);
+shadow_list!(driver, DriverInfo, DriverInfoDef);
+shadow_list!(problem, NvmlProblem, NvmlProblemDef);
+shadow_list!(device_sample, DeviceSample, DeviceSampleDef);
+shadow_list!(host_sample, HostSample, HostSampleDef);
+shadow_list!(host_processes, HostProcess, HostProcessDef);
+shadow_list!(identity, WriterIdentity, WriterIdentityDef);
+shadow_list!(allocator_devices, AllocatorDevice, AllocatorDeviceDef);
+shadow_list!(allocator_events, AllocatorEvent, AllocatorEventDef);
+shadow_list!(gpu_processes, GpuProcess, GpuProcessDef);
+
+/// NVML's process list, or why it could not be read.
+mod processes {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(
+        value: &Reading<Vec<GpuProcess>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Ok(list) => gpu_processes::serialize(list, s),
+            Err(why) => AbsentOut::from(why).serialize(s),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Reading<Vec<GpuProcess>>, D::Error> {
+        let value: Reading<Vec<gpu_processes::Own>> = reading::deserialize(d)?;
+        Ok(value.map(|list| list.into_iter().map(|o| o.0).collect()))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "DriverInfo")]
+pub struct DriverInfoDef {
+    #[serde(with = "reading")]
+    driver_version: Reading<String>,
+    #[serde(with = "reading")]
+    cuda_version: Reading<i32>,
+    #[serde(with = "reading")]
+    nvml_version: Reading<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "DeviceInfo")]
+pub struct DeviceInfoDef {
+    index: u32,
+    #[serde(with = "reading")]
+    name: Reading<String>,
+    #[serde(with = "reading")]
+    uuid: Reading<String>,
+    #[serde(with = "reading")]
+    pci_bus_id: Reading<String>,
+    #[serde(with = "reading")]
+    memory_total: Reading<u64>,
+    #[serde(with = "reading")]
+    power_limit_mw: Reading<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(
+    remote = "NvmlProblem",
+    rename_all = "snake_case",
+    tag = "kind",
+    content = "detail"
+)]
+pub enum NvmlProblemDef {
+    LibraryNotFound(String),
+    DriverNotLoaded,
+    VersionMismatch,
+    NoPermission,
+    NoDevices,
+    Other(String),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "ProcessKind", rename_all = "snake_case")]
+pub enum ProcessKindDef {
+    Compute,
+    Graphics,
+    ComputeAndGraphics,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "GpuProcess")]
+pub struct GpuProcessDef {
+    pid: u32,
+    #[serde(with = "ProcessKindDef")]
+    kind: ProcessKind,
+    #[serde(with = "reading")]
+    used_memory: Reading<u64>,
+    #[serde(with = "reading")]
+    sm_util: Reading<u32>,
+    #[serde(with = "reading")]
+    mem_util: Reading<u32>,
+    #[serde(with = "reading")]
+    enc_util: Reading<u32>,
+    #[serde(with = "reading")]
+    dec_util: Reading<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "DeviceSample")]
+pub struct DeviceSampleDef {
+    index: u32,
+    at_ms: u64,
+    #[serde(with = "memory")]
+    memory: Reading<MemoryInfo>,
+    #[serde(with = "reading")]
+    gpu_util: Reading<u32>,
+    #[serde(with = "reading")]
+    mem_util: Reading<u32>,
+    #[serde(with = "reading")]
+    temperature_c: Reading<u32>,
+    #[serde(with = "reading")]
+    power_mw: Reading<u32>,
+    #[serde(with = "reading")]
+    power_limit_mw: Reading<u32>,
+    #[serde(with = "reading")]
+    sm_clock_mhz: Reading<u32>,
+    #[serde(with = "reading")]
+    mem_clock_mhz: Reading<u32>,
+    #[serde(with = "reading")]
+    fan_percent: Reading<u32>,
+    #[serde(with = "reading")]
+    encoder_util: Reading<u32>,
+    #[serde(with = "reading")]
+    decoder_util: Reading<u32>,
+    #[serde(with = "reading")]
+    throttle_reasons: Reading<u64>,
+    #[serde(with = "reading")]
+    pstate: Reading<u32>,
+    #[serde(with = "reading")]
+    ecc_corrected: Reading<u64>,
+    #[serde(with = "reading")]
+    ecc_uncorrected: Reading<u64>,
+    #[serde(
+        with = "optional_reading",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pcie_tx_kbs: Option<Reading<u32>>,
+    #[serde(
+        with = "optional_reading",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pcie_rx_kbs: Option<Reading<u32>>,
+    #[serde(with = "processes")]
+    processes: Reading<Vec<GpuProcess>>,
+    lost: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "HostProcess")]
+pub struct HostProcessDef {
+    pid: u32,
+    local_pid: Option<u32>,
+    #[serde(with = "reading")]
+    user: Reading<String>,
+    #[serde(with = "reading")]
+    command: Reading<String>,
+    #[serde(with = "reading")]
+    rss_bytes: Reading<u64>,
+    #[serde(with = "reading")]
+    cpu_percent: Reading<f32>,
+    container: Option<String>,
+    uid: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "HostSample")]
+pub struct HostSampleDef {
+    at_ms: u64,
+    #[serde(with = "host_memory")]
+    memory: Reading<HostMemory>,
+    #[serde(with = "host_processes")]
+    processes: Vec<HostProcess>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "WriterIdentity")]
+pub struct WriterIdentityDef {
+    file: String,
+    pid: u32,
+    kind: String,
+    framework: String,
+    rank: Option<i32>,
+    local_rank: Option<i32>,
+    world_size: Option<i32>,
+    job_id: String,
+    command: String,
+    allocator_config: String,
+    exact_peaks: bool,
+    sample_period_us: u32,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "WriterLiveness", rename_all = "snake_case", tag = "state")]
+pub enum WriterLivenessDef {
+    Live,
+    Stalled { silent_ms: u64 },
+    Ended { crashed: bool, error: bool },
+    Unreadable,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "AllocatorDevice")]
+pub struct AllocatorDeviceDef {
+    slot: u16,
+    ordinal: u32,
+    uuid: Option<String>,
+    pci_bus_id: Option<String>,
+    #[serde(with = "reading")]
+    total: Reading<u64>,
+    #[serde(with = "reading")]
+    allocated: Reading<u64>,
+    #[serde(with = "reading")]
+    allocated_peak: Reading<u64>,
+    #[serde(with = "reading")]
+    reserved: Reading<u64>,
+    #[serde(with = "reading")]
+    reserved_peak: Reading<u64>,
+    #[serde(with = "reading")]
+    active: Reading<u64>,
+    #[serde(with = "reading")]
+    inactive_split: Reading<u64>,
+    #[serde(with = "reading")]
+    requested: Reading<u64>,
+    #[serde(with = "reading")]
+    alloc_retries: Reading<u64>,
+    #[serde(with = "reading")]
+    ooms: Reading<u64>,
+    #[serde(with = "reading")]
+    device_free: Reading<u64>,
+    #[serde(with = "reading")]
+    limit: Reading<u64>,
+    #[serde(with = "reading")]
+    true_peak: Reading<u64>,
+    #[serde(with = "reading")]
+    step_peak: Reading<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "EventKind", rename_all = "snake_case", tag = "kind")]
+pub enum EventKindDef {
+    Oom {
+        #[serde(with = "reading")]
+        requested: Reading<u64>,
+        #[serde(with = "reading")]
+        device_free: Reading<u64>,
+        #[serde(with = "reading")]
+        device_total: Reading<u64>,
+        #[serde(with = "reading")]
+        allocated: Reading<u64>,
+        #[serde(with = "reading")]
+        reserved: Reading<u64>,
+        #[serde(with = "reading")]
+        retries: Reading<u64>,
+    },
+    OomError {
+        #[serde(with = "reading")]
+        requested: Reading<u64>,
+    },
+    PhaseBegin,
+    PhaseEnd {
+        #[serde(with = "reading")]
+        peak: Reading<u64>,
+    },
+    StepEnd {
+        #[serde(with = "reading")]
+        peak_allocated: Reading<u64>,
+        #[serde(with = "reading")]
+        peak_reserved: Reading<u64>,
+        #[serde(with = "reading")]
+        duration_ns: Reading<u64>,
+    },
+    Mark,
+    NewHighWater {
+        #[serde(with = "reading")]
+        peak: Reading<u64>,
+        #[serde(with = "reading")]
+        previous: Reading<u64>,
+    },
+    AllocRetry {
+        #[serde(with = "reading")]
+        retries: Reading<u64>,
+    },
+    Exit {
+        error: bool,
+    },
+    SnapshotWritten,
+    ForeignPeakReset {
+        #[serde(with = "reading")]
+        before: Reading<u64>,
+        #[serde(with = "reading")]
+        after: Reading<u64>,
+    },
+    EmptyCache {
+        #[serde(with = "reading")]
+        before: Reading<u64>,
+        #[serde(with = "reading")]
+        after: Reading<u64>,
+    },
+    Unknown {
+        code: u16,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "AllocatorEvent")]
+pub struct AllocatorEventDef {
+    at_ms: u64,
+    #[serde(rename = "event", with = "EventKindDef")]
+    kind: EventKind,
+    slot: Option<u16>,
+    step: Option<u64>,
+    label: String,
+}

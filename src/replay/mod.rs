@@ -1,0 +1,257 @@
+//! Replay: a recording fed to the monitor as if it were being sampled, with a time cursor
+//! the person moves. It is just another source for the TUI: it ingests the recorded
+//! `SourceEvent`s into the same `Monitor`, and the screen shows the cursor's moment as
+//! "now". Going back rebuilds the monitor from the start (see `timeline`).
+
+mod timeline;
+
+pub use timeline::{Mark, MarkKind, Timeline};
+
+use crate::record::Recording;
+use crate::state::Monitor;
+use std::path::Path;
+use std::time::Instant;
+
+/// Play speeds `+` and `-` step through, as factors of real time.
+const SPEEDS: [f64; 11] = [
+    0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 256.0,
+];
+/// Left and Right move the cursor this far.
+const STEP_MS: u64 = 10_000;
+
+/// What the person asked the cursor to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    TogglePlay,
+    Faster,
+    Slower,
+    Back,
+    Forward,
+    /// One recorded refresh back or forward.
+    SampleBack,
+    SampleForward,
+    Start,
+    End,
+    LargestPeak,
+    NextOom,
+    NextEvent,
+    PreviousEvent,
+}
+
+/// What the screen shows of the replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayView {
+    /// The file's name, or what the demo is.
+    pub label: String,
+    pub playing: bool,
+    pub speed: f64,
+    pub first_ms: u64,
+    pub last_ms: u64,
+    /// Why not all of the recording is there.
+    pub cut_short: Option<String>,
+}
+
+pub struct Replay {
+    timeline: Timeline,
+    label: String,
+    /// Index of the next event to ingest: every event before it is in the monitor.
+    next: usize,
+    /// The moment the screen shows.
+    at_ms: u64,
+    playing: bool,
+    speed_index: usize,
+    /// When the cursor last moved with the wall clock.
+    played_at: Option<Instant>,
+}
+
+impl Replay {
+    pub fn open(path: &Path) -> Result<Replay, String> {
+        let recording = Recording::open(path).map_err(|e| e.to_string())?;
+        let name = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+        let label = format!("replay {name}");
+        Ok(Replay::new(Timeline::load(recording), label))
+    }
+
+    pub fn from_bytes(name: &str, bytes: &'static [u8], label: &str) -> Result<Replay, String> {
+        let recording = Recording::from_bytes(name, bytes).map_err(|e| e.to_string())?;
+        Ok(Replay::new(Timeline::load(recording), label.to_string()))
+    }
+
+    fn new(timeline: Timeline, label: String) -> Replay {
+        Replay {
+            at_ms: timeline.first_ms,
+            timeline,
+            label,
+            next: 0,
+            playing: true,
+            speed_index: SPEEDS.iter().position(|s| *s == 1.0).unwrap_or(0),
+            played_at: None,
+        }
+    }
+
+    /// The refresh period of the recording, for the charts' time axis.
+    pub fn interval_ms(&self) -> u64 {
+        self.timeline.header.interval_ms.max(1)
+    }
+
+    /// The moment the screen shows.
+    pub fn now_ms(&self) -> u64 {
+        self.at_ms
+    }
+
+    /// A monitor holding the recording up to its first moment.
+    pub fn fresh_monitor(&mut self) -> Monitor {
+        let mut monitor = Monitor::new(self.timeline.first_ms);
+        self.next = 0;
+        self.ingest_until(&mut monitor, self.at_ms);
+        monitor
+    }
+
+    pub fn view(&self) -> ReplayView {
+        ReplayView {
+            label: self.label.clone(),
+            playing: self.playing,
+            speed: SPEEDS[self.speed_index],
+            first_ms: self.timeline.first_ms,
+            last_ms: self.timeline.last_ms,
+            cut_short: self.timeline.cut_short.clone(),
+        }
+    }
+
+    pub fn playing(&self) -> bool {
+        self.playing
+    }
+
+    /// Moves the cursor with the wall clock while playing; true when the screen changed.
+    pub fn tick(&mut self, monitor: &mut Monitor) -> bool {
+        if !self.playing {
+            self.played_at = None;
+            return false;
+        }
+        let now = Instant::now();
+        let elapsed = self.played_at.map_or(0, |at| now.duration_since(at).as_millis() as u64);
+        self.played_at = Some(now);
+        if elapsed == 0 {
+            return false;
+        }
+        let target = self
+            .at_ms
+            .saturating_add((elapsed as f64 * SPEEDS[self.speed_index]) as u64);
+        if target >= self.timeline.last_ms {
+            self.playing = false;
+        }
+        self.seek(monitor, target);
+        true
+    }
+
+    /// Carries out a command; returns a message for the status line.
+    pub fn command(&mut self, command: Command, monitor: &mut Monitor) -> Option<String> {
+        let first = self.timeline.first_ms;
+        let last = self.timeline.last_ms;
+        let interval = self.interval_ms();
+        let target = match command {
+            Command::TogglePlay => {
+                if !self.playing && self.at_ms >= last {
+                    // Play from the start again, as a player does at the end.
+                    self.seek(monitor, first);
+                }
+                self.playing = !self.playing;
+                self.played_at = None;
+                return None;
+            }
+            Command::Faster | Command::Slower => {
+                self.speed_index = if command == Command::Faster {
+                    (self.speed_index + 1).min(SPEEDS.len() - 1)
+                } else {
+                    self.speed_index.saturating_sub(1)
+                };
+                return Some(format!("speed ×{}", speed_label(SPEEDS[self.speed_index])));
+            }
+            Command::Back => self.at_ms.saturating_sub(STEP_MS),
+            Command::Forward => self.at_ms.saturating_add(STEP_MS),
+            Command::SampleBack => self.at_ms.saturating_sub(interval),
+            Command::SampleForward => self.at_ms.saturating_add(interval),
+            Command::Start => first,
+            Command::End => last,
+            Command::LargestPeak => match self.mark(|m| m.kind == MarkKind::LargestPeak, true) {
+                Some(m) => return self.jump(monitor, m),
+                None => return Some("no peak in the recording".into()),
+            },
+            Command::NextOom => {
+                let at = self.at_ms;
+                match self.mark(|m| m.kind == MarkKind::Oom && m.at_ms > at, true) {
+                    Some(m) => return self.jump(monitor, m),
+                    None => return Some("no OOM after this moment".into()),
+                }
+            }
+            Command::NextEvent => {
+                let at = self.at_ms;
+                match self.mark(|m| m.at_ms > at, true) {
+                    Some(m) => return self.jump(monitor, m),
+                    None => return Some("no event after this moment".into()),
+                }
+            }
+            Command::PreviousEvent => {
+                let at = self.at_ms;
+                match self.mark(|m| m.at_ms < at, false) {
+                    Some(m) => return self.jump(monitor, m),
+                    None => return Some("no event before this moment".into()),
+                }
+            }
+        };
+        // Moving by hand pauses, so the moment stays on screen.
+        self.playing = false;
+        self.seek(monitor, target);
+        None
+    }
+
+    /// The first matching mark (`forward`) or the last one.
+    fn mark(&self, wanted: impl Fn(&Mark) -> bool, forward: bool) -> Option<Mark> {
+        let mut found = self.timeline.marks.iter().filter(|m| wanted(m));
+        if forward {
+            found.next().cloned()
+        } else {
+            found.last().cloned()
+        }
+    }
+
+    fn jump(&mut self, monitor: &mut Monitor, mark: Mark) -> Option<String> {
+        self.playing = false;
+        self.seek(monitor, mark.at_ms);
+        Some(mark.label)
+    }
+
+    /// Puts the cursor at `to_ms` (within the recording), rebuilding the monitor when
+    /// going back.
+    pub fn seek(&mut self, monitor: &mut Monitor, to_ms: u64) {
+        let to_ms = to_ms.clamp(self.timeline.first_ms, self.timeline.last_ms);
+        if to_ms < self.at_ms {
+            self.at_ms = to_ms;
+            *monitor = self.fresh_monitor();
+            return;
+        }
+        self.at_ms = to_ms;
+        self.ingest_until(monitor, to_ms);
+    }
+
+    fn ingest_until(&mut self, monitor: &mut Monitor, to_ms: u64) {
+        while let Some((at, event)) = self.timeline.events.get(self.next) {
+            if *at > to_ms {
+                break;
+            }
+            monitor.ingest(event.clone());
+            self.next += 1;
+        }
+    }
+}
+
+/// `4`, `0.5`, `0.125`.
+pub fn speed_label(speed: f64) -> String {
+    if speed >= 1.0 {
+        format!("{speed:.0}")
+    } else {
+        format!("{speed}")
+    }
+}

@@ -1,0 +1,282 @@
+//! The summary as plain text, Markdown or JSON: one `Report`, three spellings. Absent figures
+//! read `n/a` (text, Markdown) or `null` (JSON), never 0.
+
+use super::analysis::{At, OomSummary, ProcessSummary, Report};
+use super::hints::hints;
+use crate::model::time::{duration_label, utc_label};
+use crate::model::units::bytes;
+use crate::model::{NA, Reading};
+use serde_json::json;
+use std::fmt::Write;
+
+/// Plain text for a terminal (`markdown`: the same as Markdown tables and lists).
+pub fn text(report: &Report, name: &str, markdown: bool) -> String {
+    let mut out = String::new();
+    let h = &report.header;
+    let title = format!("vramscope report: {name}");
+    if markdown {
+        let _ = writeln!(out, "# {title}\n");
+    } else {
+        let _ = writeln!(out, "{title}");
+    }
+    let span = match (report.first_ms, report.last_ms) {
+        (Some(a), Some(b)) => format!(
+            "{} to {} ({})",
+            utc_label(a),
+            utc_label(b),
+            duration_label(b.saturating_sub(a))
+        ),
+        _ => "no samples".into(),
+    };
+    let _ = writeln!(
+        out,
+        "recorded by vramscope {}{}, {span}, every {} ms",
+        h.vramscope_version,
+        h.host
+            .as_deref()
+            .map_or(String::new(), |host| format!(" on {host}")),
+        h.interval_ms
+    );
+    if let Some(damage) = &report.damaged {
+        let _ = writeln!(
+            out,
+            "\nWARNING: the recording is damaged; summarised up to: {damage}"
+        );
+    }
+
+    section(&mut out, "GPUs", markdown);
+    if markdown && !report.gpus.is_empty() {
+        out += "| GPU | name | peak used | at | total | headroom |\n|---|---|---|---|---|---|\n";
+    }
+    for g in &report.gpus {
+        let peak = g.peak_used.as_ref();
+        let headroom = match (g.headroom(), g.total) {
+            (Some(left), Some(total)) if total > 0 => format!(
+                "{} ({:.0}%)",
+                bytes(left),
+                left as f64 * 100.0 / total as f64
+            ),
+            _ => NA.into(),
+        };
+        let cells = [
+            g.index.to_string(),
+            g.name.clone(),
+            peak.map_or(NA.into(), |p| bytes(p.value)),
+            peak.map_or(NA.into(), |p| utc_label(p.at_ms)),
+            g.total.map_or(NA.into(), bytes),
+            headroom,
+        ];
+        if markdown {
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        } else {
+            let _ = writeln!(
+                out,
+                "  GPU {} {}: peak {} of {} at {}, headroom {}",
+                cells[0], cells[1], cells[2], cells[4], cells[3], cells[5]
+            );
+        }
+    }
+    if report.gpus.is_empty() {
+        out += "  (no GPU in the recording)\n";
+    }
+
+    section(&mut out, "Processes (by peak NVML memory)", markdown);
+    if report.processes.is_empty() {
+        out += "  (no GPU process in the recording)\n";
+    }
+    for p in &report.processes {
+        process(&mut out, p, markdown);
+    }
+
+    section(&mut out, "Out-of-memory errors", markdown);
+    if report.ooms.is_empty() {
+        out += if markdown {
+            "None.\n"
+        } else {
+            "  none\n"
+        };
+    }
+    for o in &report.ooms {
+        let _ = writeln!(
+            out,
+            "{}{}",
+            if markdown { "- " } else { "  " },
+            oom_line(o)
+        );
+    }
+
+    section(
+        &mut out,
+        "Largest spikes (rise within 10 s of the lowest reading before it)",
+        markdown,
+    );
+    if report.spikes.is_empty() {
+        out += if markdown {
+            "None.\n"
+        } else {
+            "  none\n"
+        };
+    }
+    for s in &report.spikes {
+        let mut line = format!(
+            "+{} {}: {} -> {} at {}",
+            bytes(s.rise.amount()),
+            s.what,
+            bytes(s.rise.from),
+            bytes(s.rise.to),
+            utc_label(s.rise.at_ms)
+        );
+        where_(&mut line, s.rise.step, &s.rise.phase);
+        let _ = writeln!(out, "{}{line}", if markdown { "- " } else { "  " });
+    }
+
+    let advice = hints(report);
+    if !advice.is_empty() {
+        section(&mut out, "Hints", markdown);
+        for hint in advice {
+            let _ = writeln!(out, "{}{hint}", if markdown { "- " } else { "  - " });
+        }
+    }
+    out
+}
+
+fn section(out: &mut String, title: &str, markdown: bool) {
+    if markdown {
+        let _ = writeln!(out, "\n## {title}\n");
+    } else {
+        let _ = writeln!(out, "\n{title}");
+    }
+}
+
+/// `, step 41, forward/model.head`
+fn where_(line: &mut String, step: Option<u64>, phase: &str) {
+    if let Some(step) = step {
+        let _ = write!(line, ", step {step}");
+    }
+    if !phase.is_empty() {
+        let _ = write!(line, ", {phase}");
+    }
+}
+
+fn at(a: Option<&At>) -> String {
+    match a {
+        None => NA.into(),
+        Some(a) => {
+            let mut s = format!("{} at {}", bytes(a.value), utc_label(a.at_ms));
+            where_(&mut s, a.step, &a.phase);
+            s
+        }
+    }
+}
+
+fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
+    let bullet = if markdown { "- " } else { "  " };
+    let _ = writeln!(
+        out,
+        "{bullet}pid {} on GPU {}: {}{}: NVML used {}",
+        p.pid,
+        p.gpu_index,
+        p.command.as_deref().unwrap_or(NA),
+        p.user
+            .as_deref()
+            .map_or(String::new(), |u| format!(" ({u})")),
+        at(p.peak_nvml.as_ref())
+    );
+    let Some(a) = &p.allocator else { return };
+    let inner = if markdown { "  - " } else { "      " };
+    let rank = match (a.rank, a.world_size) {
+        (Some(r), Some(w)) => format!(", rank {r}/{w}"),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "{inner}allocator {} {}{rank}",
+        a.kind, a.framework
+    );
+    let _ = writeln!(out, "{inner}allocated peak {}", at(a.peak_allocated.as_ref()));
+    let _ = writeln!(out, "{inner}reserved peak {}", at(a.peak_reserved.as_ref()));
+    let frag = a.fragmentation.map_or(NA.into(), |(split, reserved)| {
+        format!("{} of {} reserved", bytes(split), bytes(reserved))
+    });
+    let _ = writeln!(
+        out,
+        "{inner}cache at the allocated peak {}; largest inactive split {frag}; allocation retries {}; OOMs {}",
+        a.cache_at_peak.map_or(NA.into(), bytes),
+        a.alloc_retries.map_or(NA.into(), |r| r.to_string()),
+        a.ooms.map_or(NA.into(), |o| o.to_string()),
+    );
+}
+
+fn figure(r: &Reading<u64>) -> String {
+    r.as_ref().map_or(NA.into(), |b| bytes(*b))
+}
+
+fn oom_line(o: &OomSummary) -> String {
+    let who = match (o.pid, o.gpu_index) {
+        (Some(pid), Some(gpu)) => format!("pid {pid} on GPU {gpu}"),
+        (Some(pid), None) => format!("pid {pid}"),
+        _ => "a writer".into(),
+    };
+    let mut line = format!(
+        "{} {who} ({}): asked for {}, {} free, allocated {}, reserved {}",
+        utc_label(o.at_ms),
+        if o.caught { "caught" } else { "uncaught" },
+        figure(&o.requested),
+        figure(&o.device_free),
+        figure(&o.allocated),
+        figure(&o.reserved),
+    );
+    where_(&mut line, o.step, &o.label);
+    line
+}
+
+/// The summary as JSON, schema `vramscope.report` version 1; bytes and ms throughout.
+pub fn json(report: &Report) -> String {
+    let at = |a: Option<&At>| {
+        a.map(|a| json!({ "bytes": a.value, "at_ms": a.at_ms, "step": a.step, "phase": a.phase }))
+    };
+    let reading = |r: &Reading<u64>| r.as_ref().ok().copied();
+    let doc = json!({
+        "schema": "vramscope.report",
+        "version": 1,
+        "recorded_by": report.header.vramscope_version,
+        "host": report.header.host,
+        "interval_ms": report.header.interval_ms,
+        "first_ms": report.first_ms,
+        "last_ms": report.last_ms,
+        "damaged": report.damaged,
+        "gpus": report.gpus.iter().map(|g| json!({
+            "index": g.index, "name": g.name, "uuid": g.uuid, "total": g.total,
+            "peak_used": at(g.peak_used.as_ref()), "headroom": g.headroom(),
+        })).collect::<Vec<_>>(),
+        "processes": report.processes.iter().map(|p| json!({
+            "pid": p.pid, "gpu_index": p.gpu_index, "command": p.command, "user": p.user,
+            "peak_nvml_used": at(p.peak_nvml.as_ref()),
+            "allocator": p.allocator.as_ref().map(|a| json!({
+                "kind": a.kind, "framework": a.framework, "rank": a.rank,
+                "world_size": a.world_size,
+                "peak_allocated": at(a.peak_allocated.as_ref()),
+                "peak_reserved": at(a.peak_reserved.as_ref()),
+                "cache_at_peak": a.cache_at_peak,
+                "inactive_split": a.fragmentation.map(|f| f.0),
+                "reserved_at_inactive_split": a.fragmentation.map(|f| f.1),
+                "alloc_retries": a.alloc_retries, "ooms": a.ooms,
+                "allocator_config": a.allocator_config,
+            })),
+        })).collect::<Vec<_>>(),
+        "ooms": report.ooms.iter().map(|o| json!({
+            "at_ms": o.at_ms, "pid": o.pid, "gpu_index": o.gpu_index, "caught": o.caught,
+            "requested": reading(&o.requested), "device_free": reading(&o.device_free),
+            "allocated": reading(&o.allocated), "reserved": reading(&o.reserved),
+            "step": o.step, "label": o.label,
+        })).collect::<Vec<_>>(),
+        "spikes": report.spikes.iter().map(|s| json!({
+            "what": s.what, "rise": s.rise.amount(), "from": s.rise.from,
+            "from_ms": s.rise.from_ms, "to": s.rise.to, "at_ms": s.rise.at_ms,
+            "step": s.rise.step, "phase": s.rise.phase,
+        })).collect::<Vec<_>>(),
+        "hints": hints(report),
+    });
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
+    text + "\n"
+}

@@ -1,0 +1,157 @@
+//! `vramscope serve`: one process per node serving Prometheus metrics.
+//!
+//! Threads:
+//! - the samplers (`sources::runner::Sampling`), exactly as under the TUI;
+//! - `serve-state` (`owner`), the one owner of the `Monitor`: it ingests every
+//!   `SourceEvent`, takes one `Snapshot` per tick (the type the TUI and `--json` read), keeps
+//!   exited processes for the grace period (`retention`) and swaps the result into `Latest`;
+//! - the calling thread runs a one-thread tokio runtime serving HTTP (`http`). A scrape
+//!   clones the latest `Arc<Published>` and writes its encoding, made at most once per tick
+//!   and format (`published`), so scrapers never reach NVML and a hundred of them cost the
+//!   driver nothing more than one.
+//!
+//! What is exported is decided in `families` (names, units, labels) and encoded by the
+//! ecosystem's crates in `encode`.
+
+mod device_metrics;
+mod encode;
+mod families;
+mod http;
+mod node;
+mod owner;
+mod process_metrics;
+mod processes;
+mod published;
+mod retention;
+mod slots;
+
+use crate::cli::{Cli, ServeArgs};
+use crate::sources::runner::{Sampling, SamplingConfig};
+use std::net::{SocketAddr, TcpListener};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+/// Exit status for options that cannot be used (as clap's own errors).
+const EXIT_USAGE: u8 = 2;
+/// Exit status when the server cannot start (address in use, no permission).
+const EXIT_FAILED: u8 = 1;
+
+/// Limits that keep slow, idle or too many clients from starving the scrapers.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_connections: usize,
+    /// No complete request head within this: the connection is closed. Covers both a client
+    /// trickling its headers and an idle keep-alive connection.
+    pub client_timeout: Duration,
+    /// A connection is closed after this long whatever it does, so one whose client stopped
+    /// reading its response cannot hold a place for ever.
+    pub max_lifetime: Duration,
+}
+
+/// Runs the exporter until killed; returns only when it cannot start or the server fails.
+pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
+    let addr = match parse_listen(&args.listen) {
+        Ok(addr) => addr,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let listener = match bind(addr) {
+        Ok(listener) => listener,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("vramscope: cannot start the HTTP server: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let latest = Arc::new(published::Latest::default());
+    let (tx, rx) = channel();
+    let sampling = Sampling::start(
+        SamplingConfig {
+            nvml_lib: cli.nvml_lib.clone(),
+            interval: cli.interval,
+            pcie_every: cli.pcie,
+        },
+        tx,
+    );
+    let settings = owner::Settings {
+        interval: cli.interval,
+        grace: args.grace,
+    };
+    if let Err(e) = owner::spawn(rx, sampling, Arc::clone(&latest), settings) {
+        eprintln!("vramscope: cannot start the sampling thread: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    let limits = Limits {
+        max_connections: usize::from(args.max_connections),
+        client_timeout: args.client_timeout,
+        max_lifetime: args.client_timeout.max(Duration::from_secs(120)),
+    };
+    // The address actually bound (port 0 picks one): tests and scripts read it here.
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!("vramscope: serving http://{bound}/metrics");
+    match runtime.block_on(http::serve(listener, latest, limits)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vramscope: the HTTP server stopped: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// `IP:PORT` (`[::1]:9400` for IPv6). Host names are refused: which address a name resolves
+/// to decides who can read the metrics, so it must be written out.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        format!(
+            "--listen `{text}` is not IP:PORT (e.g. 127.0.0.1:9400, or 0.0.0.0:9400 for every interface)"
+        )
+    })
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
+    Ok(listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_takes_ip_and_port_only() {
+        assert_eq!(
+            parse_listen("127.0.0.1:9400"),
+            Ok("127.0.0.1:9400".parse().unwrap())
+        );
+        assert_eq!(parse_listen("[::1]:0"), Ok("[::1]:0".parse().unwrap()));
+        for bad in [
+            "localhost:9400",
+            "9400",
+            ":9400",
+            "127.0.0.1",
+            "1.2.3.4:99999",
+            "",
+        ] {
+            let message = parse_listen(bad).unwrap_err();
+            assert!(message.contains("is not IP:PORT"), "{bad}: {message}");
+            assert!(!message.contains('\n'));
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Device labels: dcgm-exporter's (`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`,
+//! `Hostname`) and vramscope's snake_case ones, from the snapshot and from facts about this
+//! node read once.
+
+use crate::model::DeviceSnapshot;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Where the driver describes each GPU, named by PCI bus id (`0000:18:00.0/information`).
+const DRIVER_GPUS: &str = "/proc/driver/nvidia/gpus";
+
+/// One device's labels. A fact that cannot be read leaves its label out rather than
+/// inventing a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceLabels {
+    pub gpu: u32,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    /// `nvidia<minor>`: the device file's name, as dcgm-exporter gives it.
+    pub device: Option<String>,
+    pub model_name: Option<String>,
+    pub hostname: Option<String>,
+}
+
+impl DeviceLabels {
+    /// dcgm-exporter's label names, in its order, for the `DCGM_*` families.
+    pub fn dcgm_pairs(&self) -> Vec<(&'static str, String)> {
+        self.named(["UUID", "pci_bus_id", "device", "modelName", "Hostname"])
+    }
+
+    /// snake_case names for the `vramscope_gpu_*` families; `gpu` and `uuid` as on the
+    /// per-process families, so the two join on them. (Prometheus adds the instance.)
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = self.named(["uuid", "pci_bus_id", "device", "model_name", ""]);
+        pairs.retain(|(name, _)| !name.is_empty());
+        pairs
+    }
+
+    fn named(&self, names: [&'static str; 5]) -> Vec<(&'static str, String)> {
+        let values = [
+            &self.uuid,
+            &self.pci_bus_id,
+            &self.device,
+            &self.model_name,
+            &self.hostname,
+        ];
+        let mut pairs = vec![("gpu", self.gpu.to_string())];
+        for (name, value) in names.into_iter().zip(values) {
+            if let Some(value) = value {
+                pairs.push((name, value.clone()));
+            }
+        }
+        pairs
+    }
+}
+
+/// This node's host name and its GPUs' minor numbers, read once each.
+#[derive(Debug)]
+pub struct Node {
+    hostname: Option<String>,
+    driver_gpus: PathBuf,
+    minors: HashMap<String, Option<u32>>,
+}
+
+impl Node {
+    pub fn new() -> Self {
+        Self::with(host_name(), PathBuf::from(DRIVER_GPUS))
+    }
+
+    /// A node whose driver files live under `driver_gpus` (tests).
+    pub fn with(hostname: Option<String>, driver_gpus: PathBuf) -> Self {
+        Self {
+            hostname,
+            driver_gpus,
+            minors: HashMap::new(),
+        }
+    }
+
+    /// The labels of each device, in the snapshot's order.
+    pub fn labels(&mut self, devices: &[DeviceSnapshot]) -> Vec<DeviceLabels> {
+        devices
+            .iter()
+            .map(|d| {
+                let pci = d.info.pci_bus_id.as_ref().ok().cloned();
+                let device = pci
+                    .as_deref()
+                    .and_then(|p| self.minor(p))
+                    .map(|m| format!("nvidia{m}"));
+                DeviceLabels {
+                    gpu: d.info.index,
+                    uuid: d.info.uuid.as_ref().ok().cloned(),
+                    pci_bus_id: pci,
+                    device,
+                    model_name: d.info.name.as_ref().ok().cloned(),
+                    hostname: self.hostname.clone(),
+                }
+            })
+            .collect()
+    }
+
+    fn minor(&mut self, pci_bus_id: &str) -> Option<u32> {
+        let dir = &self.driver_gpus;
+        *self
+            .minors
+            .entry(pci_bus_id.to_string())
+            .or_insert_with(|| minor_number(dir, pci_bus_id))
+    }
+}
+
+/// The `Device Minor:` line of the driver's description of the GPU at `pci_bus_id`
+/// (NVML's `00000000:18:00.0`; the driver names the folder `0000:18:00.0`).
+pub fn minor_number(driver_gpus: &Path, pci_bus_id: &str) -> Option<u32> {
+    let (domain, rest) = pci_bus_id.split_once(':')?;
+    let domain = domain.get(domain.len().saturating_sub(4)..)?;
+    let folder = format!("{domain}:{rest}").to_ascii_lowercase();
+    let text = std::fs::read_to_string(driver_gpus.join(folder).join("information")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("Device Minor:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The host name, as dcgm-exporter's `Hostname` label gives it.
+fn host_name() -> Option<String> {
+    let mut buf = [0_u8; 256];
+    // SAFETY: the buffer is valid for the length passed; the last byte is never written, so
+    // even a truncated name is NUL-terminated.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
+    if rc != 0 {
+        return None;
+    }
+    let end = buf.iter().position(|&b| b == 0)?;
+    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
+    (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minor_numbers_come_from_the_drivers_description() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = dir.path().join("0000:3b:00.0");
+        std::fs::create_dir_all(&gpu).unwrap();
+        std::fs::write(
+            gpu.join("information"),
+            "Model: \t\t NVIDIA H100\nIRQ:   \t\t 42\nDevice Minor: \t 3\n",
+        )
+        .unwrap();
+        assert_eq!(minor_number(dir.path(), "00000000:3B:00.0"), Some(3));
+        assert_eq!(minor_number(dir.path(), "00000000:3C:00.0"), None);
+        assert_eq!(minor_number(dir.path(), "garbage"), None);
+        assert_eq!(minor_number(dir.path(), "é:3B:00.0"), None);
+    }
+
+    #[test]
+    fn absent_facts_leave_their_labels_out() {
+        let labels = DeviceLabels {
+            gpu: 2,
+            uuid: Some("GPU-1".into()),
+            pci_bus_id: None,
+            device: None,
+            model_name: Some("NVIDIA H100".into()),
+            hostname: Some("node-a".into()),
+        };
+        let names: Vec<&str> = labels.dcgm_pairs().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["gpu", "UUID", "modelName", "Hostname"]);
+        let names: Vec<&str> = labels.pairs().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["gpu", "uuid", "model_name"]);
+        assert!(host_name().is_some_and(|h| !h.is_empty()));
+    }
+}

@@ -1,0 +1,96 @@
+//! The state thread of `vramscope serve`: the one owner of the `Monitor`, as the TUI's main
+//! loop is, but headless. It drains each tick's events, takes one snapshot, and publishes it
+//! with the processes to export.
+
+use super::node::Node;
+use super::processes;
+use super::published::{Latest, Published};
+use super::retention::Retention;
+use crate::model::{Snapshot, now_ms};
+use crate::sources::runner::{Sampling, SourceEvent};
+use crate::state::{Monitor, StaleAfter};
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::thread;
+use std::time::Duration;
+
+/// What the state thread needs from the command line.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub interval: Duration,
+    pub grace: Duration,
+}
+
+/// Starts the state thread; it runs until the samplers stop.
+pub fn spawn(
+    rx: Receiver<SourceEvent>,
+    sampling: Sampling,
+    latest: Arc<Latest>,
+    settings: Settings,
+) -> std::io::Result<()> {
+    thread::Builder::new()
+        .name("serve-state".into())
+        .spawn(move || run(&rx, &sampling, &latest, settings))
+        .map(|_| ())
+}
+
+fn run(rx: &Receiver<SourceEvent>, sampling: &Sampling, latest: &Latest, settings: Settings) {
+    let interval_ms = u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX);
+    let stale = StaleAfter::interval(interval_ms);
+    let mut monitor = Monitor::new(now_ms());
+    let mut retention = Retention::new(settings.grace);
+    let mut node = Node::new();
+    let mut watched: Vec<u32> = Vec::new();
+    let mut told_problem = false;
+    // Even when no event comes (every sampler stuck), publish now and then so that stale
+    // GPUs are marked so.
+    let idle_wake = settings.interval.max(Duration::from_secs(1));
+    loop {
+        match rx.recv_timeout(idle_wake) {
+            Ok(event) => {
+                monitor.ingest(event);
+                // Everything pending, then one snapshot.
+                while let Ok(event) = rx.try_recv() {
+                    monitor.ingest(event);
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Said once: the endpoint keeps serving (`vramscope_nvml_available 0`) for alerts.
+        if let (Some(problem), false) = (&monitor.problem, told_problem) {
+            eprintln!(
+                "vramscope: {}; serving without GPU figures",
+                problem.one_line()
+            );
+            told_problem = true;
+        }
+        let pids = monitor.gpu_pids();
+        if pids != watched {
+            sampling.watch_pids(pids.clone());
+            watched = pids;
+        }
+        let now = now_ms();
+        let snapshot = Arc::new(monitor.snapshot(now, stale));
+        let unreadable = unreadable_process_lists(&snapshot);
+        let current = processes::from_snapshot(&snapshot);
+        let exported = retention.update(current, &unreadable, now);
+        let labels = node.labels(&snapshot.devices);
+        latest.set(Published::new(snapshot, labels, exported));
+    }
+}
+
+/// GPUs whose process list is not known this tick (stale, lost, or the call failed).
+fn unreadable_process_lists(snapshot: &Snapshot) -> Vec<String> {
+    snapshot
+        .devices
+        .iter()
+        .filter(|d| {
+            d.stale
+                || d.sample
+                    .as_ref()
+                    .is_none_or(|s| s.lost || s.processes.is_err())
+        })
+        .map(|d| d.info.key())
+        .collect()
+}

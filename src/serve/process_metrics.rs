@@ -1,0 +1,84 @@
+//! Per-process families: what dcgm-exporter cannot give. Labels `gpu`, `uuid`, `pid`,
+//! `user`, `command`, and `rank`, `local_rank`, `job_id` where the process's channel says.
+//! Base units throughout; the counters are the allocator's own, cumulative since the
+//! process started.
+
+use super::families::{Family, Labels, Metric, Number, bytes, counter, gauge};
+use super::processes::{AllocatorFigures, ProcessEntry};
+use super::published::Published;
+use std::sync::Arc;
+
+type P = ProcessEntry;
+
+const PROCESS: &[Metric<P>] = &[
+    gauge(
+        "vramscope_process_running",
+        "1 while NVML lists the process; 0 during the grace period after it exited, when only its final counts, peak and step remain.",
+        |p| Some(Number::Int(u64::from(p.running))),
+    ),
+    bytes(
+        "vramscope_process_memory_used_bytes",
+        "GPU memory NVML accounts to the process on this GPU.",
+        |p| p.used_bytes.map(Number::Int),
+    ),
+    gauge(
+        "vramscope_process_sm_utilization_ratio",
+        "Share of the time the process kept the GPU's SMs busy over NVML's last sample (0 to 1).",
+        |p| {
+            p.sm_util_percent
+                .map(|v| Number::Float(f64::from(v) / 100.0))
+        },
+    ),
+    bytes(
+        "vramscope_process_host_rss_bytes",
+        "The process's resident host memory.",
+        |p| p.host_rss_bytes.map(Number::Int),
+    ),
+    bytes(
+        "vramscope_process_allocator_allocated_bytes",
+        "Bytes in live tensors, as the process's allocator reports them.",
+        |p| alloc(p, |a| a.allocated),
+    ),
+    bytes(
+        "vramscope_process_allocator_reserved_bytes",
+        "Bytes the process's caching allocator holds from the driver.",
+        |p| alloc(p, |a| a.reserved),
+    ),
+    bytes(
+        "vramscope_process_allocator_peak_bytes",
+        "Highest allocated bytes in any allocator sample since the process began publishing, spikes between scrapes included.",
+        |p| alloc(p, |a| a.peak),
+    ),
+    counter(
+        "vramscope_process_allocator_ooms_total",
+        "Out-of-memory errors the process's allocator raised.",
+        |p| alloc(p, |a| a.ooms),
+    ),
+    counter(
+        "vramscope_process_allocator_retries_total",
+        "Allocations the allocator retried after freeing its cache.",
+        |p| alloc(p, |a| a.retries),
+    ),
+    gauge(
+        "vramscope_process_step",
+        "The training step the process last reported.",
+        |p| alloc(p, |a| a.step),
+    ),
+];
+
+/// Every per-process family.
+pub fn families(published: &Published) -> Vec<Family> {
+    let items: Vec<(Labels, &P)> = published
+        .processes
+        .iter()
+        .map(|p| (Arc::from(p.labels.pairs()), p))
+        .collect();
+    PROCESS
+        .iter()
+        .map(|m| m.family(items.iter().map(|(l, p)| (l, *p))))
+        .collect()
+}
+
+fn alloc(p: &P, pick: fn(&AllocatorFigures) -> Option<u64>) -> Option<Number> {
+    p.allocator.as_ref().and_then(pick).map(Number::Int)
+}

@@ -1,0 +1,286 @@
+//! The processes to export, drawn from the snapshot: each (process, GPU) row NVML lists,
+//! with what the host and the process's allocator channel say about it, plus channels that
+//! publish for a GPU on which NVML lists no row for their pid (a writer in a pid namespace
+//! vramscope cannot map).
+
+use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot, WriterLiveness};
+
+/// Label values are cut to this many bytes: a command line can be long, and every byte of
+/// a label is stored with every sample.
+const MAX_LABEL_BYTES: usize = 128;
+
+/// Who a process is, as labels. Facts not known are left out, never guessed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessLabels {
+    pub gpu: u32,
+    /// The GPU's UUID (a stand-in `index-N` when NVML cannot read it).
+    pub uuid: String,
+    /// The host pid as NVML lists it; for a channel that cannot be mapped, the pid in the
+    /// writer's own namespace.
+    pub pid: u32,
+    pub user: Option<String>,
+    pub command: Option<String>,
+    pub rank: Option<i32>,
+    pub local_rank: Option<i32>,
+    pub job: Option<String>,
+}
+
+impl ProcessLabels {
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![
+            ("gpu", self.gpu.to_string()),
+            ("uuid", self.uuid.clone()),
+            ("pid", self.pid.to_string()),
+        ];
+        let text = [("user", &self.user), ("command", &self.command)];
+        pairs.extend(
+            text.iter()
+                .filter_map(|(n, v)| Some((*n, cut(v.as_ref()?)))),
+        );
+        let numbers = [("rank", self.rank), ("local_rank", self.local_rank)];
+        pairs.extend(
+            numbers
+                .iter()
+                .filter_map(|(n, v)| Some((*n, (*v)?.to_string()))),
+        );
+        // Not `job`: Prometheus gives every series its scrape job's name under that label
+        // and would rename ours to `exported_job`.
+        if let Some(job) = &self.job {
+            pairs.push(("job_id", cut(job)));
+        }
+        pairs
+    }
+}
+
+/// What an instrumented process's allocator says about one GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorFigures {
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+    /// The highest allocated seen in any sample since the channel opened.
+    pub peak: Option<u64>,
+    pub ooms: Option<u64>,
+    pub retries: Option<u64>,
+    pub step: Option<u64>,
+}
+
+impl AllocatorFigures {
+    fn of(device: &AllocatorDevice, step: Option<u64>) -> Self {
+        Self {
+            allocated: device.allocated.as_ref().ok().copied(),
+            reserved: device.reserved.as_ref().ok().copied(),
+            peak: device.true_peak.as_ref().ok().copied(),
+            ooms: device.ooms.as_ref().ok().copied(),
+            retries: device.alloc_retries.as_ref().ok().copied(),
+            step,
+        }
+    }
+}
+
+/// One process on one GPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProcessEntry {
+    pub labels: ProcessLabels,
+    /// Listed now; false during the grace period after it went away.
+    pub running: bool,
+    /// The host has said who runs it (user and command), so its labels are settled.
+    pub host_known: bool,
+    /// NVML's figure.
+    pub used_bytes: Option<u64>,
+    pub sm_util_percent: Option<u32>,
+    pub host_rss_bytes: Option<u64>,
+    pub allocator: Option<AllocatorFigures>,
+}
+
+impl ProcessEntry {
+    /// The identity kept across ticks.
+    pub fn key(&self) -> (String, u32) {
+        (self.labels.uuid.clone(), self.labels.pid)
+    }
+
+    /// The entry after its process went away: what it held is gone (no longer reported); its
+    /// final counts, peak and step stay, so that a scrape after the exit still sees them.
+    pub fn exited(mut self) -> Self {
+        self.running = false;
+        self.used_bytes = None;
+        self.sm_util_percent = None;
+        self.host_rss_bytes = None;
+        if let Some(a) = &mut self.allocator {
+            a.allocated = None;
+            a.reserved = None;
+        }
+        self
+    }
+}
+
+/// Every process to export now, in GPU then pid order.
+pub fn from_snapshot(snapshot: &Snapshot) -> Vec<ProcessEntry> {
+    let mut entries: Vec<ProcessEntry> = snapshot
+        .processes
+        .iter()
+        .map(|row| from_row(row, &snapshot.allocators))
+        .collect();
+    entries.extend(unlisted_channels(snapshot));
+    entries.sort_by_key(|e| (e.labels.gpu, e.labels.pid));
+    entries
+}
+
+fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry {
+    let host = row.host.as_ref();
+    let user = host.and_then(|h| h.user.as_ref().ok().cloned());
+    let command = host.and_then(|h| h.command.as_ref().ok().cloned());
+    // The channel `allocator_of` joins rows to: the pid's first one still running. Its rank
+    // and job label the process on every GPU, published for or not.
+    let channel = allocators
+        .iter()
+        .find(|a| a.host_pid == Some(row.nvml.pid) && !a.liveness.is_ended());
+    ProcessEntry {
+        host_known: user.is_some() && command.is_some(),
+        labels: ProcessLabels {
+            gpu: row.gpu_index,
+            uuid: row.gpu_uuid.clone(),
+            pid: row.nvml.pid,
+            user,
+            command: command.or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
+            rank: channel.and_then(|c| c.identity.rank),
+            local_rank: channel.and_then(|c| c.identity.local_rank),
+            job: channel.and_then(|c| non_empty(&c.identity.job_id)),
+        },
+        running: true,
+        used_bytes: row.nvml.used_memory.as_ref().ok().copied(),
+        sm_util_percent: row.nvml.sm_util.as_ref().ok().copied(),
+        host_rss_bytes: host.and_then(|h| h.rss_bytes.as_ref().ok().copied()),
+        allocator: row
+            .allocator
+            .as_ref()
+            .map(|a| AllocatorFigures::of(&a.device, a.step)),
+    }
+}
+
+/// Running channels publishing for a GPU on which NVML lists no row for their pid.
+fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
+    let running = |a: &&AllocatorSnapshot| {
+        matches!(
+            a.liveness,
+            WriterLiveness::Live | WriterLiveness::Stalled { .. }
+        )
+    };
+    let mut entries = Vec::new();
+    for channel in snapshot.allocators.iter().filter(running) {
+        let pid = channel.host_pid.unwrap_or(channel.identity.pid);
+        let id = &channel.identity;
+        for (device, gpu) in channel.devices.iter().zip(&channel.gpu_indices) {
+            let Some(gpu) = *gpu else { continue };
+            let listed = snapshot
+                .processes
+                .iter()
+                .any(|r| r.gpu_index == gpu && r.nvml.pid == pid);
+            let info = snapshot.devices.iter().find(|d| d.info.index == gpu);
+            let (false, Some(info)) = (listed, info) else {
+                continue;
+            };
+            entries.push(ProcessEntry {
+                labels: ProcessLabels {
+                    gpu,
+                    uuid: info.info.key(),
+                    pid,
+                    user: None,
+                    command: non_empty(&id.command),
+                    rank: id.rank,
+                    local_rank: id.local_rank,
+                    job: non_empty(&id.job_id),
+                },
+                running: true,
+                // Nothing more will come from the host about a pid it cannot see.
+                host_known: true,
+                used_bytes: None,
+                sm_util_percent: None,
+                host_rss_bytes: None,
+                allocator: Some(AllocatorFigures::of(device, channel.step)),
+            });
+        }
+    }
+    entries
+}
+
+fn non_empty(text: &str) -> Option<String> {
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// At most `MAX_LABEL_BYTES`, cut at a character boundary.
+fn cut(text: &str) -> String {
+    let mut end = text.len().min(MAX_LABEL_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels() -> ProcessLabels {
+        ProcessLabels {
+            gpu: 1,
+            uuid: "GPU-1".into(),
+            pid: 42,
+            user: Some("alice".into()),
+            command: Some("é".repeat(100)),
+            rank: Some(3),
+            local_rank: None,
+            job: Some("job-7".into()),
+        }
+    }
+
+    #[test]
+    fn labels_leave_out_what_is_unknown_and_cut_long_values() {
+        let pairs = labels().pairs();
+        let names: Vec<&str> = pairs.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            ["gpu", "uuid", "pid", "user", "command", "rank", "job_id"]
+        );
+        let command = &pairs[4].1;
+        assert_eq!(command.len(), MAX_LABEL_BYTES);
+        assert!(command.chars().all(|c| c == 'é'));
+        assert_eq!(pairs[5].1, "3");
+    }
+
+    #[test]
+    fn an_exited_process_keeps_counts_and_peak_but_holds_nothing() {
+        let entry = ProcessEntry {
+            labels: labels(),
+            running: true,
+            host_known: true,
+            used_bytes: Some(10),
+            sm_util_percent: Some(50),
+            host_rss_bytes: Some(5),
+            allocator: Some(AllocatorFigures {
+                allocated: Some(1),
+                reserved: Some(2),
+                peak: Some(3),
+                ooms: Some(4),
+                retries: Some(5),
+                step: Some(6),
+            }),
+        };
+        let gone = entry.exited();
+        assert!(!gone.running);
+        assert_eq!(
+            (gone.used_bytes, gone.sm_util_percent, gone.host_rss_bytes),
+            (None, None, None)
+        );
+        assert_eq!(
+            gone.allocator,
+            Some(AllocatorFigures {
+                allocated: None,
+                reserved: None,
+                peak: Some(3),
+                ooms: Some(4),
+                retries: Some(5),
+                step: Some(6),
+            })
+        );
+    }
+}

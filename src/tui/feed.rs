@@ -1,0 +1,89 @@
+//! Where the monitor's data comes from: the samplers, live, or a recording replayed with a
+//! time cursor. The event loop and the panels see one `Monitor` and one "now" either way.
+
+use crate::model::now_ms;
+use crate::replay::{Command, Replay, speed_label};
+use crate::sources::runner::Sampling;
+use crate::state::Monitor;
+use std::time::Duration;
+
+/// While a replay plays, the cursor moves and the screen redraws this often.
+const PLAY_FRAME: Duration = Duration::from_millis(100);
+
+pub enum Feed {
+    Live(Sampling),
+    Replay(Box<Replay>),
+}
+
+impl Feed {
+    /// The moment the screen shows.
+    pub fn now_ms(&self) -> u64 {
+        match self {
+            Feed::Live(_) => now_ms(),
+            Feed::Replay(replay) => replay.now_ms(),
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        matches!(self, Feed::Live(_))
+    }
+
+    /// A new refresh period for the samplers; a replay keeps the recording's.
+    pub fn set_interval(&self, interval: Duration) {
+        if let Feed::Live(sampling) = self {
+            sampling.set_interval(interval);
+        }
+    }
+
+    pub fn watch_pids(&self, pids: Vec<u32>) {
+        if let Feed::Live(sampling) = self {
+            sampling.watch_pids(pids);
+        }
+    }
+
+    /// How soon the loop must wake to move a playing replay.
+    pub fn wake_in(&self) -> Option<Duration> {
+        match self {
+            Feed::Replay(replay) if replay.playing() => Some(PLAY_FRAME),
+            _ => None,
+        }
+    }
+
+    /// Moves a playing replay with the wall clock; true when the screen changed.
+    pub fn tick(&mut self, monitor: &mut Monitor) -> bool {
+        match self {
+            Feed::Replay(replay) => replay.tick(monitor),
+            Feed::Live(_) => false,
+        }
+    }
+
+    /// Carries out a cursor command; a message for the status line, if any.
+    pub fn command(&mut self, command: Command, monitor: &mut Monitor) -> Option<String> {
+        match self {
+            Feed::Replay(replay) => replay.command(command, monitor),
+            Feed::Live(_) => Some("only a replay has a time cursor".into()),
+        }
+    }
+
+    /// The header's words for a replay: `replay run.jsonl ▶ ×4, 41% of 1h 00m`.
+    pub fn banner(&self) -> Option<String> {
+        let Feed::Replay(replay) = self else {
+            return None;
+        };
+        let v = replay.view();
+        let span = v.last_ms.saturating_sub(v.first_ms);
+        let done = replay.now_ms().saturating_sub(v.first_ms);
+        let percent = done.saturating_mul(100).checked_div(span).unwrap_or(100);
+        let state = if v.playing { "▶" } else { "⏸" };
+        let mut text = format!(
+            "{} {state} ×{}, {percent}% of {}",
+            v.label,
+            speed_label(v.speed),
+            crate::model::time::duration_label(span)
+        );
+        if let Some(why) = v.cut_short {
+            text.push_str(&format!(" ({why})"));
+        }
+        Some(text)
+    }
+}

@@ -1,0 +1,130 @@
+//! `--record FILE` while the monitor runs in a real terminal (tmux): the file holds what the
+//! screen was drawn from, is finished on quitting and on SIGTERM, and an existing file is
+//! refused before the terminal is touched.
+
+mod common;
+
+use common::tmux::{self, Tmux};
+use common::{GIB, Scenario, fake_nvml, h100};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+use vramscope::model::now_ms;
+use vramscope::record::Recording;
+use vramscope::sources::runner::SourceEvent;
+use vramscope::state::{Monitor, StaleAfter};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn scenario() -> Scenario {
+    let mut gpu = h100(0);
+    gpu["processes"] =
+        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 6 * GIB }] }]);
+    Scenario::new(&json!({ "devices": [gpu] }))
+}
+
+/// The monitor recording to `file`, then a line with its exit status, in a shell that stays.
+fn shell(scenario: &Scenario, file: &Path) -> String {
+    format!(
+        "sh -c 'env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 200ms --record {}; echo EXIT=$?; exec sleep 30'",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display(),
+        file.display()
+    )
+}
+
+fn read(file: &Path) -> Vec<(u64, SourceEvent)> {
+    Recording::open(file)
+        .expect("open")
+        .events()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("reads whole")
+}
+
+#[test]
+fn the_monitor_records_what_it_shows_until_quit() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("screen.jsonl.zst");
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell(&scenario, &file));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
+    assert!(ok, "{screen}");
+    std::thread::sleep(SECOND);
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok, "{screen}");
+    assert!(screen.contains("EXIT=0"), "{screen}");
+    assert!(
+        screen.contains("recorded ") && screen.contains(&file.display().to_string()),
+        "a summary after the terminal is restored:\n{screen}"
+    );
+    let events = read(&file);
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| matches!(e, SourceEvent::Started { .. }))
+    );
+    let samples = events
+        .iter()
+        .filter(|(_, e)| matches!(e, SourceEvent::Device(_)))
+        .count();
+    assert!(
+        samples >= 4,
+        "{samples} device samples in over a second at 200 ms"
+    );
+    let mut monitor = Monitor::new(now_ms());
+    for (_, e) in events {
+        monitor.ingest(e);
+    }
+    let snap = monitor.snapshot(now_ms(), StaleAfter::NEVER);
+    let d0 = snap.devices[0].sample.as_ref().unwrap();
+    assert_eq!(d0.memory.as_ref().unwrap().used, 10 * GIB);
+    assert!(
+        snap.processes
+            .iter()
+            .any(|p| p.nvml.pid == std::process::id())
+    );
+}
+
+#[test]
+fn sigterm_finishes_the_recording() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("term.jsonl.zst");
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell(&scenario, &file));
+    assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100")).0);
+    let sh = t.pid();
+    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
+    let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    // SAFETY: a signal to the monitor this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok && screen.contains("EXIT=143"), "{screen}");
+    assert!(!read(&file).is_empty());
+    let bytes = std::fs::read(&file).unwrap();
+    assert!(
+        zstd::decode_all(&bytes[..]).is_ok(),
+        "a finished zstd frame"
+    );
+}
+
+#[test]
+fn an_existing_file_is_refused_before_the_screen_is_touched() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("taken.jsonl");
+    std::fs::write(&file, "precious").unwrap();
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell(&scenario, &file));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok && screen.contains("EXIT=2"), "{screen}");
+    assert!(screen.contains("the file exists"), "{screen}");
+    assert_eq!(t.pane("alternate_on"), "0");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
+}

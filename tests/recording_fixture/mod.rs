@@ -1,0 +1,225 @@
+//! A synthetic recording shared by the report, export and replay tests: one minute of one
+//! GPU at 1 Hz with an instrumented process sampled at 10 Hz, written event by event through
+//! the real `Recorder`, so every peak, time, step and phase is known exactly:
+//! - NVML used on GPU 0: 40 GiB, 75 GiB at T0+30 s;
+//! - pid 4242 ("python train.py", alice): NVML used 30 GiB; allocated 20 GiB with a 100 ms
+//!   spike to 29 GiB at T0+29.9 s in step 7 during `backward/lm_head`; reserved 24 GiB;
+//! - a caught OOM at T0+45.5 s asking for 8 GiB, step 11, `forward/model.attn`.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::sync::Arc;
+use vramscope::model::{
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll,
+    DeviceInfo, DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess,
+    HostSample, MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
+};
+use vramscope::record::{Header, Recorder};
+use vramscope::sources::runner::SourceEvent;
+
+pub const GIB: u64 = 1 << 30;
+
+pub const T0: u64 = 1_700_000_000_000;
+pub const UUID: &str = "GPU-00000000-0000-0000-0000-000000000000";
+
+fn device_sample(at_ms: u64, used: u64, pid_used: u64) -> SourceEvent {
+    let process = GpuProcess {
+        pid: 4242,
+        kind: ProcessKind::Compute,
+        used_memory: Ok(pid_used),
+        sm_util: Ok(90),
+        mem_util: Ok(40),
+        enc_util: Err(Absent::NotSupported),
+        dec_util: Err(Absent::NotSupported),
+    };
+    SourceEvent::Device(Box::new(DeviceSample {
+        index: 0,
+        at_ms,
+        memory: Ok(MemoryInfo {
+            total: 80 * GIB,
+            reserved: GIB / 2,
+            used,
+            free: 80 * GIB - used,
+        }),
+        gpu_util: Ok(90),
+        mem_util: Ok(40),
+        temperature_c: Ok(60),
+        power_mw: Ok(400_000),
+        power_limit_mw: Ok(700_000),
+        sm_clock_mhz: Ok(1980),
+        mem_clock_mhz: Ok(2619),
+        fan_percent: Err(Absent::NotSupported),
+        encoder_util: Ok(0),
+        decoder_util: Ok(0),
+        throttle_reasons: Ok(0),
+        pstate: Ok(0),
+        ecc_corrected: Ok(0),
+        ecc_uncorrected: Ok(0),
+        pcie_tx_kbs: None,
+        pcie_rx_kbs: None,
+        processes: Ok(vec![process]),
+        lost: false,
+    }))
+}
+
+fn allocator_device(allocated: u64, reserved: u64, retries: u64, split: u64) -> AllocatorDevice {
+    AllocatorDevice {
+        slot: 0,
+        ordinal: 0,
+        uuid: Some(UUID.into()),
+        pci_bus_id: None,
+        total: Ok(80 * GIB),
+        allocated: Ok(allocated),
+        allocated_peak: Ok(allocated),
+        reserved: Ok(reserved),
+        reserved_peak: Ok(reserved),
+        active: Ok(allocated),
+        inactive_split: Ok(split),
+        requested: Err(Absent::NotSupported),
+        alloc_retries: Ok(retries),
+        ooms: Ok(1),
+        device_free: Ok(GIB),
+        limit: Err(Absent::NotSupported),
+        true_peak: Err(Absent::NotAvailable),
+        step_peak: Err(Absent::NotAvailable),
+    }
+}
+
+/// One minute of a run: steady 20 GiB allocated, a 100 ms spike to 29 GiB at T0+30.0 s in
+/// step 7 during `backward/lm_head`, a caught OOM at T0+45 s, and NVML's figure peaking at
+/// 75 GiB at T0+30 s.
+pub fn write_recording(path: &Path) {
+    let mut rec = Recorder::create(
+        path,
+        Header {
+            version: 1,
+            vramscope_version: "0.1.0".into(),
+            started_ms: T0,
+            interval_ms: 1000,
+            host: Some("node-7".into()),
+        },
+    )
+    .unwrap();
+    let started = SourceEvent::Started {
+        driver: DriverInfo {
+            driver_version: Ok("550.54.15".into()),
+            cuda_version: Ok(12040),
+            nvml_version: Ok("12.550.54.15".into()),
+        },
+        devices: vec![DeviceInfo {
+            index: 0,
+            name: Ok("NVIDIA H100 80GB HBM3".into()),
+            uuid: Ok(UUID.into()),
+            pci_bus_id: Ok("00000000:18:00.0".into()),
+            memory_total: Ok(80 * GIB),
+            power_limit_mw: Ok(700_000),
+        }],
+    };
+    rec.record(T0, &started).unwrap();
+    let identity = Arc::new(WriterIdentity {
+        file: "4242-1.vsc".into(),
+        pid: 4242,
+        kind: "PyTorch".into(),
+        framework: "torch 2.5.1".into(),
+        rank: Some(0),
+        local_rank: Some(0),
+        world_size: Some(2),
+        job_id: "job-1".into(),
+        command: "python train.py".into(),
+        allocator_config: String::new(),
+        exact_peaks: false,
+        sample_period_us: 100_000,
+    });
+    for s in 0..60u64 {
+        let at = T0 + s * 1000;
+        let used = if s == 30 { 75 * GIB } else { 40 * GIB };
+        rec.record(at, &device_sample(at, used, 30 * GIB)).unwrap();
+        rec.record(
+            at,
+            &SourceEvent::Host(Box::new(HostSample {
+                at_ms: at,
+                memory: Ok(HostMemory {
+                    total: 64 * GIB,
+                    used: 8 * GIB,
+                    available: 56 * GIB,
+                    swap_total: 0,
+                    swap_used: 0,
+                }),
+                processes: vec![HostProcess {
+                    pid: 4242,
+                    local_pid: Some(4242),
+                    user: Ok("alice".into()),
+                    command: Ok("python train.py".into()),
+                    rss_bytes: Ok(4 * GIB),
+                    cpu_percent: Ok(100.0),
+                    container: None,
+                    uid: Some(1000),
+                }],
+            })),
+        )
+        .unwrap();
+        // Ten writer samples a second; the spike lasts one of them.
+        let points: Vec<AllocatorPoint> = (0..10u64)
+            .map(|k| {
+                let t = at + k * 100;
+                let spike = s == 29 && k == 9;
+                AllocatorPoint {
+                    at_ms: t,
+                    slot: 0,
+                    allocated: Some(20 * GIB),
+                    reserved: Some(24 * GIB),
+                    peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
+                    step: Some(s / 4),
+                    new_high_water: spike,
+                }
+            })
+            .collect();
+        let mut events = Vec::new();
+        if s == 45 {
+            events.push(AllocatorEvent {
+                at_ms: at + 500,
+                kind: EventKind::Oom {
+                    requested: Ok(8 * GIB),
+                    device_free: Ok(GIB / 2),
+                    device_total: Ok(80 * GIB),
+                    allocated: Ok(20 * GIB),
+                    reserved: Ok(24 * GIB),
+                    retries: Ok(3),
+                },
+                slot: Some(0),
+                step: Some(11),
+                label: "forward/model.attn".into(),
+            });
+        }
+        let poll = ChannelPoll {
+            path: "/dev/shm/vramscope-1000/4242-1.vsc".into(),
+            identity: Arc::clone(&identity),
+            host_pid: Some(4242),
+            liveness: WriterLiveness::Live,
+            devices: vec![allocator_device(20 * GIB, 24 * GIB, 3, 6 * GIB)],
+            step: Some(s / 4),
+            label: if s == 29 {
+                "backward/lm_head".into()
+            } else {
+                "forward".into()
+            },
+            points,
+            events,
+            lost_samples: 0,
+            lost_events: 0,
+        };
+        rec.record(
+            at + 999,
+            &SourceEvent::Channels(Box::new(ChannelBatch {
+                at_ms: at + 999,
+                polls: vec![poll],
+                gone: vec![],
+                rejected: vec![],
+            })),
+        )
+        .unwrap();
+    }
+    rec.finish().unwrap();
+}
+

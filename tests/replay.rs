@@ -1,0 +1,219 @@
+//! Replay: a recording fed to the same monitor with a time cursor. The library side moves the
+//! cursor and checks what the monitor then holds; the terminal side drives the real binary.
+
+mod common;
+mod recording_fixture;
+
+use common::tmux::{self, Tmux};
+use common::{GIB, Scenario};
+use recording_fixture::{T0, write_recording};
+use serde_json::json;
+use std::time::Duration;
+use vramscope::replay::{Command, Replay};
+use vramscope::state::{Monitor, StaleAfter};
+
+fn used(monitor: &Monitor, at_ms: u64) -> Option<u64> {
+    monitor.snapshot(at_ms, StaleAfter::interval(1000)).devices[0].memory_used()
+}
+
+#[test]
+fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl.zst");
+    write_recording(&path);
+    let mut replay = Replay::open(&path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    assert_eq!(replay.now_ms(), T0);
+    assert_eq!(used(&monitor, replay.now_ms()), Some(40 * GIB));
+
+    let said = replay.command(Command::LargestPeak, &mut monitor);
+    assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 75.0 GiB"));
+    assert_eq!(replay.now_ms(), T0 + 30_000);
+    assert_eq!(used(&monitor, replay.now_ms()), Some(75 * GIB));
+    assert!(!replay.playing(), "a jump pauses");
+
+    let said = replay.command(Command::NextOom, &mut monitor);
+    assert_eq!(said.as_deref(), Some("pid 4242: oom forward/model.attn"));
+    // Where the poll that brought it was recorded: the moment it is on screen.
+    assert_eq!(replay.now_ms(), T0 + 45_999);
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    assert_eq!(snapshot.allocators[0].notable_events.len(), 1);
+    assert_eq!(
+        replay.command(Command::NextOom, &mut monitor).as_deref(),
+        Some("no OOM after this moment")
+    );
+
+    // Going back rebuilds the monitor: the spike is in the past again, not yet the OOM.
+    replay.command(Command::Back, &mut monitor);
+    assert_eq!(replay.now_ms(), T0 + 35_999);
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    assert_eq!(snapshot.devices[0].memory_used(), Some(40 * GIB));
+    assert!(snapshot.allocators[0].notable_events.is_empty());
+    assert_eq!(
+        snapshot.processes[0].allocator.as_ref().unwrap().device.true_peak,
+        Ok(29 * GIB)
+    );
+    replay.command(Command::SampleBack, &mut monitor);
+    assert_eq!(replay.now_ms(), T0 + 34_999);
+
+    replay.command(Command::End, &mut monitor);
+    let end = replay.now_ms();
+    assert!(end >= T0 + 59_000, "{end}");
+    replay.command(Command::Start, &mut monitor);
+    assert_eq!(replay.now_ms(), T0);
+    assert_eq!(used(&monitor, T0), Some(40 * GIB));
+}
+
+#[test]
+fn playing_moves_the_cursor_with_the_clock_times_the_speed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    write_recording(&path);
+    let mut replay = Replay::open(&path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    for _ in 0..8 {
+        replay.command(Command::Faster, &mut monitor);
+    }
+    assert_eq!(
+        replay.command(Command::Faster, &mut monitor).as_deref(),
+        Some("speed ×256")
+    );
+    assert!(replay.playing());
+    replay.tick(&mut monitor);
+    std::thread::sleep(Duration::from_millis(100));
+    replay.tick(&mut monitor);
+    let moved = replay.now_ms() - T0;
+    // 100 ms of wall time at ×256 is about 25 s of recording.
+    assert!((20_000..=40_000).contains(&moved), "{moved}");
+    assert_eq!(
+        monitor
+            .snapshot(replay.now_ms(), StaleAfter::interval(1000))
+            .devices[0]
+            .info
+            .index,
+        0
+    );
+    // Playing past the end stops there.
+    std::thread::sleep(Duration::from_millis(300));
+    replay.tick(&mut monitor);
+    assert!(!replay.playing());
+    assert!(replay.now_ms() >= T0 + 59_000);
+}
+
+#[test]
+fn a_missing_or_damaged_recording_is_one_line() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["replay", "/nonexistent/run.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("vramscope: /nonexistent/run.jsonl"), "{err}");
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [] }));
+    let path = scenario.dir().join("run.jsonl.zst");
+    write_recording(&path);
+    let command = format!(
+        "{} replay {}",
+        env!("CARGO_BIN_EXE_vramscope"),
+        path.display()
+    );
+    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("replay run.jsonl.zst"));
+    assert!(ok, "the banner:\n{screen}");
+    assert!(screen.contains("python train.py"), "{screen}");
+    t.keys(&["p"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+        s.contains("largest peak: GPU 0 at 75.0 GiB") && s.contains("22:13:50 UTC")
+    });
+    assert!(ok, "jumped to the peak, at the recording's time:\n{screen}");
+    assert!(screen.contains("75.0 GiB / 80.0 GiB"), "{screen}");
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("jump to the largest peak"));
+    assert!(ok, "the cursor's keys in the help:\n{screen}");
+    t.keys(&["Escape", "q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "quit");
+}
+
+#[test]
+fn the_demo_plays_a_simulated_run_and_says_so() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [] }));
+    let command = format!("{} demo", env!("CARGO_BIN_EXE_vramscope"));
+    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains("DEMO: simulated data") && s.contains("ALLOC")
+    });
+    assert!(ok, "the demo, labelled, with allocator figures:\n{screen}");
+    t.keys(&["o"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("oom forward/model.layers.23.attn"));
+    assert!(ok, "jumped to the OOM:\n{screen}");
+    t.keys(&["q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "quit");
+}
+
+#[test]
+fn without_nvml_the_monitor_offers_the_demo_and_plays_it() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [] }));
+    let command = format!(
+        "{} --nvml-lib /nonexistent/libnvidia-ml.so.1",
+        env!("CARGO_BIN_EXE_vramscope")
+    );
+    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("Press d to see"));
+    assert!(ok, "the offer:\n{screen}");
+    t.keys(&["d"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("DEMO: simulated data"));
+    assert!(ok, "the demo replaced the empty screen:\n{screen}");
+}
+
+#[test]
+fn a_recording_made_against_the_fake_nvml_replays_its_spike() {
+    // GPU 0 sits at 10 GiB and jumps to 70 GiB from 1.0 s to 1.6 s of scenario time.
+    let mut gpu = common::h100(0);
+    gpu["timeline"] = json!([
+        { "t": 0, "memory_used": 10 * GIB, "gpu_util": 50 },
+        { "t": 1.0, "memory_used": 70 * GIB },
+        { "t": 1.6, "memory_used": 10 * GIB },
+    ]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let path = scenario.dir().join("run.jsonl.zst");
+    let mut child = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", scenario.dir().join("no-channels"))
+        .args(["record", "--interval", "0.2", "--duration", "2.5s", "-o"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut replay = Replay::open(&path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    assert_eq!(used(&monitor, replay.now_ms()), Some(10 * GIB));
+    let said = replay.command(Command::LargestPeak, &mut monitor);
+    assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 70.0 GiB"));
+    assert_eq!(used(&monitor, replay.now_ms()), Some(70 * GIB));
+    replay.command(Command::End, &mut monitor);
+    assert_eq!(used(&monitor, replay.now_ms()), Some(10 * GIB));
+    // The peak is still the peak, seen from the end.
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(200));
+    let key = snapshot.devices[0].info.key();
+    let peak = monitor.device_series(&key).unwrap().memory_used.peak().unwrap();
+    assert_eq!(peak.value, (70 * GIB) as f64);
+}
