@@ -78,9 +78,21 @@ fn scenario(pid: u32) -> serde_json::Value {
     let mut processes = Vec::new();
     let mut s = 0.0;
     while s <= OOM_AT_S + 10.0 {
-        let (allocated, reserved, _, _) = if s < OOM_AT_S { figures(s) } else { (0, 0, 0, "") };
-        let used_by_job = if s < OOM_AT_S + 0.5 { reserved + CONTEXT } else { 0 };
-        let util = if (LOAD_S..=OOM_AT_S).contains(&s) { 92 + (allocated / GIB % 7) as u32 } else { 3 };
+        let (allocated, reserved, _, _) = if s < OOM_AT_S {
+            figures(s)
+        } else {
+            (0, 0, 0, "")
+        };
+        let used_by_job = if s < OOM_AT_S + 0.5 {
+            reserved + CONTEXT
+        } else {
+            0
+        };
+        let util = if (LOAD_S..=OOM_AT_S).contains(&s) {
+            92 + (allocated / GIB % 7) as u32
+        } else {
+            3
+        };
         timeline.push(json!({
             "t": s, "memory_used": used_by_job + 420 * MIB, "gpu_util": util, "mem_util": util / 2,
             "temperature": 58 + util / 8, "power": 120_000 + util * 5_200, "sm_clock": 1980,
@@ -95,7 +107,10 @@ fn scenario(pid: u32) -> serde_json::Value {
         processes.push(json!({ "t": s, "compute": compute }));
         s += 0.5;
     }
-    let gpu = |index: u32, uuid: &str, timeline: serde_json::Value, processes: serde_json::Value| {
+    let gpu = |index: u32,
+               uuid: &str,
+               timeline: serde_json::Value,
+               processes: serde_json::Value| {
         json!({
             "name": "NVIDIA H100 80GB HBM3", "uuid": uuid,
             "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
@@ -133,7 +148,10 @@ fn main() {
     let target = exe.parent().and_then(Path::parent).expect("target dir");
     let vramscope = target.join("vramscope");
     let fake = target.join("deps/libfake_nvml.so");
-    assert!(vramscope.exists() && fake.exists(), "run `cargo build --workspace` first");
+    assert!(
+        vramscope.exists() && fake.exists(),
+        "run `cargo build --workspace` first"
+    );
     let work = std::env::temp_dir().join(format!("vramscope-demo-{}", std::process::id()));
     std::fs::create_dir_all(&work).expect("work dir");
     use std::os::unix::process::CommandExt;

@@ -50,7 +50,12 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     assert_eq!(snapshot.devices[0].memory_used(), Some(40 * GIB));
     assert!(snapshot.allocators[0].notable_events.is_empty());
     assert_eq!(
-        snapshot.processes[0].allocator.as_ref().unwrap().device.true_peak,
+        snapshot.processes[0]
+            .allocator
+            .as_ref()
+            .unwrap()
+            .device
+            .true_peak,
         Ok(29 * GIB)
     );
     replay.command(Command::SampleBack, &mut monitor);
@@ -109,7 +114,10 @@ fn a_missing_or_damaged_recording_is_one_line() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("vramscope: /nonexistent/run.jsonl"), "{err}");
+    assert!(
+        err.starts_with("vramscope: /nonexistent/run.jsonl"),
+        "{err}"
+    );
 }
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -158,7 +166,9 @@ fn the_demo_plays_a_simulated_run_and_says_so() {
     });
     assert!(ok, "the demo, labelled, with allocator figures:\n{screen}");
     t.keys(&["o"]);
-    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("oom forward/model.layers.23.attn"));
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+        s.contains("oom forward/model.layers.23.attn")
+    });
     assert!(ok, "jumped to the OOM:\n{screen}");
     t.keys(&["q"]);
     let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
@@ -214,6 +224,11 @@ fn a_recording_made_against_the_fake_nvml_replays_its_spike() {
     // The peak is still the peak, seen from the end.
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(200));
     let key = snapshot.devices[0].info.key();
-    let peak = monitor.device_series(&key).unwrap().memory_used.peak().unwrap();
+    let peak = monitor
+        .device_series(&key)
+        .unwrap()
+        .memory_used
+        .peak()
+        .unwrap();
     assert_eq!(peak.value, (70 * GIB) as f64);
 }

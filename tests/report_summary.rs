@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Scenario, h100, stderr, stdout, GIB};
+use common::{GIB, Scenario, h100, stderr, stdout};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -32,7 +32,10 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     assert_eq!(gpu["peak_used"]["at_ms"], json!(T0 + 30_000));
     assert_eq!(gpu["headroom"], json!(5 * GIB));
     let p = &doc["processes"][0];
-    assert_eq!((p["pid"].clone(), p["gpu_index"].clone()), (json!(4242), json!(0)));
+    assert_eq!(
+        (p["pid"].clone(), p["gpu_index"].clone()),
+        (json!(4242), json!(0))
+    );
     assert_eq!(p["command"], json!("python train.py"));
     assert_eq!(p["peak_nvml_used"]["bytes"], json!(30 * GIB));
     let a = &p["allocator"];
@@ -75,7 +78,9 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
         "{text}"
     );
     assert!(
-        text.contains("allocated peak 29.0 GiB at 2023-11-14 22:13:49.900 UTC, step 7, backward/lm_head"),
+        text.contains(
+            "allocated peak 29.0 GiB at 2023-11-14 22:13:49.900 UTC, step 7, backward/lm_head"
+        ),
         "{text}"
     );
     assert!(
@@ -84,7 +89,10 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     );
     let md = stdout(&report(&[path.to_str().unwrap(), "--markdown"]));
     assert!(md.starts_with("# vramscope report: "), "{md}");
-    assert!(md.contains("| 0 | NVIDIA H100 80GB HBM3 | 75.0 GiB |"), "{md}");
+    assert!(
+        md.contains("| 0 | NVIDIA H100 80GB HBM3 | 75.0 GiB |"),
+        "{md}"
+    );
 }
 
 #[test]
@@ -173,13 +181,23 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
         let used = if s == 30 { 75 * GIB } else { 40 * GIB };
         assert_eq!(find(at, "gpu", "memory_used"), vec![used.to_string()]);
         assert_eq!(find(at, "gpu", "power"), vec!["400000"]);
-        assert_eq!(find(at, "process", "used_memory"), vec![(30 * GIB).to_string()]);
+        assert_eq!(
+            find(at, "process", "used_memory"),
+            vec![(30 * GIB).to_string()]
+        );
         assert_eq!(find(at, "process", "host_rss"), vec![(4 * GIB).to_string()]);
         for k in 0..10u64 {
             let t = at + k * 100;
-            let peak = if s == 29 && k == 9 { 29 * GIB } else { 20 * GIB };
+            let peak = if s == 29 && k == 9 {
+                29 * GIB
+            } else {
+                20 * GIB
+            };
             assert_eq!(find(t, "allocator", "peak"), vec![peak.to_string()]);
-            assert_eq!(find(t, "allocator", "allocated"), vec![(20 * GIB).to_string()]);
+            assert_eq!(
+                find(t, "allocator", "allocated"),
+                vec![(20 * GIB).to_string()]
+            );
             assert_eq!(find(t, "allocator", "step"), vec![(s / 4).to_string()]);
         }
     }

@@ -171,7 +171,10 @@ impl<W: Write> Rows<'_, W> {
     fn poll(&mut self, poll: &ChannelPoll) -> io::Result<()> {
         for d in &poll.devices {
             let gpu = crate::state::allocators::gpu_index_of(d, &self.devices);
-            let known = self.slot_gpu.entry((poll.path.clone(), d.slot)).or_insert(gpu);
+            let known = self
+                .slot_gpu
+                .entry((poll.path.clone(), d.slot))
+                .or_insert(gpu);
             if known.is_none() {
                 *known = gpu;
             }
@@ -196,8 +199,7 @@ impl<W: Write> Rows<'_, W> {
             }
         }
         for e in &poll.events {
-            if let EventKind::Oom { requested, .. } | EventKind::OomError { requested } = &e.kind
-            {
+            if let EventKind::Oom { requested, .. } | EventKind::OomError { requested } = &e.kind {
                 let gpu = e
                     .slot
                     .and_then(|s| self.slot_gpu.get(&(poll.path.clone(), s)).copied())

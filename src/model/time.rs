@@ -28,7 +28,10 @@ pub fn utc_label(ms: u64) -> String {
     let secs = ms / 1000;
     let (y, m, d) = civil_date(secs / 86_400);
     let (h, min, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{s:02}.{:03} UTC", ms % 1000)
+    format!(
+        "{y:04}-{m:02}-{d:02} {h:02}:{min:02}:{s:02}.{:03} UTC",
+        ms % 1000
+    )
 }
 
 /// Year, month and day of a day number since 1970-01-01 (Howard Hinnant's civil-from-days).

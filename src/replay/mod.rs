@@ -67,9 +67,10 @@ pub struct Replay {
 impl Replay {
     pub fn open(path: &Path) -> Result<Replay, String> {
         let recording = Recording::open(path).map_err(|e| e.to_string())?;
-        let name = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into());
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
         let label = format!("replay {name}");
         Ok(Replay::new(Timeline::load(recording), label))
     }
@@ -131,7 +132,9 @@ impl Replay {
             return false;
         }
         let now = Instant::now();
-        let elapsed = self.played_at.map_or(0, |at| now.duration_since(at).as_millis() as u64);
+        let elapsed = self
+            .played_at
+            .map_or(0, |at| now.duration_since(at).as_millis() as u64);
         self.played_at = Some(now);
         if elapsed == 0 {
             return false;

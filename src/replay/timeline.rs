@@ -88,12 +88,7 @@ impl Timeline {
         // (or NVML's refusal), not at a host sample that came a moment earlier.
         let first_ms = events
             .iter()
-            .find(|(_, e)| {
-                matches!(
-                    e,
-                    SourceEvent::Device(_) | SourceEvent::NvmlUnavailable(_)
-                )
-            })
+            .find(|(_, e)| matches!(e, SourceEvent::Device(_) | SourceEvent::NvmlUnavailable(_)))
             .or(events.first())
             .map_or(header.started_ms, |(t, _)| *t);
         let last_ms = events.iter().map(|(t, _)| *t).max().unwrap_or(first_ms);

@@ -233,7 +233,13 @@ impl Analysis {
             let step = point.step.or(poll.step);
             if let Some(top) = point.peak.max(point.allocated) {
                 let was = slot.peak_allocated.as_ref().map(|p| p.value);
-                raise_slot(&mut slot.peak_allocated, top, point.at_ms, step, &poll.label);
+                raise_slot(
+                    &mut slot.peak_allocated,
+                    top,
+                    point.at_ms,
+                    step,
+                    &poll.label,
+                );
                 if slot.peak_allocated.as_ref().map(|p| p.value) != was {
                     slot.cache_at_peak = point
                         .reserved
@@ -244,7 +250,13 @@ impl Analysis {
                     .push_with(point.at_ms, top, || (step, poll.label.clone()));
             }
             if let Some(reserved) = point.reserved {
-                raise_slot(&mut slot.peak_reserved, reserved, point.at_ms, step, &poll.label);
+                raise_slot(
+                    &mut slot.peak_reserved,
+                    reserved,
+                    point.at_ms,
+                    step,
+                    &poll.label,
+                );
             }
         }
         for device in &poll.devices {
@@ -383,8 +395,7 @@ impl Analysis {
                 let identity = channel.identity.as_ref()?;
                 let (_, track) = channel.slots.iter().find(|(_, t)| {
                     t.device.as_ref().is_some_and(|d| {
-                        crate::state::allocators::gpu_index_of(d, &self.devices)
-                            == Some(gpu_index)
+                        crate::state::allocators::gpu_index_of(d, &self.devices) == Some(gpu_index)
                             || (channel.slots.len() == 1
                                 && d.uuid.is_none()
                                 && d.pci_bus_id.is_none())

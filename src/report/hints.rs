@@ -27,11 +27,9 @@ pub fn hints(report: &Report) -> Vec<String> {
         let Some(a) = &p.allocator else { continue };
         let expandable = a.allocator_config.contains("expandable_segments:True");
         let retries = a.alloc_retries.unwrap_or(0);
-        let fragmented = a
-            .fragmentation
-            .filter(|(split, reserved)| {
-                *reserved > 0 && *split as f64 > *reserved as f64 * FRAGMENTED
-            });
+        let fragmented = a.fragmentation.filter(|(split, reserved)| {
+            *reserved > 0 && *split as f64 > *reserved as f64 * FRAGMENTED
+        });
         if (retries > 0 || fragmented.is_some()) && !expandable {
             let why = match fragmented {
                 Some((split, reserved)) => format!(
@@ -39,9 +37,9 @@ pub fn hints(report: &Report) -> Vec<String> {
                     bytes(split),
                     bytes(reserved)
                 ),
-                None => format!(
-                    "its caching allocator had to free its cache and retry {retries} times"
-                ),
+                None => {
+                    format!("its caching allocator had to free its cache and retry {retries} times")
+                }
             };
             out.push(format!(
                 "pid {}: {why}; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to let segments grow instead of fragmenting",
@@ -50,10 +48,8 @@ pub fn hints(report: &Report) -> Vec<String> {
         }
         let oomed = report.ooms.iter().any(|o| o.pid == Some(p.pid));
         if oomed
-            && let (Some(cache), Some(reserved)) = (
-                a.cache_at_peak,
-                a.peak_reserved.as_ref().map(|r| r.value),
-            )
+            && let (Some(cache), Some(reserved)) =
+                (a.cache_at_peak, a.peak_reserved.as_ref().map(|r| r.value))
             && reserved > 0
             && cache as f64 > reserved as f64 * FRAGMENTED
         {

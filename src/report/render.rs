@@ -90,19 +90,10 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
 
     section(&mut out, "Out-of-memory errors", markdown);
     if report.ooms.is_empty() {
-        out += if markdown {
-            "None.\n"
-        } else {
-            "  none\n"
-        };
+        out += if markdown { "None.\n" } else { "  none\n" };
     }
     for o in &report.ooms {
-        let _ = writeln!(
-            out,
-            "{}{}",
-            if markdown { "- " } else { "  " },
-            oom_line(o)
-        );
+        let _ = writeln!(out, "{}{}", if markdown { "- " } else { "  " }, oom_line(o));
     }
 
     section(
@@ -111,11 +102,7 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         markdown,
     );
     if report.spikes.is_empty() {
-        out += if markdown {
-            "None.\n"
-        } else {
-            "  none\n"
-        };
+        out += if markdown { "None.\n" } else { "  none\n" };
     }
     for s in &report.spikes {
         let mut line = format!(
@@ -188,12 +175,12 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         (Some(r), Some(w)) => format!(", rank {r}/{w}"),
         _ => String::new(),
     };
+    let _ = writeln!(out, "{inner}allocator {} {}{rank}", a.kind, a.framework);
     let _ = writeln!(
         out,
-        "{inner}allocator {} {}{rank}",
-        a.kind, a.framework
+        "{inner}allocated peak {}",
+        at(a.peak_allocated.as_ref())
     );
-    let _ = writeln!(out, "{inner}allocated peak {}", at(a.peak_allocated.as_ref()));
     let _ = writeln!(out, "{inner}reserved peak {}", at(a.peak_reserved.as_ref()));
     let frag = a.fragmentation.map_or(NA.into(), |(split, reserved)| {
         format!("{} of {} reserved", bytes(split), bytes(reserved))

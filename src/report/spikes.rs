@@ -100,11 +100,8 @@ impl RiseTracker {
         }
         if self.best.len() < KEPT {
             self.best.push(rise);
-        } else if let Some((i, smallest)) = self
-            .best
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, r)| r.amount())
+        } else if let Some((i, smallest)) =
+            self.best.iter().enumerate().min_by_key(|(_, r)| r.amount())
             && rise.amount() > smallest.amount()
         {
             self.best[i] = rise;
@@ -175,6 +172,9 @@ mod tests {
         }
         let top = t.top();
         assert_eq!(top.len(), KEPT);
-        assert_eq!(top.iter().map(|r| r.to).collect::<Vec<_>>(), vec![49, 48, 47, 46, 45]);
+        assert_eq!(
+            top.iter().map(|r| r.to).collect::<Vec<_>>(),
+            vec![49, 48, 47, 46, 45]
+        );
     }
 }

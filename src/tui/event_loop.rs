@@ -2,12 +2,12 @@
 //! samples, keys and signals, and redraws at once after input and once per tick's batch of
 //! samples (never more often than `MIN_DATA_GAP`), so an idle monitor costs next to nothing.
 
+use super::feed::Feed;
 use super::keys::{self, Outcome};
 use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
-use super::feed::Feed;
 use super::ui_state::JobView;
 use super::ui_state::UiState;
 use super::view::View;
@@ -74,12 +74,7 @@ pub fn replay(cli: &Cli, replay: Replay) -> ExitCode {
     monitor(cli, Instant::now(), None, Some(replay))
 }
 
-fn monitor(
-    cli: &Cli,
-    started: Instant,
-    job: Option<RunJob>,
-    replay: Option<Replay>,
-) -> ExitCode {
+fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Replay>) -> ExitCode {
     // The layout solver is the costliest part of a frame; every panel's split is cached.
     ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -282,12 +277,10 @@ impl App {
     fn shown(&self) -> Arc<Snapshot> {
         match &self.ui.frozen {
             Some(frozen) => Arc::clone(frozen),
-            None => Arc::new(
-                self.monitor.snapshot(
-                    self.feed.now_ms(),
-                    StaleAfter::interval(self.ui.interval_ms),
-                ),
-            ),
+            None => Arc::new(self.monitor.snapshot(
+                self.feed.now_ms(),
+                StaleAfter::interval(self.ui.interval_ms),
+            )),
         }
     }
 

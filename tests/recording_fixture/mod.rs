@@ -11,9 +11,9 @@
 use std::path::Path;
 use std::sync::Arc;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll,
-    DeviceInfo, DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess,
-    HostSample, MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
+    DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample,
+    MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
 use vramscope::sources::runner::SourceEvent;
@@ -222,4 +222,3 @@ pub fn write_recording(path: &Path) {
     }
     rec.finish().unwrap();
 }
-

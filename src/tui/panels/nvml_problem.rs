@@ -25,7 +25,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, problem: &NvmlProblem)
                 theme.dim,
             ),
             Span::styled("d", theme.key),
-            Span::styled(" to see what vramscope shows, on a simulated run.", theme.dim),
+            Span::styled(
+                " to see what vramscope shows, on a simulated run.",
+                theme.dim,
+            ),
         ]),
     ];
     // Below three rows a border would eat the message: say it bare.
