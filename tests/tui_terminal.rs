@@ -358,3 +358,28 @@ fn run_stays_after_the_job_and_quits_with_its_status() {
     assert!(ok, "quit");
     assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "3");
 }
+
+/// The first full screen names each GPU process's user and command at once, even at a slow
+/// refresh: it does not wait a tick for the host sampler to learn the pids.
+#[test]
+fn the_first_screen_names_the_processes_without_waiting_a_tick() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = spike_scenario();
+    let command = format!(
+        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 30s",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display()
+    );
+    let t = Tmux::start(scenario.dir(), 160, 40, &command);
+    let me = std::process::id().to_string();
+    // Our own command line is this test binary's path.
+    let exe = std::env::current_exe().unwrap();
+    let name = exe.file_name().unwrap().to_string_lossy().into_owned();
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.lines().any(|l| l.contains(&me) && l.contains(&name))
+    });
+    assert!(ok, "user and command on the first screen:\n{screen}");
+}

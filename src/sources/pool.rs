@@ -179,17 +179,36 @@ where
         Pool { shared, tx }
     }
 
-    /// Adds NVML's GPUs: they are sampled once at once, so the first full screen does not
-    /// wait for the next tick, and from then on with every tick.
+    /// Adds NVML's GPUs: they are sampled once at once, with the host facts (user, command)
+    /// of the processes they list, so the first full screen waits neither for the next tick
+    /// nor for the pid list's round trip through the state owner; and from then on with
+    /// every tick.
     pub fn add_gpus(&self, samplers: Vec<DeviceSampler>) {
-        let mut first = Vec::with_capacity(samplers.len());
+        let mut first = Vec::with_capacity(samplers.len() + 1);
+        let mut pids = Vec::new();
         let samplers: Vec<Arc<Mutex<DeviceSampler>>> = samplers
             .into_iter()
             .map(|mut s| {
-                first.push(SourceEvent::Device(Box::new(s.sample())));
+                let sample = s.sample();
+                if let Ok(processes) = &sample.processes {
+                    pids.extend(processes.iter().map(|p| p.pid));
+                }
+                first.push(SourceEvent::Device(Box::new(sample)));
                 Arc::new(Mutex::new(s))
             })
             .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        // `try_lock`: a worker sampling the host right now will cover these pids shortly.
+        if let (false, Ok(mut host)) = (pids.is_empty(), self.shared.host.try_lock()) {
+            host.last_run = Some(Instant::now());
+            let HostJob {
+                sampler, watched, ..
+            } = &mut *host;
+            // The state owner sends this same list back: unchanged, it is not read again.
+            *watched = pids;
+            first.push(SourceEvent::Host(Box::new(sampler.sample(watched))));
+        }
         let _ = self.tx.send(SourceEvent::Batch(first).into());
         lock(&self.shared.gpus).extend(samplers);
     }
