@@ -323,7 +323,7 @@ fn run_opens_on_the_launched_job_and_leaves_with_it() {
     assert!(ok, "the job's row was selected:\n{screen}");
     assert!(screen.contains(&format!("PID {job}")), "{screen}");
     // The job sleeps 6 s; a loaded machine (CI, tests in parallel) may take longer.
-    let (ok, screen) = t.wait_for(30 * SECOND, |s| s.contains("the job's output is in"));
+    let (ok, screen) = t.wait_for(30 * SECOND, |_| t.pane("pane_dead") == "1");
     assert!(ok, "left with the job:\n{screen}");
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
