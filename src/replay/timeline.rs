@@ -131,7 +131,8 @@ fn note_marks(
             if let Ok(m) = &sample.memory
                 && peak.is_none_or(|(value, _, _)| m.used > value)
             {
-                *peak = Some((m.used, sample.at_ms, sample.index));
+                // Where it reached the monitor, so that jumping there shows it.
+                *peak = Some((m.used, sample.at_ms.max(recorded_ms), sample.index));
             }
         }
         SourceEvent::Channels(batch) => {
