@@ -41,13 +41,10 @@ fn sample(k: u64) -> SampleFields {
     }
 }
 
-#[test]
-#[ignore = "helper process for sigkill_mid_publishing_reads_as_crashed, which runs it"]
-fn publishing_child() {
-    let Some(dir) = std::env::var_os(CHILD_DIR) else {
-        return;
-    };
-    let mut w = writer(Path::new(&dir), small(1, 4, 64, 16));
+/// The child's part of `sigkill_mid_publishing_reads_as_crashed`: publish flat out until
+/// killed. The test re-runs its own binary for it, so no separate test exists to be skipped.
+fn publish_until_killed(dir: &Path) -> ! {
+    let mut w = writer(dir, small(1, 4, 64, 16));
     let slot = w.add_device(DeviceIdentity::default()).expect("slot");
     let phase = w.intern("train");
     for k in 0.. {
@@ -61,6 +58,7 @@ fn publishing_child() {
             w.event(&ev);
         }
     }
+    unreachable!("published until killed")
 }
 
 fn check_consistent(u: &Update) {
@@ -97,12 +95,14 @@ fn find_channel(dir: &Path) -> Option<PathBuf> {
 
 #[test]
 fn sigkill_mid_publishing_reads_as_crashed() {
+    if let Some(dir) = std::env::var_os(CHILD_DIR) {
+        publish_until_killed(Path::new(&dir));
+    }
     let dir = private_dir();
     let mut child = Command::new(std::env::current_exe().expect("test binary"))
         .args([
-            "--ignored",
             "--exact",
-            "publishing_child",
+            "sigkill_mid_publishing_reads_as_crashed",
             "--test-threads=1",
         ])
         .env(CHILD_DIR, dir.path())
