@@ -97,7 +97,8 @@ pub fn instrumented_share(device: &crate::model::DeviceSnapshot) -> Option<Strin
     if used == 0 {
         return None;
     }
-    Some(percent(reserved as f64 * 100.0 / used as f64))
+    // Reserved and used are read at different moments: a share above 100 % is that skew.
+    Some(percent(reserved.min(used) as f64 * 100.0 / used as f64))
 }
 
 #[cfg(test)]

@@ -58,16 +58,45 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let live = KEYS
         .iter()
         .filter(|(key, _)| !view.ui.time_cursor || !matches!(*key, "Space" | "+ / -"));
-    let mut lines: Vec<Line> = cursor
-        .iter()
-        .chain(live)
-        .map(|(key, what)| {
-            Line::from(vec![
+    let entries: Vec<&(&str, &str)> = cursor.iter().chain(live).collect();
+    let entry = |(key, what): &(&str, &str)| {
+        vec![
+            Span::styled(format!("{key:<KEY_W$}"), theme.key),
+            Span::styled(what.to_string(), theme.value),
+        ]
+    };
+    // Five lines go to borders and notes; when the keys do not fit one per line (the replay
+    // keys at 80x24), they go two to a line, the second column after the widest first one.
+    let one_column = entries.len() + 5 <= usize::from(area.height);
+    let mut lines: Vec<Line> = if one_column {
+        entries.iter().map(|e| Line::from(entry(e))).collect()
+    } else {
+        let half = entries.len().div_ceil(2);
+        let (left, right) = entries.split_at(half);
+        // Borders, padding and a two-cell gap; descriptions are cut to their column.
+        let column = usize::from(area.width).saturating_sub(8) / 2;
+        let cut = |(key, what): &(&str, &str)| {
+            let what: String = what.chars().take(column.saturating_sub(KEY_W)).collect();
+            vec![
                 Span::styled(format!("{key:<KEY_W$}"), theme.key),
-                Span::styled(*what, theme.value),
-            ])
-        })
-        .collect();
+                Span::styled(
+                    format!("{what:<w$}", w = column.saturating_sub(KEY_W)),
+                    theme.value,
+                ),
+            ]
+        };
+        left.iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let mut spans = cut(e);
+                if let Some(r) = right.get(i) {
+                    spans.push(Span::raw("  "));
+                    spans.extend(cut(r));
+                }
+                Line::from(spans)
+            })
+            .collect()
+    };
     lines.push(Line::default());
     lines.push(Line::styled(
         format!(
