@@ -4,83 +4,26 @@
 //! format, size and drawn text.
 
 mod common;
+mod recording_fixture;
 
 use common::{GIB, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
-    DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample,
-    MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DriverInfo,
+    EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
 use vramscope::sources::runner::SourceEvent;
 
+use recording_fixture::{PID, device_info, device_sample, uuid};
+
 /// 2023-11-14 22:13:20 UTC.
 const T0: u64 = 1_700_000_000_000;
-const PID: u32 = 4242;
 /// A command as hostile to XML as a real one may be.
 const COMMAND: &str = "python train.py --tag <a&b> \"x\"\u{1}";
 const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
-
-fn uuid(index: u32) -> String {
-    format!("GPU-00000000-0000-0000-0000-00000000000{index}")
-}
-
-fn device_info(index: u32) -> DeviceInfo {
-    DeviceInfo {
-        index,
-        name: Ok("NVIDIA H100 80GB HBM3".into()),
-        uuid: Ok(uuid(index)),
-        pci_bus_id: Ok(format!("00000000:{:02X}:00.0", 0x18 + index)),
-        memory_total: Ok(80 * GIB),
-        power_limit_mw: Ok(700_000),
-    }
-}
-
-fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -> SourceEvent {
-    let processes = pid_used
-        .map(|used| GpuProcess {
-            pid: PID,
-            kind: ProcessKind::Compute,
-            used_memory: Ok(used),
-            sm_util: Ok(90),
-            mem_util: Ok(40),
-            enc_util: Err(Absent::NotSupported),
-            dec_util: Err(Absent::NotSupported),
-        })
-        .into_iter()
-        .collect();
-    SourceEvent::Device(Box::new(DeviceSample {
-        index,
-        at_ms,
-        memory: Ok(MemoryInfo {
-            total: 80 * GIB,
-            reserved: GIB / 2,
-            used,
-            free: 80 * GIB - used,
-        }),
-        gpu_util: Ok(90),
-        mem_util: Ok(40),
-        temperature_c: Ok(60),
-        power_mw: Ok(400_000),
-        power_limit_mw: Ok(700_000),
-        sm_clock_mhz: Ok(1980),
-        mem_clock_mhz: Ok(2619),
-        fan_percent: Err(Absent::NotSupported),
-        encoder_util: Ok(0),
-        decoder_util: Ok(0),
-        throttle_reasons: Ok(0),
-        pstate: Ok(0),
-        ecc_corrected: Ok(0),
-        ecc_uncorrected: Ok(0),
-        pcie_tx_kbs: None,
-        pcie_rx_kbs: None,
-        processes: Ok(processes),
-        lost: false,
-    }))
-}
 
 fn host_sample(at_ms: u64) -> SourceEvent {
     SourceEvent::Host(Box::new(HostSample {

@@ -23,18 +23,40 @@ pub const GIB: u64 = 1 << 30;
 pub const T0: u64 = 1_700_000_000_000;
 pub const UUID: &str = "GPU-00000000-0000-0000-0000-000000000000";
 
-fn device_sample(at_ms: u64, used: u64, pid_used: u64) -> SourceEvent {
-    let process = GpuProcess {
-        pid: 4242,
-        kind: ProcessKind::Compute,
-        used_memory: Ok(pid_used),
-        sm_util: Ok(90),
-        mem_util: Ok(40),
-        enc_util: Err(Absent::NotSupported),
-        dec_util: Err(Absent::NotSupported),
-    };
+/// The pid of the instrumented process in every fixture.
+pub const PID: u32 = 4242;
+
+pub fn uuid(index: u32) -> String {
+    format!("GPU-00000000-0000-0000-0000-00000000000{index}")
+}
+
+pub fn device_info(index: u32) -> DeviceInfo {
+    DeviceInfo {
+        index,
+        name: Ok("NVIDIA H100 80GB HBM3".into()),
+        uuid: Ok(uuid(index)),
+        pci_bus_id: Ok(format!("00000000:{:02X}:00.0", 0x18 + index)),
+        memory_total: Ok(80 * GIB),
+        power_limit_mw: Ok(700_000),
+    }
+}
+
+/// GPU `index` at `at_ms`: `used` bytes, and pid 4242 with `pid_used` when given.
+pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -> SourceEvent {
+    let processes = pid_used
+        .map(|used| GpuProcess {
+            pid: PID,
+            kind: ProcessKind::Compute,
+            used_memory: Ok(used),
+            sm_util: Ok(90),
+            mem_util: Ok(40),
+            enc_util: Err(Absent::NotSupported),
+            dec_util: Err(Absent::NotSupported),
+        })
+        .into_iter()
+        .collect();
     SourceEvent::Device(Box::new(DeviceSample {
-        index: 0,
+        index,
         at_ms,
         memory: Ok(MemoryInfo {
             total: 80 * GIB,
@@ -58,7 +80,7 @@ fn device_sample(at_ms: u64, used: u64, pid_used: u64) -> SourceEvent {
         ecc_uncorrected: Ok(0),
         pcie_tx_kbs: None,
         pcie_rx_kbs: None,
-        processes: Ok(vec![process]),
+        processes: Ok(processes),
         lost: false,
     }))
 }
@@ -107,14 +129,7 @@ pub fn write_recording(path: &Path) {
             cuda_version: Ok(12040),
             nvml_version: Ok("12.550.54.15".into()),
         },
-        devices: vec![DeviceInfo {
-            index: 0,
-            name: Ok("NVIDIA H100 80GB HBM3".into()),
-            uuid: Ok(UUID.into()),
-            pci_bus_id: Ok("00000000:18:00.0".into()),
-            memory_total: Ok(80 * GIB),
-            power_limit_mw: Ok(700_000),
-        }],
+        devices: vec![device_info(0)],
     };
     rec.record(T0, &started).unwrap();
     let identity = Arc::new(WriterIdentity {
@@ -134,7 +149,8 @@ pub fn write_recording(path: &Path) {
     for s in 0..60u64 {
         let at = T0 + s * 1000;
         let used = if s == 30 { 75 * GIB } else { 40 * GIB };
-        rec.record(at, &device_sample(at, used, 30 * GIB)).unwrap();
+        rec.record(at, &device_sample(0, at, used, Some(30 * GIB)))
+            .unwrap();
         rec.record(
             at,
             &SourceEvent::Host(Box::new(HostSample {
