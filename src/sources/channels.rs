@@ -299,16 +299,9 @@ fn host_pid_of(
     };
     let proc_dir = std::fs::metadata(format!("/proc/{candidate}")).ok()?;
     let (owner, _) = channel.file_id();
-    let same_start = starttime_of(candidate) == Some(identity.starttime);
+    // Clock ticks since boot: the same in every pid namespace.
+    let same_start = crate::channel::starttime(Some(candidate)).ok() == Some(identity.starttime);
     (same_start && (in_container || proc_dir.uid() == owner)).then_some(candidate)
-}
-
-/// Field 22 of /proc/PID/stat: clock ticks since boot, the same in every pid namespace.
-fn starttime_of(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    // Field 3 (state) is the first after the command; field 22 is 19 further.
-    after.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn writer_identity(channel: &Channel) -> WriterIdentity {
