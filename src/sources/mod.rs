@@ -7,6 +7,7 @@ pub mod container;
 pub mod host;
 pub mod nvml;
 pub mod nvml_errors;
+mod nvml_lists;
 pub mod oneshot;
 pub mod pool;
 pub mod process_meter;

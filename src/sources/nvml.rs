@@ -2,6 +2,7 @@
 //! per call. Every figure is read independently so one failing call costs only that figure.
 
 use super::nvml_errors::{absent, absent_ref, problem};
+use super::nvml_lists::{self, ProcessBuffer, SampleBuffer};
 use crate::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, NvmlProblem, ProcessKind,
     Reading, now_ms,
@@ -107,6 +108,7 @@ impl NvmlSession {
             pcie_every,
             pcie_last: None,
             r535_process_bug: self.r535_process_bug,
+            lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
         };
@@ -122,8 +124,16 @@ pub struct DeviceSampler {
     pcie_every: Option<Duration>,
     pcie_last: Option<Instant>,
     r535_process_bug: bool,
+    lists: ListBuffers,
     util: UtilTracker,
     slow: SlowFigures,
+}
+
+/// The process lists' NVML buffers, kept between ticks so each list costs one call.
+#[derive(Default)]
+struct ListBuffers {
+    compute: ProcessBuffer,
+    graphics: ProcessBuffer,
 }
 
 /// Figures that change only by an administrator's hand (the enforced power limit) or by
@@ -170,6 +180,7 @@ struct UtilTracker {
     /// Newest timestamp seen: passing it back asks the driver only for newer samples.
     cursor: u64,
     by_pid: HashMap<u32, ProcessUtil>,
+    samples: SampleBuffer,
 }
 
 #[derive(Clone, Copy)]
@@ -219,7 +230,13 @@ impl DeviceSampler {
         } else {
             (None, None)
         };
-        let processes = processes(device, &mut self.util, self.r535_process_bug, at_ms);
+        let processes = processes(
+            device,
+            &mut self.lists,
+            &mut self.util,
+            self.r535_process_bug,
+            at_ms,
+        );
         let lost = matches!(memory, Err(Absent::GpuLost));
         self.slow.refresh(device);
         DeviceSample {
@@ -272,6 +289,7 @@ impl DeviceSampler {
 
 fn processes(
     device: &Device<'static>,
+    lists: &mut ListBuffers,
     util: &mut UtilTracker,
     r535_process_bug: bool,
     now: u64,
@@ -281,8 +299,9 @@ fn processes(
             "driver 535.43-535.9x misreports process lists; upgrade to 535.98 or later".into(),
         ));
     }
-    let compute = with_retry(|| device.running_compute_processes());
-    let graphics = with_retry(|| device.running_graphics_processes());
+    // One call per list; a list that grew past the kept buffer is retried inside.
+    let compute = nvml_lists::compute_processes(device, &mut lists.compute);
+    let graphics = nvml_lists::graphics_processes(device, &mut lists.graphics);
     // One list failing while the other works is usually NotSupported for graphics on
     // compute-only GPUs; anything else would hide processes, so it is reported instead.
     let (compute, graphics) = match (compute, graphics) {
@@ -348,7 +367,7 @@ impl UtilTracker {
     /// Pulls samples newer than the cursor. NotFound means nothing new, which is not an error.
     fn refresh(&mut self, device: &Device<'static>, now: u64) -> Result<(), Absent> {
         let since = self.cursor;
-        match device.process_utilization_stats(since) {
+        match nvml_lists::process_utilization(device, &mut self.samples, since) {
             Ok(samples) => {
                 for s in samples {
                     // Drivers have returned impossible percentages and replayed old samples.
@@ -382,17 +401,6 @@ impl UtilTracker {
             Err(NvmlError::NotFound) => Ok(()),
             Err(e) => Err(absent(e)),
         }
-    }
-}
-
-/// More than five processes starting between NVML's count probe and its read gives
-/// InsufficientSize; a second try almost always succeeds.
-fn with_retry(
-    call: impl Fn() -> Result<Vec<ProcessInfo>, NvmlError>,
-) -> Result<Vec<ProcessInfo>, NvmlError> {
-    match call() {
-        Err(NvmlError::InsufficientSize(_)) => call(),
-        other => other,
     }
 }
 

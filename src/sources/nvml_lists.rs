@@ -1,0 +1,272 @@
+//! The three list reads of every tick (compute processes, graphics processes, per-process
+//! utilisation samples), one NVML call each.
+//!
+//! nvml-wrapper reads each list with two calls: a NULL-buffer probe for the count, then the
+//! fill into a fresh buffer. Here every list keeps its buffer between ticks, sized from the
+//! largest count seen plus headroom, so a list that still fits costs one call. When it does
+//! not, NVML answers INSUFFICIENT_SIZE with the count it needs; the buffer grows and the call
+//! is made again, a bounded number of times.
+
+use nvml_wrapper::Device;
+use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
+use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
+use nvml_wrapper_sys::bindings::{
+    nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
+    nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
+};
+use std::ffi::c_uint;
+
+// The layouts the driver writes through these calls (see the R535 note in nvml.rs): a
+// different stride would make NVML write past the buffer.
+const _: () = assert!(size_of::<nvmlProcessInfo_t>() == 24);
+const _: () = assert!(size_of::<nvmlProcessUtilizationSample_t>() == 32);
+
+/// Calls per read: the kept buffer; then one sized to the count NVML reported; then once more
+/// for a list that grew again in between (what the old probe-then-fill retry allowed). An
+/// INSUFFICIENT_SIZE past that is returned as the error, so a driver that keeps answering it
+/// cannot hold the sampler.
+const ATTEMPTS: usize = 3;
+/// First size, so a first tick with a few processes needs no second call.
+const INITIAL_ENTRIES: usize = 64;
+/// No GPU runs this many processes or buffers this many samples; a larger count is treated as
+/// a driver fault rather than allocated.
+const MAX_ENTRIES: usize = 1 << 16;
+
+/// A zeroed NVML entry to fill buffers with.
+pub trait Entry: Copy {
+    const EMPTY: Self;
+}
+
+impl Entry for nvmlProcessInfo_t {
+    const EMPTY: Self = nvmlProcessInfo_t {
+        pid: 0,
+        usedGpuMemory: 0,
+        gpuInstanceId: 0,
+        computeInstanceId: 0,
+    };
+}
+
+impl Entry for nvmlProcessUtilizationSample_t {
+    const EMPTY: Self = nvmlProcessUtilizationSample_t {
+        pid: 0,
+        timeStamp: 0,
+        smUtil: 0,
+        memUtil: 0,
+        encUtil: 0,
+        decUtil: 0,
+    };
+}
+
+/// A device's process-list buffer (compute or graphics).
+pub type ProcessBuffer = ListBuffer<nvmlProcessInfo_t>;
+/// A device's per-process utilisation sample buffer.
+pub type SampleBuffer = ListBuffer<nvmlProcessUtilizationSample_t>;
+
+/// One list's buffer, kept between ticks. Its length is the room offered to NVML; it only
+/// grows, since shrinking would save a few kilobytes at the price of a second call whenever
+/// the list grows back.
+pub struct ListBuffer<T> {
+    entries: Vec<T>,
+}
+
+impl<T: Entry> Default for ListBuffer<T> {
+    fn default() -> Self {
+        Self {
+            entries: vec![T::EMPTY; INITIAL_ENTRIES],
+        }
+    }
+}
+
+impl<T: Entry> ListBuffer<T> {
+    /// Makes `call(count, buffer)` with the kept buffer and returns the entries NVML wrote.
+    /// `call` must write at most `*count` entries and set `*count`, as NVML's list calls do.
+    fn read(
+        &mut self,
+        mut call: impl FnMut(*mut c_uint, *mut T) -> nvmlReturn_t,
+    ) -> Result<&[T], NvmlError> {
+        let mut needed = 0;
+        for _ in 0..ATTEMPTS {
+            // At most MAX_ENTRIES, so it fits a c_uint.
+            let mut count = self.entries.len() as c_uint;
+            let code = call(&mut count, self.entries.as_mut_ptr());
+            needed = count as usize;
+            if code == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+                if needed > MAX_ENTRIES {
+                    break;
+                }
+                // A count within the room offered (not what NVML does) is retried as it is,
+                // rather than growing the buffer on every attempt.
+                if needed > self.entries.len() {
+                    self.grow(needed);
+                }
+                continue;
+            }
+            nvml_try(code)?;
+            // NVML writes at most the room it was offered; min() keeps a faulty count in bounds.
+            let written = needed.min(self.entries.len());
+            // Room for the next tick's growth without a second call.
+            self.grow(written);
+            return Ok(&self.entries[..written]);
+        }
+        Err(NvmlError::InsufficientSize(Some(needed)))
+    }
+
+    /// Makes room for `count` entries plus a quarter more and a few, never past MAX_ENTRIES.
+    fn grow(&mut self, count: usize) {
+        let room = (count + count / 4 + 8).min(MAX_ENTRIES);
+        if room > self.entries.len() {
+            self.entries.resize(room, T::EMPTY);
+        }
+    }
+}
+
+/// `running_compute_processes()` in one NVML call.
+pub fn compute_processes(
+    device: &Device<'static>,
+    buffer: &mut ProcessBuffer,
+) -> Result<Vec<ProcessInfo>, NvmlError> {
+    let lib = device.nvml().lib();
+    let sym = nvml_sym(lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref())?;
+    // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
+    // borrows) is alive; `handle()` is unsafe only to make raw use deliberate.
+    let handle = unsafe { device.handle() };
+    // SAFETY: `read` passes a buffer of `*count` 24-byte entries, the layout `_v3` writes
+    // (R535's 32-byte stride is kept away by the driver-version guard in nvml.rs), and NVML
+    // writes at most `*count` of them.
+    let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
+    Ok(entries.iter().copied().map(ProcessInfo::from).collect())
+}
+
+/// `running_graphics_processes()` in one NVML call.
+pub fn graphics_processes(
+    device: &Device<'static>,
+    buffer: &mut ProcessBuffer,
+) -> Result<Vec<ProcessInfo>, NvmlError> {
+    let lib = device.nvml().lib();
+    let sym = nvml_sym(lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref())?;
+    // SAFETY: as in `compute_processes`.
+    let handle = unsafe { device.handle() };
+    // SAFETY: as in `compute_processes`; same call signature and entry layout.
+    let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
+    Ok(entries.iter().copied().map(ProcessInfo::from).collect())
+}
+
+/// `process_utilization_stats(since)` in one NVML call. NVML answers NOT_FOUND
+/// (`NvmlError::NotFound`) when no sample is newer than `since`, as before.
+pub fn process_utilization(
+    device: &Device<'static>,
+    buffer: &mut SampleBuffer,
+    since: u64,
+) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
+    let lib = device.nvml().lib();
+    let sym = nvml_sym(lib.nvmlDeviceGetProcessUtilization.as_ref())?;
+    // SAFETY: as in `compute_processes`.
+    let handle = unsafe { device.handle() };
+    // SAFETY: `read` passes a buffer of `*count` 32-byte samples, the layout this call
+    // writes, and NVML writes at most `*count` of them.
+    let samples = buffer.read(|count, samples| unsafe { sym(handle, samples, count, since) })?;
+    Ok(samples
+        .iter()
+        .copied()
+        .map(ProcessUtilizationSample::from)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvml_wrapper_sys::bindings::{
+        nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST, nvmlReturn_enum_NVML_SUCCESS,
+    };
+
+    /// NVML's list protocol over `list`: too little room gives the count and
+    /// INSUFFICIENT_SIZE, else the entries are written. Counts its calls.
+    fn driver(
+        list: &[u32],
+        calls: &mut usize,
+    ) -> impl FnMut(*mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t {
+        move |count, infos| {
+            *calls += 1;
+            // SAFETY: `read` passes a valid count and a buffer of `*count` entries.
+            unsafe {
+                if (*count as usize) < list.len() {
+                    *count = list.len() as c_uint;
+                    return nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
+                }
+                for (i, pid) in list.iter().enumerate() {
+                    infos.add(i).write(nvmlProcessInfo_t {
+                        pid: *pid,
+                        ..nvmlProcessInfo_t::EMPTY
+                    });
+                }
+                *count = list.len() as c_uint;
+            }
+            nvmlReturn_enum_NVML_SUCCESS
+        }
+    }
+
+    fn pids(entries: &[nvmlProcessInfo_t]) -> Vec<u32> {
+        entries.iter().map(|e| e.pid).collect()
+    }
+
+    #[test]
+    fn a_list_that_fits_costs_one_call() {
+        let mut buffer = ListBuffer::default();
+        let mut calls = 0;
+        let read = buffer.read(driver(&[1, 2], &mut calls)).unwrap();
+        assert_eq!(pids(read), vec![1, 2]);
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn a_list_past_the_buffer_grows_it_and_comes_back_whole() {
+        let mut buffer = ListBuffer::default();
+        let mut calls = 0;
+        buffer.read(driver(&[1, 2], &mut calls)).unwrap();
+        let many: Vec<u32> = (1..=100).collect();
+        let mut calls = 0;
+        assert_eq!(pids(buffer.read(driver(&many, &mut calls)).unwrap()), many);
+        assert_eq!(calls, 2, "kept buffer, then one sized to the count");
+        // The grown buffer is kept: the next tick is one call again, with some growth.
+        let more: Vec<u32> = (1..=110).collect();
+        let mut calls = 0;
+        assert_eq!(pids(buffer.read(driver(&more, &mut calls)).unwrap()), more);
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn a_persistent_insufficient_size_gives_up() {
+        let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+        let mut calls = 0;
+        let result = buffer.read(|_, _| {
+            calls += 1;
+            nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE
+        });
+        assert!(matches!(result, Err(NvmlError::InsufficientSize(_))));
+        assert_eq!(calls, ATTEMPTS);
+    }
+
+    #[test]
+    fn an_absurd_count_is_not_allocated() {
+        let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+        let result = buffer.read(|count, _| {
+            // SAFETY: `read` passes a valid count.
+            unsafe { *count = c_uint::MAX };
+            nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE
+        });
+        assert!(matches!(result, Err(NvmlError::InsufficientSize(_))));
+        assert_eq!(buffer.entries.len(), INITIAL_ENTRIES);
+    }
+
+    #[test]
+    fn other_errors_pass_through_unretried() {
+        let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+        let mut calls = 0;
+        let result = buffer.read(|_, _| {
+            calls += 1;
+            nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST
+        });
+        assert!(matches!(result, Err(NvmlError::GpuLost)));
+        assert_eq!(calls, 1);
+    }
+}
