@@ -7,6 +7,7 @@ use super::{
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
 };
 use serde::Serialize;
+use std::sync::Arc;
 
 /// One GPU: its static facts and its latest sample.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -39,7 +40,8 @@ impl DeviceSnapshot {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProcessRow {
     pub gpu_index: u32,
-    pub gpu_uuid: String,
+    /// Shared by every row on the GPU (serialised as a plain string).
+    pub gpu_uuid: Arc<str>,
     pub nvml: GpuProcess,
     pub host: Option<HostProcess>,
     /// What the process's allocator published for this GPU, when it is instrumented.
@@ -87,10 +89,11 @@ impl Snapshot {
             let Ok(processes) = &sample.processes else {
                 continue;
             };
+            let gpu_uuid: Arc<str> = Arc::from(device.info.key());
             for process in processes {
                 rows.push(ProcessRow {
                     gpu_index: device.info.index,
-                    gpu_uuid: device.info.key(),
+                    gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),
                     host: host.iter().find(|h| h.pid == process.pid).cloned(),
                     allocator: allocator_of(allocators, process.pid, device.info.index, true),

@@ -81,7 +81,7 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
 /// Every field of a process on one GPU, in output order.
 pub const PROCESS: &[Column<ProcessRow>] = &[
     ("gpu_index", |p| Ok(Value::Int(u64::from(p.gpu_index)))),
-    ("gpu_uuid", |p| Ok(Value::Text(p.gpu_uuid.clone()))),
+    ("gpu_uuid", |p| Ok(Value::Text(p.gpu_uuid.to_string()))),
     ("pid", |p| Ok(Value::Int(u64::from(p.nvml.pid)))),
     ("local_pid", |p| {
         p.host

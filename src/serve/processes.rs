@@ -138,7 +138,7 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {
             gpu: row.gpu_index,
-            uuid: row.gpu_uuid.clone(),
+            uuid: row.gpu_uuid.to_string(),
             pid: row.nvml.pid,
             user,
             command: command.or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),

@@ -9,6 +9,7 @@ use crate::model::{
 };
 use crate::sources::runner::SourceEvent;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// How long a device may stay silent before it is called stale.
 #[derive(Clone, Copy, Debug)]
@@ -64,15 +65,37 @@ impl Monitor {
                 self.devices = devices;
             }
             SourceEvent::NvmlUnavailable(problem) => self.problem = Some(problem),
-            SourceEvent::Device(sample) => self.ingest_device(*sample),
+            SourceEvent::Device(sample) => {
+                let at_ms = sample.at_ms;
+                self.ingest_device(*sample);
+                self.evict(at_ms);
+            }
             SourceEvent::Host(sample) => self.ingest_host(*sample),
             SourceEvent::Channels(batch) => self.allocators.ingest(*batch),
             SourceEvent::Batch(events) => {
+                // Evicted once per batch, after its last device sample: a tick's batch holds
+                // one sample per GPU, and each eviction walks every process's series.
+                let mut newest = None;
                 for event in events {
-                    self.ingest(event);
+                    match event {
+                        SourceEvent::Device(sample) => {
+                            newest = newest.max(Some(sample.at_ms));
+                            self.ingest_device(*sample);
+                        }
+                        other => self.ingest(other),
+                    }
+                }
+                if let Some(at_ms) = newest {
+                    self.evict(at_ms);
                 }
             }
         }
+    }
+
+    /// Drops processes and channels unseen for longer than they are kept.
+    fn evict(&mut self, now_ms: u64) {
+        self.process_series.evict(now_ms);
+        self.allocators.evict(now_ms);
     }
 
     fn ingest_device(&mut self, sample: DeviceSample) {
@@ -80,7 +103,8 @@ impl Monitor {
             return;
         };
         let key = info.key();
-        let series = self.device_series.entry(key.clone()).or_default();
+        let uuid: Arc<str> = Arc::from(key.as_str());
+        let series = self.device_series.entry(key).or_default();
         match &sample.memory {
             Ok(m) => series.memory_used.push(sample.at_ms, m.used as f64),
             Err(_) => series.memory_used.push_gap(sample.at_ms),
@@ -94,7 +118,7 @@ impl Monitor {
                 let entry = self.process_series.touch(
                     ProcessKey {
                         pid: p.pid,
-                        gpu_uuid: key.clone(),
+                        gpu_uuid: Arc::clone(&uuid),
                     },
                     sample.at_ms,
                 );
@@ -105,8 +129,6 @@ impl Monitor {
                 }
             }
         }
-        self.process_series.evict(sample.at_ms);
-        self.allocators.evict(sample.at_ms);
         self.latest.insert(sample.index, sample);
     }
 

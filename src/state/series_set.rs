@@ -1,6 +1,7 @@
 //! Which series vramscope keeps for each GPU and each GPU process.
 
 use crate::history::{Series, SeriesConfig};
+use std::sync::Arc;
 
 /// History of one GPU.
 #[derive(Default)]
@@ -13,7 +14,8 @@ pub struct DeviceSeries {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProcessKey {
     pub pid: u32,
-    pub gpu_uuid: String,
+    /// Shared: every row and every tick names the same few GPUs.
+    pub gpu_uuid: Arc<str>,
 }
 
 /// History of one process on one GPU. Kept a while after the process exits, because a crashed

@@ -9,6 +9,7 @@ use crate::model::{Absent, ProcessAllocator, Reading, Snapshot};
 use crate::state::{Monitor, ProcessKey};
 use std::cmp::Ordering;
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// One row of the process table: a process on one GPU.
 #[derive(Clone, Debug, PartialEq)]
@@ -83,10 +84,10 @@ pub fn table_rows(
     let mut live: HashSet<(u32, &str)> = HashSet::with_capacity(snapshot.processes.len());
 
     for p in &snapshot.processes {
-        live.insert((p.nvml.pid, p.gpu_uuid.as_str()));
+        live.insert((p.nvml.pid, &*p.gpu_uuid));
         let key = ProcessKey {
             pid: p.nvml.pid,
-            gpu_uuid: p.gpu_uuid.clone(),
+            gpu_uuid: Arc::clone(&p.gpu_uuid),
         };
         let total = snapshot
             .devices
@@ -124,7 +125,7 @@ pub fn table_rows(
     }
 
     for (key, series) in monitor.processes() {
-        if live.contains(&(key.pid, key.gpu_uuid.as_str())) {
+        if live.contains(&(key.pid, &*key.gpu_uuid)) {
             continue;
         }
         let Some(seen) = monitor.process_last_seen(key) else {

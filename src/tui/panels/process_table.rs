@@ -69,12 +69,12 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     kinds.push((SortColumn::Command, area.width.saturating_sub(fixed)));
 
     let buf = frame.buffer_mut();
-    let mut header: Vec<Line> = columns
+    let mut cells: Vec<Cell> = columns
         .iter()
-        .map(|c| header_line(view, c.kind).right_aligned())
+        .map(|c| header_cell(view, c.kind, true))
         .collect();
-    header.push(header_line(view, SortColumn::Command));
-    put_row(buf, area, 0, theme.header_row, &kinds, &header);
+    cells.push(header_cell(view, SortColumn::Command, false));
+    put_row(buf, area, 0, theme.header_row, &kinds, &cells);
 
     let visible = usize::from(area.height.saturating_sub(1));
     let selected = view.ui.selected.min(rows.len().saturating_sub(1));
@@ -95,10 +95,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         if i == selected {
             style = style.patch(theme.selected);
         }
-        let cells: Vec<Line> = kinds
-            .iter()
-            .map(|(kind, _)| cell(view, *kind, row))
-            .collect();
+        cells.clear();
+        cells.extend(kinds.iter().map(|(kind, _)| cell(view, *kind, row)));
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
 
@@ -126,7 +124,7 @@ fn put_row(
     line_no: u16,
     style: Style,
     kinds: &[(SortColumn, u16)],
-    cells: &[Line],
+    cells: &[Cell],
 ) {
     let y = area.y + line_no;
     if line_no >= area.height {
@@ -142,7 +140,7 @@ fn put_row(
         if width == 0 {
             break;
         }
-        put::cell_in(buf, Rect::new(x, y, width, 1), line);
+        line.put(buf, Rect::new(x, y, width, 1));
         x = x.saturating_add(width + 1);
     }
 }
@@ -171,17 +169,82 @@ fn fit_columns(width: u16, allocator_columns: bool) -> Vec<&'static Col> {
     kept
 }
 
-fn header_line(view: &View, kind: SortColumn) -> Line<'static> {
+/// One table cell: its text, borrowed from the row where the row holds it, and its side of
+/// the column. Every visible cell is built every frame, and a `Line` per cell cost two
+/// allocations (its text and its span list) and a copy of each user and command.
+struct Cell<'a> {
+    text: Span<'a>,
+    /// Drawn right after `text`: the command's container id.
+    suffix: Option<Span<'a>>,
+    right: bool,
+}
+
+impl<'a> Cell<'a> {
+    fn left(text: Span<'a>) -> Self {
+        Cell {
+            text,
+            suffix: None,
+            right: false,
+        }
+    }
+
+    fn right(text: Span<'a>) -> Self {
+        Cell {
+            right: true,
+            ..Cell::left(text)
+        }
+    }
+
+    fn spans(&self) -> impl Iterator<Item = &Span<'a>> {
+        std::iter::once(&self.text).chain(&self.suffix)
+    }
+
+    /// Draws the cell in its one-row `area`: as `put::cell_in` draws the same line, so a
+    /// right-aligned figure too wide for its column keeps its end (the unit).
+    fn put(&self, buf: &mut Buffer, area: Rect) {
+        if area.is_empty() {
+            return;
+        }
+        if !self.right {
+            put::spans_at(buf, area.x, area.y, self.spans(), Style::new(), area.width);
+            return;
+        }
+        let width = self.spans().map(Span::width).sum::<usize>();
+        match u16::try_from(width) {
+            Ok(width) if width <= area.width => {
+                put::spans_at(
+                    buf,
+                    area.right() - width,
+                    area.y,
+                    self.spans(),
+                    Style::new(),
+                    width,
+                );
+            }
+            _ => {
+                let line = Line::from(self.spans().cloned().collect::<Vec<_>>()).right_aligned();
+                put::cell_in(buf, area, &line);
+            }
+        }
+    }
+}
+
+fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
     let g = &view.theme.glyphs;
-    let mut text = kind.label().to_string();
-    if view.ui.sort == kind {
-        text.push_str(if view.ui.sort_descending {
+    let text = if view.ui.sort == kind {
+        let arrow = if view.ui.sort_descending {
             g.sort_descending
         } else {
             g.sort_ascending
-        });
+        };
+        Span::raw(format!("{}{arrow}", kind.label()))
+    } else {
+        Span::raw(kind.label())
+    };
+    Cell {
+        right,
+        ..Cell::left(text)
     }
-    Line::from(text)
 }
 
 /// A right-aligned figure; `n/a` dimmed; `-` for exited rows, whose live figures are gone
@@ -191,16 +254,15 @@ fn figure<T>(
     row: &TableRow,
     value: Option<&T>,
     f: impl FnOnce(&T) -> String,
-) -> Line<'static> {
-    let line = match value {
-        _ if row.is_exited() => Line::from("-"),
-        Some(v) => Line::from(f(v)),
-        None => Line::styled(fmt::NA, theme.dim),
-    };
-    line.right_aligned()
+) -> Cell<'static> {
+    Cell::right(match value {
+        _ if row.is_exited() => Span::raw("-"),
+        Some(v) => Span::raw(f(v)),
+        None => Span::styled(fmt::NA, theme.dim),
+    })
 }
 
-fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Line<'static> {
+fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     match kind {
         SortColumn::Pid => {
@@ -209,19 +271,19 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Line<'static> {
             } else {
                 ""
             };
-            Line::from(format!("{}{marker}", row.key.pid)).right_aligned()
+            Cell::right(Span::raw(format!("{}{marker}", row.key.pid)))
         }
-        SortColumn::User => match &row.user {
-            Some(user) => Line::from(user.clone()),
-            None => Line::styled(fmt::NA, theme.dim),
-        },
-        SortColumn::Gpu => Line::from(row.gpu_index.to_string()).right_aligned(),
+        SortColumn::User => Cell::left(match &row.user {
+            Some(user) => Span::raw(user.as_str()),
+            None => Span::styled(fmt::NA, theme.dim),
+        }),
+        SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
         SortColumn::Vram if row.is_exited() => {
             let age = row
                 .exited_at
                 .map(|at| crate::model::time::age_label(at, view.now_ms))
                 .unwrap_or_default();
-            Line::from(format!("exited {age}")).right_aligned()
+            Cell::right(Span::raw(format!("exited {age}")))
         }
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
             Some(pct) => format!("{} {:>4}", units::bytes(*v), fmt::percent(pct)),
@@ -229,11 +291,10 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Line<'static> {
         }),
         SortColumn::VramPeak => {
             // The peak outlives the process: exited rows show it too.
-            let line = match row.vram_peak {
-                Some(p) => Line::from(units::bytes(p.value as u64)),
-                None => Line::styled(fmt::NA, theme.dim),
-            };
-            line.right_aligned()
+            Cell::right(match row.vram_peak {
+                Some(p) => Span::raw(units::bytes(p.value as u64)),
+                None => Span::styled(fmt::NA, theme.dim),
+            })
         }
         SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
         SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| units::bytes(*v)),
@@ -248,25 +309,26 @@ fn cell(view: &View, kind: SortColumn, row: &TableRow) -> Line<'static> {
 
 /// An allocator figure: blank for a process that publishes none (most rows, which would
 /// otherwise be a wall of `n/a`), `n/a` for an instrumented one that cannot read it.
-fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Line<'static> {
-    let line = match (&row.allocator, text) {
-        (None, _) => Line::from(""),
-        (Some(_), Some(text)) => Line::from(text),
-        (Some(_), None) => Line::styled(fmt::NA, theme.dim),
-    };
-    line.right_aligned()
+fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'static> {
+    Cell::right(match (&row.allocator, text) {
+        (None, _) => Span::raw(""),
+        (Some(_), Some(text)) => Span::raw(text),
+        (Some(_), None) => Span::styled(fmt::NA, theme.dim),
+    })
 }
 
 /// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row.
-fn command_cell(view: &View, row: &TableRow) -> Line<'static> {
+fn command_cell<'a>(view: &View, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
-    let mut spans = Vec::with_capacity(2);
-    match &row.command {
-        Some(command) => spans.push(Span::raw(command.clone())),
-        None => spans.push(Span::styled(fmt::NA, theme.dim)),
+    let text = match &row.command {
+        Some(command) => Span::raw(command.as_str()),
+        None => Span::styled(fmt::NA, theme.dim),
+    };
+    Cell {
+        suffix: row
+            .container
+            .as_ref()
+            .map(|container| Span::styled(format!(" [{container}]"), theme.label)),
+        ..Cell::left(text)
     }
-    if let Some(container) = &row.container {
-        spans.push(Span::styled(format!(" [{container}]"), theme.label));
-    }
-    Line::from(spans)
 }

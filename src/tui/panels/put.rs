@@ -8,22 +8,35 @@
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
-use ratatui::text::Line;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
 /// Writes `line` at (x, y), at most `max_width` cells, like `Buffer::set_line`; returns the
 /// x after the last cell written.
 pub fn line_at(buf: &mut Buffer, x: u16, y: u16, line: &Line, max_width: u16) -> u16 {
+    spans_at(buf, x, y, &line.spans, line.style, max_width)
+}
+
+/// `line_at` for spans that are not in a `Line`, each patched over `base`.
+pub fn spans_at<'a, 'b: 'a>(
+    buf: &mut Buffer,
+    x: u16,
+    y: u16,
+    spans: impl IntoIterator<Item = &'a Span<'b>>,
+    base: Style,
+    max_width: u16,
+) -> u16 {
     let end = x.saturating_add(max_width).min(buf.area.right());
     let mut x = x;
     if y < buf.area.top() || y >= buf.area.bottom() || x < buf.area.left() {
         return x;
     }
-    for span in line {
+    for span in spans {
         if x >= end {
             break;
         }
-        let style = line.style.patch(span.style);
+        let style = base.patch(span.style);
         if span.content.is_ascii() {
             for byte in span.content.bytes() {
                 if x >= end {

@@ -94,6 +94,11 @@ pub struct DeviceSpec {
     /// (which made each call slower the longer a scenario ran).
     #[serde(skip)]
     pub resolved: Vec<Point>,
+    /// The `t` of each `resolved` point, apart: searching it touches a few cache lines
+    /// where searching `resolved` touched one per probe, and the fake's cost counts
+    /// against the client's in every benchmark.
+    #[serde(skip)]
+    pub resolved_t: Vec<f64>,
     /// Step-wise process lists over time.
     #[serde(default)]
     pub processes: Vec<ProcessLists>,
@@ -103,6 +108,9 @@ pub struct DeviceSpec {
     /// The entries of `process_utilization` without `every` (sorted by `t`), built on load.
     #[serde(skip)]
     pub utilization_once: Vec<UtilSample>,
+    /// The `t` of each `utilization_once` entry, for the same reason as `resolved_t`.
+    #[serde(skip)]
+    pub utilization_once_t: Vec<f64>,
     /// The entries with `every`, built on load.
     #[serde(skip)]
     pub utilization_every: Vec<UtilSample>,
@@ -377,6 +385,7 @@ impl Scenario {
             }
             by_t(&mut d.timeline, |p| p.t);
             d.resolved = resolve(&d.timeline);
+            d.resolved_t = d.resolved.iter().map(|p| p.t).collect();
             by_t(&mut d.processes, |p| p.t);
             by_t(&mut d.process_utilization, |p| p.t);
             (d.utilization_every, d.utilization_once) = d
@@ -384,6 +393,7 @@ impl Scenario {
                 .iter()
                 .cloned()
                 .partition(|p| p.every.is_some());
+            d.utilization_once_t = d.utilization_once.iter().map(|p| p.t).collect();
         }
         for (i, f) in self.faults.iter().enumerate() {
             let what = format!("faults[{i}]");

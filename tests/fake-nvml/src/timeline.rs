@@ -9,7 +9,7 @@ use crate::scenario::{DeviceSpec, Point, Process, UtilSample};
 /// The device values in force at `t`: every point with `point.t <= t`
 /// overlaid in order. Fields no such point sets stay `None` (NotSupported).
 pub fn point_at(dev: &DeviceSpec, t: f64) -> Point {
-    match dev.resolved.partition_point(|p| p.t <= t) {
+    match dev.resolved_t.partition_point(|&at| at <= t) {
         0 => Point::default(),
         n => dev.resolved[n - 1].clone(),
     }
@@ -85,8 +85,9 @@ pub fn samples_after(
 ) -> Vec<ProcessUtilizationSample> {
     // Sorted by `t`, and the timestamp grows with `t`: both ends are binary searches.
     let all = &dev.utilization_once;
-    let end = all.partition_point(|s| s.t <= now);
-    let start = all[..end].partition_point(|s| timestamp_us(wall_at_init_us, s.t) <= last_seen);
+    let times = &dev.utilization_once_t;
+    let end = times.partition_point(|&t| t <= now);
+    let start = times[..end].partition_point(|&t| timestamp_us(wall_at_init_us, t) <= last_seen);
     let mut out: Vec<(f64, &UtilSample)> = all[start..end].iter().map(|s| (s.t, s)).collect();
     if !dev.utilization_every.is_empty() {
         for s in &dev.utilization_every {
