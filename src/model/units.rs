@@ -21,9 +21,10 @@ fn at_least(value: u64, unit: usize, whole: u64) -> bool {
 }
 
 /// Appends `value / 1024^unit` with `decimals` decimals, rounded half to even on the exact
-/// quotient: the digits `format!("{:.N}")` gives for the same f64, without float
-/// formatting, which fell back to its slow exact path for most of our figures and
-/// reallocated the string on every call (a tenth of a frame's allocations).
+/// quotient: the digits `format!("{:.N}")` gives for `value as f64` below 2^53 bytes (8 PiB),
+/// where that f64 is exact (above, the float rounded the value first; these digits are the
+/// exact ones). Float formatting fell back to its slow exact path for most of our figures
+/// and reallocated the string on every call (a tenth of a frame's allocations).
 fn push_fixed(out: &mut String, value: u64, unit: usize, decimals: u32) {
     let shift = 10 * unit as u32;
     let scaled = u128::from(value) * 10u128.pow(decimals);
@@ -143,8 +144,37 @@ mod tests {
         }
     }
 
+    /// The unit and scaled value as the float code chose them.
+    fn scale_by_float(value: u64) -> (f64, usize) {
+        let mut scaled = value as f64;
+        let mut unit = 0;
+        while scaled >= 1024.0 && unit + 1 < UNITS.len() {
+            scaled /= 1024.0;
+            unit += 1;
+        }
+        (scaled, unit)
+    }
+
+    fn in_unit_by_float(value: u64, unit: usize) -> String {
+        if unit == 0 {
+            return value.to_string();
+        }
+        let scaled = value as f64 / 1024f64.powi(unit as i32);
+        if scaled >= 100.0 {
+            format!("{scaled:.0}")
+        } else {
+            format!("{scaled:.1}")
+        }
+    }
+
+    fn pair_by_float(used: u64, total: u64) -> String {
+        let (_, unit) = scale_by_float(total.max(used));
+        let (a, b) = (in_unit_by_float(used, unit), in_unit_by_float(total, unit));
+        format!("{a}/{b} {}", UNITS[unit])
+    }
+
     fn short_by_float(value: u64) -> String {
-        let unit = unit_of(value);
+        let (_, unit) = scale_by_float(value);
         let scaled = value as f64 / 1024f64.powi(unit as i32);
         let digits = if unit == 0 {
             value.to_string()
@@ -161,7 +191,7 @@ mod tests {
         // Ties (x.x5 exactly, x.5 exactly) round to even in both; boundaries around each
         // unit and each precision change; and a spread of ordinary values.
         let mut values: Vec<u64> = vec![0, 1, 1023, 1024, 1025, u64::MAX >> 11];
-        for unit in 1..5u32 {
+        for unit in 1..6u32 {
             let one = 1u64 << (10 * unit);
             for whole in [1u64, 9, 10, 99, 100, 999, 1023] {
                 for frac in [0u64, 1, 2, 3, 4, 5, 6, 7, 8, 9] {
@@ -183,10 +213,21 @@ mod tests {
             x ^= x << 17;
             values.push(x >> (x % 40 + 12));
         }
-        for v in values {
+        // Below 2^53 the f64 holds every value exactly (see `push_fixed`).
+        values.retain(|&v| v < 1 << 53);
+        for (i, &v) in values.iter().enumerate() {
             assert_eq!(bytes(v), bytes_by_float(v), "bytes({v})");
             assert_eq!(short_bytes(v), short_by_float(v), "short_bytes({v})");
+            let other = values[(i * 7 + 3) % values.len()];
+            assert_eq!(
+                bytes_pair(v, other),
+                pair_by_float(v, other),
+                "bytes_pair({v}, {other})"
+            );
         }
+        // Above it, the exact digits, and the PiB cap.
+        assert_eq!(bytes(41 * (1 << 48) + 1), "10.3 PiB");
+        assert_eq!(bytes(u64::MAX), "16384 PiB");
     }
 
     #[test]

@@ -62,18 +62,28 @@ pub type ProcessBuffer = ListBuffer<nvmlProcessInfo_t>;
 /// A device's per-process utilisation sample buffer.
 pub type SampleBuffer = ListBuffer<nvmlProcessUtilizationSample_t>;
 
-/// One list's buffer, kept between ticks. Its length is the room offered to NVML; it only
-/// grows, since shrinking would save a few kilobytes at the price of a second call whenever
-/// the list grows back.
+/// One list's buffer, kept between ticks. It only grows, since shrinking would save a few
+/// kilobytes at the price of a second call whenever the list grows back.
+///
+/// It holds a third more entries than the room it offers NVML. A driver with R535's bug
+/// writes 32-byte process entries where 24 were asked for: 4/3 of the bytes. The
+/// driver-version guard in nvml.rs keeps the process lists from being read on such a driver,
+/// but it cannot tell when the version itself is unreadable; the slack keeps even that write
+/// inside our memory (its entries then come out garbled, never out of bounds).
 pub struct ListBuffer<T> {
     entries: Vec<T>,
+    /// The room offered to NVML, in entries.
+    offered: usize,
 }
 
 impl<T: Entry> Default for ListBuffer<T> {
     fn default() -> Self {
-        Self {
-            entries: vec![T::EMPTY; INITIAL_ENTRIES],
-        }
+        let mut buffer = Self {
+            entries: Vec::new(),
+            offered: 0,
+        };
+        buffer.offer(INITIAL_ENTRIES);
+        buffer
     }
 }
 
@@ -87,7 +97,7 @@ impl<T: Entry> ListBuffer<T> {
         let mut needed = 0;
         for _ in 0..ATTEMPTS {
             // At most MAX_ENTRIES, so it fits a c_uint.
-            let mut count = self.entries.len() as c_uint;
+            let mut count = self.offered as c_uint;
             let code = call(&mut count, self.entries.as_mut_ptr());
             needed = count as usize;
             if code == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
@@ -96,14 +106,14 @@ impl<T: Entry> ListBuffer<T> {
                 }
                 // A count within the room offered (not what NVML does) is retried as it is,
                 // rather than growing the buffer on every attempt.
-                if needed > self.entries.len() {
+                if needed > self.offered {
                     self.grow(needed);
                 }
                 continue;
             }
             nvml_try(code)?;
             // NVML writes at most the room it was offered; min() keeps a faulty count in bounds.
-            let written = needed.min(self.entries.len());
+            let written = needed.min(self.offered);
             // Room for the next tick's growth without a second call.
             self.grow(written);
             return Ok(&self.entries[..written]);
@@ -114,9 +124,15 @@ impl<T: Entry> ListBuffer<T> {
     /// Makes room for `count` entries plus a quarter more and a few, never past MAX_ENTRIES.
     fn grow(&mut self, count: usize) {
         let room = (count + count / 4 + 8).min(MAX_ENTRIES);
-        if room > self.entries.len() {
-            self.entries.resize(room, T::EMPTY);
+        if room > self.offered {
+            self.offer(room);
         }
+    }
+
+    /// Offers `room` entries, backed by a third more (see the type's docs).
+    fn offer(&mut self, room: usize) {
+        self.offered = room;
+        self.entries.resize(room + room / 3 + 1, T::EMPTY);
     }
 }
 
@@ -130,9 +146,10 @@ pub fn compute_processes(
     // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
     // borrows) is alive; `handle()` is unsafe only to make raw use deliberate.
     let handle = unsafe { device.handle() };
-    // SAFETY: `read` passes a buffer of `*count` 24-byte entries, the layout `_v3` writes
-    // (R535's 32-byte stride is kept away by the driver-version guard in nvml.rs), and NVML
-    // writes at most `*count` of them.
+    // SAFETY: `read` passes a buffer of at least `*count` 24-byte entries, the layout `_v3`
+    // writes, and NVML writes at most `*count` of them. R535's 32-byte stride is kept away by
+    // the driver-version guard in nvml.rs, and where that guard cannot see the version, the
+    // buffer's slack (4/3 of `*count` entries) still holds such a write.
     let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
     Ok(entries.iter().copied().map(ProcessInfo::from).collect())
 }
@@ -255,7 +272,56 @@ mod tests {
             nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE
         });
         assert!(matches!(result, Err(NvmlError::InsufficientSize(_))));
-        assert_eq!(buffer.entries.len(), INITIAL_ENTRIES);
+        assert_eq!(buffer.offered, INITIAL_ENTRIES);
+    }
+
+    #[test]
+    fn a_list_that_shrinks_comes_back_without_the_old_entries() {
+        let mut buffer = ListBuffer::default();
+        let many: Vec<u32> = (1..=100).collect();
+        buffer.read(driver(&many, &mut 0)).unwrap();
+        let read = buffer.read(driver(&[7, 8], &mut 0)).unwrap();
+        assert_eq!(pids(read), vec![7, 8]);
+    }
+
+    #[test]
+    fn a_count_past_the_room_offered_is_clamped() {
+        let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+        let read = buffer
+            .read(|count, _| {
+                // SAFETY: `read` passes a valid count.
+                unsafe { *count += 50 };
+                nvmlReturn_enum_NVML_SUCCESS
+            })
+            .unwrap();
+        assert_eq!(read.len(), INITIAL_ENTRIES);
+    }
+
+    #[test]
+    fn an_insufficient_size_within_the_room_does_not_grow_it() {
+        let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+        let mut calls = 0;
+        let result = buffer.read(|count, _| {
+            calls += 1;
+            // SAFETY: `read` passes a valid count.
+            unsafe { *count = 3 };
+            nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE
+        });
+        assert!(matches!(result, Err(NvmlError::InsufficientSize(Some(3)))));
+        assert_eq!(calls, ATTEMPTS);
+        assert_eq!(buffer.offered, INITIAL_ENTRIES);
+    }
+
+    #[test]
+    fn a_32_byte_stride_fits_inside_the_buffer() {
+        // What a driver with R535's bug does: `*count` entries of 32 bytes into a buffer of
+        // 24-byte ones. The bytes it may write must lie inside the allocation.
+        for room in [INITIAL_ENTRIES, 65, 96, 100, 1000, MAX_ENTRIES] {
+            let mut buffer = ListBuffer::<nvmlProcessInfo_t>::default();
+            buffer.offer(room);
+            let bytes = buffer.entries.len() * size_of::<nvmlProcessInfo_t>();
+            assert!(bytes >= 32 * buffer.offered, "room {room}: {bytes} bytes");
+        }
     }
 
     #[test]
