@@ -22,7 +22,7 @@ use super::runner::SourceEvent;
 use super::schedule::Schedule;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,8 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// was half of an idle monitor's sampling CPU at a 1 s refresh. A change in the pid list
 /// is read at once, so a new process never waits this long for its first figures.
 const HOST_MIN_PERIOD_MS: u64 = 2000;
+/// How long the first GPU batch waits for a host pass already under way (see `add_gpus`).
+const FIRST_HOST_WAIT: Duration = Duration::from_millis(500);
 
 /// Handle kept by `Sampling`: where NVML's GPUs join once opened.
 pub struct Pool<E> {
@@ -142,6 +144,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// `lock`, giving up after `wait`: std's Mutex has no timed lock, so it polls, which is
+/// fine for the one place that uses it, once at start.
+fn lock_within<T>(m: &Mutex<T>, wait: Duration) -> Option<MutexGuard<'_, T>> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match m.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return None,
+            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
 impl<E> Pool<E>
 where
     E: From<SourceEvent> + Send + 'static,
@@ -199,8 +215,13 @@ where
             .collect();
         pids.sort_unstable();
         pids.dedup();
-        // `try_lock`: a worker sampling the host right now will cover these pids shortly.
-        if let (false, Ok(mut host)) = (pids.is_empty(), self.shared.host.try_lock()) {
+        // A worker may be sampling the host right now, with the pid list it had: none of
+        // these. Its next pass is a whole interval away, so wait for this one to end, but not
+        // on a host read stuck in the kernel: then the regular passes catch up.
+        let host = (!pids.is_empty())
+            .then(|| lock_within(&self.shared.host, FIRST_HOST_WAIT))
+            .flatten();
+        if let Some(mut host) = host {
             host.last_run = Some(Instant::now());
             let HostJob {
                 sampler, watched, ..

@@ -132,7 +132,7 @@ impl Monitor {
         self.latest.insert(sample.index, sample);
     }
 
-    fn ingest_host(&mut self, sample: HostSample) {
+    fn ingest_host(&mut self, mut sample: HostSample) {
         if let Ok(m) = &sample.memory {
             self.host_used.push(sample.at_ms, m.used as f64);
         }
@@ -150,7 +150,26 @@ impl Monitor {
                 series.user = Some(user.clone());
             }
         }
+        // After the histories: a carried-over reading is not a new one.
+        self.carry_over_host_facts(&mut sample);
         self.host = Some(sample);
+    }
+
+    /// Keeps the previous pass's facts for pids still on a GPU that `sample` did not ask
+    /// about. Two passes can overlap at start (a worker's, begun before the pid list reached
+    /// it, and the first GPU batch's own) and arrive in either order; without this the
+    /// narrower one would leave those rows `n/a` until the next pass, a whole interval later.
+    fn carry_over_host_facts(&mut self, sample: &mut HostSample) {
+        let Some(previous) = self.host.take() else {
+            return;
+        };
+        let listed = self.gpu_pids();
+        for old in previous.processes {
+            let asked = sample.processes.iter().any(|p| p.pid == old.pid);
+            if !asked && listed.binary_search(&old.pid).is_ok() {
+                sample.processes.push(old);
+            }
+        }
     }
 
     /// Host pids of every process NVML lists now, for the host sampler's targeted refresh.
