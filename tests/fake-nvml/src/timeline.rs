@@ -1,10 +1,13 @@
 //! Step-wise evaluation of a device's timeline, process lists and samples at
 //! scenario time `t`.
 
+use std::ffi::c_uint;
+
 use crate::ffi::{
-    NO_INSTANCE, ProcessDetail, ProcessInfo, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
+    NO_INSTANCE, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS, ProcessDetail,
+    ProcessInfo, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
 };
-use crate::scenario::{DeviceSpec, Point, Process, UtilSample};
+use crate::scenario::{DeviceSpec, Point, Process, ProcessLists, UtilSample};
 
 /// The device values in force at `t`: every point with `point.t <= t`
 /// overlaid in order. Fields no such point sets stay `None` (NotSupported).
@@ -15,30 +18,24 @@ pub fn point_at(dev: &DeviceSpec, t: f64) -> Point {
     }
 }
 
-/// The compute and graphics process lists in force at `t` (empty before the
-/// first entry).
-pub fn processes_at(dev: &DeviceSpec, t: f64) -> (&[Process], &[Process]) {
-    let mut compute: &[Process] = &[];
-    let mut graphics: &[Process] = &[];
-    for entry in dev.processes.iter().take_while(|p| p.t <= t) {
-        if let Some(list) = &entry.compute {
-            compute = list;
-        }
-        if let Some(list) = &entry.graphics {
-            graphics = list;
-        }
-    }
-    (compute, graphics)
-}
-
-/// The MPS compute process list in force at `t` (empty before the first entry that sets it).
-pub fn mps_processes_at(dev: &DeviceSpec, t: f64) -> &[Process] {
-    dev.processes
-        .iter()
-        .take_while(|p| p.t <= t)
-        .filter_map(|p| p.mps.as_deref())
-        .last()
-        .unwrap_or(&[])
+/// The process list of `mode` (`NVML_PROCESS_MODE_*`: compute, graphics, MPS) in force at
+/// `t`: the last entry up to `t` that sets it (empty before the first); `None` for an unknown
+/// mode.
+pub fn processes_at(dev: &DeviceSpec, t: f64, mode: c_uint) -> Option<&[Process]> {
+    let list: fn(&ProcessLists) -> Option<&[Process]> = match mode {
+        PROCESS_MODE_COMPUTE => |p| p.compute.as_deref(),
+        PROCESS_MODE_GRAPHICS => |p| p.graphics.as_deref(),
+        PROCESS_MODE_MPS => |p| p.mps.as_deref(),
+        _ => return None,
+    };
+    Some(
+        dev.processes
+            .iter()
+            .take_while(|p| p.t <= t)
+            .filter_map(list)
+            .last()
+            .unwrap_or(&[]),
+    )
 }
 
 /// The C struct for a scenario process.

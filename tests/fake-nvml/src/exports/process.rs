@@ -10,28 +10,22 @@ use crate::ffi::{
     PROCESS_DETAIL_LIST_V1_VERSION, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS,
     ProcessDetail, ProcessDetailList, ProcessInfo, ProcessUtilizationSample,
 };
-use crate::scenario::{DeviceSpec, Process};
-use crate::timeline::{
-    mps_processes_at, process_detail, process_info, processes_at, samples_after,
-};
+use crate::timeline::{process_detail, process_info, processes_at, samples_after};
 
+/// A `_v3` process list export: the list of `mode` (`NVML_PROCESS_MODE_*`) in 24-byte entries.
 fn list_call(
     name: &'static str,
     device: NvmlDevice,
     infoCount: *mut c_uint,
     infos: *mut ProcessInfo,
-    graphics: bool,
+    mode: c_uint,
 ) -> NvmlReturn {
     on_device(name, device, |ctx, d| {
-        let (compute_list, graphics_list) = processes_at(d, ctx.snap.t);
-        let list: Vec<ProcessInfo> = if graphics {
-            graphics_list
-        } else {
-            compute_list
-        }
-        .iter()
-        .map(process_info)
-        .collect();
+        let list: Vec<ProcessInfo> = processes_at(d, ctx.snap.t, mode)
+            .unwrap_or_default()
+            .iter()
+            .map(process_info)
+            .collect();
         put_list(infoCount, infos, &list, Ok(()))
     })
 }
@@ -49,7 +43,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
         device,
         infoCount,
         infos,
-        false,
+        PROCESS_MODE_COMPUTE,
     )
 }
 
@@ -64,7 +58,7 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
         device,
         infoCount,
         infos,
-        true,
+        PROCESS_MODE_GRAPHICS,
     )
 }
 
@@ -75,28 +69,13 @@ pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
     infoCount: *mut c_uint,
     infos: *mut ProcessInfo,
 ) -> NvmlReturn {
-    on_device(
+    list_call(
         "nvmlDeviceGetMPSComputeRunningProcesses_v3",
         device,
-        |ctx, d| {
-            let list: Vec<ProcessInfo> = mps_processes_at(d, ctx.snap.t)
-                .iter()
-                .map(process_info)
-                .collect();
-            put_list(infoCount, infos, &list, Ok(()))
-        },
+        infoCount,
+        infos,
+        PROCESS_MODE_MPS,
     )
-}
-
-/// The list a `NVML_PROCESS_MODE_*` names at `t`.
-fn list_for_mode(d: &DeviceSpec, t: f64, mode: c_uint) -> Result<&[Process], NvmlReturn> {
-    let (compute, graphics) = processes_at(d, t);
-    match mode {
-        PROCESS_MODE_COMPUTE => Ok(compute),
-        PROCESS_MODE_GRAPHICS => Ok(graphics),
-        PROCESS_MODE_MPS => Ok(mps_processes_at(d, t)),
-        _ => Err(INVALID_ARGUMENT),
-    }
 }
 
 /// Versioned process list (`version` `0x01000018`, else 25) of 32-byte entries. The same
@@ -112,7 +91,8 @@ pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
         if list.version != PROCESS_DETAIL_LIST_V1_VERSION {
             return Err(ARGUMENT_VERSION_MISMATCH);
         }
-        let details: Vec<ProcessDetail> = list_for_mode(d, ctx.snap.t, list.mode)?
+        let details: Vec<ProcessDetail> = processes_at(d, ctx.snap.t, list.mode)
+            .ok_or(INVALID_ARGUMENT)?
             .iter()
             .map(process_detail)
             .collect();
