@@ -175,7 +175,8 @@ fn write_fixed(
     for (off, len, text) in texts {
         map.store_text(off, len, fit(text, len));
     }
-    map.store_text(header::SECTION_TABLE, 64, &sections.encode());
+    let table = sections.encode();
+    map.store_text(header::SECTION_TABLE, table.len(), &table);
     map.store(status::OFFSET + status::STEP, ABSENT, r);
     // Readers check the magic first: everything above must be visible before it.
     fence(Ordering::Release);

@@ -13,28 +13,21 @@ fn field(b: &[u8], off: usize, len: usize) -> Option<&[u8]> {
     b.get(off..off.checked_add(len)?)
 }
 
+/// The `N` bytes at `off`, if all are there.
+fn array_at<const N: usize>(b: &[u8], off: usize) -> Option<[u8; N]> {
+    field(b, off, N)?.try_into().ok()
+}
+
 pub fn u64_at(b: &[u8], off: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = field(b, off, 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
+    u64::from_le_bytes(array_at(b, off).unwrap_or_default())
 }
 
 pub fn u32_at(b: &[u8], off: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = field(b, off, 4) {
-        w.copy_from_slice(s);
-    }
-    u32::from_le_bytes(w)
+    u32::from_le_bytes(array_at(b, off).unwrap_or_default())
 }
 
 pub fn u16_at(b: &[u8], off: usize) -> u16 {
-    let mut w = [0u8; 2];
-    if let Some(s) = field(b, off, 2) {
-        w.copy_from_slice(s);
-    }
-    u16::from_le_bytes(w)
+    u16::from_le_bytes(array_at(b, off).unwrap_or_default())
 }
 
 fn bytes_at(b: &[u8], off: usize, len: usize) -> &[u8] {
@@ -79,13 +72,8 @@ pub fn identity(h: &[u8]) -> Identity {
 /// A device slot's fields (its seq already checked).
 pub fn device_slot(index: usize, b: &[u8]) -> DeviceSlot {
     let flags = u32_at(b, device::FLAGS);
-    let uuid = field(b, device::UUID, device::UUID_LEN)
-        .filter(|_| flags & device::FLAG_UUID_VALID != 0)
-        .map(|bytes| {
-            let mut raw = [0u8; 16];
-            raw.copy_from_slice(bytes);
-            raw
-        });
+    let uuid = array_at::<{ device::UUID_LEN }>(b, device::UUID)
+        .filter(|_| flags & device::FLAG_UUID_VALID != 0);
     let pci = padded(bytes_at(b, device::PCI_BUS_ID, device::PCI_BUS_ID_LEN));
     let pci_bus_id = (flags & device::FLAG_PCI_BUS_ID_VALID != 0 && !pci.is_empty()).then_some(pci);
     let f = |off| figure(u64_at(b, off));

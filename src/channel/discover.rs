@@ -55,17 +55,24 @@ pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
         add(d);
     }
     if euid == 0 {
-        let mut others: Vec<PathBuf> = fs::read_dir("/dev/shm")
+        shm_channel_dirs(Path::new("/dev/shm"))
             .into_iter()
-            .flatten()
-            .flatten()
-            .take(MAX_ENTRIES)
-            .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
-            .map(|e| e.path())
-            .collect();
-        others.sort();
-        others.into_iter().for_each(add);
+            .for_each(add);
     }
+    dirs
+}
+
+/// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_ENTRIES` looked at.
+fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = fs::read_dir(shm)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .take(MAX_ENTRIES)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
     dirs
 }
 
@@ -104,15 +111,7 @@ pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
 /// `$XDG_RUNTIME_DIR/vramscope` when its environment is readable to us.
 pub fn container_dirs(host_pid: u32) -> Vec<PathBuf> {
     let root = PathBuf::from(format!("/proc/{host_pid}/root"));
-    let mut dirs: Vec<PathBuf> = fs::read_dir(root.join("dev/shm"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .take(MAX_ENTRIES)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
-        .map(|e| e.path())
-        .collect();
-    dirs.sort();
+    let mut dirs = shm_channel_dirs(&root.join("dev/shm"));
     let environ = fs::read(format!("/proc/{host_pid}/environ")).unwrap_or_default();
     for var in environ.split(|&b| b == 0) {
         let text = String::from_utf8_lossy(var);

@@ -1,6 +1,7 @@
 //! The section table (§2.2): where the four arrays lie. Writers plan it from capacities;
 //! readers check an untrusted one against every rule before using a single offset from it.
 
+use super::decode::{u32_at, u64_at};
 use super::layout::{
     FIELD_ALIGN, PAGE, SECTIONS_MIN_OFFSET, defaults, device, event, header, sample, section,
     string,
@@ -17,7 +18,7 @@ pub struct Section {
 impl Section {
     /// First byte past the section.
     pub fn end(&self) -> u64 {
-        self.offset + u64::from(self.record_size) * u64::from(self.capacity)
+        self.offset + self.bytes()
     }
 
     /// Byte offset of record `i` (the caller keeps `i` below the capacity).
@@ -71,6 +72,15 @@ fn align_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
 }
 
+/// Whether `cap` is within the reader's limits for section `i` (table order).
+fn capacity_ok(i: usize, cap: u32) -> bool {
+    match i {
+        section::DEVICES => (1..=section::DEVICES_MAX).contains(&cap),
+        section::STRINGS => cap <= section::STRINGS_MAX,
+        _ => cap.is_power_of_two() && cap <= section::RING_MAX,
+    }
+}
+
 impl Sections {
     fn all(&self) -> [Section; section::COUNT] {
         [self.devices, self.strings, self.samples, self.events]
@@ -80,12 +90,8 @@ impl Sections {
     /// page boundary and the file rounded up to a page. Default capacities give exactly the
     /// offsets of the spec's table. `None` if a capacity breaks the reader's limits.
     pub fn plan(caps: Capacities) -> Option<(Sections, u64)> {
-        let ring_ok = |c: u32| c.is_power_of_two() && c <= section::RING_MAX;
-        let fits = (1..=section::DEVICES_MAX).contains(&caps.devices)
-            && caps.strings <= section::STRINGS_MAX
-            && ring_ok(caps.samples)
-            && ring_ok(caps.events);
-        if !fits {
+        let table = [caps.devices, caps.strings, caps.samples, caps.events];
+        if !(0..section::COUNT).all(|i| capacity_ok(i, table[i])) {
             return None;
         }
         let devices = Section {
@@ -143,14 +149,10 @@ impl Sections {
         }; section::COUNT];
         for (i, entry) in s.iter_mut().enumerate() {
             let at = header::SECTION_TABLE + i * section::ENTRY_SIZE;
-            let e = &head[at..at + section::ENTRY_SIZE];
-            let word = |o: usize| u32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
-            let mut off = [0u8; 8];
-            off.copy_from_slice(&e[section::OFFSET..section::OFFSET + 8]);
             *entry = Section {
-                offset: u64::from_le_bytes(off),
-                record_size: word(section::RECORD_SIZE),
-                capacity: word(section::CAPACITY),
+                offset: u64_at(head, at + section::OFFSET),
+                record_size: u32_at(head, at + section::RECORD_SIZE),
+                capacity: u32_at(head, at + section::CAPACITY),
             };
             check_one(i, entry, file_size)?;
         }
@@ -207,12 +209,7 @@ fn check_one(i: usize, s: &Section, file_size: u64) -> Result<(), String> {
         ));
     }
     let cap = s.capacity;
-    let range_ok = match i {
-        section::DEVICES => (1..=section::DEVICES_MAX).contains(&cap),
-        section::STRINGS => cap <= section::STRINGS_MAX,
-        _ => cap.is_power_of_two() && cap <= section::RING_MAX,
-    };
-    if !range_ok {
+    if !capacity_ok(i, cap) {
         let rule = match i {
             section::DEVICES => format!("1..={}", section::DEVICES_MAX),
             section::STRINGS => format!("0..={}", section::STRINGS_MAX),

@@ -12,6 +12,7 @@ use std::sync::atomic::{Ordering, fence};
 use super::config::{DeviceFigures, DeviceIdentity, EventFields, Exit, SampleFields, WriterConfig};
 use super::crc32::crc32;
 use super::create::{Created, create};
+use super::decode::u64_at;
 use super::dir::DirHandle;
 use super::fork::{self, Registration};
 use super::kinds::EventKind;
@@ -234,10 +235,7 @@ impl Writer {
         put(&mut rec, event::CRC, &crc.to_le_bytes());
         let mut words = [0u64; event::RECORD_SIZE / 8 - 1];
         for (i, w) in words.iter_mut().enumerate() {
-            let at = 8 + 8 * i;
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&rec[at..at + 8]);
-            *w = u64::from_le_bytes(b);
+            *w = u64_at(&rec, 8 + 8 * i);
         }
         let idx = self.events;
         self.append(true, idx, &words);
