@@ -8,37 +8,21 @@
 //! Writers are driven over pipes: each stage ends with a line on stdout and waits for a line
 //! on stdin, so the reader polls at known points.
 
+mod channel_support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 
+use channel_support::{available, from_start, private_dir, proc_starttime};
 use vramscope::channel::{
     Channel, EventKind, Liveness, Policy, Update, WriterKind, WriterState, layout,
 };
 
 const GIB: u64 = 1 << 30;
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
-
-/// Whether `program --version` runs. In CI (CI set) a missing tool is a failure: .ci/run
-/// installs python3 and a C compiler.
-fn available(program: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} missing in CI: .ci/run installs it"
-        );
-        eprintln!("SKIPPED: {program} is not installed");
-    }
-    found
-}
 
 /// Compiles a program of tests/c with the header, once per test run, into Cargo's scratch
 /// directory for tests (built under a unique name, then renamed: runs may overlap).
@@ -64,14 +48,6 @@ fn compiled(name: &str, cell: &'static OnceLock<PathBuf>) -> PathBuf {
         exe
     })
     .clone()
-}
-
-/// A temporary directory the writers accept: 0700 (tempfile's default mode is wider).
-fn private_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    dir
 }
 
 static ROUNDTRIP_C: OnceLock<PathBuf> = OnceLock::new();
@@ -155,9 +131,9 @@ impl Writer {
         w
     }
 
-    fn c(dir: &Path, mode: &str) -> Writer {
+    fn c(dir: &Path, args: &[&str]) -> Writer {
         let mut cmd = Command::new(compiled("roundtrip_writer", &ROUNDTRIP_C));
-        cmd.arg(mode);
+        cmd.args(args);
         Writer::spawn(cmd, dir)
     }
 
@@ -181,8 +157,8 @@ impl Writer {
         }
     }
 
-    fn pid(&self) -> u64 {
-        u64::from(self.child.id())
+    fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 
@@ -194,29 +170,15 @@ impl Drop for Writer {
 }
 
 fn open_from_start(path: &Path) -> Channel {
-    let policy = Policy {
-        from_start: true,
-        ..Policy::current()
-    };
-    Channel::open(path, &policy).unwrap_or_else(|r| panic!("rejected: {r}"))
-}
-
-fn starttime(pid: u64) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
-    let rest = &stat[stat.rfind(')').expect(")") + 2..];
-    rest.split(' ')
-        .nth(19)
-        .expect("field 22")
-        .parse()
-        .expect("number")
+    Channel::open(path, &from_start()).unwrap_or_else(|r| panic!("rejected: {r}"))
 }
 
 /// Stage 1: every field the writer set, exactly.
-fn check_known_sequence(ch: &Channel, up: &Update, kind: WriterKind, pid: u64) {
+fn check_known_sequence(ch: &Channel, up: &Update, kind: WriterKind, pid: u32) {
     let id = ch.identity();
     assert_eq!(id.kind, kind);
-    assert_eq!(id.pid, pid);
-    assert_eq!(id.starttime, starttime(pid));
+    assert_eq!(id.pid, u64::from(pid));
+    assert_eq!(id.starttime, proc_starttime(pid));
     let own_ns = std::fs::metadata("/proc/self/ns/pid").expect("ns").ino();
     assert_eq!(id.pid_ns, Some(own_ns));
     assert_eq!(id.uid, u64::from(Policy::current().euid));
@@ -407,7 +369,12 @@ fn c_writer_clean_exit() {
         return;
     }
     let dir = private_dir();
-    round_trip(Writer::c(dir.path(), "clean"), WriterKind::C, "clean", "");
+    round_trip(
+        Writer::c(dir.path(), &["clean"]),
+        WriterKind::C,
+        "clean",
+        "",
+    );
 }
 
 #[test]
@@ -416,7 +383,7 @@ fn c_writer_error_exit() {
         return;
     }
     let dir = private_dir();
-    let w = Writer::c(dir.path(), "error");
+    let w = Writer::c(dir.path(), &["error"]);
     round_trip(w, WriterKind::C, "error", "CUDA out of memory (from C)");
 }
 
@@ -426,7 +393,7 @@ fn c_writer_killed() {
         return;
     }
     let dir = private_dir();
-    round_trip(Writer::c(dir.path(), "hang"), WriterKind::C, "kill", "");
+    round_trip(Writer::c(dir.path(), &["hang"]), WriterKind::C, "kill", "");
 }
 
 #[test]
@@ -521,9 +488,7 @@ fn python_writer_racing_reader() {
         return;
     }
     let dir = private_dir();
-    let mut cmd = Command::new("python3");
-    cmd.args(["-c", PY_RACE, "100000"]);
-    race(Writer::spawn(cmd, dir.path()), 100_000);
+    race(Writer::python(dir.path(), PY_RACE, "100000"), 100_000);
 }
 
 #[test]
@@ -532,9 +497,7 @@ fn c_writer_racing_reader() {
         return;
     }
     let dir = private_dir();
-    let mut cmd = Command::new(compiled("roundtrip_writer", &ROUNDTRIP_C));
-    cmd.args(["race", "3000000"]);
-    race(Writer::spawn(cmd, dir.path()), 3_000_000);
+    race(Writer::c(dir.path(), &["race", "3000000"]), 3_000_000);
 }
 
 /// The public Python API as a program uses it (no torch): what it publishes is what the

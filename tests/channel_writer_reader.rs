@@ -10,23 +10,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use channel_support::{from_start, private_dir, small, writer};
+use channel_support::{from_start, private_dir, proc_starttime, small, writer};
 use vramscope::channel::layout::{ABSENT, flags, sample as sample_flags};
 use vramscope::channel::{
     Capacities, Channel, DeviceFigures, DeviceIdentity, DeviceSlot, EventFields, EventKind, Exit,
     Liveness, Policy, SampleFields, SampleRecord, Writer, WriterConfig, WriterKind, WriterState,
     monotonic_ns, parse_uuid, uuid_string,
 };
-
-fn own_starttime() -> u64 {
-    let stat = fs::read_to_string("/proc/self/stat").expect("stat");
-    let rest = &stat[stat.rfind(')').expect(")") + 1..];
-    rest.split_whitespace()
-        .nth(19)
-        .expect("field 22")
-        .parse()
-        .expect("number")
-}
 
 /// `read_at_ns` and the 15 figures of a slot, in slot order.
 fn figures_of(d: &DeviceSlot) -> [Option<u64>; 16] {
@@ -92,7 +82,11 @@ fn every_field_survives_the_round_trip() {
     .expect("writer");
 
     // The file: its name, its mode, its directory's mode.
-    let name = format!("{}-{}.vsc", std::process::id(), own_starttime());
+    let name = format!(
+        "{}-{}.vsc",
+        std::process::id(),
+        proc_starttime(std::process::id())
+    );
     assert_eq!(w.path(), dir.path().join(&name));
     let meta = fs::symlink_metadata(w.path()).expect("file");
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
@@ -169,7 +163,7 @@ fn every_field_survives_the_round_trip() {
     let mut ch = Channel::open(w.path(), &from_start()).expect("open");
     let id = ch.identity().clone();
     assert_eq!(id.pid, u64::from(std::process::id()));
-    assert_eq!(id.starttime, own_starttime());
+    assert_eq!(id.starttime, proc_starttime(std::process::id()));
     assert!(id.pid_ns.is_some());
     assert_eq!(id.uid, u64::from(Policy::current().euid));
     assert!(id.created_monotonic_ns >= before && id.created_monotonic_ns <= monotonic_ns());
