@@ -202,17 +202,13 @@ static inline void vsc__begin(vsc_channel *ch, size_t off, uint64_t odd) {
     __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
-static inline uint64_t vsc_now_ns(void) {
+static inline uint64_t vsc__clock_ns(clockid_t clock) {
     struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0;
+    if (clock_gettime(clock, &ts) != 0) return 0;
     return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
 }
 
-static inline uint64_t vsc__realtime_ns(void) {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
-}
+static inline uint64_t vsc_now_ns(void) { return vsc__clock_ns(CLOCK_MONOTONIC); }
 
 /* Tables for CRC-32 by eight bytes at a time ("slicing-by-8"): a byte at a time is a chain
  * of dependent lookups and made up most of a sample's cost. */
@@ -411,7 +407,7 @@ static inline void vsc__write_header(vsc_channel *ch, const vsc_options *opt) {
     vsc__put64(h + 0x038, vsc__starttime());
     vsc__put64(h + 0x040, stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : VSC_ABSENT);
     vsc__put64(h + 0x048, (uint64_t)geteuid());
-    vsc__put64(h + 0x050, vsc__realtime_ns());
+    vsc__put64(h + 0x050, vsc__clock_ns(CLOCK_REALTIME));
     vsc__put64(h + 0x058, mono);
     vsc__put32(h + 0x060, opt->kind ? opt->kind : VSC_KIND_C);
     vsc__put32(h + 0x064, opt->sample_period_us);

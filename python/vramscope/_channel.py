@@ -83,25 +83,16 @@ class Channel:
         dir_fd = open_dir(directory)
         name = "%d-%d.vsc" % (identity.pid, identity.starttime)
         tmp = ".%d-%d.tmp" % (identity.pid, identity.starttime)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = mm = channel = None
         try:
             try:
-                fd = os.open(
-                    tmp,
-                    os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    0o600,
-                    dir_fd=dir_fd,
-                )
+                fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
             except FileExistsError:
                 # Left by an earlier writer with our pid and start time: that is this very
                 # process (a channel stopped and started again), so it is ours to replace.
                 os.unlink(tmp, dir_fd=dir_fd)
-                fd = os.open(
-                    tmp,
-                    os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                    0o600,
-                    dir_fd=dir_fd,
-                )
+                fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
             # Reserve every page now: a full /dev/shm fails here, not as SIGBUS later. A file
             # size limit would fail it too, but with SIGXFSZ, which kills: check it first.
             limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
@@ -271,16 +262,13 @@ class Channel:
         if self._closed:
             return
         t = time.monotonic_ns() if t is None else t
+        clean = error_text is None
         try:
-            if error_text is None:
-                self.append_event(t, L.EV_EXIT, L.NO_SLOT, 0, None, (0,), "")
-                self.heartbeat(t)
-                self._q[L.H_STATE >> 3] = L.STATE_EXITED_CLEAN
+            self.append_event(t, L.EV_EXIT, L.NO_SLOT, 0, None, (0 if clean else 1,), error_text)
+            self.heartbeat(t)
+            self._q[L.H_STATE >> 3] = L.STATE_EXITED_CLEAN if clean else L.STATE_EXITED_ERROR
+            if clean:
                 self._unlink_own_name()
-            else:
-                self.append_event(t, L.EV_EXIT, L.NO_SLOT, 0, None, (1,), error_text)
-                self.heartbeat(t)
-                self._q[L.H_STATE >> 3] = L.STATE_EXITED_ERROR
         finally:
             self._release()
 

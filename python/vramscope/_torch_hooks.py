@@ -152,7 +152,8 @@ class TorchHooks:
             if not done:
                 source.reset_peak(index)
 
-        self._undo.append(_torch_virtual.install(memory, cuda, device_index, view, reset))
+        for name, fn, original in _torch_virtual.wrappers(memory, device_index, view, reset):
+            self._replace(fn, original, name, (memory, cuda))
 
     # -- module attribution -----------------------------------------------------------------
 

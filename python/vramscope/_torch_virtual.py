@@ -55,9 +55,10 @@ class PeakVirtualiser:
         return out
 
 
-def install(memory_module, cuda_module, device_index, view, reset):
-    """Replaces `memory_stats_as_nested_dict` and `reset_peak_memory_stats` in
-    `torch.cuda.memory` and their `torch.cuda` aliases; returns an undo function.
+def wrappers(memory_module, device_index, view, reset):
+    """Replacements for `memory_stats_as_nested_dict` and `reset_peak_memory_stats` of
+    `torch.cuda.memory`, as (name, replacement, original) for the caller to install there
+    and in their `torch.cuda` aliases.
 
     `memory_stats`, `max_memory_allocated`, `max_memory_reserved`, `reset_max_memory_*` and
     `memory_summary` look these two up in `torch.cuda.memory` at call time, so they follow.
@@ -75,26 +76,7 @@ def install(memory_module, cuda_module, device_index, view, reset):
     def reset_peak_memory_stats(device=None):
         reset(device_index(device, optional=True))
 
-    for fn, orig in (
-        (memory_stats_as_nested_dict, original_stats),
-        (reset_peak_memory_stats, original_reset),
-    ):
-        fn.__doc__ = orig.__doc__
-        fn.__wrapped__ = orig
-
-    replaced = []
-    for module in (memory_module, cuda_module):
-        for name, fn, orig in (
-            ("memory_stats_as_nested_dict", memory_stats_as_nested_dict, original_stats),
-            ("reset_peak_memory_stats", reset_peak_memory_stats, original_reset),
-        ):
-            if getattr(module, name, None) is orig:
-                setattr(module, name, fn)
-                replaced.append((module, name, fn, orig))
-
-    def undo():
-        for module, name, fn, orig in replaced:
-            if getattr(module, name, None) is fn:
-                setattr(module, name, orig)
-
-    return undo
+    return (
+        ("memory_stats_as_nested_dict", memory_stats_as_nested_dict, original_stats),
+        ("reset_peak_memory_stats", reset_peak_memory_stats, original_reset),
+    )
