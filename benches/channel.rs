@@ -8,6 +8,9 @@
 //!
 //! Run with `cargo bench --bench channel` (add `-- SECS` to change the 10 s reader window).
 
+#[path = "../tests/channel_support/mod.rs"]
+mod channel_support;
+
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,29 +26,10 @@ const CHANNELS: usize = 64;
 const WRITE_HZ: u64 = 100;
 const POLL_HZ: u64 = 10;
 
-fn dir() -> tempfile::TempDir {
-    let base = if Path::new("/dev/shm").is_dir() {
-        "/dev/shm"
-    } else {
-        "/tmp"
-    };
-    let d = tempfile::Builder::new()
-        .prefix("vsc-bench-")
-        .tempdir_in(base)
-        .expect("temporary directory");
-    std::fs::set_permissions(
-        d.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o700),
-    )
-    .expect("chmod");
-    d
-}
-
 fn writer(dir: &Path) -> Writer {
     Writer::create(WriterConfig {
-        dir: Some(dir.to_path_buf()),
         sample_period_us: 10_000,
-        ..WriterConfig::default()
+        ..channel_support::config(dir)
     })
     .expect("writer")
 }
@@ -63,7 +47,7 @@ fn per_call(n: u64, mut f: impl FnMut(u64)) -> f64 {
 }
 
 fn writer_costs() {
-    let d = dir();
+    let d = channel_support::private_dir();
     let mut w = writer(d.path());
     let slot = w.add_device(DeviceIdentity::default()).expect("slot");
     const N: u64 = 5_000_000;
@@ -117,7 +101,9 @@ fn writer_costs() {
 }
 
 fn reader_cost(seconds: u64) {
-    let dirs: Vec<_> = (0..CHANNELS).map(|_| dir()).collect();
+    let dirs: Vec<_> = (0..CHANNELS)
+        .map(|_| channel_support::private_dir())
+        .collect();
     let mut writers: Vec<Writer> = dirs.iter().map(|d| writer(d.path())).collect();
     let paths: Vec<_> = writers.iter().map(|w| w.path().to_path_buf()).collect();
     for w in &mut writers {
