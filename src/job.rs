@@ -112,18 +112,10 @@ impl Job {
 
     /// Waits on a thread of its own and sends the end to `tx`.
     pub fn watch<E: From<JobEnd> + Send + 'static>(self, tx: Sender<E>) {
-        let mut child = self.child;
         let _ = thread::Builder::new()
             .name("job-wait".into())
             .spawn(move || {
-                let end = match child.wait() {
-                    Ok(status) => JobEnd::from_status(status),
-                    Err(e) => JobEnd {
-                        code: 1,
-                        text: format!("cannot wait for it: {e}"),
-                    },
-                };
-                let _ = tx.send(end.into());
+                let _ = tx.send(self.wait().into());
             });
     }
 

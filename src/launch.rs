@@ -68,8 +68,8 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
             }),
         )
     };
-    let alive = std::path::Path::new(&format!("/proc/{pid}")).exists()
-        && crate::job::descends_from(pid, std::process::id());
+    // A job that is gone has no /proc/PID/stat to descend through.
+    let alive = crate::job::descends_from(pid, std::process::id());
     if alive && let Ok(dir) = scratch {
         // Python loads parts of the writer lazily: its files must outlive the monitor.
         dir.keep();

@@ -101,11 +101,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         return ExitCode::from(1);
     }
     let (feed, monitor, interval_ms) = match replay {
-        Some(mut replay) => {
-            let monitor = replay.fresh_monitor();
-            let interval_ms = replay.interval_ms();
-            (Feed::Replay(Box::new(replay)), monitor, interval_ms)
-        }
+        Some(replay) => Feed::replay(replay),
         None => {
             let sampling = Sampling::start(
                 SamplingConfig {
@@ -115,16 +111,21 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
                 },
                 tx.clone(),
             );
-            let interval_ms = cli.interval.as_millis() as u64;
             (Feed::Live(sampling), Monitor::new(now_ms()), interval_ms)
         }
     };
     let exit_with_job = job.as_ref().is_some_and(|j| j.exit_with_job);
+    let job_started = job.as_ref().and_then(|RunJob { job, .. }| {
+        let log = job.log.as_ref()?;
+        Some(format!(
+            "job {} started; its output goes to {}",
+            job.pid,
+            log.display()
+        ))
+    });
     let job_view = job.map(|RunJob { job, .. }| {
         let view = JobView {
             pid: job.pid,
-            label: job.label.clone(),
-            log: job.log.clone(),
             end: None,
             focused: false,
         };
@@ -148,17 +149,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         exit_with_job,
         recording,
     };
-    if let Some(JobView {
-        pid,
-        log: Some(log),
-        ..
-    }) = &job_view
-    {
-        app.ui.flash = Some(format!(
-            "job {pid} started; its output goes to {}",
-            log.display()
-        ));
-    }
+    app.ui.flash = job_started;
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
     let mut first_frame = FirstFrame::from_env(started);
@@ -396,13 +387,11 @@ impl App {
             }
             Outcome::PlayDemo => {
                 match crate::demo::replay() {
-                    Ok(mut demo) => {
-                        self.monitor = demo.fresh_monitor();
-                        self.ui.interval_ms = demo.interval_ms();
+                    Ok(demo) => {
+                        (self.feed, self.monitor, self.ui.interval_ms) = Feed::replay(demo);
                         self.ui.time_cursor = true;
                         self.ui.frozen = None;
                         self.ui.flash = Some(crate::demo::GREETING.into());
-                        self.feed = Feed::Replay(Box::new(demo));
                     }
                     Err(e) => self.ui.flash = Some(format!("the demo cannot play: {e}")),
                 }

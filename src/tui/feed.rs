@@ -16,6 +16,14 @@ pub enum Feed {
 }
 
 impl Feed {
+    /// `replay` from its start: the feed, a monitor holding the recording's first moment, and
+    /// the recording's refresh period.
+    pub fn replay(mut replay: Replay) -> (Feed, Monitor, u64) {
+        let monitor = replay.fresh_monitor();
+        let interval_ms = replay.interval_ms();
+        (Feed::Replay(Box::new(replay)), monitor, interval_ms)
+    }
+
     /// The moment the screen shows.
     pub fn now_ms(&self) -> u64 {
         match self {

@@ -162,8 +162,6 @@ pub const ZOOM_LIMIT: i8 = 6;
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobView {
     pub pid: u32,
-    pub label: String,
-    pub log: Option<std::path::PathBuf>,
     pub end: Option<crate::job::JobEnd>,
     /// The selection has been put on the job's first GPU process once; after that the
     /// person moves it.

@@ -18,18 +18,8 @@ use ratatui::text::{Line, Span};
 /// Recent events listed under the chart.
 const EVENTS_SHOWN: usize = 4;
 
-/// How many lines `lines` returns for `row`, so the pane can be sized before drawing.
-pub fn height(view: &View, row: &TableRow) -> u16 {
-    if row.allocator.is_none() {
-        return 0;
-    }
-    let events = channel(view, row).map_or(0, |c| c.newest_events().len().min(EVENTS_SHOWN));
-    // Header, bar, legend, two charts of two lines, the tick line, then the events.
-    8 + events as u16
-}
-
-/// The lines, `width` cells wide; `range` and `chart_w` match the pane's other charts so
-/// every chart shares one time axis.
+/// The lines, `width` cells wide (none for a process that publishes no allocator figures);
+/// `range` and `chart_w` match the pane's other charts so every chart shares one time axis.
 pub fn lines(
     view: &View,
     row: &TableRow,
@@ -53,23 +43,16 @@ pub fn lines(
     let slot = state.and_then(|s| s.on_gpu(row.gpu_index, view.monitor.devices()));
     match (state, slot) {
         (Some(state), Some((_, Some(series)))) => {
-            let scale = gpu_total;
-            let [plot, label] = spark::chart_with_peak(
-                view,
-                &series.allocated,
-                range,
-                (chart_w, scale, theme.sparkline),
-            );
-            out.push(relabel(plot, theme, "alloc"));
-            out.push(label);
-            let [plot, label] = spark::chart_with_peak(
-                view,
-                &series.reserved,
-                range,
-                (chart_w, scale, theme.sparkline_alt),
-            );
-            out.push(relabel(plot, theme, "resv"));
-            out.push(label);
+            let charts = [
+                ("alloc", &series.allocated, theme.sparkline),
+                ("resv", &series.reserved, theme.sparkline_alt),
+            ];
+            for (name, points, style) in charts {
+                let [plot, label] =
+                    spark::chart_with_peak(view, points, range, (chart_w, gpu_total, style));
+                out.push(relabel(plot, theme, name));
+                out.push(label);
+            }
             out.push(ticks(theme, state, range, chart_w));
             let shown = state.newest_events().into_iter().take(EVENTS_SHOWN);
             out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
@@ -91,7 +74,6 @@ fn writer_line(
     allocator: &ProcessAllocator,
     state: Option<&ChannelState>,
 ) -> Line<'static> {
-    let sep = || Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim);
     let mut spans = vec![fmt::label(theme, "allocator")];
     if let Some(id) = state.and_then(|s| s.identity.as_ref()) {
         spans.push(Span::styled(
@@ -99,21 +81,21 @@ fn writer_line(
             theme.value,
         ));
         if let (Some(rank), Some(world)) = (id.rank, id.world_size) {
-            spans.push(sep());
+            spans.push(separator(theme));
             spans.push(Span::styled(format!("rank {rank}/{world}"), theme.value));
         }
     }
-    spans.push(sep());
+    spans.push(separator(theme));
     spans.push(Span::styled("step ", theme.label));
     spans.push(match allocator.step {
         Some(step) => Span::styled(step.to_string(), theme.value),
         None => Span::styled("-", theme.dim),
     });
     if !allocator.label.is_empty() {
-        spans.push(sep());
+        spans.push(separator(theme));
         spans.push(Span::styled(allocator.label.clone(), theme.value));
     }
-    spans.push(sep());
+    spans.push(separator(theme));
     let liveness_style = match allocator.liveness {
         WriterLiveness::Live => theme.ok,
         WriterLiveness::Stalled { .. } | WriterLiveness::Unreadable => theme.warn,
@@ -133,6 +115,11 @@ fn writer_line(
         ));
     }
     Line::from(spans)
+}
+
+/// ` │ ` between the parts of a line.
+fn separator(theme: &Theme) -> Span<'static> {
+    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
 
 /// The bar, `width` cells, and its legend.
@@ -165,13 +152,12 @@ fn breakdown(
     }
     bar.push(Span::styled(theme.glyphs.bar_right, theme.border));
 
-    let sep = || Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim);
     let mut legend = Vec::new();
     let names = ["allocated", "cache", "outside"];
     let values = [parts.allocated, parts.cache, parts.outside];
     for (i, ((name, value), glyph)) in names.iter().zip(values).zip(glyphs).enumerate() {
         if i > 0 {
-            legend.push(sep());
+            legend.push(separator(theme));
         }
         legend.push(Span::styled(format!("{glyph} {name} "), styles[i]));
         legend.push(Span::styled(units::bytes(value), theme.value));

@@ -13,20 +13,22 @@ use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>) {
     let theme = view.theme;
-    let extra = row.map_or(0, |r| allocator_detail::height(view, r));
-    let popup = centered(area, area.width.saturating_sub(4).min(110), 10 + extra);
+    let width = area.width.saturating_sub(4).min(110);
     let block = Block::new()
         .borders(Borders::ALL)
         .border_set(theme.glyphs.border)
         .border_style(theme.title)
         .padding(Padding::horizontal(1));
-    frame.render_widget(Clear, popup);
     let Some(row) = row else {
+        let popup = centered(area, width, 10);
+        frame.render_widget(Clear, popup);
         let block = block.title(Line::styled(" details ", theme.title));
         let text = Line::styled("no process selected (Esc closes)", theme.dim);
         frame.render_widget(Paragraph::new(text).block(block), popup);
         return;
     };
+    // The lines depend on the pane's width only; the allocator's part then sets its height.
+    let inner_w = block.inner(centered(area, width, 10)).width;
     let mut title = vec![Span::styled(
         format!(
             " PID {}  {}  GPU {} ",
@@ -41,8 +43,6 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         title.push(Span::styled(format!("exited {age} "), theme.warn));
     }
     let block = block.title(Line::from(title));
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
 
     let mut lines = Vec::with_capacity(10);
     lines.push(Line::from(vec![
@@ -66,7 +66,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         },
     ]));
 
-    let chart_w = inner.width.saturating_sub(spark::LABEL_W);
+    let chart_w = inner_w.saturating_sub(spark::LABEL_W);
     let range = spark::window(view, chart_w);
     let series = view.monitor.process_series(&row.key);
 
@@ -129,14 +129,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
-    lines.extend(allocator_detail::lines(
-        view,
-        row,
-        inner.width,
-        range,
-        chart_w,
-        gpu_total,
-    ));
+    let allocator = allocator_detail::lines(view, row, inner_w, range, chart_w, gpu_total);
+    let extra = u16::try_from(allocator.len()).unwrap_or(u16::MAX);
+    lines.extend(allocator);
+    let popup = centered(area, width, 10_u16.saturating_add(extra));
+    frame.render_widget(Clear, popup);
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
