@@ -264,15 +264,7 @@ fn quitting_after_the_pane_grew_leaves_no_frame_above_the_shell() {
 /// `--exit-with-job` leaves with the job, naming the log of its output.
 #[test]
 fn run_opens_on_the_launched_job_and_leaves_with_it() {
-    if !tmux::available() {
-        return;
-    }
-    if std::process::Command::new("python3")
-        .arg("-V")
-        .output()
-        .is_err()
-    {
-        eprintln!("SKIPPED: python3 is not installed (.ci/run installs it)");
+    if !tmux::available() || !common::tool_available("python3", "-V", "apt-get install python3") {
         return;
     }
     // Another GPU process comes first in the table, so selecting the job is a real choice.

@@ -90,6 +90,24 @@ pub fn h100(index: u32) -> Value {
     })
 }
 
+/// Whether `tool version_flag` (`-V`, `--version`) runs. In CI (CI set) a missing tool is a
+/// failure: .ci/run installs every tool the tests use; elsewhere the test says it is skipped
+/// and how to get it.
+pub fn tool_available(tool: &str, version_flag: &str, install: &str) -> bool {
+    let found = Command::new(tool)
+        .arg(version_flag)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{tool} missing in CI: .ci/run installs it"
+        );
+        eprintln!("SKIPPED: {tool} is not installed ({install})");
+    }
+    found
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -7,18 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Whether tmux can be used. In CI (CI set) a missing tmux is a failure: .ci/run installs it.
 pub fn available() -> bool {
-    let found = Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux missing in CI: .ci/run installs it"
-        );
-        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux)");
-    }
-    found
+    super::tool_available("tmux", "-V", "apt-get install tmux")
 }
 
 /// One tmux server with one session of the given size.
