@@ -164,19 +164,14 @@ pub fn families(published: &Published) -> Vec<Family> {
     let own: Vec<(Labels, &D)> = devices()
         .map(|(d, labels)| (Arc::from(labels.pairs()), d))
         .collect();
-    let over = |metrics: &[Metric<D>], items: &[(Labels, &D)]| -> Vec<Family> {
-        metrics
-            .iter()
-            .map(|m| m.family(items.iter().map(|(l, d)| (l, *d))))
-            .collect()
-    };
-    let mut families = over(DCGM, &dcgm);
-    families.extend(over(VRAMSCOPE, &own));
-    families
+    let dcgm_families = DCGM.iter().map(|m| m.family(&dcgm));
+    dcgm_families
+        .chain(VRAMSCOPE.iter().map(|m| m.family(&own)))
+        .collect()
 }
 
 /// The latest sample, unless it is old (stale) or the GPU is lost.
-fn fresh(d: &D) -> Option<&DeviceSample> {
+pub(super) fn fresh(d: &D) -> Option<&DeviceSample> {
     d.sample.as_ref().filter(|s| !d.stale && !s.lost)
 }
 

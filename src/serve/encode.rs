@@ -62,8 +62,10 @@ pub fn negotiate(accept: Option<&str>) -> Format {
     }
 }
 
-/// The exposition of `families` in `format`.
-pub fn encode(format: Format, families: Vec<Family>) -> String {
+/// The exposition of `families` in `format`; a family without samples is left out (an
+/// absent figure is never a 0, and the text encoder refuses an empty family).
+pub fn encode(format: Format, mut families: Vec<Family>) -> String {
+    families.retain(|f| !f.samples.is_empty());
     match format {
         Format::Text => text(&families),
         Format::OpenMetrics => openmetrics(families),
@@ -71,11 +73,7 @@ pub fn encode(format: Format, families: Vec<Family>) -> String {
 }
 
 fn text(families: &[Family]) -> String {
-    let protos: Vec<MetricFamily> = families
-        .iter()
-        .filter(|f| !f.samples.is_empty())
-        .map(to_proto)
-        .collect();
+    let protos: Vec<MetricFamily> = families.iter().map(to_proto).collect();
     // Fails only for a family without samples or name, which cannot reach it.
     prometheus::TextEncoder::new()
         .encode_to_string(&protos)
@@ -139,7 +137,7 @@ struct Families(Vec<Family>);
 
 impl Collector for Families {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        for family in self.0.iter().filter(|f| !f.samples.is_empty()) {
+        for family in &self.0 {
             // prometheus-client appends the unit and, for counters, `_total` itself.
             let mut name = family.name;
             if family.kind == Kind::Counter {

@@ -80,16 +80,14 @@ pub struct Metric<T> {
 
 impl<T> Metric<T> {
     /// The family over `items`, each with its labels; items without the figure are left out.
-    pub fn family<'a>(&self, items: impl Iterator<Item = (&'a Labels, &'a T)>) -> Family
-    where
-        T: 'a,
-    {
+    pub fn family(&self, items: &[(Labels, &T)]) -> Family {
         Family {
             name: self.name,
             help: self.help,
             kind: self.kind,
             unit: self.unit,
             samples: items
+                .iter()
                 .filter_map(|(labels, item)| {
                     Some(Sample {
                         labels: Arc::clone(labels),
@@ -146,12 +144,11 @@ pub const fn counter<T>(
     }
 }
 
-/// Every family of one scrape, empty ones left out.
+/// Every family of one scrape; the encoders leave out those without samples.
 pub fn build(published: &Published) -> Vec<Family> {
     let mut families = general(published);
     families.extend(device_metrics::families(published));
     families.extend(process_metrics::families(published));
-    families.retain(|f| !f.samples.is_empty());
     families
 }
 

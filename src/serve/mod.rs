@@ -123,11 +123,9 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
-    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    Ok(listener)
+    TcpListener::bind(addr)
+        .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
 
 #[cfg(test)]

@@ -25,18 +25,19 @@ pub struct DeviceLabels {
 impl DeviceLabels {
     /// dcgm-exporter's label names, in its order, for the `DCGM_*` families.
     pub fn dcgm_pairs(&self) -> Vec<(&'static str, String)> {
-        self.named(["UUID", "pci_bus_id", "device", "modelName", "Hostname"])
+        self.named(&["UUID", "pci_bus_id", "device", "modelName", "Hostname"])
     }
 
     /// snake_case names for the `vramscope_gpu_*` families; `gpu` and `uuid` as on the
-    /// per-process families, so the two join on them. (Prometheus adds the instance.)
+    /// per-process families, so the two join on them. No host name: Prometheus adds the
+    /// instance.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = self.named(["uuid", "pci_bus_id", "device", "model_name", ""]);
-        pairs.retain(|(name, _)| !name.is_empty());
-        pairs
+        self.named(&["uuid", "pci_bus_id", "device", "model_name"])
     }
 
-    fn named(&self, names: [&'static str; 5]) -> Vec<(&'static str, String)> {
+    /// `gpu`, then each fact present under the name at its place in `names` (uuid, PCI bus
+    /// id, device, model, host name); facts beyond the names given are left out.
+    fn named(&self, names: &[&'static str]) -> Vec<(&'static str, String)> {
         let values = [
             &self.uuid,
             &self.pci_bus_id,
@@ -45,9 +46,9 @@ impl DeviceLabels {
             &self.hostname,
         ];
         let mut pairs = vec![("gpu", self.gpu.to_string())];
-        for (name, value) in names.into_iter().zip(values) {
+        for (name, value) in names.iter().zip(values) {
             if let Some(value) = value {
-                pairs.push((name, value.clone()));
+                pairs.push((*name, value.clone()));
             }
         }
         pairs

@@ -2,6 +2,7 @@
 //! loop is, but headless. It drains each tick's events, takes one snapshot, and publishes it
 //! with the processes to export.
 
+use super::device_metrics::fresh;
 use super::node::Node;
 use super::processes;
 use super::published::{Latest, Published};
@@ -85,12 +86,7 @@ fn unreadable_process_lists(snapshot: &Snapshot) -> Vec<String> {
     snapshot
         .devices
         .iter()
-        .filter(|d| {
-            d.stale
-                || d.sample
-                    .as_ref()
-                    .is_none_or(|s| s.lost || s.processes.is_err())
-        })
+        .filter(|d| fresh(d).is_none_or(|s| s.processes.is_err()))
         .map(|d| d.info.key())
         .collect()
 }

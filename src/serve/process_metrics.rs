@@ -73,10 +73,7 @@ pub fn families(published: &Published) -> Vec<Family> {
         .iter()
         .map(|p| (Arc::from(p.labels.pairs()), p))
         .collect();
-    PROCESS
-        .iter()
-        .map(|m| m.family(items.iter().map(|(l, p)| (l, *p))))
-        .collect()
+    PROCESS.iter().map(|m| m.family(&items)).collect()
 }
 
 fn alloc(p: &P, pick: fn(&AllocatorFigures) -> Option<u64>) -> Option<Number> {

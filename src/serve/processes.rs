@@ -209,11 +209,7 @@ fn non_empty(text: &str) -> Option<String> {
 
 /// At most `MAX_LABEL_BYTES`, cut at a character boundary.
 fn cut(text: &str) -> String {
-    let mut end = text.len().min(MAX_LABEL_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    text[..text.floor_char_boundary(MAX_LABEL_BYTES)].to_string()
 }
 
 #[cfg(test)]
