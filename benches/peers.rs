@@ -35,6 +35,7 @@
 mod common;
 
 use common::tmux::{self, Tmux};
+use common::{GIB, MIB};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -70,8 +71,6 @@ const UNSET: &[&str] = &[
     "CUDA_VISIBLE_DEVICES",
     "NVITOP_MONITOR_MODE",
 ];
-const MIB: u64 = 1 << 20;
-const GIB: u64 = 1 << 30;
 
 fn main() {
     let opts = Options::parse();
@@ -675,8 +674,8 @@ impl ScenarioRun {
     }
 }
 
-/// The environment of every tool run: the fake, its scenario and counts; nothing else of
-/// this shell's that would change how a tool runs.
+/// What every tool run sets: the fake, its scenario and counts (each run also removes the
+/// variables in `UNSET`).
 fn tool_env(env: &Env, scenario: &ScenarioRun, counts: &Path) -> Vec<(String, String)> {
     vec![
         ("LD_LIBRARY_PATH".into(), env.lib_dir.display().to_string()),
@@ -685,8 +684,6 @@ fn tool_env(env: &Env, scenario: &ScenarioRun, counts: &Path) -> Vec<(String, St
             scenario.path.display().to_string(),
         ),
         ("FAKE_NVML_COUNTS".into(), counts.display().to_string()),
-        ("COLUMNS".into(), COLS.to_string()),
-        ("LINES".into(), ROWS.to_string()),
     ]
 }
 
@@ -697,7 +694,7 @@ fn shell_quote(s: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Monitor runs
 
-#[derive(Default, Clone)]
+#[derive(Default, Clone, serde::Serialize)]
 struct MonitorResult {
     first_frame_ms: Option<f64>,
     own_first_frame_ms: Option<f64>,
@@ -753,7 +750,6 @@ fn run_monitor(
     let start_file = run_dir.join("start-ns");
     let own_first = run_dir.join("own-first-frame-us");
     let mut vars = tool_env(env, scenario, &counts);
-    vars.retain(|(k, _)| k != "COLUMNS" && k != "LINES");
     if tool == Tool::Vramscope {
         vars.push((
             "VRAMSCOPE_FIRST_FRAME_FILE".into(),
@@ -963,11 +959,13 @@ fn peak_rss_kb(pid: u32) -> f64 {
 // ---------------------------------------------------------------------------------------------
 // One-shot runs
 
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize)]
 struct OneShot {
     wall_ms: f64,
     calls: u64,
     ok: bool,
+    /// Kept for the figures check and under `--out`, not in results.json.
+    #[serde(skip)]
     stdout: String,
 }
 
@@ -992,7 +990,10 @@ fn run_oneshot(
     for u in UNSET {
         cmd.env_remove(u);
     }
-    cmd.envs(tool_env(env, scenario, &counts));
+    // No terminal: the pane's size, as the monitors get it from tmux.
+    cmd.envs(tool_env(env, scenario, &counts))
+        .env("COLUMNS", COLS.to_string())
+        .env("LINES", ROWS.to_string());
     let start = Instant::now();
     let output = cmd.output();
     let wall_ms = start.elapsed().as_secs_f64() * 1000.0;
@@ -1357,10 +1358,10 @@ impl Report {
         scenario: &str,
         tool: Tool,
         interval: u64,
-        f: impl Fn(&MonitorResult) -> Option<f64>,
+        f: impl Fn(&MonitorResult) -> f64,
     ) -> Option<f64> {
         let runs = self.monitor.get(&(scenario.to_owned(), tool, interval))?;
-        median(runs.iter().filter_map(&f).collect())
+        median(runs.iter().map(f).collect())
     }
 
     fn oneshot_median(
@@ -1377,48 +1378,26 @@ impl Report {
         let tools = &opts.tools;
         let mut rows = Vec::new();
         let per_tool = |f: &dyn Fn(Tool) -> Option<f64>| tools.iter().map(|t| f(*t)).collect();
+        // Per interval: label, unit, decimals, figure.
+        let per_interval: [(&str, &'static str, usize, fn(&MonitorResult) -> f64); 5] = [
+            ("CPU per refresh", "ms", 3, |r| r.cpu_ms_per_refresh),
+            ("  same, /proc/PID/stat ticks", "ms", 3, |r| {
+                r.tick_cpu_ms_per_refresh
+            }),
+            ("  CPU of a core", "%", 2, |r| r.cpu_percent),
+            ("  refresh period", "ms", 0, |r| r.refresh_period_ms),
+            ("NVML calls per refresh", "", 1, |r| r.calls_per_refresh),
+        ];
         for &iv in &opts.intervals_ms {
             let s = seconds_arg(iv);
-            rows.push(Row {
-                label: format!("CPU per refresh @{s}s"),
-                unit: "ms",
-                decimals: 3,
-                values: per_tool(&|t| {
-                    self.monitor_median(scenario, t, iv, |r| Some(r.cpu_ms_per_refresh))
-                }),
-            });
-            rows.push(Row {
-                label: format!("  same, /proc/PID/stat ticks @{s}s"),
-                unit: "ms",
-                decimals: 3,
-                values: per_tool(&|t| {
-                    self.monitor_median(scenario, t, iv, |r| Some(r.tick_cpu_ms_per_refresh))
-                }),
-            });
-            rows.push(Row {
-                label: format!("  CPU of a core @{s}s"),
-                unit: "%",
-                decimals: 2,
-                values: per_tool(&|t| {
-                    self.monitor_median(scenario, t, iv, |r| Some(r.cpu_percent))
-                }),
-            });
-            rows.push(Row {
-                label: format!("  refresh period @{s}s"),
-                unit: "ms",
-                decimals: 0,
-                values: per_tool(&|t| {
-                    self.monitor_median(scenario, t, iv, |r| Some(r.refresh_period_ms))
-                }),
-            });
-            rows.push(Row {
-                label: format!("NVML calls per refresh @{s}s"),
-                unit: "",
-                decimals: 1,
-                values: per_tool(&|t| {
-                    self.monitor_median(scenario, t, iv, |r| Some(r.calls_per_refresh))
-                }),
-            });
+            for (label, unit, decimals, figure) in per_interval {
+                rows.push(Row {
+                    label: format!("{label} @{s}s"),
+                    unit,
+                    decimals,
+                    values: per_tool(&|t| self.monitor_median(scenario, t, iv, figure)),
+                });
+            }
         }
         let all_intervals = |t: Tool, f: &dyn Fn(&MonitorResult) -> Option<f64>| {
             median(
@@ -1608,19 +1587,7 @@ impl Report {
             .map(|((scenario, tool, iv), runs)| {
                 json!({
                     "scenario": scenario, "tool": tool.name(), "interval_ms": iv,
-                    "runs": runs.iter().map(|r| json!({
-                        "cpu_ms_per_refresh": r.cpu_ms_per_refresh,
-                        "tick_cpu_ms_per_refresh": r.tick_cpu_ms_per_refresh,
-                        "cpu_percent": r.cpu_percent,
-                        "refresh_period_ms": r.refresh_period_ms,
-                        "first_frame_ms": r.first_frame_ms,
-                        "own_first_frame_ms": r.own_first_frame_ms,
-                        "peak_rss_mb": r.peak_rss_mb,
-                        "calls_per_refresh": r.calls_per_refresh,
-                        "calls_by_function": r.calls_by_function,
-                        "tmux_cpu_ms_per_refresh": r.tmux_cpu_ms_per_refresh,
-                        "note": r.note,
-                    })).collect::<Vec<_>>(),
+                    "runs": runs,
                 })
             })
             .collect();
@@ -1630,8 +1597,7 @@ impl Report {
             .map(|((scenario, tool), runs)| {
                 json!({
                     "scenario": scenario, "tool": tool.name(),
-                    "runs": runs.iter().map(|o| json!({"wall_ms": o.wall_ms, "calls": o.calls, "ok": o.ok}))
-                        .collect::<Vec<_>>(),
+                    "runs": runs,
                 })
             })
             .collect();
