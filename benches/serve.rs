@@ -18,7 +18,6 @@ mod serve_support;
 
 use serde_json::{Value, json};
 use serve_support::{PROMETHEUS_ACCEPT, Served};
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -237,16 +236,11 @@ fn cpu_ns(pid: u32) -> f64 {
         .sum()
 }
 
+/// Every NVML call the fake has counted so far, summed.
 fn total_calls(path: &Path) -> f64 {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let value: Value = serde_json::from_str(&text).unwrap_or(json!({}));
-    let counts: BTreeMap<String, f64> = value
+    value
         .as_object()
-        .map(|o| {
-            o.iter()
-                .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
-                .collect()
-        })
-        .unwrap_or_default();
-    counts.values().sum()
+        .map_or(0.0, |o| o.values().filter_map(Value::as_f64).sum())
 }

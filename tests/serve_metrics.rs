@@ -12,51 +12,17 @@ use serve_support::*;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-use vramscope::channel::{
-    DeviceFigures, DeviceIdentity, SampleFields, Writer, WriterConfig, WriterKind, parse_uuid,
-};
+use vramscope::channel::{DeviceFigures, SampleFields, Writer};
 
-const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";
 const UUID1: &str = "GPU-00000000-0000-0000-0000-000000000001";
 
-/// Two H100s: GPU 0 lists `ours` (25 GiB); GPU 1 lists `other` (3 GiB), and has neither a
-/// temperature sensor nor a fan.
-fn two_gpus(ours: u32, other: u32) -> Value {
-    let mut gpu0 = h100(0);
-    gpu0["processes"] = json!([{ "t": 0, "compute": [{ "pid": ours, "used_memory": 25 * GIB }] }]);
-    let mut gpu1 = h100(1);
-    gpu1["num_fans"] = json!(0);
-    gpu1["processes"] = json!([{ "t": 0, "compute": [{ "pid": other, "used_memory": 3 * GIB }] }]);
-    json!({
-        "devices": [gpu0, gpu1],
-        "faults": [{ "function": "nvmlDeviceGetTemperature", "error": "NotSupported", "device": 1 }]
-    })
-}
-
-/// A channel writer in this test process (so NVML's row for our pid joins it): rank 1 of job
-/// `job-42`, 20 GiB allocated, 24 reserved, a 30 GiB spike, 2 OOMs, 3 retries, step 7.
-pub fn rank_writer(dir: &Path) -> Writer {
-    let mut writer = Writer::create(WriterConfig {
-        framework: "rust-test 1.0".into(),
-        rank: Some(1),
-        local_rank: Some(1),
-        world_size: Some(2),
-        job_id: "job-42".into(),
-        dir: Some(dir.to_path_buf()),
-        ..WriterConfig::from_process(WriterKind::Rust)
-    })
-    .expect("create a channel");
-    let slot = writer
-        .add_device(DeviceIdentity {
-            ordinal: 0,
-            uuid: parse_uuid(UUID0),
-            pci_bus_id: None,
-            total: Some(80 * GIB),
-        })
-        .expect("a device slot");
+/// Our rank's figures on GPU 0: 20 GiB allocated, 24 reserved, a 30 GiB spike, 2 OOMs,
+/// 3 retries, step 7.
+fn our_writer(dir: &Path) -> Writer {
+    let mut writer = rank_writer(dir);
     for peak in [20 * GIB, 30 * GIB, 20 * GIB] {
         writer.sample(&SampleFields {
-            slot: slot as u8,
+            slot: 0,
             allocated: Some(20 * GIB),
             reserved: Some(24 * GIB),
             peak: Some(peak),
@@ -65,7 +31,7 @@ pub fn rank_writer(dir: &Path) -> Writer {
         });
     }
     writer.publish_device(
-        slot,
+        0,
         &DeviceFigures {
             allocated: Some(20 * GIB),
             allocated_peak: Some(30 * GIB),
@@ -109,9 +75,9 @@ impl Drop for Setup {
 fn setup() -> Setup {
     let work = tempfile::tempdir().unwrap();
     let channels = work.path().join("channels");
-    let writer = rank_writer(&channels);
+    let writer = our_writer(&channels);
     let other = sleeper();
-    let scenario = Scenario::new(&two_gpus(std::process::id(), other.id()));
+    let scenario = Scenario::new(&two_gpus(std::process::id(), Some(other.id())));
     let served = Served::start(
         &scenario,
         &["--interval", "250ms"],
@@ -308,21 +274,7 @@ fn promtool_checks_the_output() {
     }
     let s = setup();
     let body = s.served.scrape();
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = promtool_check(&body);
     let report =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     // promtool's lint rejects one thing, and only on dcgm-exporter's families: its camelCase
@@ -343,6 +295,18 @@ fn promtool_checks_the_output() {
     );
     // The same body without dcgm-exporter's camelCase label passes outright.
     let snake: String = body.replace(",modelName=", ",model_name=");
+    let out = promtool_check(&snake);
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `promtool check metrics` run on `body`.
+fn promtool_check(body: &str) -> std::process::Output {
+    use std::io::Write;
     let mut child = Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -354,15 +318,9 @@ fn promtool_checks_the_output() {
         .stdin
         .take()
         .unwrap()
-        .write_all(snake.as_bytes())
+        .write_all(body.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -385,7 +343,7 @@ fn an_exited_process_leaves_after_the_grace_period() {
     let work = tempfile::tempdir().unwrap();
     let mut other = sleeper();
     let pid = other.id();
-    let scenario = Scenario::new(&two_gpus(1, pid));
+    let scenario = Scenario::new(&two_gpus(1, Some(pid)));
     let served = Served::start(&scenario, &["--interval", "250ms", "--grace", "2s"], &[]);
     let theirs = pid.to_string();
     let with = [("pid", theirs.as_str())];
@@ -395,7 +353,7 @@ fn an_exited_process_leaves_after_the_grace_period() {
     // NVML stops listing it.
     let _ = other.kill();
     let _ = other.wait();
-    scenario.rewrite(&two_gpus(1, 2));
+    scenario.rewrite(&two_gpus(1, Some(2)));
     let gone_at = Instant::now();
     let text = served.scrape_until(Duration::from_secs(10), |text| {
         value(&samples(text), "vramscope_process_running", &with) == Some(0.0)
@@ -421,7 +379,7 @@ fn an_exited_process_leaves_after_the_grace_period() {
 fn scrapes_read_the_snapshot_and_never_call_nvml() {
     let work = tempfile::tempdir().unwrap();
     let counts = work.path().join("counts.json");
-    let scenario = Scenario::new(&two_gpus(1, 2));
+    let scenario = Scenario::new(&two_gpus(1, Some(2)));
     let served = Served::start(
         &scenario,
         &["--interval", "250ms"],

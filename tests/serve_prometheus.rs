@@ -9,14 +9,10 @@ mod serve_support;
 use common::*;
 use serde_json::{Value, json};
 use serve_support::*;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use vramscope::channel::{
-    DeviceFigures, DeviceIdentity, SampleFields, Writer, WriterConfig, WriterKind, parse_uuid,
-};
+use vramscope::channel::{DeviceFigures, SampleFields, Writer};
 
-const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";
 const DASHBOARD: &str = include_str!("../assets/grafana-dashboard.json");
 
 /// A Prometheus on a free loopback port with its storage in a temporary folder, scraping
@@ -128,18 +124,6 @@ impl Drop for Prometheus {
     }
 }
 
-/// One H100 listing this test process with 25 GiB, and one listing nothing.
-fn scenario(pid: u32) -> Value {
-    let mut gpu0 = h100(0);
-    gpu0["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 25 * GIB }] }]);
-    let mut gpu1 = h100(1);
-    gpu1["num_fans"] = json!(0);
-    json!({
-        "devices": [gpu0, gpu1],
-        "faults": [{ "function": "nvmlDeviceGetTemperature", "error": "NotSupported", "device": 1 }]
-    })
-}
-
 /// Rank 1 of `job-42` on GPU 0: 20 GiB allocated, 24 reserved, 30 peak, `ooms` OOMs.
 fn publish(writer: &mut Writer, ooms: u64) {
     writer.sample(&SampleFields {
@@ -163,28 +147,6 @@ fn publish(writer: &mut Writer, ooms: u64) {
     writer.status(Some(7), "train");
 }
 
-fn writer(dir: &Path) -> Writer {
-    let mut writer = Writer::create(WriterConfig {
-        rank: Some(1),
-        local_rank: Some(1),
-        world_size: Some(2),
-        job_id: "job-42".into(),
-        dir: Some(dir.to_path_buf()),
-        ..WriterConfig::from_process(WriterKind::Rust)
-    })
-    .unwrap();
-    writer
-        .add_device(DeviceIdentity {
-            ordinal: 0,
-            uuid: parse_uuid(UUID0),
-            pci_bus_id: None,
-            total: Some(80 * GIB),
-        })
-        .unwrap();
-    publish(&mut writer, 2);
-    writer
-}
-
 #[test]
 fn prometheus_stores_the_scenarios_values() {
     if !available("prometheus") {
@@ -192,9 +154,10 @@ fn prometheus_stores_the_scenarios_values() {
     }
     let work = tempfile::tempdir().unwrap();
     let channels = work.path().join("channels");
-    let mut writer = writer(&channels);
+    let mut writer = rank_writer(&channels);
+    publish(&mut writer, 2);
     let pid = std::process::id();
-    let scenario = Scenario::new(&scenario(pid));
+    let scenario = Scenario::new(&two_gpus(pid, None));
     let served = Served::start(
         &scenario,
         &["--interval", "250ms"],

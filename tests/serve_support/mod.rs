@@ -1,14 +1,62 @@
 //! Shared by the `serve_*` tests: running `vramscope serve` against the fake NVML, scraping
-//! it, reading the text format, and finding Prometheus's tools.
+//! it, reading the text format, finding Prometheus's tools, and the scenario and channel
+//! writer the end-to-end tests share.
 
 #![allow(dead_code)]
 
-use crate::common::Scenario;
+use crate::common::{GIB, Scenario, h100};
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use vramscope::channel::{DeviceIdentity, Writer, WriterConfig, WriterKind, parse_uuid};
+
+/// The UUID of `h100(0)`.
+pub const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";
+
+/// Two H100s: GPU 0 lists `ours` (25 GiB); GPU 1 lists `other` (3 GiB) when there is one,
+/// and has neither a temperature sensor nor a fan.
+pub fn two_gpus(ours: u32, other: Option<u32>) -> Value {
+    let mut gpu0 = h100(0);
+    gpu0["processes"] = json!([{ "t": 0, "compute": [{ "pid": ours, "used_memory": 25 * GIB }] }]);
+    let mut gpu1 = h100(1);
+    gpu1["num_fans"] = json!(0);
+    if let Some(other) = other {
+        gpu1["processes"] =
+            json!([{ "t": 0, "compute": [{ "pid": other, "used_memory": 3 * GIB }] }]);
+    }
+    json!({
+        "devices": [gpu0, gpu1],
+        "faults": [{ "function": "nvmlDeviceGetTemperature", "error": "NotSupported", "device": 1 }]
+    })
+}
+
+/// A channel writer in this test process (so NVML's row for our pid joins it): rank 1 of 2
+/// in job `job-42`, with GPU 0 (`UUID0`, 80 GiB) in slot 0 and nothing published yet.
+pub fn rank_writer(dir: &Path) -> Writer {
+    let mut writer = Writer::create(WriterConfig {
+        rank: Some(1),
+        local_rank: Some(1),
+        world_size: Some(2),
+        job_id: "job-42".into(),
+        dir: Some(dir.to_path_buf()),
+        ..WriterConfig::from_process(WriterKind::Rust)
+    })
+    .expect("create a channel");
+    let slot = writer
+        .add_device(DeviceIdentity {
+            ordinal: 0,
+            uuid: parse_uuid(UUID0),
+            pci_bus_id: None,
+            total: Some(80 * GIB),
+        })
+        .expect("a device slot");
+    assert_eq!(slot, 0);
+    writer
+}
 
 /// Prometheus's own `Accept` header (2.x), which prefers OpenMetrics.
 pub const PROMETHEUS_ACCEPT: &str = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
