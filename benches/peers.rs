@@ -1345,6 +1345,9 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// One figure of a monitor run, for a row of the table.
+type Figure = fn(&MonitorResult) -> f64;
+
 struct Row {
     label: String,
     unit: &'static str,
@@ -1378,8 +1381,7 @@ impl Report {
         let tools = &opts.tools;
         let mut rows = Vec::new();
         let per_tool = |f: &dyn Fn(Tool) -> Option<f64>| tools.iter().map(|t| f(*t)).collect();
-        // Per interval: label, unit, decimals, figure.
-        let per_interval: [(&str, &'static str, usize, fn(&MonitorResult) -> f64); 5] = [
+        let per_interval: [(&str, &'static str, usize, Figure); 5] = [
             ("CPU per refresh", "ms", 3, |r| r.cpu_ms_per_refresh),
             ("  same, /proc/PID/stat ticks", "ms", 3, |r| {
                 r.tick_cpu_ms_per_refresh
