@@ -103,7 +103,6 @@ impl<W: Write> Rows<'_, W> {
     fn event(&mut self, event: SourceEvent) -> io::Result<()> {
         match event {
             SourceEvent::Started { devices, .. } => self.devices = devices,
-            SourceEvent::NvmlUnavailable(_) => {}
             SourceEvent::Device(sample) => self.device(&sample)?,
             SourceEvent::Host(sample) => self.host(&sample)?,
             SourceEvent::Channels(batch) => {
@@ -111,11 +110,8 @@ impl<W: Write> Rows<'_, W> {
                     self.poll(poll)?;
                 }
             }
-            SourceEvent::Batch(events) => {
-                for event in events {
-                    self.event(event)?;
-                }
-            }
+            // A recording gives a batch's members one by one.
+            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
         }
         Ok(())
     }

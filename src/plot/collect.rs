@@ -7,9 +7,10 @@ use super::downsample::MaxBuckets;
 use super::steps::StepTracker;
 use super::timeline::{OomMark, Panel, Role, Series, Timeline, clean};
 use crate::model::{
-    AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, WriterIdentity,
+    AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
+    WriterIdentity,
 };
-use crate::record::{Recording, RecordingError};
+use crate::record::Recording;
 use crate::sources::runner::SourceEvent;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -75,16 +76,7 @@ pub fn collect(recording: Recording, points: usize) -> Timeline {
         first_ms: None,
         last_ms: None,
     };
-    let mut damaged = None;
-    for item in recording.events() {
-        match item {
-            Ok((at_ms, event)) => c.event(at_ms, event),
-            Err(RecordingError { message }) => {
-                damaged = Some(message);
-                break;
-            }
-        }
-    }
+    let damaged = recording.each_event(|at_ms, event| c.event(at_ms, event));
     c.finish(header.host.as_deref(), damaged)
 }
 
@@ -98,7 +90,6 @@ impl Collector {
         self.seen(at_ms);
         match event {
             SourceEvent::Started { devices, .. } => self.devices = devices,
-            SourceEvent::NvmlUnavailable(_) => {}
             SourceEvent::Device(sample) => self.device(&sample),
             SourceEvent::Host(sample) => self.host(&sample),
             SourceEvent::Channels(batch) => {
@@ -106,11 +97,8 @@ impl Collector {
                     self.poll(poll);
                 }
             }
-            SourceEvent::Batch(events) => {
-                for event in events {
-                    self.event(at_ms, event);
-                }
-            }
+            // A recording gives a batch's members one by one.
+            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
         }
     }
 
@@ -192,40 +180,37 @@ impl Collector {
         }
         for event in &poll.events {
             times.push(event.at_ms);
-            let figure = |name: &str| {
-                event
-                    .kind
-                    .figures()
-                    .into_iter()
-                    .find(|(n, _)| *n == name)
-                    .and_then(|(_, r)| r.ok())
-            };
-            match &event.kind {
+            let figure = |r: &Reading<u64>| r.as_ref().ok().copied();
+            let (bytes, requested) = match &event.kind {
                 EventKind::StepEnd { duration_ns, .. } => {
                     if let Some(step) = event.step {
-                        channel
-                            .steps
-                            .ended(step, event.at_ms, duration_ns.as_ref().ok().copied());
+                        channel.steps.ended(step, event.at_ms, figure(duration_ns));
                     }
+                    continue;
                 }
-                kind if kind.is_oom() => {
-                    if self.ooms.len() >= MAX_OOMS {
-                        self.ooms_dropped += 1;
-                        continue;
-                    }
-                    self.ooms.push(PendingOom {
-                        path: poll.path.clone(),
-                        slot: event.slot,
-                        mark: OomMark {
-                            at_ms: event.at_ms,
-                            bytes: figure("reserved").or_else(|| figure("allocated")),
-                            requested: figure("requested"),
-                            pid: channel.host_pid,
-                        },
-                    });
-                }
-                _ => {}
+                EventKind::Oom {
+                    requested,
+                    allocated,
+                    reserved,
+                    ..
+                } => (figure(reserved).or(figure(allocated)), requested),
+                EventKind::OomError { requested } => (None, requested),
+                _ => continue,
+            };
+            if self.ooms.len() >= MAX_OOMS {
+                self.ooms_dropped += 1;
+                continue;
             }
+            self.ooms.push(PendingOom {
+                path: poll.path.clone(),
+                slot: event.slot,
+                mark: OomMark {
+                    at_ms: event.at_ms,
+                    bytes,
+                    requested: figure(requested),
+                    pid: channel.host_pid,
+                },
+            });
         }
         for t in times {
             self.seen(t);

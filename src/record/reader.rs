@@ -99,6 +99,18 @@ impl Recording {
             done: false,
         }
     }
+
+    /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
+    /// message of the damage that stopped the reading, if any.
+    pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Option<String> {
+        for item in self.events() {
+            match item {
+                Ok((at_ms, event)) => f(at_ms, event),
+                Err(RecordingError { message }) => return Some(message),
+            }
+        }
+        None
+    }
 }
 
 /// The events of a recording; see `Recording::events`.

@@ -113,7 +113,6 @@ fn event_cost(event: &SourceEvent) -> usize {
                     .map(|p| p.points.len() * POINT_COST + p.events.len() * EVENT_COST)
                     .sum::<usize>()
         }
-        SourceEvent::Batch(events) => events.iter().map(event_cost).sum(),
         _ => EVENT_COST,
     }
 }
@@ -159,11 +158,7 @@ fn note_marks(
                 }
             }
         }
-        SourceEvent::Batch(events) => {
-            for event in events {
-                note_marks(recorded_ms, event, peak, marks);
-            }
-        }
+        // A recording gives a batch's members one by one.
         _ => {}
     }
 }

@@ -6,10 +6,10 @@
 
 use super::spikes::{Rise, RiseTracker};
 use crate::model::{
-    AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
+    Absent, AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
     WriterIdentity,
 };
-use crate::record::{Header, Recording, RecordingError};
+use crate::record::{Header, Recording};
 use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -129,9 +129,10 @@ struct ChannelTrack {
 #[derive(Default)]
 struct Analysis {
     devices: Vec<DeviceInfo>,
-    gpu_peaks: BTreeMap<u32, At>,
+    /// The peaks per GPU and per (pid, GPU): an entry is `Some` as soon as `raise` makes it.
+    gpu_peaks: BTreeMap<u32, Option<At>>,
     gpu_rises: BTreeMap<u32, RiseTracker>,
-    process_peaks: BTreeMap<(u32, u32), At>,
+    process_peaks: BTreeMap<(u32, u32), Option<At>>,
     hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
     channels: BTreeMap<String, ChannelTrack>,
     ooms: Vec<OomSummary>,
@@ -144,16 +145,7 @@ struct Analysis {
 pub fn analyse(recording: Recording) -> Report {
     let header = recording.header().clone();
     let mut analysis = Analysis::default();
-    let mut damaged = None;
-    for item in recording.events() {
-        match item {
-            Ok((at_ms, event)) => analysis.event(at_ms, event),
-            Err(RecordingError { message }) => {
-                damaged = Some(message);
-                break;
-            }
-        }
-    }
+    let damaged = recording.each_event(|at_ms, event| analysis.event(at_ms, event));
     analysis.finish(header, damaged)
 }
 
@@ -163,7 +155,6 @@ impl Analysis {
         self.last_ms = Some(self.last_ms.map_or(at_ms, |l| l.max(at_ms)));
         match event {
             SourceEvent::Started { devices, .. } => self.devices = devices,
-            SourceEvent::NvmlUnavailable(_) => {}
             SourceEvent::Device(sample) => self.device(&sample),
             SourceEvent::Host(sample) => self.host(&sample),
             SourceEvent::Channels(batch) => {
@@ -171,18 +162,15 @@ impl Analysis {
                     self.poll(poll);
                 }
             }
-            SourceEvent::Batch(events) => {
-                for event in events {
-                    self.event(at_ms, event);
-                }
-            }
+            // A recording gives a batch's members one by one.
+            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
         }
     }
 
     fn device(&mut self, sample: &DeviceSample) {
         if let Ok(memory) = &sample.memory {
             raise(
-                self.gpu_peaks.entry(sample.index),
+                self.gpu_peaks.entry(sample.index).or_default(),
                 memory.used,
                 sample.at_ms,
                 None,
@@ -197,7 +185,7 @@ impl Analysis {
             for p in processes {
                 if let Ok(used) = p.used_memory {
                     raise(
-                        self.process_peaks.entry((p.pid, sample.index)),
+                        self.process_peaks.entry((p.pid, sample.index)).or_default(),
                         used,
                         sample.at_ms,
                         None,
@@ -232,15 +220,13 @@ impl Analysis {
             let slot = channel.slots.entry(point.slot).or_default();
             let step = point.step.or(poll.step);
             if let Some(top) = point.peak.max(point.allocated) {
-                let was = slot.peak_allocated.as_ref().map(|p| p.value);
-                raise_slot(
+                if raise(
                     &mut slot.peak_allocated,
                     top,
                     point.at_ms,
                     step,
                     &poll.label,
-                );
-                if slot.peak_allocated.as_ref().map(|p| p.value) != was {
+                ) {
                     slot.cache_at_peak = point
                         .reserved
                         .zip(point.allocated)
@@ -250,7 +236,7 @@ impl Analysis {
                     .push_with(point.at_ms, top, || (step, poll.label.clone()));
             }
             if let Some(reserved) = point.reserved {
-                raise_slot(
+                raise(
                     &mut slot.peak_reserved,
                     reserved,
                     point.at_ms,
@@ -275,18 +261,25 @@ impl Analysis {
             slot.device = Some(device.clone());
         }
         for event in &poll.events {
-            let caught = match &event.kind {
-                EventKind::Oom { .. } => true,
-                EventKind::OomError { .. } => false,
+            let absent = || Err(Absent::NotSupported);
+            let (caught, requested, device_free, allocated, reserved) = match &event.kind {
+                EventKind::Oom {
+                    requested,
+                    device_free,
+                    allocated,
+                    reserved,
+                    ..
+                } => (
+                    true,
+                    requested.clone(),
+                    device_free.clone(),
+                    allocated.clone(),
+                    reserved.clone(),
+                ),
+                EventKind::OomError { requested } => {
+                    (false, requested.clone(), absent(), absent(), absent())
+                }
                 _ => continue,
-            };
-            let figure = |name: &str| {
-                event
-                    .kind
-                    .figures()
-                    .into_iter()
-                    .find(|(n, _)| *n == name)
-                    .map_or(Err(crate::model::Absent::NotSupported), |(_, r)| r)
             };
             self.ooms.push(OomSummary {
                 at_ms: event.at_ms,
@@ -297,10 +290,10 @@ impl Analysis {
                     .and_then(|slot| slot.device.as_ref())
                     .and_then(|d| crate::state::allocators::gpu_index_of(d, &self.devices)),
                 caught,
-                requested: figure("requested"),
-                device_free: figure("device_free"),
-                allocated: figure("allocated"),
-                reserved: figure("reserved"),
+                requested,
+                device_free,
+                allocated,
+                reserved,
                 step: event.step,
                 label: event.label.clone(),
             });
@@ -316,7 +309,7 @@ impl Analysis {
                 name: d.display_name(),
                 uuid: d.uuid.as_ref().ok().cloned(),
                 total: d.memory_total.as_ref().ok().copied(),
-                peak_used: self.gpu_peaks.get(&d.index).cloned(),
+                peak_used: self.gpu_peaks.get(&d.index).cloned().flatten(),
             })
             .collect();
         let mut processes: Vec<ProcessSummary> = self
@@ -329,7 +322,7 @@ impl Analysis {
                     gpu_index,
                     command,
                     user,
-                    peak_nvml: Some(peak.clone()),
+                    peak_nvml: peak.clone(),
                     allocator: self.allocator_of(pid, gpu_index),
                 }
             })
@@ -418,31 +411,10 @@ impl Analysis {
     }
 }
 
-/// Keeps the first time the highest value was reached.
-fn raise(
-    entry: std::collections::btree_map::Entry<'_, impl Ord, At>,
-    value: u64,
-    at_ms: u64,
-    step: Option<u64>,
-    phase: &str,
-) {
-    let at = At {
-        value,
-        at_ms,
-        step,
-        phase: phase.to_string(),
-    };
-    entry
-        .and_modify(|peak| {
-            if value > peak.value {
-                *peak = at.clone();
-            }
-        })
-        .or_insert(at);
-}
-
-fn raise_slot(peak: &mut Option<At>, value: u64, at_ms: u64, step: Option<u64>, phase: &str) {
-    if peak.as_ref().is_none_or(|p| value > p.value) {
+/// Keeps the first time the highest value was reached; true when `value` is the new peak.
+fn raise(peak: &mut Option<At>, value: u64, at_ms: u64, step: Option<u64>, phase: &str) -> bool {
+    let higher = peak.as_ref().is_none_or(|p| value > p.value);
+    if higher {
         *peak = Some(At {
             value,
             at_ms,
@@ -450,4 +422,5 @@ fn raise_slot(peak: &mut Option<At>, value: u64, at_ms: u64, step: Option<u64>, 
             phase: phase.to_string(),
         });
     }
+    higher
 }
