@@ -1,21 +1,17 @@
 //! The whole figure on any plotters backend: a title band (file, host, time span), then per
 //! GPU a header line, its chart (`panel`) and its legend.
 
-use super::axis;
 use super::layout::{
     HEADER_H, LEGEND_ROW_H, Layout, LegendEntry, MARGIN, Swatch, TITLE_H, Y_LABELS_W, shade_steps,
 };
 use super::panel;
 use super::style::{self, HEADER_SIZE, SUBTITLE_SIZE, TEXT_SIZE, TITLE_SIZE};
 use super::timeline::{Panel, Timeline, clean};
+use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
 
 /// Draws `timeline`, read from a file called `name`, onto `root` as laid out in `layout`.
 pub fn figure<DB: DrawingBackend>(

@@ -7,8 +7,8 @@ pub fn png(rgb: &[u8], width: u32, height: u32) -> Result<Vec<u8>, String> {
     let mut encoder = ::png::Encoder::new(&mut out, width, height);
     encoder.set_color(::png::ColorType::Rgb);
     encoder.set_depth(::png::BitDepth::Eight);
-    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer.write_image_data(rgb).map_err(|e| e.to_string())?;
-    writer.finish().map_err(|e| e.to_string())?;
+    let mut writer = encoder.write_header().map_err(super::fail)?;
+    writer.write_image_data(rgb).map_err(super::fail)?;
+    writer.finish().map_err(super::fail)?;
     Ok(out)
 }

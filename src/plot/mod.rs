@@ -45,6 +45,11 @@ pub struct Options {
     pub font: Option<PathBuf>,
 }
 
+/// An error (plotters', the encoder's, the recording's) as the one line `plot` reports.
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
 /// The output format, from the output file's extension.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -92,7 +97,7 @@ pub fn plot(file: &Path, output: &Path, options: &Options) -> Result<Option<Stri
     if format == Format::Png {
         font::register(options.font.as_deref())?;
     }
-    let recording = Recording::open(file).map_err(|e| e.to_string())?;
+    let recording = Recording::open(file).map_err(fail)?;
     let timeline = collect::collect(recording, POINTS_PER_SERIES);
     if timeline.panels.iter().all(|p| p.series.is_empty()) {
         let why = match &timeline.damaged {
@@ -136,20 +141,19 @@ fn render(
             {
                 let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
                 draw::figure(&root, timeline, layout, name)?;
-                root.present().map_err(|e| e.to_string())?;
+                root.present().map_err(fail)?;
             }
             Ok(svg.into_bytes())
         }
         Format::Png => {
-            let len = usize::try_from(u64::from(size.0) * u64::from(size.1) * 3)
-                .map_err(|e| e.to_string())?;
+            let len = usize::try_from(u64::from(size.0) * u64::from(size.1) * 3).map_err(fail)?;
             let mut rgb = vec![0u8; len];
             {
                 let backend = BitMapBackend::<RGBPixel>::with_buffer_and_format(&mut rgb, size)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(fail)?;
                 let root = backend.into_drawing_area();
                 draw::figure(&root, timeline, layout, name)?;
-                root.present().map_err(|e| e.to_string())?;
+                root.present().map_err(fail)?;
             }
             encode::png(&rgb, size.0, size.1)
         }

@@ -2,11 +2,11 @@
 //! markers, then the labels of the limit, the OOMs and each series' peak, placed so that
 //! they do not cover one another.
 
-use super::axis;
 use super::labels::{Placer, Rect};
 use super::layout::{self, MARGIN, PanelLayout, RIGHT_PAD, X_LABELS_H, Y_LABELS_W};
 use super::style::{self, SMALL_SIZE, TEXT_SIZE};
 use super::timeline::{Panel, Timeline};
+use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -23,10 +23,6 @@ const PEAK_LABELS: usize = 12;
 
 fn gib(bytes: u64) -> f64 {
     bytes as f64 / GIB
-}
-
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// Draws `panel` into its place on `root`.
