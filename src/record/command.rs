@@ -165,9 +165,7 @@ struct GpuPids {
 impl GpuPids {
     /// The new list when `event` changed it.
     fn update(&mut self, event: &SourceEvent) -> Option<Vec<u32>> {
-        let mut changed = false;
-        self.see(event, &mut changed);
-        if !changed {
+        if !self.see(event) {
             return None;
         }
         let mut pids: Vec<u32> = self.by_gpu.values().flatten().copied().collect();
@@ -180,7 +178,8 @@ impl GpuPids {
         Some(pids)
     }
 
-    fn see(&mut self, event: &SourceEvent, changed: &mut bool) {
+    /// Notes the process lists in `event`; true when one changed.
+    fn see(&mut self, event: &SourceEvent) -> bool {
         match event {
             SourceEvent::Device(sample) => {
                 let pids: Vec<u32> = sample
@@ -188,17 +187,20 @@ impl GpuPids {
                     .as_ref()
                     .map(|list| list.iter().map(|p| p.pid).collect())
                     .unwrap_or_default();
-                if self.by_gpu.get(&sample.index) != Some(&pids) {
-                    self.by_gpu.insert(sample.index, pids);
-                    *changed = true;
+                if self.by_gpu.get(&sample.index) == Some(&pids) {
+                    return false;
                 }
+                self.by_gpu.insert(sample.index, pids);
+                true
             }
             SourceEvent::Batch(events) => {
+                let mut changed = false;
                 for event in events {
-                    self.see(event, changed);
+                    changed |= self.see(event);
                 }
+                changed
             }
-            _ => {}
+            _ => false,
         }
     }
 }
@@ -223,13 +225,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// `2.0 s`, `3m 12s`, `5h 02m`.
+/// `2.0 s`; from a minute on as the report says it: `3m 12s`, `5h 02m`.
 fn duration_label(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0..60 => format!("{:.1} s", d.as_secs_f64()),
-        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
-        _ => format!("{}h {:02}m", secs / 3600, (secs % 3600) / 60),
+    if d.as_secs() < 60 {
+        format!("{:.1} s", d.as_secs_f64())
+    } else {
+        crate::model::time::duration_label(d.as_millis() as u64)
     }
 }
 

@@ -28,21 +28,24 @@ impl LiveRecording {
 
     /// Records one event as received now. `Some` when recording has just stopped, saying why.
     pub fn record(&mut self, event: &SourceEvent) -> Option<String> {
-        let recorder = self.recorder.as_mut()?;
-        let error = recorder.record(now_ms(), event).err()?;
-        let path = recorder.path().display().to_string();
-        self.recorder = None;
-        Some(format!("recording to {path} stopped: {error}"))
+        let error = self.recorder.as_mut()?.record(now_ms(), event).err()?;
+        self.stop(&error)
     }
 
     /// Flushes records that have waited long enough; called on each turn of the monitor's
     /// loop, which turns at least once a second. `Some` when recording has just stopped.
     pub fn tick(&mut self) -> Option<String> {
-        let recorder = self.recorder.as_mut()?;
-        let error = recorder.flush_if_due().err()?;
-        let path = recorder.path().display().to_string();
-        self.recorder = None;
-        Some(format!("recording to {path} stopped: {error}"))
+        let error = self.recorder.as_mut()?.flush_if_due().err()?;
+        self.stop(&error)
+    }
+
+    /// Drops the recorder after a failed write (finishing the file as well as it can).
+    fn stop(&mut self, error: &std::io::Error) -> Option<String> {
+        let recorder = self.recorder.take()?;
+        Some(format!(
+            "recording to {} stopped: {error}",
+            recorder.path().display()
+        ))
     }
 
     /// Ends the file; a line saying what was recorded, or why the end failed.

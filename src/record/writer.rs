@@ -146,7 +146,7 @@ impl Recorder {
             host: header.host.as_deref(),
         })?;
         line.push(b'\n');
-        recorder.sink_mut()?.write_all(&line)?;
+        unfinished(&mut recorder.sink)?.write_all(&line)?;
         recorder.flush()?;
         Ok(recorder)
     }
@@ -177,7 +177,7 @@ impl Recorder {
 
     /// Hands everything recorded so far to the file: complete lines, readable at once.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.sink_mut()?.flush()?;
+        unfinished(&mut self.sink)?.flush()?;
         self.last_flush = Instant::now();
         self.dirty = false;
         Ok(())
@@ -198,12 +198,6 @@ impl Recorder {
 
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn sink_mut(&mut self) -> io::Result<&mut Sink> {
-        self.sink
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the recording is finished"))
     }
 
     fn write_event(&mut self, t: u64, event: &SourceEvent) -> io::Result<()> {
@@ -254,15 +248,17 @@ impl Recorder {
                 ),
             ));
         }
-        let sink = self
-            .sink
-            .as_mut()
-            .ok_or_else(|| io::Error::other("the recording is finished"))?;
-        sink.write_all(&self.line)?;
+        unfinished(&mut self.sink)?.write_all(&self.line)?;
         self.dirty = true;
         self.records += 1;
         Ok(())
     }
+}
+
+/// The sink, unless the recording is finished.
+fn unfinished(sink: &mut Option<Sink>) -> io::Result<&mut Sink> {
+    sink.as_mut()
+        .ok_or_else(|| io::Error::other("the recording is finished"))
 }
 
 impl Drop for Recorder {

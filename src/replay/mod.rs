@@ -178,30 +178,21 @@ impl Replay {
             Command::SampleForward => self.at_ms.saturating_add(interval),
             Command::Start => first,
             Command::End => last,
-            Command::LargestPeak => match self.mark(|m| m.kind == MarkKind::LargestPeak, true) {
-                Some(m) => return self.jump(monitor, m),
-                None => return Some("no peak in the recording".into()),
-            },
+            Command::LargestPeak => {
+                let mark = self.mark(|m| m.kind == MarkKind::LargestPeak, true);
+                return self.jump(monitor, mark, "no peak in the recording");
+            }
             Command::NextOom => {
-                let at = self.at_ms;
-                match self.mark(|m| m.kind == MarkKind::Oom && m.at_ms > at, true) {
-                    Some(m) => return self.jump(monitor, m),
-                    None => return Some("no OOM after this moment".into()),
-                }
+                let mark = self.mark(|m| m.kind == MarkKind::Oom && m.at_ms > self.at_ms, true);
+                return self.jump(monitor, mark, "no OOM after this moment");
             }
             Command::NextEvent => {
-                let at = self.at_ms;
-                match self.mark(|m| m.at_ms > at, true) {
-                    Some(m) => return self.jump(monitor, m),
-                    None => return Some("no event after this moment".into()),
-                }
+                let mark = self.mark(|m| m.at_ms > self.at_ms, true);
+                return self.jump(monitor, mark, "no event after this moment");
             }
             Command::PreviousEvent => {
-                let at = self.at_ms;
-                match self.mark(|m| m.at_ms < at, false) {
-                    Some(m) => return self.jump(monitor, m),
-                    None => return Some("no event before this moment".into()),
-                }
+                let mark = self.mark(|m| m.at_ms < self.at_ms, false);
+                return self.jump(monitor, mark, "no event before this moment");
             }
         };
         // Moving by hand pauses, so the moment stays on screen.
@@ -220,7 +211,11 @@ impl Replay {
         }
     }
 
-    fn jump(&mut self, monitor: &mut Monitor, mark: Mark) -> Option<String> {
+    /// Moves to `mark` and names it; `none` when there is no such mark.
+    fn jump(&mut self, monitor: &mut Monitor, mark: Option<Mark>, none: &str) -> Option<String> {
+        let Some(mark) = mark else {
+            return Some(none.into());
+        };
         self.playing = false;
         self.seek(monitor, mark.at_ms);
         Some(mark.label)
