@@ -3,8 +3,10 @@
 //! to a monitor; Ctrl-C finishes the file; `kill -9` loses at most the last second.
 
 mod common;
+mod record_support;
 
 use common::{GIB, Scenario, h100, stderr};
+use record_support::read_all;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -55,14 +57,6 @@ fn signal(child: &Child, signal: i32) {
 
 fn wait(child: Child) -> Output {
     child.wait_with_output().expect("wait")
-}
-
-fn events(path: &Path) -> Vec<(u64, SourceEvent)> {
-    Recording::open(path)
-        .expect("open")
-        .events()
-        .collect::<Result<Vec<_>, _>>()
-        .expect("the whole file reads")
 }
 
 /// A channel writer in this process (so its pid is the one NVML lists on GPU 0).
@@ -162,7 +156,7 @@ fn a_recording_reproduces_the_scenario_and_the_channel() {
         recording.header().vramscope_version,
         env!("CARGO_PKG_VERSION")
     );
-    let events = events(&file);
+    let events = read_all(&file);
     let me = std::process::id();
 
     // Every sample the writer published is in the recording, in order.
@@ -234,7 +228,7 @@ fn killed_mid_run(name: &str) {
     let killed_at = now_ms();
     signal(&child, libc::SIGKILL);
     wait(child);
-    let events = events(&file);
+    let events = read_all(&file);
     let devices: Vec<u64> = events
         .iter()
         .filter(|(_, e)| matches!(e, SourceEvent::Device(_)))
@@ -280,7 +274,7 @@ fn duration_stops_it_and_files_are_not_overwritten_unasked() {
     let out = wait(child);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(began.elapsed() < Duration::from_secs(8));
-    let first = events(&file);
+    let first = read_all(&file);
     assert!(
         first
             .iter()
@@ -337,7 +331,7 @@ fn sigterm_and_sighup_finish_the_file_too() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         // A finished zstd frame: cutting its last bytes would be noticed by `zstd -t`; here,
         // the file reads whole and ends where the frame does.
-        assert!(!events(&file).is_empty());
+        assert!(!read_all(&file).is_empty());
         let bytes = std::fs::read(&file).unwrap();
         assert!(
             zstd::decode_all(&bytes[..]).is_ok(),
@@ -368,7 +362,7 @@ fn without_nvml_the_host_is_still_recorded() {
         "{}",
         stderr(&out)
     );
-    let events = events(&file);
+    let events = read_all(&file);
     assert!(
         events
             .iter()

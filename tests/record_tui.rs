@@ -3,14 +3,15 @@
 //! refused before the terminal is touched.
 
 mod common;
+mod record_support;
 
 use common::tmux::{self, Tmux};
 use common::{GIB, Scenario, fake_nvml, h100};
+use record_support::read_all;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use vramscope::model::now_ms;
-use vramscope::record::Recording;
 use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
@@ -34,14 +35,6 @@ fn shell(scenario: &Scenario, file: &Path) -> String {
     )
 }
 
-fn read(file: &Path) -> Vec<(u64, SourceEvent)> {
-    Recording::open(file)
-        .expect("open")
-        .events()
-        .collect::<Result<Vec<_>, _>>()
-        .expect("reads whole")
-}
-
 #[test]
 fn the_monitor_records_what_it_shows_until_quit() {
     if !tmux::available() {
@@ -61,7 +54,7 @@ fn the_monitor_records_what_it_shows_until_quit() {
         screen.contains("recorded ") && screen.contains(&file.display().to_string()),
         "a summary after the terminal is restored:\n{screen}"
     );
-    let events = read(&file);
+    let events = read_all(&file);
     assert!(
         events
             .iter()
@@ -105,7 +98,7 @@ fn sigterm_finishes_the_recording() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
     assert!(ok && screen.contains("EXIT=143"), "{screen}");
-    assert!(!read(&file).is_empty());
+    assert!(!read_all(&file).is_empty());
     let bytes = std::fs::read(&file).unwrap();
     assert!(
         zstd::decode_all(&bytes[..]).is_ok(),
