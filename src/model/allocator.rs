@@ -53,6 +53,11 @@ impl WriterLiveness {
         matches!(self, WriterLiveness::Ended { .. })
     }
 
+    /// Known to be still there: live or stalled (not ended, not unreadable).
+    pub fn is_running(&self) -> bool {
+        matches!(self, WriterLiveness::Live | WriterLiveness::Stalled { .. })
+    }
+
     /// Short words for tables and the detail pane.
     pub fn label(&self) -> &'static str {
         match self {
@@ -323,6 +328,28 @@ impl AllocatorSnapshot {
             .position(|g| *g == Some(gpu_index))
             .and_then(|i| self.devices.get(i))
     }
+}
+
+/// Of the channels written by one pid, the one its process row joins. A live process joins
+/// only a channel not ended; an exited one prefers an ended channel, else the first: a pid
+/// reused after an instrumented process died must not show the dead one's figures.
+pub fn joined_channel<'a, T: 'a>(
+    channels: impl IntoIterator<Item = &'a T>,
+    liveness: impl Fn(&T) -> WriterLiveness,
+    process_alive: bool,
+) -> Option<&'a T> {
+    let mut channels = channels.into_iter();
+    if process_alive {
+        return channels.find(|c| !liveness(c).is_ended());
+    }
+    let mut first = None;
+    for channel in channels {
+        if liveness(channel).is_ended() {
+            return Some(channel);
+        }
+        first = first.or(Some(channel));
+    }
+    first
 }
 
 /// The three parts of what NVML counts for this process on this GPU.

@@ -2,6 +2,7 @@
 //! tables are built from. Recording and the exporter will read the same type.
 
 use super::absent::Reading;
+use super::allocator::joined_channel;
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
@@ -105,25 +106,16 @@ impl Snapshot {
     }
 }
 
-/// The allocator figures a process published for one GPU. A live process joins only a live
-/// channel; an exited one prefers an ended channel: a pid reused after an instrumented
-/// process died must not show the dead one's figures.
+/// The allocator figures a process published for one GPU, from the channel `joined_channel`
+/// picks for it.
 pub fn allocator_of(
     allocators: &[AllocatorSnapshot],
     pid: u32,
     gpu_index: u32,
     process_alive: bool,
 ) -> Option<ProcessAllocator> {
-    let mut candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
-    let channel = if process_alive {
-        candidates.find(|a| !a.liveness.is_ended())
-    } else {
-        let all: Vec<&AllocatorSnapshot> = candidates.collect();
-        all.iter()
-            .find(|a| a.liveness.is_ended())
-            .or_else(|| all.first())
-            .copied()
-    }?;
+    let candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
+    let channel = joined_channel(candidates, |a| a.liveness, process_alive)?;
     Some(ProcessAllocator {
         device: channel.on_gpu(gpu_index)?.clone(),
         step: channel.step,
@@ -135,13 +127,7 @@ pub fn allocator_of(
 /// Reserved bytes of live instrumented processes on `gpu_index`, summed.
 pub fn instrumented_reserved(allocators: &[AllocatorSnapshot], gpu_index: u32) -> Option<u64> {
     let mut sum = None;
-    let live = |a: &&AllocatorSnapshot| {
-        matches!(
-            a.liveness,
-            WriterLiveness::Live | WriterLiveness::Stalled { .. }
-        )
-    };
-    for channel in allocators.iter().filter(live) {
+    for channel in allocators.iter().filter(|a| a.liveness.is_running()) {
         if let Some(Ok(reserved)) = channel.on_gpu(gpu_index).map(|d| &d.reserved) {
             // Saturating: the figures come from files other users' programs write.
             sum = Some(sum.unwrap_or(0_u64).saturating_add(*reserved));

@@ -4,6 +4,7 @@
 //! before a crash are what the user came for.
 
 use crate::history::{Retained, Series, SeriesConfig};
+use crate::model::allocator::joined_channel;
 use crate::model::{
     AllocatorDevice, AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo,
     EventKind, Gone, WriterIdentity, WriterLiveness,
@@ -259,28 +260,15 @@ impl Allocators {
         &self.rejected
     }
 
-    /// The channel of the process NVML lists as `host_pid`. A live process joins only a
-    /// live channel, and an exited one prefers an ended channel: a pid reused after an
-    /// instrumented process died must not show the dead one's figures.
+    /// The channel of the process NVML lists as `host_pid`: the one its row joins in the
+    /// snapshot (`joined_channel`), so the detail pane shows the same writer.
     pub fn for_pid(&self, host_pid: u32, process_alive: bool) -> Option<&ChannelState> {
-        let mut candidates = self
+        let candidates = self
             .channels
             .iter()
             .map(|(_, state)| state)
             .filter(|s| s.host_pid == Some(host_pid) && s.identity.is_some());
-        if process_alive {
-            candidates.find(|s| !s.liveness.is_ended())
-        } else {
-            let all: Vec<&ChannelState> = candidates.collect();
-            all.iter()
-                .find(|s| s.liveness.is_ended())
-                .or_else(|| all.first())
-                .copied()
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.channels.is_empty()
+        joined_channel(candidates, |s| s.liveness, process_alive)
     }
 
     /// Every channel, joined to NVML's devices by UUID, else PCI bus id.
