@@ -43,6 +43,11 @@ struct Open {
     in_container: bool,
     /// The writer's pid as NVML lists it, once mapped.
     host_pid: Option<u32>,
+    /// Mapping was tried against the current NVML pid list and failed. Its answer depends
+    /// only on that list (and on facts of a live process that do not change), so it is
+    /// tried again when the list changes, not on every poll: each try reads `/proc` for
+    /// every NVML pid.
+    unmapped: bool,
     /// When the writer was first seen ended.
     ended_at: Option<Instant>,
 }
@@ -99,6 +104,9 @@ impl ChannelSampler {
         if pids != self.nvml_pids {
             self.nvml_pids = pids.to_vec();
             self.in_container.retain(|pid, _| pids.contains(pid));
+            for open in self.open.values_mut() {
+                open.unmapped = false;
+            }
             // A new GPU process may bring a container's channel: look at once.
             self.last_scan = None;
         }
@@ -135,7 +143,7 @@ impl ChannelSampler {
                     let ended = matches!(update.liveness, Liveness::Ended { .. });
                     if ended {
                         open.ended_at.get_or_insert(now);
-                    } else if open.host_pid.is_none() {
+                    } else if open.host_pid.is_none() && !open.unmapped {
                         // Mapped only while the writer lives: the pid of a dead one may
                         // already belong to someone else.
                         open.host_pid = host_pid_of(
@@ -145,6 +153,7 @@ impl ChannelSampler {
                             self.host_namespace,
                             self.our_pid_ns,
                         );
+                        open.unmapped = open.host_pid.is_none();
                     }
                     polls.push(translate(path, open, update, at_ms, mono_ns));
                     if open
@@ -242,6 +251,7 @@ impl ChannelSampler {
                                 identity,
                                 in_container: *in_container,
                                 host_pid: None,
+                                unmapped: false,
                                 ended_at: None,
                             },
                         );
