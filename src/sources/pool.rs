@@ -50,6 +50,11 @@ struct Shared {
     /// Instrumented programs' channels, polled every tick: reading a channel is a few
     /// `pread`s, and every record between two polls is in the file's rings anyway.
     channels: Mutex<ChannelSampler>,
+    /// The newest pid list the channels job has not taken yet. Filled wherever the list
+    /// changes (the host job, the first GPU batch) and taken by whichever worker next holds
+    /// the channels' lock, so no list is lost to a busy lock or to the first batch skipping
+    /// the host job's change detection.
+    channel_pids: Mutex<Option<Vec<u32>>>,
     /// Empty until NVML has opened; then one entry per GPU, each with its own lock.
     gpus: Mutex<Vec<Arc<Mutex<DeviceSampler>>>>,
     /// The live workers, for the watchdog and for a worker deciding whether to leave.
@@ -177,6 +182,7 @@ where
                 last_run: None,
             }),
             channels: Mutex::new(ChannelSampler::new()),
+            channel_pids: Mutex::new(None),
             gpus: Mutex::new(Vec::new()),
             workers: Mutex::new(Vec::new()),
             interval_ms,
@@ -227,8 +233,12 @@ where
                 sampler, watched, ..
             } = &mut *host;
             // The state owner sends this same list back: unchanged, it is not read again.
-            *watched = pids;
+            *watched = pids.clone();
             first.push(SourceEvent::Host(Box::new(sampler.sample(watched))));
+        }
+        // Passed on here too: the host job will not see this list as a change.
+        if !pids.is_empty() {
+            *lock(&self.shared.channel_pids) = Some(pids);
         }
         let _ = self.tx.send(SourceEvent::Batch(first).into());
         lock(&self.shared.gpus).extend(samplers);
@@ -290,12 +300,11 @@ fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
             batch.push(SourceEvent::Device(Box::new(sample)));
         }
     }
-    let mut new_pids = None;
     if let Ok(mut host) = shared.host.try_lock() {
         let now = Instant::now();
         let pids_changed = host.follow_pids();
         if pids_changed {
-            new_pids = Some(host.watched.clone());
+            *lock(&shared.channel_pids) = Some(host.watched.clone());
         }
         if pids_changed || host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
             host.last_run = Some(now);
@@ -307,7 +316,7 @@ fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
         }
     }
     if let Ok(mut channels) = shared.channels.try_lock() {
-        if let Some(pids) = new_pids {
+        if let Some(pids) = lock(&shared.channel_pids).take() {
             channels.set_pids(&pids);
         }
         if let Some(found) = me.timed(shared, || channels.sample()) {
