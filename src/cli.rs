@@ -5,6 +5,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::sources::runner::SamplingConfig;
+
 /// A live monitor of NVIDIA GPU memory, utilisation and processes.
 #[derive(Debug, Parser)]
 #[command(name = "vramscope", version, about, long_about = None)]
@@ -181,6 +183,16 @@ impl Cli {
     /// Whether a non-interactive output was asked for.
     pub fn one_shot(&self) -> bool {
         self.once || self.json || self.csv || self.r#loop.is_some()
+    }
+
+    /// What the live samplers need from the global options, for every mode that starts them
+    /// (the TUI, `record`, `serve`).
+    pub fn sampling(&self) -> SamplingConfig {
+        SamplingConfig {
+            nvml_lib: self.nvml_lib.clone(),
+            interval: self.interval,
+            pcie_every: self.pcie,
+        }
     }
 }
 

@@ -114,14 +114,24 @@ pub fn allocator_of(
     gpu_index: u32,
     process_alive: bool,
 ) -> Option<ProcessAllocator> {
-    let candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
-    let channel = joined_channel(candidates, |a| a.liveness, process_alive)?;
+    let channel = channel_of(allocators, pid, process_alive)?;
     Some(ProcessAllocator {
         device: channel.on_gpu(gpu_index)?.clone(),
         step: channel.step,
         label: channel.label.clone(),
         liveness: channel.liveness,
     })
+}
+
+/// The channel host pid `pid`'s rows join (see `joined_channel`): its figures on each GPU,
+/// and its rank and job for every row of the process.
+pub fn channel_of(
+    allocators: &[AllocatorSnapshot],
+    pid: u32,
+    process_alive: bool,
+) -> Option<&AllocatorSnapshot> {
+    let candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
+    joined_channel(candidates, |a| a.liveness, process_alive)
 }
 
 /// Reserved bytes of live instrumented processes on `gpu_index`, summed.

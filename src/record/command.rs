@@ -5,7 +5,7 @@ use super::live::open_error;
 use super::{Header, Recorder};
 use crate::cli::Cli;
 use crate::model::{now_ms, units};
-use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
+use crate::sources::runner::{Sampling, SourceEvent};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -74,14 +74,7 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
         eprintln!("vramscope: cannot watch signals: {e}");
         return ExitCode::from(1);
     }
-    let sampling = Sampling::start(
-        SamplingConfig {
-            nvml_lib: cli.nvml_lib.clone(),
-            interval: cli.interval,
-            pcie_every: cli.pcie,
-        },
-        tx,
-    );
+    let mut sampling = Sampling::start(cli.sampling(), tx);
     eprintln!("recording to {}; Ctrl-C stops", path.display());
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + d);
@@ -159,11 +152,11 @@ fn forward_signals(tx: Sender<Message>) -> std::io::Result<()> {
 #[derive(Default)]
 struct GpuPids {
     by_gpu: HashMap<u32, Vec<u32>>,
-    sent: Vec<u32>,
 }
 
 impl GpuPids {
-    /// The new list when `event` changed it.
+    /// The whole list when `event` changed a GPU's processes (`Sampling::watch_pids` drops
+    /// it if the whole is unchanged).
     fn update(&mut self, event: &SourceEvent) -> Option<Vec<u32>> {
         if !self.see(event) {
             return None;
@@ -171,10 +164,6 @@ impl GpuPids {
         let mut pids: Vec<u32> = self.by_gpu.values().flatten().copied().collect();
         pids.sort_unstable();
         pids.dedup();
-        if pids == self.sent {
-            return None;
-        }
-        self.sent.clone_from(&pids);
         Some(pids)
     }
 

@@ -26,7 +26,7 @@ mod retention;
 mod slots;
 
 use crate::cli::{Cli, ServeArgs};
-use crate::sources::runner::{Sampling, SamplingConfig};
+use crate::sources::runner::Sampling;
 use std::net::{SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -79,14 +79,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
     };
     let latest = Arc::new(published::Latest::default());
     let (tx, rx) = channel();
-    let sampling = Sampling::start(
-        SamplingConfig {
-            nvml_lib: cli.nvml_lib.clone(),
-            interval: cli.interval,
-            pcie_every: cli.pcie,
-        },
-        tx,
-    );
+    let sampling = Sampling::start(cli.sampling(), tx);
     let settings = owner::Settings {
         interval: cli.interval,
         grace: args.grace,

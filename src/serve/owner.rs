@@ -31,17 +31,16 @@ pub fn spawn(
 ) -> std::io::Result<()> {
     thread::Builder::new()
         .name("serve-state".into())
-        .spawn(move || run(&rx, &sampling, &latest, settings))
+        .spawn(move || run(&rx, sampling, &latest, settings))
         .map(|_| ())
 }
 
-fn run(rx: &Receiver<SourceEvent>, sampling: &Sampling, latest: &Latest, settings: Settings) {
+fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, settings: Settings) {
     let interval_ms = u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX);
     let stale = StaleAfter::interval(interval_ms);
     let mut monitor = Monitor::new(now_ms());
     let mut retention = Retention::new(settings.grace);
     let mut node = Node::new();
-    let mut watched: Vec<u32> = Vec::new();
     let mut told_problem = false;
     // Even when no event comes (every sampler stuck), publish now and then so that stale
     // GPUs are marked so.
@@ -66,11 +65,7 @@ fn run(rx: &Receiver<SourceEvent>, sampling: &Sampling, latest: &Latest, setting
             );
             told_problem = true;
         }
-        let pids = monitor.gpu_pids();
-        if pids != watched {
-            sampling.watch_pids(pids.clone());
-            watched = pids;
-        }
+        sampling.watch_pids(monitor.gpu_pids());
         let now = now_ms();
         let snapshot = Arc::new(monitor.snapshot(now, stale));
         let unreadable = unreadable_process_lists(&snapshot);

@@ -3,7 +3,8 @@
 //! publish for a GPU on which NVML lists no row for their pid (a writer in a pid namespace
 //! vramscope cannot map).
 
-use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot, WriterLiveness};
+use crate::model::snapshot::channel_of;
+use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
 /// a label is stored with every sample.
@@ -129,11 +130,9 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     let host = row.host.as_ref();
     let user = host.and_then(|h| h.user.as_ref().ok().cloned());
     let command = host.and_then(|h| h.command.as_ref().ok().cloned());
-    // The channel `allocator_of` joins rows to: the pid's first one still running. Its rank
-    // and job label the process on every GPU, published for or not.
-    let channel = allocators
-        .iter()
-        .find(|a| a.host_pid == Some(row.nvml.pid) && !a.liveness.is_ended());
+    // The channel the row's allocator figures come from: its rank and job label the process
+    // on every GPU, published for or not.
+    let channel = channel_of(allocators, row.nvml.pid, true);
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {
@@ -159,14 +158,12 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
 
 /// Running channels publishing for a GPU on which NVML lists no row for their pid.
 fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
-    let running = |a: &&AllocatorSnapshot| {
-        matches!(
-            a.liveness,
-            WriterLiveness::Live | WriterLiveness::Stalled { .. }
-        )
-    };
     let mut entries = Vec::new();
-    for channel in snapshot.allocators.iter().filter(running) {
+    for channel in snapshot
+        .allocators
+        .iter()
+        .filter(|a| a.liveness.is_running())
+    {
         let pid = channel.host_pid.unwrap_or(channel.identity.pid);
         let id = &channel.identity;
         for (device, gpu) in channel.devices.iter().zip(&channel.gpu_indices) {

@@ -42,6 +42,9 @@ pub struct SamplingConfig {
 pub struct Sampling {
     interval_ms: Arc<AtomicU64>,
     pids: Sender<Vec<u32>>,
+    /// The last list sent: the host sampler reads a changed list at once, so an unchanged
+    /// one is not sent again.
+    sent_pids: Vec<u32>,
 }
 
 impl Sampling {
@@ -62,6 +65,7 @@ impl Sampling {
         Sampling {
             interval_ms,
             pids: pid_tx,
+            sent_pids: Vec::new(),
         }
     }
 
@@ -70,9 +74,13 @@ impl Sampling {
             .store(interval.as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// The host pids NVML currently lists, for the targeted host refresh.
-    pub fn watch_pids(&self, pids: Vec<u32>) {
-        let _ = self.pids.send(pids);
+    /// The host pids NVML currently lists (sorted), for the targeted host refresh; callers
+    /// pass the list after every event, and only a change goes to the sampler.
+    pub fn watch_pids(&mut self, pids: Vec<u32>) {
+        if pids != self.sent_pids {
+            let _ = self.pids.send(pids.clone());
+            self.sent_pids = pids;
+        }
     }
 }
 

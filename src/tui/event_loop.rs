@@ -16,7 +16,7 @@ use crate::job::{Job, JobEnd, descends_from};
 use crate::model::{Snapshot, now_ms};
 use crate::record::live::LiveRecording;
 use crate::replay::Replay;
-use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
+use crate::sources::runner::{Sampling, SourceEvent};
 use crate::state::{Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
 use std::io::IsTerminal;
@@ -103,14 +103,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     let (feed, monitor, interval_ms) = match replay {
         Some(replay) => Feed::replay(replay),
         None => {
-            let sampling = Sampling::start(
-                SamplingConfig {
-                    nvml_lib: cli.nvml_lib.clone(),
-                    interval: cli.interval,
-                    pcie_every: cli.pcie,
-                },
-                tx.clone(),
-            );
+            let sampling = Sampling::start(cli.sampling(), tx.clone());
             (Feed::Live(sampling), Monitor::new(now_ms()), interval_ms)
         }
     };
@@ -145,7 +138,6 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         ui: UiState::new(interval_ms, cli.ascii, cli.read_only),
         theme: Theme::from_env(cli.ascii),
         feed,
-        watched_pids: Vec::new(),
         exit_with_job,
         recording,
     };
@@ -225,7 +217,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         if let Some(e) = exit {
             break e;
         }
-        app.update_watched_pids();
+        app.feed.watch_pids(app.monitor.gpu_pids());
     };
     drop(guard);
     if let Some(line) = app.recording.finish() {
@@ -257,7 +249,6 @@ struct App {
     ui: UiState,
     theme: Theme,
     feed: Feed,
-    watched_pids: Vec<u32>,
     exit_with_job: bool,
     /// `--record`: every event is recorded before it is ingested.
     recording: LiveRecording,
@@ -397,14 +388,6 @@ impl App {
                 }
                 Step::Input
             }
-        }
-    }
-
-    fn update_watched_pids(&mut self) {
-        let pids = self.monitor.gpu_pids();
-        if pids != self.watched_pids {
-            self.feed.watch_pids(pids.clone());
-            self.watched_pids = pids;
         }
     }
 }

@@ -43,7 +43,7 @@ impl Feed {
         }
     }
 
-    pub fn watch_pids(&self, pids: Vec<u32>) {
+    pub fn watch_pids(&mut self, pids: Vec<u32>) {
         if let Feed::Live(sampling) = self {
             sampling.watch_pids(pids);
         }
