@@ -33,6 +33,7 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use common::tmux::{self, Tmux};
 use common::{GIB, MIB};
@@ -40,8 +41,9 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support::{Children, cpu_ns, cpu_ticks, parse_counts, peak_rss_kb, read_counts};
 
 const COLS: u16 = 200;
 const ROWS: u16 = 50;
@@ -97,12 +99,7 @@ fn main() {
     std::fs::create_dir_all(&lib_dir).expect("lib folder");
     let lib = lib_dir.join("libnvidia-ml.so.1");
     std::fs::copy(common::fake_nvml(), &lib).expect("copy the fake NVML");
-    // Counts go to tmpfs where there is one: the fake rewrites them from inside each tool.
-    let counts_dir = tempfile::Builder::new()
-        .prefix("vramscope-peers")
-        .tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
-        .expect("counts folder");
+    let counts_dir = support::counts_dir("vramscope-peers");
     let env = Env {
         vramscope: std::env::var_os(BIN_ENV).map_or_else(
             || PathBuf::from(env!("CARGO_BIN_EXE_vramscope")),
@@ -558,7 +555,7 @@ struct ScenarioRun {
     path: PathBuf,
     pids: HashSet<u32>,
     truth: Truth,
-    sleepers: Vec<Child>,
+    sleepers: Children,
 }
 
 const MEMORY_TOTAL: u64 = 85_520_809_984; // an H100 80GB HBM3: 81559 MiB
@@ -566,16 +563,12 @@ const MEMORY_RESERVED: u64 = 566_231_040;
 
 impl ScenarioRun {
     fn start(shape: &Shape, opts: &Options, env: &Env) -> ScenarioRun {
-        let sleepers: Vec<Child> = (0..shape.procs)
-            .map(|_| {
-                Command::new("sleep")
-                    .arg("100000")
-                    .stdin(Stdio::null())
-                    .spawn()
-                    .expect("spawn sleep")
-            })
-            .collect();
-        let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
+        let sleepers = Children::spawn(shape.procs, |_| {
+            let mut sleep = support::sleep(100_000);
+            sleep.stdin(Stdio::null());
+            sleep
+        });
+        let pids = sleepers.pids();
         let per_gpu = shape.procs / shape.gpus;
         // Long enough for the longest run; values freeze after that.
         let horizon = opts.seconds as f64 + 90.0;
@@ -666,11 +659,8 @@ impl ScenarioRun {
         }
     }
 
-    fn stop(mut self) {
-        for s in &mut self.sleepers {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
+    fn stop(self) {
+        drop(self.sleepers);
     }
 }
 
@@ -810,13 +800,16 @@ fn run_monitor(
         .parse::<u32>()
         .ok();
     let before = next_counts(&counts, None);
-    let cpu0 = (cpu_ns(pid), cpu_ticks(pid), server.map(cpu_ns));
+    // A tool that exited reads as 0 (and gets a note below).
+    let cpu = |pid| cpu_ns(pid).unwrap_or(0.0);
+    let ticks = |pid| cpu_ticks(pid).unwrap_or(0.0);
+    let cpu0 = (cpu(pid), ticks(pid), server.map(cpu));
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(opts.seconds));
     let after = next_counts(&counts, Some(&before.1));
-    let cpu1 = (cpu_ns(pid), cpu_ticks(pid), server.map(cpu_ns));
+    let cpu1 = (cpu(pid), ticks(pid), server.map(cpu));
     let elapsed = t0.elapsed().as_secs_f64();
-    result.peak_rss_mb = peak_rss_kb(pid) / 1024.0;
+    result.peak_rss_mb = peak_rss_kb(pid).unwrap_or(0.0) / 1024.0;
     let _ = std::fs::write(run_dir.join("last-frame.txt"), pane.screen());
     let alive = std::fs::metadata(format!("/proc/{pid}")).is_ok();
     drop(pane);
@@ -844,11 +837,10 @@ fn run_monitor(
             total += d;
         }
     }
-    // SAFETY: sysconf only reads a system constant.
-    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
     let cpu_ns_delta = cpu1.0 - cpu0.0;
     result.cpu_ms_per_refresh = cpu_ns_delta / 1e6 / refreshes;
-    result.tick_cpu_ms_per_refresh = (cpu1.1 - cpu0.1) / ticks_per_sec * 1000.0 / refreshes;
+    result.tick_cpu_ms_per_refresh =
+        (cpu1.1 - cpu0.1) / support::ticks_per_second() * 1000.0 / refreshes;
     result.cpu_percent = cpu_ns_delta / 1e9 / elapsed * 100.0;
     result.refresh_period_ms = elapsed * 1000.0 / refreshes;
     result.calls_per_refresh = total / refreshes;
@@ -899,61 +891,6 @@ fn next_counts(path: &Path, previous: Option<&str>) -> (Counts, String) {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-}
-
-fn parse_counts(text: &str) -> Counts {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| {
-            v.as_object().map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
-}
-
-/// utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
-fn cpu_ticks(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let Some(end) = stat.rfind(')') else {
-        return 0.0;
-    };
-    let fields: Vec<&str> = stat[end + 2..].split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    field(11) + field(12)
-}
-
-/// CPU time in ns summed over the process's threads (the first field of each
-/// /proc/PID/task/TID/schedstat).
-fn cpu_ns(pid: u32) -> f64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum()
-}
-
-fn peak_rss_kb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0.0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1010,9 +947,7 @@ fn run_oneshot(
     if !stderr.is_empty() {
         let _ = std::fs::write(dir.join(format!("{}-{label}.err", tool.name())), &stderr);
     }
-    let calls = parse_counts(&std::fs::read_to_string(&counts).unwrap_or_default())
-        .values()
-        .sum::<f64>() as u64;
+    let calls = read_counts(&counts).values().sum::<f64>() as u64;
     OneShot {
         wall_ms,
         calls,

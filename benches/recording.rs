@@ -20,10 +20,12 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use vramscope::channel::thread_cpu_ns;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll,
     DeviceSample, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
@@ -204,25 +206,25 @@ fn run(dir: &Path, extension: &str, seconds: u64, kinds: Kinds) -> Outcome {
             batch.push(SourceEvent::Channels(tick.channels));
         }
         let event = SourceEvent::Batch(batch);
-        let before = thread_cpu();
+        let before = thread_cpu_ns();
         recorder.record(T0 + s * 1000, &event).expect("record");
         // Live at a 1 s refresh every batch is flushed (each a zstd block of its own); here
         // the batches come faster than the recorder's clock would flush them.
         recorder.flush().expect("flush");
-        out.cpu += thread_cpu() - before;
+        out.cpu += Duration::from_nanos(thread_cpu_ns() - before);
     }
     out.records = recorder.records();
-    let before = thread_cpu();
+    let before = thread_cpu_ns();
     recorder.finish().expect("finish");
-    out.cpu += thread_cpu() - before;
+    out.cpu += Duration::from_nanos(thread_cpu_ns() - before);
     out.bytes = std::fs::metadata(&path).expect("size").len();
-    let before = thread_cpu();
+    let before = thread_cpu_ns();
     let read = Recording::open(&path)
         .expect("open")
         .events()
         .inspect(|e| assert!(e.is_ok(), "reads back: {e:?}"))
         .count();
-    out.read_cpu = thread_cpu() - before;
+    out.read_cpu = Duration::from_nanos(thread_cpu_ns() - before);
     assert!(read as u64 >= out.records, "{read} events read back");
     let _ = std::fs::remove_file(&path);
     out
@@ -231,16 +233,6 @@ fn run(dir: &Path, extension: &str, seconds: u64, kinds: Kinds) -> Outcome {
 fn rand_name() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-}
-
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// splitmix64: deterministic, so every run measures the same stream.
@@ -652,10 +644,11 @@ impl Simulation {
 /// The monitor itself, without and with `--record`.
 mod e2e {
     use super::common::{self, tmux::Tmux};
+    use super::support::{self, Children, cpu_ns};
     use super::{GIB, GPUS, PROCS_PER_GPU, RANK_HZ};
     use serde_json::{Value, json};
     use std::path::Path;
-    use std::process::{Child, Command};
+    use std::process::Command;
     use std::time::{Duration, Instant};
     use vramscope::channel::{
         DeviceFigures, DeviceIdentity, EventFields, EventKind, SampleFields, Writer, WriterConfig,
@@ -671,21 +664,19 @@ mod e2e {
         // On each GPU one instrumented rank (this benchmark again, writing a channel) and
         // seven other processes.
         let exe = std::env::current_exe().expect("own path");
-        let mut children: Vec<Child> = (0..GPUS * PROCS_PER_GPU)
-            .map(|i| {
-                if i.is_multiple_of(PROCS_PER_GPU) {
-                    Command::new(&exe)
-                        .arg("--e2e-writer")
-                        .arg((i / PROCS_PER_GPU).to_string())
-                        .arg(&channels)
-                        .spawn()
-                        .expect("writer")
-                } else {
-                    Command::new("sleep").arg("3600").spawn().expect("sleep")
-                }
-            })
-            .collect();
-        let pids: Vec<u32> = children.iter().map(Child::id).collect();
+        let children = Children::spawn(GPUS * PROCS_PER_GPU, |i| {
+            if i.is_multiple_of(PROCS_PER_GPU) {
+                let mut writer = Command::new(&exe);
+                writer
+                    .arg("--e2e-writer")
+                    .arg((i / PROCS_PER_GPU).to_string())
+                    .arg(&channels);
+                writer
+            } else {
+                support::sleep(3600)
+            }
+        });
+        let pids = children.pids();
         let scenario = dir.path().join("scenario.json");
         std::fs::write(&scenario, scenario_json(&pids).to_string()).expect("scenario");
         println!(
@@ -718,10 +709,6 @@ mod e2e {
              (limit +25 %)",
             (b - a) / a * 100.0
         );
-        for s in &mut children {
-            let _ = s.kill();
-            let _ = s.wait();
-        }
     }
 
     /// CPU ms per refresh of one run.
@@ -747,25 +734,15 @@ mod e2e {
         let pid = pane.pid();
         // Past start-up (NVML opening, the channels' first full read).
         std::thread::sleep(Duration::from_secs(3));
-        let before = cpu_ns(pid);
+        let before = cpu_ns(pid).expect("task dir");
         let start = Instant::now();
         std::thread::sleep(Duration::from_secs(seconds));
-        let used = cpu_ns(pid) - before;
+        let used = cpu_ns(pid).expect("task dir") - before;
         let refreshes = start.elapsed().as_secs_f64();
         pane.keys(&["q"]);
         std::thread::sleep(Duration::from_millis(500));
         drop(pane);
         used / 1e6 / refreshes
-    }
-
-    /// CPU ns summed over the process's threads.
-    fn cpu_ns(pid: u32) -> f64 {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .expect("task dir")
-            .filter_map(|t| t.ok())
-            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-            .sum()
     }
 
     /// The rank on GPU `g`, sampling at `RANK_HZ` like a training loop, until killed.
@@ -823,11 +800,6 @@ mod e2e {
         let devices: Vec<Value> = (0..GPUS)
             .map(|g| {
                 let mine = &pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU];
-                let procs: Vec<Value> = mine
-                    .iter()
-                    .enumerate()
-                    .map(|(i, pid)| json!({ "pid": pid, "used_memory": (i as u64 + 1) << 30 }))
-                    .collect();
                 let util: Vec<Value> = (0..600)
                     .flat_map(|s| {
                         mine.iter().map(move |pid| {
@@ -837,23 +809,11 @@ mod e2e {
                     .collect();
                 let timeline: Vec<Value> = (0..600)
                     .map(|s| {
-                        json!({ "t": s as f64 * 0.5, "memory_used": (40u64 << 30) + (s % 7) * (1 << 30),
-                        "gpu_util": 50 + s % 40, "mem_util": 30, "temperature": 60, "power": 400_000 + s * 37,
-                        "sm_clock": 1700, "mem_clock": 2619, "fan": 40, "encoder": 0, "decoder": 0,
-                        "throttle_reasons": 0, "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 })
+                        let power = 400_000 + s * 37;
+                        support::timeline_point(s as f64 * 0.5, s % 7, 50 + s % 40, power)
                     })
                     .collect();
-                json!({
-                    "name": "NVIDIA H100 80GB HBM3",
-                    "uuid": super::uuid(g),
-                    "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
-                    "memory_total": 80u64 << 30, "memory_reserved": 512u64 << 20,
-                    "max_sm_clock": 1980, "max_mem_clock": 2619, "power_limit": 700_000,
-                    "num_fans": 1, "persistence_mode": true,
-                    "timeline": timeline,
-                    "processes": [{ "t": 0, "compute": procs, "graphics": [] }],
-                    "process_utilization": util,
-                })
+                support::h100(g, super::uuid(g), mine, timeline, util)
             })
             .collect();
         json!({ "devices": devices })

@@ -15,12 +15,13 @@
 mod common;
 #[path = "../tests/serve_support/mod.rs"]
 mod serve_support;
+mod support;
 
 use serde_json::{Value, json};
 use serve_support::{PROMETHEUS_ACCEPT, Served};
 use std::path::Path;
-use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+use support::{Children, cpu_ns, read_counts};
 
 const GPUS: usize = 8;
 const PROCS_PER_GPU: usize = 8;
@@ -32,22 +33,10 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(30);
-    let mut sleepers: Vec<Child> = (0..GPUS * PROCS_PER_GPU)
-        .map(|_| {
-            Command::new("sleep")
-                .arg("900")
-                .spawn()
-                .expect("spawn sleep")
-        })
-        .collect();
-    let pids: Vec<u32> = sleepers.iter().map(Child::id).collect();
+    let sleepers = Children::sleeps(GPUS * PROCS_PER_GPU, 900);
+    let pids = sleepers.pids();
     let scenario = common::Scenario::new(&scenario_json(&pids));
-    // On tmpfs where there is one: the fake rewrites this file every second from inside
-    // vramscope, and a disk write-back there would be counted as vramscope's CPU.
-    let counts_dir = tempfile::Builder::new()
-        .tempdir_in("/dev/shm")
-        .or_else(|_| tempfile::tempdir())
-        .expect("counts dir");
+    let counts_dir = support::counts_dir("vramscope-serve");
     let counts = counts_dir.path().join("counts.json");
     let served = Served::start(
         &scenario,
@@ -76,10 +65,7 @@ fn main() {
         latencies = l;
         bytes = b;
     });
-    for s in &mut sleepers {
-        let _ = s.kill();
-        let _ = s.wait();
-    }
+    drop(sleepers);
 
     let scrapes = latencies.len();
     let failed = latencies.iter().filter(|l| l.is_none()).count();
@@ -128,10 +114,10 @@ impl Phase {
         // The fake writes its counts at most once a second: read them a second apart from
         // any write, and allow for that second in the window.
         let calls_before = total_calls(counts);
-        let cpu_before = cpu_ns(pid);
+        let cpu_before = cpu_ns(pid).expect("task dir");
         let started = Instant::now();
         run();
-        let cpu_after = cpu_ns(pid);
+        let cpu_after = cpu_ns(pid).expect("task dir");
         let seconds = started.elapsed().as_secs_f64();
         std::thread::sleep(Duration::from_millis(1100));
         let calls_after = total_calls(counts);
@@ -199,48 +185,18 @@ fn scenario_json(pids: &[u32]) -> Value {
     let devices: Vec<Value> = (0..GPUS)
         .map(|g| {
             let mine = &pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU];
-            let procs: Vec<Value> = mine
+            let util = mine
                 .iter()
-                .enumerate()
-                .map(|(i, pid)| json!({ "pid": pid, "used_memory": (i as u64 + 1) << 30 }))
+                .map(|pid| json!({ "t": 0, "pid": pid, "sm": 40, "mem": 10 }))
                 .collect();
-            json!({
-                "name": "NVIDIA H100 80GB HBM3",
-                "uuid": format!("GPU-bench-{g}"),
-                "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
-                "memory_total": 80u64 << 30, "memory_reserved": 512u64 << 20,
-                "max_sm_clock": 1980, "max_mem_clock": 2619, "power_limit": 700_000,
-                "num_fans": 1, "persistence_mode": true,
-                "timeline": [{ "t": 0, "memory_used": 40u64 << 30, "gpu_util": 50, "mem_util": 30,
-                    "temperature": 60, "power": 400_000, "sm_clock": 1700, "mem_clock": 2619,
-                    "fan": 40, "encoder": 0, "decoder": 0, "throttle_reasons": 0,
-                    "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 }],
-                "processes": [{ "t": 0, "compute": procs, "graphics": [] }],
-                "process_utilization": mine.iter()
-                    .map(|pid| json!({ "t": 0, "pid": pid, "sm": 40, "mem": 10 }))
-                    .collect::<Vec<_>>(),
-            })
+            let timeline = vec![support::timeline_point(0, 0, 50, 400_000)];
+            support::h100(g, format!("GPU-bench-{g}"), mine, timeline, util)
         })
         .collect();
     json!({ "devices": devices })
 }
 
-/// CPU time in ns summed over the process's threads (first field of each
-/// /proc/PID/task/TID/schedstat), without utime's 10 ms ticks.
-fn cpu_ns(pid: u32) -> f64 {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("task dir")
-        .filter_map(|t| t.ok())
-        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Every NVML call the fake has counted so far, summed.
 fn total_calls(path: &Path) -> f64 {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let value: Value = serde_json::from_str(&text).unwrap_or(json!({}));
-    value
-        .as_object()
-        .map_or(0.0, |o| o.values().filter_map(Value::as_f64).sum())
+    read_counts(path).values().sum()
 }

@@ -1,0 +1,169 @@
+//! Shared by the benchmarks that measure a running vramscope (refresh, serve, recording
+//! --e2e, peers): its CPU time and peak RSS from /proc, the fake NVML's call counts, the
+//! processes a scenario lists as GPU processes, and the fake H100 of the refresh, serve and
+//! recording scenarios.
+//!
+//! Included as `mod support;` (benches/support/mod.rs is not a bench target of its own). The
+//! readers of /proc return `None` once the process is gone: each benchmark decides whether
+//! that is an error or a zero.
+
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command};
+
+/// CPU time in ns summed over the process's threads (the first field of each
+/// /proc/PID/task/TID/schedstat): the clock of utime + stime without its 10 ms ticks, which
+/// over 30 s at a 1 s refresh are a third of a millisecond per refresh.
+pub fn cpu_ns(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    Some(
+        tasks
+            .filter_map(|t| t.ok())
+            .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// utime + stime in clock ticks (fields 14 and 15 of /proc/PID/stat).
+pub fn cpu_ticks(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command (which may hold spaces and parentheses) comes field 3 (state):
+    // utime is the 12th word from there, stime the 13th.
+    let mut fields = stat
+        .get(stat.rfind(')')? + 2..)?
+        .split_whitespace()
+        .skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Clock ticks per second, the unit of [`cpu_ticks`].
+pub fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf only reads a system constant.
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
+}
+
+/// Peak RSS (VmHWM of /proc/PID/status) in kB.
+pub fn peak_rss_kb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The fake's call counts (the `FAKE_NVML_COUNTS` file's text) by function; empty when the
+/// text is not a JSON object, a count that is not a number is 0.
+pub fn parse_counts(text: &str) -> BTreeMap<String, f64> {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.as_object().map(|o| {
+                o.iter()
+                    .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// [`parse_counts`] of the file at `path` (empty while the fake has not written it yet).
+pub fn read_counts(path: &Path) -> BTreeMap<String, f64> {
+    parse_counts(&std::fs::read_to_string(path).unwrap_or_default())
+}
+
+/// A folder for the counts files, named `prefix` and a random suffix, on tmpfs where there
+/// is one: the fake rewrites its file from inside the measured process, and a disk
+/// write-back there was counted as that process's CPU.
+pub fn counts_dir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/dev/shm")
+        .or_else(|_| tempfile::Builder::new().prefix(prefix).tempdir())
+        .expect("counts folder")
+}
+
+/// `sleep SECONDS`: a real process for a scenario's GPU process list, so that host-side
+/// lookups do real work.
+pub fn sleep(seconds: u64) -> Command {
+    let mut command = Command::new("sleep");
+    command.arg(seconds.to_string());
+    command
+}
+
+/// Child processes, killed and reaped when dropped.
+pub struct Children(Vec<Child>);
+
+impl Children {
+    /// `n` processes, the `i`th started from `command(i)`, in order.
+    pub fn spawn(n: usize, mut command: impl FnMut(usize) -> Command) -> Children {
+        Children(
+            (0..n)
+                .map(|i| {
+                    let mut c = command(i);
+                    c.spawn()
+                        .unwrap_or_else(|e| panic!("spawn {:?}: {e}", c.get_program()))
+                })
+                .collect(),
+        )
+    }
+
+    /// `n` [`sleep`] processes.
+    pub fn sleeps(n: usize, seconds: u64) -> Children {
+        Children::spawn(n, |_| sleep(seconds))
+    }
+
+    /// Their pids, in the order they were started.
+    pub fn pids(&self) -> Vec<u32> {
+        self.0.iter().map(Child::id).collect()
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// GPU `g` of the refresh, serve and recording scenarios: an H100 on PCI bus 0x18 + `g`
+/// whose compute processes are `pids`, holding 1, 2, 3... GiB, with the given timeline
+/// (see [`timeline_point`]) and per-process utilisation samples.
+pub fn h100(g: usize, uuid: String, pids: &[u32], timeline: Vec<Value>, util: Vec<Value>) -> Value {
+    let procs: Vec<Value> = pids
+        .iter()
+        .enumerate()
+        .map(|(i, pid)| json!({ "pid": pid, "used_memory": (i as u64 + 1) << 30 }))
+        .collect();
+    json!({
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": uuid,
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
+        "memory_total": 80u64 << 30, "memory_reserved": 512u64 << 20,
+        "max_sm_clock": 1980, "max_mem_clock": 2619, "power_limit": 700_000,
+        "num_fans": 1, "persistence_mode": true,
+        "timeline": timeline,
+        "processes": [{ "t": 0, "compute": procs, "graphics": [] }],
+        "process_utilization": util,
+    })
+}
+
+/// A point of an [`h100`] timeline at `t` s: 40 GiB + `extra_gib` used, `gpu_util` %,
+/// `power` mW, the other figures fixed.
+pub fn timeline_point(t: impl Into<Value>, extra_gib: u64, gpu_util: u64, power: u64) -> Value {
+    json!({ "t": t.into(), "memory_used": (40u64 << 30) + extra_gib * (1 << 30),
+        "gpu_util": gpu_util, "mem_util": 30, "temperature": 60, "power": power,
+        "sm_clock": 1700, "mem_clock": 2619, "fan": 40, "encoder": 0, "decoder": 0,
+        "throttle_reasons": 0, "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 })
+}
