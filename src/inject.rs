@@ -112,8 +112,7 @@ fn private_dir(dir: &Path) -> io::Result<()> {
         Err(e) => return Err(e),
     }
     let meta = fs::symlink_metadata(dir)?;
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let euid = unsafe { libc::geteuid() };
+    let euid = crate::channel::euid();
     if !meta.file_type().is_dir() || meta.uid() != euid {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,

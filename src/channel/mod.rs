@@ -39,6 +39,6 @@ pub use layout::ABSENT;
 pub use model::{DeviceSlot, EventRecord, Identity, Liveness, SampleRecord, Status, Update};
 pub use reader::{Channel, Policy, Rejected};
 pub use sections::{Capacities, Section, Sections};
-pub use sys::{monotonic_ns, starttime, thread_cpu_ns};
+pub use sys::{euid, monotonic_ns, pid_ns_inode, starttime, thread_cpu_ns};
 pub use text::{parse_uuid, sanitize, uuid_string};
 pub use writer::Writer;

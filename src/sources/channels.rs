@@ -94,7 +94,7 @@ impl ChannelSampler {
             nvml_pids: Vec::new(),
             in_container: HashMap::new(),
             host_namespace: super::container::in_host_pid_namespace(),
-            our_pid_ns: std::fs::metadata("/proc/self/ns/pid").ok().map(|m| m.ino()),
+            our_pid_ns: crate::channel::pid_ns_inode(None),
             sent_refused: Vec::new(),
         }
     }

@@ -52,17 +52,14 @@ pub fn view(nvml_pid: u32, host_namespace: bool) -> PidView {
     }
 }
 
-/// The pids of a process from the outermost visible namespace inwards (`NSpid:` line).
+/// The pids of a process from the outermost visible namespace inwards (`NSpid:` line), as
+/// the channel discovery reads them.
 pub fn ns_pids(status: &str) -> Vec<u32> {
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("NSpid:"))
-        .map(|rest| {
-            rest.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect()
-        })
+    crate::channel::discover::parse_nspid(status)
         .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .collect()
 }
 
 /// A GPU process keeps `/dev/nvidia*` open; checking it tells a real match from a pid clash.

@@ -252,8 +252,7 @@ fn ask_kill(
         ui.flash = Some(format!("pid {} is not visible from here", host.pid));
         return Outcome::Redraw;
     };
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let me = unsafe { libc::geteuid() };
+    let me = crate::channel::euid();
     if me != 0 && host.uid != Some(me) {
         ui.flash = Some(format!(
             "pid {local_pid} is not yours: only root may signal it"
