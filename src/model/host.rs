@@ -59,3 +59,13 @@ pub struct HostSample {
     pub memory: Reading<HostMemory>,
     pub processes: Vec<HostProcess>,
 }
+
+/// This machine's name (the UTS node name), for recordings' headers and the exporter's
+/// `Hostname` label; `None` when it cannot be read or is empty.
+pub fn host_name() -> Option<String> {
+    let raw = std::fs::read("/proc/sys/kernel/hostname").ok()?;
+    let name = String::from_utf8_lossy(&raw)
+        .trim_end_matches('\n')
+        .to_string();
+    (!name.is_empty()).then_some(name)
+}

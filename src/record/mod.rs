@@ -61,10 +61,7 @@ impl Header {
             vramscope_version: env!("CARGO_PKG_VERSION").into(),
             started_ms: now_ms(),
             interval_ms,
-            host: std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .ok()
-                .map(|name| name.trim().to_string())
-                .filter(|name| !name.is_empty()),
+            host: crate::model::host::host_name(),
         }
     }
 }

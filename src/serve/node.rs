@@ -3,6 +3,7 @@
 //! node read once.
 
 use crate::model::DeviceSnapshot;
+use crate::model::host::host_name;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -118,20 +119,6 @@ pub fn minor_number(driver_gpus: &Path, pci_bus_id: &str) -> Option<u32> {
     text.lines()
         .find_map(|line| line.strip_prefix("Device Minor:"))
         .and_then(|v| v.trim().parse().ok())
-}
-
-/// The host name, as dcgm-exporter's `Hostname` label gives it.
-fn host_name() -> Option<String> {
-    let mut buf = [0_u8; 256];
-    // SAFETY: the buffer is valid for the length passed; the last byte is never written, so
-    // even a truncated name is NUL-terminated.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len() - 1) };
-    if rc != 0 {
-        return None;
-    }
-    let end = buf.iter().position(|&b| b == 0)?;
-    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
-    (!name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]
