@@ -202,6 +202,20 @@ static inline void vsc__begin(vsc_channel *ch, size_t off, uint64_t odd) {
     __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
+/* Before a seqlocked update of the block at `off` turns its seq `odd`, keeps the `len` bytes
+ * after the seq, as they stand, in the spare at 0x300 (spec section 3): a writer killed inside
+ * the update leaves its last complete values readable there. */
+static inline void vsc__spare(vsc_channel *ch, size_t off, size_t len, uint64_t odd) {
+    vsc__store(ch, 0x308, off);
+    for (size_t i = 0; i < len; i += 8) {
+        const uint64_t *from = (const uint64_t *)(const void *)(ch->map + off + 8 + i);
+        vsc__store(ch, 0x310 + i, __atomic_load_n(from, __ATOMIC_RELAXED));
+    }
+    /* The copy before the seq that names it, and that before the block's odd seq. */
+    vsc__store_release(ch, 0x300, odd);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 static inline uint64_t vsc__clock_ns(clockid_t clock) {
     struct timespec ts;
     if (clock_gettime(clock, &ts) != 0) return 0;
@@ -634,6 +648,7 @@ static inline int vsc_publish_device(vsc_channel *ch, int slot, const vsc_figure
     const uint64_t w[15] = {f->allocated, f->allocated_peak, f->reserved, f->reserved_peak, f->active,
                             f->inactive_split, f->requested, f->alloc_retries, f->ooms, f->device_allocs,
                             f->device_frees, f->device_free, f->limit, f->interval_peak, f->step_peak};
+    vsc__spare(ch, base, 0xB0, seq + 1);
     vsc__begin(ch, base, seq + 1);
     vsc__store(ch, base + 0x38, t);
     for (size_t i = 0; i < 15; i++) vsc__store(ch, base + 0x40 + 8 * i, w[i]);
@@ -725,6 +740,7 @@ static inline int vsc_status(vsc_channel *ch, uint64_t step, const char *label) 
     memset(text, 0, sizeof text);
     if (len) memcpy(text, label, len);
     uint64_t seq = ch->status_seq;
+    vsc__spare(ch, 0x240, 0xB8, seq + 1);
     vsc__begin(ch, 0x240, seq + 1);
     vsc__store(ch, 0x248, step);
     vsc__store(ch, 0x250, vsc_now_ns());

@@ -12,6 +12,7 @@ mod channel_support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
@@ -429,6 +430,69 @@ fn python_writer_killed() {
     let dir = private_dir();
     let w = Writer::python(dir.path(), PY_SEQUENCE, "hang");
     round_trip(w, WriterKind::PyTorch, "kill", "");
+}
+
+/// A Python writer killed inside a seqlocked update (spec section 3) of its device slot or its
+/// status: it stores half of the new values, then SIGKILLs itself, the file left exactly as by
+/// a kill at that instant.
+const PY_KILLED_INSIDE: &str = r#"
+import os, signal, sys, vramscope
+from vramscope import _channel
+GIB = 1 << 30
+for n in (1, 2, 3):
+    vramscope.report(device=0, allocated=n * GIB, reserved=(n + 1) * GIB,
+                     uuid="GPU-00000000-0000-0000-0000-000000000000")
+    vramscope.step()
+print("ready", vramscope.channel_path(), flush=True)
+sys.stdin.readline()
+name = "_FIGURES" if sys.argv[1] == "slot" else "_STATUS"
+real = getattr(_channel, name)
+
+class Killed:
+    def pack_into(self, buf, off, *values):
+        raw = real.pack(*values)
+        buf[off : off + len(raw) // 2] = raw[: len(raw) // 2]
+        os.kill(os.getpid(), signal.SIGKILL)
+
+setattr(_channel, name, Killed())
+if sys.argv[1] == "slot":
+    vramscope.report(device=0, allocated=4 * GIB, reserved=5 * GIB)
+else:
+    vramscope.step()
+"#;
+
+#[test]
+fn python_writer_killed_inside_an_update_leaves_its_last_values() {
+    if !available("python3") {
+        return;
+    }
+    for (block, at) in [
+        ("slot", layout::defaults::DEVICES_OFFSET as usize),
+        ("status", layout::status::OFFSET),
+    ] {
+        let dir = private_dir();
+        let mut w = Writer::python(dir.path(), PY_KILLED_INSIDE, block);
+        w.next_stage(None);
+        let status = w.child.wait().expect("wait");
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{block}: {status}");
+        let bytes = std::fs::read(&w.path).expect("read");
+        let seq = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        assert_eq!(seq % 2, 1, "the {block} update was cut: seq {seq}");
+        // A reader that never saw the writer alive, as `vramscope --json` after the crash.
+        let up = open_from_start(&w.path).poll().expect("poll");
+        assert_eq!(up.liveness, Liveness::Ended { crashed: true }, "{block}");
+        let d = up
+            .devices
+            .first()
+            .unwrap_or_else(|| panic!("{block}: the device was dropped"));
+        assert_eq!(
+            (d.allocated, d.reserved),
+            (Some(3 * GIB), Some(4 * GIB)),
+            "{block}"
+        );
+        let step = up.status.as_ref().and_then(|s| s.step);
+        assert_eq!(step, Some(3), "{block}: the last complete status");
+    }
 }
 
 /// A writer flat out while the reader polls: no copy is ever accepted torn, and accepted

@@ -3,6 +3,7 @@ docs/channel-v1.md with the tests' own parser."""
 
 import os
 import stat
+import struct
 import unittest
 import zlib
 
@@ -103,6 +104,24 @@ class ChannelBytes(unittest.TestCase):
         self.assertEqual(dev.total, 80 << 30)
         self.assertEqual([getattr(dev, n) for n in S.Device.FIELDS], figures)
         self.assertEqual(dev.tail, bytes(0x48))
+
+    def test_the_spare_keeps_each_block_as_it_was_before_its_last_update(self):
+        # Section 3: a writer killed inside an update leaves its last complete values there.
+        first = list(range(1000, 1016))
+        self.channel.publish_device(0, first)
+        self.channel.publish_device(0, list(range(2000, 2016)))
+        b = S.read_bytes(self.channel.path)
+        self.assertEqual((S.u64(b, 0x300), S.u64(b, 0x308)), (3, 0x400))
+        # The slot from +0x08: ordinal and flags, UUID, PCI bus id, total, then the figures.
+        identity = bytes(b[0x408:0x438])
+        self.assertEqual(bytes(b[0x310:0x3C0]), identity + struct.pack("<16Q", *first))
+        self.channel.set_status(7, "forward", 11)
+        self.channel.set_status(8, "backward", 12)
+        b = S.read_bytes(self.channel.path)
+        self.assertEqual((S.u64(b, 0x300), S.u64(b, 0x308)), (3, 0x240))
+        self.assertEqual(struct.unpack_from("<3Q", b, 0x310), (7, 11, 7))
+        self.assertEqual(bytes(b[0x328:0x3C8]), b"forward".ljust(160, b"\0"))
+        self.assertEqual(S.u64(b, 0x248), 8)
 
     def test_device_added_later_and_without_identity(self):
         slot = self.channel.add_device(DeviceInfo(0))

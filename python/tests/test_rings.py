@@ -133,16 +133,31 @@ class StoreOrder(unittest.TestCase):
         self.ch.publish_device(0, [1] * 16)
         rec = self.record(lambda raw: S.Device(raw, 0x400))
         self.ch.publish_device(0, [2] * 16)
-        (o1, v1, before), (o2, v2, during) = rec.seen
+        spare, slot = rec.seen[:2], rec.seen[2:]
+        (o1, v1, before), (o2, v2, during) = slot
         self.assertEqual((o1, v1, before.allocated), (0x400, 3, 1))
         self.assertEqual((o2, v2, during.allocated, during.step_peak), (0x400, 4, 2, 2))
+        # First the spare (section 3), named for this slot and the odd seq to come, while the
+        # slot is untouched.
+        self.assertEqual([(o, v, d.allocated) for o, v, d in spare], [(0x308, 0x400, 1), (0x300, 3, 1)])
+
+    def test_the_spare_is_complete_before_it_is_named(self):
+        self.ch.publish_device(0, [1] * 16)
+        # The spare's copy of `allocated` (slot +0x40), at every store of the next update.
+        rec = self.record(lambda raw: S.u64(raw, 0x310 + 0x38))
+        self.ch.publish_device(0, [2] * 16)
+        self.assertEqual([(o, v) for o, v, _ in rec.seen], [(0x308, 0x400), (0x300, 3), (0x400, 3), (0x400, 4)])
+        # Before: what the first update kept (the figures before any, absent).
+        self.assertEqual([copy for _, _, copy in rec.seen], [S.ABSENT, 1, 1, 1])
 
     def test_status_seqlock_order(self):
         rec = self.record(lambda raw: S.Snapshot(raw).status_label)
         self.ch.set_status(1, "x", 5)
-        (o1, v1, before), (o2, v2, during) = rec.seen
+        spare, status = rec.seen[:2], rec.seen[2:]
+        (o1, v1, before), (o2, v2, during) = status
         self.assertEqual((o1, v1, before), (0x240, 1, ""))
         self.assertEqual((o2, v2, during), (0x240, 2, "x"))
+        self.assertEqual([(o, v, label) for o, v, label in spare], [(0x308, 0x240, ""), (0x300, 1, "")])
 
 
 WRITER = r"""

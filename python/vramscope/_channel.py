@@ -35,6 +35,15 @@ _DEVICE_ID = struct.Struct("<II16s16sQ")
 
 _crc32 = zlib.crc32
 _A = L.ABSENT
+# The spare (section 3), as word indexes and byte ranges.
+_SPARE_SEQ = L.SPARE_SEQ >> 3
+_SPARE_BLOCK = L.SPARE_BLOCK >> 3
+_SPARE_COPY = L.SPARE_COPY
+_DEVICE_COPY = L.DEVICE_COPY
+_SPARE_DEVICE_END = L.SPARE_COPY + L.DEVICE_COPY
+_SPARE_STATUS_END = L.SPARE_COPY + L.STATUS_COPY
+_STATUS_FIELDS = L.STATUS + 8
+_STATUS_END = L.STATUS + L.STATUS_SIZE
 
 
 def _u64(value):
@@ -196,8 +205,15 @@ class Channel:
         base = self.layout.devices_offset + slot * L.DEVICE_SIZE
         seq = self._device_seq[slot]
         q = self._q
+        # The spare keeps the slot as it stands (section 3), so that a writer killed inside
+        # this update leaves its last complete figures readable. Written out, not a method:
+        # this runs at every report.
+        mm = self._mm
+        q[_SPARE_BLOCK] = base
+        mm[_SPARE_COPY:_SPARE_DEVICE_END] = mm[base + 8 : base + 8 + _DEVICE_COPY]
+        q[_SPARE_SEQ] = seq + 1
         q[base >> 3] = seq + 1
-        _FIGURES.pack_into(self._mm, base + L.D_FIGURES, *figures)
+        _FIGURES.pack_into(mm, base + L.D_FIGURES, *figures)
         q[base >> 3] = seq + 2
         self._device_seq[slot] = seq + 2
 
@@ -220,8 +236,12 @@ class Channel:
         raw = fit_utf8(label or "", L.LABEL_MAX)
         seq = self._status_seq
         q = self._q
+        mm = self._mm
+        q[_SPARE_BLOCK] = L.STATUS
+        mm[_SPARE_COPY:_SPARE_STATUS_END] = mm[_STATUS_FIELDS:_STATUS_END]
+        q[_SPARE_SEQ] = seq + 1
         q[L.STATUS >> 3] = seq + 1
-        _STATUS.pack_into(self._mm, L.STATUS + 8, _u64(step), t, len(raw), raw)
+        _STATUS.pack_into(mm, L.STATUS + 8, _u64(step), t, len(raw), raw)
         q[L.STATUS >> 3] = seq + 2
         self._status_seq = seq + 2
 

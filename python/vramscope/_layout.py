@@ -69,6 +69,13 @@ STATUS = 0x240
 STATUS_SIZE = 192
 LABEL_MAX = 160
 
+# The spare (section 3): the block being updated, as it stood before the update.
+SPARE_SEQ = 0x300
+SPARE_BLOCK = 0x308
+SPARE_COPY = 0x310
+STATUS_COPY = STATUS_SIZE - 8  # every status field after its seq
+DEVICE_COPY = 0xB0  # a device slot's identity and figures, +0x08 to +0xB8
+
 # Device slot (section 2.5); offsets inside one slot.
 DEVICE_SIZE = 256
 D_SEQ = 0x00

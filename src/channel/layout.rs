@@ -132,6 +132,24 @@ pub mod status {
     pub const LABEL_CAP: usize = 160;
 }
 
+/// The spare at `0x300` (§3): before each seqlocked update the writer copies the block there as
+/// it stands, so that a writer killed between the two sequence stores still leaves its last
+/// complete values in the file. Absolute offsets.
+pub mod spare {
+    pub const OFFSET: usize = 0x300;
+    /// [M] The odd sequence the block has while this copy stands in for it; 0: none.
+    pub const SEQ: usize = 0x300;
+    /// [M] The file offset of that block: the status's or a device slot's.
+    pub const BLOCK: usize = 0x308;
+    /// The block's bytes from `+0x08` on (`STATUS_COPY` or `DEVICE_COPY` of them).
+    pub const COPY: usize = 0x310;
+    /// Status: every field after its seq.
+    pub const STATUS_COPY: usize = super::status::SIZE - 8;
+    /// Device slot: identity and figures, up to the end of the v1 fields.
+    pub const DEVICE_COPY: usize = super::device::V1_END - 8;
+    pub const SIZE: usize = COPY - OFFSET + STATUS_COPY;
+}
+
 /// One device slot, its own seqlock. Offsets relative to the slot.
 pub mod device {
     pub const RECORD_SIZE: usize = 256;
@@ -259,6 +277,9 @@ const _: () = {
     assert!(control::OFFSET == header::SIZE);
     assert!(status::OFFSET == control::OFFSET + control::SIZE);
     assert!((status::OFFSET + status::SIZE) as u64 <= SECTIONS_MIN_OFFSET);
+    assert!(spare::OFFSET == status::OFFSET + status::SIZE);
+    assert!((spare::OFFSET + spare::SIZE) as u64 <= SECTIONS_MIN_OFFSET);
+    assert!(spare::DEVICE_COPY <= spare::STATUS_COPY);
     assert!(status::LABEL + status::LABEL_CAP == status::SIZE);
     assert!(control::STRINGS_IN_USE + 8 <= control::OFFSET + control::SIZE);
     assert!(device::STEP_PEAK + 8 == device::V1_END);

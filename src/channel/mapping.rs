@@ -51,6 +51,18 @@ impl Mapping {
         word.store(value, order);
     }
 
+    /// Loads the word at byte offset `off`, as `store` stores it (0 where `store` would ignore
+    /// the offset): the writer reading back what it published.
+    #[inline]
+    pub fn load(&self, off: usize) -> u64 {
+        if !off.is_multiple_of(8) || off.checked_add(8).is_none_or(|end| end > self.len) {
+            return 0;
+        }
+        // SAFETY: in bounds and 8-aligned, checked above; atomic for the same reason as `store`.
+        let word = unsafe { AtomicU64::from_ptr(self.ptr.as_ptr().add(off).cast::<u64>()) };
+        word.load(Ordering::Relaxed)
+    }
+
     /// Writes `bytes` into the field `[off, off + field_len)` (a multiple of 8), padding with
     /// NUL, as relaxed word stores; bytes beyond `field_len` are dropped.
     pub fn store_text(&self, off: usize, field_len: usize, bytes: &[u8]) {

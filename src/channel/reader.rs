@@ -1,7 +1,8 @@
 //! The reader: opens a channel file as hostile input and polls it. It never maps the file; it
 //! copies only what it needs with `pread` (three copies of the live state, 1.25 KiB each with
 //! one device, plus the ring records that are new), so a writer that truncates its file causes
-//! a rejection, not a SIGBUS.
+//! a rejection, not a SIGBUS. Those copies are the reader's own, for one seqlock read; what
+//! outlives a writer killed inside an update is the spare in the file (§3).
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -16,7 +17,7 @@ use super::liveness::{ProcessCheck, assess};
 use super::model::{DeviceSlot, Identity, Status, Update};
 use super::ring::Ring;
 use super::sections::Sections;
-use super::snapshot::{Snapshot, read_exact_at, stable};
+use super::snapshot::{Snapshot, read_exact_at};
 use super::sys;
 use super::validate;
 
@@ -267,7 +268,9 @@ impl Channel {
 
     /// Seqlock reads of the status and device slots: up to `SEQLOCK_ROUNDS` rounds of
     /// (before, fields, after) copies, the after-copy of a round serving as the next before.
-    /// Returns the counts the copies were checked against.
+    /// A block whose writer is inside an update, or was killed there, reads from the spare
+    /// (§3), which holds it as it was before that update. Returns the counts the copies were
+    /// checked against.
     fn read_seqlocked(&mut self) -> Result<Counts, String> {
         let devices = self.sections.devices;
         let known = self.devices.len() as u64;
@@ -284,16 +287,18 @@ impl Channel {
             self.snaps[1].take(&self.file, &devices, n as u64)?;
             self.snaps[2].take(&self.file, &devices, n as u64)?;
             let [pre, mid, post] = &self.snaps;
-            if todo_status && stable(pre.status(), post.status()) {
-                self.status = decode::status(mid.status());
+            if todo_status && let Some(block) = mid.settled_status(pre, post) {
+                self.status = decode::status(&block);
                 todo_status = false;
             }
             todo.retain(|&i| {
-                if stable(pre.slot(i), post.slot(i)) && !mid.slot(i).is_empty() {
-                    self.devices[i] = Some(decode::device_slot(i, mid.slot(i)));
-                    false
-                } else {
-                    true
+                let at = devices.record(i as u64);
+                match mid.settled_slot(i, at, pre, post) {
+                    Some(block) => {
+                        self.devices[i] = Some(decode::device_slot(i, &block));
+                        false
+                    }
+                    None => true,
                 }
             });
             if !todo_status && todo.is_empty() {

@@ -1,13 +1,14 @@
-//! Copies of the live part of a channel (state, control, status and device slots) taken with
-//! `pread`, never through a mapping, so a file that shrinks meanwhile gives a short read and
-//! not a SIGBUS. Three copies in a row make a seqlock read (§3): the sequence numbers of the
-//! first and the last bracket the fields of the middle one.
+//! Copies of the live part of a channel (state, control, status, spare and device slots) taken
+//! with `pread`, never through a mapping, so a file that shrinks meanwhile gives a short read
+//! and not a SIGBUS. Three copies in a row make a seqlock read (§3): the sequence numbers of
+//! the first and the last bracket the fields, or the spare, of the middle one.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::decode::u64_at;
-use super::layout::{control, device, header, status};
+use super::layout::{control, device, header, spare, status};
 use super::sections::Section;
 
 /// Fills `buf` from offset `off`; a short read means the file shrank while we read it.
@@ -25,8 +26,8 @@ pub fn read_exact_at(file: &File, buf: &mut [u8], off: u64) -> Result<(), String
     Ok(())
 }
 
-/// Bytes `0..FIXED` hold state, heartbeat, control and status.
-const FIXED: usize = status::OFFSET + status::SIZE;
+/// Bytes `0..FIXED` hold state, heartbeat, control, status and the spare.
+const FIXED: usize = spare::OFFSET + spare::SIZE;
 /// A device section ending within this many bytes of the file's start is read with the fixed
 /// part in a single `pread`, up to the last slot in use (the default layout with one device:
 /// 1.25 KiB). Anything else is read slot by slot.
@@ -105,7 +106,9 @@ impl Snapshot {
 
     /// The status block, sequence number first.
     pub fn status(&self) -> &[u8] {
-        self.buf.get(status::OFFSET..FIXED).unwrap_or(&[])
+        self.buf
+            .get(status::OFFSET..status::OFFSET + status::SIZE)
+            .unwrap_or(&[])
     }
 
     /// Device slot `i` (its v1 part), empty if this copy does not hold it.
@@ -114,6 +117,76 @@ impl Snapshot {
         self.buf
             .get(start..start + device::RECORD_SIZE)
             .unwrap_or(&[])
+    }
+
+    /// The status as of the writer's last complete update, if this copy, taken between
+    /// `before` and `after`, shows it (see `settled`).
+    pub fn settled_status<'a>(
+        &'a self,
+        before: &Snapshot,
+        after: &Snapshot,
+    ) -> Option<Cow<'a, [u8]>> {
+        let at = status::OFFSET as u64;
+        self.settled(
+            at,
+            spare::STATUS_COPY,
+            before.status(),
+            self.status(),
+            after.status(),
+        )
+    }
+
+    /// Device slot `i`, at file offset `at`, as of the writer's last complete update, if this
+    /// copy, taken between `before` and `after`, shows it (see `settled`).
+    pub fn settled_slot<'a>(
+        &'a self,
+        i: usize,
+        at: u64,
+        before: &Snapshot,
+        after: &Snapshot,
+    ) -> Option<Cow<'a, [u8]>> {
+        let copy = spare::DEVICE_COPY;
+        self.settled(at, copy, before.slot(i), self.slot(i), after.slot(i))
+    }
+
+    /// A seqlocked block (§3) at file offset `at`, `block` being this copy of it and `before`
+    /// and `after` the copies taken around this one, as of its writer's last complete update.
+    /// The same even sequence in both: this copy's fields. The same odd one (the writer is
+    /// inside an update, or was killed there): the `copy` bytes after the sequence as the
+    /// spare kept them from before that update, if the spare names this block and this
+    /// sequence. `None` otherwise: the writer moved on meanwhile, try again. The result reads
+    /// like the block, sequence first; from the spare it carries the even sequence of the
+    /// update the copy holds.
+    fn settled<'a>(
+        &'a self,
+        at: u64,
+        copy: usize,
+        before: &[u8],
+        block: &'a [u8],
+        after: &[u8],
+    ) -> Option<Cow<'a, [u8]>> {
+        if block.len() < 8 {
+            return None;
+        }
+        if stable(before, after) {
+            return Some(Cow::Borrowed(block));
+        }
+        let seq = u64_at(before, 0);
+        let inside = !before.is_empty() && !after.is_empty() && u64_at(after, 0) == seq;
+        if !inside || seq.is_multiple_of(2) {
+            return None;
+        }
+        if self.word(spare::SEQ) != seq || self.word(spare::BLOCK) != at {
+            return None;
+        }
+        let kept = self
+            .buf
+            .get(spare::COPY..spare::COPY + copy.min(block.len() - 8))?;
+        let mut image = Vec::with_capacity(block.len());
+        image.extend_from_slice(&(seq - 1).to_le_bytes());
+        image.extend_from_slice(kept);
+        image.extend_from_slice(&block[image.len()..]);
+        Some(Cow::Owned(image))
     }
 }
 

@@ -16,7 +16,7 @@ use super::decode::u64_at;
 use super::dir::DirHandle;
 use super::fork::{self, Registration};
 use super::kinds::EventKind;
-use super::layout::{ABSENT, control, device, event, header, sample, state, status, string};
+use super::layout::{ABSENT, control, device, event, header, sample, spare, state, status, string};
 use super::mapping::Mapping;
 use super::sections::Sections;
 use super::sys::monotonic_ns;
@@ -86,9 +86,20 @@ impl Writer {
         !self.finished && fork::same_process(self.generation)
     }
 
-    /// Starts a seqlocked update at `base` whose sequence is `*seq`.
+    /// Starts a seqlocked update at `base` whose sequence is `*seq` and whose fields are the
+    /// `copy` bytes after it. First the spare keeps the block as it stands (§3): a writer
+    /// killed inside the update leaves its last complete values readable there.
     #[inline]
-    fn seq_begin(map: &Mapping, base: usize, seq: &mut u64) {
+    fn seq_begin(map: &Mapping, base: usize, copy: usize, seq: &mut u64) {
+        let r = Ordering::Relaxed;
+        map.store(spare::BLOCK, base as u64, r);
+        for w in (0..copy).step_by(8) {
+            map.store(spare::COPY + w, map.load(base + 8 + w), r);
+        }
+        // The copy is complete before the spare names the sequence it stands in for, and the
+        // spare names it before the block's sequence turns odd.
+        map.store(spare::SEQ, *seq + 1, Ordering::Release);
+        fence(Ordering::Release);
         *seq += 1;
         map.store(base, *seq, Ordering::Relaxed);
         // The odd sequence must be visible before any field changes.
@@ -110,7 +121,7 @@ impl Writer {
         let base = self.sections.devices.record(slot as u64) as usize;
         let mut seq = 0;
         let map = &self.map;
-        Self::seq_begin(map, base, &mut seq);
+        Self::seq_begin(map, base, spare::DEVICE_COPY, &mut seq);
         let mut flags = 0;
         let uuid = id.uuid.unwrap_or([0; 16]);
         if id.uuid.is_some() {
@@ -153,7 +164,7 @@ impl Writer {
         let read_at = figures.read_at_ns.unwrap_or_else(monotonic_ns);
         let map = &self.map;
         let seq = &mut self.device_seqs[slot];
-        Self::seq_begin(map, base, seq);
+        Self::seq_begin(map, base, spare::DEVICE_COPY, seq);
         map.store(base + device::READ_AT, read_at, Ordering::Relaxed);
         for (i, w) in figures.words().into_iter().enumerate() {
             map.store(base + device::ALLOCATED + 8 * i, w, Ordering::Relaxed);
@@ -272,7 +283,7 @@ impl Writer {
         let label = fit(label, status::LABEL_CAP);
         let now = monotonic_ns();
         let map = &self.map;
-        Self::seq_begin(map, base, &mut self.status_seq);
+        Self::seq_begin(map, base, spare::STATUS_COPY, &mut self.status_seq);
         let r = Ordering::Relaxed;
         map.store(base + status::STEP, step.unwrap_or(ABSENT), r);
         map.store(base + status::SET_AT, now, r);

@@ -154,6 +154,20 @@ static void contract(const char *base) {
     CHECK(vsc_status(&ch, 6, label) == VSC_OK);
     CHECK(read_u64(path, 0x258) == 160);
     CHECK(read_u64(path, 0x240) == 4);
+    /* The spare (spec section 3) names the block and the odd seq of its last update, and holds
+     * the block as it was before that update: step 5. */
+    CHECK(read_u64(path, 0x300) == 3);
+    CHECK(read_u64(path, 0x308) == 0x240);
+    CHECK(read_u64(path, 0x310) == 5);
+    CHECK(read_u64(path, 0x248) == 6);
+    f.allocated = 7;
+    CHECK(vsc_publish_device(&ch, 1, &f) == VSC_OK);
+    f.allocated = 8;
+    CHECK(vsc_publish_device(&ch, 1, &f) == VSC_OK);
+    CHECK(read_u64(path, 0x300) == 3);
+    CHECK(read_u64(path, 0x308) == 0x500);
+    CHECK(read_u64(path, 0x310 + 0x38) == 7);
+    CHECK(read_u64(path, 0x540) == 8);
 
     /* fork: the child publishes nothing and does not hold the lock. */
     uint64_t head_before = read_u64(path, 0x208);
