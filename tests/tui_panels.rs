@@ -7,6 +7,7 @@ mod tui_fixtures;
 
 use ratatui::style::Color;
 use tui_fixtures::*;
+use vramscope::sources::runner::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::theme::Theme;
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode, SortColumn};
@@ -405,4 +406,33 @@ fn narrow_gpu_lines_drop_whole_figures_never_half_of_one() {
             }
         }
     }
+}
+
+#[test]
+fn a_young_process_s_charts_speak_only_for_the_history_behind_them() {
+    // Five seconds of samples in a window of a minute and more: the label must not claim a
+    // flat minute it never saw.
+    let mut m = Monitor::new(NOW - 5_000);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    for t in (NOW - 5_000..=NOW).step_by(1_000) {
+        let mut gpu = sample(0, t, 20 * GIB, 80 * GIB, 50);
+        gpu.processes = Ok(vec![gpu_process(4242, 8 * GIB, Ok(40))]);
+        let host = host_sample(
+            t,
+            vec![host_process(4242, "alice", "python train.py", GIB, 99.0)],
+        );
+        m.ingest(SourceEvent::Batch(vec![
+            SourceEvent::Device(Box::new(gpu)),
+            SourceEvent::Host(Box::new(host)),
+        ]));
+    }
+    let mut ui = ui();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 100, 30);
+    assert!(text.contains("flat at 8.00 GiB over the last 5s"), "{text}");
+    assert!(text.contains("flat at 1.00 GiB over the last 5s"), "{text}");
+    assert!(!text.contains("over the last 1m"), "{text}");
 }

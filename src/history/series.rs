@@ -176,6 +176,20 @@ impl Series {
         self.peak = None;
     }
 
+    /// The oldest moment the series holds anything for: its first sample while raw still
+    /// holds everything, else the start of the oldest bucket kept. Charts say "over the last
+    /// 5s" rather than claim a window longer than the history behind it.
+    pub fn first_at(&self) -> Option<u64> {
+        if self.raw_covered_from == 0 {
+            return self.raw.front().map(|p| p.at_ms);
+        }
+        self.tiers
+            .iter()
+            .filter_map(|t| t.buckets().next().map(Bucket::start_ms))
+            .min()
+            .or(Some(self.raw_covered_from))
+    }
+
     /// Raw samples still held, oldest first; `None` marks a gap.
     pub fn raw(&self) -> impl Iterator<Item = (u64, Option<f64>)> + '_ {
         self.raw.iter().map(|p| (p.at_ms, p.reading()))

@@ -106,10 +106,15 @@ pub fn chart_with_peak(
 ) -> [Line<'static>; 2] {
     let theme = view.theme;
     let window_ms = range.1.saturating_sub(range.0);
+    // What the label speaks for: the window, or the part of it the history reaches into.
+    let seen_from = series
+        .first_at()
+        .map_or(range.0, |first| first.max(range.0));
+    let seen_ms = range.1.saturating_sub(seen_from).max(1);
     let drawn = spark(theme, series, range, width, scale, style, true);
     let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
     label.extend(
-        peak_label(theme, &drawn, series.peak(), window_ms, view.now_ms, |v| {
+        peak_label(theme, &drawn, series.peak(), seen_ms, view.now_ms, |v| {
             units::bytes(v as u64)
         })
         .spans,
