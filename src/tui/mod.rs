@@ -1,6 +1,7 @@
 //! The interactive monitor: terminal handling, the event loop, key handling, and the panels
 //! that draw a `View`.
 
+mod cell_diff;
 mod event_loop;
 mod feed;
 mod frame_writer;

@@ -2,9 +2,11 @@
 //! normal return (the guard's Drop), panic (a hook that chains the previous one), and signals
 //! (the event loop returns, so the guard drops).
 
+use super::cell_diff;
 use super::frame_writer::FrameWriter;
 use crossterm::{cursor, execute, terminal};
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::{Terminal, TerminalOptions, Viewport};
 use std::io::{self, Stdout};
@@ -19,6 +21,10 @@ pub type Term = Terminal<CrosstermBackend<FrameWriter<Stdout>>>;
 /// Owns the terminal while the monitor runs.
 pub struct TerminalGuard {
     pub terminal: Term,
+    /// The last frame sent, which the next one is compared with. Ours rather than ratatui's
+    /// back buffer so that `cell_diff` can do the comparing; ratatui renders into its front
+    /// buffer and never flushes it itself.
+    sent: Buffer,
 }
 
 impl TerminalGuard {
@@ -35,27 +41,57 @@ impl TerminalGuard {
         // A fixed viewport, resized only when the terminal says its size changed: ratatui's
         // full-screen viewport asks crossterm for the size before every frame, and crossterm
         // opens /dev/tty to answer, which was a tenth of an idle monitor's CPU.
+        let area = current_area();
         let terminal = Terminal::with_options(
             CrosstermBackend::new(FrameWriter::new(io::stdout())),
             TerminalOptions {
-                viewport: Viewport::Fixed(current_area()),
+                viewport: Viewport::Fixed(area),
             },
         )?;
-        Ok(Self { terminal })
+        Ok(Self {
+            terminal,
+            sent: Buffer::empty(area),
+        })
     }
 
     /// Draws one frame, sent to the terminal in one write.
     pub fn draw(&mut self, render: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
         self.terminal.backend_mut().writer_mut().begin_frame();
-        let drawn = self.terminal.draw(render).map(|_| ());
+        let drawn = self.draw_frame(render);
         let sent = self.terminal.backend_mut().writer_mut().end_frame();
         drawn.and(sent)
+    }
+
+    /// What ratatui's `Terminal::draw` does for a fixed viewport, with our diff.
+    fn draw_frame(&mut self, render: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
+        // Blanked now rather than after the last frame, so that rendering and comparing
+        // find it in cache instead of a second later.
+        self.terminal.current_buffer_mut().reset();
+        render(&mut self.terminal.get_frame());
+        // Taken out so the backend can be borrowed while the frame is read.
+        let frame = std::mem::take(self.terminal.current_buffer_mut());
+        if self.sent.area != frame.area {
+            self.sent = Buffer::empty(frame.area);
+        }
+        let backend = self.terminal.backend_mut();
+        let written = backend.draw(cell_diff::changes(&self.sent, &frame));
+        *self.terminal.current_buffer_mut() = std::mem::replace(&mut self.sent, frame);
+        if written.is_err() {
+            // What reached the screen is unknown: the next frame is sent whole.
+            self.sent.reset();
+        }
+        written?;
+        self.terminal.hide_cursor()?;
+        Backend::flush(self.terminal.backend_mut())
     }
 
     /// Follows a new terminal size (resize event, SIGWINCH, resume); the next frame is
     /// drawn whole.
     pub fn resized(&mut self) -> io::Result<()> {
-        self.terminal.resize(current_area())
+        let area = current_area();
+        // Cleared by the resize whatever happens next: the next frame is sent whole.
+        self.sent = Buffer::empty(area);
+        self.terminal.resize(area)
     }
 
     /// Leaves the terminal as the shell expects it, for a suspend (Ctrl-Z).
