@@ -47,19 +47,22 @@ pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
             dirs.push(p);
         }
     };
-    if let Some(d) = env_dir() {
-        add(d);
-    }
-    add(shm_dir(euid));
-    if let Some(d) = runtime_dir() {
-        add(d);
-    }
+    candidate_dirs(euid).into_iter().for_each(&mut add);
     if euid == 0 {
         shm_channel_dirs(Path::new("/dev/shm"))
             .into_iter()
             .for_each(add);
     }
     dirs
+}
+
+/// `$VRAMSCOPE_DIR`, `/dev/shm/vramscope-<euid>` and `$XDG_RUNTIME_DIR/vramscope`, whether
+/// they exist or not: where a channel directory may appear.
+pub fn candidate_dirs(euid: u32) -> Vec<PathBuf> {
+    [env_dir(), Some(shm_dir(euid)), runtime_dir()]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_ENTRIES` looked at.

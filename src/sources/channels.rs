@@ -3,6 +3,7 @@
 //! reader's records into the model's types, so nothing above here knows the file format.
 //! A dead writer's file stays readable: it is polled on, marked ended, until it is removed.
 
+use super::dir_watch::DirWatch;
 use crate::channel::discover;
 use crate::channel::{
     Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
@@ -18,8 +19,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// New files are looked for this often; open channels are polled every tick.
+/// New files are looked for this often (where the directories changed, see `listing_due`);
+/// open channels are polled every tick.
 const SCAN_EVERY: Duration = Duration::from_secs(2);
+/// The directories are listed this often even when no change was reported: a net under
+/// inotify, for what it may not see (a directory replaced by a mount, say).
+const LIST_ANYWAY_EVERY: Duration = Duration::from_secs(60);
 /// Ended writers' files older than this are removed (ours only), per the spec's §6.
 const STALE_AFTER: Duration = Duration::from_secs(3600);
 const CLEAN_EVERY: Duration = Duration::from_secs(60);
@@ -60,6 +65,11 @@ pub struct ChannelSampler {
     refused: BTreeMap<PathBuf, String>,
     retired: HashSet<FileId>,
     last_scan: Option<Instant>,
+    /// When the directories were last listed.
+    last_listing: Option<Instant>,
+    /// Tells whether the directories' entries changed since the last listing; `None` where
+    /// inotify is unavailable, and every scan lists.
+    dir_watch: Option<DirWatch>,
     last_clean: Option<Instant>,
     /// NVML's pids: candidates for writers in other pid namespaces.
     nvml_pids: Vec<u32>,
@@ -90,6 +100,8 @@ impl ChannelSampler {
             refused: BTreeMap::new(),
             retired: HashSet::new(),
             last_scan: None,
+            last_listing: None,
+            dir_watch: DirWatch::new().ok(),
             last_clean: None,
             nvml_pids: Vec::new(),
             in_container: HashMap::new(),
@@ -109,6 +121,7 @@ impl ChannelSampler {
             }
             // A new GPU process may bring a container's channel: look at once.
             self.last_scan = None;
+            self.last_listing = None;
         }
     }
 
@@ -122,7 +135,10 @@ impl ChannelSampler {
             .is_none_or(|at| now.duration_since(at) >= SCAN_EVERY)
         {
             self.last_scan = Some(now);
-            gone = self.scan();
+            if self.listing_due(now) {
+                self.last_listing = Some(now);
+                gone = self.scan();
+            }
         }
         if self
             .last_clean
@@ -194,13 +210,39 @@ impl ChannelSampler {
         })
     }
 
+    /// Whether the directories must be listed: something in them changed, or it cannot be
+    /// known. Unknowable are refused files (one may be rewritten in place, which is no
+    /// change of entries) and the directories inside containers (not watched: finding them
+    /// means reading each process's environment anyway).
+    fn listing_due(&mut self, now: Instant) -> bool {
+        // Asked first, so that what it has pending is drained whatever the answer.
+        let changed = self.dir_watch.as_mut().is_none_or(DirWatch::changed);
+        changed
+            || !self.refused.is_empty()
+            || self.in_container.values().any(|&contained| contained)
+            || self
+                .last_listing
+                .is_none_or(|at| now.duration_since(at) >= LIST_ANYWAY_EVERY)
+    }
+
     /// Opens new files and forgets vanished ones; returns the vanished channels.
     fn scan(&mut self) -> Vec<(String, Gone)> {
+        let euid = self.policy.euid;
         // Our own directories, then those inside the containers of NVML's processes.
-        let mut dirs: Vec<(PathBuf, bool)> = discover::channel_dirs(self.policy.euid)
+        let mut dirs: Vec<(PathBuf, bool)> = discover::channel_dirs(euid)
             .into_iter()
             .map(|d| (d, false))
             .collect();
+        // Watched before they are listed, so that nothing added meanwhile goes unseen.
+        if let Some(watch) = &mut self.dir_watch {
+            let candidates = discover::candidate_dirs(euid);
+            watch.watch(
+                candidates
+                    .iter()
+                    .chain(dirs.iter().map(|(d, _)| d))
+                    .map(PathBuf::as_path),
+            );
+        }
         for &pid in &self.nvml_pids {
             let contained = *self
                 .in_container

@@ -4,6 +4,7 @@
 pub mod alarm;
 pub mod channels;
 pub mod container;
+mod dir_watch;
 pub mod host;
 pub mod nvml;
 pub mod nvml_errors;
