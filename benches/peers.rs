@@ -43,7 +43,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{Children, cpu_ns, cpu_ticks, parse_counts, peak_rss_kb, read_counts};
+use support::{
+    Children, cpu_ns, cpu_ticks, parse_counts, peak_rss_kb, read_counts, read_counts_text,
+};
 
 const COLS: u16 = 200;
 const ROWS: u16 = 50;
@@ -879,9 +881,9 @@ type Counts = BTreeMap<String, f64>;
 /// right after the fake rewrote it, so that counts and CPU times cover the same window.
 fn next_counts(path: &Path, previous: Option<&str>) -> (Counts, String) {
     let deadline = Instant::now() + Duration::from_secs(3);
-    let first = std::fs::read_to_string(path).unwrap_or_default();
+    let first = read_counts_text(path);
     loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let text = read_counts_text(path);
         let changed = match previous {
             Some(p) => text != p && text != first,
             None => text != first,

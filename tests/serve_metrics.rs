@@ -389,7 +389,12 @@ fn scrapes_read_the_snapshot_and_never_call_nvml() {
         t.contains("DCGM_FI_DEV_FB_USED")
     });
     let memory_calls = || -> u64 {
-        let text = std::fs::read_to_string(&counts).unwrap_or_default();
+        // Rewritten in place by the fake: two reads that agree saw no write half done.
+        let read = || std::fs::read_to_string(&counts).unwrap_or_default();
+        let mut text = read();
+        while read() != text {
+            text = read();
+        }
         let doc: Value = serde_json::from_str(&text).unwrap_or(json!({}));
         doc["nvmlDeviceGetMemoryInfo_v2"].as_u64().unwrap_or(0)
     };

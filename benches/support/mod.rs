@@ -78,7 +78,23 @@ pub fn parse_counts(text: &str) -> BTreeMap<String, f64> {
 
 /// [`parse_counts`] of the file at `path` (empty while the fake has not written it yet).
 pub fn read_counts(path: &Path) -> BTreeMap<String, f64> {
-    parse_counts(&std::fs::read_to_string(path).unwrap_or_default())
+    parse_counts(&read_counts_text(path))
+}
+
+/// The counts file's text (empty while the fake has not written it yet). The fake rewrites
+/// the file in place, so a read that overlaps a write may see a wrong digit: the text is
+/// read until two reads agree.
+pub fn read_counts_text(path: &Path) -> String {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = read();
+    for _ in 0..10 {
+        let again = read();
+        if again == text {
+            break;
+        }
+        text = again;
+    }
+    text
 }
 
 /// A folder for the counts files, named `prefix` and a random suffix, on tmpfs where there

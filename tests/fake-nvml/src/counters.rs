@@ -2,7 +2,6 @@
 //! `$FAKE_NVML_COUNTS` as JSON for other processes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -21,9 +20,29 @@ static COUNTERS: Mutex<Counters> = Mutex::new(Counters {
     counts: None,
     last_write: None,
 });
-/// Serialises file writers (they share the temp file name).
-static WRITER: Mutex<()> = Mutex::new(());
+/// The counts file, kept open between writes; `None` until the first write.
+static WRITER: Mutex<Option<CountsFile>> = Mutex::new(None);
 
+/// An open counts file: each write overwrites it in place.
+///
+/// Why not a temp file and a rename, which readers would never see half-written: on tmpfs
+/// each rename freed the old file's page and each write allocated a new one, and that was a
+/// tenth of a millisecond a second inside the monitor being benchmarked, charged to it. An
+/// overwrite of the same page costs one `pwrite`. The numbers are padded to a fixed width,
+/// so the text keeps its length and layout from one write to the next, and a reader that
+/// overlaps a write sees at worst a wrong digit: reading until two reads agree is enough.
+struct CountsFile {
+    path: PathBuf,
+    file: std::fs::File,
+    /// The file's identity (device, inode): one removed or replaced meanwhile is opened anew.
+    id: (u64, u64),
+    len: u64,
+}
+
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -82,27 +101,52 @@ pub fn write_to_env_path() -> std::io::Result<bool> {
     }
 }
 
-/// Writes the counts as a JSON object to `path` atomically (temp file + rename).
+/// Writes the counts as a JSON object to `path`, in place (see [`CountsFile`]).
 pub fn write_counts_to(path: &Path) -> std::io::Result<()> {
-    let _writer = lock(&WRITER);
-    let json = serde_json::to_vec_pretty(&call_counts()).map_err(std::io::Error::other)?;
-    let mut tmp_name = path.as_os_str().to_owned();
-    // pid + address of our statics: unique per process and per loaded copy.
-    let copy = &raw const COUNTERS as usize;
-    tmp_name.push(format!(".tmp{}-{copy:x}", std::process::id()));
-    let tmp = PathBuf::from(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&json)?;
-        f.write_all(b"\n")?;
-        f.flush()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    use std::os::unix::fs::FileExt;
+    let mut writer = lock(&WRITER);
+    let text = counts_json(&call_counts());
+    let still_there = |open: &CountsFile| {
+        open.path == path && std::fs::metadata(path).is_ok_and(|m| file_id(&m) == open.id)
+    };
+    let open = match writer.take() {
+        Some(open) if still_there(&open) => open,
+        _ => {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)?;
+            CountsFile {
+                path: path.to_path_buf(),
+                id: file_id(&file.metadata()?),
+                file,
+                len: 0,
+            }
+        }
+    };
+    let len = text.len() as u64;
+    open.file.write_all_at(text.as_bytes(), 0)?;
+    // Shorter only after `reset()` dropped some functions.
+    if len < open.len {
+        open.file.set_len(len)?;
     }
-    result
+    *writer = Some(CountsFile { len, ..open });
+    Ok(())
+}
+
+/// Pretty JSON, each count right-aligned in 20 columns (a u64's widest), so that the text
+/// changes in its digits only while no new function is called.
+fn counts_json(counts: &BTreeMap<String, u64>) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from("{");
+    for (i, (name, count)) in counts.iter().enumerate() {
+        let comma = if i == 0 { "" } else { "," };
+        let name = serde_json::to_string(name).unwrap_or_default();
+        let _ = write!(text, "{comma}\n  {name}: {count:>20}");
+    }
+    text.push_str("\n}\n");
+    text
 }
 
 /// Writes the counts once more when the process exits normally (or the library is

@@ -14,6 +14,7 @@ pub mod ffi;
 pub mod scenario;
 mod state;
 mod timeline;
+mod watch;
 
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,12 @@ use crate::scenario::Scenario;
 pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
 /// Sidecar file looked for next to the loaded library when the env var is unset.
 pub const SIDECAR_NAME: &str = "fake_nvml_scenario.json";
-/// Minimum time between two checks of the scenario file for changes.
+/// Minimum time between two checks of the scenario file for changes, where its directory
+/// cannot be watched.
 const RELOAD_INTERVAL: Duration = Duration::from_millis(50);
+/// Where it is watched: a check this often even when nothing was reported, in case an
+/// event was missed.
+const WATCHED_RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 /// A file last modified at least this long before it was loaded cannot have been rewritten
 /// since without a change of its signature: `nvmlInit*` may then keep the parsed scenario.
 const SETTLED: Duration = Duration::from_secs(1);
@@ -53,6 +57,9 @@ struct Loaded {
     sig: Option<FileSig>,
     scenario: Arc<Scenario>,
     last_check: Instant,
+    /// Its directory is watched (see `watch`): the file is looked at when something
+    /// happened there.
+    watched: bool,
     /// Wall clock just before the file was read.
     read_at: SystemTime,
 }
@@ -63,6 +70,7 @@ impl Loaded {
         let sig = file_sig(&path);
         let scenario = Scenario::load(&path)?;
         Ok(Loaded {
+            watched: crate::watch::watch(&path),
             path,
             sig,
             scenario: Arc::new(scenario),
@@ -90,7 +98,15 @@ impl Loaded {
     }
 
     fn check_reload(&mut self) {
-        if self.last_check.elapsed() < RELOAD_INTERVAL {
+        let watched = self.watched && crate::watch::working();
+        let interval = if watched {
+            WATCHED_RELOAD_INTERVAL
+        } else {
+            RELOAD_INTERVAL
+        };
+        // Taken whatever happens next, so that an event is acted on once.
+        let reported = watched && crate::watch::take_changed();
+        if !reported && self.last_check.elapsed() < interval {
             return;
         }
         self.last_check = Instant::now();

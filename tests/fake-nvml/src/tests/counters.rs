@@ -42,6 +42,45 @@ fn counts_every_call_including_failures() {
 }
 
 #[test]
+fn the_counts_file_is_rewritten_in_place_with_the_same_layout() {
+    let _f = Fake::init(&with_devices(vec![device(json!({}))]));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("counts.json");
+    let mut n = 0;
+    assert_eq!(nvmlDeviceGetCount_v2(&mut n), 0);
+    crate::write_call_counts(&out).expect("write counts");
+    let first = std::fs::read_to_string(&out).expect("counts file");
+    for _ in 0..999 {
+        nvmlDeviceGetCount_v2(&mut n);
+    }
+    crate::write_call_counts(&out).expect("write counts");
+    let second = std::fs::read_to_string(&out).expect("counts file");
+    assert_eq!(first.len(), second.len(), "{first}\n{second}");
+    let differing: Vec<usize> = (0..first.len())
+        .filter(|&i| first.as_bytes()[i] != second.as_bytes()[i])
+        .collect();
+    assert!(
+        differing
+            .iter()
+            .all(|&i| second.as_bytes()[i].is_ascii_digit()),
+        "only digits change: {first}\n{second}"
+    );
+    assert_eq!(read_counts(&out)["nvmlDeviceGetCount_v2"], 1000);
+
+    // Removed by someone else: written anew, not into the unlinked file.
+    std::fs::remove_file(&out).expect("remove");
+    crate::write_call_counts(&out).expect("write counts");
+    assert_eq!(read_counts(&out)["nvmlDeviceGetCount_v2"], 1000);
+
+    // Fewer functions after a reset: the file shrinks to the new text, no stale tail.
+    crate::reset_call_counts();
+    nvmlDeviceGetCount_v2(&mut n);
+    crate::write_call_counts(&out).expect("write counts");
+    let expected: BTreeMap<String, u64> = [("nvmlDeviceGetCount_v2".to_owned(), 1)].into();
+    assert_eq!(read_counts(&out), expected);
+}
+
+#[test]
 fn counts_file_from_env() {
     let f = Fake::init(&with_devices(vec![device(json!({}))]));
     let out = f.dir.path().join("env-counts.json");
