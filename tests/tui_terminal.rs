@@ -76,10 +76,20 @@ fn keys_resizes_and_tiny_terminals_keep_it_running() {
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.to_lowercase().contains("sort"));
     assert!(ok, "help overlay lists keys:\n{screen}");
     t.keys(&["Escape"]);
-    t.keys(&["/", "z", "z", "z", "Enter"]);
+    t.keys(&["/", "z", "z", "z"]);
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("/zzz"));
+    assert!(ok, "the filter prompt:\n{screen}");
+    // The cursor stands after the typed text on the bottom line, and hides once it is kept.
+    assert_eq!(t.pane("cursor_flag"), "1", "cursor shown in the prompt");
+    assert_eq!(
+        (t.pane("cursor_x"), t.pane("cursor_y")),
+        ("4".to_string(), "39".to_string())
+    );
+    t.keys(&["Enter"]);
     let me = std::process::id().to_string();
     let (ok, screen) = t.wait_for(2 * SECOND, |s| !s.contains(&me));
     assert!(ok, "filter 'zzz' hides every process:\n{screen}");
+    assert_eq!(t.pane("cursor_flag"), "0", "cursor hidden again");
     t.keys(&["Escape"]);
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains(&me));
     assert!(ok, "Esc clears the filter:\n{screen}");

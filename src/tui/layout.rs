@@ -28,7 +28,7 @@ use super::panels::{
 use super::ui_state::Mode;
 use super::view::View;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Position, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
@@ -61,8 +61,9 @@ impl GpuArea {
     }
 }
 
-/// Draws the whole screen from `view`. Never panics, whatever the size.
-pub fn draw(frame: &mut Frame, view: &View) {
+/// Draws the whole screen from `view`. Never panics, whatever the size. Returns where the
+/// terminal's cursor goes (the filter prompt), `None` to hide it.
+pub fn draw(frame: &mut Frame, view: &View) -> Option<Position> {
     let area = frame.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let text = format!(
@@ -70,7 +71,7 @@ pub fn draw(frame: &mut Frame, view: &View) {
             area.width, area.height
         );
         frame.render_widget(Paragraph::new(Line::styled(text, view.theme.warn)), area);
-        return;
+        return None;
     }
     let rows = view.rows;
     // Header, host line and status line take one row each; the rest is shared.
@@ -89,7 +90,7 @@ pub fn draw(frame: &mut Frame, view: &View) {
     draw_gpus(frame, gpus, view, plan);
     host_line::render(frame, host, view);
     process_table::render(frame, table, view, rows);
-    status_line::render(frame, status, view);
+    let cursor = status_line::render(frame, status, view);
 
     match &view.ui.mode {
         Mode::Help => help::render(frame, area, view),
@@ -100,6 +101,7 @@ pub fn draw(frame: &mut Frame, view: &View) {
         Mode::ConfirmKill(request) => kill_confirm::render(frame, area, view, request),
         Mode::Normal | Mode::Filter => {}
     }
+    cursor
 }
 
 /// Full panels when they fit beside a usable table and the GPUs are few; else one line each.

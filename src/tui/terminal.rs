@@ -7,7 +7,7 @@ use super::frame_writer::FrameWriter;
 use crossterm::{cursor, execute, terminal};
 use ratatui::backend::{Backend, CrosstermBackend};
 use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 use ratatui::{Terminal, TerminalOptions, Viewport};
 use std::io::{self, Stdout};
 use std::sync::Once;
@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static PANIC_HOOK: Once = Once::new();
 
-pub type Term = Terminal<CrosstermBackend<FrameWriter<Stdout>>>;
+type Term = Terminal<CrosstermBackend<FrameWriter<Stdout>>>;
 
 /// Owns the terminal while the monitor runs.
 pub struct TerminalGuard {
-    pub terminal: Term,
+    terminal: Term,
     /// The last frame sent, which the next one is compared with. Ours rather than ratatui's
     /// back buffer so that `cell_diff` can do the comparing; ratatui renders into its front
     /// buffer and never flushes it itself.
@@ -54,36 +54,43 @@ impl TerminalGuard {
         })
     }
 
-    /// Draws one frame, sent to the terminal in one write.
-    pub fn draw(&mut self, render: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
+    /// Draws one frame, sent to the terminal in one write. `render` returns where the cursor
+    /// goes, `None` to hide it.
+    pub fn draw(
+        &mut self,
+        render: impl FnOnce(&mut ratatui::Frame) -> Option<Position>,
+    ) -> io::Result<()> {
         self.terminal.backend_mut().writer_mut().begin_frame();
         let drawn = self.draw_frame(render);
         let sent = self.terminal.backend_mut().writer_mut().end_frame();
         drawn.and(sent)
     }
 
-    /// What ratatui's `Terminal::draw` does for a fixed viewport, with our diff.
-    fn draw_frame(&mut self, render: impl FnOnce(&mut ratatui::Frame)) -> io::Result<()> {
-        render(&mut self.terminal.get_frame());
-        // Taken out so the backend can be borrowed while the frame is read.
+    /// What ratatui's `Terminal::draw` does for a fixed viewport, with our diff. Everything
+    /// here only queues into the frame writer; `end_frame` is the one write that can fail.
+    fn draw_frame(
+        &mut self,
+        render: impl FnOnce(&mut ratatui::Frame) -> Option<Position>,
+    ) -> io::Result<()> {
+        let cursor = render(&mut self.terminal.get_frame());
+        // Taken out so the backend can be borrowed while the frame is read. Its area is
+        // `sent`'s: the viewport changes only in `resized`, which replaces `sent` too.
         let frame = std::mem::take(self.terminal.current_buffer_mut());
-        if self.sent.area != frame.area {
-            self.sent = Buffer::empty(frame.area);
-        }
-        let backend = self.terminal.backend_mut();
-        let written = backend.draw(cell_diff::changes(&self.sent, &frame));
+        self.terminal
+            .backend_mut()
+            .draw(cell_diff::changes(&self.sent, &frame))?;
         // Blanked now, while the diff has just read it into cache: blanked a second later,
         // before rendering, it took 14% of the monitor's perf samples instead of 1.4%.
         let mut spare = std::mem::replace(&mut self.sent, frame);
         spare.reset();
         *self.terminal.current_buffer_mut() = spare;
-        if written.is_err() {
-            // What reached the screen is unknown: the next frame is sent whole.
-            self.sent.reset();
+        match cursor {
+            None => self.terminal.hide_cursor(),
+            Some(at) => {
+                self.terminal.show_cursor()?;
+                self.terminal.set_cursor_position(at)
+            }
         }
-        written?;
-        self.terminal.hide_cursor()?;
-        Backend::flush(self.terminal.backend_mut())
     }
 
     /// Follows a new terminal size (resize event, SIGWINCH, resume); the next frame is

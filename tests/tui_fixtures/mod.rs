@@ -332,7 +332,9 @@ pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -
     };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test backend");
     terminal
-        .draw(|frame| layout::draw(frame, &view))
+        .draw(|frame| {
+            layout::draw(frame, &view);
+        })
         .expect("draw");
     terminal.backend().buffer().clone()
 }

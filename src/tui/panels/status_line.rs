@@ -7,16 +7,16 @@ use crate::model::{Absent, DeviceSample};
 use crate::tui::ui_state::Mode;
 use crate::tui::view::View;
 use ratatui::Frame;
-use ratatui::layout::Rect;
+use ratatui::layout::{Position, Rect};
 use ratatui::text::{Line, Span};
 
-pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+/// Where the terminal's cursor goes: after the typed filter, else nowhere (hidden).
+pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
     if area.width == 0 || area.height == 0 {
-        return;
+        return None;
     }
     if view.ui.mode == Mode::Filter {
-        render_prompt(frame, area, view);
-        return;
+        return Some(render_prompt(frame, area, view));
     }
     let theme = view.theme;
     let hint = Line::from(vec![
@@ -40,10 +40,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         None => problems_line(view),
     };
     put::line_in(frame.buffer_mut(), left_area, &left);
+    None
 }
 
-/// `/text` with the cursor after it, and how to leave the prompt.
-fn render_prompt(frame: &mut Frame, area: Rect, view: &View) {
+/// `/text` and how to leave the prompt; returns where the cursor goes, after the text.
+fn render_prompt(frame: &mut Frame, area: Rect, view: &View) -> Position {
     let theme = view.theme;
     let typed = Line::from(vec![
         Span::styled("/", theme.key),
@@ -59,7 +60,7 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) {
     let x = area
         .x
         .saturating_add(typed_w.min(area.width.saturating_sub(1)));
-    frame.set_cursor_position((x, area.y));
+    Position::new(x, area.y)
 }
 
 /// One status item: what is missing, why, and on which GPUs.
