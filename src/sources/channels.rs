@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// New files are looked for this often (where the directories changed, see `listing_due`);
+/// New files are looked for this often (our own directories only where they changed, see
+/// `own_listing_due`);
 /// open channels are polled every tick.
 const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// The directories are listed this often even when no change was reported: a net under
@@ -135,10 +136,11 @@ impl ChannelSampler {
             .is_none_or(|at| now.duration_since(at) >= SCAN_EVERY)
         {
             self.last_scan = Some(now);
-            if self.listing_due(now) {
+            let list_own = self.own_listing_due(now);
+            if list_own {
                 self.last_listing = Some(now);
-                gone = self.scan();
             }
+            gone = self.scan(list_own);
         }
         if self
             .last_clean
@@ -210,37 +212,34 @@ impl ChannelSampler {
         })
     }
 
-    /// Whether the directories must be listed: something in them changed, or it cannot be
-    /// known. Unknowable are refused files (one may be rewritten in place, which is no
-    /// change of entries) and the directories inside containers (not watched: finding them
-    /// means reading each process's environment anyway).
-    fn listing_due(&mut self, now: Instant) -> bool {
+    /// Whether our own directories must be listed: something in them changed, or it
+    /// cannot be known (no inotify, or a minute has passed).
+    fn own_listing_due(&mut self, now: Instant) -> bool {
         // Asked first, so that what it has pending is drained whatever the answer.
         let changed = self.dir_watch.as_mut().is_none_or(DirWatch::changed);
         changed
-            || !self.refused.is_empty()
-            || self.in_container.values().any(|&contained| contained)
             || self
                 .last_listing
                 .is_none_or(|at| now.duration_since(at) >= LIST_ANYWAY_EVERY)
     }
 
-    /// Opens new files and forgets vanished ones; returns the vanished channels.
-    fn scan(&mut self) -> Vec<(String, Gone)> {
-        let euid = self.policy.euid;
-        // Our own directories, then those inside the containers of NVML's processes.
-        let mut dirs: Vec<(PathBuf, bool)> = discover::channel_dirs(euid)
-            .into_iter()
-            .map(|d| (d, false))
-            .collect();
-        // Watched before they are listed, so that nothing added meanwhile goes unseen.
-        if let Some(watch) = &mut self.dir_watch {
-            let candidates = discover::candidate_dirs(euid);
-            watch.watch(
-                candidates
+    /// Opens new files and forgets vanished ones; returns the vanished channels. Our own
+    /// directories are listed only when `list_own`; the directories inside containers
+    /// always (they are not watched: finding them means reading each process's
+    /// environment anyway), and refused files are always looked at again (one may be
+    /// rewritten in place, which is no change of entries).
+    fn scan(&mut self, list_own: bool) -> Vec<(String, Gone)> {
+        let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
+        let mut seen: HashSet<PathBuf> = HashSet::new();
+        if list_own {
+            dirs = self.own_dirs_watched();
+        } else {
+            // Unchanged since they were listed: what came from them is still there.
+            seen.extend(
+                self.open
                     .iter()
-                    .chain(dirs.iter().map(|(d, _)| d))
-                    .map(PathBuf::as_path),
+                    .filter(|(_, open)| !open.in_container)
+                    .map(|(path, _)| path.clone()),
             );
         }
         for &pid in &self.nvml_pids {
@@ -252,55 +251,66 @@ impl ChannelSampler {
                 dirs.extend(discover::container_dirs(pid).into_iter().map(|d| (d, true)));
             }
         }
-        let mut seen: HashSet<PathBuf> = HashSet::new();
-        let mut open_ids: HashSet<FileId> = self.open.values().map(|o| o.file_id).collect();
+        let mut files: Vec<(PathBuf, bool)> = Vec::new();
         let mut unreachable = false;
         for (dir, in_container) in &dirs {
             // A directory that fails its checks is skipped quietly: it is someone else's.
-            let Ok(files) = discover::list(dir, self.policy.euid) else {
-                unreachable |= *in_container;
+            match discover::list(dir, self.policy.euid) {
+                Ok(listed) => files.extend(listed.into_iter().map(|f| (f.path, *in_container))),
+                Err(_) => unreachable |= *in_container,
+            }
+        }
+        if !list_own {
+            // Refused files of our own directories, by name; those of containers were
+            // listed above. A refused file that is gone fails its stat and is dropped.
+            let listed: HashSet<&PathBuf> = files.iter().map(|(path, _)| path).collect();
+            let again: Vec<PathBuf> = self
+                .refused
+                .keys()
+                .filter(|path| !listed.contains(path))
+                .cloned()
+                .collect();
+            files.extend(again.into_iter().map(|path| (path, false)));
+        }
+        let mut open_ids: HashSet<FileId> = self.open.values().map(|o| o.file_id).collect();
+        for (path, in_container) in files {
+            if self.open.contains_key(&path) {
+                seen.insert(path);
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            for file in files {
-                let path = file.path;
-                if self.open.contains_key(&path) {
-                    seen.insert(path);
-                    continue;
+            let id = (meta.dev(), meta.ino());
+            if self.retired.contains(&id) {
+                seen.insert(path);
+                continue;
+            }
+            if open_ids.contains(&id) {
+                // The same file through another container path: read it once.
+                continue;
+            }
+            seen.insert(path.clone());
+            match Channel::open(&path, &self.policy) {
+                Ok(channel) => {
+                    self.refused.remove(&path);
+                    open_ids.insert(id);
+                    let identity = Arc::new(writer_identity(&channel));
+                    self.open.insert(
+                        path,
+                        Open {
+                            channel,
+                            file_id: id,
+                            identity,
+                            in_container,
+                            host_pid: None,
+                            unmapped: false,
+                            ended_at: None,
+                        },
+                    );
                 }
-                let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                    continue;
-                };
-                let id = (meta.dev(), meta.ino());
-                if self.retired.contains(&id) {
-                    seen.insert(path);
-                    continue;
-                }
-                if open_ids.contains(&id) {
-                    // The same file through another container path: read it once.
-                    continue;
-                }
-                seen.insert(path.clone());
-                match Channel::open(&path, &self.policy) {
-                    Ok(channel) => {
-                        self.refused.remove(&path);
-                        open_ids.insert(id);
-                        let identity = Arc::new(writer_identity(&channel));
-                        self.open.insert(
-                            path,
-                            Open {
-                                channel,
-                                file_id: id,
-                                identity,
-                                in_container: *in_container,
-                                host_pid: None,
-                                unmapped: false,
-                                ended_at: None,
-                            },
-                        );
-                    }
-                    Err(rejected) => {
-                        self.refused.insert(path, rejected.to_string());
-                    }
+                Err(rejected) => {
+                    self.refused.insert(path, rejected.to_string());
                 }
             }
         }
@@ -325,6 +335,22 @@ impl ChannelSampler {
                 Some((path.to_string_lossy().into_owned(), why))
             })
             .collect()
+    }
+    /// Our own channel directories, each watched before it is listed so that nothing
+    /// added meanwhile goes unseen: where ours may be first, then the others root finds in
+    /// /dev/shm.
+    fn own_dirs_watched(&mut self) -> Vec<(PathBuf, bool)> {
+        let euid = self.policy.euid;
+        let candidates = discover::candidate_dirs(euid);
+        if let Some(watch) = &mut self.dir_watch {
+            watch.watch(candidates.iter().map(PathBuf::as_path));
+        }
+        let dirs = discover::channel_dirs(euid);
+        if let Some(watch) = &mut self.dir_watch {
+            let others = dirs.iter().filter(|d| !candidates.contains(d));
+            watch.watch(others.map(PathBuf::as_path));
+        }
+        dirs.into_iter().map(|d| (d, false)).collect()
     }
 }
 
