@@ -34,14 +34,7 @@ static WRITER: Mutex<Option<CountsFile>> = Mutex::new(None);
 struct CountsFile {
     path: PathBuf,
     file: std::fs::File,
-    /// The file's identity (device, inode): one removed or replaced meanwhile is opened anew.
-    id: (u64, u64),
     len: u64,
-}
-
-fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (meta.dev(), meta.ino())
 }
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -106,8 +99,11 @@ pub fn write_counts_to(path: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
     let mut writer = lock(&WRITER);
     let text = counts_json(&call_counts());
+    // Removed, or replaced by a rename, the open file has no name left: opened anew. An
+    // `fstat` of the descriptor, not a lookup of the path.
     let still_there = |open: &CountsFile| {
-        open.path == path && std::fs::metadata(path).is_ok_and(|m| file_id(&m) == open.id)
+        use std::os::unix::fs::MetadataExt;
+        open.path == path && open.file.metadata().is_ok_and(|m| m.nlink() > 0)
     };
     let open = match writer.take() {
         Some(open) if still_there(&open) => open,
@@ -119,7 +115,6 @@ pub fn write_counts_to(path: &Path) -> std::io::Result<()> {
                 .open(path)?;
             CountsFile {
                 path: path.to_path_buf(),
-                id: file_id(&file.metadata()?),
                 file,
                 len: 0,
             }

@@ -39,7 +39,7 @@ pub fn reset_call_counts() {
     counters::reset();
 }
 
-/// Writes the call counts as a JSON object to `path` (temp file + rename).
+/// Writes the call counts as a JSON object to `path`, in place (see the README).
 pub fn write_call_counts(path: &Path) -> std::io::Result<()> {
     counters::write_counts_to(path)
 }

@@ -66,11 +66,13 @@ struct Loaded {
 
 impl Loaded {
     fn load(path: PathBuf) -> Result<Loaded, String> {
+        // Watched before it is read, so that a rewrite during the read raises the flag.
+        let watched = crate::watch::watch(&path);
         let read_at = SystemTime::now();
         let sig = file_sig(&path);
         let scenario = Scenario::load(&path)?;
         Ok(Loaded {
-            watched: crate::watch::watch(&path),
+            watched,
             path,
             sig,
             scenario: Arc::new(scenario),
@@ -83,10 +85,14 @@ impl Loaded {
     /// file was last modified well before it was read (a later write would have moved its
     /// mtime past `read_at`). Lets a client that inits and shuts down on every refresh
     /// (gpustat) skip re-parsing a large scenario; a file written just before an init is
-    /// always re-read.
+    /// always re-read. Where the file is watched and nothing was reported since (the watch
+    /// predates the read), that is known without a `stat`.
     fn unchanged(&self, path: &Path) -> bool {
         if self.path != path {
             return false;
+        }
+        if self.watched && crate::watch::working() && !crate::watch::pending() {
+            return true;
         }
         let Some(sig) = self.sig else { return false };
         if file_sig(path) != Some(sig) {

@@ -1,24 +1,27 @@
-//! Tells the call path that something happened in a scenario's directory, so that a call
-//! looks at the file (a `stat`) only then, not every 50 ms.
+//! Tells the call path that a scenario file may have changed, so that a call looks at the
+//! file (a `stat`) only then, not every 50 ms.
 //!
 //! Why: the fake runs inside the program being benchmarked, and a `stat` per refresh was
 //! about 2% of that program's measured CPU, spent on a file that never changes during a
-//! benchmark. A thread of ours blocks on inotify and raises a flag; the call path reads
-//! the flag. Where inotify or the thread is unavailable, `watch` says so and the caller
+//! benchmark. A thread of ours blocks on inotify on the file's directory and raises a flag
+//! for events that name the file (other files there, a counts file or a recording, do not
+//! count); the call path reads the flag. Where inotify or the thread is unavailable, `watch` says so and the caller
 //! keeps polling.
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-/// Raised by the thread on any event in a watched directory; lowered by `take_changed`.
+/// Raised by the thread on an event naming a watched file (or one about a watched directory
+/// itself, or lost events); lowered by `take_changed`.
 static CHANGED: AtomicBool = AtomicBool::new(false);
 /// The inotify descriptor the thread reads; -1 until the first `watch`, -2 once it failed.
 static FD: AtomicI32 = AtomicI32::new(-1);
-/// Serialises the first `watch` calls (descriptor and thread are made once).
-static START: Mutex<()> = Mutex::new(());
+/// The names of the watched files; serialises the first `watch` calls too (descriptor and
+/// thread are made once).
+static NAMES: Mutex<Vec<OsString>> = Mutex::new(Vec::new());
 
 const EVENTS: u32 = libc::IN_CLOSE_WRITE
     | libc::IN_MODIFY
@@ -33,31 +36,36 @@ const EVENTS: u32 = libc::IN_CLOSE_WRITE
 /// Watches the directory holding `file`; false where that is not possible (the caller
 /// must then poll the file itself).
 pub fn watch(file: &Path) -> bool {
-    let Some(dir) = file.parent().map(|d| {
-        if d.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            d
-        }
-    }) else {
+    let (Some(dir), Some(name)) = (file.parent(), file.file_name()) else {
         return false;
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
     };
     let Ok(dir) = CString::new(dir.as_os_str().as_bytes()) else {
         return false;
     };
-    let fd = {
-        let _start = START.lock().unwrap_or_else(PoisonError::into_inner);
-        match FD.load(Ordering::Acquire) {
-            -1 => {
-                let fd = start();
-                FD.store(fd, Ordering::Release);
-                fd
-            }
-            fd => fd,
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    let fd = match FD.load(Ordering::Acquire) {
+        -1 => {
+            let fd = start();
+            FD.store(fd, Ordering::Release);
+            fd
         }
+        fd => fd,
     };
+    if !names.iter().any(|n| n == name) {
+        names.push(name.to_owned());
+    }
     // SAFETY: a NUL-terminated path that outlives the call.
     fd >= 0 && unsafe { libc::inotify_add_watch(fd, dir.as_ptr(), EVENTS) } >= 0
+}
+
+/// Whether an event is pending that `take_changed` would report, without taking it.
+pub fn pending() -> bool {
+    CHANGED.load(Ordering::Acquire)
 }
 
 /// Whether anything happened in a watched directory since the last call.
@@ -87,7 +95,10 @@ fn start() -> i32 {
                     CHANGED.store(true, Ordering::Release);
                     return;
                 }
-                CHANGED.store(true, Ordering::Release);
+                let read = usize::try_from(n).unwrap_or(0).min(buf.len());
+                if interrupted || names_a_watched_file(&buf[..read]) {
+                    CHANGED.store(true, Ordering::Release);
+                }
             }
         });
     if spawned.is_err() {
@@ -96,6 +107,28 @@ fn start() -> i32 {
         return -2;
     }
     fd
+}
+
+/// Whether one of the `inotify_event`s in `bytes` names a watched file, or is about a
+/// watched directory itself (its name is then empty), or says events were lost.
+fn names_a_watched_file(mut bytes: &[u8]) -> bool {
+    const HEADER: usize = std::mem::size_of::<libc::inotify_event>();
+    let names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut found = false;
+    while bytes.len() >= HEADER {
+        let mut word = [0u8; 4];
+        word.copy_from_slice(&bytes[4..8]);
+        let mask = u32::from_ne_bytes(word);
+        word.copy_from_slice(&bytes[12..16]);
+        let len = u32::from_ne_bytes(word) as usize;
+        let raw = bytes.get(HEADER..HEADER + len).unwrap_or_default();
+        // NUL-padded.
+        let name = OsStr::from_bytes(raw.split(|&b| b == 0).next().unwrap_or_default());
+        found |=
+            mask & libc::IN_Q_OVERFLOW != 0 || name.is_empty() || names.iter().any(|n| n == name);
+        bytes = bytes.get(HEADER + len..).unwrap_or_default();
+    }
+    found
 }
 
 /// Whether the flag can still be trusted (the thread is alive and reading).

@@ -101,7 +101,7 @@ fn counts_file_from_env() {
     // SAFETY: as above.
     unsafe { std::env::remove_var(crate::COUNTS_ENV) };
     assert_eq!(fakeNvmlWriteCounts(), 6);
-    // No temp files left behind.
+    // Written in place: no temp file beside it, then or now.
     let leftovers = std::fs::read_dir(f.dir.path())
         .expect("read_dir")
         .filter_map(Result::ok)
