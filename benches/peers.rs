@@ -37,15 +37,14 @@ mod support;
 
 use common::tmux::{self, Tmux};
 use common::{GIB, MIB};
+use common::{parse_counts, read_counts, read_counts_text};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{
-    Children, cpu_ns, cpu_ticks, parse_counts, peak_rss_kb, read_counts, read_counts_text,
-};
+use support::{Children, cpu_ns, cpu_ticks, peak_rss_kb};
 
 const COLS: u16 = 200;
 const ROWS: u16 = 50;

@@ -12,12 +12,13 @@
 mod common;
 mod support;
 
+use common::read_counts;
 use common::tmux::{self, Tmux};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Children, cpu_ns, cpu_ticks, peak_rss_kb, read_counts};
+use support::{Children, cpu_ns, cpu_ticks, peak_rss_kb};
 
 const GPUS: usize = 8;
 const PROCS_PER_GPU: usize = 8;

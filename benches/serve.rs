@@ -17,11 +17,12 @@ mod common;
 mod serve_support;
 mod support;
 
+use common::read_counts;
 use serde_json::{Value, json};
 use serve_support::{PROMETHEUS_ACCEPT, Served};
 use std::path::Path;
 use std::time::{Duration, Instant};
-use support::{Children, cpu_ns, read_counts};
+use support::{Children, cpu_ns};
 
 const GPUS: usize = 8;
 const PROCS_PER_GPU: usize = 8;

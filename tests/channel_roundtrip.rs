@@ -9,6 +9,7 @@
 //! on stdin, so the reader polls at known points.
 
 mod channel_support;
+mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::MetadataExt;
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 
-use channel_support::{available, from_start, private_dir, proc_starttime};
+use channel_support::{from_start, private_dir, proc_starttime};
+use common::tool_available;
 use vramscope::channel::{
     Channel, EventKind, Liveness, Policy, Update, WriterKind, WriterState, layout,
 };
@@ -366,7 +368,7 @@ fn round_trip(mut w: Writer, kind: WriterKind, ending: &str, error_text: &str) {
 
 #[test]
 fn c_writer_clean_exit() {
-    if !available("cc") {
+    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
         return;
     }
     let dir = private_dir();
@@ -380,7 +382,7 @@ fn c_writer_clean_exit() {
 
 #[test]
 fn c_writer_error_exit() {
-    if !available("cc") {
+    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
         return;
     }
     let dir = private_dir();
@@ -390,7 +392,7 @@ fn c_writer_error_exit() {
 
 #[test]
 fn c_writer_killed() {
-    if !available("cc") {
+    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
         return;
     }
     let dir = private_dir();
@@ -399,7 +401,7 @@ fn c_writer_killed() {
 
 #[test]
 fn python_writer_clean_exit() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     let dir = private_dir();
@@ -409,7 +411,7 @@ fn python_writer_clean_exit() {
 
 #[test]
 fn python_writer_error_exit() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     let dir = private_dir();
@@ -424,7 +426,7 @@ fn python_writer_error_exit() {
 
 #[test]
 fn python_writer_killed() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     let dir = private_dir();
@@ -463,7 +465,7 @@ else:
 
 #[test]
 fn python_writer_killed_inside_an_update_leaves_its_last_values() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     for (block, at) in [
@@ -548,7 +550,7 @@ fn race(mut w: Writer, appended: u64) {
 
 #[test]
 fn python_writer_racing_reader() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     let dir = private_dir();
@@ -557,7 +559,7 @@ fn python_writer_racing_reader() {
 
 #[test]
 fn c_writer_racing_reader() {
-    if !available("cc") {
+    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
         return;
     }
     let dir = private_dir();
@@ -581,7 +583,7 @@ with vramscope.mark("train"):
 
 #[test]
 fn python_api_round_trip() {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return;
     }
     let dir = private_dir();
@@ -635,7 +637,7 @@ fn python_api_round_trip() {
 
 #[test]
 fn c_writer_contract() {
-    if !available("cc") {
+    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
         return;
     }
     let dir = private_dir();

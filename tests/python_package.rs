@@ -1,19 +1,19 @@
 //! The Python writer package's own tests (`python/tests`, standard-library unittest) run as
 //! part of `cargo test`, plus a check that its sources stay valid Python 3.8.
 
-mod channel_support;
+mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use channel_support::available;
+use common::tool_available;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 /// python3 with a clean environment for vramscope: the user's VRAMSCOPE_* settings and
 /// PYTHONPATH must not change what the tests see.
 fn python3(args: &[&str]) -> Option<Output> {
-    if !available("python3") {
+    if !tool_available("python3", "--version", "apt-get install python3") {
         return None;
     }
     let mut cmd = Command::new("python3");

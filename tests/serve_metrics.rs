@@ -7,7 +7,7 @@ mod common;
 mod serve_support;
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use serve_support::*;
 use std::path::Path;
 use std::process::{Child, Command};
@@ -269,7 +269,7 @@ fn openmetrics_when_the_scraper_asks_and_the_text_format_otherwise() {
 
 #[test]
 fn promtool_checks_the_output() {
-    if !available("promtool") {
+    if !tool_available("promtool", "--version", "apt-get install prometheus") {
         return;
     }
     let s = setup();
@@ -389,14 +389,11 @@ fn scrapes_read_the_snapshot_and_never_call_nvml() {
         t.contains("DCGM_FI_DEV_FB_USED")
     });
     let memory_calls = || -> u64 {
-        // Rewritten in place by the fake: two reads that agree saw no write half done.
-        let read = || std::fs::read_to_string(&counts).unwrap_or_default();
-        let mut text = read();
-        while read() != text {
-            text = read();
-        }
-        let doc: Value = serde_json::from_str(&text).unwrap_or(json!({}));
-        doc["nvmlDeviceGetMemoryInfo_v2"].as_u64().unwrap_or(0)
+        let counts = read_counts(&counts);
+        counts
+            .get("nvmlDeviceGetMemoryInfo_v2")
+            .copied()
+            .unwrap_or(0.0) as u64
     };
     // The fake writes its counts at most once a second: wait for a fresh write.
     std::thread::sleep(Duration::from_millis(1100));

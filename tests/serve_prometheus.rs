@@ -149,7 +149,7 @@ fn publish(writer: &mut Writer, ooms: u64) {
 
 #[test]
 fn prometheus_stores_the_scenarios_values() {
-    if !available("prometheus") {
+    if !tool_available("prometheus", "--version", "apt-get install prometheus") {
         return;
     }
     let work = tempfile::tempdir().unwrap();

@@ -1,5 +1,5 @@
 //! Shared by the benchmarks that measure a running vramscope (refresh, serve, recording
-//! --e2e, peers): its CPU time and peak RSS from /proc, the fake NVML's call counts, the
+//! --e2e, peers): its CPU time and peak RSS from /proc, a folder for the fake NVML's counts, the
 //! processes a scenario lists as GPU processes, and the fake H100 of the refresh, serve and
 //! recording scenarios.
 //!
@@ -10,8 +10,6 @@
 #![allow(dead_code)]
 
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Child, Command};
 
 /// CPU time in ns summed over the process's threads (the first field of each
@@ -59,42 +57,6 @@ pub fn peak_rss_kb(pid: u32) -> Option<f64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// The fake's call counts (the `FAKE_NVML_COUNTS` file's text) by function; empty when the
-/// text is not a JSON object, a count that is not a number is 0.
-pub fn parse_counts(text: &str) -> BTreeMap<String, f64> {
-    serde_json::from_str::<Value>(text)
-        .ok()
-        .and_then(|v| {
-            v.as_object().map(|o| {
-                o.iter()
-                    .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
-}
-
-/// [`parse_counts`] of the file at `path` (empty while the fake has not written it yet).
-pub fn read_counts(path: &Path) -> BTreeMap<String, f64> {
-    parse_counts(&read_counts_text(path))
-}
-
-/// The counts file's text (empty while the fake has not written it yet). The fake rewrites
-/// the file in place, so a read that overlaps a write may see a wrong digit: the text is
-/// read until two reads agree.
-pub fn read_counts_text(path: &Path) -> String {
-    let read = || std::fs::read_to_string(path).unwrap_or_default();
-    let mut text = read();
-    for _ in 0..10 {
-        let again = read();
-        if again == text {
-            break;
-        }
-        text = again;
-    }
-    text
 }
 
 /// A folder for the counts files, named `prefix` and a random suffix, on tmpfs where there
@@ -162,17 +124,12 @@ pub fn h100(g: usize, uuid: String, pids: &[u32], timeline: Vec<Value>, util: Ve
         .enumerate()
         .map(|(i, pid)| json!({ "pid": pid, "used_memory": (i as u64 + 1) << 30 }))
         .collect();
-    json!({
-        "name": "NVIDIA H100 80GB HBM3",
-        "uuid": uuid,
-        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + g),
-        "memory_total": 80u64 << 30, "memory_reserved": 512u64 << 20,
-        "max_sm_clock": 1980, "max_mem_clock": 2619, "power_limit": 700_000,
-        "num_fans": 1, "persistence_mode": true,
-        "timeline": timeline,
-        "processes": [{ "t": 0, "compute": procs, "graphics": [] }],
-        "process_utilization": util,
-    })
+    let mut gpu = crate::common::h100(u32::try_from(g).expect("a GPU index"));
+    gpu["uuid"] = uuid.into();
+    gpu["timeline"] = timeline.into();
+    gpu["processes"] = json!([{ "t": 0, "compute": procs, "graphics": [] }]);
+    gpu["process_utilization"] = util.into();
+    gpu
 }
 
 /// A point of an [`h100`] timeline at `t` s: 40 GiB + `extra_gib` used, `gpu_util` %,

@@ -6,7 +6,6 @@
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use vramscope::channel::{Capacities, Policy, Writer, WriterConfig};
 
@@ -24,25 +23,6 @@ pub fn private_dir() -> tempfile::TempDir {
         .expect("temporary directory");
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).expect("chmod 0700");
     dir
-}
-
-/// Whether `program --version` runs. In CI (CI set) a missing tool is a failure: .ci/run
-/// installs python3 and a C compiler.
-pub fn available(program: &str) -> bool {
-    let found = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{program} missing in CI: .ci/run installs it"
-        );
-        eprintln!("SKIPPED: {program} is not installed");
-    }
-    found
 }
 
 /// Field 22 of `/proc/<pid>/stat`, parsed here rather than by the crate so a writer's header

@@ -6,6 +6,7 @@
 pub mod tmux;
 
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -114,4 +115,40 @@ pub fn stdout(out: &Output) -> String {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The fake's call counts (the `FAKE_NVML_COUNTS` file's text) by function; empty when the
+/// text is not a JSON object, a count that is not a number is 0.
+pub fn parse_counts(text: &str) -> BTreeMap<String, f64> {
+    serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| {
+            v.as_object().map(|o| {
+                o.iter()
+                    .map(|(k, v)| (k.clone(), v.as_f64().unwrap_or(0.0)))
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// [`parse_counts`] of the file at `path` (empty while the fake has not written it yet).
+pub fn read_counts(path: &Path) -> BTreeMap<String, f64> {
+    parse_counts(&read_counts_text(path))
+}
+
+/// The counts file's text (empty while the fake has not written it yet). The fake rewrites
+/// the file in place, so a read that overlaps a write may see a wrong digit: the text is
+/// read until two reads agree.
+pub fn read_counts_text(path: &Path) -> String {
+    let read = || std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = read();
+    for _ in 0..10 {
+        let again = read();
+        if again == text {
+            break;
+        }
+        text = again;
+    }
+    text
 }

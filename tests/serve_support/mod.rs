@@ -287,23 +287,6 @@ pub fn value(all: &[Line], name: &str, with: &[(&str, &str)]) -> Option<f64> {
     found.first().map(|l| l.value)
 }
 
-/// Whether a tool of Prometheus's package runs. In CI (CI set) a missing one is a failure:
-/// .ci/run installs the package.
-pub fn available(tool: &str) -> bool {
-    let found = Command::new(tool)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{tool} missing in CI: .ci/run installs the prometheus package"
-        );
-        eprintln!("SKIPPED: {tool} is not installed (apt-get install prometheus)");
-    }
-    found
-}
-
 /// A loopback port nothing listens on right now.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
