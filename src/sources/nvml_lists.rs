@@ -11,7 +11,7 @@ use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
 use nvml_wrapper_sys::bindings::{
-    nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
+    nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
 };
 use std::ffi::c_uint;
@@ -143,15 +143,7 @@ pub fn compute_processes(
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     let lib = device.nvml().lib();
     let sym = nvml_sym(lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref())?;
-    // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
-    // borrows) is alive; `handle()` is unsafe only to make raw use deliberate.
-    let handle = unsafe { device.handle() };
-    // SAFETY: `read` passes a buffer of at least `*count` 24-byte entries, the layout `_v3`
-    // writes, and NVML writes at most `*count` of them. R535's 32-byte stride is kept away by
-    // the driver-version guard in nvml.rs, and where that guard cannot see the version, the
-    // buffer's slack (4/3 of `*count` entries) still holds such a write.
-    let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
-    Ok(entries.iter().copied().map(ProcessInfo::from).collect())
+    process_list(device, buffer, *sym)
 }
 
 /// `running_graphics_processes()` in one NVML call.
@@ -161,9 +153,26 @@ pub fn graphics_processes(
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     let lib = device.nvml().lib();
     let sym = nvml_sym(lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref())?;
-    // SAFETY: as in `compute_processes`.
+    process_list(device, buffer, *sym)
+}
+
+/// The signature the `_v3` process lists share, with their 24-byte entry layout.
+type ProcessListFn =
+    unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t;
+
+/// One `_v3` process list in one call.
+fn process_list(
+    device: &Device<'static>,
+    buffer: &mut ProcessBuffer,
+    sym: ProcessListFn,
+) -> Result<Vec<ProcessInfo>, NvmlError> {
+    // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
+    // borrows) is alive; `handle()` is unsafe only to make raw use deliberate.
     let handle = unsafe { device.handle() };
-    // SAFETY: as in `compute_processes`; same call signature and entry layout.
+    // SAFETY: `read` passes a buffer of at least `*count` 24-byte entries, the layout `_v3`
+    // writes, and NVML writes at most `*count` of them. R535's 32-byte stride is kept away by
+    // the driver-version guard in nvml.rs, and where that guard cannot see the version, the
+    // buffer's slack (4/3 of `*count` entries) still holds such a write.
     let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
     Ok(entries.iter().copied().map(ProcessInfo::from).collect())
 }
@@ -177,7 +186,7 @@ pub fn process_utilization(
 ) -> Result<Vec<ProcessUtilizationSample>, NvmlError> {
     let lib = device.nvml().lib();
     let sym = nvml_sym(lib.nvmlDeviceGetProcessUtilization.as_ref())?;
-    // SAFETY: as in `compute_processes`.
+    // SAFETY: as in `process_list`.
     let handle = unsafe { device.handle() };
     // SAFETY: `read` passes a buffer of `*count` 32-byte samples, the layout this call
     // writes, and NVML writes at most `*count` of them.
