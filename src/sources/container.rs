@@ -20,8 +20,7 @@ const INIT_PID_NAMESPACE_INODE: u64 = 0xEFFF_FFFC;
 /// with its own pid namespace (no `--pid=host`). A container sharing the host's pid namespace
 /// counts as the host here, which is exactly right for pid mapping.
 pub fn in_host_pid_namespace() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() == INIT_PID_NAMESPACE_INODE)
+    crate::channel::pid_ns_inode(None) == Some(INIT_PID_NAMESPACE_INODE)
 }
 
 /// Maps an NVML (host) pid to what we can show. `host_namespace` comes from
