@@ -195,36 +195,16 @@ impl<'a> Cell<'a> {
         }
     }
 
-    fn spans(&self) -> impl Iterator<Item = &Span<'a>> {
+    fn spans(&self) -> impl Iterator<Item = &Span<'a>> + Clone {
         std::iter::once(&self.text).chain(&self.suffix)
     }
 
     /// Draws the cell in its one-row `area`: as `put::cell_in` draws the same line, so a
     /// right-aligned figure too wide for its column keeps its end (the unit).
     fn put(&self, buf: &mut Buffer, area: Rect) {
-        if area.is_empty() {
-            return;
-        }
-        if !self.right {
-            put::spans_at(buf, area.x, area.y, self.spans(), Style::new(), area.width);
-            return;
-        }
-        let width = self.spans().map(Span::width).sum::<usize>();
-        match u16::try_from(width) {
-            Ok(width) if width <= area.width => {
-                put::spans_at(
-                    buf,
-                    area.right() - width,
-                    area.y,
-                    self.spans(),
-                    Style::new(),
-                    width,
-                );
-            }
-            _ => {
-                let line = Line::from(self.spans().cloned().collect::<Vec<_>>()).right_aligned();
-                put::cell_in(buf, area, &line);
-            }
+        if !put::spans_fit(buf, area, self.spans(), Style::new(), self.right) {
+            let line = Line::from(self.spans().cloned().collect::<Vec<_>>()).right_aligned();
+            put::cell_in(buf, area, &line);
         }
     }
 }

@@ -76,19 +76,50 @@ pub fn cell_in(buf: &mut Buffer, area: Rect, line: &Line) {
 /// The alignment both share; `rare` draws what the fast path doesn't handle (centred lines,
 /// right-aligned ones too wide for the area).
 fn aligned(buf: &mut Buffer, area: Rect, line: &Line, rare: impl FnOnce(&mut Buffer, Rect, &Line)) {
-    if area.is_empty() {
-        return;
+    let right = match line.alignment {
+        None | Some(Alignment::Left) => false,
+        Some(Alignment::Right) => true,
+        Some(Alignment::Center) => {
+            if !area.is_empty() {
+                rare(buf, Rect { height: 1, ..area }, line);
+            }
+            return;
+        }
+    };
+    if !spans_fit(buf, area, &line.spans, line.style, right) {
+        rare(buf, Rect { height: 1, ..area }, line);
     }
-    let width = line.width();
-    match line.alignment {
-        None | Some(Alignment::Left) => {
-            line_at(buf, area.x, area.y, line, area.width);
+}
+
+/// The fast path of a one-row cell: `spans` over `base` from the left of `area` (cut at its
+/// end), or against its right when they fit. False, with nothing drawn, for right-aligned
+/// spans too wide for the area: the caller draws those as a `Line` (see `cell_in`).
+pub fn spans_fit<'a, 'b: 'a, I>(
+    buf: &mut Buffer,
+    area: Rect,
+    spans: I,
+    base: Style,
+    right: bool,
+) -> bool
+where
+    I: IntoIterator<Item = &'a Span<'b>>,
+    I::IntoIter: Clone,
+{
+    if area.is_empty() {
+        return true;
+    }
+    let spans = spans.into_iter();
+    if !right {
+        spans_at(buf, area.x, area.y, spans, base, area.width);
+        return true;
+    }
+    let width = spans.clone().map(Span::width).sum::<usize>();
+    match u16::try_from(width) {
+        Ok(width) if width <= area.width => {
+            spans_at(buf, area.right() - width, area.y, spans, base, width);
+            true
         }
-        Some(Alignment::Right) if width <= usize::from(area.width) => {
-            let x = area.right() - width as u16;
-            line_at(buf, x, area.y, line, width as u16);
-        }
-        _ => rare(buf, Rect { height: 1, ..area }, line),
+        _ => false,
     }
 }
 
