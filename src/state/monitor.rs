@@ -54,8 +54,17 @@ impl Monitor {
         }
     }
 
-    /// Takes one sampler event into the state.
+    /// Takes one sampler event into the state. Evicted once per event, after its newest
+    /// device sample: a tick's batch holds one sample per GPU, and each eviction walks every
+    /// process's series.
     pub fn ingest(&mut self, event: SourceEvent) {
+        if let Some(at_ms) = self.apply(event) {
+            self.evict(at_ms);
+        }
+    }
+
+    /// One event into the state, without eviction; the time of its newest device sample.
+    fn apply(&mut self, event: SourceEvent) -> Option<u64> {
         match event {
             SourceEvent::Started { driver, devices } => {
                 self.driver = Some(driver);
@@ -68,28 +77,15 @@ impl Monitor {
             SourceEvent::Device(sample) => {
                 let at_ms = sample.at_ms;
                 self.ingest_device(*sample);
-                self.evict(at_ms);
+                return Some(at_ms);
             }
             SourceEvent::Host(sample) => self.ingest_host(*sample),
             SourceEvent::Channels(batch) => self.allocators.ingest(*batch),
             SourceEvent::Batch(events) => {
-                // Evicted once per batch, after its last device sample: a tick's batch holds
-                // one sample per GPU, and each eviction walks every process's series.
-                let mut newest = None;
-                for event in events {
-                    match event {
-                        SourceEvent::Device(sample) => {
-                            newest = newest.max(Some(sample.at_ms));
-                            self.ingest_device(*sample);
-                        }
-                        other => self.ingest(other),
-                    }
-                }
-                if let Some(at_ms) = newest {
-                    self.evict(at_ms);
-                }
+                return events.into_iter().filter_map(|e| self.apply(e)).max();
             }
         }
+        None
     }
 
     /// Drops processes and channels unseen for longer than they are kept.
