@@ -85,14 +85,12 @@ impl Loaded {
     /// file was last modified well before it was read (a later write would have moved its
     /// mtime past `read_at`). Lets a client that inits and shuts down on every refresh
     /// (gpustat) skip re-parsing a large scenario; a file written just before an init is
-    /// always re-read. Where the file is watched and nothing was reported since (the watch
-    /// predates the read), that is known without a `stat`.
+    /// always re-read. Always by `stat`, never by the watch: its thread reads events some
+    /// time after they happen, so "nothing reported" right after a write (a test rewriting
+    /// the scenario, then calling init) did not mean "nothing written".
     fn unchanged(&self, path: &Path) -> bool {
         if self.path != path {
             return false;
-        }
-        if self.watched && crate::watch::working() && !crate::watch::pending() {
-            return true;
         }
         let Some(sig) = self.sig else { return false };
         if file_sig(path) != Some(sig) {

@@ -63,11 +63,6 @@ pub fn watch(file: &Path) -> bool {
     fd >= 0 && unsafe { libc::inotify_add_watch(fd, dir.as_ptr(), EVENTS) } >= 0
 }
 
-/// Whether an event is pending that `take_changed` would report, without taking it.
-pub fn pending() -> bool {
-    CHANGED.load(Ordering::Acquire)
-}
-
 /// Whether anything happened in a watched directory since the last call.
 pub fn take_changed() -> bool {
     CHANGED.swap(false, Ordering::AcqRel)
