@@ -150,20 +150,50 @@ impl<'a> Iterator for Changes<'a> {
     }
 }
 
-/// The common case, decided without a width lookup: the same one-byte symbol in the same
-/// style, with nothing that asks for special treatment. False only means "look closer".
+/// The common case, decided without a width lookup: the same symbol, one known to be one
+/// column wide, in the same style, with nothing that asks for special treatment. False only
+/// means "look closer".
 #[allow(deprecated)] // `skip` is still honoured by ratatui's own diff
 fn unchanged_narrow(cell: &Cell, before: &Cell) -> bool {
-    let (now, was) = (cell.symbol().as_bytes(), before.symbol().as_bytes());
-    now.len() == 1
-        && was.len() == 1
-        && now[0] == was[0]
-        // The whole style, so that underline colour counts too where ratatui has it.
-        && cell.style() == before.style()
+    same_narrow_symbol(cell.symbol().as_bytes(), before.symbol().as_bytes())
+        // Field by field: through `style()` each colour is wrapped in an `Option` and every
+        // compare checks for `None` first, a third of this function's instructions.
+        && cell.fg == before.fg
+        && cell.bg == before.bg
+        && cell.underline_color == before.underline_color
+        && cell.modifier == before.modifier
         && cell.diff_option == CellDiffOption::None
         && before.diff_option == CellDiffOption::None
         && !cell.skip
         && !before.skip
+}
+
+/// Equal symbols that are one column wide for certain. Compared byte by byte rather than
+/// through `memcmp`: this runs for every cell of every frame, and symbols are 1 to 3 bytes.
+fn same_narrow_symbol(now: &[u8], was: &[u8]) -> bool {
+    match (now, was) {
+        ([a], [b]) => a == b,
+        ([a0, a1], [b0, b1]) => a0 == b0 && a1 == b1 && known_narrow(now),
+        ([a0, a1, a2], [b0, b1, b2]) => a0 == b0 && a1 == b1 && a2 == b2 && known_narrow(now),
+        _ => false,
+    }
+}
+
+/// Symbols one column wide without asking unicode-width: ASCII, U+00A0..=U+00FF but the soft
+/// hyphen (the degree sign of every temperature is there), and the box drawing, block element and braille characters that
+/// borders, bars and sparklines are drawn with. A test checks every one against ratatui.
+fn known_narrow(symbol: &[u8]) -> bool {
+    match *symbol {
+        [_] => true,
+        [0xC2, 0xA0..=0xAC | 0xAE..=0xBF] | [0xC3, 0x80..=0xBF] => true,
+        // U+2500..=U+257F box drawing, U+2580..=U+259F block elements (not the geometric shapes
+        // after them, some of which are wide emoji).
+        [0xE2, 0x94 | 0x95, _] => true,
+        [0xE2, 0x96, third] => third <= 0x9F,
+        // U+2800..=U+28FF braille.
+        [0xE2, 0xA0..=0xA3, _] => true,
+        _ => false,
+    }
 }
 
 /// A cell some other widget owns (an image, say): never sent.
@@ -258,7 +288,9 @@ mod tests {
     /// monitor's frames have, and every rule's trigger: wide characters, an emoji with a
     /// variation selector, coloured and reversed cells, skipped and forced-width cells.
     fn random_frame(rng: &mut Rng, area: Rect) -> Buffer {
-        const SYMBOLS: [&str; 10] = [" ", "a", "7", "▄", "█", "世", "❤️", "é", "", "│"];
+        const SYMBOLS: [&str; 13] = [
+            " ", "a", "7", "▄", "█", "世", "❤️", "é", "", "│", "°", "⣿", "◽",
+        ];
         const COLORS: [Color; 4] = [Color::Reset, Color::Red, Color::Indexed(8), Color::Blue];
         let mut buf = Buffer::empty(area);
         let mut x = 0;
@@ -334,6 +366,22 @@ mod tests {
                 "round {round}, area {area:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_symbol_taken_as_narrow_is_one_column_by_ratatui() {
+        let mut checked = 0;
+        for c in (' '..='~').chain('\u{A0}'..='\u{2FFF}') {
+            let mut utf8 = [0; 4];
+            let symbol = c.encode_utf8(&mut utf8);
+            if known_narrow(symbol.as_bytes()) {
+                assert_eq!(symbol.cell_width(), 1, "{c:?} (U+{:04X})", u32::from(c));
+                checked += 1;
+            }
+        }
+        // ASCII 95, Latin-1 less the soft hyphen 95, box drawing and blocks 160, braille 256.
+        assert_eq!(checked, 95 + 95 + 160 + 256);
+        assert!(!known_narrow("◽".as_bytes()) && !known_narrow("\u{AD}".as_bytes()));
     }
 
     #[test]
