@@ -38,18 +38,20 @@ pub fn spans_at<'a, 'b: 'a>(
         }
         let style = base.patch(span.style);
         if span.content.is_ascii() {
-            for byte in span.content.bytes() {
-                if x >= end {
-                    break;
-                }
-                // Control characters are dropped, as ratatui does: a command line must
-                // never be able to write escape sequences to the terminal.
-                if byte.is_ascii_control() {
-                    continue;
-                }
-                buf[(x, y)].set_char(char::from(byte)).set_style(style);
-                x += 1;
+            // The row's cells from x to `end` as one slice: indexing the buffer by position
+            // for each cell recomputed and bounds-checked the index every time.
+            let area = buf.area;
+            let first = usize::from(y - area.y) * usize::from(area.width) + usize::from(x - area.x);
+            let cells = &mut buf.content[first..first + usize::from(end - x)];
+            // Control characters are dropped, as ratatui does: a command line must never be
+            // able to write escape sequences to the terminal.
+            let bytes = span.content.bytes().filter(|b| !b.is_ascii_control());
+            let mut written = 0;
+            for (cell, byte) in cells.iter_mut().zip(bytes) {
+                cell.set_char(char::from(byte)).set_style(style);
+                written += 1;
             }
+            x += written;
         } else {
             x = buf
                 .set_stringn(x, y, &span.content, usize::from(end - x), style)
