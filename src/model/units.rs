@@ -36,7 +36,10 @@ fn push_fixed(out: &mut String, value: u64, unit: usize, decimals: u32) {
             q += 1;
         }
     }
-    let pow = 10u128.pow(decimals);
+    // At most 2^64 * 100 / 1024 with decimals (unit 1 and up), and the value itself without
+    // (unit 0): u64 either way, whose division and printing are far cheaper than u128's.
+    let q = u64::try_from(q).unwrap_or(u64::MAX);
+    let pow = 10u64.pow(decimals);
     let _ = write!(out, "{}", q / pow);
     if decimals > 0 {
         let _ = write!(out, ".{:0width$}", q % pow, width = decimals as usize);
