@@ -7,6 +7,7 @@ mod feed;
 mod frame_writer;
 mod keys;
 pub mod layout;
+mod narrow;
 pub mod panels;
 pub mod rows;
 mod signals;

@@ -6,6 +6,7 @@
 //! ratatui, so the cells come out exactly as `Paragraph` would leave them, at a fraction of
 //! the cost (the process table and GPU lines were a third of a frame's CPU).
 
+use crate::tui::narrow::known_narrow;
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::Style;
@@ -38,20 +39,14 @@ pub fn spans_at<'a, 'b: 'a>(
         }
         let style = base.patch(span.style);
         if span.content.is_ascii() {
-            // The row's cells from x to `end` as one slice: indexing the buffer by position
-            // for each cell recomputed and bounds-checked the index every time.
-            let area = buf.area;
-            let first = usize::from(y - area.y) * usize::from(area.width) + usize::from(x - area.x);
-            let cells = &mut buf.content[first..first + usize::from(end - x)];
             // Control characters are dropped, as ratatui does: a command line must never be
             // able to write escape sequences to the terminal.
             let bytes = span.content.bytes().filter(|b| !b.is_ascii_control());
-            let mut written = 0;
-            for (cell, byte) in cells.iter_mut().zip(bytes) {
-                cell.set_char(char::from(byte)).set_style(style);
-                written += 1;
-            }
-            x += written;
+            x = one_cell_each(buf, x, y, end, bytes.map(char::from), style);
+        } else if let Some(chars) = narrow_chars(&span.content) {
+            // Bars and sparklines: the same one cell per character, without ratatui's
+            // grapheme split and width lookup.
+            x = one_cell_each(buf, x, y, end, chars, style);
         } else {
             x = buf
                 .set_stringn(x, y, &span.content, usize::from(end - x), style)
@@ -59,6 +54,37 @@ pub fn spans_at<'a, 'b: 'a>(
         }
     }
     x
+}
+
+/// Writes `chars` one per cell from (x, y), stopping at `end`; returns the x after the last.
+/// The row's cells as one slice: indexing the buffer by position for each cell recomputed and
+/// bounds-checked the index every time. (x, y) must lie in the buffer, `end` at most its right.
+fn one_cell_each(
+    buf: &mut Buffer,
+    x: u16,
+    y: u16,
+    end: u16,
+    chars: impl Iterator<Item = char>,
+    style: Style,
+) -> u16 {
+    let area = buf.area;
+    let first = usize::from(y - area.y) * usize::from(area.width) + usize::from(x - area.x);
+    let cells = &mut buf.content[first..first + usize::from(end - x)];
+    let mut written = 0;
+    for (cell, c) in cells.iter_mut().zip(chars) {
+        cell.set_char(c).set_style(style);
+        written += 1;
+    }
+    x + written
+}
+
+/// The characters of `text` when each is one cell (see `known_narrow`), controls dropped as
+/// ratatui drops them; `None` when any needs ratatui's own rules.
+fn narrow_chars(text: &str) -> Option<impl Iterator<Item = char> + '_> {
+    let all_narrow = text
+        .char_indices()
+        .all(|(at, c)| c.is_control() || known_narrow(&text.as_bytes()[at..at + c.len_utf8()]));
+    all_narrow.then(|| text.chars().filter(|c| !c.is_control()))
 }
 
 /// Draws `line` in the one-row `area` with its alignment, like a one-line `Paragraph` (whose
@@ -158,6 +184,11 @@ mod tests {
             Line::from("right").right_aligned(),
             Line::from("much too wide to sit right").right_aligned(),
             Line::from("中文 wide glyphs"),
+            Line::from(vec![
+                Span::raw("╭─⣿\u{85}▁▂ 41°C"),
+                Span::styled("▕█░▏", red),
+            ]),
+            Line::from("e\u{301} combines, ░ does not"),
             Line::from("centred").centered(),
         ];
         let (theirs, ours) = both(lines, 20);
