@@ -44,7 +44,8 @@ pub struct ProcessRow {
     /// Shared by every row on the GPU (serialised as a plain string).
     pub gpu_uuid: Arc<str>,
     pub nvml: GpuProcess,
-    pub host: Option<HostProcess>,
+    /// Shared with the monitor's latest host pass (serialised as the plain struct).
+    pub host: Option<Arc<HostProcess>>,
     /// What the process's allocator published for this GPU, when it is instrumented.
     pub allocator: Option<ProcessAllocator>,
 }
@@ -79,7 +80,7 @@ impl Snapshot {
     /// index then pid order.
     pub fn join_processes(
         devices: &[DeviceSnapshot],
-        host: &[HostProcess],
+        host: &[Arc<HostProcess>],
         allocators: &[AllocatorSnapshot],
     ) -> Vec<ProcessRow> {
         let mut rows = Vec::new();

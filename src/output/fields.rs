@@ -228,7 +228,7 @@ fn host(
     p: &ProcessRow,
     read: impl Fn(&crate::model::HostProcess) -> Reading<Value>,
 ) -> Reading<Value> {
-    p.host.as_ref().map_or_else(|| Err(not_visible()), read)
+    p.host.as_deref().map_or_else(|| Err(not_visible()), read)
 }
 
 /// An allocator figure; absent when the process publishes none.

@@ -5,7 +5,8 @@ use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::snapshot::instrumented_reserved;
 use crate::model::{
-    DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostSample, NvmlProblem, Snapshot,
+    DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostMemory, HostProcess, HostSample,
+    NvmlProblem, Reading, Snapshot,
 };
 use crate::sources::runner::SourceEvent;
 use std::collections::HashMap;
@@ -31,6 +32,13 @@ impl StaleAfter {
     };
 }
 
+/// The newest host pass. Its processes are shared with every snapshot's rows rather than
+/// copied into them each frame, three strings apiece.
+struct LatestHost {
+    memory: Reading<HostMemory>,
+    processes: Vec<Arc<HostProcess>>,
+}
+
 /// Everything sampled so far.
 #[derive(Default)]
 pub struct Monitor {
@@ -38,7 +46,7 @@ pub struct Monitor {
     pub problem: Option<NvmlProblem>,
     devices: Vec<DeviceInfo>,
     latest: HashMap<u32, DeviceSample>,
-    host: Option<HostSample>,
+    host: Option<LatestHost>,
     device_series: HashMap<String, DeviceSeries>,
     process_series: Retained<ProcessKey, ProcessSeries>,
     host_used: Series,
@@ -128,7 +136,7 @@ impl Monitor {
         self.latest.insert(sample.index, sample);
     }
 
-    fn ingest_host(&mut self, mut sample: HostSample) {
+    fn ingest_host(&mut self, sample: HostSample) {
         if let Ok(m) = &sample.memory {
             self.host_used.push(sample.at_ms, m.used as f64);
         }
@@ -146,16 +154,20 @@ impl Monitor {
                 series.user = Some(user.clone());
             }
         }
+        let mut latest = LatestHost {
+            memory: sample.memory,
+            processes: sample.processes.into_iter().map(Arc::new).collect(),
+        };
         // After the histories: a carried-over reading is not a new one.
-        self.carry_over_host_facts(&mut sample);
-        self.host = Some(sample);
+        self.carry_over_host_facts(&mut latest);
+        self.host = Some(latest);
     }
 
     /// Keeps the previous pass's facts for pids still on a GPU that `sample` did not ask
     /// about. Two passes can overlap at start (a worker's, begun before the pid list reached
     /// it, and the first GPU batch's own) and arrive in either order; without this the
     /// narrower one would leave those rows `n/a` until the next pass, a whole interval later.
-    fn carry_over_host_facts(&mut self, sample: &mut HostSample) {
+    fn carry_over_host_facts(&mut self, sample: &mut LatestHost) {
         let Some(previous) = self.host.take() else {
             return;
         };

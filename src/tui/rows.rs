@@ -5,8 +5,8 @@
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::snapshot::allocator_of;
-use crate::model::{Absent, ProcessAllocator, Reading, Snapshot};
-use crate::state::{Monitor, ProcessKey};
+use crate::model::{Absent, HostProcess, ProcessAllocator, Reading, Snapshot};
+use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -17,7 +17,6 @@ pub struct TableRow {
     pub key: ProcessKey,
     /// The pid in vramscope's namespace; `None` when not visible here (or the process exited).
     pub local_pid: Option<u32>,
-    pub user: Option<String>,
     pub gpu_index: u32,
     pub vram: Reading<u64>,
     /// VRAM as a percentage of the GPU's total memory.
@@ -27,9 +26,11 @@ pub struct TableRow {
     pub sm: Reading<u32>,
     pub rss: Reading<u64>,
     pub cpu: Reading<f32>,
-    pub command: Option<String>,
-    /// Short container id.
-    pub container: Option<String>,
+    /// What the host pass read of the process, shared with the snapshot rather than copied.
+    host: Option<Arc<HostProcess>>,
+    /// The last user and command seen, for rows whose host facts lack them (exited ones).
+    remembered_user: Option<String>,
+    remembered_command: Option<String>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
     /// What the process's allocator publishes for this GPU, when it is instrumented. Boxed:
@@ -38,6 +39,21 @@ pub struct TableRow {
 }
 
 impl TableRow {
+    pub fn user(&self) -> Option<&str> {
+        let read = self.host.as_ref().and_then(|h| h.user.as_deref().ok());
+        read.or(self.remembered_user.as_deref())
+    }
+
+    pub fn command(&self) -> Option<&str> {
+        let read = self.host.as_ref().and_then(|h| h.command.as_deref().ok());
+        read.or(self.remembered_command.as_deref())
+    }
+
+    /// Short container id.
+    pub fn container(&self) -> Option<&str> {
+        self.host.as_ref()?.container.as_deref()
+    }
+
     pub fn is_exited(&self) -> bool {
         self.exited_at.is_some()
     }
@@ -64,9 +80,9 @@ impl TableRow {
         }
         let hit = |text: &str| text.to_lowercase().contains(needle_lower);
         hit(&self.key.pid.to_string())
-            || self.user.as_deref().is_some_and(hit)
-            || self.command.as_deref().is_some_and(hit)
-            || self.container.as_deref().is_some_and(hit)
+            || self.user().is_some_and(hit)
+            || self.command().is_some_and(hit)
+            || self.container().is_some_and(hit)
     }
 }
 
@@ -105,11 +121,18 @@ pub fn table_rows(
         };
         let series = monitor.process_series(&key);
         let host = p.host.as_ref();
+        // Copied only where the host pass lacks them: most rows never need these.
+        let remembered = |read: Option<&Reading<String>>,
+                          kept: fn(&ProcessSeries) -> &Option<String>| {
+            match read {
+                Some(Ok(_)) => None,
+                _ => series.and_then(|s| kept(s).clone()),
+            }
+        };
         rows.push(TableRow {
             local_pid: host.and_then(|h| h.local_pid),
-            user: host
-                .and_then(|h| h.user.as_ref().ok().cloned())
-                .or_else(|| series.and_then(|s| s.user.clone())),
+            remembered_user: remembered(host.map(|h| &h.user), |s| &s.user),
+            remembered_command: remembered(host.map(|h| &h.command), |s| &s.command),
             gpu_index: p.gpu_index,
             vram,
             vram_pct,
@@ -118,10 +141,7 @@ pub fn table_rows(
             // Without a host match the host figures are unknown, not zero.
             rss: host.map_or(Err(Absent::NotAvailable), |h| h.rss_bytes.clone()),
             cpu: host.map_or(Err(Absent::NotAvailable), |h| h.cpu_percent.clone()),
-            command: host
-                .and_then(|h| h.command.as_ref().ok().cloned())
-                .or_else(|| series.and_then(|s| s.command.clone())),
-            container: host.and_then(|h| h.container.clone()),
+            host: host.cloned(),
             exited_at: None,
             allocator: p.allocator.clone().map(Box::new),
             key,
@@ -143,7 +163,8 @@ pub fn table_rows(
         rows.push(TableRow {
             key: key.clone(),
             local_pid: None,
-            user: series.user.clone(),
+            remembered_user: series.user.clone(),
+            remembered_command: series.command.clone(),
             gpu_index: series.gpu_index,
             // The process is gone: its current figures do not exist, only its peak does.
             vram: Err(Absent::NotAvailable),
@@ -152,8 +173,7 @@ pub fn table_rows(
             sm: Err(Absent::NotAvailable),
             rss: Err(Absent::NotAvailable),
             cpu: Err(Absent::NotAvailable),
-            command: series.command.clone(),
-            container: None,
+            host: None,
             exited_at: Some(seen),
             // A dead writer's last figures stay with its row: often they are why it died.
             allocator: allocator_of(&snapshot.allocators, key.pid, series.gpu_index, false)
@@ -176,7 +196,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
     rows.sort_unstable_by(|a, b| {
         let primary = match column {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
-            SortColumn::User => compare_opt(a.user.as_deref(), b.user.as_deref()),
+            SortColumn::User => compare_opt(a.user(), b.user()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
             SortColumn::VramPeak => {
@@ -189,7 +209,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
                 compare_opt(a.allocator_figure(column), b.allocator_figure(column))
             }
             SortColumn::Step => compare_opt(a.allocator_step(), b.allocator_step()),
-            SortColumn::Command => compare_opt(a.command.as_deref(), b.command.as_deref()),
+            SortColumn::Command => compare_opt(a.command(), b.command()),
         };
         // `None` means one side lacks a value: that order is final, whatever the direction.
         let primary = match primary {
@@ -216,7 +236,7 @@ fn compare_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<Ordering> {
 fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
     let has = |r: &TableRow| match column {
         SortColumn::Pid | SortColumn::Gpu => true,
-        SortColumn::User => r.user.is_some(),
+        SortColumn::User => r.user().is_some(),
         SortColumn::Vram => r.vram.is_ok(),
         SortColumn::VramPeak => r.vram_peak.is_some(),
         SortColumn::Sm => r.sm.is_ok(),
@@ -226,7 +246,7 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
             r.allocator_figure(column).is_some()
         }
         SortColumn::Step => r.allocator_step().is_some(),
-        SortColumn::Command => r.command.is_some(),
+        SortColumn::Command => r.command().is_some(),
     };
     // true (has a value) before false.
     has(b).cmp(&has(a))

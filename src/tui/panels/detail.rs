@@ -33,7 +33,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         format!(
             " PID {}  {}  GPU {} ",
             row.key.pid,
-            row.user.as_deref().unwrap_or(fmt::NA),
+            row.user().unwrap_or(fmt::NA),
             row.gpu_index
         ),
         theme.title,
@@ -47,17 +47,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     let mut lines = Vec::with_capacity(10);
     lines.push(Line::from(vec![
         fmt::label(theme, "command"),
-        match &row.command {
-            Some(c) => Span::styled(c.clone(), theme.value),
+        match row.command() {
+            Some(c) => Span::styled(c.to_string(), theme.value),
             None => Span::styled(fmt::NA, theme.dim),
         },
     ]));
     lines.push(Line::from(vec![
         fmt::label(theme, "container"),
-        Span::styled(
-            row.container.clone().unwrap_or_else(|| "-".into()),
-            theme.value,
-        ),
+        Span::styled(row.container().unwrap_or("-").to_string(), theme.value),
         Span::styled("  pid here ", theme.label),
         match (row.local_pid, row.is_exited()) {
             (Some(pid), _) => Span::styled(pid.to_string(), theme.value),

@@ -253,8 +253,8 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             };
             Cell::right(Span::raw(format!("{}{marker}", row.key.pid)))
         }
-        SortColumn::User => Cell::left(match &row.user {
-            Some(user) => Span::raw(user.as_str()),
+        SortColumn::User => Cell::left(match row.user() {
+            Some(user) => Span::raw(user),
             None => Span::styled(fmt::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
@@ -300,14 +300,13 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
 /// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row.
 fn command_cell<'a>(view: &View, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
-    let text = match &row.command {
-        Some(command) => Span::raw(command.as_str()),
+    let text = match row.command() {
+        Some(command) => Span::raw(command),
         None => Span::styled(fmt::NA, theme.dim),
     };
     Cell {
         suffix: row
-            .container
-            .as_ref()
+            .container()
             .map(|container| Span::styled(format!(" [{container}]"), theme.label)),
         ..Cell::left(text)
     }
