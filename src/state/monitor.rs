@@ -9,7 +9,7 @@ use crate::model::{
     NvmlProblem, Reading, Snapshot,
 };
 use crate::sources::runner::SourceEvent;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// How long a device may stay silent before it is called stale.
@@ -45,9 +45,11 @@ pub struct Monitor {
     pub driver: Option<DriverInfo>,
     pub problem: Option<NvmlProblem>,
     devices: Vec<DeviceInfo>,
-    latest: HashMap<u32, DeviceSample>,
+    // Ordered maps: with a handful of GPUs a few compares find one, where hashing a UUID
+    // with SipHash cost more, several times a frame.
+    latest: BTreeMap<u32, DeviceSample>,
     host: Option<LatestHost>,
-    device_series: HashMap<String, DeviceSeries>,
+    device_series: BTreeMap<String, DeviceSeries>,
     process_series: Retained<ProcessKey, ProcessSeries>,
     host_used: Series,
     allocators: Allocators,

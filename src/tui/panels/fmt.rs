@@ -2,6 +2,7 @@
 //! Units themselves live in `model::units`, one formatter for every output.
 //! Everything absent renders as `n/a`, never as a zero.
 
+use super::put;
 use crate::model::Reading;
 use crate::tui::theme::Theme;
 use ratatui::text::Span;
@@ -29,7 +30,7 @@ pub fn label(theme: &Theme, text: &str) -> Span<'static> {
 /// figures from its end, never half of one, since a number cut to its first digits reads as a
 /// different number. Each figure carries its own leading separator.
 pub fn fitting(mut figures: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Vec<Span<'static>>> {
-    let used = |f: &[Vec<Span>]| f.iter().flatten().map(Span::width).sum::<usize>();
+    let used = |f: &[Vec<Span>]| f.iter().flatten().map(put::cells).sum::<usize>();
     while figures.len() > 1 && used(&figures) > width {
         figures.pop();
     }

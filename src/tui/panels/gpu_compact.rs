@@ -72,7 +72,7 @@ impl Parts {
         self.prefix
             .iter()
             .chain(self.figures.iter().flatten())
-            .map(Span::width)
+            .map(put::cells)
             .sum()
     }
 
@@ -80,7 +80,7 @@ impl Parts {
     /// memory figure does not fit, the name gives up cells, since a shortened name misleads
     /// nobody.
     fn fit(mut self, width: usize) -> Self {
-        let prefix: usize = self.prefix.iter().map(Span::width).sum();
+        let prefix: usize = self.prefix.iter().map(put::cells).sum();
         self.figures = fmt::fitting(self.figures, width.saturating_sub(prefix));
         let over = self.text_width().saturating_sub(width);
         if let Some(name) = self.prefix.get_mut(NAME_SPAN).filter(|_| over > 0) {
@@ -115,7 +115,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize) -> Parts {
         None
     };
     // The marker shares the name's cells so that every row's bar starts in the same column.
-    let name_w = NAME_W.saturating_sub(marker.as_ref().map_or(0, Span::width));
+    let name_w = NAME_W.saturating_sub(marker.as_ref().map_or(0, put::cells));
     let name = device.info.display_name();
     let name: String = fmt::short_gpu_name(&name).chars().take(name_w).collect();
     let mut prefix = vec![

@@ -78,6 +78,20 @@ fn one_cell_each(
     x + written
 }
 
+/// The cells `spans_at` fills with `span` given room: one per character, controls dropped,
+/// for ASCII and known-narrow text, counted without the per-character width lookup of
+/// `Span::width`, which layouts call for every figure of every frame; ratatui's width else.
+pub fn cells(span: &Span) -> usize {
+    let text: &str = &span.content;
+    if text.is_ascii() {
+        return text.bytes().filter(|b| !b.is_ascii_control()).count();
+    }
+    match narrow_chars(text) {
+        Some(chars) => chars.count(),
+        None => span.width(),
+    }
+}
+
 /// The characters of `text` when each is one cell (see `known_narrow`), controls dropped as
 /// ratatui drops them; `None` when any needs ratatui's own rules.
 fn narrow_chars(text: &str) -> Option<impl Iterator<Item = char> + '_> {
@@ -141,7 +155,7 @@ where
         spans_at(buf, area.x, area.y, spans, base, area.width);
         return true;
     }
-    let width = spans.clone().map(Span::width).sum::<usize>();
+    let width = spans.clone().map(cells).sum::<usize>();
     match u16::try_from(width) {
         Ok(width) if width <= area.width => {
             spans_at(buf, area.right() - width, area.y, spans, base, width);
@@ -193,6 +207,28 @@ mod tests {
         ];
         let (theirs, ours) = both(lines, 20);
         assert_eq!(theirs, ours);
+    }
+
+    #[test]
+    fn cells_counts_what_spans_at_writes() {
+        for text in [
+            "GPU 0",
+            "▕██░░▏ 41°C",
+            "中文",
+            "e\u{301}x",
+            "tab\there",
+            "\u{85}⣿",
+            "",
+        ] {
+            let span = Span::raw(text);
+            let mut buf = Buffer::empty(Rect::new(0, 0, 20, 1));
+            let end = spans_at(&mut buf, 0, 0, [&span], Style::new(), 20);
+            assert_eq!(cells(&span), usize::from(end), "{text:?}");
+        }
+        assert_eq!(
+            cells(&Span::raw("▕██░░▏ 41°C")),
+            Span::raw("▕██░░▏ 41°C").width()
+        );
     }
 
     #[test]
