@@ -156,13 +156,21 @@ impl DirWatch {
 mod tests {
     use super::*;
 
-    #[test]
-    fn quiet_until_an_entry_comes_or_goes() {
+    /// A watch on `<tempdir>/channels`, made first where `create`.
+    fn watching_channels(create: bool) -> (tempfile::TempDir, std::path::PathBuf, DirWatch) {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("channels");
-        std::fs::create_dir(&dir).unwrap();
+        if create {
+            std::fs::create_dir(&dir).unwrap();
+        }
         let mut watch = DirWatch::new().unwrap();
         watch.watch([dir.as_path()]);
+        (parent, dir, watch)
+    }
+
+    #[test]
+    fn quiet_until_an_entry_comes_or_goes() {
+        let (_parent, dir, mut watch) = watching_channels(true);
         assert!(!watch.changed(), "nothing happened yet");
 
         std::fs::write(dir.join("1-2.vsc"), b"x").unwrap();
@@ -179,11 +187,7 @@ mod tests {
 
     #[test]
     fn other_entries_of_a_parent_do_not_count() {
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("channels");
-        std::fs::create_dir(&dir).unwrap();
-        let mut watch = DirWatch::new().unwrap();
-        watch.watch([dir.as_path()]);
+        let (parent, dir, mut watch) = watching_channels(true);
         // What PyTorch does in /dev/shm all day.
         std::fs::write(parent.path().join("torch_1234_0"), b"x").unwrap();
         std::fs::remove_file(parent.path().join("torch_1234_0")).unwrap();
@@ -196,10 +200,7 @@ mod tests {
 
     #[test]
     fn a_directory_that_does_not_exist_yet_is_seen_coming() {
-        let parent = tempfile::tempdir().unwrap();
-        let dir = parent.path().join("channels");
-        let mut watch = DirWatch::new().unwrap();
-        watch.watch([dir.as_path()]);
+        let (_parent, dir, mut watch) = watching_channels(false);
         assert!(!watch.changed());
         std::fs::create_dir(&dir).unwrap();
         assert!(watch.changed(), "the parent saw it created");
