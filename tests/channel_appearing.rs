@@ -1,14 +1,16 @@
 //! The channel sampler lists its directories only when inotify reports a change: a channel
 //! that appears after minutes of quiet must still be found at the next scan, and one whose
-//! file is removed must be reported gone. One test in this file: it sets `VRAMSCOPE_DIR`,
+//! file is removed must be reported gone, and a refused file rewritten in place (no change of
+//! entries) must be looked at again. One test in this file: it sets `VRAMSCOPE_DIR`,
 //! which is process-wide.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::time::{Duration, Instant};
 use vramscope::channel::{Writer, WriterConfig, WriterKind};
 use vramscope::model::Gone;
 use vramscope::sources::channels::ChannelSampler;
 
-/// Samples until `found` says yes, at most `within`; what the last batch said otherwise.
+/// Samples until `found` says yes of a batch, at most `within`; false if it never did.
 fn sample_until(
     sampler: &mut ChannelSampler,
     within: Duration,
@@ -65,4 +67,39 @@ fn a_channel_that_appears_after_a_quiet_spell_is_found_and_its_removal_seen() {
     });
     assert!(gone, "the removal of {} was not seen", path.display());
     drop(writer);
+
+    // A file refused, then made valid in place: the same entry, so no inotify event says so.
+    let good = Writer::create(WriterConfig {
+        framework: "rust-test 1.0".into(),
+        dir: Some(dir.clone()),
+        ..WriterConfig::from_process(WriterKind::Rust)
+    })
+    .expect("create a channel");
+    let bogus = dir.join("bogus.vsc");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&bogus)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &[0xAB; 4096]).unwrap();
+    drop(file);
+    let refused = sample_until(&mut sampler, Duration::from_secs(5), |batch| {
+        batch.rejected.iter().any(|r| r.contains("bogus.vsc"))
+    });
+    assert!(refused, "garbage in bogus.vsc was not refused");
+    std::thread::sleep(Duration::from_millis(2200));
+    let bytes = std::fs::read(good.path()).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&bogus)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &bytes).unwrap();
+    file.set_len(bytes.len() as u64).unwrap();
+    drop(file);
+    let accepted = sample_until(&mut sampler, Duration::from_secs(5), |batch| {
+        batch.polls.iter().any(|p| p.identity.file == "bogus.vsc") && batch.rejected.is_empty()
+    });
+    assert!(accepted, "bogus.vsc, made valid in place, was not read");
+    drop(good);
 }

@@ -66,8 +66,10 @@ pub struct ChannelSampler {
     refused: BTreeMap<PathBuf, String>,
     retired: HashSet<FileId>,
     last_scan: Option<Instant>,
-    /// When the directories were last listed.
+    /// When our own directories were last listed, and the files that listing found: while
+    /// inotify reports no change of entries there, they are what a listing would find.
     last_listing: Option<Instant>,
+    own_listed: Vec<PathBuf>,
     /// Tells whether the directories' entries changed since the last listing; `None` where
     /// inotify is unavailable, and every scan lists.
     dir_watch: Option<DirWatch>,
@@ -102,6 +104,7 @@ impl ChannelSampler {
             retired: HashSet::new(),
             last_scan: None,
             last_listing: None,
+            own_listed: Vec::new(),
             dir_watch: DirWatch::new().ok(),
             last_clean: None,
             nvml_pids: Vec::new(),
@@ -120,9 +123,9 @@ impl ChannelSampler {
             for open in self.open.values_mut() {
                 open.unmapped = false;
             }
-            // A new GPU process may bring a container's channel: look at once.
+            // A new GPU process may bring a container's channel: look at once. (Our own
+            // directories report their changes themselves.)
             self.last_scan = None;
-            self.last_listing = None;
         }
     }
 
@@ -224,54 +227,41 @@ impl ChannelSampler {
     }
 
     /// Opens new files and forgets vanished ones; returns the vanished channels. Our own
-    /// directories are listed only when `list_own`; the directories inside containers
-    /// always (they are not watched: finding them means reading each process's
-    /// environment anyway), and refused files are always looked at again (one may be
-    /// rewritten in place, which is no change of entries).
+    /// directories are listed only when `list_own`, else their last listing stands; the
+    /// directories inside containers always (they are not watched: finding them means
+    /// reading each process's environment anyway). Every file found is looked at, refused
+    /// ones included (one may be rewritten in place, which is no change of entries).
     fn scan(&mut self, list_own: bool) -> Vec<(String, Gone)> {
-        let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
-        let mut seen: HashSet<PathBuf> = HashSet::new();
+        let euid = self.policy.euid;
         if list_own {
-            dirs = self.own_dirs_watched();
-        } else {
-            // Unchanged since they were listed: what came from them is still there.
-            seen.extend(
-                self.open
-                    .iter()
-                    .filter(|(_, open)| !open.in_container)
-                    .map(|(path, _)| path.clone()),
-            );
+            self.own_listed = self
+                .own_dirs_watched()
+                .iter()
+                // A directory that fails its checks is skipped quietly: it is someone else's.
+                .filter_map(|dir| discover::list(dir, euid).ok())
+                .flatten()
+                .map(|f| f.path)
+                .collect();
         }
+        let mut files: Vec<(PathBuf, bool)> =
+            self.own_listed.iter().map(|p| (p.clone(), false)).collect();
+        let mut unreachable = false;
         for &pid in &self.nvml_pids {
             let contained = *self
                 .in_container
                 .entry(pid)
                 .or_insert_with(|| discover::nspids(pid).is_some_and(|ns| ns.len() > 1));
-            if contained {
-                dirs.extend(discover::container_dirs(pid).into_iter().map(|d| (d, true)));
+            if !contained {
+                continue;
+            }
+            for dir in discover::container_dirs(pid) {
+                match discover::list(&dir, euid) {
+                    Ok(listed) => files.extend(listed.into_iter().map(|f| (f.path, true))),
+                    Err(_) => unreachable = true,
+                }
             }
         }
-        let mut files: Vec<(PathBuf, bool)> = Vec::new();
-        let mut unreachable = false;
-        for (dir, in_container) in &dirs {
-            // A directory that fails its checks is skipped quietly: it is someone else's.
-            match discover::list(dir, self.policy.euid) {
-                Ok(listed) => files.extend(listed.into_iter().map(|f| (f.path, *in_container))),
-                Err(_) => unreachable |= *in_container,
-            }
-        }
-        if !list_own {
-            // Refused files of our own directories, by name; those of containers were
-            // listed above. A refused file that is gone fails its stat and is dropped.
-            let listed: HashSet<&PathBuf> = files.iter().map(|(path, _)| path).collect();
-            let again: Vec<PathBuf> = self
-                .refused
-                .keys()
-                .filter(|path| !listed.contains(path))
-                .cloned()
-                .collect();
-            files.extend(again.into_iter().map(|path| (path, false)));
-        }
+        let mut seen: HashSet<PathBuf> = HashSet::new();
         let mut open_ids: HashSet<FileId> = self.open.values().map(|o| o.file_id).collect();
         for (path, in_container) in files {
             if self.open.contains_key(&path) {
@@ -339,7 +329,7 @@ impl ChannelSampler {
     /// Our own channel directories, each watched before it is listed so that nothing
     /// added meanwhile goes unseen: where ours may be first, then the others root finds in
     /// /dev/shm.
-    fn own_dirs_watched(&mut self) -> Vec<(PathBuf, bool)> {
+    fn own_dirs_watched(&mut self) -> Vec<PathBuf> {
         let euid = self.policy.euid;
         let candidates = discover::candidate_dirs(euid);
         if let Some(watch) = &mut self.dir_watch {
@@ -350,7 +340,7 @@ impl ChannelSampler {
             let others = dirs.iter().filter(|d| !candidates.contains(d));
             watch.watch(others.map(PathBuf::as_path));
         }
-        dirs.into_iter().map(|d| (d, false)).collect()
+        dirs
     }
 }
 
