@@ -21,9 +21,12 @@ pub fn env_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// How every user's directory in `/dev/shm` begins (root reads them all).
+pub const SHM_DIR_PREFIX: &str = "vramscope-";
+
 /// `/dev/shm/vramscope-<uid>`.
 pub fn shm_dir(uid: u32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/vramscope-{uid}"))
+    PathBuf::from(format!("/dev/shm/{SHM_DIR_PREFIX}{uid}"))
 }
 
 /// `$XDG_RUNTIME_DIR/vramscope` when the variable is set.
@@ -82,7 +85,7 @@ pub struct DirHandle {
     pub path: PathBuf,
 }
 
-fn c_path(path: &Path) -> io::Result<CString> {
+pub(crate) fn c_path(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path holds a NUL byte"))
 }

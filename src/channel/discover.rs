@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::dir::{env_dir, runtime_dir, shm_dir, untrusted_dir};
+use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_dir, untrusted_dir};
 use super::layout::{EXTENSION, TEMP_EXTENSION};
 use super::model::Liveness;
 use super::reader::{Channel, Policy};
@@ -72,7 +72,7 @@ fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
         .flatten()
         .flatten()
         .take(MAX_ENTRIES)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("vramscope-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with(SHM_DIR_PREFIX))
         .map(|e| e.path())
         .collect();
     dirs.sort();

@@ -19,9 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// New files are looked for this often (our own directories only where they changed, see
-/// `own_listing_due`);
-/// open channels are polled every tick.
+/// New files are looked for this often (in our own directories only when they changed, see
+/// `own_listing_due`); open channels are polled every tick.
 const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// The directories are listed this often even when no change was reported: a net under
 /// inotify, for what it may not see (a directory replaced by a mount, say).

@@ -11,8 +11,10 @@
 //! channel directory count: `/dev/shm` is busy on a training machine (PyTorch's shared
 //! tensors come and go there all the time) and must not set off a listing each time.
 
+use crate::channel::dir::{SHM_DIR_PREFIX, c_path};
+use crate::channel::sys::check;
 use std::collections::{HashMap, HashSet};
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -26,10 +28,6 @@ const ENTRY_CHANGES: u32 = libc::IN_CREATE
     | libc::IN_DELETE_SELF
     | libc::IN_MOVE_SELF
     | libc::IN_ONLYDIR;
-
-/// Entries of a parent that may be channel directories whatever their parent: every user's
-/// `/dev/shm/vramscope-<uid>` (root reads them all) and `$XDG_RUNTIME_DIR/vramscope`.
-const CHANNEL_DIR_PREFIX: &[u8] = b"vramscope";
 
 pub struct DirWatch {
     inotify: OwnedFd,
@@ -45,10 +43,7 @@ pub struct DirWatch {
 impl DirWatch {
     pub fn new() -> io::Result<Self> {
         // SAFETY: no pointers; the returned descriptor is checked and then owned.
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = check(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
         Ok(Self {
             // SAFETY: a fresh descriptor nothing else owns.
             inotify: unsafe { OwnedFd::from_raw_fd(fd) },
@@ -88,15 +83,11 @@ impl DirWatch {
     }
 
     fn add(&self, path: &Path) -> io::Result<libc::c_int> {
-        let path = CString::new(path.as_os_str().as_bytes())?;
+        let path = c_path(path)?;
         // SAFETY: a NUL-terminated path that outlives the call.
-        let wd = unsafe {
+        check(unsafe {
             libc::inotify_add_watch(self.inotify.as_raw_fd(), path.as_ptr(), ENTRY_CHANGES)
-        };
-        if wd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(wd)
+        })
     }
 
     /// Whether any watched directory gained, lost or renamed an entry since the last call
@@ -138,7 +129,8 @@ impl DirWatch {
             counts |= mask & libc::IN_Q_OVERFLOW != 0
                 || self.dirs.contains(&wd)
                 || self.parents.get(&wd).is_some_and(|children| {
-                    name.starts_with(CHANNEL_DIR_PREFIX)
+                    // Any user's `/dev/shm` directory: root lists them all.
+                    name.starts_with(SHM_DIR_PREFIX.as_bytes())
                         || children.contains(OsStr::from_bytes(name))
                 });
             if mask & libc::IN_IGNORED != 0 {
