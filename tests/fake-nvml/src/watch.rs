@@ -5,8 +5,8 @@
 //! about 2% of that program's measured CPU, spent on a file that never changes during a
 //! benchmark. A thread of ours blocks on inotify on the file's directory and raises a flag
 //! for events that name the file (other files there, a counts file or a recording, do not
-//! count); the call path reads the flag. Where inotify or the thread is unavailable, `watch` says so and the caller
-//! keeps polling.
+//! count); the call path reads the flag. Where inotify or the thread is unavailable, `watch`
+//! says so and the caller keeps polling.
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -90,8 +90,11 @@ fn start() -> i32 {
                     CHANGED.store(true, Ordering::Release);
                     return;
                 }
+                if interrupted {
+                    continue;
+                }
                 let read = usize::try_from(n).unwrap_or(0).min(buf.len());
-                if interrupted || names_a_watched_file(&buf[..read]) {
+                if names_a_watched_file(&buf[..read]) {
                     CHANGED.store(true, Ordering::Release);
                 }
             }
