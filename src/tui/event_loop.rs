@@ -402,7 +402,7 @@ fn focus_job(ui: &mut UiState, rows: &[TableRow]) {
     let root = job.pid;
     if let Some(row) = rows
         .iter()
-        .find(|r| !r.is_exited() && descends_from(r.local_pid.unwrap_or(r.key.pid), root))
+        .find(|r| !r.is_exited() && descends_from(r.local_pid().unwrap_or(r.key.pid), root))
     {
         job.focused = true;
         ui.selected_key = Some(row.key.clone());

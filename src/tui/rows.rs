@@ -15,8 +15,6 @@ use std::sync::Arc;
 pub struct TableRow {
     /// The host pid (as NVML reports it) and the GPU.
     pub key: ProcessKey,
-    /// The pid in vramscope's namespace; `None` when not visible here (or the process exited).
-    pub local_pid: Option<u32>,
     pub gpu_index: u32,
     pub vram: Reading<u64>,
     /// VRAM as a percentage of the GPU's total memory.
@@ -24,9 +22,8 @@ pub struct TableRow {
     /// Highest VRAM seen for this process on this GPU.
     pub vram_peak: Option<Peak>,
     pub sm: Reading<u32>,
-    pub rss: Reading<u64>,
-    pub cpu: Reading<f32>,
-    /// What the host pass read of the process, shared with the snapshot rather than copied.
+    /// What the host pass read of the process, shared with the snapshot rather than copied;
+    /// `None` for an exited process or one the host pass has not matched.
     host: Option<Arc<HostProcess>>,
     /// The last user and command seen, for rows whose host facts lack them (exited ones).
     remembered_user: Option<String>,
@@ -39,6 +36,21 @@ pub struct TableRow {
 }
 
 impl TableRow {
+    /// The pid in vramscope's namespace; `None` when not visible here (or the process exited).
+    pub fn local_pid(&self) -> Option<u32> {
+        self.host.as_ref()?.local_pid
+    }
+
+    /// Host RSS, when read.
+    pub fn rss(&self) -> Option<u64> {
+        self.host.as_ref()?.rss_bytes.as_ref().ok().copied()
+    }
+
+    /// Host CPU %, when read.
+    pub fn cpu(&self) -> Option<f32> {
+        self.host.as_ref()?.cpu_percent.as_ref().ok().copied()
+    }
+
     pub fn user(&self) -> Option<&str> {
         let read = self.host.as_ref().and_then(|h| h.user.as_deref().ok());
         read.or(self.remembered_user.as_deref())
@@ -130,7 +142,6 @@ pub fn table_rows(
             }
         };
         rows.push(TableRow {
-            local_pid: host.and_then(|h| h.local_pid),
             remembered_user: remembered(host.map(|h| &h.user), |s| &s.user),
             remembered_command: remembered(host.map(|h| &h.command), |s| &s.command),
             gpu_index: p.gpu_index,
@@ -138,9 +149,6 @@ pub fn table_rows(
             vram_pct,
             vram_peak: series.and_then(|s| s.vram.peak()),
             sm: p.nvml.sm_util.clone(),
-            // Without a host match the host figures are unknown, not zero.
-            rss: host.map_or(Err(Absent::NotAvailable), |h| h.rss_bytes.clone()),
-            cpu: host.map_or(Err(Absent::NotAvailable), |h| h.cpu_percent.clone()),
             host: host.cloned(),
             exited_at: None,
             allocator: p.allocator.clone().map(Box::new),
@@ -162,7 +170,6 @@ pub fn table_rows(
         }
         rows.push(TableRow {
             key: key.clone(),
-            local_pid: None,
             remembered_user: series.user.clone(),
             remembered_command: series.command.clone(),
             gpu_index: series.gpu_index,
@@ -171,8 +178,6 @@ pub fn table_rows(
             vram_pct: None,
             vram_peak: series.vram.peak(),
             sm: Err(Absent::NotAvailable),
-            rss: Err(Absent::NotAvailable),
-            cpu: Err(Absent::NotAvailable),
             host: None,
             exited_at: Some(seen),
             // A dead writer's last figures stay with its row: often they are why it died.
@@ -203,8 +208,8 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
                 compare_opt(a.vram_peak.map(|p| p.value), b.vram_peak.map(|p| p.value))
             }
             SortColumn::Sm => compare_opt(a.sm.as_ref().ok(), b.sm.as_ref().ok()),
-            SortColumn::HostRss => compare_opt(a.rss.as_ref().ok(), b.rss.as_ref().ok()),
-            SortColumn::Cpu => compare_opt(a.cpu.as_ref().ok(), b.cpu.as_ref().ok()),
+            SortColumn::HostRss => compare_opt(a.rss(), b.rss()),
+            SortColumn::Cpu => compare_opt(a.cpu(), b.cpu()),
             SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
                 compare_opt(a.allocator_figure(column), b.allocator_figure(column))
             }
@@ -240,8 +245,8 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
         SortColumn::Vram => r.vram.is_ok(),
         SortColumn::VramPeak => r.vram_peak.is_some(),
         SortColumn::Sm => r.sm.is_ok(),
-        SortColumn::HostRss => r.rss.is_ok(),
-        SortColumn::Cpu => r.cpu.is_ok(),
+        SortColumn::HostRss => r.rss().is_some(),
+        SortColumn::Cpu => r.cpu().is_some(),
         SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
             r.allocator_figure(column).is_some()
         }

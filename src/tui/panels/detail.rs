@@ -56,7 +56,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         fmt::label(theme, "container"),
         Span::styled(row.container().unwrap_or("-").to_string(), theme.value),
         Span::styled("  pid here ", theme.label),
-        match (row.local_pid, row.is_exited()) {
+        match (row.local_pid(), row.is_exited()) {
             (Some(pid), _) => Span::styled(pid.to_string(), theme.value),
             (None, true) => Span::styled("-", theme.dim),
             (None, false) => Span::styled("not visible from this pid namespace", theme.warn),
@@ -106,16 +106,16 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     }
 
     let mut rss = vec![fmt::label(theme, "RSS ")];
-    rss.push(match (&row.rss, row.is_exited()) {
+    rss.push(match (row.rss(), row.is_exited()) {
         (_, true) => Span::styled("-", theme.dim),
-        (Ok(v), false) => Span::styled(units::bytes(*v), theme.value),
-        (Err(_), false) => Span::styled(fmt::NA, theme.dim),
+        (Some(v), false) => Span::styled(units::bytes(v), theme.value),
+        (None, false) => Span::styled(fmt::NA, theme.dim),
     });
     rss.push(Span::styled("   CPU ", theme.label));
     rss.push(percent_span(
         theme,
         row,
-        row.cpu.as_ref().ok().map(|v| f64::from(*v)),
+        row.cpu().map(f64::from),
         1,
     ));
     lines.push(Line::from(rss));

@@ -246,7 +246,7 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     match kind {
         SortColumn::Pid => {
-            let marker = if row.local_pid.is_none() && !row.is_exited() {
+            let marker = if row.local_pid().is_none() && !row.is_exited() {
                 theme.glyphs.hidden_pid
             } else {
                 ""
@@ -277,8 +277,8 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             })
         }
         SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
-        SortColumn::HostRss => figure(theme, row, row.rss.as_ref().ok(), |v| units::bytes(*v)),
-        SortColumn::Cpu => figure(theme, row, row.cpu.as_ref().ok(), |v| format!("{v:.1}")),
+        SortColumn::HostRss => figure(theme, row, row.rss().as_ref(), |v| units::bytes(*v)),
+        SortColumn::Cpu => figure(theme, row, row.cpu().as_ref(), |v| format!("{v:.1}")),
         SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
             allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
         }
