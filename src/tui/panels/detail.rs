@@ -112,12 +112,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         (None, false) => Span::styled(fmt::NA, theme.dim),
     });
     rss.push(Span::styled("   CPU ", theme.label));
-    rss.push(percent_span(
-        theme,
-        row,
-        row.cpu().map(f64::from),
-        1,
-    ));
+    rss.push(percent_span(theme, row, row.cpu().map(f64::from), 1));
     lines.push(Line::from(rss));
     match series {
         Some(s) => {

@@ -2,25 +2,21 @@
 //!
 //! ratatui's `Paragraph` and `Buffer::set_line` split every string into grapheme clusters
 //! and look up each one's width; almost everything on our screen is ASCII, where a byte is
-//! a cell. These writers take that shortcut for ASCII spans and hand anything else to
-//! ratatui, so the cells come out exactly as `Paragraph` would leave them, at a fraction of
-//! the cost (the process table and GPU lines were a third of a frame's CPU).
+//! a cell, or bar, sparkline and border glyphs known to be one cell each (`tui::narrow`).
+//! These writers take that shortcut for such spans and hand anything else to ratatui, so the
+//! cells come out exactly as `Paragraph` would leave them, at a fraction of the cost (the
+//! process table and GPU lines were a third of a frame's CPU).
 
 use crate::tui::narrow::known_narrow;
-use ratatui::buffer::Buffer;
+use ratatui::buffer::{Buffer, CellWidth};
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Widget};
 
-/// Writes `line` at (x, y), at most `max_width` cells, like `Buffer::set_line`; returns the
-/// x after the last cell written.
-pub fn line_at(buf: &mut Buffer, x: u16, y: u16, line: &Line, max_width: u16) -> u16 {
-    spans_at(buf, x, y, &line.spans, line.style, max_width)
-}
-
-/// `line_at` for spans that are not in a `Line`, each patched over `base`.
-pub fn spans_at<'a, 'b: 'a>(
+/// Writes `spans` at (x, y), each patched over `base`, at most `max_width` cells, like
+/// `Buffer::set_line`; returns the x after the last cell written.
+fn spans_at<'a, 'b: 'a>(
     buf: &mut Buffer,
     x: u16,
     y: u16,
@@ -79,8 +75,9 @@ fn one_cell_each(
 }
 
 /// The cells `spans_at` fills with `span` given room: one per character, controls dropped,
-/// for ASCII and known-narrow text, counted without the per-character width lookup of
-/// `Span::width`, which layouts call for every figure of every frame; ratatui's width else.
+/// for ASCII and known-narrow text, counted without a width lookup per character (layouts
+/// ask for every figure of every frame); else what `set_stringn` writes, grapheme by
+/// grapheme, those holding a control dropped (`Span::width` counts controls as one cell).
 pub fn cells(span: &Span) -> usize {
     let text: &str = &span.content;
     if text.is_ascii() {
@@ -88,7 +85,10 @@ pub fn cells(span: &Span) -> usize {
     }
     match narrow_chars(text) {
         Some(chars) => chars.count(),
-        None => span.width(),
+        None => span
+            .styled_graphemes(Style::new())
+            .map(|g| usize::from(g.symbol.cell_width()))
+            .sum(),
     }
 }
 
@@ -204,6 +204,7 @@ mod tests {
             ]),
             Line::from("e\u{301} combines, ░ does not"),
             Line::from("centred").centered(),
+            Line::from("a\t世").right_aligned(),
         ];
         let (theirs, ours) = both(lines, 20);
         assert_eq!(theirs, ours);
@@ -218,6 +219,7 @@ mod tests {
             "e\u{301}x",
             "tab\there",
             "\u{85}⣿",
+            "a\t世",
             "",
         ] {
             let span = Span::raw(text);
@@ -246,8 +248,9 @@ mod tests {
     #[test]
     fn nothing_lands_outside_the_buffer() {
         let mut buf = Buffer::empty(Rect::new(0, 0, 4, 1));
-        assert_eq!(line_at(&mut buf, 2, 0, &Line::from("abcdef"), 10), 4);
-        assert_eq!(line_at(&mut buf, 0, 5, &Line::from("abc"), 10), 0);
+        let (abcdef, abc) = (Span::raw("abcdef"), Span::raw("abc"));
+        assert_eq!(spans_at(&mut buf, 2, 0, [&abcdef], Style::new(), 10), 4);
+        assert_eq!(spans_at(&mut buf, 0, 5, [&abc], Style::new(), 10), 0);
         line_in(&mut buf, Rect::new(0, 0, 0, 0), &Line::from("x"));
         assert_eq!(buf[(2, 0)].symbol(), "a");
         assert_eq!(buf[(3, 0)].symbol(), "b");
