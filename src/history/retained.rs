@@ -98,6 +98,13 @@ impl<K: Ord + Clone, V> Retained<K, V> {
         self.entries.iter().map(|(k, e)| (k, &e.value))
     }
 
+    /// `iter` with when each key was last seen.
+    pub fn iter_seen(&self) -> impl Iterator<Item = (&K, &V, u64)> {
+        self.entries
+            .iter()
+            .map(|(k, e)| (k, &e.value, e.last_seen_ms))
+    }
+
     /// Mutable access to every entry, for updates that arrive keyed differently (host samples).
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
         self.entries.iter_mut().map(|(k, e)| (k, &mut e.value))

@@ -2,6 +2,7 @@
 
 use super::absent::{Absent, Reading};
 use serde::Serialize;
+use std::sync::Arc;
 
 /// Host RAM and swap in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -50,6 +51,12 @@ impl HostProcess {
             uid: None,
         }
     }
+}
+
+/// The process `pid` in `sorted`, a list sorted by pid.
+pub fn by_pid(sorted: &[Arc<HostProcess>], pid: u32) -> Option<&Arc<HostProcess>> {
+    let at = sorted.binary_search_by_key(&pid, |p| p.pid).ok()?;
+    sorted.get(at)
 }
 
 /// One tick of the host sampler.

@@ -3,6 +3,7 @@
 
 use super::absent::Reading;
 use super::allocator::joined_channel;
+use super::host::by_pid;
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
@@ -76,8 +77,8 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Joins device samples with host facts and allocator figures into process rows, GPU
-    /// index then pid order.
+    /// Joins device samples with host facts (`host` sorted by pid) and allocator figures into
+    /// process rows, GPU index then pid order.
     pub fn join_processes(
         devices: &[DeviceSnapshot],
         host: &[Arc<HostProcess>],
@@ -97,7 +98,7 @@ impl Snapshot {
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),
-                    host: host.iter().find(|h| h.pid == process.pid).cloned(),
+                    host: by_pid(host, process.pid).cloned(),
                     allocator: allocator_of(allocators, process.pid, device.info.index, true),
                 });
             }

@@ -3,6 +3,7 @@
 use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
+use crate::model::host;
 use crate::model::snapshot::instrumented_reserved;
 use crate::model::{
     DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostMemory, HostProcess, HostSample,
@@ -36,7 +37,14 @@ impl StaleAfter {
 /// copied into them each frame, three strings apiece.
 struct LatestHost {
     memory: Reading<HostMemory>,
+    /// Sorted by pid, for the joins' binary searches.
     processes: Vec<Arc<HostProcess>>,
+}
+
+impl LatestHost {
+    fn find(&self, pid: u32) -> Option<&Arc<HostProcess>> {
+        host::by_pid(&self.processes, pid)
+    }
 }
 
 /// Everything sampled so far.
@@ -45,8 +53,8 @@ pub struct Monitor {
     pub driver: Option<DriverInfo>,
     pub problem: Option<NvmlProblem>,
     devices: Vec<DeviceInfo>,
-    // Ordered maps: with a handful of GPUs a few compares find one, where hashing a UUID
-    // with SipHash cost more, several times a frame.
+    // Ordered maps: with a handful of GPUs a few compares find one, cheaper than SipHash of
+    // the index or UUID, and these are looked up several times a frame.
     latest: BTreeMap<u32, DeviceSample>,
     host: Option<LatestHost>,
     device_series: BTreeMap<String, DeviceSeries>,
@@ -142,8 +150,15 @@ impl Monitor {
         if let Ok(m) = &sample.memory {
             self.host_used.push(sample.at_ms, m.used as f64);
         }
+        let mut processes: Vec<Arc<HostProcess>> =
+            sample.processes.into_iter().map(Arc::new).collect();
+        processes.sort_unstable_by_key(|p| p.pid);
+        let mut latest = LatestHost {
+            memory: sample.memory,
+            processes,
+        };
         for (key, series) in self.process_series.iter_mut() {
-            let Some(host) = sample.processes.iter().find(|h| h.pid == key.pid) else {
+            let Some(host) = latest.find(key.pid) else {
                 continue;
             };
             if let Ok(rss) = host.rss_bytes {
@@ -156,29 +171,29 @@ impl Monitor {
                 series.user = Some(user.clone());
             }
         }
-        let mut latest = LatestHost {
-            memory: sample.memory,
-            processes: sample.processes.into_iter().map(Arc::new).collect(),
-        };
         // After the histories: a carried-over reading is not a new one.
         self.carry_over_host_facts(&mut latest);
         self.host = Some(latest);
     }
 
-    /// Keeps the previous pass's facts for pids still on a GPU that `sample` did not ask
+    /// Keeps the previous pass's facts for pids still on a GPU that `latest` did not ask
     /// about. Two passes can overlap at start (a worker's, begun before the pid list reached
     /// it, and the first GPU batch's own) and arrive in either order; without this the
     /// narrower one would leave those rows `n/a` until the next pass, a whole interval later.
-    fn carry_over_host_facts(&mut self, sample: &mut LatestHost) {
+    fn carry_over_host_facts(&mut self, latest: &mut LatestHost) {
         let Some(previous) = self.host.take() else {
             return;
         };
         let listed = self.gpu_pids();
-        for old in previous.processes {
-            let asked = sample.processes.iter().any(|p| p.pid == old.pid);
-            if !asked && listed.binary_search(&old.pid).is_ok() {
-                sample.processes.push(old);
-            }
+        let carried: Vec<Arc<HostProcess>> = previous
+            .processes
+            .into_iter()
+            .filter(|old| latest.find(old.pid).is_none())
+            .filter(|old| listed.binary_search(&old.pid).is_ok())
+            .collect();
+        if !carried.is_empty() {
+            latest.processes.extend(carried);
+            latest.processes.sort_unstable_by_key(|p| p.pid);
         }
     }
 
@@ -272,14 +287,10 @@ impl Monitor {
         self.process_series.get(key)
     }
 
-    /// Every process seen recently, alive or exited, with its history.
-    pub fn processes(&self) -> impl Iterator<Item = (&ProcessKey, &ProcessSeries)> {
-        self.process_series.iter()
-    }
-
-    /// When a process was last listed by NVML.
-    pub fn process_last_seen(&self, key: &ProcessKey) -> Option<u64> {
-        self.process_series.last_seen(key)
+    /// Every process seen recently, alive or exited, with its history and when NVML last
+    /// listed it.
+    pub fn processes(&self) -> impl Iterator<Item = (&ProcessKey, &ProcessSeries, u64)> {
+        self.process_series.iter_seen()
     }
 
     /// What instrumented programs published.

@@ -156,13 +156,10 @@ pub fn table_rows(
         });
     }
 
-    for (key, series) in monitor.processes() {
+    for (key, series, seen) in monitor.processes() {
         if live.binary_search(&(key.pid, &*key.gpu_uuid)).is_ok() {
             continue;
         }
-        let Some(seen) = monitor.process_last_seen(key) else {
-            continue;
-        };
         // While paused the monitor runs ahead of the frozen snapshot: a process first seen
         // after the pause has not "exited" at the moment the screen shows.
         if seen > now_ms {
