@@ -7,7 +7,9 @@
 /// hyphen (the degree sign of every temperature is there), and the box drawing, block
 /// element and braille characters that borders, bars and sparklines are drawn with. A test
 /// checks every one against ratatui. None of them joins the character before it into one
-/// grapheme, so a string of them is one cell per character.
+/// grapheme, so a string of them is one cell per character. Any single byte passes, ASCII
+/// controls too: ratatui sizes every one-byte symbol as one column, and the writers drop
+/// controls before they get here.
 pub fn known_narrow(symbol: &[u8]) -> bool {
     match *symbol {
         [_] => true,
