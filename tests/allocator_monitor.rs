@@ -253,7 +253,7 @@ fn json_lines_until(
 
 #[test]
 fn vramscope_run_injects_the_python_writer_and_shows_the_scripts_figures() {
-    if !tool_available("python3", "-V", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let work = tempfile::tempdir().unwrap();
@@ -323,7 +323,7 @@ with vramscope.mark("warmup"):
 
 #[test]
 fn a_writer_killed_mid_run_stays_on_screen_as_killed_with_its_last_figures() {
-    if !tool_available("python3", "-V", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let work = tempfile::tempdir().unwrap();

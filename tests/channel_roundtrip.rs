@@ -19,7 +19,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
 
 use channel_support::{from_start, private_dir, proc_starttime};
-use common::tool_available;
+use common::{cc_available, python3_available};
 use vramscope::channel::{
     Channel, EventKind, Liveness, Policy, Update, WriterKind, WriterState, layout,
 };
@@ -368,7 +368,7 @@ fn round_trip(mut w: Writer, kind: WriterKind, ending: &str, error_text: &str) {
 
 #[test]
 fn c_writer_clean_exit() {
-    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
+    if !cc_available() {
         return;
     }
     let dir = private_dir();
@@ -382,7 +382,7 @@ fn c_writer_clean_exit() {
 
 #[test]
 fn c_writer_error_exit() {
-    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
+    if !cc_available() {
         return;
     }
     let dir = private_dir();
@@ -392,7 +392,7 @@ fn c_writer_error_exit() {
 
 #[test]
 fn c_writer_killed() {
-    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
+    if !cc_available() {
         return;
     }
     let dir = private_dir();
@@ -401,7 +401,7 @@ fn c_writer_killed() {
 
 #[test]
 fn python_writer_clean_exit() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let dir = private_dir();
@@ -411,7 +411,7 @@ fn python_writer_clean_exit() {
 
 #[test]
 fn python_writer_error_exit() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let dir = private_dir();
@@ -426,7 +426,7 @@ fn python_writer_error_exit() {
 
 #[test]
 fn python_writer_killed() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let dir = private_dir();
@@ -465,7 +465,7 @@ else:
 
 #[test]
 fn python_writer_killed_inside_an_update_leaves_its_last_values() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     for (block, at) in [
@@ -550,7 +550,7 @@ fn race(mut w: Writer, appended: u64) {
 
 #[test]
 fn python_writer_racing_reader() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let dir = private_dir();
@@ -559,7 +559,7 @@ fn python_writer_racing_reader() {
 
 #[test]
 fn c_writer_racing_reader() {
-    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
+    if !cc_available() {
         return;
     }
     let dir = private_dir();
@@ -583,7 +583,7 @@ with vramscope.mark("train"):
 
 #[test]
 fn python_api_round_trip() {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return;
     }
     let dir = private_dir();
@@ -637,7 +637,7 @@ fn python_api_round_trip() {
 
 #[test]
 fn c_writer_contract() {
-    if !tool_available("cc", "--version", "apt-get install gcc libc6-dev") {
+    if !cc_available() {
         return;
     }
     let dir = private_dir();

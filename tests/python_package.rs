@@ -6,14 +6,14 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::tool_available;
+use common::python3_available;
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
 /// python3 with a clean environment for vramscope: the user's VRAMSCOPE_* settings and
 /// PYTHONPATH must not change what the tests see.
 fn python3(args: &[&str]) -> Option<Output> {
-    if !tool_available("python3", "--version", "apt-get install python3") {
+    if !python3_available() {
         return None;
     }
     let mut cmd = Command::new("python3");

@@ -283,7 +283,7 @@ fn quitting_after_the_pane_grew_leaves_no_frame_above_the_shell() {
 /// `--exit-with-job` leaves with the job, naming the log of its output.
 #[test]
 fn run_opens_on_the_launched_job_and_leaves_with_it() {
-    if !tmux::available() || !common::tool_available("python3", "-V", "apt-get install python3") {
+    if !tmux::available() || !common::python3_available() {
         return;
     }
     // Another GPU process comes first in the table, so selecting the job is a real choice.

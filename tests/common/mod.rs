@@ -109,6 +109,16 @@ pub fn tool_available(tool: &str, version_flag: &str, install: &str) -> bool {
     found
 }
 
+/// `tool_available` for the Python tests' interpreter.
+pub fn python3_available() -> bool {
+    tool_available("python3", "--version", "apt-get install python3")
+}
+
+/// `tool_available` for the C tests' compiler.
+pub fn cc_available() -> bool {
+    tool_available("cc", "--version", "apt-get install gcc libc6-dev")
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
