@@ -416,3 +416,63 @@ fn a_writer_that_cannot_name_its_gpu_joins_the_only_one_its_process_uses() {
     assert_eq!(row["allocated"], json!(3 * GIB));
     writer.finish(vramscope::channel::Exit::Clean).unwrap();
 }
+
+#[test]
+fn a_writer_naming_a_gpu_this_host_lacks_joins_none_even_when_its_bus_id_matches() {
+    // Another host's file on a shared /dev/shm: its UUID is not ours, its bus id is GPU 0's.
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = Writer::create(WriterConfig {
+        dir: Some(channels.clone()),
+        ..WriterConfig::from_process(WriterKind::Rust)
+    })
+    .unwrap();
+    let elsewhere = "GPU-ffffffff-0000-0000-0000-000000000009";
+    let slot = writer
+        .add_device(DeviceIdentity {
+            ordinal: 0,
+            uuid: parse_uuid(elsewhere),
+            pci_bus_id: Some("0000:18:00.0".into()),
+            total: Some(80 * GIB),
+        })
+        .unwrap();
+    writer.publish_device(
+        slot,
+        &DeviceFigures {
+            allocated: Some(40 * GIB),
+            reserved: Some(48 * GIB),
+            ..DeviceFigures::default()
+        },
+    );
+    let pid = std::process::id();
+    let scenario = Scenario::new(&scenario_listing(pid, 50 * GIB));
+    let run = |arg: &str| {
+        let out = scenario
+            .command()
+            .env("VRAMSCOPE_DIR", &channels)
+            .arg(arg)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let doc: Value = serde_json::from_str(&run("--json")).unwrap();
+    assert_eq!(doc["allocators"][0]["devices"][0]["gpu_index"], Value::Null);
+    // It counts toward no GPU's share, and NVML's row for the pid gets none of its figures.
+    assert_eq!(doc["devices"][0]["instrumented_reserved"], Value::Null);
+    let row = process_row(&doc, pid).expect("NVML's row");
+    assert_eq!(row["allocated"], Value::Null);
+
+    let once = run("--once");
+    assert!(!once.contains("instrumented (allocator figures)"), "{once}");
+    let unjoined: Vec<&str> = once
+        .lines()
+        .filter(|l| l.contains("not in the table"))
+        .collect();
+    assert_eq!(unjoined.len(), 1, "{once}");
+    assert!(
+        unjoined[0].contains(&format!("its GPU {elsewhere} is not on this host")),
+        "{once}"
+    );
+    writer.finish(vramscope::channel::Exit::Clean).unwrap();
+}

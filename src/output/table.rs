@@ -87,10 +87,12 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         if rows.iter().any(|r| Some(r.nvml.pid) == a.host_pid) {
             continue;
         }
-        let why = match (a.host_pid, a.liveness.is_ended()) {
-            (_, true) => a.liveness.label().to_string(),
-            (None, false) => "its pid is not among NVML's processes here".into(),
-            (Some(_), false) => "no GPU of its matches NVML's by UUID or PCI bus id".into(),
+        let why = match (a.host_pid, a.liveness.is_ended(), elsewhere(a)) {
+            (_, true, _) => a.liveness.label().to_string(),
+            // Said before the pid: another host's pid means nothing here either.
+            (_, false, Some(gpu)) => format!("its GPU {gpu} is not on this host"),
+            (None, false, None) => "its pid is not among NVML's processes here".into(),
+            (Some(_), false, None) => "no GPU of its matches NVML's by UUID or PCI bus id".into(),
         };
         let _ = writeln!(
             unshown,
@@ -106,6 +108,22 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         out += &unshown;
     }
     out
+}
+
+/// How a writer whose named GPUs all match none of NVML's names the first: its UUID, or
+/// "with an unknown PCI bus id" (the id is the writer's text, not worth echoing).
+fn elsewhere(a: &crate::model::AllocatorSnapshot) -> Option<String> {
+    if a.gpu_indices.iter().any(Option::is_some) {
+        return None;
+    }
+    let named = a
+        .devices
+        .iter()
+        .find(|d| d.uuid.is_some() || d.pci_bus_id.is_some())?;
+    Some(match &named.uuid {
+        Some(uuid) => uuid.clone(),
+        None => "with an unknown PCI bus id".into(),
+    })
 }
 
 fn device_line(d: &DeviceSnapshot) -> String {

@@ -321,14 +321,16 @@ impl Allocators {
 }
 
 /// The NVML index of the device an allocator slot describes. `CUDA_VISIBLE_DEVICES`
-/// renumbers the framework's ordinals, so only UUID and PCI bus id can join.
+/// renumbers the framework's ordinals, so only UUID and PCI bus id can join. A slot that
+/// names a UUID is joined by it alone: a UUID NVML does not list is a GPU elsewhere (another
+/// host's file on a shared `/dev/shm`, a container with other GPUs) whose bus id may match
+/// one of ours by chance. The PCI bus id is for writers that give no UUID.
 pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
-    if let Some(uuid) = &device.uuid
-        && let Some(d) = devices
+    if let Some(uuid) = &device.uuid {
+        return devices
             .iter()
             .find(|d| d.uuid.as_ref().is_ok_and(|u| u.eq_ignore_ascii_case(uuid)))
-    {
-        return Some(d.index);
+            .map(|d| d.index);
     }
     let wanted = device.pci_bus_id.as_deref().and_then(parse_pci)?;
     devices
@@ -438,7 +440,7 @@ mod tests {
     }
 
     #[test]
-    fn joins_by_uuid_whatever_the_ordinal_and_falls_back_to_the_pci_bus_id() {
+    fn joins_by_uuid_whatever_the_ordinal_and_by_pci_bus_id_only_without_a_uuid() {
         let devices = [
             info(0, "GPU-a", "00000000:18:00.0"),
             info(1, "GPU-b", "00000000:3B:00.0"),
@@ -451,9 +453,10 @@ mod tests {
             gpu_index_of(&device(None, Some("0000:18:00.0")), &devices),
             Some(0)
         );
+        // A UUID that is not here names a GPU elsewhere, whatever its bus id says.
         assert_eq!(
             gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices),
-            Some(1)
+            None
         );
         assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices), None);
     }

@@ -245,11 +245,19 @@ impl Monitor {
     }
 
     /// A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id) but has one
-    /// device, from a process NVML lists on exactly one GPU: that is the GPU.
+    /// device, from a process NVML lists on exactly one GPU: that is the GPU. One that names
+    /// a GPU NVML does not list stays unjoined: that GPU is elsewhere.
     fn join_by_elimination(&self, channel: &mut crate::model::AllocatorSnapshot) {
-        let ([None], Some(pid)) = (channel.gpu_indices.as_slice(), channel.host_pid) else {
+        let ([None], [only], Some(pid)) = (
+            channel.gpu_indices.as_slice(),
+            channel.devices.as_slice(),
+            channel.host_pid,
+        ) else {
             return;
         };
+        if only.uuid.is_some() || only.pci_bus_id.is_some() {
+            return;
+        }
         let mut on: Vec<u32> = self
             .latest
             .values()
