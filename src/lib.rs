@@ -51,6 +51,14 @@ use std::time::Instant;
 /// first-frame benchmark.
 #[cfg(feature = "monitor")]
 pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
+    let code = dispatch(cli, started);
+    // Every orderly exit passes here: NVML sees its session end.
+    sources::nvml::shutdown();
+    code
+}
+
+#[cfg(feature = "monitor")]
+fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     match &cli.command {
         Some(cli::Command::Run(args)) => return launch::run(cli, args, started),
         Some(cli::Command::Serve(args)) => return serve::run(cli, args),

@@ -290,3 +290,28 @@ fn slow_figures_are_not_read_every_tick() {
         "two GPUs, read once each: {counts}"
     );
 }
+
+/// NVML is shut down at the end of every one-shot run, once per init: a library that does
+/// its bookkeeping in `nvmlShutdown` sees the session end.
+#[test]
+fn one_shot_runs_shut_nvml_down_before_exiting() {
+    let (scenario, _) = two_gpus();
+    for arg in ["--once", "--json", "--csv"] {
+        let counts = scenario.dir().join(format!("counts{arg}.json"));
+        let out = scenario
+            .command()
+            .env("FAKE_NVML_COUNTS", &counts)
+            .arg(arg)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{arg}: {}", stderr(&out));
+        let counts = common::read_counts(&counts);
+        let inits = counts.get("nvmlInit_v2").copied().unwrap_or(0.0);
+        assert!(inits >= 1.0, "{arg}: {counts:?}");
+        assert_eq!(
+            counts.get("nvmlShutdown").copied(),
+            Some(inits),
+            "{arg}: {counts:?}"
+        );
+    }
+}

@@ -16,6 +16,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How long a per-process utilisation sample stays the process's figure. NVML only publishes
@@ -30,6 +31,25 @@ struct NvmlSession {
     /// Read once: the R535 check and every caller use the same answer.
     driver: DriverInfo,
     r535_process_bug: bool,
+}
+
+/// Sessions opened and not yet shut down. Each `Nvml` is leaked (devices borrow it), so its
+/// `Drop`, which calls `nvmlShutdown`, never runs: `shutdown` does that at an orderly exit,
+/// for a library that does its bookkeeping there.
+static OPEN_SESSIONS: Mutex<Vec<&'static Nvml>> = Mutex::new(Vec::new());
+
+/// Shuts down every NVML session this process opened (`nvmlShutdown` once per init, as NVML
+/// counts them). Called at an orderly exit, once nothing samples any more; a call made by a
+/// sampler thread still running gets NVML's "uninitialized" error, never a dangling handle:
+/// the library stays loaded.
+pub fn shutdown() {
+    let sessions =
+        std::mem::take(&mut *OPEN_SESSIONS.lock().unwrap_or_else(PoisonError::into_inner));
+    for nvml in sessions {
+        // SAFETY: nvmlShutdown takes no arguments and pairs with the init this session made;
+        // the leaked `Nvml` keeps the library mapped for anything that calls it afterwards.
+        unsafe { nvml.lib().nvmlShutdown() };
+    }
 }
 
 /// NVML opened with every GPU's static facts and a sampler for each.
@@ -67,6 +87,10 @@ impl NvmlSession {
         }
         let nvml = builder.init().map_err(problem)?;
         let nvml: &'static Nvml = Box::leak(Box::new(nvml));
+        OPEN_SESSIONS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(nvml);
         let driver = DriverInfo {
             driver_version: nvml.sys_driver_version().map_err(absent),
             cuda_version: nvml.sys_cuda_driver_version().map_err(absent),
