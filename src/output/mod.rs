@@ -31,7 +31,7 @@ pub fn run_with_job(cli: &Cli, job: Job) -> ExitCode {
 fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
     let period = cli.r#loop.or(job.as_ref().map(|_| cli.interval));
     let mut job_end: Option<crate::job::JobEnd> = None;
-    let mut sampler = match OneShot::open(cli.nvml_lib.as_deref(), cli.pcie) {
+    let mut sampler = match OneShot::open(cli.nvml_lib.as_deref(), cli.pcie, period.is_some()) {
         Ok(s) => s,
         Err(problem) => return fail(&problem),
     };

@@ -21,10 +21,13 @@ pub struct OneShot {
 }
 
 impl OneShot {
-    /// Opens NVML; fails with the reason when it cannot be used at all.
+    /// Opens NVML; fails with the reason when it cannot be used at all. `repeated` when
+    /// `take` will be called again and again (`--loop`): only then are the channel
+    /// directories watched for changes, a single take lists them once.
     pub fn open(
         nvml_lib: Option<&Path>,
         pcie_every: Option<Duration>,
+        repeated: bool,
     ) -> Result<Self, NvmlProblem> {
         let gpus = open_gpus(nvml_lib, pcie_every)?;
         let mut monitor = Monitor::new(now_ms());
@@ -36,7 +39,11 @@ impl OneShot {
             monitor,
             samplers: gpus.samplers,
             host: HostSampler::new(),
-            channels: ChannelSampler::new(),
+            channels: if repeated {
+                ChannelSampler::new()
+            } else {
+                ChannelSampler::unwatched()
+            },
         })
     }
 

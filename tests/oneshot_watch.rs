@@ -1,0 +1,48 @@
+//! A one-shot run reads the channel directories once and sets up no watch on them (closing
+//! an inotify descriptor waits on the kernel, up to milliseconds); `--loop` watches them.
+//! One test in this file: it sets the environment the fake NVML and the sampler read.
+
+mod common;
+
+use common::{Scenario, fake_nvml, h100};
+use serde_json::json;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use vramscope::sources::oneshot::OneShot;
+
+/// Whether an inotify descriptor of this process watches the directory `dir` (`ino:` in
+/// `/proc/self/fdinfo` is the watched inode, in hex).
+fn watched(dir: &Path) -> bool {
+    let ino = format!(" ino:{:x} ", std::fs::metadata(dir).unwrap().ino());
+    std::fs::read_dir("/proc/self/fdinfo")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .any(|info| {
+            info.lines()
+                .any(|l| l.starts_with("inotify ") && l.contains(&ino))
+        })
+}
+
+#[test]
+fn a_single_take_lists_the_channel_directories_without_watching_them() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let channels = scenario.dir().join("channels");
+    std::fs::create_dir(&channels).unwrap();
+    // SAFETY: the only test in this binary, before any thread reads the environment.
+    unsafe {
+        std::env::set_var("FAKE_NVML_SCENARIO", &scenario.path);
+        std::env::set_var("VRAMSCOPE_DIR", &channels);
+        std::env::remove_var("XDG_RUNTIME_DIR");
+    }
+    let lib = fake_nvml();
+    let mut once = OneShot::open(Some(&lib), None, false).unwrap();
+    let snapshot = once.take();
+    assert_eq!(snapshot.devices.len(), 1);
+    assert!(!watched(&channels), "a one-shot run watches nothing");
+    drop(once);
+
+    let mut repeated = OneShot::open(Some(&lib), None, true).unwrap();
+    repeated.take();
+    assert!(watched(&channels), "--loop watches its directories");
+}
