@@ -30,8 +30,13 @@ fn sample_until(
 fn a_channel_that_appears_after_a_quiet_spell_is_found_and_its_removal_seen() {
     let parent = tempfile::tempdir().unwrap();
     let dir = parent.path().join("channels");
-    // SAFETY: the only test in this binary, before any thread reads the environment.
-    unsafe { std::env::set_var("VRAMSCOPE_DIR", &dir) };
+    // SAFETY: the only test in this binary, before any thread reads the environment. Our
+    // directory only: not the machine's /dev/shm channels, which root would read too.
+    unsafe {
+        std::env::set_var("VRAMSCOPE_DIR", &dir);
+        std::env::set_var("VRAMSCOPE_SHM", parent.path().join("no-shm"));
+        std::env::remove_var("XDG_RUNTIME_DIR");
+    }
     let mut sampler = ChannelSampler::new();
     assert!(sampler.sample().is_none(), "no directory, nothing to tell");
     // Two scans' worth of quiet: the directory does not even exist yet.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Scenario, fake_nvml, h100};
+use common::{ISOLATED_SHM, Scenario, fake_nvml, h100};
 use serde_json::json;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -33,6 +33,7 @@ fn a_single_take_lists_the_channel_directories_without_watching_them() {
     unsafe {
         std::env::set_var("FAKE_NVML_SCENARIO", &scenario.path);
         std::env::set_var("VRAMSCOPE_DIR", &channels);
+        std::env::set_var(ISOLATED_SHM.0, scenario.dir().join(ISOLATED_SHM.1));
         std::env::remove_var("XDG_RUNTIME_DIR");
     }
     let lib = fake_nvml();

@@ -5,7 +5,7 @@
 mod common;
 mod record_support;
 
-use common::{GIB, Scenario, h100, stderr};
+use common::{GIB, ISOLATED_SHM, Scenario, h100, stderr};
 use record_support::read_all;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -346,6 +346,8 @@ fn without_nvml_the_host_is_still_recorded() {
     let file = work.path().join("nonvml.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_vramscope"))
         .env_remove("VRAMSCOPE_NVML_LIB")
+        .env(ISOLATED_SHM.0, work.path().join(ISOLATED_SHM.1))
+        .env_remove("XDG_RUNTIME_DIR")
         .args([
             "--nvml-lib",
             "/nonexistent/libnvidia-ml.so.1",

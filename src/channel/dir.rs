@@ -24,9 +24,23 @@ pub fn env_dir() -> Option<PathBuf> {
 /// How every user's directory in `/dev/shm` begins (root reads them all).
 pub const SHM_DIR_PREFIX: &str = "vramscope-";
 
-/// `/dev/shm/vramscope-<uid>`.
+/// `/dev/shm/vramscope-<uid>`, where writers put their files.
 pub fn shm_dir(uid: u32) -> PathBuf {
-    PathBuf::from(format!("/dev/shm/{SHM_DIR_PREFIX}{uid}"))
+    user_shm_dir(Path::new("/dev/shm"), uid)
+}
+
+/// `<shm>/vramscope-<uid>`.
+pub fn user_shm_dir(shm: &Path, uid: u32) -> PathBuf {
+    shm.join(format!("{SHM_DIR_PREFIX}{uid}"))
+}
+
+/// Where a reader looks for users' `vramscope-<uid>` directories: `$VRAMSCOPE_SHM` when set
+/// and not empty, else `/dev/shm`. The tests point it at a folder of their own, so that
+/// other users' channels on the machine (which root reads) are not part of what they see.
+pub fn shm_root() -> PathBuf {
+    env::var_os("VRAMSCOPE_SHM")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("/dev/shm"), PathBuf::from)
 }
 
 /// `$XDG_RUNTIME_DIR/vramscope` when the variable is set.

@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_dir, untrusted_dir};
+use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_root, untrusted_dir, user_shm_dir};
 use super::layout::{EXTENSION, TEMP_EXTENSION};
 use super::model::Liveness;
 use super::reader::{Channel, Policy};
@@ -38,7 +38,8 @@ pub fn parse_name(name: &str) -> Option<(u32, u64)> {
 
 /// The directories where channels readable by `euid` may be: `$VRAMSCOPE_DIR`,
 /// `/dev/shm/vramscope-<euid>` and `$XDG_RUNTIME_DIR/vramscope`, and for root every
-/// `/dev/shm/vramscope-*`. Only those that exist as directories (not symlinks) are returned.
+/// `/dev/shm/vramscope-*` (`/dev/shm` being `$VRAMSCOPE_SHM` where set, see `shm_root`).
+/// Only those that exist as directories (not symlinks) are returned.
 pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut add = |p: PathBuf| {
@@ -49,9 +50,7 @@ pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
     };
     candidate_dirs(euid).into_iter().for_each(&mut add);
     if euid == 0 {
-        shm_channel_dirs(Path::new("/dev/shm"))
-            .into_iter()
-            .for_each(add);
+        shm_channel_dirs(&shm_root()).into_iter().for_each(add);
     }
     dirs
 }
@@ -59,10 +58,14 @@ pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
 /// `$VRAMSCOPE_DIR`, `/dev/shm/vramscope-<euid>` and `$XDG_RUNTIME_DIR/vramscope`, whether
 /// they exist or not: where a channel directory may appear.
 pub fn candidate_dirs(euid: u32) -> Vec<PathBuf> {
-    [env_dir(), Some(shm_dir(euid)), runtime_dir()]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        env_dir(),
+        Some(user_shm_dir(&shm_root(), euid)),
+        runtime_dir(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_ENTRIES` looked at.

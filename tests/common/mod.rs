@@ -45,11 +45,14 @@ impl Scenario {
         std::fs::rename(&tmp, &self.path).expect("rename");
     }
 
-    /// The binary with `--nvml-lib` pointing at the fake and the scenario in its environment.
+    /// The binary with `--nvml-lib` pointing at the fake and the scenario in its environment,
+    /// isolated from the machine's channels (see [`ISOLATED_SHM`]).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramscope"));
         cmd.env("FAKE_NVML_SCENARIO", &self.path)
             .env_remove("VRAMSCOPE_NVML_LIB")
+            .env(ISOLATED_SHM.0, self.dir().join(ISOLATED_SHM.1))
+            .env_remove("XDG_RUNTIME_DIR")
             .arg("--nvml-lib")
             .arg(fake_nvml());
         cmd
@@ -63,6 +66,12 @@ impl Scenario {
         self.dir.path()
     }
 }
+
+/// Where the binary under test looks for users' channel directories instead of `/dev/shm`
+/// (variable, and a folder under the test's own that nothing creates): run as root, it would
+/// otherwise read every user's channels on the machine, and another user's running job
+/// would change what the tests see. `.ci/run` plants such a channel to prove it does not.
+pub const ISOLATED_SHM: (&str, &str) = ("VRAMSCOPE_SHM", "no-shm");
 
 pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;

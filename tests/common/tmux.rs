@@ -26,7 +26,13 @@ impl Tmux {
             dir.file_name().unwrap().to_string_lossy()
         );
         let pid_file = dir.join("pid");
-        let wrapped = format!("echo $$ > {}; exec {shell_command}", pid_file.display());
+        // Isolated from the machine's channels, as `Scenario::command` is.
+        let wrapped = format!(
+            "echo $$ > {}; unset XDG_RUNTIME_DIR; export {}={}; exec {shell_command}",
+            pid_file.display(),
+            super::ISOLATED_SHM.0,
+            dir.join(super::ISOLATED_SHM.1).display(),
+        );
         let t = Tmux { socket, pid_file };
         t.tmux(&[
             "-f",
