@@ -98,6 +98,13 @@ pub enum Command {
         /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
         file: PathBuf,
     },
+    /// Remove channel files whose writers ended over an hour ago, yours only (the monitor
+    /// does this every minute), and print each one removed.
+    Clean {
+        /// As root: every user's ended files too, which the monitor never removes.
+        #[arg(long)]
+        all_users: bool,
+    },
     /// Record what the monitor sees, without a screen, until Ctrl-C:
     /// `vramscope record -o run.jsonl.zst`.
     Record(crate::record::RecordArgs),

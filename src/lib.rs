@@ -8,6 +8,8 @@
 
 pub mod channel;
 #[cfg(feature = "monitor")]
+pub mod clean;
+#[cfg(feature = "monitor")]
 pub mod cli;
 #[cfg(feature = "monitor")]
 pub mod demo;
@@ -98,6 +100,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             };
             return report::run(file, format);
         }
+        Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
                 Ok(json) => {

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use channel_support::{poke_u64, private_dir, small, write_file, writer};
-use vramscope::channel::discover::{self, ChannelFile};
+use vramscope::channel::discover::{self, ChannelFile, Owners};
 use vramscope::channel::layout::header;
 use vramscope::channel::{Exit, Policy, monotonic_ns};
 
@@ -117,7 +117,7 @@ fn stale_files_are_removed_only_when_ours_ended_and_old() {
         p
     });
 
-    let mut removed = discover::remove_stale(d, euid(), ttl);
+    let mut removed = discover::remove_stale(d, euid(), ttl, Owners::Ours);
     removed.sort();
     assert_eq!(removed, [temp_old.clone(), crashed_old.clone()]);
     assert!(
@@ -125,19 +125,27 @@ fn stale_files_are_removed_only_when_ours_ended_and_old() {
         "a live writer's file stays, however old its heartbeat"
     );
     assert!(crashed_fresh.exists() && corrupt.exists() && temp_fresh.exists());
-    if let Some(p) = theirs {
+    if let Some(p) = &theirs {
         assert!(p.exists(), "another user's file stays, even for root");
+        // Unless an administrator asks.
+        let removed = discover::remove_stale(d, euid(), ttl, Owners::Everyone);
+        assert_eq!(removed, std::slice::from_ref(p));
     }
 
     // With no grace at all, the recently crashed one and an error exit go too.
     let ended = writer(&d.join("sub"), small(1, 0, 8, 8));
     let kept = ended.path().to_path_buf();
     ended.finish(Exit::Error("boom".into())).expect("finish");
-    let mut removed = discover::remove_stale(d, euid(), Duration::ZERO);
+    let mut removed = discover::remove_stale(d, euid(), Duration::ZERO, Owners::Ours);
     removed.sort();
     assert_eq!(removed, [temp_fresh, crashed_fresh]);
     assert!(live.path().exists());
-    let removed = discover::remove_stale(kept.parent().expect("dir"), euid(), Duration::ZERO);
+    let removed = discover::remove_stale(
+        kept.parent().expect("dir"),
+        euid(),
+        Duration::ZERO,
+        Owners::Ours,
+    );
     assert_eq!(removed, [kept]);
     drop(live);
 }
@@ -279,4 +287,37 @@ fn as_root_every_users_shm_directory_is_watched() {
         !dirs.contains(&link),
         "symlinks are never followed: {dirs:?}"
     );
+}
+
+#[test]
+fn a_directory_full_of_junk_hides_no_channel_and_says_what_it_left_out() {
+    let dir = private_dir();
+    let d = dir.path();
+    let live = writer(d, small(1, 0, 8, 8));
+    // Junk that is no channel at all costs only its reading from the directory.
+    for i in 0..5000 {
+        write_file(d, &format!("junk-{i}"), b"");
+    }
+    let listing = discover::list_all(d, euid()).expect("list");
+    let paths: Vec<&Path> = listing.files.iter().map(|f| f.path.as_path()).collect();
+    assert_eq!(paths, [live.path()]);
+    assert_eq!((listing.skipped, listing.skipped_note(d)), (0, None));
+
+    // More `.vsc` files than are read: the live writer's is among those kept, the rest said.
+    for i in 0..discover::MAX_FILES {
+        write_file(d, &format!("junk-{i}.vsc"), b"");
+    }
+    let listing = discover::list_all(d, euid()).expect("list");
+    assert_eq!(listing.files.len(), discover::MAX_FILES);
+    assert!(listing.files.iter().any(|f| f.path == live.path()));
+    assert_eq!(listing.skipped, 1);
+    assert_eq!(
+        listing.skipped_note(d),
+        Some(format!(
+            "{}: 1 channel files not read (at most {} per directory)",
+            d.display(),
+            discover::MAX_FILES
+        ))
+    );
+    drop(live);
 }

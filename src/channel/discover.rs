@@ -4,6 +4,7 @@
 //! by `Channel::open`.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -14,8 +15,11 @@ use super::model::Liveness;
 use super::reader::{Channel, Policy};
 use super::sys::{self, LockProbe};
 
-/// Entries looked at per directory at most, so a directory full of junk costs little.
-const MAX_ENTRIES: usize = 4096;
+/// Channel files (names ending `.vsc`) taken from one directory at most, so a directory
+/// full of junk costs bounded time: each is opened and checked. Other names cost only their
+/// reading from the directory, and every entry is read, so a live writer is never hidden
+/// behind them.
+pub const MAX_FILES: usize = 4096;
 
 /// A channel file found in a directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,14 +72,19 @@ pub fn candidate_dirs(euid: u32) -> Vec<PathBuf> {
     .collect()
 }
 
-/// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_ENTRIES` looked at.
+/// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_FILES` of them.
+/// Every entry is looked at: PyTorch fills `/dev/shm` with files of its own.
 fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = fs::read_dir(shm)
         .into_iter()
         .flatten()
         .flatten()
-        .take(MAX_ENTRIES)
-        .filter(|e| e.file_name().to_string_lossy().starts_with(SHM_DIR_PREFIX))
+        .filter(|e| {
+            e.file_name()
+                .as_bytes()
+                .starts_with(SHM_DIR_PREFIX.as_bytes())
+        })
+        .take(MAX_FILES)
         .map(|e| e.path())
         .collect();
     dirs.sort();
@@ -92,13 +101,39 @@ pub fn check_dir(dir: &Path, euid: u32) -> Result<(), String> {
     }
 }
 
+/// The channel files of a directory, and how many more there were than `MAX_FILES`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub files: Vec<ChannelFile>,
+    /// Channel files left out; the caller says so.
+    pub skipped: usize,
+}
+
+impl Listing {
+    /// What was left out of `dir`, as one line, when anything was.
+    pub fn skipped_note(&self, dir: &Path) -> Option<String> {
+        (self.skipped > 0).then(|| {
+            format!(
+                "{}: {} channel files not read (at most {MAX_FILES} per directory)",
+                dir.display(),
+                self.skipped
+            )
+        })
+    }
+}
+
 /// The `*.vsc` files in `dir` (names starting with `.` are never read), after checking `dir`.
 pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
+    list_all(dir, euid).map(|l| l.files)
+}
+
+/// Every entry of `dir` is read; of its `*.vsc` files at most `MAX_FILES` are kept, those
+/// whose name's pid is a live process first (a writer's file among old or junk ones).
+pub fn list_all(dir: &Path, euid: u32) -> Result<Listing, String> {
     check_dir(dir, euid)?;
     let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut out: Vec<ChannelFile> = entries
+    let mut files: Vec<ChannelFile> = entries
         .flatten()
-        .take(MAX_ENTRIES)
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
             let ext = Path::new(&name).extension()?;
@@ -108,8 +143,20 @@ pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
             })
         })
         .collect();
-    out.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    let mut skipped = 0;
+    if files.len() > MAX_FILES {
+        // Only when over the limit: one stat of /proc per file.
+        files.sort_by_cached_key(|f| !f.name.is_some_and(|(pid, _)| pid_exists(pid)));
+        skipped = files.len() - MAX_FILES;
+        files.truncate(MAX_FILES);
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Listing { files, skipped })
+}
+
+/// Whether a process `pid` exists in our pid namespace.
+fn pid_exists(pid: u32) -> bool {
+    pid != 0 && fs::symlink_metadata(format!("/proc/{pid}")).is_ok()
 }
 
 /// Channel directories inside the container of host process `host_pid`, seen through
@@ -168,10 +215,21 @@ pub fn host_pid(
     })
 }
 
-/// Removes the channel files in `dir` owned by `euid` whose writer has ended and whose
+/// Whose ended channel files a cleaning pass removes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owners {
+    /// Only those owned by the user cleaning: a monitor run as root reads every user's files
+    /// but removes none of theirs.
+    Ours,
+    /// Every user's, for root when an administrator asks (`vramscope clean --all-users`).
+    Everyone,
+}
+
+/// Removes the channel files in `dir` of `owners` whose writer has ended and whose
 /// heartbeat is older than `ttl` (§6; the spec's default is an hour), and dot-named leftovers
-/// of creations that died half-way, as old and unlocked. Returns what it removed.
-pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration) -> Vec<PathBuf> {
+/// of creations that died half-way, as old and unlocked. At most `MAX_FILES` of each kind are
+/// looked at per pass. Returns what it removed.
+pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec<PathBuf> {
     let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
     let mut removed = Vec::new();
     if check_dir(dir, euid).is_err() {
@@ -181,14 +239,22 @@ pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration) -> Vec<PathBuf> {
         return removed;
     };
     let now = sys::monotonic_ns();
-    for entry in entries.flatten().take(MAX_ENTRIES) {
+    let owner_ok = |uid: u32| uid == euid || owners == Owners::Everyone;
+    let (mut temps, mut channels) = (0, 0);
+    for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         let stale = if name.starts_with('.') {
             let temp = name.ends_with(&format!(".{TEMP_EXTENSION}"));
-            temp.then(|| stale_temp(&path, euid, ttl)).flatten()
+            temps += usize::from(temp);
+            (temp && temps <= MAX_FILES)
+                .then(|| stale_temp(&path, owner_ok, ttl))
+                .flatten()
         } else if name.ends_with(&format!(".{EXTENSION}")) {
-            stale_channel(&path, euid, now, ttl_ns)
+            channels += 1;
+            (channels <= MAX_FILES)
+                .then(|| stale_channel(&path, euid, owner_ok, now, ttl_ns))
+                .flatten()
         } else {
             None
         };
@@ -203,15 +269,21 @@ pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration) -> Vec<PathBuf> {
     removed
 }
 
-/// `(dev, ino)` of a channel of ours that ended more than `ttl_ns` ago.
-fn stale_channel(path: &Path, euid: u32, now: u64, ttl_ns: u64) -> Option<(u64, u64)> {
+/// `(dev, ino)` of a channel of an owner we clean for that ended more than `ttl_ns` ago.
+fn stale_channel(
+    path: &Path,
+    euid: u32,
+    owner_ok: impl Fn(u32) -> bool,
+    now: u64,
+    ttl_ns: u64,
+) -> Option<(u64, u64)> {
     let policy = Policy {
         euid,
         from_start: false,
     };
     let mut channel = Channel::open(path, &policy).ok()?;
     let (uid, id) = channel.file_id();
-    if uid != euid {
+    if !owner_ok(uid) {
         return None;
     }
     let update = channel.poll().ok()?;
@@ -226,15 +298,16 @@ fn stale_channel(path: &Path, euid: u32, now: u64, ttl_ns: u64) -> Option<(u64, 
     (age > ttl_ns).then_some(id)
 }
 
-/// `(dev, ino)` of a leftover temporary file of ours, unlocked and unmodified for `ttl`.
-fn stale_temp(path: &Path, euid: u32, ttl: Duration) -> Option<(u64, u64)> {
+/// `(dev, ino)` of a leftover temporary file of an owner we clean for, unlocked and
+/// unmodified for `ttl`.
+fn stale_temp(path: &Path, owner_ok: impl Fn(u32) -> bool, ttl: Duration) -> Option<(u64, u64)> {
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .ok()?;
     let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.uid() != euid {
+    if !meta.is_file() || !owner_ok(meta.uid()) {
         return None;
     }
     let old = meta

@@ -4,7 +4,7 @@
 //! A dead writer's file stays readable: it is polled on, marked ended, until it is removed.
 
 use super::dir_watch::DirWatch;
-use crate::channel::discover;
+use crate::channel::discover::{self, Owners};
 use crate::channel::{
     Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
     WriterKind, WriterState, monotonic_ns, uuid_string,
@@ -25,8 +25,6 @@ const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// The directories are listed this often even when no change was reported: a net under
 /// inotify, for what it may not see (a directory replaced by a mount, say).
 const LIST_ANYWAY_EVERY: Duration = Duration::from_secs(60);
-/// Ended writers' files older than this are removed (ours only), per the spec's §6.
-const STALE_AFTER: Duration = Duration::from_secs(3600);
 const CLEAN_EVERY: Duration = Duration::from_secs(60);
 /// A channel whose writer ended this long ago is closed: its figures stay on screen, and
 /// the open files stay bounded however many runs crash over days.
@@ -81,6 +79,10 @@ pub struct ChannelSampler {
     our_pid_ns: Option<u64>,
     /// Refusals as last sent, so an unchanged list is not sent every tick.
     sent_refused: Vec<String>,
+    /// What was left out of directories over `discover::MAX_FILES` files, ours (as of their
+    /// last listing) and containers' (as of the last scan): sent with the refusals.
+    skipped_own: Vec<String>,
+    skipped_contained: Vec<String>,
 }
 
 impl Default for ChannelSampler {
@@ -123,6 +125,8 @@ impl ChannelSampler {
             host_namespace: super::container::in_host_pid_namespace(),
             our_pid_ns: crate::channel::pid_ns_inode(None),
             sent_refused: Vec::new(),
+            skipped_own: Vec::new(),
+            skipped_contained: Vec::new(),
         }
     }
 
@@ -162,7 +166,12 @@ impl ChannelSampler {
         {
             self.last_clean = Some(now);
             for dir in discover::channel_dirs(self.policy.euid) {
-                discover::remove_stale(&dir, self.policy.euid, STALE_AFTER);
+                discover::remove_stale(
+                    &dir,
+                    self.policy.euid,
+                    crate::clean::STALE_AFTER,
+                    Owners::Ours,
+                );
             }
         }
         let at_ms = now_ms();
@@ -212,7 +221,13 @@ impl ChannelSampler {
             }
             gone.push((path.to_string_lossy().into_owned(), why));
         }
-        let refused: Vec<String> = self.refused.values().cloned().collect();
+        let refused: Vec<String> = self
+            .skipped_own
+            .iter()
+            .chain(&self.skipped_contained)
+            .chain(self.refused.values())
+            .cloned()
+            .collect();
         let refusals_changed = refused != self.sent_refused;
         if polls.is_empty() && gone.is_empty() && !refusals_changed {
             return None;
@@ -245,18 +260,22 @@ impl ChannelSampler {
     fn scan(&mut self, list_own: bool) -> Vec<(String, Gone)> {
         let euid = self.policy.euid;
         if list_own {
-            self.own_listed = self
-                .own_dirs_watched()
-                .iter()
+            self.own_listed.clear();
+            self.skipped_own.clear();
+            for dir in self.own_dirs_watched() {
                 // A directory that fails its checks is skipped quietly: it is someone else's.
-                .filter_map(|dir| discover::list(dir, euid).ok())
-                .flatten()
-                .map(|f| f.path)
-                .collect();
+                let Ok(listing) = discover::list_all(&dir, euid) else {
+                    continue;
+                };
+                self.skipped_own.extend(listing.skipped_note(&dir));
+                self.own_listed
+                    .extend(listing.files.into_iter().map(|f| f.path));
+            }
         }
         let mut files: Vec<(PathBuf, bool)> =
             self.own_listed.iter().map(|p| (p.clone(), false)).collect();
         let mut unreachable = false;
+        self.skipped_contained.clear();
         for &pid in &self.nvml_pids {
             let contained = *self
                 .in_container
@@ -266,8 +285,11 @@ impl ChannelSampler {
                 continue;
             }
             for dir in discover::container_dirs(pid) {
-                match discover::list(&dir, euid) {
-                    Ok(listed) => files.extend(listed.into_iter().map(|f| (f.path, true))),
+                match discover::list_all(&dir, euid) {
+                    Ok(listing) => {
+                        self.skipped_contained.extend(listing.skipped_note(&dir));
+                        files.extend(listing.files.into_iter().map(|f| (f.path, true)));
+                    }
                     Err(_) => unreachable = true,
                 }
             }

@@ -1,0 +1,41 @@
+//! `vramscope clean`: removes now the channel files whose writers ended over an hour ago,
+//! and says which. The monitor does the same every minute, for the files of the user it runs
+//! as only: as root it reads every user's channels but removes none of theirs uninvited.
+//! `--all-users` is how an administrator asks for the rest.
+
+use crate::channel::discover::{self, Owners};
+use crate::channel::{Policy, sanitize};
+use std::os::unix::ffi::OsStrExt;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Ended writers' files older than this are removed, as the monitor does (spec §6).
+pub const STALE_AFTER: Duration = Duration::from_secs(3600);
+
+pub fn run(all_users: bool) -> ExitCode {
+    let euid = Policy::current().euid;
+    if all_users && euid != 0 {
+        eprintln!("vramscope: clean --all-users needs root (other users' files are theirs)");
+        return ExitCode::from(2);
+    }
+    let owners = if all_users {
+        Owners::Everyone
+    } else {
+        Owners::Ours
+    };
+    let mut removed = 0_usize;
+    for dir in discover::channel_dirs(euid) {
+        for path in discover::remove_stale(&dir, euid, STALE_AFTER, owners) {
+            // A file's name is its owner's text: no control character reaches the terminal.
+            println!("removed {}", sanitize(path.as_os_str().as_bytes()));
+            removed += 1;
+        }
+    }
+    let whose = if all_users {
+        "any user's"
+    } else {
+        "this user's"
+    };
+    println!("{removed} ended channel file(s) of {whose} removed");
+    ExitCode::SUCCESS
+}

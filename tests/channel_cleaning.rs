@@ -1,0 +1,137 @@
+//! Ended channels of other users, as root: the monitor reads them but removes only its own
+//! user's; `vramscope clean --all-users` removes the rest and names each file. And a live
+//! writer in a directory of junk is still shown. The binary looks for users' directories in
+//! a folder of the test's own (`VRAMSCOPE_SHM`), never in the machine's /dev/shm.
+
+mod channel_support;
+mod common;
+
+use channel_support::{poke_u64, small, write_file, writer};
+use common::{Scenario, h100, stderr, stdout};
+use serde_json::{Value, json};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use vramscope::channel::Policy;
+use vramscope::channel::layout::header;
+
+/// A nobody's uid, for "another user".
+const THEIRS: u32 = 65534;
+
+/// `<shm>/vramscope-<uid>`, 0700 and owned by `uid`.
+fn user_dir(shm: &Path, uid: u32) -> PathBuf {
+    let dir = shm.join(format!("vramscope-{uid}"));
+    fs::create_dir_all(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+    dir
+}
+
+/// A copy of a live writer's file: no writer holds it, so it reads as crashed, and its
+/// heartbeat is set past our clock (from before a reboot), the oldest a heartbeat can be.
+fn ended_image(scratch: &Path) -> Vec<u8> {
+    let live = writer(scratch, small(1, 0, 8, 8));
+    poke_u64(live.path(), header::HEARTBEAT, u64::MAX / 2);
+    fs::read(live.path()).unwrap()
+}
+
+#[test]
+fn as_root_the_monitor_leaves_other_users_ended_files_and_clean_all_users_removes_them() {
+    if Policy::current().euid != 0 {
+        eprintln!("note: not root, the other-users case is not run");
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let shm = scenario.dir().join("shm");
+    let scratch = scenario.dir().join("scratch");
+    let image = ended_image(&scratch);
+    let theirs = write_file(&user_dir(&shm, THEIRS), "11-11.vsc", &image);
+    std::os::unix::fs::chown(&theirs, Some(THEIRS), Some(THEIRS)).unwrap();
+    let ours = write_file(&user_dir(&shm, 0), "22-22.vsc", &image);
+    let run = |args: &[&str]| {
+        let out = scenario
+            .command()
+            .env("VRAMSCOPE_SHM", &shm)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+
+    // The monitor reads both (root reads every user's channels), and cleans up ours only.
+    let doc: Value = serde_json::from_str(&run(&["--json"])).unwrap();
+    let files: Vec<&str> = doc["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["file"].as_str())
+        .collect();
+    assert_eq!(files.len(), 2, "{doc}");
+    assert!(theirs.exists(), "another user's ended file stays");
+    assert!(!ours.exists(), "our own ended file goes");
+
+    let ours = write_file(&shm.join("vramscope-0"), "22-22.vsc", &image);
+    let text = run(&["clean"]);
+    assert_eq!(
+        text,
+        format!(
+            "removed {}\n1 ended channel file(s) of this user's removed\n",
+            ours.display()
+        )
+    );
+    assert!(theirs.exists(), "clean without --all-users leaves theirs");
+
+    let text = run(&["clean", "--all-users"]);
+    assert_eq!(
+        text,
+        format!(
+            "removed {}\n1 ended channel file(s) of any user's removed\n",
+            theirs.display()
+        )
+    );
+    assert!(!theirs.exists());
+}
+
+#[test]
+fn a_live_writer_among_thousands_of_junk_files_is_shown() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let channels = scenario.dir().join("channels");
+    let live = writer(&channels, small(1, 0, 8, 8));
+    for i in 0..5000 {
+        write_file(&channels, &format!("junk-{i}"), b"");
+    }
+    // And more channel-named junk than one directory's share.
+    for i in 0..4100 {
+        write_file(&channels, &format!("junk-{i}.vsc"), b"");
+    }
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let file = live
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        doc["allocators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["file"] == json!(file)),
+        "the live writer is shown"
+    );
+    let rejected = doc["rejected_channels"].as_array().unwrap();
+    let note = format!(
+        "{}: 5 channel files not read (at most 4096 per directory)",
+        channels.display()
+    );
+    assert_eq!(rejected[0], json!(note));
+    drop(live);
+}
