@@ -599,6 +599,7 @@ impl Simulation {
             pcie_tx_kbs: None,
             pcie_rx_kbs: None,
             processes: Ok(processes),
+            list_gaps: Default::default(),
             lost: false,
         }
     }

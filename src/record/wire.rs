@@ -9,8 +9,8 @@
 
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
-    GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo, NvmlProblem, ProcessKind, Reading,
-    WriterIdentity, WriterLiveness,
+    GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, NvmlProblem,
+    ProcessKind, Reading, WriterIdentity, WriterLiveness,
 };
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -388,6 +388,10 @@ pub struct DeviceSampleDef {
     pcie_rx_kbs: Option<Reading<u32>>,
     #[serde(with = "processes")]
     processes: Reading<Vec<GpuProcess>>,
+    /// Not recorded: a replay shows the processes of a list read alone without saying which
+    /// list was missing.
+    #[serde(skip)]
+    list_gaps: ListGaps,
     lost: bool,
 }
 

@@ -233,6 +233,7 @@ mod tests {
             pcie_tx_kbs: None,
             pcie_rx_kbs: None,
             processes: Ok(vec![]),
+            list_gaps: Default::default(),
             lost: false,
         }
     }

@@ -100,6 +100,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
                 dec_util: Err(Absent::NotSupported),
             },
         ]),
+        list_gaps: Default::default(),
         lost: false,
     }
 }
@@ -128,6 +129,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
         pcie_tx_kbs: Some(Ok(0)),
         pcie_rx_kbs: Some(Ok(12)),
         processes: Err(Absent::GpuLost),
+        list_gaps: Default::default(),
         lost: true,
     }
 }
