@@ -74,6 +74,12 @@ fn assert_gpu0_complete(doc: &Value, context: &str) {
         80 * GIB - 10 * GIB - 512 * MIB,
         "{context}"
     );
+    // Unknown, not zero: that call does not tell reserved memory apart.
+    assert_eq!(d0["memory_reserved"], Value::Null, "{context}");
+    assert_eq!(
+        d0["unavailable"]["memory_reserved"], "counted in memory_used by this driver's memory call",
+        "{context}"
+    );
     assert_eq!(d0["process_count"], 3, "{context}: {d0}");
     assert_eq!(d0["compute_process_count"], 2, "{context}");
     assert_eq!(d0["graphics_process_count"], 2, "{context}");

@@ -57,7 +57,9 @@ impl DeviceInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MemoryInfo {
     pub total: u64,
-    pub reserved: u64,
+    /// `None` where the driver counts it in `used` (the original memory call, all drivers
+    /// before R510 have): unknown, not zero.
+    pub reserved: Option<u64>,
     pub used: u64,
     pub free: u64,
 }

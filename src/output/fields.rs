@@ -34,7 +34,18 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
         Ok(Value::Bool(d.sample.as_ref().is_some_and(|s| s.lost)))
     }),
     ("memory_total", memory_total),
-    ("memory_reserved", |d| memory(d, |m| m.reserved)),
+    ("memory_reserved", |d| {
+        sampled(d, |s| match &s.memory {
+            Ok(MemoryInfo {
+                reserved: Some(reserved),
+                ..
+            }) => Ok(Value::Int(*reserved)),
+            Ok(_) => Err(Absent::Error(
+                "counted in memory_used by this driver's memory call".into(),
+            )),
+            Err(why) => Err(why.clone()),
+        })
+    }),
     ("memory_used", |d| memory(d, |m| m.used)),
     ("memory_free", |d| memory(d, |m| m.free)),
     ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),

@@ -151,20 +151,21 @@ mod optional_reading {
     }
 }
 
-/// Device memory as `[total, reserved, used, free]`.
+/// Device memory as `[total, reserved, used, free]`; `reserved` is null where the driver
+/// counted it in `used`.
 mod memory {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Reading<MemoryInfo>, s: S) -> Result<S::Ok, S::Error> {
         match value {
-            Ok(m) => [m.total, m.reserved, m.used, m.free].serialize(s),
+            Ok(m) => (m.total, m.reserved, m.used, m.free).serialize(s),
             Err(why) => AbsentOut::from(why).serialize(s),
         }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Reading<MemoryInfo>, D::Error> {
-        let value: Reading<[u64; 4]> = reading::deserialize(d)?;
-        Ok(value.map(|[total, reserved, used, free]| MemoryInfo {
+        let value: Reading<(u64, Option<u64>, u64, u64)> = reading::deserialize(d)?;
+        Ok(value.map(|(total, reserved, used, free)| MemoryInfo {
             total,
             reserved,
             used,

@@ -33,7 +33,7 @@ impl MemoryReader {
                 Ok(m) => {
                     return Ok(MemoryInfo {
                         total: m.total,
-                        reserved: m.reserved,
+                        reserved: Some(m.reserved),
                         used: m.used,
                         free: m.free,
                     });
@@ -68,7 +68,7 @@ impl MemoryReader {
 }
 
 /// `nvmlDeviceGetMemoryInfo`. Its `used` includes the memory the driver reserves, which this
-/// call does not tell apart, so `reserved` is 0 here and `used` is `total - free`.
+/// call does not tell apart, so `reserved` is unknown here and `used` is `total - free`.
 fn v1(device: &Device<'static>) -> Result<MemoryInfo, NvmlError> {
     let sym = nvml_sym(device.nvml().lib().nvmlDeviceGetMemoryInfo.as_ref())?;
     // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
@@ -83,7 +83,7 @@ fn v1(device: &Device<'static>) -> Result<MemoryInfo, NvmlError> {
     nvml_try(unsafe { sym(handle, &mut memory) })?;
     Ok(MemoryInfo {
         total: memory.total,
-        reserved: 0,
+        reserved: None,
         used: memory.used,
         free: memory.free,
     })

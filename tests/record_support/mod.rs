@@ -60,7 +60,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
         at_ms,
         memory: Ok(MemoryInfo {
             total: 80 * GIB,
-            reserved: 512 << 20,
+            reserved: Some(512 << 20),
             used,
             free: 80 * GIB - used - (512 << 20),
         }),
