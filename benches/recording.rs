@@ -574,7 +574,7 @@ impl Simulation {
             at_ms: now - 3 + rng.below(6),
             memory: Ok(MemoryInfo {
                 total: 80 * GIB,
-                reserved: 512 * MIB,
+                reserved: Some(512 * MIB),
                 used,
                 free: 80 * GIB - 512 * MIB - used,
             }),
@@ -599,6 +599,7 @@ impl Simulation {
             pcie_tx_kbs: None,
             pcie_rx_kbs: None,
             processes: Ok(processes),
+            list_gaps: Default::default(),
             lost: false,
         }
     }

@@ -74,6 +74,38 @@ const CALLS: [(&str, &[&str]); 21] = [
     ("nvmlSystemGetNVMLVersion", &["driver.nvml_version"]),
 ];
 
+/// The calls vramscope falls back to when `symbol` is missing or refused: they fail too, so
+/// the figure has no other way to be read.
+fn older_calls(symbol: &str) -> &'static [&'static str] {
+    match symbol {
+        "nvmlDeviceGetMemoryInfo_v2" => &["nvmlDeviceGetMemoryInfo"],
+        "nvmlDeviceGetComputeRunningProcesses_v3" => &[
+            "nvmlDeviceGetComputeRunningProcesses_v2",
+            "nvmlDeviceGetComputeRunningProcesses",
+        ],
+        "nvmlDeviceGetGraphicsRunningProcesses_v3" => &[
+            "nvmlDeviceGetGraphicsRunningProcesses_v2",
+            "nvmlDeviceGetGraphicsRunningProcesses",
+        ],
+        _ => &[],
+    }
+}
+
+/// `error` from `symbol` and its older calls, on GPU 0 (driver-wide calls take no device).
+fn faults(symbols: &[&str], error: &str) -> Value {
+    let mut all = Vec::new();
+    for symbol in symbols {
+        for f in std::iter::once(symbol).chain(older_calls(symbol)) {
+            all.push(if f.starts_with("nvmlSystem") {
+                json!({ "function": f, "error": error })
+            } else {
+                json!({ "function": f, "error": error, "device": 0 })
+            });
+        }
+    }
+    json!(all)
+}
+
 fn scenario_with(faults: Value) -> Scenario {
     let me = std::process::id();
     let mut gpu = h100(0);
@@ -97,13 +129,7 @@ fn each_call_failing_with_each_error_leaves_only_its_figures_absent() {
     let mut checked = 0;
     for (symbol, places) in CALLS {
         for (error, reason) in ERRORS {
-            // Driver-wide calls take no device, so their fault names none.
-            let fault = if symbol.starts_with("nvmlSystem") {
-                json!([{ "function": symbol, "error": error }])
-            } else {
-                json!([{ "function": symbol, "error": error, "device": 0 }])
-            };
-            let scenario = scenario_with(fault);
+            let scenario = scenario_with(faults(&[symbol], error));
             let out = scenario.run(&["--json", "--pcie"]);
             let context = format!("{symbol} -> {error}: {}", stderr(&out));
             assert!(out.status.success(), "{context}");
@@ -134,10 +160,13 @@ fn each_call_failing_with_each_error_leaves_only_its_figures_absent() {
 #[test]
 fn a_failing_process_list_is_absent_not_empty() {
     for (error, reason) in ERRORS {
-        let scenario = scenario_with(json!([
-            { "function": "nvmlDeviceGetComputeRunningProcesses_v3", "error": error, "device": 0 },
-            { "function": "nvmlDeviceGetGraphicsRunningProcesses_v3", "error": error, "device": 0 },
-        ]));
+        let scenario = scenario_with(faults(
+            &[
+                "nvmlDeviceGetComputeRunningProcesses_v3",
+                "nvmlDeviceGetGraphicsRunningProcesses_v3",
+            ],
+            error,
+        ));
         let out = scenario.run(&["--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -194,10 +223,18 @@ fn one_process_list_failing_is_reported_not_silently_dropped() {
         doc["devices"][0]["unavailable"]["process_count"],
         "no permission"
     );
-    // NotSupported graphics lists are normal on compute-only GPUs: compute still counts.
-    let scenario = scenario_with(json!([
-        { "function": "nvmlDeviceGetGraphicsRunningProcesses_v3", "error": "NotSupported", "device": 0 }
-    ]));
+    // NotSupported graphics lists are normal on compute-only GPUs: compute still counts,
+    // and the graphics list says why it is missing.
+    let scenario = scenario_with(faults(
+        &["nvmlDeviceGetGraphicsRunningProcesses_v3"],
+        "NotSupported",
+    ));
     let doc: Value = serde_json::from_slice(&scenario.run(&["--json"]).stdout).unwrap();
     assert_eq!(doc["devices"][0]["process_count"], 1);
+    assert_eq!(doc["devices"][0]["compute_process_count"], 1);
+    assert_eq!(doc["devices"][0]["graphics_process_count"], Value::Null);
+    assert_eq!(
+        doc["devices"][0]["unavailable"]["graphics_process_count"],
+        "not supported"
+    );
 }

@@ -239,3 +239,35 @@ fn a_record_waits_at_most_the_flush_period_even_when_nothing_follows() {
     assert_eq!(read_all(&path).len(), 2);
     drop(recorder);
 }
+
+#[test]
+fn memory_without_a_reserved_figure_comes_back_without_one() {
+    // A driver before R510 counts reserved memory in `used`: unknown, recorded as null.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old_driver.jsonl");
+    let mut old = device(0, T0, 5 * GIB);
+    if let Ok(memory) = old.memory.as_mut() {
+        memory.reserved = None;
+    }
+    write(
+        &path,
+        &[
+            SourceEvent::Device(Box::new(old)),
+            SourceEvent::Device(Box::new(device(0, T0 + 1, 5 * GIB))),
+        ],
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        text.contains(&format!(r#""memory":[{},null,"#, 80 * GIB)),
+        "{text}"
+    );
+    let read = read_all(&path);
+    let reserved: Vec<Option<u64>> = read
+        .iter()
+        .map(|(_, e)| match e {
+            SourceEvent::Device(d) => d.memory.as_ref().unwrap().reserved,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(reserved, [None, Some(512 << 20)]);
+}

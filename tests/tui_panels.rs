@@ -120,6 +120,11 @@ fn stale_and_lost_gpus_are_flagged() {
     assert!(text.contains("GPU 1 NVIDIA L40S [LOST]"));
     assert!(text.contains("GPU 2 NVIDIA L40S [STALE]"));
     assert!(text.contains("mem  n/a (GPU lost)"));
+    // The lost GPU's processes are unknown, not none.
+    assert!(
+        text.contains("process list n/a on GPU 1: GPU lost"),
+        "{text}"
+    );
     let status = text.lines().last().expect("status line");
     assert!(
         status.starts_with("GPU 1 lost; GPU 2 stale: last sample 30s ago"),

@@ -1,6 +1,6 @@
 //! What NVML tells us about a GPU: static facts read once, and one sample per tick.
 
-use super::absent::Reading;
+use super::absent::{Absent, Reading};
 use serde::Serialize;
 
 /// Driver-wide facts, read once at start.
@@ -57,7 +57,9 @@ impl DeviceInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MemoryInfo {
     pub total: u64,
-    pub reserved: u64,
+    /// `None` where the driver counts it in `used` (the original memory call, all drivers
+    /// before R510 have): unknown, not zero.
+    pub reserved: Option<u64>,
     pub used: u64,
     pub free: u64,
 }
@@ -94,6 +96,14 @@ pub struct GpuProcess {
     pub dec_util: Reading<u32>,
 }
 
+/// Why NVML's compute or graphics process list was not read (`None`: read, or `processes`
+/// itself is absent with the reason).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ListGaps {
+    pub compute: Option<Absent>,
+    pub graphics: Option<Absent>,
+}
+
 /// Everything read from one GPU in one tick.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceSample {
@@ -121,6 +131,9 @@ pub struct DeviceSample {
     pub pcie_tx_kbs: Option<Reading<u32>>,
     pub pcie_rx_kbs: Option<Reading<u32>>,
     pub processes: Reading<Vec<GpuProcess>>,
+    /// A process list that could not be read while the other could: `processes` then holds
+    /// the other list's processes, and this says which list is missing and why.
+    pub list_gaps: ListGaps,
     /// The GPU stopped answering (`GpuIsLost`): the panel says so rather than showing old figures.
     pub lost: bool,
 }

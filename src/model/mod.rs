@@ -15,7 +15,9 @@ pub use allocator::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, AllocatorSnapshot, ChannelBatch, ChannelPoll,
     EventKind, Gone, WriterIdentity, WriterLiveness,
 };
-pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
+pub use device::{
+    DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, ProcessKind,
+};
 pub use host::{HostMemory, HostProcess, HostSample};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};

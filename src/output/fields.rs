@@ -4,7 +4,7 @@
 
 use crate::model::{
     Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, ProcessAllocator,
-    ProcessRow, Reading,
+    ProcessKind, ProcessRow, Reading,
 };
 
 /// One printable value.
@@ -33,10 +33,19 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     ("lost", |d| {
         Ok(Value::Bool(d.sample.as_ref().is_some_and(|s| s.lost)))
     }),
-    ("memory_total", |d| {
-        d.memory_total().map(Value::Int).ok_or_else(no_sample)
+    ("memory_total", memory_total),
+    ("memory_reserved", |d| {
+        sampled(d, |s| match &s.memory {
+            Ok(MemoryInfo {
+                reserved: Some(reserved),
+                ..
+            }) => Ok(Value::Int(*reserved)),
+            Ok(_) => Err(Absent::Error(
+                "counted in memory_used by this driver's memory call".into(),
+            )),
+            Err(why) => Err(why.clone()),
+        })
     }),
-    ("memory_reserved", |d| memory(d, |m| m.reserved)),
     ("memory_used", |d| memory(d, |m| m.used)),
     ("memory_free", |d| memory(d, |m| m.free)),
     ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
@@ -75,6 +84,12 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
                 .map(|p| Value::Int(p.len() as u64))
                 .map_err(Clone::clone)
         })
+    }),
+    ("compute_process_count", |d| {
+        sampled(d, |s| list_count(s, ProcessKind::Compute))
+    }),
+    ("graphics_process_count", |d| {
+        sampled(d, |s| list_count(s, ProcessKind::Graphics))
     }),
 ];
 
@@ -191,6 +206,36 @@ fn text(r: &Reading<String>) -> Reading<Value> {
     r.as_ref()
         .map(|v| Value::Text(v.clone()))
         .map_err(Clone::clone)
+}
+
+/// The total from the latest sample or the static facts; else why neither has it (the
+/// failing memory call's reason), and only before any sample "no sample yet".
+fn memory_total(d: &DeviceSnapshot) -> Reading<Value> {
+    if let Some(total) = d.memory_total() {
+        return Ok(Value::Int(total));
+    }
+    match (d.sample.as_ref().map(|s| &s.memory), &d.info.memory_total) {
+        (Some(Err(why)), _) | (None, Err(why)) => Err(why.clone()),
+        _ => Err(no_sample()),
+    }
+}
+
+/// How many processes one NVML list holds (a pid in both lists counts in each); absent with
+/// the reason when that list, or both, could not be read.
+fn list_count(s: &DeviceSample, list: ProcessKind) -> Reading<Value> {
+    let gap = match list {
+        ProcessKind::Graphics => &s.list_gaps.graphics,
+        _ => &s.list_gaps.compute,
+    };
+    if let Some(why) = gap {
+        return Err(why.clone());
+    }
+    let processes = s.processes.as_ref().map_err(Clone::clone)?;
+    let count = processes
+        .iter()
+        .filter(|p| p.kind == list || p.kind == ProcessKind::ComputeAndGraphics)
+        .count();
+    Ok(Value::Int(count as u64))
 }
 
 fn no_sample() -> Absent {

@@ -31,7 +31,17 @@ pub fn render(snapshot: &Snapshot) -> String {
         "PID", "GPU", "TYPE", "VRAM", "SM%", "HOST RSS", "CPU%", "USER"
     );
     if snapshot.processes.is_empty() {
-        out += "       (no GPU processes)\n";
+        // Only lists that were read can say there are none; the reasons follow in the notes.
+        let unread = snapshot.devices.iter().any(|d| {
+            d.sample
+                .as_ref()
+                .is_none_or(|s| s.processes.is_err() || s.list_gaps != Default::default())
+        });
+        out += if unread {
+            "       (process list n/a)\n"
+        } else {
+            "       (no GPU processes)\n"
+        };
     }
     for p in &snapshot.processes {
         out += &process_line(p);
@@ -191,8 +201,11 @@ fn process_line(p: &ProcessRow) -> String {
 fn notes(snapshot: &Snapshot) -> String {
     let mut reasons: Vec<String> = Vec::new();
     for d in &snapshot.devices {
-        let Some(s) = &d.sample else { continue };
-        let checks: [(&str, Option<String>); 5] = [
+        let Some(s) = &d.sample else {
+            reasons.push(format!("GPU {}: no sample yet", d.info.index));
+            continue;
+        };
+        let checks: [(&str, Option<String>); 7] = [
             ("memory", s.memory.as_ref().err().map(|e| e.reason())),
             ("util", s.gpu_util.as_ref().err().map(|e| e.reason())),
             (
@@ -201,6 +214,14 @@ fn notes(snapshot: &Snapshot) -> String {
             ),
             ("power", s.power_mw.as_ref().err().map(|e| e.reason())),
             ("processes", s.processes.as_ref().err().map(|e| e.reason())),
+            (
+                "compute process list",
+                s.list_gaps.compute.as_ref().map(|e| e.reason()),
+            ),
+            (
+                "graphics process list",
+                s.list_gaps.graphics.as_ref().map(|e| e.reason()),
+            ),
         ];
         for (field, why) in checks {
             if let Some(why) = why {

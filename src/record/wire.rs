@@ -9,8 +9,8 @@
 
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
-    GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo, NvmlProblem, ProcessKind, Reading,
-    WriterIdentity, WriterLiveness,
+    GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, NvmlProblem,
+    ProcessKind, Reading, WriterIdentity, WriterLiveness,
 };
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -151,20 +151,21 @@ mod optional_reading {
     }
 }
 
-/// Device memory as `[total, reserved, used, free]`.
+/// Device memory as `[total, reserved, used, free]`; `reserved` is null where the driver
+/// counted it in `used`.
 mod memory {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Reading<MemoryInfo>, s: S) -> Result<S::Ok, S::Error> {
         match value {
-            Ok(m) => [m.total, m.reserved, m.used, m.free].serialize(s),
+            Ok(m) => (m.total, m.reserved, m.used, m.free).serialize(s),
             Err(why) => AbsentOut::from(why).serialize(s),
         }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Reading<MemoryInfo>, D::Error> {
-        let value: Reading<[u64; 4]> = reading::deserialize(d)?;
-        Ok(value.map(|[total, reserved, used, free]| MemoryInfo {
+        let value: Reading<(u64, Option<u64>, u64, u64)> = reading::deserialize(d)?;
+        Ok(value.map(|(total, reserved, used, free)| MemoryInfo {
             total,
             reserved,
             used,
@@ -388,6 +389,10 @@ pub struct DeviceSampleDef {
     pcie_rx_kbs: Option<Reading<u32>>,
     #[serde(with = "processes")]
     processes: Reading<Vec<GpuProcess>>,
+    /// Not recorded: a replay shows the processes of a list read alone without saying which
+    /// list was missing.
+    #[serde(skip)]
+    list_gaps: ListGaps,
     lost: bool,
 }
 

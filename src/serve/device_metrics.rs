@@ -37,7 +37,10 @@ const DCGM: &[Metric<D>] = &[
     gauge(
         "DCGM_FI_DEV_FB_RESERVED",
         "Framebuffer memory reserved by the driver (in MiB).",
-        |d| mib(d, |m| m.reserved),
+        |d| {
+            let reserved = memory(d)?.reserved?;
+            Some(Number::Int(reserved / MIB))
+        },
     ),
     gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", |d| {
         int(&fresh(d)?.gpu_util)
@@ -212,7 +215,7 @@ mod tests {
             at_ms,
             memory: Ok(MemoryInfo {
                 total: 80 << 30,
-                reserved: 1 << 29,
+                reserved: Some(1 << 29),
                 used: (10 << 30) + 12345,
                 free: (80 << 30) - (1 << 29) - (10 << 30) - 12345,
             }),
@@ -233,6 +236,7 @@ mod tests {
             pcie_tx_kbs: None,
             pcie_rx_kbs: None,
             processes: Ok(vec![]),
+            list_gaps: Default::default(),
             lost: false,
         }
     }

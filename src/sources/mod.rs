@@ -9,6 +9,7 @@ pub mod host;
 pub mod nvml;
 pub mod nvml_errors;
 mod nvml_lists;
+mod nvml_memory;
 pub mod oneshot;
 pub mod pool;
 pub mod process_meter;

@@ -1,10 +1,11 @@
 //! The NVML session: loads the library once, reads static facts once, and samples one device
 //! per call. Every figure is read independently so one failing call costs only that figure.
 
-use super::nvml_errors::{absent, absent_ref, problem};
-use super::nvml_lists::{self, ProcessBuffer, SampleBuffer};
+use super::nvml_errors::{absent, absent_ref, older_call_may_answer, problem};
+use super::nvml_lists::{self, ListKind, ProcessList, SampleBuffer};
+use super::nvml_memory::MemoryReader;
 use crate::model::{
-    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, NvmlProblem, ProcessKind,
+    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, NvmlProblem, ProcessKind,
     Reading, now_ms,
 };
 use nvml_wrapper::enum_wrappers::device::{
@@ -119,8 +120,10 @@ impl NvmlSession {
     /// gets a sampler, which reports every figure as absent with the reason.
     fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
         let device = self.nvml.device_by_index(index);
+        // Shared with the sampler, so the call found to answer here is the one it starts with.
+        let mut memory = MemoryReader::default();
         let info = match &device {
-            Ok(d) => read_info(index, d),
+            Ok(d) => read_info(index, d, &mut memory),
             Err(e) => unreadable_info(index, absent_ref(e)),
         };
         // Datacentre GPUs have no fan: asking every tick would only repeat NotSupported.
@@ -132,6 +135,7 @@ impl NvmlSession {
             pcie_every,
             pcie_last: None,
             r535_process_bug: self.r535_process_bug,
+            memory,
             lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
@@ -148,16 +152,25 @@ pub struct DeviceSampler {
     pcie_every: Option<Duration>,
     pcie_last: Option<Instant>,
     r535_process_bug: bool,
+    memory: MemoryReader,
     lists: ListBuffers,
     util: UtilTracker,
     slow: SlowFigures,
 }
 
-/// The process lists' NVML buffers, kept between ticks so each list costs one call.
-#[derive(Default)]
+/// The process lists, kept between ticks so each list costs one call.
 struct ListBuffers {
-    compute: ProcessBuffer,
-    graphics: ProcessBuffer,
+    compute: ProcessList,
+    graphics: ProcessList,
+}
+
+impl Default for ListBuffers {
+    fn default() -> Self {
+        Self {
+            compute: ProcessList::new(ListKind::Compute),
+            graphics: ProcessList::new(ListKind::Graphics),
+        }
+    }
 }
 
 /// Figures that change only by an administrator's hand (the enforced power limit) or by
@@ -230,12 +243,7 @@ impl DeviceSampler {
             Ok(d) => d,
             Err(why) => return unreadable_sample(self.index, at_ms, why.clone()),
         };
-        let memory = device.memory_info().map_err(absent).map(|m| MemoryInfo {
-            total: m.total,
-            reserved: m.reserved,
-            used: m.used,
-            free: m.free,
-        });
+        let memory = self.memory.read(device).map_err(absent);
         let utilization = device.utilization_rates().map_err(absent);
         let throttle = device.current_throttle_reasons().map_err(absent);
         let (pcie_tx_kbs, pcie_rx_kbs) = if pcie_due {
@@ -254,7 +262,7 @@ impl DeviceSampler {
         } else {
             (None, None)
         };
-        let processes = processes(
+        let (processes, list_gaps) = processes(
             device,
             &mut self.lists,
             &mut self.util,
@@ -294,6 +302,7 @@ impl DeviceSampler {
             pcie_tx_kbs,
             pcie_rx_kbs,
             processes,
+            list_gaps,
             lost,
         }
     }
@@ -317,23 +326,36 @@ fn processes(
     util: &mut UtilTracker,
     r535_process_bug: bool,
     now: u64,
-) -> Reading<Vec<GpuProcess>> {
+) -> (Reading<Vec<GpuProcess>>, ListGaps) {
     if r535_process_bug {
-        return Err(Absent::Error(
+        let why = Absent::Error(
             "driver 535.43-535.9x misreports process lists; upgrade to 535.98 or later".into(),
-        ));
+        );
+        return (Err(why), ListGaps::default());
     }
-    // One call per list; a list that grew past the kept buffer is retried inside.
-    let compute = nvml_lists::compute_processes(device, &mut lists.compute);
-    let graphics = nvml_lists::graphics_processes(device, &mut lists.graphics);
-    // One list failing while the other works is usually NotSupported for graphics on
-    // compute-only GPUs; anything else would hide processes, so it is reported instead.
+    // One call per list; a list that grew past the kept buffer is retried inside, and one
+    // the driver reads only by an older call falls back inside.
+    let compute = lists.compute.read(device);
+    let graphics = lists.graphics.read(device);
+    // One list the driver cannot give at all (NotSupported, as graphics on some compute-only
+    // GPUs, or no call for it) while the other works shows the other's processes and says
+    // which list is missing. Any other failure could hide processes that still run, so the
+    // whole list is reported absent instead.
+    let mut gaps = ListGaps::default();
     let (compute, graphics) = match (compute, graphics) {
-        (Err(e), Err(_)) => return Err(absent(e)),
-        (Err(e), Ok(_)) | (Ok(_), Err(e)) if !matches!(e, NvmlError::NotSupported) => {
-            return Err(absent(e));
+        (Err(e), Err(_)) => return (Err(absent(e)), gaps),
+        (Err(e), Ok(_)) | (Ok(_), Err(e)) if !older_call_may_answer(&e) => {
+            return (Err(absent(e)), gaps);
         }
-        (c, g) => (c.unwrap_or_default(), g.unwrap_or_default()),
+        (Err(e), Ok(g)) => {
+            gaps.compute = Some(absent(e));
+            (Vec::new(), g)
+        }
+        (Ok(c), Err(e)) => {
+            gaps.graphics = Some(absent(e));
+            (c, Vec::new())
+        }
+        (Ok(c), Ok(g)) => (c, g),
     };
     let util_status = util.refresh(device, now);
     let mut merged: Vec<GpuProcess> = Vec::new();
@@ -356,7 +378,7 @@ fn processes(
     merged.sort_by_key(|p| p.pid);
     let live: Vec<u32> = merged.iter().map(|p| p.pid).collect();
     util.by_pid.retain(|pid, _| live.contains(pid));
-    Ok(merged)
+    (Ok(merged), gaps)
 }
 
 impl UtilTracker {
@@ -435,13 +457,13 @@ fn used_memory(info: &ProcessInfo) -> Reading<u64> {
     }
 }
 
-fn read_info(index: u32, d: &Device<'static>) -> DeviceInfo {
+fn read_info(index: u32, d: &Device<'static>, memory: &mut MemoryReader) -> DeviceInfo {
     DeviceInfo {
         index,
         name: d.name().map_err(absent),
         uuid: d.uuid().map_err(absent),
         pci_bus_id: d.pci_info().map(|p| p.bus_id).map_err(absent),
-        memory_total: d.memory_info().map(|m| m.total).map_err(absent),
+        memory_total: memory.read(d).map(|m| m.total).map_err(absent),
         power_limit_mw: d.power_management_limit().map_err(absent),
     }
 }
@@ -482,6 +504,7 @@ fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
         pcie_tx_kbs: None,
         pcie_rx_kbs: None,
         processes: e(&why),
+        list_gaps: ListGaps::default(),
         lost: why == Absent::GpuLost,
     }
 }

@@ -26,6 +26,17 @@ pub fn absent_ref(err: &NvmlError) -> Absent {
     }
 }
 
+/// Whether an older call for the same figure may answer where this one did not: the symbol is
+/// missing (a driver older than the call), the driver says it has no such function, or it does
+/// not support this version of the call. Any other error is the device's answer, which an
+/// older call would only repeat.
+pub fn older_call_may_answer(err: &NvmlError) -> bool {
+    matches!(
+        err,
+        NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound | NvmlError::NotSupported
+    )
+}
+
 /// Why NVML cannot be used at all.
 pub fn problem(err: NvmlError) -> NvmlProblem {
     match err {
@@ -61,6 +72,23 @@ mod tests {
             a,
             Absent::MissingFunction("nvmlDeviceGetFanSpeed_v2".into())
         );
+    }
+
+    #[test]
+    fn only_a_missing_or_unsupported_call_tries_an_older_one() {
+        assert!(older_call_may_answer(&NvmlError::FailedToLoadSymbol(
+            "undefined symbol: nvmlDeviceGetMemoryInfo_v2".into()
+        )));
+        assert!(older_call_may_answer(&NvmlError::FunctionNotFound));
+        assert!(older_call_may_answer(&NvmlError::NotSupported));
+        for answer in [
+            NvmlError::GpuLost,
+            NvmlError::NoPermission,
+            NvmlError::Unknown,
+            NvmlError::Timeout,
+        ] {
+            assert!(!older_call_may_answer(&answer), "{answer:?}");
+        }
     }
 
     #[test]

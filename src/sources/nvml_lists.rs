@@ -6,12 +6,17 @@
 //! largest count seen plus headroom, so a list that still fits costs one call. When it does
 //! not, NVML answers INSUFFICIENT_SIZE with the count it needs; the buffer grows and the call
 //! is made again, a bounded number of times.
+//!
+//! A process list is read by the newest call the driver answers: `_v3` from R510, `_v2` from
+//! R450 (the same 24-byte entries), and before that the unversioned call with 16-byte entries.
+//! Each list remembers the call that answered, so an old driver costs one call per tick too.
 
+use super::nvml_errors::older_call_may_answer;
 use nvml_wrapper::Device;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
 use nvml_wrapper::struct_wrappers::device::{ProcessInfo, ProcessUtilizationSample};
 use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
+    nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessInfo_v1_t, nvmlProcessUtilizationSample_t,
     nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
 };
 use std::ffi::c_uint;
@@ -19,6 +24,7 @@ use std::ffi::c_uint;
 // The layouts the driver writes through these calls (see the R535 note in nvml.rs): a
 // different stride would make NVML write past the buffer.
 const _: () = assert!(size_of::<nvmlProcessInfo_t>() == 24);
+const _: () = assert!(size_of::<nvmlProcessInfo_v1_t>() == 16);
 const _: () = assert!(size_of::<nvmlProcessUtilizationSample_t>() == 32);
 
 /// Calls per read: the kept buffer; then one sized to the count NVML reported; then once more
@@ -46,6 +52,13 @@ impl Entry for nvmlProcessInfo_t {
     };
 }
 
+impl Entry for nvmlProcessInfo_v1_t {
+    const EMPTY: Self = nvmlProcessInfo_v1_t {
+        pid: 0,
+        usedGpuMemory: 0,
+    };
+}
+
 impl Entry for nvmlProcessUtilizationSample_t {
     const EMPTY: Self = nvmlProcessUtilizationSample_t {
         pid: 0,
@@ -57,8 +70,6 @@ impl Entry for nvmlProcessUtilizationSample_t {
     };
 }
 
-/// A device's process-list buffer (compute or graphics).
-pub type ProcessBuffer = ListBuffer<nvmlProcessInfo_t>;
 /// A device's per-process utilisation sample buffer.
 pub type SampleBuffer = ListBuffer<nvmlProcessUtilizationSample_t>;
 
@@ -136,43 +147,151 @@ impl<T: Entry> ListBuffer<T> {
     }
 }
 
-/// `running_compute_processes()` in one NVML call.
-pub fn compute_processes(
-    device: &Device<'static>,
-    buffer: &mut ProcessBuffer,
-) -> Result<Vec<ProcessInfo>, NvmlError> {
-    let lib = device.nvml().lib();
-    let sym = nvml_sym(lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref())?;
-    process_list(device, buffer, *sym)
+/// Which process list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListKind {
+    Compute,
+    Graphics,
 }
 
-/// `running_graphics_processes()` in one NVML call.
-pub fn graphics_processes(
-    device: &Device<'static>,
-    buffer: &mut ProcessBuffer,
-) -> Result<Vec<ProcessInfo>, NvmlError> {
-    let lib = device.nvml().lib();
-    let sym = nvml_sym(lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref())?;
-    process_list(device, buffer, *sym)
+/// The calls that read a process list, newest first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ListCall {
+    #[default]
+    V3,
+    V2,
+    V1,
 }
 
-/// The signature the `_v3` process lists share, with their 24-byte entry layout.
+impl ListCall {
+    fn older(self) -> Option<Self> {
+        match self {
+            ListCall::V3 => Some(ListCall::V2),
+            ListCall::V2 => Some(ListCall::V1),
+            ListCall::V1 => None,
+        }
+    }
+}
+
+/// One of a device's process lists: the call that answered last and the kept buffers.
+pub struct ProcessList {
+    kind: ListKind,
+    call: ListCall,
+    entries: ListBuffer<nvmlProcessInfo_t>,
+    /// For the unversioned call's 16-byte entries; allocated only on a driver that needs it.
+    v1_entries: Option<ListBuffer<nvmlProcessInfo_v1_t>>,
+}
+
+impl ProcessList {
+    pub fn new(kind: ListKind) -> Self {
+        Self {
+            kind,
+            call: ListCall::default(),
+            entries: ListBuffer::default(),
+            v1_entries: None,
+        }
+    }
+
+    /// The list, from the call that answered last, or else from the older ones in turn where
+    /// that call is missing or refused (see `older_call_may_answer`); the one that answers is
+    /// remembered. When none does, the reason is the first that is more than a missing symbol,
+    /// and the next read starts again from the remembered call.
+    pub fn read(&mut self, device: &Device<'static>) -> Result<Vec<ProcessInfo>, NvmlError> {
+        let mut call = self.call;
+        let mut reason: Option<NvmlError> = None;
+        loop {
+            match self.read_with(device, call) {
+                Ok(list) => {
+                    self.call = call;
+                    return Ok(list);
+                }
+                Err(e) if older_call_may_answer(&e) => {
+                    if reason
+                        .as_ref()
+                        .is_none_or(|r| matches!(r, NvmlError::FailedToLoadSymbol(_)))
+                    {
+                        reason = Some(e);
+                    }
+                    match call.older() {
+                        Some(older) => call = older,
+                        None => return Err(reason.unwrap_or(NvmlError::NotSupported)),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The list by one call, in one NVML call when it fits the kept buffer.
+    fn read_with(
+        &mut self,
+        device: &Device<'static>,
+        call: ListCall,
+    ) -> Result<Vec<ProcessInfo>, NvmlError> {
+        let lib = device.nvml().lib();
+        let (newer, v1) = match self.kind {
+            ListKind::Compute => (
+                match call {
+                    ListCall::V3 => &lib.nvmlDeviceGetComputeRunningProcesses_v3,
+                    _ => &lib.nvmlDeviceGetComputeRunningProcesses_v2,
+                },
+                &lib.nvmlDeviceGetComputeRunningProcesses,
+            ),
+            ListKind::Graphics => (
+                match call {
+                    ListCall::V3 => &lib.nvmlDeviceGetGraphicsRunningProcesses_v3,
+                    _ => &lib.nvmlDeviceGetGraphicsRunningProcesses_v2,
+                },
+                &lib.nvmlDeviceGetGraphicsRunningProcesses,
+            ),
+        };
+        if call != ListCall::V1 {
+            let sym = nvml_sym(newer.as_ref())?;
+            return process_list(device, &mut self.entries, *sym);
+        }
+        let sym = nvml_sym(v1.as_ref())?;
+        let buffer = self.v1_entries.get_or_insert_with(ListBuffer::default);
+        // SAFETY: as in `process_list`.
+        let handle = unsafe { device.handle() };
+        // SAFETY: `read` passes a buffer of at least `*count` 16-byte entries, the
+        // `nvmlProcessInfo_v1_t` layout the unversioned call writes, and NVML writes at most
+        // `*count` of them.
+        let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
+        Ok(entries
+            .iter()
+            .map(|e| ProcessInfo::from(widened(e)))
+            .collect())
+    }
+}
+
+/// A 16-byte entry as the 24-byte layout: the unversioned call predates MIG instances, so
+/// they are "none" (0xFFFFFFFF, which nvml-wrapper reads as `None`).
+fn widened(entry: &nvmlProcessInfo_v1_t) -> nvmlProcessInfo_t {
+    nvmlProcessInfo_t {
+        pid: entry.pid,
+        usedGpuMemory: entry.usedGpuMemory,
+        gpuInstanceId: u32::MAX,
+        computeInstanceId: u32::MAX,
+    }
+}
+
+/// The signature the `_v3` and `_v2` process lists share, with their 24-byte entry layout.
 type ProcessListFn =
     unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t;
 
-/// One `_v3` process list in one call.
+/// One `_v3` or `_v2` process list in one call.
 fn process_list(
     device: &Device<'static>,
-    buffer: &mut ProcessBuffer,
+    buffer: &mut ListBuffer<nvmlProcessInfo_t>,
     sym: ProcessListFn,
 ) -> Result<Vec<ProcessInfo>, NvmlError> {
     // SAFETY: the handle is only passed to NVML while `device` (and the leaked `Nvml` it
     // borrows) is alive; `handle()` is unsafe only to make raw use deliberate.
     let handle = unsafe { device.handle() };
     // SAFETY: `read` passes a buffer of at least `*count` 24-byte entries, the layout `_v3`
-    // writes, and NVML writes at most `*count` of them. R535's 32-byte stride is kept away by
-    // the driver-version guard in nvml.rs, and where that guard cannot see the version, the
-    // buffer's slack (4/3 of `*count` entries) still holds such a write.
+    // and `_v2` write, and NVML writes at most `*count` of them. R535's 32-byte stride is kept
+    // away by the driver-version guard in nvml.rs, and where that guard cannot see the
+    // version, the buffer's slack (4/3 of `*count` entries) still holds such a write.
     let entries = buffer.read(|count, infos| unsafe { sym(handle, count, infos) })?;
     Ok(entries.iter().copied().map(ProcessInfo::from).collect())
 }

@@ -60,7 +60,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
         at_ms,
         memory: Ok(MemoryInfo {
             total: 80 * GIB,
-            reserved: 512 << 20,
+            reserved: Some(512 << 20),
             used,
             free: 80 * GIB - used - (512 << 20),
         }),
@@ -100,6 +100,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
                 dec_util: Err(Absent::NotSupported),
             },
         ]),
+        list_gaps: Default::default(),
         lost: false,
     }
 }
@@ -128,6 +129,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
         pcie_tx_kbs: Some(Ok(0)),
         pcie_rx_kbs: Some(Ok(12)),
         processes: Err(Absent::GpuLost),
+        list_gaps: Default::default(),
         lost: true,
     }
 }

@@ -60,7 +60,7 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
         at_ms,
         memory: Ok(MemoryInfo {
             total: 80 * GIB,
-            reserved: GIB / 2,
+            reserved: Some(GIB / 2),
             used,
             free: 80 * GIB - used,
         }),
@@ -81,6 +81,7 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
         pcie_tx_kbs: None,
         pcie_rx_kbs: None,
         processes: Ok(processes),
+        list_gaps: Default::default(),
         lost: false,
     }))
 }

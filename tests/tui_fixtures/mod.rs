@@ -49,7 +49,7 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
         at_ms,
         memory: Ok(MemoryInfo {
             total,
-            reserved: GIB / 2,
+            reserved: Some(GIB / 2),
             used,
             free: total.saturating_sub(used),
         }),
@@ -70,6 +70,7 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
         pcie_tx_kbs: None,
         pcie_rx_kbs: None,
         processes: Ok(Vec::new()),
+        list_gaps: Default::default(),
         lost: false,
     }
 }

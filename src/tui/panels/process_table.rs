@@ -101,7 +101,9 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     }
 
     if rows.is_empty() && area.height > 1 {
-        let text = if view.ui.filter.is_empty() {
+        let text = if let Some(why) = unread_list(view) {
+            why
+        } else if view.ui.filter.is_empty() {
             "no processes on the GPUs".to_string()
         } else {
             format!("no process matches \"{}\"", view.ui.filter)
@@ -113,6 +115,26 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
     }
+}
+
+/// Why a GPU's process list, or one of its two lists, was not read: an empty table must not
+/// say "no processes" for a list nobody could see.
+fn unread_list(view: &View) -> Option<String> {
+    view.snapshot.devices.iter().find_map(|d| {
+        let s = d.sample.as_ref()?;
+        let gaps = &s.list_gaps;
+        let (list, why) = match (&s.processes, &gaps.compute, &gaps.graphics) {
+            (Err(why), _, _) => ("process list", why),
+            (_, Some(why), _) => ("compute process list", why),
+            (_, _, Some(why)) => ("graphics process list", why),
+            _ => return None,
+        };
+        Some(format!(
+            "{list} n/a on GPU {}: {}",
+            d.info.index,
+            why.reason()
+        ))
+    })
 }
 
 /// Writes one table line straight into the buffer: the row's style once over the line, then

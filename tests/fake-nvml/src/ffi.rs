@@ -82,7 +82,7 @@ pub struct Utilization {
     pub memory: c_uint,
 }
 
-/// `nvmlProcessInfo_t` (the v2 layout used by the `_v3` list functions).
+/// `nvmlProcessInfo_t` (the v2 layout used by the `_v3` and `_v2` list functions).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ProcessInfo {
@@ -90,6 +90,15 @@ pub struct ProcessInfo {
     pub used_gpu_memory: c_ulonglong,
     pub gpu_instance_id: c_uint,
     pub compute_instance_id: c_uint,
+}
+
+/// `nvmlProcessInfo_v1_t`: the 16-byte layout of the unversioned list functions (drivers
+/// before R450 knew no MIG instances).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessInfoV1 {
+    pub pid: c_uint,
+    pub used_gpu_memory: c_ulonglong,
 }
 
 /// `nvmlProcessUtilizationSample_t`.
@@ -160,6 +169,8 @@ const _: () = assert!(size_of::<Utilization>() == 8);
 const _: () = assert!(size_of::<ProcessInfo>() == 24);
 const _: () = assert!(offset_of!(ProcessInfo, used_gpu_memory) == 8);
 const _: () = assert!(offset_of!(ProcessInfo, gpu_instance_id) == 16);
+const _: () = assert!(size_of::<ProcessInfoV1>() == 16);
+const _: () = assert!(offset_of!(ProcessInfoV1, used_gpu_memory) == 8);
 const _: () = assert!(size_of::<ProcessUtilizationSample>() == 32);
 const _: () = assert!(offset_of!(ProcessUtilizationSample, time_stamp) == 8);
 const _: () = assert!(offset_of!(ProcessUtilizationSample, sm_util) == 16);

@@ -11,6 +11,7 @@ mod errors;
 pub mod exports;
 mod faults;
 pub mod ffi;
+mod hide;
 pub mod scenario;
 mod state;
 mod timeline;
@@ -26,6 +27,7 @@ pub use clock::TIME_SCALE_ENV;
 pub use counters::COUNTS_ENV;
 pub use errors::{ErrorCode, code_by_name, error_names};
 pub use exports::EXPORTED_SYMBOLS;
+pub use hide::copy_without_symbols;
 pub use scenario::Scenario;
 pub use state::{SCENARIO_ENV, SIDECAR_NAME};
 

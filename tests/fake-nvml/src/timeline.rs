@@ -5,7 +5,7 @@ use std::ffi::c_uint;
 
 use crate::ffi::{
     NO_INSTANCE, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS, ProcessDetail,
-    ProcessInfo, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
+    ProcessInfo, ProcessInfoV1, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
 };
 use crate::scenario::{DeviceSpec, Point, Process, ProcessLists, UtilSample};
 
@@ -45,6 +45,15 @@ pub fn process_info(p: &Process) -> ProcessInfo {
         used_gpu_memory: p.used_memory.unwrap_or(VALUE_NOT_AVAILABLE),
         gpu_instance_id: p.gpu_instance_id.unwrap_or(NO_INSTANCE),
         compute_instance_id: p.compute_instance_id.unwrap_or(NO_INSTANCE),
+    }
+}
+
+/// The `nvmlProcessInfo_v1_t` for a scenario process: the same, without instance ids.
+pub fn process_info_v1(p: &Process) -> ProcessInfoV1 {
+    let info = process_info(p);
+    ProcessInfoV1 {
+        pid: info.pid,
+        used_gpu_memory: info.used_gpu_memory,
     }
 }
 

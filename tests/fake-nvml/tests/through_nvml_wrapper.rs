@@ -160,3 +160,67 @@ fn init_error_reaches_the_wrapper() {
     let err = Nvml::builder().lib_path(lib.as_os_str()).init().err();
     assert!(matches!(err, Some(NvmlError::DriverNotLoaded)), "{err:?}");
 }
+
+/// A copy without the calls an R470 driver lacks behaves as that driver's library does to
+/// nvml-wrapper: the missing functions are `FailedToLoadSymbol` naming the symbol, the older
+/// ones they replace and every other call still work.
+#[test]
+fn a_copy_without_symbols_lacks_them_as_an_old_driver_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = install(dir.path(), &scenario("NVIDIA A100-SXM4-40GB"));
+    let lib = dir.path().join("libnvidia-ml-r470.so.1");
+    let missing = [
+        "nvmlDeviceGetMemoryInfo_v2",
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+    ];
+    fake_nvml::copy_without_symbols(&full, &lib, &missing).expect("copy without symbols");
+    let nvml = open(&lib);
+    let dev = nvml.device_by_index(0).expect("device 0");
+    match dev.memory_info() {
+        Err(NvmlError::FailedToLoadSymbol(text)) => {
+            assert!(text.contains("nvmlDeviceGetMemoryInfo_v2"), "{text}")
+        }
+        other => panic!("memory_info on a library without _v2: {other:?}"),
+    }
+    match dev.running_compute_processes() {
+        Err(NvmlError::FailedToLoadSymbol(text)) => {
+            assert!(
+                text.contains("nvmlDeviceGetComputeRunningProcesses_v3"),
+                "{text}"
+            )
+        }
+        other => panic!("compute processes without _v3: {other:?}"),
+    }
+    assert_eq!(dev.name().expect("name"), "NVIDIA A100-SXM4-40GB");
+    assert!(
+        dev.running_graphics_processes()
+            .expect("graphics _v3 is still there")
+            .is_empty()
+    );
+
+    // The full copy beside it is untouched.
+    let nvml_full = open(&full);
+    let dev_full = nvml_full.device_by_index(0).expect("device 0");
+    assert_eq!(
+        dev_full.memory_info().expect("v2 memory").used,
+        4_000_000_000
+    );
+}
+
+#[test]
+fn only_exported_functions_other_than_init_can_be_left_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let full = install(dir.path(), &scenario("x"));
+    let to = dir.path().join("copy.so");
+    for name in ["nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetNothing"] {
+        let err = fake_nvml::copy_without_symbols(&full, &to, &[name]).expect_err(name);
+        assert!(err.to_string().contains(name), "{err}");
+    }
+    let err = fake_nvml::copy_without_symbols(
+        &dir.path().join("fake_nvml_scenario.json"),
+        &to,
+        &["nvmlDeviceGetName"],
+    )
+    .expect_err("not an ELF file");
+    assert!(err.to_string().contains("ELF"), "{err}");
+}

@@ -61,4 +61,8 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "nvmlDeviceGetProcessUtilization",
     "nvmlDeviceGetMPSComputeRunningProcesses_v3",
     "nvmlDeviceGetRunningProcessDetailList",
+    "nvmlDeviceGetComputeRunningProcesses_v2",
+    "nvmlDeviceGetGraphicsRunningProcesses_v2",
+    "nvmlDeviceGetComputeRunningProcesses",
+    "nvmlDeviceGetGraphicsRunningProcesses",
 ];

@@ -8,23 +8,26 @@ use crate::call::{get, on_device, put, put_list};
 use crate::ffi::{
     ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_FOUND, NvmlDevice, NvmlReturn,
     PROCESS_DETAIL_LIST_V1_VERSION, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS,
-    ProcessDetail, ProcessDetailList, ProcessInfo, ProcessUtilizationSample,
+    ProcessDetail, ProcessDetailList, ProcessInfo, ProcessInfoV1, ProcessUtilizationSample,
 };
-use crate::timeline::{process_detail, process_info, processes_at, samples_after};
+use crate::scenario::Process;
+use crate::timeline::{process_detail, process_info, process_info_v1, processes_at, samples_after};
 
-/// A `_v3` process list export: the list of `mode` (`NVML_PROCESS_MODE_*`) in 24-byte entries.
-fn list_call(
+/// A process list export: the list of `mode` (`NVML_PROCESS_MODE_*`), each process written as
+/// `entry` lays it out (24 bytes for `_v3` and `_v2`, 16 for the unversioned calls).
+fn list_call<T: Copy>(
     name: &'static str,
     device: NvmlDevice,
     infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
+    infos: *mut T,
     mode: c_uint,
+    entry: fn(&Process) -> T,
 ) -> NvmlReturn {
     on_device(name, device, |ctx, d| {
-        let list: Vec<ProcessInfo> = processes_at(d, ctx.snap.t, mode)
+        let list: Vec<T> = processes_at(d, ctx.snap.t, mode)
             .unwrap_or_default()
             .iter()
-            .map(process_info)
+            .map(entry)
             .collect();
         put_list(infoCount, infos, &list, Ok(()))
     })
@@ -44,6 +47,7 @@ pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
         infoCount,
         infos,
         PROCESS_MODE_COMPUTE,
+        process_info,
     )
 }
 
@@ -59,6 +63,7 @@ pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
         infoCount,
         infos,
         PROCESS_MODE_GRAPHICS,
+        process_info,
     )
 }
 
@@ -75,6 +80,74 @@ pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
         infoCount,
         infos,
         PROCESS_MODE_MPS,
+        process_info,
+    )
+}
+
+/// The R450-R470 compute list: the `_v3` protocol and the same 24-byte entries.
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
+    device: NvmlDevice,
+    infoCount: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    list_call(
+        "nvmlDeviceGetComputeRunningProcesses_v2",
+        device,
+        infoCount,
+        infos,
+        PROCESS_MODE_COMPUTE,
+        process_info,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
+    device: NvmlDevice,
+    infoCount: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> NvmlReturn {
+    list_call(
+        "nvmlDeviceGetGraphicsRunningProcesses_v2",
+        device,
+        infoCount,
+        infos,
+        PROCESS_MODE_GRAPHICS,
+        process_info,
+    )
+}
+
+/// The oldest compute list: the same protocol with 16-byte `nvmlProcessInfo_v1_t` entries
+/// (pid and memory, no instance ids).
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
+    device: NvmlDevice,
+    infoCount: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    list_call(
+        "nvmlDeviceGetComputeRunningProcesses",
+        device,
+        infoCount,
+        infos,
+        PROCESS_MODE_COMPUTE,
+        process_info_v1,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
+    device: NvmlDevice,
+    infoCount: *mut c_uint,
+    infos: *mut ProcessInfoV1,
+) -> NvmlReturn {
+    list_call(
+        "nvmlDeviceGetGraphicsRunningProcesses",
+        device,
+        infoCount,
+        infos,
+        PROCESS_MODE_GRAPHICS,
+        process_info_v1,
     )
 }
 

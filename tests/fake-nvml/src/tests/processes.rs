@@ -170,3 +170,58 @@ fn process_utilization_cursor() {
     let rc = nvmlDeviceGetProcessUtilization(handle(1), ptr::null_mut(), &mut count, 0);
     assert_eq!(rc, 6);
 }
+
+/// The older list calls serve the same lists: `_v2` in the 24-byte layout, the unversioned
+/// ones in the 16-byte `nvmlProcessInfo_v1_t` layout, with the same probe protocol.
+#[test]
+fn older_list_calls_serve_the_same_lists_in_their_layouts() {
+    use crate::exports::process::{
+        nvmlDeviceGetComputeRunningProcesses, nvmlDeviceGetComputeRunningProcesses_v2,
+        nvmlDeviceGetGraphicsRunningProcesses, nvmlDeviceGetGraphicsRunningProcesses_v2,
+    };
+    use crate::ffi::ProcessInfoV1;
+    let _f = Fake::init(&scenario());
+
+    let mut v2 = vec![ProcessInfo::default(); 4];
+    let mut count = 4;
+    let rc = nvmlDeviceGetComputeRunningProcesses_v2(handle(0), &mut count, v2.as_mut_ptr());
+    assert_eq!((rc, count), (0, 2));
+    assert_eq!(&v2[..2], &compute(7).2[..]);
+
+    let mut count = 0;
+    let rc = nvmlDeviceGetComputeRunningProcesses(handle(0), &mut count, ptr::null_mut());
+    assert_eq!((rc, count), (7, 2));
+    // Three 16-byte entries of room; a 24-byte stride would put the second pid at byte 24.
+    let mut v1 = vec![ProcessInfoV1::default(); 3];
+    let mut count = 3;
+    let rc = nvmlDeviceGetComputeRunningProcesses(handle(0), &mut count, v1.as_mut_ptr());
+    assert_eq!((rc, count), (0, 2));
+    assert_eq!(
+        v1,
+        vec![
+            ProcessInfoV1 {
+                pid: 1234,
+                used_gpu_memory: 1000
+            },
+            ProcessInfoV1 {
+                pid: 77,
+                used_gpu_memory: 2000
+            },
+            ProcessInfoV1::default(),
+        ]
+    );
+
+    let mut count = 3;
+    let rc = nvmlDeviceGetGraphicsRunningProcesses(handle(0), &mut count, v1.as_mut_ptr());
+    assert_eq!((rc, count), (0, 1));
+    assert_eq!(
+        v1[0],
+        ProcessInfoV1 {
+            pid: 1234,
+            used_gpu_memory: u64::MAX
+        }
+    );
+    let mut count = 4;
+    let rc = nvmlDeviceGetGraphicsRunningProcesses_v2(handle(0), &mut count, v2.as_mut_ptr());
+    assert_eq!((rc, count, v2[0].pid), (0, 1, 1234));
+}
