@@ -1,7 +1,10 @@
 //! The processes to export, drawn from the snapshot: each (process, GPU) row NVML lists,
 //! with what the host and the process's allocator channel say about it, plus channels that
-//! publish for a GPU on which NVML lists no row for their pid (a writer in a pid namespace
-//! vramscope cannot map).
+//! publish for a GPU on which NVML lists no row for their pid (a MIG instance, a device
+//! hidden from NVML). A channel names a process only through the pid the channel sampler
+//! verified (`host_pid`: same start time, and the file's owner owns the process), joined by
+//! `channel_of` as `--json` and the TUI join it: the pid a file merely claims is never a
+//! label, or any user could raise an OOM alert under root's job.
 
 use crate::model::snapshot::channel_of;
 use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot};
@@ -16,8 +19,7 @@ pub struct ProcessLabels {
     pub gpu: u32,
     /// The GPU's UUID (a stand-in `index-N` when NVML cannot read it).
     pub uuid: String,
-    /// The host pid as NVML lists it; for a channel that cannot be mapped, the pid in the
-    /// writer's own namespace.
+    /// The host pid as NVML lists it, or as the channel sampler verified it.
     pub pid: u32,
     pub user: Option<String>,
     pub command: Option<String>,
@@ -156,7 +158,9 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     }
 }
 
-/// Running channels publishing for a GPU on which NVML lists no row for their pid.
+/// Running channels publishing for a GPU on which NVML lists no row for their pid. Only
+/// the channel `channel_of` joins to a verified pid counts; one without a verified pid is
+/// left out (the TUI and `--once` say why it has no row).
 fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
     let mut entries = Vec::new();
     for channel in snapshot
@@ -164,7 +168,13 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         .iter()
         .filter(|a| a.liveness.is_running())
     {
-        let pid = channel.host_pid.unwrap_or(channel.identity.pid);
+        let Some(pid) = channel.host_pid else {
+            continue;
+        };
+        let joined = channel_of(&snapshot.allocators, pid, true);
+        if !joined.is_some_and(|j| std::ptr::eq(j, channel)) {
+            continue;
+        }
         let id = &channel.identity;
         for (device, gpu) in channel.devices.iter().zip(&channel.gpu_indices) {
             let Some(gpu) = *gpu else { continue };
