@@ -39,6 +39,7 @@ pub mod serve;
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
+pub mod text;
 #[cfg(feature = "monitor")]
 pub mod tui;
 

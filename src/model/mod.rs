@@ -4,6 +4,7 @@
 pub mod absent;
 pub mod allocator;
 pub mod device;
+pub mod foreign;
 pub mod host;
 pub mod problem;
 pub mod snapshot;
@@ -16,6 +17,7 @@ pub use allocator::{
     EventKind, Gone, WriterIdentity, WriterLiveness,
 };
 pub use device::{DeviceInfo, DeviceSample, DriverInfo, GpuProcess, MemoryInfo, ProcessKind};
+pub use foreign::ForeignText;
 pub use host::{HostMemory, HostProcess, HostSample};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
