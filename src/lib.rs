@@ -93,10 +93,10 @@ pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
         }
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
-                Ok(json) => {
-                    println!("{json}");
-                    ExitCode::SUCCESS
-                }
+                Ok(json) => match output::stdout::print(&format!("{json}\n")) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(status) => status,
+                },
                 Err(rejected) => {
                     eprintln!("vramscope: {rejected}");
                     ExitCode::from(2)
