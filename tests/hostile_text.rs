@@ -244,6 +244,25 @@ fn reports_exports_and_plots_of_a_hostile_recording_show_it_withheld() {
     h.run(&["plot", file, "-o", svg.to_str().expect("utf-8 path")]);
     let svg = std::fs::read_to_string(&svg).expect("svg");
     assert_shows("plot", &svg, &[HOST_SHOWN.trim_end_matches('7')]);
+
+    // A damaged line whose error quotes the file's text: the damage named is clean too.
+    let mut damaged = std::fs::read_to_string(&recording).expect("recording");
+    damaged.push_str("{\"t\":1,\"nvml_unavailable\":{\"kind\":\"\\u001b]0;x\\u0007\"}}\n");
+    std::fs::write(&recording, damaged).expect("damage");
+    for args in [
+        &["report", file][..],
+        &["export", file],
+        &["report", "--json", file],
+    ] {
+        let out = h.command().args(args).output().expect("vramscope");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert_shows(
+            &format!("{args:?} on damage"),
+            &said,
+            &["\u{FFFD}]0;x\u{FFFD}"],
+        );
+    }
 }
 
 #[test]
