@@ -250,6 +250,100 @@ mod tests {
         assert_eq!(pairs[5].1, "3");
     }
 
+    /// The pids exported for one running channel on GPU 0 whose writer claims pid 1,
+    /// with the pid the channel sampler verified (if any), and NVML listing nothing.
+    fn exported_pids(verified: Option<u32>) -> Vec<u32> {
+        use crate::model::{
+            Absent, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo, WriterIdentity,
+            WriterLiveness,
+        };
+        use crate::sources::runner::SourceEvent;
+        use crate::state::{Monitor, StaleAfter};
+        use std::sync::Arc;
+        fn no<T>() -> crate::model::Reading<T> {
+            Err(Absent::NotSupported)
+        }
+        let mut monitor = Monitor::new(0);
+        monitor.ingest(SourceEvent::Started {
+            driver: DriverInfo {
+                driver_version: no(),
+                cuda_version: no(),
+                nvml_version: no(),
+            },
+            devices: vec![DeviceInfo {
+                index: 0,
+                name: no(),
+                uuid: Ok("GPU-0".into()),
+                pci_bus_id: no(),
+                memory_total: no(),
+                power_limit_mw: no(),
+            }],
+        });
+        let device = AllocatorDevice {
+            slot: 0,
+            ordinal: 0,
+            uuid: Some("GPU-0".into()),
+            pci_bus_id: None,
+            total: no(),
+            allocated: Ok(1 << 30),
+            allocated_peak: no(),
+            reserved: Ok(2 << 30),
+            reserved_peak: no(),
+            active: no(),
+            inactive_split: no(),
+            requested: no(),
+            alloc_retries: no(),
+            ooms: Ok(5),
+            device_free: no(),
+            limit: no(),
+            true_peak: no(),
+            step_peak: no(),
+        };
+        let poll = ChannelPoll {
+            path: "/dev/shm/vramscope-1000/1-1.vsc".into(),
+            identity: Arc::new(WriterIdentity {
+                file: "1-1.vsc".into(),
+                pid: 1,
+                kind: "PyTorch".into(),
+                framework: String::new(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: "fake-alert".into(),
+                command: "init".into(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 50_000,
+            }),
+            host_pid: verified,
+            liveness: WriterLiveness::Live,
+            devices: vec![device],
+            step: None,
+            label: String::new(),
+            points: Vec::new(),
+            events: Vec::new(),
+            lost_samples: 0,
+            lost_events: 0,
+        };
+        monitor.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+            at_ms: 0,
+            polls: vec![poll],
+            gone: Vec::new(),
+            rejected: Vec::new(),
+        })));
+        let snapshot = monitor.snapshot(0, StaleAfter::interval(1000));
+        from_snapshot(&snapshot)
+            .iter()
+            .map(|e| e.labels.pid)
+            .collect()
+    }
+
+    #[test]
+    fn a_channel_is_exported_under_its_verified_pid_never_under_its_claim() {
+        assert_eq!(exported_pids(Some(1)), [1]);
+        assert_eq!(exported_pids(None), Vec::<u32>::new());
+    }
+
     #[test]
     fn an_exited_process_keeps_counts_and_peak_but_holds_nothing() {
         let entry = ProcessEntry {
