@@ -3,7 +3,7 @@
 //! GPU whose name sets the window title, a channel whose job, command and phase carry escapes
 //! and bidi isolates, and a recording whose host name does: through the TUI (in tmux),
 //! `--once`, `--csv`, `--json`, `report` (text, Markdown, JSON), `export`, `plot` (SVG) and
-//! `/metrics` (text and OpenMetrics), each shows the text with the dangerous characters
+//! `/metrics` (text and OpenMetrics), and a replay of the recording in the TUI, each shows the text with the dangerous characters
 //! withheld (U+FFFD) and nothing else of it lost.
 
 mod common;
@@ -316,6 +316,31 @@ fn the_tui_shows_foreign_text_withheld_and_keeps_its_title_and_clipboard() {
     assert_ne!(t.pane("pane_title"), "pwned", "the GPU name set the title");
     let buffers = t.tmux(&["list-buffers"]);
     assert!(buffers.is_empty(), "OSC 52 wrote the clipboard: {buffers}");
+    t.keys(&["q"]);
+}
+
+#[test]
+fn a_replay_of_a_hostile_recording_shows_it_withheld() {
+    if !tmux::available() {
+        return;
+    }
+    let h = Hostile::new();
+    let recording = h.recording();
+    let cmd = format!(
+        "{} replay {}",
+        env!("CARGO_BIN_EXE_vramscope"),
+        recording.display()
+    );
+    let t = Tmux::start(h.scenario.dir(), 160, 40, &cmd);
+    let (ok, screen) = t.wait_for(Duration::from_secs(10), |s| {
+        s.contains("]52;c;aGk=") && s.contains("]0;pwned")
+    });
+    assert!(ok, "the recorded escapes shown as text:\n{screen}");
+    assert!(
+        !screen.contains('\u{202e}') && !screen.contains('\u{2066}'),
+        "{screen}"
+    );
+    assert_ne!(t.pane("pane_title"), "pwned", "the GPU name set the title");
     t.keys(&["q"]);
 }
 
