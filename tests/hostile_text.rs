@@ -1,10 +1,10 @@
 //! Text that other people write reaches no output raw. A process renamed by bash's
 //! `exec -a` with a clipboard write (OSC 52), a screen clear and a right-to-left override, a
 //! GPU whose name sets the window title, a channel whose job, command and phase carry escapes
-//! and bidi isolates, and a recording whose host name does: through the TUI (in tmux),
-//! `--once`, `--csv`, `--json`, `report` (text, Markdown, JSON), `export`, `plot` (SVG) and
-//! `/metrics` (text and OpenMetrics), and a replay of the recording in the TUI, each shows the text with the dangerous characters
-//! withheld (U+FFFD) and nothing else of it lost.
+//! and bidi isolates, and a recording whose host name does: through the TUI (in tmux, live
+//! and replaying), `--once`, `--csv`, `--json`, `report` (text, Markdown, JSON), `export`,
+//! `plot` (SVG) and `/metrics` (text and OpenMetrics), each shows the text with the
+//! dangerous characters withheld (U+FFFD) and nothing else of it lost.
 
 mod common;
 mod serve_support;
