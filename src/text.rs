@@ -10,8 +10,9 @@
 //! NUL is dropped: it pads C strings and fixed fields, and never meant a character. Every
 //! other control character (C0, DEL, C1) and every bidirectional formatting character
 //! becomes U+FFFD, the mark `String::from_utf8_lossy` already leaves for bytes that are not
-//! UTF-8: what was there is seen to be withheld, and it takes one column, as each
-//! replaced character did at most once shown (a control takes none).
+//! UTF-8: the reader sees that something was withheld, where. It is one column wide (as
+//! ratatui and terminals count it), so a cleaned text is at most one column per character
+//! wider than the raw one would have drawn, and tables stay aligned.
 
 use std::borrow::Cow;
 
