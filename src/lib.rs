@@ -41,6 +41,7 @@ pub mod serve;
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
+pub mod text;
 #[cfg(feature = "monitor")]
 pub mod tui;
 
@@ -103,10 +104,10 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
-                Ok(json) => {
-                    println!("{json}");
-                    ExitCode::SUCCESS
-                }
+                Ok(json) => match output::stdout::print(&format!("{json}\n")) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(status) => status,
+                },
                 Err(rejected) => {
                     eprintln!("vramscope: {rejected}");
                     ExitCode::from(2)

@@ -8,6 +8,17 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let started = Instant::now();
-    let cli = vramscope::cli::Cli::parse();
+    let cli = match vramscope::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--help` and `--version` to a pipe or file end as every printing command does
+        // (output::stdout); clap would report success having written nothing.
+        Err(e) if !e.use_stderr() => {
+            return match vramscope::output::stdout::print(&e.render().to_string()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(status) => status,
+            };
+        }
+        Err(e) => e.exit(),
+    };
     vramscope::run(&cli, started)
 }

@@ -52,7 +52,8 @@ fn inspect_renders_everything_in_the_file_as_json() {
     assert_eq!(v["identity"]["kind"], "rust");
     assert_eq!(v["identity"]["rank"], Value::Null);
     assert_eq!(v["phases"][0], "say \"hi\"\\");
-    assert_eq!(v["status"]["label"], "tabhere");
+    // The tab is a space (src/text.rs).
+    assert_eq!(v["status"]["label"], "tab here");
     assert_eq!(v["status"]["step"], 7);
     let d = &v["devices"][0];
     assert_eq!(d["uuid"], "GPU-abababab-abab-abab-abab-abababababab");

@@ -178,8 +178,8 @@ fn every_field_survives_the_round_trip() {
     assert_eq!(id.framework, "torch 2.5.1+cu124");
     assert_eq!(id.cmdline, "python train.py --name ünïcode");
     assert_eq!(
-        id.allocator_config, "expandable_segments:True[31m",
-        "controls dropped"
+        id.allocator_config, "expandable_segments:True\u{FFFD}[31m ",
+        "the escape withheld, the line break a space"
     );
     assert_eq!(id.flags, flags::PEAK_RESET | flags::MODULE_ATTRIBUTION);
     assert_eq!((id.minor, id.file_size), (0, 401_408));

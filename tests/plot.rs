@@ -243,7 +243,8 @@ fn the_svg_shows_every_peak_the_oom_the_limit_and_a_legend_entry_per_series() {
     has("shaded: steps of pid 4242 · 1 OOM");
     has("step 7");
     // The legend names every series, the command cleaned of what XML cannot hold.
-    let who = "pid 4242 python train.py --tag <a&b> \"x\" [PyTorch, rank 0]";
+    // The control character is withheld as U+FFFD where the recording is read (src/text.rs).
+    let who = "pid 4242 python train.py --tag <a&b> \"x\"\u{FFFD} [PyTorch, rank 0]";
     has("GPU 0 used (NVML)");
     has("GPU 1 used (NVML)");
     has(&format!("{who}: allocated"));

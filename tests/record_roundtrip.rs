@@ -6,7 +6,7 @@ mod record_support;
 
 use record_support::*;
 use std::sync::Arc;
-use vramscope::model::{Absent, ChannelBatch, WriterLiveness};
+use vramscope::model::{Absent, ChannelBatch, ForeignText, WriterLiveness};
 use vramscope::record::{Recorder, Recording};
 use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
@@ -27,7 +27,9 @@ fn round_trip(name: &str) {
     // The batch (recorded fifth, at T0 + 4) comes back as its four members.
     assert_eq!(times, [0, 1, 2, 3, 4, 4, 4, 4, 5, 6]);
     let read: Vec<SourceEvent> = read.into_iter().map(|(_, e)| e).collect();
-    let expected = flatten(every_kind());
+    // Text comes back as it enters the model from any source: cleaned (src/text.rs).
+    let mut expected = flatten(every_kind());
+    expected.iter_mut().for_each(ForeignText::clean_text);
     for (got, want) in debug(&read).iter().zip(debug(&expected)) {
         assert_eq!(got, &want);
     }

@@ -13,13 +13,10 @@ pub(crate) fn fit(s: &str, max: usize) -> &[u8] {
     &s.as_bytes()[..end]
 }
 
-/// Text safe to show: invalid UTF-8 replaced, control characters (terminal escapes, newlines)
-/// dropped.
+/// Text safe to show (`crate::text::clean_bytes`): invalid UTF-8, control characters
+/// (terminal escapes) and bidirectional overrides withheld, line breaks made spaces.
 pub fn sanitize(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect()
+    crate::text::clean_bytes(bytes)
 }
 
 /// A NUL-padded field: the bytes before the first NUL, or all of them when it is full.
@@ -81,10 +78,13 @@ mod tests {
     }
 
     #[test]
-    fn sanitize_drops_controls_and_replaces_bad_utf8() {
-        assert_eq!(sanitize(b"ok\x1b[31mred\n"), "ok[31mred");
+    fn sanitize_withholds_controls_and_bad_utf8() {
+        assert_eq!(sanitize(b"ok\x1b[31mred\n"), "ok\u{FFFD}[31mred ");
         assert_eq!(sanitize(b"a\xFFb"), "a\u{FFFD}b");
-        assert_eq!(sanitize("tab\there é".as_bytes()), "tabhere é");
+        assert_eq!(
+            sanitize("tab\there é\u{202e}".as_bytes()),
+            "tab here é\u{FFFD}"
+        );
     }
 
     #[test]

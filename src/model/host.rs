@@ -71,8 +71,6 @@ pub struct HostSample {
 /// `Hostname` label; `None` when it cannot be read or is empty.
 pub fn host_name() -> Option<String> {
     let raw = std::fs::read("/proc/sys/kernel/hostname").ok()?;
-    let name = String::from_utf8_lossy(&raw)
-        .trim_end_matches('\n')
-        .to_string();
+    let name = crate::text::clean_bytes(raw.trim_ascii_end());
     (!name.is_empty()).then_some(name)
 }

@@ -4,6 +4,7 @@
 pub mod absent;
 pub mod allocator;
 pub mod device;
+pub mod foreign;
 pub mod host;
 pub mod problem;
 pub mod snapshot;
@@ -18,6 +19,7 @@ pub use allocator::{
 pub use device::{
     DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, ProcessKind,
 };
+pub use foreign::ForeignText;
 pub use host::{HostMemory, HostProcess, HostSample};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};

@@ -4,6 +4,7 @@
 pub mod csv;
 pub mod fields;
 pub mod json;
+pub mod stdout;
 pub mod table;
 
 use crate::cli::Cli;
@@ -35,8 +36,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         Ok(s) => s,
         Err(problem) => return fail(&problem),
     };
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
+    let mut out = std::io::stdout().lock();
     let mut first = true;
     loop {
         let started = Instant::now();
@@ -53,12 +53,9 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         } else {
             ""
         };
-        // A closed pipe (`| head`) ends the loop quietly.
-        if write!(out, "{separator}{text}")
-            .and_then(|_| out.flush())
-            .is_err()
-        {
-            return ExitCode::SUCCESS;
+        // A closed pipe (`| head`) ends the loop quietly, a full disk with a line.
+        if let Err(e) = write!(out, "{separator}{text}").and_then(|_| out.flush()) {
+            return stdout::failed(&e);
         }
         first = false;
         if let Some(end) = &job_end {

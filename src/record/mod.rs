@@ -74,7 +74,9 @@ pub struct RecordingError {
 }
 
 impl RecordingError {
+    /// Cleaned (`crate::text`): serde quotes what it could not read, and that is the file's.
     fn new(message: String) -> Self {
+        let message = crate::text::clean(&message).into_owned();
         RecordingError { message }
     }
 }

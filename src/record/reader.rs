@@ -7,6 +7,7 @@ use super::channels::{BatchIn, WritersRead};
 use super::lines::{Line, Lines, Problem};
 use super::wire::{device_infos, device_sample, driver, host_sample, problem};
 use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
+use crate::model::ForeignText;
 use crate::sources::runner::SourceEvent;
 use serde::Deserialize;
 use serde_json::Value;
@@ -127,9 +128,11 @@ impl Events {
         self.lines.number
     }
 
+    /// The record on the current line; its text cleaned (`ForeignText`), as the file is
+    /// anyone's.
     fn decode(&mut self) -> Result<Option<(u64, SourceEvent)>, String> {
         let record: RecordIn = serde_json::from_slice(&self.lines.buf).map_err(json_problem)?;
-        let event = if let Some(started) = record.started {
+        let mut event = if let Some(started) = record.started {
             SourceEvent::Started {
                 driver: started.driver.0,
                 devices: started.devices,
@@ -147,6 +150,7 @@ impl Events {
         } else {
             return Ok(None);
         };
+        event.clean_text();
         Ok(Some((record.t, event)))
     }
 
@@ -242,10 +246,10 @@ fn read_header(name: &str, lines: &mut Lines) -> Result<Header, RecordingError> 
         .map_err(|e| RecordingError::new(format!("{name}: line 1: damaged header ({e})")))?;
     Ok(Header {
         version: wire.version,
-        vramscope_version: wire.vramscope_version,
+        vramscope_version: crate::text::clean(&wire.vramscope_version).into_owned(),
         started_ms: wire.started_ms,
         interval_ms: wire.interval_ms,
-        host: wire.host,
+        host: wire.host.map(|host| crate::text::clean(&host).into_owned()),
     })
 }
 

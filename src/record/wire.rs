@@ -49,10 +49,12 @@ impl<'a> From<&'a Absent> for AbsentOut<'a> {
     }
 }
 
+/// Every absence in a recording is read here, so here its words are cleaned
+/// (`crate::text`): a recording is anyone's file.
 impl From<AbsentWire> for Absent {
     fn from(wire: AbsentWire) -> Self {
-        let detail = wire.detail.unwrap_or_default();
-        match wire.absent.as_str() {
+        let detail = crate::text::clean(&wire.detail.unwrap_or_default()).into_owned();
+        match crate::text::clean(&wire.absent).as_ref() {
             "not_supported" => Absent::NotSupported,
             "no_permission" => Absent::NoPermission,
             "not_available" => Absent::NotAvailable,

@@ -38,7 +38,9 @@ pub fn run(file: &Path, format: Format) -> ExitCode {
         Format::Markdown => render::text(&report, &name, true),
         Format::Json => render::json(&report),
     };
-    print!("{text}");
+    if let Err(status) = crate::output::stdout::print(&text) {
+        return status;
+    }
     if report.damaged.is_some() {
         ExitCode::from(1)
     } else {

@@ -1,7 +1,10 @@
 //! The processes to export, drawn from the snapshot: each (process, GPU) row NVML lists,
 //! with what the host and the process's allocator channel say about it, plus channels that
-//! publish for a GPU on which NVML lists no row for their pid (a writer in a pid namespace
-//! vramscope cannot map).
+//! publish for a GPU on which NVML lists no row for their pid (a MIG instance, a device
+//! hidden from NVML). A channel names a process only through the pid the channel sampler
+//! verified (`host_pid`: same start time, and the file's owner owns the process), joined by
+//! `channel_of` as `--json` and the TUI join it: the pid a file merely claims is never a
+//! label, or any user could raise an OOM alert under root's job.
 
 use crate::model::snapshot::channel_of;
 use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot};
@@ -16,8 +19,7 @@ pub struct ProcessLabels {
     pub gpu: u32,
     /// The GPU's UUID (a stand-in `index-N` when NVML cannot read it).
     pub uuid: String,
-    /// The host pid as NVML lists it; for a channel that cannot be mapped, the pid in the
-    /// writer's own namespace.
+    /// The host pid as NVML lists it, or as the channel sampler verified it.
     pub pid: u32,
     pub user: Option<String>,
     pub command: Option<String>,
@@ -156,7 +158,9 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     }
 }
 
-/// Running channels publishing for a GPU on which NVML lists no row for their pid.
+/// Running channels publishing for a GPU on which NVML lists no row for their pid. Only
+/// the channel `channel_of` joins to a verified pid counts; one without a verified pid is
+/// left out (the TUI and `--once` say why it has no row).
 fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
     let mut entries = Vec::new();
     for channel in snapshot
@@ -164,7 +168,13 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         .iter()
         .filter(|a| a.liveness.is_running())
     {
-        let pid = channel.host_pid.unwrap_or(channel.identity.pid);
+        let Some(pid) = channel.host_pid else {
+            continue;
+        };
+        let joined = channel_of(&snapshot.allocators, pid, true);
+        if !joined.is_some_and(|j| std::ptr::eq(j, channel)) {
+            continue;
+        }
         let id = &channel.identity;
         for (device, gpu) in channel.devices.iter().zip(&channel.gpu_indices) {
             let Some(gpu) = *gpu else { continue };
@@ -238,6 +248,100 @@ mod tests {
         assert_eq!(command.len(), MAX_LABEL_BYTES);
         assert!(command.chars().all(|c| c == 'é'));
         assert_eq!(pairs[5].1, "3");
+    }
+
+    /// The pids exported for one running channel on GPU 0 whose writer claims pid 1,
+    /// with the pid the channel sampler verified (if any), and NVML listing nothing.
+    fn exported_pids(verified: Option<u32>) -> Vec<u32> {
+        use crate::model::{
+            Absent, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo, WriterIdentity,
+            WriterLiveness,
+        };
+        use crate::sources::runner::SourceEvent;
+        use crate::state::{Monitor, StaleAfter};
+        use std::sync::Arc;
+        fn no<T>() -> crate::model::Reading<T> {
+            Err(Absent::NotSupported)
+        }
+        let mut monitor = Monitor::new(0);
+        monitor.ingest(SourceEvent::Started {
+            driver: DriverInfo {
+                driver_version: no(),
+                cuda_version: no(),
+                nvml_version: no(),
+            },
+            devices: vec![DeviceInfo {
+                index: 0,
+                name: no(),
+                uuid: Ok("GPU-0".into()),
+                pci_bus_id: no(),
+                memory_total: no(),
+                power_limit_mw: no(),
+            }],
+        });
+        let device = AllocatorDevice {
+            slot: 0,
+            ordinal: 0,
+            uuid: Some("GPU-0".into()),
+            pci_bus_id: None,
+            total: no(),
+            allocated: Ok(1 << 30),
+            allocated_peak: no(),
+            reserved: Ok(2 << 30),
+            reserved_peak: no(),
+            active: no(),
+            inactive_split: no(),
+            requested: no(),
+            alloc_retries: no(),
+            ooms: Ok(5),
+            device_free: no(),
+            limit: no(),
+            true_peak: no(),
+            step_peak: no(),
+        };
+        let poll = ChannelPoll {
+            path: "/dev/shm/vramscope-1000/1-1.vsc".into(),
+            identity: Arc::new(WriterIdentity {
+                file: "1-1.vsc".into(),
+                pid: 1,
+                kind: "PyTorch".into(),
+                framework: String::new(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: "fake-alert".into(),
+                command: "init".into(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 50_000,
+            }),
+            host_pid: verified,
+            liveness: WriterLiveness::Live,
+            devices: vec![device],
+            step: None,
+            label: String::new(),
+            points: Vec::new(),
+            events: Vec::new(),
+            lost_samples: 0,
+            lost_events: 0,
+        };
+        monitor.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+            at_ms: 0,
+            polls: vec![poll],
+            gone: Vec::new(),
+            rejected: Vec::new(),
+        })));
+        let snapshot = monitor.snapshot(0, StaleAfter::interval(1000));
+        from_snapshot(&snapshot)
+            .iter()
+            .map(|e| e.labels.pid)
+            .collect()
+    }
+
+    #[test]
+    fn a_channel_is_exported_under_its_verified_pid_never_under_its_claim() {
+        assert_eq!(exported_pids(Some(1)), [1]);
+        assert_eq!(exported_pids(None), Vec::<u32>::new());
     }
 
     #[test]

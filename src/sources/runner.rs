@@ -3,7 +3,9 @@
 use super::nvml::open_gpus;
 use super::pool::Pool;
 use super::schedule::Schedule;
-use crate::model::{ChannelBatch, DeviceInfo, DeviceSample, DriverInfo, HostSample, NvmlProblem};
+use crate::model::{
+    ChannelBatch, DeviceInfo, DeviceSample, DriverInfo, ForeignText, HostSample, NvmlProblem,
+};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +29,23 @@ pub enum SourceEvent {
     Channels(Box<ChannelBatch>),
     /// One tick's samples, sent together so they cost the receiver one wakeup and one frame.
     Batch(Vec<SourceEvent>),
+}
+
+impl ForeignText for SourceEvent {
+    fn clean_text(&mut self) {
+        match self {
+            SourceEvent::Started { driver, devices } => {
+                driver.clean_text();
+                devices.iter_mut().for_each(DeviceInfo::clean_text);
+            }
+            SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
+            // NVML's per-tick figures are numbers; their absence reasons are our own words.
+            SourceEvent::Device(_) => {}
+            SourceEvent::Host(sample) => sample.clean_text(),
+            SourceEvent::Channels(batch) => batch.clean_text(),
+            SourceEvent::Batch(events) => events.iter_mut().for_each(SourceEvent::clean_text),
+        }
+    }
 }
 
 /// Sampler settings.

@@ -3,6 +3,7 @@
 use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
+use crate::model::ForeignText;
 use crate::model::host;
 use crate::model::snapshot::instrumented_reserved;
 use crate::model::{
@@ -75,7 +76,9 @@ impl Monitor {
     /// Takes one sampler event into the state. Evicted once per event, after its newest
     /// device sample: a tick's batch holds one sample per GPU, and each eviction walks every
     /// process's series.
-    pub fn ingest(&mut self, event: SourceEvent) {
+    /// Foreign text is cleaned here, where every live sampler's text enters the model.
+    pub fn ingest(&mut self, mut event: SourceEvent) {
+        event.clean_text();
         if let Some(at_ms) = self.apply(event) {
             self.evict(at_ms);
         }
