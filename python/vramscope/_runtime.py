@@ -137,16 +137,30 @@ def _torch_initialised(torch):
 
 
 def _pick_framework():
+    # torch wins whenever it is imported: before CUDA is up it cannot be told from a program
+    # that will never use it, and choosing JAX or CuPy then would leave torch unarmed for
+    # good. JAX wins only when it already holds an accelerator and torch has no CUDA yet.
     modules = sys.modules
-    if "torch" in modules and ("jax" not in modules and "cupy" not in modules):
-        return "torch"
-    if "torch" in modules and _torch_initialised(modules["torch"]):
+    if "torch" in modules:
+        if "jax" in modules and not _torch_initialised(modules["torch"]) and _jax_on_accelerator(modules["jax"]):
+            return "jax"
         return "torch"
     if "jax" in modules:
         return "jax"
     if "cupy" in modules:
         return "cupy"
     return "python"
+
+
+def _jax_on_accelerator(jax):
+    try:
+        from ._jax import JaxSource
+
+        if not JaxSource(jax).ready():
+            return False
+        return any(getattr(d, "platform", "cpu") != "cpu" for d in jax.local_devices())
+    except Exception:
+        return False
 
 
 def _deferred_start(config):

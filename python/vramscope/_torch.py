@@ -110,8 +110,13 @@ class TorchAdapter(PolledAdapter):
             self.virtualiser.fold(device, stats)
             self.source.reset_peak(device)
 
-    def on_oom(self, session, device, requested, device_total, device_free):
-        """The allocator's OOM observer: an OOM event with the figures of that moment."""
+    def on_oom(self, session, device, requested, total_or_allowed, device_free):
+        """The allocator's OOM observer: an OOM event with the figures of that moment.
+
+        The observer's third argument is the device's total, or under
+        `set_per_process_memory_fraction` the allowed maximum: the event says the total and
+        the slot's limit the maximum, so neither passes for the other.
+        """
         state = self._state(session, device)
         if state is None:
             return
@@ -119,9 +124,21 @@ class TorchAdapter(PolledAdapter):
         if fig is None:
             fig = Figures()
         fig.device_free = device_free
-        session.oom(state, requested, device_free, device_total, fig)
+        total = self._total(device)
+        if total is not None and total_or_allowed is not None and 0 <= total_or_allowed < total:
+            fig.limit = total_or_allowed
+        else:
+            total = total_or_allowed
+        session.oom(state, requested, device_free, total, fig)
         if stats:
             self._after_read(device, stats)
+
+    def _total(self, device):
+        try:
+            total = self.source.identity(device).total
+        except Exception:
+            return None
+        return None if total is None else int(total)
 
     def reserved_now(self, device):
         return _stat(self.source.stats(device), "reserved_bytes")
@@ -136,3 +153,8 @@ class TorchAdapter(PolledAdapter):
         if self.virtualiser is None:
             return nested
         return self.virtualiser.view(device, nested)
+
+    def user_view_flat(self, device, flat):
+        if self.virtualiser is None:
+            return flat
+        return self.virtualiser.view_flat(device, flat)
