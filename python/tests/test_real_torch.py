@@ -8,6 +8,7 @@ this module with that venv's python, where a missing package fails instead of sk
 
 import os
 import sys
+import time
 import unittest
 
 import _support as S
@@ -20,7 +21,7 @@ except ImportError:
 import vramscope
 from _simulated_cuda import GIB, SimulatedCuda
 
-EV_OOM, EV_STEP_END, EV_SNAPSHOT_WRITTEN, EV_EMPTY_CACHE = 1, 5, 10, 12
+EV_OOM, EV_STEP_END, EV_MARK, EV_SNAPSHOT_WRITTEN, EV_EMPTY_CACHE = 1, 5, 6, 10, 12
 KIND_PYTORCH, KIND_JAX = 1, 2
 
 
@@ -75,10 +76,24 @@ class Steps(RealTorchCase):
         for _ in range(3):
             self.cuda.alloc(GIB)
             train_step(layer, opt)
-        ends = self.events(EV_STEP_END)
-        self.assertEqual([e.step for e in ends], [0, 1, 2])
-        self.assertEqual([e.args[0] for e in ends], [GIB, 2 * GIB, 3 * GIB])
+            self.cuda.free(GIB // 2)  # after the step: not in its peak
+        # The hook only reads; the writer's next call publishes first what it read.
+        vramscope.note("after")
+        events = [e for e in S.events(self.snap().raw)[0] if e.kind in (EV_STEP_END, EV_MARK)]
+        self.assertEqual([(e.kind, e.step) for e in events], [(EV_STEP_END, 0), (EV_STEP_END, 1), (EV_STEP_END, 2), (EV_MARK, 3)])
+        self.assertEqual([e.args[0] for e in events[:3]], [GIB, GIB * 3 // 2, 2 * GIB])
+        self.assertTrue(events[0].t < events[1].t < events[2].t < events[3].t)
         self.assertEqual(self.snap().status_step, 3)
+
+    def test_the_sampler_publishes_deferred_steps(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        layer, opt = self.model()
+        train_step(layer, opt)
+        deadline = time.monotonic() + 30
+        while not self.events(EV_STEP_END) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (end,) = self.events(EV_STEP_END)
+        self.assertEqual(end.step, 0)
 
     def test_compiled_optimizer_step_is_not_broken(self):
         import torch._dynamo

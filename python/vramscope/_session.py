@@ -99,13 +99,15 @@ class Session:
         self._slots[key] = state
         return state
 
-    def publish(self, state, fig, hook=False, periodic=False):
+    def publish(self, state, fig, hook=False, periodic=False, t=None):
         """Publishes a reading: device slot, one sample, and the events it implies.
 
         `periodic`: another reading follows within the sampling period (the background
-        sampler), so the device slot may wait for it.
+        sampler), so the device slot may wait for it. `t`: when the figures were read, for
+        a reading published later (a step hook's); now by default.
         """
-        t = self.clock()
+        if t is None:
+            t = self.clock()
         peak, flags, previous_high, reset = state.allocated.update(fig.allocated, fig.allocated_peak)
         reserved_peak = state.reserved.update(fig.reserved, fig.reserved_peak)[0]
         if peak is not None and (state.step_allocated is None or peak > state.step_allocated):
@@ -169,9 +171,11 @@ class Session:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def end_step(self):
-        """Closes the current step (0 until the first boundary): STEP_END per device."""
-        t = self.clock()
+    def end_step(self, t=None):
+        """Closes the current step (0 until the first boundary): STEP_END per device, at `t`
+        (now by default)."""
+        if t is None:
+            t = self.clock()
         ended = 0 if self.step is None else self.step
         duration = max(0, t - self._step_started)
         if not self._slots:

@@ -104,6 +104,33 @@ class TorchAdapter(PolledAdapter):
         session.publish(state, fig, hook, periodic=not hook)
         self._after_read(device, stats)
 
+    def capture(self):
+        """The step hook's reading, on the training thread: each active device's statistics
+        at this moment and nothing more (the peak reset too, in exact mode, since it must
+        follow the read at once). `replay` publishes them later, off that thread."""
+        source = self.source
+        readings = []
+        for i in range(source.device_count()):
+            if source.is_active(i):
+                stats = source.stats(i)
+                if stats and self.exact:
+                    source.reset_peak(i)
+                readings.append((i, stats))
+        return readings
+
+    def replay(self, session, t, readings):
+        """Publishes what `capture` read at `t`, as `sample(..., hook=True)` would have."""
+        for device, stats in readings:
+            state = self._state(session, device)
+            if state is None or not stats:
+                continue
+            fig = figures_from_stats(stats)
+            fig.limit = self.source.limit(device)
+            fig.device_free = self.device_free(device, lambda d=device: self.source.mem_get_info(d)[0])
+            session.publish(state, fig, True, t=t)
+            if self.exact:
+                self.virtualiser.fold(device, stats)
+
     def _after_read(self, device, stats):
         if self.exact:
             # Fold before resetting so the program's own peak calls still see the old peak.
