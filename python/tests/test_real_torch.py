@@ -171,6 +171,15 @@ class Oom(RealTorchCase):
         self.assertEqual(self.snap().devices[0].limit, S.ABSENT)
 
 
+    def test_explicit_oom_reads_the_allocator_now(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.cuda.alloc(7 * GIB)
+        self.cuda.stats["num_alloc_retries"] = 4
+        vramscope.oom(0, 2 * GIB)
+        (oom,) = self.events(EV_OOM)
+        self.assertEqual(oom.args, (2 * GIB, S.ABSENT, 80 * GIB, 7 * GIB, 7 * GIB, 4))
+
+
 class StartBeforeCuda(RealTorchCase):
     initialised = False
 

@@ -13,6 +13,12 @@ from ._records import Figures  # noqa: F401  (re-exported for adapters)
 
 _A = L.ABSENT
 
+# The Figures fields at row[1:14] of a published row (see `publish`).
+_ROW_FIGURES = (
+    "allocated allocated_peak reserved reserved_peak active inactive_split requested retries ooms "
+    "device_allocs device_frees device_free limit"
+).split()
+
 # A steady climb sets a new high-water mark at every sample; an event for each would push
 # the step and phase events out of the ring. The sample's flag marks every one; an event is
 # written when the mark is this much above the last one reported, or this long after it.
@@ -34,6 +40,8 @@ class SlotState:
 
     def __init__(self, slot, exact):
         self.slot = slot
+        self.ordinal = None
+        self.total = None
         self.allocated = PeakTracker(exact)
         self.reserved = PeakTracker(exact)
         self.row = None
@@ -96,8 +104,27 @@ class Session:
         if index is None:
             return None
         state = SlotState(index, self.exact)
+        state.ordinal = info.ordinal
+        state.total = info.total
         self._slots[key] = state
         return state
+
+    def slot_of_ordinal(self, ordinal):
+        """The first slot registered for device `ordinal`, whatever its key."""
+        for state in self._slots.values():
+            if state.ordinal == ordinal:
+                return state
+        return None
+
+    def last_figures(self, state, device_free=None):
+        """The slot's last published figures (absent where none), `device_free` replaced."""
+        row = state.row
+        fig = Figures()
+        if row is not None:
+            for name, value in zip(_ROW_FIGURES, row[1:14]):
+                setattr(fig, name, None if value == _A else value)
+        fig.device_free = device_free
+        return fig
 
     def publish(self, state, fig, hook=False, periodic=False, t=None):
         """Publishes a reading: device slot, one sample, and the events it implies.

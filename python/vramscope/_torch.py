@@ -152,13 +152,18 @@ class TorchAdapter(PolledAdapter):
             fig = Figures()
         fig.device_free = device_free
         total = self._total(device)
-        if total is not None and total_or_allowed is not None and 0 <= total_or_allowed < total:
-            fig.limit = total_or_allowed
-        else:
-            total = total_or_allowed
+        if total_or_allowed is not None:
+            if total is not None and 0 <= total_or_allowed < total:
+                fig.limit = total_or_allowed
+            elif total is None:
+                total = total_or_allowed
         session.oom(state, requested, device_free, total, fig)
         if stats:
             self._after_read(device, stats)
+
+    def explicit_oom(self, session, device, requested, device_free):
+        """`vramscope.oom()`: the figures are read now; the total comes from the device."""
+        self.on_oom(session, device, requested, None, device_free)
 
     def _total(self, device):
         try:
