@@ -100,6 +100,8 @@ class SimulatedCuda:
             pci_device_id=0,
         )
         self._set(cuda, "_initialized", initialised)
+        # torch._utils resolves "the current device" (device=None) only where CUDA is available.
+        self._set(cuda, "is_available", lambda: True)
         self._set(cuda, "device_count", lambda: 1)
         self._set(cuda, "_get_device_properties", lambda i: props)
         self._set(cuda, "mem_get_info", lambda device=None: (self._free(), self.total))

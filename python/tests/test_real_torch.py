@@ -100,6 +100,8 @@ class Steps(RealTorchCase):
         from torch._dynamo.utils import counters
 
         self.assertTrue(vramscope.start(framework="torch"))
+        # Where CUDA is available Dynamo saves its RNG state, which has no simulation.
+        torch.cuda.is_available = lambda: False
         layer, opt = self.model()
         torch._dynamo.reset()
         counters.clear()
@@ -114,6 +116,17 @@ class Steps(RealTorchCase):
         self.assertEqual(dict(counters["unimplemented"]), {})
         self.assertEqual(counters["frames"]["ok"], counters["frames"]["total"])
         torch._dynamo.reset()
+
+
+    def test_a_fast_loop_publishes_its_steps_itself(self):
+        from vramscope._runtime import MAX_DEFERRED
+
+        self.assertTrue(vramscope.start(framework="torch"))
+        layer, opt = self.model()
+        for _ in range(MAX_DEFERRED + 3):
+            train_step(layer, opt)
+        # Whether or not the sampler ticked meanwhile, no more than the bound waits.
+        self.assertGreaterEqual(len(self.events(EV_STEP_END)), MAX_DEFERRED)
 
 
 class Wrappers(RealTorchCase):
@@ -149,6 +162,22 @@ class ExactPeaks(RealTorchCase):
         torch.accelerator.reset_peak_memory_stats()  # the program's own reset
         self.assertEqual(torch.accelerator.max_memory_allocated(), GIB)
         self.assertEqual(torch.cuda.max_memory_allocated(), GIB)
+
+
+    def test_automatic_steps_keep_the_programs_peaks(self):
+        self.assertTrue(vramscope.start(framework="torch", peak="reset"))
+        layer, opt = self.model()
+        self.cuda.alloc(4 * GIB)
+        train_step(layer, opt)  # reads, then resets the allocator's peak at once
+        self.assertEqual(self.cuda.stats["allocated_bytes"]["all"]["peak"], 4 * GIB)
+        self.cuda.free(3 * GIB)
+        train_step(layer, opt)
+        self.assertEqual(self.cuda.stats["allocated_bytes"]["all"]["peak"], GIB)
+        self.assertEqual(torch.cuda.max_memory_allocated(), 4 * GIB)
+        self.assertEqual(torch.accelerator.max_memory_allocated(), 4 * GIB)
+        ends = self.events(EV_STEP_END)
+        # Step 1 began at 4 GiB: its peak, although the allocator's counter was reset.
+        self.assertEqual([e.args[0] for e in ends], [4 * GIB, 4 * GIB])
 
 
 class Oom(RealTorchCase):
