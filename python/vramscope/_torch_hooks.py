@@ -2,8 +2,9 @@
 the optimizer, the allocator's OOM observer, events around `empty_cache` and snapshots, exact
 peak virtualisation and, on request, module attribution.
 
-Every hook goes through `_runtime.run`, which takes the writer's lock and swallows errors;
-a hook that outlives its writer (the OOM observer cannot be detached) does nothing.
+Every hook goes through `_runtime.run` (the step hook through `run_deferred`), which takes
+the writer's lock and swallows errors; a hook that outlives its writer (the OOM observer
+cannot be detached) does nothing.
 """
 
 import sys
