@@ -57,6 +57,60 @@ fn python_unittests_pass() {
     );
 }
 
+/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
+/// In CI its absence fails; elsewhere the test says it is skipped and how to run it.
+fn real_packages_python() -> Option<String> {
+    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
+            );
+            eprintln!(
+                "SKIPPED: the adapters' tests against the real torch and jax need \
+                 VRAMSCOPE_REAL_PYTHON, a python with python/ci/requirements-real.txt \
+                 installed (.ci/run sets it)"
+            );
+            None
+        }
+    }
+}
+
+#[test]
+fn python_adapters_pass_against_the_real_torch_and_jax() {
+    let Some(python) = real_packages_python() else {
+        return;
+    };
+    let mut cmd = Command::new(&python);
+    cmd.args(["-m", "unittest", "-v", "test_real_torch"])
+        .current_dir(Path::new(REPO).join("python/tests"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("PYTHONPATH");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("VRAMSCOPE_") {
+            cmd.env_remove(name);
+        }
+    }
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {python}: {e}"));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "real-package tests failed:\n{log}");
+    // A module that cannot import torch skips as a whole: here that is a failure.
+    let last = log.trim_end().lines().last().unwrap_or_default();
+    assert_eq!(last, "OK", "{log}");
+    let ran = log
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .expect("unittest summary");
+    assert!(ran >= 8, "only {ran} tests ran:\n{log}");
+}
+
 #[test]
 fn python_sources_parse_as_python_3_8() {
     let check = r#"

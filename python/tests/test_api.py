@@ -280,13 +280,37 @@ class Steps(ApiCase):
         self.assertEqual([s.step for s in self.samples()], [S.ABSENT, 1, 1])
 
 
+class ExplicitOom(ApiCase):
+    def test_oom_carries_the_last_reported_figures(self):
+        vramscope.report(device=0, allocated=5 * GIB, reserved=6 * GIB, retries=2, total=80 * GIB, uuid=UUID_TEXT)
+        vramscope.step()
+        with vramscope.mark("train"):
+            vramscope.oom(0, 3 * GIB, free=GIB)
+        (oom,) = [e for e in self.events() if e.kind == L.EV_OOM]
+        self.assertEqual(oom.args, (3 * GIB, GIB, 80 * GIB, 5 * GIB, 6 * GIB, 2))
+        self.assertEqual((oom.slot, oom.step, oom.text), (0, 1, "train"))
+        self.assertEqual(self.snap().phase_name(oom.phase), "train")
+        dev = self.snap().devices[0]
+        self.assertEqual((dev.device_free, dev.allocated, dev.reserved), (GIB, 5 * GIB, 6 * GIB))
+
+    def test_oom_on_an_unreported_device_and_bad_figures(self):
+        vramscope.oom(device=3, requested=-5)
+        vramscope.oom(device="not a device", requested=GIB)  # one internal error, no raise
+        (oom,) = [e for e in self.events() if e.kind == L.EV_OOM]
+        A = S.ABSENT
+        self.assertEqual(oom.args, (A, A, A, A, A, A))
+        self.assertEqual([d.ordinal for d in self.snap().devices], [3])
+        self.assertEqual(self.snap().devices[oom.slot].ordinal, 3)
+
+
 class Failures(ApiCase):
     def test_unusable_directory_warns_once_and_never_raises(self):
         os.environ["VRAMSCOPE_DIR"] = "/proc/vramscope-cannot-exist"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            self.assertFalse(vramscope.start())
+            # Named: in a run with the real torch imported, start() would wait for its CUDA.
             self.assertFalse(vramscope.start(framework="python"))
+            self.assertFalse(vramscope.start())
             vramscope.report(allocated=1)
             with vramscope.mark("x"):
                 vramscope.step()

@@ -37,6 +37,7 @@ __all__ = [
     "mark",
     "note",
     "report",
+    "oom",
     "enabled",
     "channel_path",
     "VramscopeWarning",
@@ -215,6 +216,39 @@ def _report(rt, key, info, figures):
         if state is None:
             return
     session.publish(state, figures, False)
+
+
+def oom(device=0, requested=None, free=None):
+    """Reports an out-of-memory on `device`: an allocation of `requested` bytes failed, with
+    `free` bytes free on the device if known (bytes; None: not known, shown n/a).
+
+    For OOMs no allocator observer sees: a trainer that catches one and skips the batch, a
+    custom allocator. The OOM event also carries the device's total, allocated and
+    reserved figures and retries as the writer last knew them (with PyTorch, read now).
+    Starts the writer if it is not running.
+    """
+    try:
+        if _rt().current() is None and not _rt().start("python", _rt().config_from()):
+            return
+        args = (int(device), _figure(requested), _figure(free))
+    except Exception as e:
+        _rt().internal_error(e)
+        return
+    _rt().run(_oom, *args)
+
+
+def _oom(rt, device, requested, free):
+    explicit_oom = getattr(rt.adapter, "explicit_oom", None)
+    if explicit_oom is not None:
+        explicit_oom(rt.session, device, requested, free)
+        return
+    session = rt.session
+    state = session.slot_of_ordinal(device)
+    if state is None:
+        state = session.add_slot(("report", device), DeviceInfo(device))
+        if state is None:
+            return
+    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free))
 
 
 def enabled():

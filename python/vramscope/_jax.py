@@ -46,9 +46,11 @@ class JaxSource:
     @staticmethod
     def figures(stats):
         def get(*names):
+            # XLA reports -1 for a figure it does not have: absent, not a value.
             for name in names:
-                if stats.get(name) is not None:
-                    return int(stats[name])
+                value = stats.get(name)
+                if value is not None and int(value) >= 0:
+                    return int(value)
             return None
 
         return Figures(

@@ -22,6 +22,10 @@ from ._session import Session
 # reader never takes a quiet program for a stalled one.
 HEARTBEAT_PERIOD = 1.0
 
+# Deferred step readings kept before the hook publishes them itself: a bound on memory and on
+# how far the file may lag a fast training loop between two sampler ticks.
+MAX_DEFERRED = 32
+
 # Capacities of new channels; tests shrink the rings.
 layout = None
 
@@ -41,6 +45,19 @@ class Runtime:
         self.pid = os.getpid()
         self.sampler = None
         self.explicit_steps = False
+        # Work a hook left for later, as (fn, args): done in order, under the lock, before
+        # anything else touches the session.
+        self.pending = []
+
+    def defer(self, fn, *args):
+        self.pending.append((fn, args))
+        if len(self.pending) >= MAX_DEFERRED:
+            self.flush()
+
+    def flush(self):
+        pending, self.pending = self.pending, []
+        for fn, args in pending:
+            fn(self, *args)
 
 
 def _disable(error):
@@ -71,7 +88,25 @@ def current():
 
 
 def run(fn, *args):
-    """`fn(runtime, *args)` under the lock if a writer runs; errors are counted, not raised."""
+    """`fn(runtime, *args)` under the lock if a writer runs; errors are counted, not raised.
+
+    Deferred work is done first, so that `fn` sees the session as if nothing had been."""
+    try:
+        with _lock:
+            rt = _runtime
+            if rt is None:
+                return None
+            if rt.pending:
+                rt.flush()
+            return fn(rt, *args)
+    except Exception as e:
+        internal_error(e)
+        return None
+
+
+def run_deferred(fn, *args):
+    """`run` for a hook on the training thread that only adds deferred work: what is already
+    pending stays so."""
     try:
         with _lock:
             rt = _runtime
@@ -137,16 +172,30 @@ def _torch_initialised(torch):
 
 
 def _pick_framework():
+    # torch wins whenever it is imported: before CUDA is up it cannot be told from a program
+    # that will never use it, and choosing JAX or CuPy then would leave torch unarmed for
+    # good. JAX wins only when it already holds an accelerator and torch has no CUDA yet.
     modules = sys.modules
-    if "torch" in modules and ("jax" not in modules and "cupy" not in modules):
-        return "torch"
-    if "torch" in modules and _torch_initialised(modules["torch"]):
+    if "torch" in modules:
+        if "jax" in modules and not _torch_initialised(modules["torch"]) and _jax_on_accelerator(modules["jax"]):
+            return "jax"
         return "torch"
     if "jax" in modules:
         return "jax"
     if "cupy" in modules:
         return "cupy"
     return "python"
+
+
+def _jax_on_accelerator(jax):
+    try:
+        from ._jax import JaxSource
+
+        if not JaxSource(jax).ready():
+            return False
+        return any(getattr(d, "platform", "cpu") != "cpu" for d in jax.local_devices())
+    except Exception:
+        return False
 
 
 def _deferred_start(config):
@@ -214,6 +263,10 @@ def _shut(rt, error_text, join_timeout=1.0):
         rt.sampler.stop(join_timeout)
     with _lock:
         try:
+            rt.flush()
+        except Exception as e:
+            internal_error(e)
+        try:
             rt.adapter.detach()
         finally:
             rt.session.finish(error_text)
@@ -227,6 +280,8 @@ def _tick():
         with _lock:
             if rt is not _runtime:
                 return
+            if rt.pending:
+                rt.flush()
             rt.adapter.tick(rt.session, False)
             rt.session.heartbeat()
     except Exception as e:

@@ -13,6 +13,12 @@ from ._records import Figures  # noqa: F401  (re-exported for adapters)
 
 _A = L.ABSENT
 
+# The Figures fields at row[1:14] of a published row (see `publish`).
+_ROW_FIGURES = (
+    "allocated allocated_peak reserved reserved_peak active inactive_split requested retries ooms "
+    "device_allocs device_frees device_free limit"
+).split()
+
 # A steady climb sets a new high-water mark at every sample; an event for each would push
 # the step and phase events out of the ring. The sample's flag marks every one; an event is
 # written when the mark is this much above the last one reported, or this long after it.
@@ -34,6 +40,8 @@ class SlotState:
 
     def __init__(self, slot, exact):
         self.slot = slot
+        self.ordinal = None
+        self.total = None
         self.allocated = PeakTracker(exact)
         self.reserved = PeakTracker(exact)
         self.row = None
@@ -96,16 +104,37 @@ class Session:
         if index is None:
             return None
         state = SlotState(index, self.exact)
+        state.ordinal = info.ordinal
+        state.total = info.total
         self._slots[key] = state
         return state
 
-    def publish(self, state, fig, hook=False, periodic=False):
+    def slot_of_ordinal(self, ordinal):
+        """The first slot registered for device `ordinal`, whatever its key."""
+        for state in self._slots.values():
+            if state.ordinal == ordinal:
+                return state
+        return None
+
+    def last_figures(self, state, device_free=None):
+        """The slot's last published figures (absent where none), `device_free` replaced."""
+        row = state.row
+        fig = Figures()
+        if row is not None:
+            for name, value in zip(_ROW_FIGURES, row[1:14]):
+                setattr(fig, name, None if value == _A else value)
+        fig.device_free = device_free
+        return fig
+
+    def publish(self, state, fig, hook=False, periodic=False, t=None):
         """Publishes a reading: device slot, one sample, and the events it implies.
 
         `periodic`: another reading follows within the sampling period (the background
-        sampler), so the device slot may wait for it.
+        sampler), so the device slot may wait for it. `t`: when the figures were read, for
+        a reading published later (a step hook's); now by default.
         """
-        t = self.clock()
+        if t is None:
+            t = self.clock()
         peak, flags, previous_high, reset = state.allocated.update(fig.allocated, fig.allocated_peak)
         reserved_peak = state.reserved.update(fig.reserved, fig.reserved_peak)[0]
         if peak is not None and (state.step_allocated is None or peak > state.step_allocated):
@@ -169,9 +198,11 @@ class Session:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def end_step(self):
-        """Closes the current step (0 until the first boundary): STEP_END per device."""
-        t = self.clock()
+    def end_step(self, t=None):
+        """Closes the current step (0 until the first boundary): STEP_END per device, at `t`
+        (now by default)."""
+        if t is None:
+            t = self.clock()
         ended = 0 if self.step is None else self.step
         duration = max(0, t - self._step_started)
         if not self._slots:

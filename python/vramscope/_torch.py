@@ -104,14 +104,46 @@ class TorchAdapter(PolledAdapter):
         session.publish(state, fig, hook, periodic=not hook)
         self._after_read(device, stats)
 
+    def capture(self):
+        """The step hook's reading, on the training thread: each active device's statistics
+        at this moment and nothing more (the peak reset too, in exact mode, since it must
+        follow the read at once). `replay` publishes them later, off that thread."""
+        source = self.source
+        readings = []
+        for i in range(source.device_count()):
+            if source.is_active(i):
+                stats = source.stats(i)
+                if stats and self.exact:
+                    source.reset_peak(i)
+                readings.append((i, stats))
+        return readings
+
+    def replay(self, session, t, readings):
+        """Publishes what `capture` read at `t`, as `sample(..., hook=True)` would have."""
+        for device, stats in readings:
+            state = self._state(session, device)
+            if state is None or not stats:
+                continue
+            fig = figures_from_stats(stats)
+            fig.limit = self.source.limit(device)
+            fig.device_free = self.device_free(device, lambda d=device: self.source.mem_get_info(d)[0])
+            session.publish(state, fig, True, t=t)
+            if self.exact:
+                self.virtualiser.fold(device, stats)
+
     def _after_read(self, device, stats):
         if self.exact:
             # Fold before resetting so the program's own peak calls still see the old peak.
             self.virtualiser.fold(device, stats)
             self.source.reset_peak(device)
 
-    def on_oom(self, session, device, requested, device_total, device_free):
-        """The allocator's OOM observer: an OOM event with the figures of that moment."""
+    def on_oom(self, session, device, requested, total_or_allowed, device_free):
+        """The allocator's OOM observer: an OOM event with the figures of that moment.
+
+        The observer's third argument is the device's total, or under
+        `set_per_process_memory_fraction` the allowed maximum: the event says the total and
+        the slot's limit the maximum, so neither passes for the other.
+        """
         state = self._state(session, device)
         if state is None:
             return
@@ -119,9 +151,26 @@ class TorchAdapter(PolledAdapter):
         if fig is None:
             fig = Figures()
         fig.device_free = device_free
-        session.oom(state, requested, device_free, device_total, fig)
+        total = self._total(device)
+        if total_or_allowed is not None:
+            if total is not None and 0 <= total_or_allowed < total:
+                fig.limit = total_or_allowed
+            elif total is None:
+                total = total_or_allowed
+        session.oom(state, requested, device_free, total, fig)
         if stats:
             self._after_read(device, stats)
+
+    def explicit_oom(self, session, device, requested, device_free):
+        """`vramscope.oom()`: the figures are read now; the total comes from the device."""
+        self.on_oom(session, device, requested, None, device_free)
+
+    def _total(self, device):
+        try:
+            total = self.source.identity(device).total
+        except Exception:
+            return None
+        return None if total is None else int(total)
 
     def reserved_now(self, device):
         return _stat(self.source.stats(device), "reserved_bytes")
@@ -136,3 +185,8 @@ class TorchAdapter(PolledAdapter):
         if self.virtualiser is None:
             return nested
         return self.virtualiser.view(device, nested)
+
+    def user_view_flat(self, device, flat):
+        if self.virtualiser is None:
+            return flat
+        return self.virtualiser.view_flat(device, flat)

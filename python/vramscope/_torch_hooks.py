@@ -2,13 +2,26 @@
 the optimizer, the allocator's OOM observer, events around `empty_cache` and snapshots, exact
 peak virtualisation and, on request, module attribution.
 
-Every hook goes through `_runtime.run`, which takes the writer's lock and swallows errors;
-a hook that outlives its writer (the OOM observer cannot be detached) does nothing.
+Every hook goes through `_runtime.run` (the step hook through `run_deferred`), which takes
+the writer's lock and swallows errors; a hook that outlives its writer (the OOM observer
+cannot be detached) does nothing.
 """
+
+import sys
 
 from . import _layout as L
 from . import _runtime
 from . import _torch_virtual
+
+
+def _replay_step(rt, t, readings):
+    rt.adapter.replay(rt.session, t, readings)
+    rt.session.end_step(t)
+
+
+def _compiling_check(torch):
+    compiler = getattr(torch, "compiler", None)
+    return getattr(compiler, "is_compiling", None) or (lambda: False)
 
 
 class TorchHooks:
@@ -47,10 +60,20 @@ class TorchHooks:
     # -- steps ------------------------------------------------------------------------------
 
     def _optimizer_hook(self):
-        register = self._torch.optim.optimizer.register_optimizer_step_post_hook
+        # `torch/optim/__init__.py` deletes its `optimizer` submodule attribute after import,
+        # so `torch.optim.optimizer` fails on real torch; the module stays in sys.modules.
+        module = sys.modules.get("torch.optim.optimizer") or getattr(self._torch.optim, "optimizer", None)
+        register = getattr(module, "register_optimizer_step_post_hook", None)
+        if register is None:
+            raise RuntimeError("torch has no optimizer step hook: steps are not automatic")
+        compiling = _compiling_check(self._torch)
 
         def vramscope_step_hook(optimizer, args, kwargs):
-            _runtime.run(self._auto_step, optimizer)
+            # Inside a torch.compile trace the writer's lock would break the graph ("frame
+            # skipped"); a compiled step is not marked, as module attribution does.
+            if compiling():
+                return
+            _runtime.run_deferred(self._auto_step, optimizer)
 
         handle = register(vramscope_step_hook)
         self._undo.append(handle.remove)
@@ -63,7 +86,12 @@ class TorchHooks:
             self._first_optimizer = id(optimizer)
         elif self._first_optimizer != id(optimizer):
             return
-        _runtime.end_step(rt, explicit=False)
+        # Only the reading is taken here, on the training thread; publishing it and closing
+        # the step wait for the sampler's next tick or the writer's next call, whichever is
+        # first (bench_step_hook.py measures the difference).
+        t = rt.session.clock()
+        readings = self._adapter.capture()
+        rt.defer(_replay_step, t, readings)
 
     # -- OOM --------------------------------------------------------------------------------
 
@@ -91,19 +119,23 @@ class TorchHooks:
         cuda = self._torch.cuda
         memory = getattr(cuda, "memory", cuda)
         original_empty = memory.empty_cache
-
-        def empty_cache():
-            before = _runtime.run(self._reserved)
-            original_empty()
-            after = _runtime.run(self._reserved)
-            _runtime.run(self._emit_empty_cache, before, after)
-
-        self._replace(empty_cache, original_empty, "empty_cache", (memory, cuda))
+        self._replace(self._empty_cache_wrapper(original_empty), original_empty, "empty_cache", (memory, cuda))
+        accelerator = getattr(self._torch, "accelerator", None)
+        accelerator_memory = getattr(accelerator, "memory", None)
+        original_accel_empty = getattr(accelerator_memory, "empty_cache", None)
+        if original_accel_empty is not None:
+            self._replace(
+                self._empty_cache_wrapper(original_accel_empty),
+                original_accel_empty,
+                "empty_cache",
+                (accelerator_memory, accelerator),
+            )
         original_dump = getattr(memory, "_dump_snapshot", None)
         if original_dump is not None:
 
-            def _dump_snapshot(filename="dump_snapshot.pickle"):
-                result = original_dump(filename)
+            def _dump_snapshot(*args, **kwargs):
+                filename = args[0] if args else kwargs.get("filename", "dump_snapshot.pickle")
+                result = original_dump(*args, **kwargs)
                 _runtime.run(
                     lambda rt: self._mine(rt)
                     and rt.session.event(L.EV_SNAPSHOT_WRITTEN, L.NO_SLOT, (), str(filename))
@@ -111,6 +143,18 @@ class TorchHooks:
                 return result
 
             self._replace(_dump_snapshot, original_dump, "_dump_snapshot", (memory,))
+
+    def _empty_cache_wrapper(self, original):
+        # The wrappers pass on whatever torch's own signature takes (`_dump_snapshot` grew
+        # `augment_with_fx_traces`): the program's call must reach torch unchanged.
+        def empty_cache(*args, **kwargs):
+            before = _runtime.run(self._reserved)
+            result = original(*args, **kwargs)
+            after = _runtime.run(self._reserved)
+            _runtime.run(self._emit_empty_cache, before, after)
+            return result
+
+        return empty_cache
 
     def _reserved(self, rt):
         if not self._mine(rt):
@@ -154,6 +198,20 @@ class TorchHooks:
 
         for name, fn, original in _torch_virtual.wrappers(memory, device_index, view, reset):
             self._replace(fn, original, name, (memory, cuda))
+        # torch.accelerator's statistics (which Inductor reads) come from the same allocator
+        # through other entry points.
+        accelerator = getattr(self._torch, "accelerator", None)
+        accelerator_memory = getattr(accelerator, "memory", None)
+        if getattr(accelerator_memory, "memory_stats", None) is None:
+            return
+
+        def view_flat(index, flat):
+            out = _runtime.run(lambda rt: self._adapter.user_view_flat(index, flat) if self._mine(rt) else flat)
+            return flat if out is None else out
+
+        accel_index = getattr(accelerator_memory, "_get_device_index", device_index)
+        for name, fn, original in _torch_virtual.accelerator_wrappers(accelerator_memory, accel_index, view_flat, reset):
+            self._replace(fn, original, name, (accelerator_memory, accelerator))
 
     # -- module attribution -----------------------------------------------------------------
 

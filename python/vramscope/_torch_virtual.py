@@ -54,6 +54,21 @@ class PeakVirtualiser:
                 stat["peak"] = kept
         return out
 
+    def view_flat(self, device, flat):
+        """The same for the flat form ("allocated_bytes.all.peak": n) of `memory_stats()`."""
+        saved = self._saved.get(device)
+        if not saved or not flat:
+            return flat
+        out = None
+        for path, kept in saved.items():
+            key = ".".join(path + ("peak",))
+            live = flat.get(key)
+            if live is not None and kept > live:
+                if out is None:
+                    out = flat.copy()
+                out[key] = kept
+        return flat if out is None else out
+
 
 def wrappers(memory_module, device_index, view, reset):
     """Replacements for `memory_stats_as_nested_dict` and `reset_peak_memory_stats` of
@@ -78,5 +93,27 @@ def wrappers(memory_module, device_index, view, reset):
 
     return (
         ("memory_stats_as_nested_dict", memory_stats_as_nested_dict, original_stats),
+        ("reset_peak_memory_stats", reset_peak_memory_stats, original_reset),
+    )
+
+
+def accelerator_wrappers(accelerator_memory, device_index, view_flat, reset):
+    """The same for `torch.accelerator.memory`: its `max_memory_*` look up `memory_stats` in
+    that module at call time, so replacing it there and in `torch.accelerator` covers them.
+    """
+    original_stats = accelerator_memory.memory_stats
+    original_reset = accelerator_memory.reset_peak_memory_stats
+
+    def memory_stats(device_index_=None):
+        result = original_stats(device_index_)
+        if not result:
+            return result
+        return view_flat(device_index(device_index_, optional=True), result)
+
+    def reset_peak_memory_stats(device_index_=None):
+        reset(device_index(device_index_, optional=True))
+
+    return (
+        ("memory_stats", memory_stats, original_stats),
         ("reset_peak_memory_stats", reset_peak_memory_stats, original_reset),
     )

@@ -1,0 +1,265 @@
+"""The PyTorch and JAX adapters against the real packages from PyPI.
+
+Only what needs a driver is simulated (`_simulated_cuda`, and JAX's per-device
+`memory_stats`); torch.optim, torch.cuda.memory, torch.accelerator, torch.compile and JAX are
+the real ones. `.ci/run` installs them in a cached venv and `tests/python_package.rs` runs
+this module with that venv's python, where a missing package fails instead of skipping.
+"""
+
+import os
+import sys
+import time
+import unittest
+
+import _support as S
+
+try:
+    import torch
+except ImportError:
+    raise unittest.SkipTest("the real torch is not installed for %s" % sys.executable)
+
+import vramscope
+from _simulated_cuda import GIB, SimulatedCuda
+
+EV_OOM, EV_STEP_END, EV_MARK, EV_SNAPSHOT_WRITTEN, EV_EMPTY_CACHE = 1, 5, 6, 10, 12
+KIND_PYTORCH, KIND_JAX = 1, 2
+
+
+class RealTorchCase(unittest.TestCase):
+    initialised = True
+
+    def setUp(self):
+        S.reset_runtime()
+        self.tmp = S.TempDir()
+        self.dir = self.tmp.__enter__()
+        self.saved_env = dict(os.environ)
+        for name in list(os.environ):
+            if name.startswith("VRAMSCOPE_") or name.startswith("PYTORCH_"):
+                del os.environ[name]
+        os.environ["VRAMSCOPE_DIR"] = self.dir
+        # The sampler thread would race the figures a test sets up: 10 Hz, and tests that
+        # need a reading take it through the API.
+        os.environ["VRAMSCOPE_HZ"] = "10"
+        self.cuda = SimulatedCuda(torch).install(initialised=self.initialised)
+
+    def tearDown(self):
+        S.reset_runtime()
+        self.cuda.uninstall()
+        os.environ.clear()
+        os.environ.update(self.saved_env)
+        self.tmp.__exit__(None, None, None)
+
+    def snap(self):
+        return S.Snapshot(S.read_bytes(vramscope.channel_path()))
+
+    def events(self, kind):
+        return [e for e in S.events(self.snap().raw)[0] if e.kind == kind]
+
+    def model(self):
+        layer = torch.nn.Linear(4, 2)
+        return layer, torch.optim.SGD(layer.parameters(), lr=0.1)
+
+
+def train_step(layer, opt):
+    loss = layer(torch.ones(3, 4)).sum()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    return loss
+
+
+class Steps(RealTorchCase):
+    def test_optimizer_steps_end_steps(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.assertEqual(self.snap().header.kind, KIND_PYTORCH)
+        layer, opt = self.model()
+        for _ in range(3):
+            self.cuda.alloc(GIB)
+            train_step(layer, opt)
+            self.cuda.free(GIB // 2)  # after the step: not in its peak
+        # The hook only reads; the writer's next call publishes first what it read.
+        vramscope.note("after")
+        events = [e for e in S.events(self.snap().raw)[0] if e.kind in (EV_STEP_END, EV_MARK)]
+        self.assertEqual([(e.kind, e.step) for e in events], [(EV_STEP_END, 0), (EV_STEP_END, 1), (EV_STEP_END, 2), (EV_MARK, 3)])
+        self.assertEqual([e.args[0] for e in events[:3]], [GIB, GIB * 3 // 2, 2 * GIB])
+        self.assertTrue(events[0].t < events[1].t < events[2].t < events[3].t)
+        self.assertEqual(self.snap().status_step, 3)
+
+    def test_the_sampler_publishes_deferred_steps(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        layer, opt = self.model()
+        train_step(layer, opt)
+        deadline = time.monotonic() + 30
+        while not self.events(EV_STEP_END) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (end,) = self.events(EV_STEP_END)
+        self.assertEqual(end.step, 0)
+
+    def test_compiled_optimizer_step_is_not_broken(self):
+        import torch._dynamo
+        from torch._dynamo.utils import counters
+
+        self.assertTrue(vramscope.start(framework="torch"))
+        # Where CUDA is available Dynamo saves its RNG state, which has no simulation.
+        torch.cuda.is_available = lambda: False
+        layer, opt = self.model()
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(lambda: opt.step(), backend="eager")
+        for _ in range(2):
+            layer(torch.ones(3, 4)).sum().backward()
+            before = [p.detach().clone() for p in layer.parameters()]
+            compiled()
+            self.assertTrue(any(not torch.equal(a, b) for a, b in zip(layer.parameters(), before)), "the step ran")
+        # The optimizer's own graph breaks are torch's; the writer's hook adds none and
+        # makes Dynamo give up on no frame (it could not enter the writer's lock).
+        self.assertEqual(dict(counters["unimplemented"]), {})
+        self.assertEqual(counters["frames"]["ok"], counters["frames"]["total"])
+        torch._dynamo.reset()
+
+
+    def test_a_fast_loop_publishes_its_steps_itself(self):
+        from vramscope._runtime import MAX_DEFERRED
+
+        self.assertTrue(vramscope.start(framework="torch"))
+        layer, opt = self.model()
+        for _ in range(MAX_DEFERRED + 3):
+            train_step(layer, opt)
+        # Whether or not the sampler ticked meanwhile, no more than the bound waits.
+        self.assertGreaterEqual(len(self.events(EV_STEP_END)), MAX_DEFERRED)
+
+
+class Wrappers(RealTorchCase):
+    def test_dump_snapshot_and_empty_cache_take_torchs_own_arguments(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        path = os.path.join(self.dir, "snap.pickle")
+        torch.cuda.memory._dump_snapshot(path, augment_with_fx_traces=False)
+        torch.cuda.memory._dump_snapshot(filename=path)
+        self.assertTrue(os.path.exists(path))
+        self.assertEqual([e.text for e in self.events(EV_SNAPSHOT_WRITTEN)], [path, path])
+        self.cuda.alloc(3 * GIB)
+        self.cuda.free(2 * GIB)
+        torch.cuda.empty_cache()
+        torch.accelerator.empty_cache()
+        self.assertEqual(self.cuda.empty_cache_calls, 2)
+        self.assertEqual([e.args[:2] for e in self.events(EV_EMPTY_CACHE)], [(3 * GIB, GIB), (GIB, GIB)])
+
+
+class ExactPeaks(RealTorchCase):
+    def test_program_sees_its_peaks_through_every_public_api(self):
+        self.assertTrue(vramscope.start(framework="torch", peak="reset"))
+        self.cuda.alloc(4 * GIB)
+        vramscope.step()
+        self.cuda.free(3 * GIB)
+        vramscope.step()  # the writer has reset the allocator's peak since the spike
+        self.assertEqual(self.cuda.stats["allocated_bytes"]["all"]["peak"], GIB)
+        self.assertEqual(torch.cuda.max_memory_allocated(0), 4 * GIB)
+        self.assertEqual(torch.accelerator.max_memory_allocated(0), 4 * GIB)
+        self.assertEqual(torch.accelerator.max_memory_allocated(), 4 * GIB)
+        self.assertEqual(torch.accelerator.memory_stats()["allocated_bytes.all.peak"], 4 * GIB)
+        self.assertEqual(torch.accelerator.max_memory_reserved(), 4 * GIB)
+        self.assertEqual(torch.accelerator.memory_allocated(), GIB)
+        torch.accelerator.reset_peak_memory_stats()  # the program's own reset
+        self.assertEqual(torch.accelerator.max_memory_allocated(), GIB)
+        self.assertEqual(torch.cuda.max_memory_allocated(), GIB)
+
+
+    def test_automatic_steps_keep_the_programs_peaks(self):
+        self.assertTrue(vramscope.start(framework="torch", peak="reset"))
+        layer, opt = self.model()
+        self.cuda.alloc(4 * GIB)
+        train_step(layer, opt)  # reads, then resets the allocator's peak at once
+        self.assertEqual(self.cuda.stats["allocated_bytes"]["all"]["peak"], 4 * GIB)
+        self.cuda.free(3 * GIB)
+        train_step(layer, opt)
+        self.assertEqual(self.cuda.stats["allocated_bytes"]["all"]["peak"], GIB)
+        self.assertEqual(torch.cuda.max_memory_allocated(), 4 * GIB)
+        self.assertEqual(torch.accelerator.max_memory_allocated(), 4 * GIB)
+        ends = self.events(EV_STEP_END)
+        # Step 1 began at 4 GiB: its peak, although the allocator's counter was reset.
+        self.assertEqual([e.args[0] for e in ends], [4 * GIB, 4 * GIB])
+
+
+class Oom(RealTorchCase):
+    def test_observer_under_a_memory_fraction(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.cuda.fraction = 0.5
+        self.cuda.alloc(30 * GIB)
+        self.assertEqual(len(self.cuda.observers), 1)
+        self.cuda.fail(20 * GIB)
+        (oom,) = self.events(EV_OOM)
+        self.assertEqual(oom.args[:4], (20 * GIB, 49 * GIB, 80 * GIB, 30 * GIB))
+        dev = self.snap().devices[0]
+        self.assertEqual((dev.total, dev.limit), (80 * GIB, 40 * GIB))
+
+    def test_observer_without_a_fraction(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.cuda.fail(GIB)
+        (oom,) = self.events(EV_OOM)
+        self.assertEqual(oom.args[:3], (GIB, 79 * GIB, 80 * GIB))
+        self.assertEqual(self.snap().devices[0].limit, S.ABSENT)
+
+
+    def test_explicit_oom_reads_the_allocator_now(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.cuda.alloc(7 * GIB)
+        self.cuda.stats["num_alloc_retries"] = 4
+        vramscope.oom(0, 2 * GIB)
+        (oom,) = self.events(EV_OOM)
+        self.assertEqual(oom.args, (2 * GIB, S.ABSENT, 80 * GIB, 7 * GIB, 7 * GIB, 4))
+
+
+class StartBeforeCuda(RealTorchCase):
+    initialised = False
+
+    def test_torch_is_armed_although_jax_is_imported(self):
+        import jax  # noqa: F401
+
+        self.assertTrue(vramscope.start())
+        self.assertIsNone(vramscope.channel_path(), "nothing before CUDA is up")
+        self.cuda.initialise()
+        self.assertEqual(self.snap().header.kind, KIND_PYTORCH)
+        self.assertTrue(self.snap().header.framework.startswith("torch 2."))
+
+
+class RealJax(unittest.TestCase):
+    def setUp(self):
+        import jax
+        import jaxlib
+
+        S.reset_runtime()
+        self.jax = jax
+        self.tmp = S.TempDir()
+        self.saved_env = dict(os.environ)
+        for name in list(os.environ):
+            if name.startswith("VRAMSCOPE_"):
+                del os.environ[name]
+        os.environ["VRAMSCOPE_DIR"] = self.tmp.__enter__()
+        # A CPU device has no memory statistics; an accelerator's come from the driver.
+        self.device_type = type(jax.local_devices()[0])
+        self.assertTrue(self.device_type.__module__.startswith(jaxlib.__name__))
+        self.original = self.device_type.memory_stats
+        self.stats = {}
+        self.device_type.memory_stats = lambda device: dict(self.stats)
+
+    def tearDown(self):
+        S.reset_runtime()
+        self.device_type.memory_stats = self.original
+        os.environ.clear()
+        os.environ.update(self.saved_env)
+        self.tmp.__exit__(None, None, None)
+
+    def test_unavailable_figure_is_absent_and_the_writer_stays_on(self):
+        self.stats.update(bytes_in_use=GIB, peak_bytes_in_use=2 * GIB, bytes_limit=-1, pool_bytes=-1)
+        self.assertTrue(vramscope.start(framework="jax"))
+        for _ in range(12):  # more readings than the error budget allows errors
+            vramscope.step()
+        self.assertTrue(vramscope.enabled())
+        snap = S.Snapshot(S.read_bytes(vramscope.channel_path()))
+        self.assertEqual(snap.header.kind, KIND_JAX)
+        dev = snap.devices[0]
+        self.assertEqual((dev.allocated, dev.allocated_peak, dev.limit, dev.reserved), (GIB, 2 * GIB, S.ABSENT, S.ABSENT))
+
+
+if __name__ == "__main__":
+    unittest.main()
