@@ -20,6 +20,10 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(why) = crate::tui::terminal::unsuitable().filter(|_| tui) {
+        eprintln!("vramscope: {why}");
+        return ExitCode::from(2);
+    }
     let scratch = ScratchDir::create();
     let env = match &scratch {
         Ok(dir) => match crate::inject::prepare(dir.path()) {
