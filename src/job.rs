@@ -121,6 +121,46 @@ impl Job {
 
     /// Blocks until the job ends.
     pub fn wait(mut self) -> JobEnd {
+        if let Err(e) = self.exited(true) {
+            return JobEnd {
+                code: 1,
+                text: format!("cannot wait for it: {e}"),
+            };
+        }
+        self.reap()
+    }
+
+    /// Whether the job has ended, without blocking.
+    pub fn try_end(&mut self) -> Option<JobEnd> {
+        match self.exited(false) {
+            Ok(true) => Some(self.reap()),
+            _ => None,
+        }
+    }
+
+    /// Whether the job has exited, leaving it unreaped (its pid stays taken while forwarded
+    /// signals may still be on their way); with `block`, waits until it has.
+    fn exited(&self, block: bool) -> io::Result<bool> {
+        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+        loop {
+            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waits on our own child by pid and writes into `info`, which we own.
+            let rc = unsafe { libc::waitid(libc::P_PID, self.pid, &mut info, flags) };
+            if rc == 0 {
+                // SAFETY: waitid filled `info` (si_pid stays 0 when nothing exited yet).
+                return Ok(unsafe { info.si_pid() } != 0);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Collects the exited job's status, after stopping signal forwarding to its pid.
+    fn reap(&mut self) -> JobEnd {
+        crate::job_signals::before_reaping();
         match self.child.wait() {
             Ok(status) => JobEnd::from_status(status),
             Err(e) => JobEnd {
@@ -128,15 +168,6 @@ impl Job {
                 text: format!("cannot wait for it: {e}"),
             },
         }
-    }
-
-    /// Whether the job has ended, without blocking.
-    pub fn try_end(&mut self) -> Option<JobEnd> {
-        self.child
-            .try_wait()
-            .ok()
-            .flatten()
-            .map(JobEnd::from_status)
     }
 }
 

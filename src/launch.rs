@@ -57,6 +57,11 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         }
     };
     let pid = job.pid;
+    // Without a monitor on screen, whatever would end vramscope goes to the job, and
+    // vramscope waits to exit with its status.
+    if !tui && let Err(e) = crate::job_signals::forward_to(pid) {
+        eprintln!("vramscope: cannot pass signals on to the job: {e}");
+    }
     let log = job.log.clone();
     let status = if args.no_monitor {
         ExitCode::from(job.wait().code)
