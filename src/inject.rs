@@ -252,7 +252,7 @@ mod tests {
                 "-c",
                 "import sys, sitecustomize, vramscope; \
                  print(sitecustomize.__file__); print(vramscope.__file__); \
-                 print('vramscope._autostart' in sys.modules)",
+                 print('_vramscope_run._autostart' in sys.modules)",
             ])
             .env_remove("VRAMSCOPE_DISABLE")
             .env("PYTHONDONTWRITEBYTECODE", "1")
