@@ -82,6 +82,10 @@ fn a_replay_never_signals_the_live_process_that_has_a_recorded_pid() {
         victim.id()
     );
     assert!(!t.screen().contains("send SIG"), "no confirmation offered");
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("k and K send no signals"));
+    assert!(ok, "the help says why:\n{screen}");
+    assert!(!screen.contains("send SIGTERM to the selected"), "{screen}");
     end(victim);
 }
 
