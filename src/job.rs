@@ -238,9 +238,23 @@ impl ScratchDir {
         &self.path
     }
 
-    /// Leaves the directory in place: a job still running loads parts of the writer from it
-    /// lazily.
-    pub fn keep(self) {
+    /// Leaves the directory to `pid`, a job still running that loads parts of the writer from
+    /// it lazily, and has a detached watcher remove it once that pid has gone. (A pid reused
+    /// meanwhile only delays the removal.)
+    pub fn remove_after(self, pid: u32) {
+        use std::os::unix::process::CommandExt;
+        let watcher = "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; rm -rf -- \"$2\"";
+        // Not waited for: it outlives us, reparented, and a failure to start it leaves the
+        // directory as before, in place.
+        let _watcher = Command::new("sh")
+            .args(["-c", watcher, "vramscope-cleanup", &pid.to_string()])
+            .arg(&self.path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the terminal's process group: a Ctrl-C meant for the shell spares it.
+            .process_group(0)
+            .spawn();
         std::mem::forget(self);
     }
 }

@@ -81,7 +81,7 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     let alive = crate::job::descends_from(pid, std::process::id());
     if alive && let Ok(dir) = scratch {
         // Python loads parts of the writer lazily: its files must outlive the monitor.
-        dir.keep();
+        dir.remove_after(pid);
     }
     match (log, alive) {
         (Some(log), true) => eprintln!(

@@ -178,3 +178,39 @@ fn ctrl_c_at_the_terminal_waits_for_the_jobs_handler() {
     );
     assert_eq!(leftovers(&scenario), Vec::<String>::new());
 }
+
+/// The monitor quit while the job runs: the job runs on with the writer's files it may still
+/// load, and they are removed once it has ended.
+#[test]
+fn quitting_the_monitor_leaves_the_scratch_directory_only_until_the_job_ends() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let tmp = scenario.dir().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let ready = scenario.dir().join("ready");
+    let shell = format!(
+        "sh -c \"env -u XDG_RUNTIME_DIR TMPDIR={} FAKE_NVML_SCENARIO={} VRAMSCOPE_DIR={} {} --nvml-lib {} run --log {} -- sh -c 'touch {}; sleep 3'; exec sleep 30\"",
+        tmp.display(),
+        scenario.path.display(),
+        scenario.dir().join("no-channels").display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        common::fake_nvml().display(),
+        scenario.dir().join("job.log").display(),
+        ready.display(),
+    );
+    let t = Tmux::start(scenario.dir(), 160, 40, &shell);
+    wait_for_file(&ready);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("running"));
+    assert!(ok, "{screen}");
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("is still running"));
+    assert!(ok, "quit, the job running on:\n{screen}");
+    assert_eq!(leftovers(&scenario).len(), 1, "kept while the job runs");
+    let deadline = Instant::now() + 10 * SECOND;
+    while !leftovers(&scenario).is_empty() {
+        assert!(Instant::now() < deadline, "{:?} left", leftovers(&scenario));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
