@@ -124,7 +124,7 @@ fn ctrl_z_then_fg_comes_back_in_raw_mode() {
     let scenario = scenario();
     let t = Tmux::start(
         scenario.dir(),
-        120,
+        400,
         40,
         "env PS1='PROMPT$ ' bash --norc --noprofile -i",
     );
@@ -135,6 +135,19 @@ fn ctrl_z_then_fg_comes_back_in_raw_mode() {
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("Stopped"));
     assert!(ok, "{screen}");
     assert_given_back(&t, "Ctrl-Z");
+    // In the background it must not take the terminal: it stops again (SIGTTOU) untouched.
+    let pid = child_of(t.pid());
+    t.keys(&["bg", "Enter"]);
+    // bash says `[1]+ ... &` once it has sent SIGCONT (on one line: the pane is wide).
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("100ms &"));
+    assert!(ok, "{screen}");
+    let stopped = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].starts_with('T')
+    };
+    let (ok, screen) = t.wait_for(3 * SECOND, |_| stopped());
+    assert!(ok, "stopped again in the background:\n{screen}");
+    assert_given_back(&t, "bg");
     t.keys(&["fg; echo EXIT=$?", "Enter"]);
     let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("alternate_on") == "1");
     assert!(ok, "the monitor took the screen back");
