@@ -4,7 +4,9 @@
 //! holding only `sitecustomize.py` (so it shadows nothing else), then `lib/`, holding the
 //! package. The bootstrap chains to whatever `sitecustomize` it shadows and, with
 //! `VRAMSCOPE_AUTOSTART=1`, arms an import hook that starts the writer when PyTorch
-//! initialises CUDA. Python run with `-S`, `-I` or `-E` skips all of this.
+//! initialises CUDA. It loads the package as `_vramscope_run`, so the program's own
+//! `import vramscope` resolves as its sys.path says. Python run with `-S`, `-I` or `-E`
+//! skips all of this.
 
 use std::ffi::OsString;
 use std::fs::{self, DirBuilder, OpenOptions};
@@ -252,7 +254,7 @@ mod tests {
                 "-c",
                 "import sys, sitecustomize, vramscope; \
                  print(sitecustomize.__file__); print(vramscope.__file__); \
-                 print('vramscope._autostart' in sys.modules)",
+                 print('_vramscope_run._autostart' in sys.modules)",
             ])
             .env_remove("VRAMSCOPE_DISABLE")
             .env("PYTHONDONTWRITEBYTECODE", "1")

@@ -121,6 +121,46 @@ impl Job {
 
     /// Blocks until the job ends.
     pub fn wait(mut self) -> JobEnd {
+        if let Err(e) = self.exited(true) {
+            return JobEnd {
+                code: 1,
+                text: format!("cannot wait for it: {e}"),
+            };
+        }
+        self.reap()
+    }
+
+    /// Whether the job has ended, without blocking.
+    pub fn try_end(&mut self) -> Option<JobEnd> {
+        match self.exited(false) {
+            Ok(true) => Some(self.reap()),
+            _ => None,
+        }
+    }
+
+    /// Whether the job has exited, leaving it unreaped (its pid stays taken while forwarded
+    /// signals may still be on their way); with `block`, waits until it has.
+    fn exited(&self, block: bool) -> io::Result<bool> {
+        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+        loop {
+            // SAFETY: a zeroed siginfo is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waits on our own child by pid and writes into `info`, which we own.
+            let rc = unsafe { libc::waitid(libc::P_PID, self.pid, &mut info, flags) };
+            if rc == 0 {
+                // SAFETY: waitid filled `info` (si_pid stays 0 when nothing exited yet).
+                return Ok(unsafe { info.si_pid() } != 0);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// Collects the exited job's status, after stopping signal forwarding to its pid.
+    fn reap(&mut self) -> JobEnd {
+        crate::job_signals::before_reaping();
         match self.child.wait() {
             Ok(status) => JobEnd::from_status(status),
             Err(e) => JobEnd {
@@ -128,15 +168,6 @@ impl Job {
                 text: format!("cannot wait for it: {e}"),
             },
         }
-    }
-
-    /// Whether the job has ended, without blocking.
-    pub fn try_end(&mut self) -> Option<JobEnd> {
-        self.child
-            .try_wait()
-            .ok()
-            .flatten()
-            .map(JobEnd::from_status)
     }
 }
 
@@ -207,9 +238,23 @@ impl ScratchDir {
         &self.path
     }
 
-    /// Leaves the directory in place: a job still running loads parts of the writer from it
-    /// lazily.
-    pub fn keep(self) {
+    /// Leaves the directory to `pid`, a job still running that loads parts of the writer from
+    /// it lazily, and has a detached watcher remove it once that pid has gone. (A pid reused
+    /// meanwhile only delays the removal.)
+    pub fn remove_after(self, pid: u32) {
+        use std::os::unix::process::CommandExt;
+        let watcher = "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; rm -rf -- \"$2\"";
+        // Not waited for: it outlives us, reparented, and a failure to start it leaves the
+        // directory as before, in place.
+        let _watcher = Command::new("sh")
+            .args(["-c", watcher, "vramscope-cleanup", &pid.to_string()])
+            .arg(&self.path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Out of the terminal's process group: a Ctrl-C meant for the shell spares it.
+            .process_group(0)
+            .spawn();
         std::mem::forget(self);
     }
 }

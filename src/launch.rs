@@ -20,6 +20,10 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if let Some(why) = crate::tui::terminal::unsuitable().filter(|_| tui) {
+        eprintln!("vramscope: {why}");
+        return ExitCode::from(2);
+    }
     let scratch = ScratchDir::create();
     let env = match &scratch {
         Ok(dir) => match crate::inject::prepare(dir.path()) {
@@ -53,6 +57,11 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         }
     };
     let pid = job.pid;
+    // Without a monitor on screen, whatever would end vramscope goes to the job, and
+    // vramscope waits to exit with its status.
+    if !tui && let Err(e) = crate::job_signals::forward_to(pid) {
+        eprintln!("vramscope: cannot pass signals on to the job: {e}");
+    }
     let log = job.log.clone();
     let status = if args.no_monitor {
         ExitCode::from(job.wait().code)
@@ -72,7 +81,7 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     let alive = crate::job::descends_from(pid, std::process::id());
     if alive && let Ok(dir) = scratch {
         // Python loads parts of the writer lazily: its files must outlive the monitor.
-        dir.keep();
+        dir.remove_after(pid);
     }
     match (log, alive) {
         (Some(log), true) => eprintln!(

@@ -22,6 +22,8 @@ pub mod inject;
 #[cfg(feature = "monitor")]
 pub mod job;
 #[cfg(feature = "monitor")]
+pub mod job_signals;
+#[cfg(feature = "monitor")]
 pub mod launch;
 #[cfg(feature = "monitor")]
 pub mod model;

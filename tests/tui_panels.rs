@@ -246,6 +246,7 @@ fn kill_confirmation_names_pid_user_command_and_signal() {
     let mut ui = ui();
     ui.mode = Mode::ConfirmKill(KillRequest {
         pid: 4242,
+        starttime: 1,
         signal: KillSignal::Term,
         user: "alice".into(),
         command: "python train.py --epochs 90".into(),
@@ -339,6 +340,7 @@ fn every_size_draws_without_panicking() {
         Mode::Detail,
         Mode::ConfirmKill(KillRequest {
             pid: 1,
+            starttime: 1,
             signal: KillSignal::Kill,
             user: "root".into(),
             command: "x".repeat(300),

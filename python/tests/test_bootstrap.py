@@ -27,7 +27,7 @@ TRAIN = r"""
 import os, sys, time
 import torch
 d = os.environ["VRAMSCOPE_DIR"]
-assert "vramscope._runtime" in sys.modules, "the bootstrap armed nothing"
+assert "_vramscope_run._runtime" in sys.modules, "the bootstrap armed nothing"
 print("before init:", sorted(os.listdir(d)), flush=True)
 torch._C._fake_malloc(0, 1 << 30)  # first allocation: CUDA initialises, the channel appears
 print("after init:", len([n for n in os.listdir(d) if n.endswith(".vsc")]), flush=True)

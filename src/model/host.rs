@@ -30,6 +30,11 @@ pub struct HostProcess {
     pub container: Option<String>,
     /// Uid owning the process, for the kill permission check.
     pub uid: Option<u32>,
+    /// Its start time (clock ticks since boot, `/proc/PID/stat` field 22) when first seen:
+    /// a signal goes to the pid only while it still has this start time, so a pid reused
+    /// by another process since the row was sampled is never signalled. Not an output.
+    #[serde(skip)]
+    pub starttime: Option<u64>,
 }
 
 impl HostProcess {
@@ -49,6 +54,7 @@ impl HostProcess {
             cpu_percent: Err(why),
             container,
             uid: None,
+            starttime: None,
         }
     }
 }

@@ -34,7 +34,11 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
     let mut job_end: Option<crate::job::JobEnd> = None;
     let mut sampler = match OneShot::open(cli.nvml_lib.as_deref(), cli.pcie, period.is_some()) {
         Ok(s) => s,
-        Err(problem) => return fail(&problem),
+        Err(problem) => match job {
+            // The job runs on: it is waited for, so its status is not lost.
+            Some(job) => return wait_without_nvml(&problem, job),
+            None => return fail(&problem),
+        },
     };
     let mut out = std::io::stdout().lock();
     let mut first = true;
@@ -70,6 +74,16 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         // One more snapshot after the job ends shows how it ended.
         job_end = job.as_mut().and_then(Job::try_end);
     }
+}
+
+/// `run` where NVML cannot be used: says so, then waits for the job and exits with its status.
+fn wait_without_nvml(problem: &NvmlProblem, job: Job) -> ExitCode {
+    eprintln!(
+        "vramscope: {}; job {} runs without GPU figures",
+        problem.one_line(),
+        job.pid
+    );
+    ExitCode::from(job.wait().code)
 }
 
 fn fail(problem: &NvmlProblem) -> ExitCode {

@@ -413,6 +413,9 @@ pub struct HostProcessDef {
     cpu_percent: Reading<f32>,
     container: Option<String>,
     uid: Option<u32>,
+    /// Never recorded: a recording's processes are never signalled.
+    #[serde(skip)]
+    starttime: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]

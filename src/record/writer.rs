@@ -12,7 +12,7 @@ use crate::sources::runner::SourceEvent;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -109,10 +109,11 @@ impl Recorder {
                 format!("this vramscope writes format version {VERSION} only"),
             ));
         }
+        // Private: a recording holds every user's command lines and job ids.
         let mut options = OpenOptions::new();
         options
             .write(true)
-            .mode(0o644)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
         if replace {
             options.create(true).truncate(true);
@@ -120,6 +121,8 @@ impl Recorder {
             options.create_new(true);
         }
         let file = options.open(path)?;
+        // A replaced file keeps its old mode through O_TRUNC.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
         let sink = if path.extension().is_some_and(|e| e == "zst") {
             let mut encoder = zstd::stream::write::Encoder::new(file, ZSTD_LEVEL)?;
             encoder.window_log(ZSTD_WINDOW_LOG)?;

@@ -27,6 +27,7 @@ struct Watched {
     local_pid: u32,
     user: Result<String, Absent>,
     uid: Option<u32>,
+    starttime: Option<u64>,
     command: Result<String, Absent>,
     meter: ProcessMeter,
 }
@@ -115,6 +116,9 @@ impl HostSampler {
                 None => Err(Absent::NoPermission),
             };
             let command = Ok(command_line(process.cmd(), process.name()));
+            // Read after the meter opened `statm`: a process replaced after this read fails
+            // the meter's reads (ESRCH) and is read afresh, so this stays its start time.
+            let starttime = crate::channel::starttime(Some(local_pid)).ok();
             self.watched.insert(
                 pid,
                 Watched {
@@ -122,6 +126,7 @@ impl HostSampler {
                     local_pid,
                     user,
                     uid,
+                    starttime,
                     command,
                     meter,
                 },
@@ -156,6 +161,7 @@ impl HostSampler {
             cpu_percent,
             container: watched.view.container.clone(),
             uid: watched.uid,
+            starttime: watched.starttime,
         }
     }
 

@@ -83,6 +83,10 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         );
         return ExitCode::from(2);
     }
+    if let Some(why) = super::terminal::unsuitable() {
+        eprintln!("vramscope: {why}");
+        return ExitCode::from(2);
+    }
     if replay.is_some() && cli.record.is_some() {
         eprintln!("vramscope: --record records live data; a replay is already a recording");
         return ExitCode::from(2);
@@ -312,6 +316,7 @@ impl App {
             Event::Signal(SignalEvent::Quit(signal)) => {
                 Step::Exit(Exit::Status(128u8.saturating_add(signal as u8)))
             }
+            Event::Signal(SignalEvent::Stop) => stop(guard),
             Event::Signal(SignalEvent::Resumed) => {
                 let _ = guard.resume();
                 Step::Input
@@ -349,14 +354,7 @@ impl App {
                     .and_then(|j| j.end.as_ref())
                     .map_or(0, |end| end.code),
             )),
-            Outcome::Suspend => {
-                guard.suspend();
-                // SAFETY: raising a signal at ourselves; SIGTSTP's default action stops us
-                // until the shell sends SIGCONT.
-                unsafe { libc::raise(libc::SIGTSTP) };
-                let _ = guard.resume();
-                Step::Input
-            }
+            Outcome::Suspend => stop(guard),
             Outcome::Kill(request) => {
                 self.ui.flash = Some(keys::send_signal(&request));
                 Step::Input
@@ -390,6 +388,15 @@ impl App {
             }
         }
     }
+}
+
+/// Ctrl-Z or SIGTSTP: the terminal goes back to the shell, then we stop; once continued,
+/// the terminal is ours again and redrawn whole.
+fn stop(guard: &mut TerminalGuard) -> Step {
+    guard.suspend();
+    signals::stop_here();
+    let _ = guard.resume();
+    Step::Input
 }
 
 /// Puts the selection on the launched job's process (or a descendant: torchrun's ranks) the

@@ -151,8 +151,8 @@ fn normal_key(
         KeyCode::PageDown => select(ui, rows, 10),
         KeyCode::Home => select(ui, rows, i64::MIN / 2),
         KeyCode::End => select(ui, rows, i64::MAX / 2),
-        KeyCode::Char('k') => ask_kill(ui, rows, snapshot, KillSignal::Term),
-        KeyCode::Char('K') => ask_kill(ui, rows, snapshot, KillSignal::Kill),
+        KeyCode::Char('k') => ask_kill(ui, rows, KillSignal::Term),
+        KeyCode::Char('K') => ask_kill(ui, rows, KillSignal::Kill),
         _ => Outcome::Ignored,
     }
 }
@@ -223,25 +223,23 @@ fn select(ui: &mut UiState, rows: &[TableRow], delta: i64) -> Outcome {
     Outcome::Redraw
 }
 
-fn ask_kill(
-    ui: &mut UiState,
-    rows: &[TableRow],
-    snapshot: &Snapshot,
-    signal: KillSignal,
-) -> Outcome {
+fn ask_kill(ui: &mut UiState, rows: &[TableRow], signal: KillSignal) -> Outcome {
     if ui.read_only {
         ui.flash = Some("read-only: signals are disabled".into());
+        return Outcome::Redraw;
+    }
+    // A recording's pids name processes of another time, perhaps another machine: here they
+    // are whatever has that number now.
+    if ui.time_cursor {
+        ui.flash = Some("a replay shows recorded processes: signals go only to live ones".into());
         return Outcome::Redraw;
     }
     let Some(row) = rows.get(ui.selected) else {
         return Outcome::Ignored;
     };
-    let Some(host) = snapshot
-        .processes
-        .iter()
-        .filter_map(|p| p.host.as_ref())
-        .find(|h| h.pid == row.key.pid)
-    else {
+    // The facts the row shows: the snapshot may hold newer ones for the same pid, and the
+    // person confirms what is on screen.
+    let Some(host) = row.host().filter(|_| !row.is_exited()) else {
         ui.flash = Some(format!(
             "pid {} has exited or is not visible here",
             row.key.pid
@@ -259,8 +257,15 @@ fn ask_kill(
         ));
         return Outcome::Redraw;
     }
+    let Some(starttime) = host.starttime else {
+        ui.flash = Some(format!(
+            "pid {local_pid}: its start time is unknown, so it cannot be told from a newer process with that pid"
+        ));
+        return Outcome::Redraw;
+    };
     ui.mode = Mode::ConfirmKill(KillRequest {
         pid: local_pid,
+        starttime,
         signal,
         user: host.user.clone().unwrap_or_else(|_| NA.into()),
         command: host.command.clone().unwrap_or_else(|_| NA.into()),
@@ -286,25 +291,16 @@ pub fn step_interval(current_ms: u64, slower: bool) -> u64 {
     }
 }
 
-/// Sends the confirmed signal; the result is a line for the status bar.
+/// Sends the confirmed signal if the pid still belongs to the process shown; the result is a
+/// line for the status bar.
 pub fn send_signal(request: &KillRequest) -> String {
     let signal = match request.signal {
         KillSignal::Term => libc::SIGTERM,
         KillSignal::Kill => libc::SIGKILL,
     };
-    let Ok(pid) = libc::pid_t::try_from(request.pid) else {
-        return format!("pid {} out of range", request.pid);
-    };
-    // SAFETY: kill takes plain integers; a wrong pid only yields an error code.
-    let result = unsafe { libc::kill(pid, signal) };
-    if result == 0 {
-        format!("sent {} to {}", request.signal.name(), request.pid)
-    } else {
-        format!(
-            "could not signal {}: {}",
-            request.pid,
-            std::io::Error::last_os_error()
-        )
+    match super::signal_send::to_same_process(request.pid, request.starttime, signal) {
+        Ok(()) => format!("sent {} to {}", request.signal.name(), request.pid),
+        Err(why) => format!("not signalled: {why}"),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod layout;
 mod narrow;
 pub mod panels;
 pub mod rows;
+mod signal_send;
 mod signals;
 pub mod terminal;
 pub mod theme;

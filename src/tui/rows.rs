@@ -41,6 +41,11 @@ impl TableRow {
         self.host.as_ref()?.local_pid
     }
 
+    /// The host facts the row shows, the ones a signal must match.
+    pub fn host(&self) -> Option<&HostProcess> {
+        self.host.as_deref()
+    }
+
     /// Host RSS, when read.
     pub fn rss(&self) -> Option<u64> {
         self.host.as_ref()?.rss_bytes.as_ref().ok().copied()

@@ -107,8 +107,12 @@ impl TerminalGuard {
         restore();
     }
 
-    /// Takes the terminal back after a resume and forces a full redraw.
+    /// Takes the terminal back after a resume and forces a full redraw. Whatever the shell
+    /// did to the terminal while we were stopped: raw mode is set afresh even where crossterm
+    /// believes it still holds (after a SIGSTOP nothing was restored, and the shell then put
+    /// the terminal back in cooked mode).
     pub fn resume(&mut self) -> io::Result<()> {
+        let _ = terminal::disable_raw_mode();
         enter_modes()?;
         self.resized()
     }
@@ -118,6 +122,15 @@ impl Drop for TerminalGuard {
     fn drop(&mut self) {
         restore();
     }
+}
+
+/// Why this terminal cannot hold the monitor, if it cannot: `TERM=dumb` says it has no
+/// cursor addressing, so full-screen escapes would only garble it.
+pub fn unsuitable() -> Option<&'static str> {
+    let dumb = std::env::var_os("TERM").is_some_and(|t| t == "dumb");
+    dumb.then_some(
+        "TERM=dumb cannot show the monitor; use --once, --json or --csv, or a terminal with cursor addressing",
+    )
 }
 
 /// The whole terminal; 0x0 when the size cannot be read (the screen then stays blank rather

@@ -105,6 +105,9 @@ impl KillSignal {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KillRequest {
     pub pid: u32,
+    /// The process's start time when its row was sampled; the signal goes only if the pid
+    /// still has it.
+    pub starttime: u64,
     pub signal: KillSignal,
     pub user: String,
     pub command: String,

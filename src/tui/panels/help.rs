@@ -54,10 +54,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     } else {
         &[]
     };
-    // The cursor's bindings replace the live ones they share keys with.
+    // The cursor's bindings replace the live ones they share keys with; a recording's
+    // processes are never signalled.
     let live = KEYS
         .iter()
-        .filter(|(key, _)| !view.ui.time_cursor || !matches!(*key, "Space" | "+ / -"));
+        .filter(|(key, _)| !view.ui.time_cursor || !matches!(*key, "Space" | "+ / -" | "k" | "K"));
     let entries: Vec<&(&str, &str)> = cursor.iter().chain(live).collect();
     let entry = |(key, what): &(&str, &str)| {
         vec![
@@ -105,7 +106,12 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         ),
         theme.dim,
     ));
-    if view.ui.read_only {
+    if view.ui.time_cursor {
+        lines.push(Line::styled(
+            "replay: k and K send no signals (recorded pids are not live processes)",
+            theme.warn,
+        ));
+    } else if view.ui.read_only {
         lines.push(Line::styled("read-only: k and K are disabled", theme.warn));
     }
     let width = lines
