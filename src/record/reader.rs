@@ -26,6 +26,48 @@ struct HeaderWire {
     host: Option<String>,
 }
 
+/// What a reader skipped because this vramscope does not know its kind: a later 1.x wrote
+/// it (docs/recording-v1.md, Versioning). Skipped, the rest of the file still reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Records of a kind this version does not know.
+    pub records: u64,
+    /// Writer events of a kind this version does not know.
+    pub events: u64,
+    /// Channel polls whose writer's liveness is a state this version does not know.
+    pub polls: u64,
+}
+
+impl Skipped {
+    /// One line saying what was skipped in `name`, or `None` when nothing was.
+    pub fn notice(&self, name: &str) -> Option<String> {
+        let parts: Vec<String> = [
+            (self.records, "record"),
+            (self.events, "writer event"),
+            (self.polls, "channel poll"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}{}", if n == 1 { "" } else { "s" }))
+        .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{name}: skipped {} of kinds this vramscope does not know (recorded by a newer vramscope?)",
+                parts.join(", ")
+            )
+        })
+    }
+}
+
+/// How reading a recording to its end went.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ending {
+    /// The damage that stopped the reading, if any.
+    pub damage: Option<String>,
+    /// The line saying what was skipped, if anything was.
+    pub skipped: Option<String>,
+}
+
 /// One record as read: `t` and one payload named by its kind. A kind this version does not
 /// know (added by a later minor change) leaves every field empty and is skipped.
 #[derive(Deserialize)]
@@ -96,20 +138,29 @@ impl Recording {
             name: self.name,
             lines: self.lines,
             writers: WritersRead::default(),
+            skipped_records: 0,
             done: false,
         }
     }
 
     /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
-    /// message of the damage that stopped the reading, if any.
-    pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Option<String> {
-        for item in self.events() {
+    /// damage that stopped the reading and what was skipped, if anything.
+    pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Ending {
+        let mut events = self.events();
+        let mut damage = None;
+        for item in events.by_ref() {
             match item {
                 Ok((at_ms, event)) => f(at_ms, event),
-                Err(RecordingError { message }) => return Some(message),
+                Err(RecordingError { message }) => {
+                    damage = Some(message);
+                    break;
+                }
             }
         }
-        None
+        Ending {
+            damage,
+            skipped: events.skipped_notice(),
+        }
     }
 }
 
@@ -118,10 +169,24 @@ pub struct Events {
     name: String,
     lines: Lines,
     writers: WritersRead,
+    skipped_records: u64,
     done: bool,
 }
 
 impl Events {
+    /// What has been skipped so far, being of kinds this version does not know.
+    pub fn skipped(&self) -> Skipped {
+        Skipped {
+            records: self.skipped_records,
+            ..self.writers.skipped
+        }
+    }
+
+    /// `Skipped::notice` for this file.
+    pub fn skipped_notice(&self) -> Option<String> {
+        self.skipped().notice(&self.name)
+    }
+
     /// The number of the line last read (the header is line 1).
     pub fn line(&self) -> u64 {
         self.lines.number
@@ -145,6 +210,7 @@ impl Events {
                 self.writers.batch(batch).map_err(|e| format!(": {e}"))?,
             ))
         } else {
+            self.skipped_records += 1;
             return Ok(None);
         };
         Ok(Some((record.t, event)))

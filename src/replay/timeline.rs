@@ -52,7 +52,8 @@ impl Timeline {
         let mut cut_short = None;
         let mut peak: Option<(u64, u64, u32)> = None;
         let mut marks = Vec::new();
-        for item in recording.events() {
+        let mut items = recording.events();
+        for item in items.by_ref() {
             let (at_ms, event) = match item {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -72,6 +73,13 @@ impl Timeline {
             }
             note_marks(at_ms, &event, &mut peak, &mut marks);
             events.push((at_ms, event));
+        }
+        // Said with the rest of why the screen does not hold everything.
+        if let Some(skipped) = items.skipped_notice() {
+            cut_short = Some(match cut_short {
+                Some(why) => format!("{why}; {skipped}"),
+                None => skipped,
+            });
         }
         if let Some((value, at_ms, gpu)) = peak {
             marks.push(Mark {

@@ -39,6 +39,9 @@ pub fn run(file: &Path, format: Format) -> ExitCode {
         Format::Json => render::json(&report),
     };
     print!("{text}");
+    if let Some(skipped) = &report.skipped {
+        eprintln!("vramscope: {skipped}");
+    }
     if report.damaged.is_some() {
         ExitCode::from(1)
     } else {
