@@ -10,6 +10,8 @@ pub mod channel;
 #[cfg(feature = "monitor")]
 pub mod cli;
 #[cfg(feature = "monitor")]
+pub mod cli_scope;
+#[cfg(feature = "monitor")]
 pub mod demo;
 #[cfg(feature = "monitor")]
 pub mod export;

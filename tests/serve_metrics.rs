@@ -506,3 +506,33 @@ fn without_nvml_it_keeps_serving_and_says_why() {
     assert!(said.starts_with("vramscope: "), "{said}");
     assert!(said.ends_with("; serving without GPU figures"), "{said}");
 }
+
+#[test]
+fn serve_refuses_the_one_shot_options_instead_of_serving() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    for option in ["--once", "--csv", "--json", "--ascii"] {
+        let mut child = scenario
+            .command()
+            .args(["serve", "--listen", "127.0.0.1:0", option])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if child.try_wait().unwrap().is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("serve {option} started a server");
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{option}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!("vramscope: {option} does not apply to `vramscope serve`\n")
+        );
+        assert!(out.stdout.is_empty());
+    }
+}
