@@ -180,7 +180,9 @@ fn scrapes_survive_a_storm(clients: usize, how: Misbehaviour) {
     let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
     let served = serve(&scenario);
     let mut scraper = KeepAlive::connect(served.addr);
-    scraper.scrape().expect("the first scrape, before the storm");
+    scraper
+        .scrape()
+        .expect("the first scrape, before the storm");
     let storm = Storm::start(served.addr, clients, how, Duration::from_secs(30));
     // Until every client has connected once: all places taken, and newcomers closing others.
     let deadline = Instant::now() + Duration::from_secs(10);
