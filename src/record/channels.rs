@@ -198,7 +198,7 @@ struct PollIn {
 }
 
 /// The reader's memory of each channel's identity, shared by all its polls as live.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct WritersRead {
     known: HashMap<String, Arc<WriterIdentity>>,
     /// Events and polls skipped so far, of kinds a later version added.

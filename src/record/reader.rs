@@ -143,6 +143,32 @@ impl Recording {
         }
     }
 
+    /// The events after `at`, which an earlier reading of the same file gave: the lines
+    /// before it are passed over unparsed. An error when the file no longer holds them.
+    pub fn events_from(mut self, at: &Resume) -> Result<Events, RecordingError> {
+        while self.lines.number < at.line {
+            match self.lines.next(MAX_LINE) {
+                Ok(Line::Whole) => {}
+                Ok(Line::Cut | Line::End) => {
+                    return Err(RecordingError::new(format!(
+                        "{}: ends before line {}, which it held when first read",
+                        self.name, at.line
+                    )));
+                }
+                Err(problem) => {
+                    return Err(problem_error(&self.name, &problem, self.lines.number));
+                }
+            }
+        }
+        Ok(Events {
+            name: self.name,
+            lines: self.lines,
+            writers: at.writers.clone(),
+            skipped_records: at.skipped_records,
+            done: false,
+        })
+    }
+
     /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
     /// damage that stopped the reading and what was skipped, if anything.
     pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Ending {
@@ -164,6 +190,16 @@ impl Recording {
     }
 }
 
+/// Where reading a recording stopped: the line last read and what the reader remembered
+/// there, so that a fresh open of the same file can go on from it (`Recording::events_from`)
+/// without parsing the lines before it again.
+#[derive(Clone)]
+pub struct Resume {
+    line: u64,
+    writers: WritersRead,
+    skipped_records: u64,
+}
+
 /// The events of a recording; see `Recording::events`.
 pub struct Events {
     name: String,
@@ -179,6 +215,15 @@ impl Events {
         Skipped {
             records: self.skipped_records,
             ..self.writers.skipped
+        }
+    }
+
+    /// Where this reading stands, to go on from later (`Recording::events_from`).
+    pub fn resume_point(&self) -> Resume {
+        Resume {
+            line: self.lines.number,
+            writers: self.writers.clone(),
+            skipped_records: self.skipped_records,
         }
     }
 

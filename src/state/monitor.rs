@@ -35,6 +35,7 @@ impl StaleAfter {
 
 /// The newest host pass. Its processes are shared with every snapshot's rows rather than
 /// copied into them each frame, three strings apiece.
+#[derive(Clone)]
 struct LatestHost {
     memory: Reading<HostMemory>,
     /// Sorted by pid, for the joins' binary searches.
@@ -47,8 +48,8 @@ impl LatestHost {
     }
 }
 
-/// Everything sampled so far.
-#[derive(Default)]
+/// Everything sampled so far. Cloned for replay's checkpoints, which it seeks back from.
+#[derive(Clone, Default)]
 pub struct Monitor {
     pub driver: Option<DriverInfo>,
     pub problem: Option<NvmlProblem>,
