@@ -38,7 +38,7 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
     let mode = matches.subcommand_name();
     for (id, flag, read_by) in READ_BY {
         let given = matches.value_source(id) == Some(ValueSource::CommandLine);
-        if given && !read_by.iter().any(|m| *m == mode) {
+        if given && !read_by.contains(&mode) {
             let what =
                 mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
             return Err(format!("{flag} does not apply to {what}"));

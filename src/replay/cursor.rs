@@ -1,19 +1,36 @@
 //! Feeding a recording to the monitor up to a moment, forward as the file is read, and back
 //! from checkpoints: every `spacing` events read, the monitor and the reader's place are
-//! kept, at most `MAX_CHECKPOINTS` of them, so going back re-reads the file from its start
-//! unparsed up to the nearest checkpoint before the moment and feeds at most `spacing`
-//! events from there. Memory is the monitor times the checkpoints, whatever the file's
-//! length; the monitor's history is bounded on its own.
+//! kept, so going back re-reads the file from its start unparsed up to the nearest
+//! checkpoint before the moment and feeds at most `spacing` events from there. At most
+//! `max_checkpoints` are kept, and at most `bytes` of monitor history among them
+//! (past it every other one goes and the spacing doubles), so memory stays bounded whatever
+//! the file's length; the monitor's own history is bounded too.
 
 use crate::record::{Events, Recording, RecordingError, Resume};
 use crate::sources::runner::SourceEvent;
 use crate::state::Monitor;
 use std::path::PathBuf;
 
-/// Checkpoints kept at most.
-const MAX_CHECKPOINTS: u64 = 32;
-/// Fewest events between two checkpoints: a short recording is replayed from its start.
-const MIN_SPACING: u64 = 2048;
+/// How many checkpoints are kept, how far apart and how large together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Checkpoints kept at most.
+    pub max_checkpoints: u64,
+    /// Fewest events between two checkpoints: a short recording is replayed from its start.
+    pub min_spacing: u64,
+    /// Monitor history the checkpoints may hold together (`Monitor::history_bytes`).
+    pub bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_checkpoints: 32,
+            min_spacing: 2048,
+            bytes: 256 << 20,
+        }
+    }
+}
 
 /// Where the recording is, to be read again.
 pub enum Source {
@@ -37,11 +54,14 @@ struct Checkpoint {
     /// The latest time among those events: the checkpoint serves any moment from it on.
     latest_ms: u64,
     monitor: Monitor,
+    /// `monitor.history_bytes()`.
+    bytes: usize,
     resume: Resume,
 }
 
 pub struct Cursor {
     source: Source,
+    limits: Limits,
     spacing: u64,
     checkpoints: Vec<Checkpoint>,
     /// Reads the events after the first `fed`; `None` once the file is read to its end.
@@ -58,10 +78,13 @@ pub struct Cursor {
 
 impl Cursor {
     /// A cursor on `source`, which holds `events` events.
-    pub fn new(source: Source, events: u64) -> Cursor {
+    pub fn new(source: Source, events: u64, limits: Limits) -> Cursor {
         Cursor {
             source,
-            spacing: events.div_ceil(MAX_CHECKPOINTS).max(MIN_SPACING),
+            limits,
+            spacing: events
+                .div_ceil(limits.max_checkpoints.max(1))
+                .max(limits.min_spacing.max(1)),
             checkpoints: Vec::new(),
             reader: None,
             pending: None,
@@ -159,14 +182,47 @@ impl Cursor {
         if self.fed < due {
             return;
         }
-        let Some(reader) = &self.reader else {
+        let Some(resume) = self.reader.as_ref().map(Events::resume_point) else {
             return;
         };
+        let bytes = monitor.history_bytes();
+        while !self.checkpoints.is_empty() && self.checkpoints_bytes() + bytes > self.limits.bytes {
+            self.thin();
+        }
+        if bytes > self.limits.bytes {
+            // Too large to keep even alone: going back starts from the file's start.
+            return;
+        }
         self.checkpoints.push(Checkpoint {
             fed: self.fed,
             latest_ms: self.latest_ms,
             monitor: monitor.clone(),
-            resume: reader.resume_point(),
+            bytes,
+            resume,
         });
+    }
+
+    /// How many checkpoints are kept, and their monitors' history bytes together.
+    pub fn checkpoints(&self) -> (usize, usize) {
+        (self.checkpoints.len(), self.checkpoints_bytes())
+    }
+
+    fn checkpoints_bytes(&self) -> usize {
+        self.checkpoints.iter().map(|c| c.bytes).sum()
+    }
+
+    /// Drops every other checkpoint (the second, fourth, ...; the last when only one is
+    /// left) and doubles the spacing, as if they had been kept that far apart.
+    fn thin(&mut self) {
+        if self.checkpoints.len() == 1 {
+            self.checkpoints.clear();
+        } else {
+            let mut index = 0;
+            self.checkpoints.retain(|_| {
+                index += 1;
+                index % 2 == 1
+            });
+        }
+        self.spacing = self.spacing.saturating_mul(2);
     }
 }

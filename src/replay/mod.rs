@@ -7,6 +7,7 @@
 mod cursor;
 mod timeline;
 
+pub use cursor::Limits;
 pub use timeline::{Mark, MarkKind, Timeline};
 
 use crate::record::Recording;
@@ -68,6 +69,11 @@ pub struct Replay {
 
 impl Replay {
     pub fn open(path: &Path) -> Result<Replay, String> {
+        Self::open_with(path, Limits::default())
+    }
+
+    /// `open` with other checkpoint limits (tests and benchmarks).
+    pub fn open_with(path: &Path, limits: Limits) -> Result<Replay, String> {
         let recording = Recording::open(path).map_err(|e| e.to_string())?;
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
@@ -75,7 +81,12 @@ impl Replay {
         );
         let label = format!("replay {name}");
         let source = Source::File(path.to_path_buf());
-        Ok(Replay::new(Timeline::scan(recording), source, label))
+        Ok(Replay::new(
+            Timeline::scan(recording),
+            source,
+            label,
+            limits,
+        ))
     }
 
     pub fn from_bytes(name: &str, bytes: &'static [u8], label: &str) -> Result<Replay, String> {
@@ -85,13 +96,14 @@ impl Replay {
             Timeline::scan(recording),
             source,
             label.to_string(),
+            Limits::default(),
         ))
     }
 
-    fn new(timeline: Timeline, source: Source, label: String) -> Replay {
+    fn new(timeline: Timeline, source: Source, label: String, limits: Limits) -> Replay {
         Replay {
             at_ms: timeline.first_ms,
-            cursor: Cursor::new(source, timeline.events),
+            cursor: Cursor::new(source, timeline.events, limits),
             timeline,
             label,
             playing: true,
@@ -103,6 +115,11 @@ impl Replay {
     /// The refresh period of the recording, for the charts' time axis.
     pub fn interval_ms(&self) -> u64 {
         self.timeline.header.interval_ms.max(1)
+    }
+
+    /// How many checkpoints are kept to seek back from, and their monitors' history bytes.
+    pub fn checkpoints(&self) -> (usize, usize) {
+        self.cursor.checkpoints()
     }
 
     /// The moment the screen shows.

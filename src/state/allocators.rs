@@ -226,6 +226,15 @@ impl Default for Allocators {
 }
 
 impl Allocators {
+    /// About how much memory the channels' histories take (`Series::memory_bytes`).
+    pub fn history_bytes(&self) -> usize {
+        self.channels
+            .iter()
+            .flat_map(|(_, channel)| &channel.slots)
+            .map(|slot| slot.allocated.memory_bytes() + slot.reserved.memory_bytes())
+            .sum()
+    }
+
     pub fn ingest(&mut self, batch: ChannelBatch) {
         for poll in batch.polls {
             let key = poll.path.clone();

@@ -76,6 +76,22 @@ impl Monitor {
     /// Takes one sampler event into the state. Evicted once per event, after its newest
     /// device sample: a tick's batch holds one sample per GPU, and each eviction walks every
     /// process's series.
+    /// About how much memory the histories take (`Series::memory_bytes`): most of a
+    /// monitor's size after a while, which replay's checkpoints budget by.
+    pub fn history_bytes(&self) -> usize {
+        let devices: usize = self
+            .device_series
+            .values()
+            .map(|d| d.memory_used.memory_bytes() + d.gpu_util.memory_bytes())
+            .sum();
+        let processes: usize = self
+            .process_series
+            .iter()
+            .map(|(_, p)| p.vram.memory_bytes() + p.host_rss.memory_bytes())
+            .sum();
+        devices + processes + self.host_used.memory_bytes() + self.allocators.history_bytes()
+    }
+
     pub fn ingest(&mut self, event: SourceEvent) {
         if let Some(at_ms) = self.apply(event) {
             self.evict(at_ms);
