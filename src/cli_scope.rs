@@ -15,16 +15,18 @@ const SERVE: Mode = Some("serve");
 const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
+const EXPORT: Mode = Some("export");
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
-/// `run` reads what the monitor reads: it is the monitor with a job.
+/// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
+/// JSON, and `export --csv` names the one format `export` writes.
 const READ_BY: [(&str, &str, &[Mode]); 10] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
     ("once", "--once", &[MONITOR, RUN]),
     ("json", "--json", &[MONITOR, RUN, REPORT]),
-    ("csv", "--csv", &[MONITOR, RUN]),
+    ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
@@ -162,6 +164,7 @@ mod tests {
             &["run", "--json", "--", "python", "x.py"][..],
             &["run", "--ascii", "--interval", "2s", "--", "python", "x.py"][..],
             &["export", "f"][..],
+            &["export", "--csv", "-o", "x.csv", "f"][..],
         ] {
             assert_eq!(check(args), Ok(()), "{args:?}");
         }
