@@ -17,6 +17,12 @@
 //! processes) with 8 channels written from this process at 50 Hz, at a 1 s refresh, without
 //! and with `--record FILE.zst`, alternately, SECS seconds each (default 30), and prints the
 //! CPU time per refresh of each (threads' schedstat) and the increase.
+//!
+//! `cargo bench --bench recording -- --replay-rss [MINUTES...]` writes recordings of those
+//! lengths (default 5, 15, 30 and 60 simulated minutes, `.zst`) and prints, for each, the
+//! peak RSS of a process that replays it (opens it, plays to the end, jumps to the largest
+//! peak, back to the start, to the OOM, a sample forward and 10 s back, as the keys do),
+//! with how long each move took, beside the peak RSS of `vramscope report` on the same file.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -49,6 +55,16 @@ fn main() {
         && flag == "--e2e-writer"
     {
         e2e::write_channel(gpu.parse().expect("gpu"), Path::new(dir));
+        return;
+    }
+    if let [_, flag, file] = args.as_slice()
+        && flag == "--replay-child"
+    {
+        replay_rss::child(Path::new(file));
+        return;
+    }
+    if std::env::args().any(|a| a == "--replay-rss") {
+        replay_rss::run(&args);
         return;
     }
     if std::env::args().any(|a| a == "--e2e") {
@@ -166,13 +182,28 @@ struct Outcome {
 
 fn run(dir: &Path, extension: &str, seconds: u64, kinds: Kinds) -> Outcome {
     let path = dir.join(format!("bench-{}.{extension}", rand_name()));
+    let mut out = write(&path, seconds, kinds);
+    let before = thread_cpu_ns();
+    let read = Recording::open(&path)
+        .expect("open")
+        .events()
+        .inspect(|e| assert!(e.is_ok(), "reads back: {e:?}"))
+        .count();
+    out.read_cpu = Duration::from_nanos(thread_cpu_ns() - before);
+    assert!(read as u64 >= out.records, "{read} events read back");
+    let _ = std::fs::remove_file(&path);
+    out
+}
+
+/// Writes `seconds` of the simulation to `path`.
+fn write(path: &Path, seconds: u64, kinds: Kinds) -> Outcome {
     let mut sim = Simulation::new(0x5eed);
     let header = Header {
         started_ms: T0,
         ..Header::new(1000)
     };
     let mut out = Outcome::default();
-    let mut recorder = Recorder::create(&path, header).expect("create");
+    let mut recorder = Recorder::create(path, header).expect("create");
     for s in 1..=seconds {
         let tick = sim.tick(s);
         let mut batch = Vec::new();
@@ -217,17 +248,98 @@ fn run(dir: &Path, extension: &str, seconds: u64, kinds: Kinds) -> Outcome {
     let before = thread_cpu_ns();
     recorder.finish().expect("finish");
     out.cpu += Duration::from_nanos(thread_cpu_ns() - before);
-    out.bytes = std::fs::metadata(&path).expect("size").len();
-    let before = thread_cpu_ns();
-    let read = Recording::open(&path)
-        .expect("open")
-        .events()
-        .inspect(|e| assert!(e.is_ok(), "reads back: {e:?}"))
-        .count();
-    out.read_cpu = Duration::from_nanos(thread_cpu_ns() - before);
-    assert!(read as u64 >= out.records, "{read} events read back");
-    let _ = std::fs::remove_file(&path);
+    out.bytes = std::fs::metadata(path).expect("size").len();
     out
+}
+
+/// Replay's peak memory against the recording's length.
+mod replay_rss {
+    use super::{Kinds, write};
+    use std::path::Path;
+    use std::process::Command;
+    use std::time::Instant;
+    use vramscope::replay::{Command as Key, Replay};
+
+    pub fn run(args: &[String]) {
+        let mut minutes: Vec<u64> = args.iter().filter_map(|a| a.parse().ok()).collect();
+        if minutes.is_empty() {
+            minutes = vec![5, 15, 30, 60];
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let me = std::env::current_exe().expect("this benchmark");
+        println!("replay peak RSS against recording length (8 GPUs, 64 processes, 8 ranks)");
+        for m in minutes {
+            let path = dir.path().join(format!("run-{m}min.jsonl.zst"));
+            let out = write(&path, m * 60, Kinds::ALL);
+            let (replay_kb, said) = peak_rss_of(Command::new(&me).arg("--replay-child").arg(&path));
+            let (report_kb, _) = peak_rss_of(
+                Command::new(env!("CARGO_BIN_EXE_vramscope"))
+                    .arg("report")
+                    .arg(&path),
+            );
+            println!(
+                "{m:>4} min: {:>7.1} MB compressed, {:>8} records; replay peak RSS {:>7.1} MiB \
+                 ({}); report {:>6.1} MiB",
+                out.bytes as f64 / 1e6,
+                out.records,
+                replay_kb as f64 / 1024.0,
+                said.trim(),
+                report_kb as f64 / 1024.0,
+            );
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+
+    /// Runs `command` to its end; its peak RSS in kB (the kernel's count, from `wait4`) and
+    /// what it printed.
+    #[allow(
+        clippy::zombie_processes,
+        reason = "waited for by wait4, which also gives its peak RSS"
+    )]
+    fn peak_rss_of(command: &mut Command) -> (i64, String) {
+        let child = command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        let pid = child.id() as libc::pid_t;
+        let mut stdout = child.stdout.expect("piped");
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut text).expect("read its output");
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child, whose pid we hold, writing into our own locals.
+        let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(waited, pid, "wait4");
+        (usage.ru_maxrss, text)
+    }
+
+    /// In the child: replays `file` with the keys' moves, printing how long each took.
+    pub fn child(file: &Path) {
+        let started = Instant::now();
+        let mut replay = Replay::open(file).expect("open the recording");
+        let mut monitor = replay.fresh_monitor();
+        let mut said = vec![format!("open {:.2} s", started.elapsed().as_secs_f64())];
+        for (name, key) in [
+            ("end", Key::End),
+            ("peak", Key::LargestPeak),
+            ("start", Key::Start),
+            ("oom", Key::NextOom),
+            ("step", Key::SampleForward),
+            ("back", Key::Back),
+        ] {
+            let at = Instant::now();
+            replay.command(key, &mut monitor);
+            said.push(format!("{name} {:.2} s", at.elapsed().as_secs_f64()));
+        }
+        let (kept, bytes) = replay.checkpoints();
+        said.push(format!(
+            "{kept} checkpoints of {:.1} MiB history",
+            bytes as f64 / (1 << 20) as f64
+        ));
+        println!("{}", said.join(", "));
+    }
 }
 
 fn rand_name() -> u64 {

@@ -8,8 +8,12 @@
 //! (measured from each request's scheduled send time, so a stall is not hidden by the
 //! requests it delays), vramscope's CPU per scrape (its threads' schedstat under load minus
 //! unscraped, per scrape), and NVML calls per second in both phases from the fake's counters,
-//! which scraping must not change. Run with `cargo bench --bench serve` (add `-- SECS` to
-//! change the 30 s phases).
+//! which scraping must not change. Then, for each storm (200 idle clients, 300 slowloris
+//! clients and 300 clients connecting and closing, each reconnecting as soon as it is
+//! dropped, at the default 64 connections), a kept-alive scraper and a fresh-connection
+//! scraper each scrape 10 times a second: printed are their successes and latencies. Run
+//! with `cargo bench --bench serve` (add `-- SECS` to change the 30 s phases; storms last
+//! a third of that, at least 5 s).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -19,6 +23,7 @@ mod support;
 
 use common::read_counts;
 use serde_json::{Value, json};
+use serve_support::storm::{KeepAlive, Misbehaviour, Storm};
 use serve_support::{PROMETHEUS_ACCEPT, Served};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -99,6 +104,69 @@ fn main() {
         idle.calls / idle.calls_seconds,
         loaded.calls / loaded.calls_seconds
     );
+    for (clients, how) in [
+        (200, Misbehaviour::Idle),
+        (300, Misbehaviour::Trickle),
+        (300, Misbehaviour::Churn),
+    ] {
+        storm(&served, clients, how, (seconds / 3).max(5));
+    }
+}
+
+/// Scrapes on one kept-alive connection and on fresh connections, 10 a second each, while
+/// `clients` clients misbehave as `how` says; prints how many succeeded and how fast.
+fn storm(served: &Served, clients: usize, how: Misbehaviour, seconds: u64) {
+    let mut kept = KeepAlive::connect(served.addr);
+    let _ = kept.scrape();
+    let storm = Storm::start(served.addr, clients, how, Duration::from_secs(seconds + 30));
+    std::thread::sleep(Duration::from_secs(1));
+    let end = Instant::now() + Duration::from_secs(seconds);
+    let url = served.url("/metrics");
+    let fresh = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        while Instant::now() < end {
+            let started = Instant::now();
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .timeout_global(Some(Duration::from_secs(5)))
+                .build()
+                .into();
+            let ok = agent
+                .get(&url)
+                .call()
+                .ok()
+                .and_then(|mut r| r.body_mut().read_to_string().ok())
+                .is_some();
+            out.push(ok.then(|| started.elapsed()));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        out
+    });
+    let mut kept_out = Vec::new();
+    while Instant::now() < end {
+        let started = Instant::now();
+        kept_out.push(kept.scrape().ok().map(|_| started.elapsed()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let fresh_out = fresh.join().expect("fresh scraper");
+    let connections = storm.stop();
+    println!(
+        "storm of {clients} {how:?} clients for {seconds} s ({connections} connections): {}; {}",
+        summary("kept-alive", &kept_out),
+        summary("fresh connection", &fresh_out)
+    );
+}
+
+/// `NAME ok/all, median and max latency`.
+fn summary(name: &str, scrapes: &[Option<Duration>]) -> String {
+    let mut ok: Vec<Duration> = scrapes.iter().flatten().copied().collect();
+    ok.sort();
+    let latency = match (ok.get(ok.len() / 2), ok.last()) {
+        (Some(median), Some(max)) => {
+            format!("median {:.2} ms, max {:.2} ms", ms(*median), ms(*max))
+        }
+        _ => "no latency".to_string(),
+    };
+    format!("{name} {}/{} answered, {latency}", ok.len(), scrapes.len())
 }
 
 /// One phase's CPU time and NVML calls.

@@ -175,8 +175,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PERIOD", default_value = "5m", value_parser = parse_interval)]
     pub grace: Duration,
 
-    /// Most client connections open at once; a new one beyond this closes the one that has
-    /// been idle longest.
+    /// Most client connections open at once; a new one beyond this closes one that has not
+    /// sent a request yet, never one that sent a request recently (then it is refused).
     #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..))]
     pub max_connections: u16,
 

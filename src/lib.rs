@@ -12,6 +12,8 @@ pub mod clean;
 #[cfg(feature = "monitor")]
 pub mod cli;
 #[cfg(feature = "monitor")]
+pub mod cli_scope;
+#[cfg(feature = "monitor")]
 pub mod demo;
 #[cfg(feature = "monitor")]
 pub mod export;

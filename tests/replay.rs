@@ -9,7 +9,7 @@ use common::{GIB, Scenario};
 use recording_fixture::{T0, write_recording};
 use serde_json::json;
 use std::time::Duration;
-use vramscope::replay::{Command, Replay};
+use vramscope::replay::{Command, Limits, Replay};
 use vramscope::state::{Monitor, StaleAfter};
 
 fn used(monitor: &Monitor, at_ms: u64) -> Option<u64> {
@@ -231,4 +231,95 @@ fn a_recording_made_against_the_fake_nvml_replays_its_spike() {
         .peak()
         .unwrap();
     assert_eq!(peak.value, (70 * GIB) as f64);
+}
+
+/// Three hours at 1 Hz: GPU 0's used memory changes every second, with its one highest
+/// value at 2 h 10 min.
+fn write_long_recording(path: &std::path::Path) -> u64 {
+    use vramscope::record::{Header, Recorder};
+    let mut rec = Recorder::create(
+        path,
+        Header {
+            version: 1,
+            vramscope_version: "0.1.0".into(),
+            started_ms: T0,
+            interval_ms: 1000,
+            host: None,
+        },
+    )
+    .unwrap();
+    let started = vramscope::sources::runner::SourceEvent::Started {
+        driver: vramscope::model::DriverInfo {
+            driver_version: Ok("550.54.15".into()),
+            cuda_version: Ok(12040),
+            nvml_version: Ok("12.550.54.15".into()),
+        },
+        devices: vec![recording_fixture::device_info(0)],
+    };
+    rec.record(T0, &started).unwrap();
+    let seconds = 3 * 3600;
+    for s in 0..seconds {
+        let at = T0 + s * 1000;
+        let used = if s == 7800 {
+            79 * GIB
+        } else {
+            (10 + (s * 7919) % 60) * GIB
+        };
+        rec.record(
+            at,
+            &recording_fixture::device_sample(0, at, used, Some(used / 2)),
+        )
+        .unwrap();
+    }
+    rec.finish().unwrap();
+    seconds
+}
+
+#[test]
+fn going_back_from_checkpoints_shows_what_playing_forward_showed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl.zst");
+    let seconds = write_long_recording(&path);
+    let state = |monitor: &Monitor, at_ms: u64| {
+        let snapshot = monitor.snapshot(at_ms, StaleAfter::interval(1000));
+        let key = snapshot.devices[0].info.key();
+        let peak = monitor.device_series(&key).unwrap().memory_used.peak();
+        (snapshot, peak)
+    };
+    // The default limits, and limits so tight that checkpoints are thinned out as the
+    // cursor goes: each must show what a replay only ever played forward shows.
+    let tight = Limits {
+        max_checkpoints: 32,
+        min_spacing: 100,
+        bytes: 2 << 20,
+    };
+    for limits in [Limits::default(), tight] {
+        // To the end, then back to moments before, between and on checkpoints, and forward.
+        let mut replay = Replay::open_with(&path, limits).unwrap();
+        let mut monitor = replay.fresh_monitor();
+        replay.command(Command::End, &mut monitor);
+        assert_eq!(replay.now_ms(), T0 + (seconds - 1) * 1000);
+        let (kept, bytes) = replay.checkpoints();
+        assert!(
+            (2..=32).contains(&kept) && bytes <= limits.bytes,
+            "{limits:?}: {kept} checkpoints, {bytes} B"
+        );
+        // 32 checkpoints of this recording hold more than the tight limit: some went.
+        assert!(limits != tight || kept < 32, "{kept} checkpoints");
+        for s in [10_000, 7800, 7799, 4096, 2048, 2047, 5, 0, 9000] {
+            let at = T0 + s * 1000;
+            replay.seek(&mut monitor, at);
+            let mut fresh = Replay::open(&path).unwrap();
+            let mut forward = fresh.fresh_monitor();
+            fresh.seek(&mut forward, at);
+            assert_eq!(
+                state(&monitor, at),
+                state(&forward, at),
+                "{limits:?}: at {s} s"
+            );
+        }
+        let said = replay.command(Command::LargestPeak, &mut monitor);
+        assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 79.0 GiB"));
+        assert_eq!(used(&monitor, replay.now_ms()), Some(79 * GIB));
+    }
 }

@@ -257,6 +257,15 @@ fn prometheus_stores_the_scenarios_values() {
         json!("bytes")
     );
     assert_eq!(entry("DCGM_FI_DEV_FB_USED")["type"], json!("gauge"));
+    // Every family it stored came with its HELP, counters included.
+    for e in entries {
+        assert!(
+            e["help"].as_str().is_some_and(|h| !h.trim().is_empty()),
+            "no HELP reached Prometheus for {}",
+            e["metric"]
+        );
+    }
+    assert!(entries.len() > 20, "{} families only", entries.len());
 
     // A new OOM reaches Prometheus, and the dashboard's annotation query marks it.
     publish(&mut writer, 3);

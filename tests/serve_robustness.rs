@@ -7,6 +7,7 @@ mod serve_support;
 
 use common::*;
 use serde_json::json;
+use serve_support::storm::{KeepAlive, Misbehaviour, Storm};
 use serve_support::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -170,4 +171,59 @@ fn a_flood_of_connections_holds_at_most_the_limit_open() {
     // The newest ones are those kept: a scraper that just connected is never starved.
     assert!(open >= 1, "no connection left open at all");
     assert!(timed_scrape(&served) < Duration::from_millis(900));
+}
+
+/// A scraper on one kept-alive connection scrapes every 100 ms while `clients` clients
+/// that behave as `how` says reconnect as soon as they are dropped: every scrape must be
+/// answered on that connection, and a scrape on a fresh connection too.
+fn scrapes_survive_a_storm(clients: usize, how: Misbehaviour) {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let served = serve(&scenario);
+    let mut scraper = KeepAlive::connect(served.addr);
+    scraper
+        .scrape()
+        .expect("the first scrape, before the storm");
+    let storm = Storm::start(served.addr, clients, how, Duration::from_secs(30));
+    // Until every client has connected once: all places taken, and newcomers closing others.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while storm.connections() < clients as u64 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = storm.connections();
+    let mut failures = Vec::new();
+    for i in 0..30 {
+        std::thread::sleep(Duration::from_millis(100));
+        match scraper.scrape() {
+            Ok(body) if body.contains("DCGM_FI_DEV_FB_USED") => {}
+            Ok(body) => failures.push(format!("scrape {i}: no metrics in {body:?}")),
+            Err(e) => failures.push(format!("scrape {i}: {e}")),
+        }
+    }
+    let fresh = timed_scrape(&served);
+    let during = storm.connections() - before;
+    let total = storm.stop();
+    assert!(
+        failures.is_empty(),
+        "{} of 30 kept-alive scrapes failed during a storm of {clients} {how:?} clients: {failures:?}",
+        failures.len()
+    );
+    assert!(
+        fresh < Duration::from_secs(3),
+        "a scrape on a fresh connection took {fresh:?}"
+    );
+    // The storm did storm: clients kept being dropped and reconnecting while we scraped.
+    assert!(
+        total >= clients as u64 && during > 0,
+        "{total} connections in all, {during} while scraping"
+    );
+}
+
+#[test]
+fn a_kept_alive_scraper_is_answered_through_a_storm_of_reconnecting_idle_clients() {
+    scrapes_survive_a_storm(200, Misbehaviour::Idle);
+}
+
+#[test]
+fn a_kept_alive_scraper_is_answered_through_a_slowloris_storm() {
+    scrapes_survive_a_storm(100, Misbehaviour::Trickle);
 }

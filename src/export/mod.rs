@@ -65,17 +65,22 @@ pub fn write_csv(recording: Recording, mut out: impl Write) -> io::Result<Option
         devices: Vec::new(),
         slot_gpu: HashMap::new(),
     };
-    for item in recording.events() {
+    let mut events = recording.events();
+    let mut damage = None;
+    for item in events.by_ref() {
         match item {
             Ok((_, event)) => rows.event(event)?,
             Err(e) => {
-                out.flush()?;
-                return Ok(Some(e.to_string()));
+                damage = Some(e.to_string());
+                break;
             }
         }
     }
     out.flush()?;
-    Ok(None)
+    if let Some(skipped) = events.skipped_notice() {
+        eprintln!("vramscope: {skipped}");
+    }
+    Ok(damage)
 }
 
 struct Rows<'a, W: Write> {

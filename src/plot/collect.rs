@@ -10,7 +10,7 @@ use crate::model::{
     AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
     WriterIdentity,
 };
-use crate::record::Recording;
+use crate::record::{Ending, Recording};
 use crate::sources::runner::SourceEvent;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -76,8 +76,8 @@ pub fn collect(recording: Recording, points: usize) -> Timeline {
         first_ms: None,
         last_ms: None,
     };
-    let damaged = recording.each_event(|at_ms, event| c.event(at_ms, event));
-    c.finish(header.host.as_deref(), damaged)
+    let ending = recording.each_event(|at_ms, event| c.event(at_ms, event));
+    c.finish(header.host.as_deref(), ending)
 }
 
 impl Collector {
@@ -217,7 +217,8 @@ impl Collector {
         }
     }
 
-    fn finish(self, host: Option<&str>, damaged: Option<String>) -> Timeline {
+    fn finish(self, host: Option<&str>, ending: Ending) -> Timeline {
+        let damaged = ending.damage;
         let gap = |period_ms: u64| Some(MIN_GAP_MS.max(period_ms.saturating_mul(10)));
         let nvml_gap = gap(self.interval_ms);
         let mut indices: BTreeSet<u32> = self.devices.iter().map(|d| d.index).collect();
@@ -322,6 +323,7 @@ impl Collector {
             panels: panels.into_iter().map(|(_, p)| p).collect(),
             ooms_dropped: self.ooms_dropped,
             damaged,
+            skipped: ending.skipped,
         }
     }
 }

@@ -99,6 +99,9 @@ pub fn plot(file: &Path, output: &Path, options: &Options) -> Result<Option<Stri
     }
     let recording = Recording::open(file).map_err(fail)?;
     let timeline = collect::collect(recording, POINTS_PER_SERIES);
+    if let Some(skipped) = &timeline.skipped {
+        eprintln!("vramscope: {skipped}");
+    }
     if timeline.panels.iter().all(|p| p.series.is_empty()) {
         let why = match &timeline.damaged {
             Some(damage) => format!(" before the damage ({damage})"),

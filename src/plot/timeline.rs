@@ -128,6 +128,8 @@ pub struct Timeline {
     pub ooms_dropped: u64,
     /// The recording stopped being readable here; what came before is plotted.
     pub damaged: Option<String>,
+    /// What was skipped, being of kinds this vramscope does not know.
+    pub skipped: Option<String>,
 }
 
 /// Text from a recording made safe for any output: XML refuses control characters even

@@ -5,12 +5,16 @@
 //! several records, which a monitor ingests to the same state.
 
 use super::points::{self, PointGroup};
-use super::wire::{WriterLivenessDef, allocator_devices, allocator_events, identity};
+use super::reader::Skipped;
+use super::wire::{
+    EVENT_KINDS, LIVENESS_STATES, WriterLivenessDef, allocator_devices, allocator_events, identity,
+};
 use crate::model::{
     AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, Gone, WriterIdentity,
     WriterLiveness,
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -180,23 +184,25 @@ struct PollIn {
     #[serde(default)]
     writer: Option<identity::Own>,
     host_pid: Option<u32>,
-    #[serde(with = "WriterLivenessDef")]
-    liveness: WriterLiveness,
+    /// Read on its own, so that a state a later version added skips the poll only.
+    liveness: Value,
     #[serde(deserialize_with = "allocator_devices::deserialize")]
     devices: Vec<AllocatorDevice>,
     step: Option<u64>,
     label: String,
     points: Vec<PointGroup>,
-    #[serde(deserialize_with = "allocator_events::deserialize")]
-    events: Vec<AllocatorEvent>,
+    /// Read one by one, so that a kind a later version added skips that event only.
+    events: Vec<Value>,
     lost_samples: u64,
     lost_events: u64,
 }
 
 /// The reader's memory of each channel's identity, shared by all its polls as live.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct WritersRead {
     known: HashMap<String, Arc<WriterIdentity>>,
+    /// Events and polls skipped so far, of kinds a later version added.
+    pub skipped: Skipped,
 }
 
 impl WritersRead {
@@ -223,16 +229,39 @@ impl WritersRead {
                     }
                 },
             };
+            // A state a later version added: the poll cannot be shown as any state of ours,
+            // so it is skipped (its writer, above, is still remembered for the next).
+            let Some(liveness) = known(
+                poll.liveness,
+                "state",
+                &LIVENESS_STATES,
+                WriterLivenessDef::deserialize,
+            )?
+            else {
+                self.skipped.polls += 1;
+                continue;
+            };
+            let mut events = Vec::with_capacity(poll.events.len());
+            for event in poll.events {
+                let kind = event.get("event").cloned().unwrap_or(Value::Null);
+                if !is_known(&kind, "kind", &EVENT_KINDS) {
+                    self.skipped.events += 1;
+                    continue;
+                }
+                let event = allocator_events::Own::deserialize(event)
+                    .map_err(|e| format!("damaged writer event ({e})"))?;
+                events.push(event.0);
+            }
             polls.push(ChannelPoll {
                 path: poll.path,
                 identity,
                 host_pid: poll.host_pid,
-                liveness: poll.liveness,
+                liveness,
                 devices: poll.devices,
                 step: poll.step,
                 label: poll.label,
                 points: points::decode(poll.points)?,
-                events: poll.events,
+                events,
                 lost_samples: poll.lost_samples,
                 lost_events: poll.lost_events,
             });
@@ -247,5 +276,30 @@ impl WritersRead {
             gone,
             rejected: batch.rejected,
         })
+    }
+}
+
+/// `value` read by `read`; `None` when its `tag` names a variant none of `names` (a later
+/// version's). A known variant that does not read is damage.
+fn known<T>(
+    value: Value,
+    tag: &str,
+    names: &[&str],
+    read: impl FnOnce(Value) -> Result<T, serde_json::Error>,
+) -> Result<Option<T>, String> {
+    if !is_known(&value, tag, names) {
+        return Ok(None);
+    }
+    read(value)
+        .map(Some)
+        .map_err(|e| format!("damaged {tag} ({e})"))
+}
+
+/// False only when `value`'s `tag` is a string that is none of `names`: anything else (a
+/// known name, no tag, not an object) is left for the reading to judge.
+fn is_known(value: &Value, tag: &str, names: &[&str]) -> bool {
+    match value.get(tag).and_then(Value::as_str) {
+        Some(name) => names.contains(&name),
+        None => true,
     }
 }

@@ -22,7 +22,7 @@ mod wire;
 mod writer;
 
 pub use command::RecordArgs;
-pub use reader::{Events, Recording};
+pub use reader::{Ending, Events, Recording, Resume, Skipped};
 pub use writer::{FLUSH_EVERY, Recorder};
 
 use crate::model::now_ms;

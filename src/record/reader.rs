@@ -27,6 +27,48 @@ struct HeaderWire {
     host: Option<String>,
 }
 
+/// What a reader skipped because this vramscope does not know its kind: a later 1.x wrote
+/// it (docs/recording-v1.md, Versioning). Skipped, the rest of the file still reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// Records of a kind this version does not know.
+    pub records: u64,
+    /// Writer events of a kind this version does not know.
+    pub events: u64,
+    /// Channel polls whose writer's liveness is a state this version does not know.
+    pub polls: u64,
+}
+
+impl Skipped {
+    /// One line saying what was skipped in `name`, or `None` when nothing was.
+    pub fn notice(&self, name: &str) -> Option<String> {
+        let parts: Vec<String> = [
+            (self.records, "record"),
+            (self.events, "writer event"),
+            (self.polls, "channel poll"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("{n} {what}{}", if n == 1 { "" } else { "s" }))
+        .collect();
+        (!parts.is_empty()).then(|| {
+            format!(
+                "{name}: skipped {} of kinds this vramscope does not know (recorded by a newer vramscope?)",
+                parts.join(", ")
+            )
+        })
+    }
+}
+
+/// How reading a recording to its end went.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ending {
+    /// The damage that stopped the reading, if any.
+    pub damage: Option<String>,
+    /// The line saying what was skipped, if anything was.
+    pub skipped: Option<String>,
+}
+
 /// One record as read: `t` and one payload named by its kind. A kind this version does not
 /// know (added by a later minor change) leaves every field empty and is skipped.
 #[derive(Deserialize)]
@@ -97,21 +139,66 @@ impl Recording {
             name: self.name,
             lines: self.lines,
             writers: WritersRead::default(),
+            skipped_records: 0,
             done: false,
         }
     }
 
-    /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
-    /// message of the damage that stopped the reading, if any.
-    pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Option<String> {
-        for item in self.events() {
-            match item {
-                Ok((at_ms, event)) => f(at_ms, event),
-                Err(RecordingError { message }) => return Some(message),
+    /// The events after `at`, which an earlier reading of the same file gave: the lines
+    /// before it are passed over unparsed. An error when the file no longer holds them.
+    pub fn events_from(mut self, at: &Resume) -> Result<Events, RecordingError> {
+        while self.lines.number < at.line {
+            match self.lines.next(MAX_LINE) {
+                Ok(Line::Whole) => {}
+                Ok(Line::Cut | Line::End) => {
+                    return Err(RecordingError::new(format!(
+                        "{}: ends before line {}, which it held when first read",
+                        self.name, at.line
+                    )));
+                }
+                Err(problem) => {
+                    return Err(problem_error(&self.name, &problem, self.lines.number));
+                }
             }
         }
-        None
+        Ok(Events {
+            name: self.name,
+            lines: self.lines,
+            writers: at.writers.clone(),
+            skipped_records: at.skipped_records,
+            done: false,
+        })
     }
+
+    /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
+    /// damage that stopped the reading and what was skipped, if anything.
+    pub fn each_event(self, mut f: impl FnMut(u64, SourceEvent)) -> Ending {
+        let mut events = self.events();
+        let mut damage = None;
+        for item in events.by_ref() {
+            match item {
+                Ok((at_ms, event)) => f(at_ms, event),
+                Err(RecordingError { message }) => {
+                    damage = Some(message);
+                    break;
+                }
+            }
+        }
+        Ending {
+            damage,
+            skipped: events.skipped_notice(),
+        }
+    }
+}
+
+/// Where reading a recording stopped: the line last read and what the reader remembered
+/// there, so that a fresh open of the same file can go on from it (`Recording::events_from`)
+/// without parsing the lines before it again.
+#[derive(Clone)]
+pub struct Resume {
+    line: u64,
+    writers: WritersRead,
+    skipped_records: u64,
 }
 
 /// The events of a recording; see `Recording::events`.
@@ -119,10 +206,33 @@ pub struct Events {
     name: String,
     lines: Lines,
     writers: WritersRead,
+    skipped_records: u64,
     done: bool,
 }
 
 impl Events {
+    /// What has been skipped so far, being of kinds this version does not know.
+    pub fn skipped(&self) -> Skipped {
+        Skipped {
+            records: self.skipped_records,
+            ..self.writers.skipped
+        }
+    }
+
+    /// Where this reading stands, to go on from later (`Recording::events_from`).
+    pub fn resume_point(&self) -> Resume {
+        Resume {
+            line: self.lines.number,
+            writers: self.writers.clone(),
+            skipped_records: self.skipped_records,
+        }
+    }
+
+    /// `Skipped::notice` for this file.
+    pub fn skipped_notice(&self) -> Option<String> {
+        self.skipped().notice(&self.name)
+    }
+
     /// The number of the line last read (the header is line 1).
     pub fn line(&self) -> u64 {
         self.lines.number
@@ -148,6 +258,7 @@ impl Events {
                 self.writers.batch(batch).map_err(|e| format!(": {e}"))?,
             ))
         } else {
+            self.skipped_records += 1;
             return Ok(None);
         };
         event.clean_text();

@@ -445,6 +445,9 @@ pub struct WriterIdentityDef {
     sample_period_us: u32,
 }
 
+/// Every `state` of `WriterLivenessDef`: any other was added by a later version.
+pub const LIVENESS_STATES: [&str; 4] = ["live", "stalled", "ended", "unreadable"];
+
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "WriterLiveness", rename_all = "snake_case", tag = "state")]
 pub enum WriterLivenessDef {
@@ -490,6 +493,23 @@ pub struct AllocatorDeviceDef {
     #[serde(with = "reading")]
     step_peak: Reading<u64>,
 }
+
+/// Every `kind` of `EventKindDef`: any other was added by a later version.
+pub const EVENT_KINDS: [&str; 13] = [
+    "oom",
+    "oom_error",
+    "phase_begin",
+    "phase_end",
+    "step_end",
+    "mark",
+    "new_high_water",
+    "alloc_retry",
+    "exit",
+    "snapshot_written",
+    "foreign_peak_reset",
+    "empty_cache",
+    "unknown",
+];
 
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "EventKind", rename_all = "snake_case", tag = "kind")]

@@ -1,14 +1,18 @@
 //! Replay: a recording fed to the monitor as if it were being sampled, with a time cursor
 //! the person moves. It is just another source for the TUI: it ingests the recorded
 //! `SourceEvent`s into the same `Monitor`, and the screen shows the cursor's moment as
-//! "now". Going back rebuilds the monitor from the start (see `timeline`).
+//! "now". The file is read once at open for its span and marks (`timeline`), then again as
+//! the cursor moves; going back starts from the nearest checkpoint (`cursor`).
 
+mod cursor;
 mod timeline;
 
+pub use cursor::Limits;
 pub use timeline::{Mark, MarkKind, Timeline};
 
 use crate::record::Recording;
 use crate::state::Monitor;
+use cursor::{Cursor, Source};
 use std::path::Path;
 use std::time::Instant;
 
@@ -54,8 +58,7 @@ pub struct ReplayView {
 pub struct Replay {
     timeline: Timeline,
     label: String,
-    /// Index of the next event to ingest: every event before it is in the monitor.
-    next: usize,
+    cursor: Cursor,
     /// The moment the screen shows.
     at_ms: u64,
     playing: bool,
@@ -66,26 +69,43 @@ pub struct Replay {
 
 impl Replay {
     pub fn open(path: &Path) -> Result<Replay, String> {
+        Self::open_with(path, Limits::default())
+    }
+
+    /// `open` with other checkpoint limits (tests and benchmarks).
+    pub fn open_with(path: &Path, limits: Limits) -> Result<Replay, String> {
         let recording = Recording::open(path).map_err(|e| e.to_string())?;
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into(),
         );
         let label = format!("replay {name}");
-        Ok(Replay::new(Timeline::load(recording), label))
+        let source = Source::File(path.to_path_buf());
+        Ok(Replay::new(
+            Timeline::scan(recording),
+            source,
+            label,
+            limits,
+        ))
     }
 
     pub fn from_bytes(name: &str, bytes: &'static [u8], label: &str) -> Result<Replay, String> {
         let recording = Recording::from_bytes(name, bytes).map_err(|e| e.to_string())?;
-        Ok(Replay::new(Timeline::load(recording), label.to_string()))
+        let source = Source::Bytes(name.to_string(), bytes);
+        Ok(Replay::new(
+            Timeline::scan(recording),
+            source,
+            label.to_string(),
+            Limits::default(),
+        ))
     }
 
-    fn new(timeline: Timeline, label: String) -> Replay {
+    fn new(timeline: Timeline, source: Source, label: String, limits: Limits) -> Replay {
         Replay {
             at_ms: timeline.first_ms,
+            cursor: Cursor::new(source, timeline.events, limits),
             timeline,
             label,
-            next: 0,
             playing: true,
             speed_index: SPEEDS.iter().position(|s| *s == 1.0).unwrap_or(0),
             played_at: None,
@@ -97,17 +117,19 @@ impl Replay {
         self.timeline.header.interval_ms.max(1)
     }
 
+    /// How many checkpoints are kept to seek back from, and their monitors' history bytes.
+    pub fn checkpoints(&self) -> (usize, usize) {
+        self.cursor.checkpoints()
+    }
+
     /// The moment the screen shows.
     pub fn now_ms(&self) -> u64 {
         self.at_ms
     }
 
-    /// A monitor holding the recording up to its first moment.
+    /// A monitor holding the recording up to the cursor's moment.
     pub fn fresh_monitor(&mut self) -> Monitor {
-        let mut monitor = Monitor::new(self.timeline.first_ms);
-        self.next = 0;
-        self.ingest_until(&mut monitor, self.at_ms);
-        monitor
+        self.cursor.rebuild(self.timeline.first_ms, self.at_ms)
     }
 
     pub fn view(&self) -> ReplayView {
@@ -117,7 +139,10 @@ impl Replay {
             speed: SPEEDS[self.speed_index],
             first_ms: self.timeline.first_ms,
             last_ms: self.timeline.last_ms,
-            cut_short: self.timeline.cut_short.clone(),
+            cut_short: match (&self.timeline.cut_short, &self.cursor.trouble) {
+                (Some(why), Some(trouble)) => Some(format!("{why}; {trouble}")),
+                (why, trouble) => why.clone().or_else(|| trouble.clone()),
+            },
         }
     }
 
@@ -221,8 +246,8 @@ impl Replay {
         Some(mark.label)
     }
 
-    /// Puts the cursor at `to_ms` (within the recording), rebuilding the monitor when
-    /// going back.
+    /// Puts the cursor at `to_ms` (within the recording), rebuilding the monitor from the
+    /// nearest checkpoint when going back.
     pub fn seek(&mut self, monitor: &mut Monitor, to_ms: u64) {
         let to_ms = to_ms.clamp(self.timeline.first_ms, self.timeline.last_ms);
         if to_ms < self.at_ms {
@@ -231,17 +256,7 @@ impl Replay {
             return;
         }
         self.at_ms = to_ms;
-        self.ingest_until(monitor, to_ms);
-    }
-
-    fn ingest_until(&mut self, monitor: &mut Monitor, to_ms: u64) {
-        while let Some((at, event)) = self.timeline.events.get(self.next) {
-            if *at > to_ms {
-                break;
-            }
-            monitor.ingest(event.clone());
-            self.next += 1;
-        }
+        self.cursor.feed_until(monitor, to_ms);
     }
 }
 

@@ -1,18 +1,14 @@
-//! A recording loaded for replay: its events in time order, and the moments worth jumping
-//! to (the largest peak, OOMs, the writers' events). Held in memory so that the cursor can go
-//! back: going back rebuilds the monitor from the start, which takes a fraction of a second
-//! for hours of recording. A recording larger than the budget is loaded up to the budget, and
-//! the screen says so.
+//! What replay learns from reading a recording once, at open: its span, the moments worth
+//! jumping to (the largest peak, OOMs, the writers' events) and how many events it holds.
+//! The events themselves are not kept: replay reads them from the file again as the cursor
+//! moves (see `cursor`), so memory does not grow with the recording.
 
 use crate::model::EventKind;
 use crate::record::{Header, Recording};
 use crate::sources::runner::SourceEvent;
 
-/// Rough bytes held per loaded event and per allocator sample: what the budget counts.
-const EVENT_COST: usize = 512;
-const POINT_COST: usize = 64;
-/// About a gigabyte of memory at most.
-const BUDGET: usize = 1 << 30;
+/// Marks kept at most (about 100 bytes each); a recording with more events marks the first.
+const MAX_MARKS: usize = 65_536;
 
 /// Why a moment is worth jumping to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,26 +29,27 @@ pub struct Mark {
 
 pub struct Timeline {
     pub header: Header,
-    /// `(wall ms, event)`, in the order recorded.
-    pub events: Vec<(u64, SourceEvent)>,
+    /// Events the recording holds, up to any damage.
+    pub events: u64,
     /// Where the cursor starts and can go back to: the first complete screen.
     pub first_ms: u64,
     pub last_ms: u64,
     /// Sorted by time.
     pub marks: Vec<Mark>,
-    /// Why loading stopped early: damage, or the memory budget.
+    /// Why not all of the recording is there: damage, or records skipped.
     pub cut_short: Option<String>,
 }
 
 impl Timeline {
-    pub fn load(recording: Recording) -> Timeline {
+    /// Reads the whole recording once.
+    pub fn scan(recording: Recording) -> Timeline {
         let header = recording.header().clone();
-        let mut events = Vec::new();
-        let mut cost = 0usize;
         let mut cut_short = None;
         let mut peak: Option<(u64, u64, u32)> = None;
         let mut marks = Vec::new();
-        for item in recording.events() {
+        let (mut events, mut first_any, mut first_screen, mut last_ms) = (0, None, None, None);
+        let mut items = recording.events();
+        for item in items.by_ref() {
             let (at_ms, event) = match item {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -60,18 +57,29 @@ impl Timeline {
                     break;
                 }
             };
-            cost += event_cost(&event);
-            if cost > BUDGET {
-                cut_short = Some(format!(
-                    "only the first {} of the recording fit in memory",
-                    crate::model::time::duration_label(
-                        at_ms.saturating_sub(events.first().map_or(at_ms, |(t, _)| *t))
-                    )
-                ));
-                break;
+            events += 1;
+            first_any.get_or_insert(at_ms);
+            // The cursor starts where the screen is first complete: at the first GPU sample
+            // (or NVML's refusal), not at a host sample that came a moment earlier.
+            if matches!(
+                event,
+                SourceEvent::Device(_) | SourceEvent::NvmlUnavailable(_)
+            ) {
+                first_screen.get_or_insert(at_ms);
             }
-            note_marks(at_ms, &event, &mut peak, &mut marks);
-            events.push((at_ms, event));
+            last_ms = Some(last_ms.map_or(at_ms, |l: u64| l.max(at_ms)));
+            if marks.len() < MAX_MARKS {
+                note_marks(at_ms, &event, &mut peak, &mut marks);
+            } else {
+                note_marks(at_ms, &event, &mut peak, &mut Vec::new());
+            }
+        }
+        // Said with the rest of why the screen does not hold everything.
+        if let Some(skipped) = items.skipped_notice() {
+            cut_short = Some(match cut_short {
+                Some(why) => format!("{why}; {skipped}"),
+                None => skipped,
+            });
         }
         if let Some((value, at_ms, gpu)) = peak {
             marks.push(Mark {
@@ -84,14 +92,8 @@ impl Timeline {
             });
         }
         marks.sort_by_key(|m| m.at_ms);
-        // The cursor starts where the screen is first complete: at the first GPU sample
-        // (or NVML's refusal), not at a host sample that came a moment earlier.
-        let first_ms = events
-            .iter()
-            .find(|(_, e)| matches!(e, SourceEvent::Device(_) | SourceEvent::NvmlUnavailable(_)))
-            .or(events.first())
-            .map_or(header.started_ms, |(t, _)| *t);
-        let last_ms = events.iter().map(|(t, _)| *t).max().unwrap_or(first_ms);
+        let first_ms = first_screen.or(first_any).unwrap_or(header.started_ms);
+        let last_ms = last_ms.unwrap_or(first_ms);
         Timeline {
             header,
             events,
@@ -100,20 +102,6 @@ impl Timeline {
             marks,
             cut_short,
         }
-    }
-}
-
-fn event_cost(event: &SourceEvent) -> usize {
-    match event {
-        SourceEvent::Channels(batch) => {
-            EVENT_COST
-                + batch
-                    .polls
-                    .iter()
-                    .map(|p| p.points.len() * POINT_COST + p.events.len() * EVENT_COST)
-                    .sum::<usize>()
-        }
-        _ => EVENT_COST,
     }
 }
 

@@ -9,7 +9,7 @@ use crate::model::{
     Absent, AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
     WriterIdentity,
 };
-use crate::record::{Header, Recording};
+use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -100,6 +100,8 @@ pub struct Report {
     pub spikes: Vec<SpikeSummary>,
     /// The recording stopped being readable here; everything before it is summarised.
     pub damaged: Option<String>,
+    /// What was skipped, being of kinds this vramscope does not know.
+    pub skipped: Option<String>,
 }
 
 /// How many spikes the report lists.
@@ -145,8 +147,8 @@ struct Analysis {
 pub fn analyse(recording: Recording) -> Report {
     let header = recording.header().clone();
     let mut analysis = Analysis::default();
-    let damaged = recording.each_event(|at_ms, event| analysis.event(at_ms, event));
-    analysis.finish(header, damaged)
+    let ending = recording.each_event(|at_ms, event| analysis.event(at_ms, event));
+    analysis.finish(header, ending)
 }
 
 impl Analysis {
@@ -300,7 +302,7 @@ impl Analysis {
         }
     }
 
-    fn finish(self, header: Header, damaged: Option<String>) -> Report {
+    fn finish(self, header: Header, ending: Ending) -> Report {
         let gpus = self
             .devices
             .iter()
@@ -375,7 +377,8 @@ impl Analysis {
             processes,
             ooms: self.ooms,
             spikes,
-            damaged,
+            damaged: ending.damage,
+            skipped: ending.skipped,
         }
     }
 

@@ -38,6 +38,9 @@ pub fn run(file: &Path, format: Format) -> ExitCode {
         Format::Markdown => render::text(&report, &name, true),
         Format::Json => render::json(&report),
     };
+    if let Some(skipped) = &report.skipped {
+        eprintln!("vramscope: {skipped}");
+    }
     if let Err(status) = crate::output::stdout::print(&text) {
         return status;
     }

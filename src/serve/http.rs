@@ -5,7 +5,10 @@
 //! a complete request head within `client_timeout`, which covers a client trickling its
 //! headers and an idle keep-alive connection alike; a connection is also closed after
 //! `max_lifetime`, so one whose client stopped reading cannot hold its place for ever; and at
-//! `max_connections` a new connection closes the least recently active one (`slots`).
+//! `max_connections` a new connection closes one that never sent a request, never one that
+//! did recently (`slots`). After each accept the new connection's task runs before the next
+//! accept, so a client that sends its request with the connection is answered before a
+//! flood of newcomers can close it.
 
 use super::Limits;
 use super::encode::negotiate;
@@ -40,7 +43,7 @@ pub async fn serve(
     limits: Limits,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let slots = Slots::new(limits.max_connections);
+    let slots = Slots::new(limits.max_connections, limits.client_timeout);
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -49,10 +52,14 @@ pub async fn serve(
                 continue;
             }
         };
-        let slot = slots.admit(Instant::now());
+        // Every place is held by a client that sent a request recently: refuse this one.
+        let Some(slot) = slots.admit(Instant::now()) else {
+            continue;
+        };
         // Responses go out whole: nothing is gained by waiting to coalesce them.
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(stream, slot, Arc::clone(&latest), limits));
+        tokio::task::yield_now().await;
     }
 }
 
@@ -60,7 +67,7 @@ async fn connection(stream: TcpStream, slot: Slot, latest: Arc<Latest>, limits: 
     let slot = Arc::new(slot);
     let in_service = Arc::clone(&slot);
     let service = service_fn(move |request: Request<Incoming>| {
-        in_service.touch(Instant::now());
+        in_service.requested(Instant::now());
         let response = respond(&request, &latest);
         async move { Ok::<_, Infallible>(response) }
     });

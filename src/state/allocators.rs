@@ -26,6 +26,7 @@ const LINGER_MS: u64 = 10 * 60 * 1000;
 const MAX_SLOTS: usize = 64;
 
 /// The history of one device slot of one channel.
+#[derive(Clone)]
 pub struct SlotSeries {
     pub allocated: Series,
     pub reserved: Series,
@@ -64,6 +65,7 @@ impl TruePeak {
 }
 
 /// One channel's state.
+#[derive(Clone)]
 pub struct ChannelState {
     pub identity: Option<Arc<WriterIdentity>>,
     pub host_pid: Option<u32>,
@@ -207,6 +209,7 @@ fn push_capped<T>(queue: &mut VecDeque<T>, item: T, cap: usize) {
 }
 
 /// Every channel seen, keyed by its file's path.
+#[derive(Clone)]
 pub struct Allocators {
     channels: Retained<String, ChannelState>,
     /// The last pass's refused files, for the status line.
@@ -223,6 +226,15 @@ impl Default for Allocators {
 }
 
 impl Allocators {
+    /// About how much memory the channels' histories take (`Series::memory_bytes`).
+    pub fn history_bytes(&self) -> usize {
+        self.channels
+            .iter()
+            .flat_map(|(_, channel)| &channel.slots)
+            .map(|slot| slot.allocated.memory_bytes() + slot.reserved.memory_bytes())
+            .sum()
+    }
+
     pub fn ingest(&mut self, batch: ChannelBatch) {
         for poll in batch.polls {
             let key = poll.path.clone();

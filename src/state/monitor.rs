@@ -36,6 +36,7 @@ impl StaleAfter {
 
 /// The newest host pass. Its processes are shared with every snapshot's rows rather than
 /// copied into them each frame, three strings apiece.
+#[derive(Clone)]
 struct LatestHost {
     memory: Reading<HostMemory>,
     /// Sorted by pid, for the joins' binary searches.
@@ -48,8 +49,8 @@ impl LatestHost {
     }
 }
 
-/// Everything sampled so far.
-#[derive(Default)]
+/// Everything sampled so far. Cloned for replay's checkpoints, which it seeks back from.
+#[derive(Clone, Default)]
 pub struct Monitor {
     pub driver: Option<DriverInfo>,
     pub problem: Option<NvmlProblem>,
@@ -71,6 +72,22 @@ impl Monitor {
             started_ms: now_ms,
             ..Self::default()
         }
+    }
+
+    /// About how much memory the histories take (`Series::memory_bytes`): most of a
+    /// monitor's size after a while, which replay's checkpoints budget by.
+    pub fn history_bytes(&self) -> usize {
+        let devices: usize = self
+            .device_series
+            .values()
+            .map(|d| d.memory_used.memory_bytes() + d.gpu_util.memory_bytes())
+            .sum();
+        let processes: usize = self
+            .process_series
+            .iter()
+            .map(|(_, p)| p.vram.memory_bytes() + p.host_rss.memory_bytes())
+            .sum();
+        devices + processes + self.host_used.memory_bytes() + self.allocators.history_bytes()
     }
 
     /// Takes one sampler event into the state. Evicted once per event, after its newest

@@ -4,7 +4,7 @@ use crate::history::{Series, SeriesConfig};
 use std::sync::Arc;
 
 /// History of one GPU.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct DeviceSeries {
     pub memory_used: Series,
     pub gpu_util: Series,
@@ -20,6 +20,7 @@ pub struct ProcessKey {
 
 /// History of one process on one GPU. Kept a while after the process exits, because a crashed
 /// run's peak is what the user came for.
+#[derive(Clone)]
 pub struct ProcessSeries {
     pub vram: Series,
     pub host_rss: Series,

@@ -45,16 +45,16 @@ impl Scenario {
         std::fs::rename(&tmp, &self.path).expect("rename");
     }
 
-    /// The binary with `--nvml-lib` pointing at the fake and the scenario in its environment,
+    /// The binary with `VRAMSCOPE_NVML_LIB` pointing at the fake and the scenario in its environment,
     /// isolated from the machine's channels (see [`ISOLATED_SHM`]).
     pub fn command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramscope"));
         cmd.env("FAKE_NVML_SCENARIO", &self.path)
-            .env_remove("VRAMSCOPE_NVML_LIB")
+            // The variable, not `--nvml-lib`: the option is refused by the commands that
+            // load no NVML (report, clean, ...), the variable never is.
+            .env("VRAMSCOPE_NVML_LIB", fake_nvml())
             .env(ISOLATED_SHM.0, self.dir().join(ISOLATED_SHM.1))
-            .env_remove("XDG_RUNTIME_DIR")
-            .arg("--nvml-lib")
-            .arg(fake_nvml());
+            .env_remove("XDG_RUNTIME_DIR");
         cmd
     }
 

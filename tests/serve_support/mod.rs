@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod storm;
+
 use crate::common::{GIB, Scenario, h100};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
