@@ -76,6 +76,14 @@ impl Slots {
         }
     }
 
+    /// Tells every open connection to finish the response it is writing and close: the
+    /// server is stopping.
+    pub fn close_all(&self) {
+        for open in self.lock().open.values() {
+            open.close.notify_one();
+        }
+    }
+
     /// Connections holding a place.
     #[cfg(test)]
     pub fn open(&self) -> usize {
@@ -140,5 +148,17 @@ mod tests {
         assert_eq!(slots.open(), 1);
         drop(c);
         assert_eq!(slots.open(), 0);
+    }
+
+    #[test]
+    fn closing_all_tells_every_open_connection() {
+        let slots = Slots::new(3);
+        let t0 = Instant::now();
+        let a = slots.admit(t0);
+        let b = slots.admit(t0);
+        assert!(!told_to_close(&a));
+        slots.close_all();
+        assert!(told_to_close(&a));
+        assert!(told_to_close(&b));
     }
 }
