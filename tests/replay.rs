@@ -33,7 +33,7 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     assert!(!replay.playing(), "a jump pauses");
 
     let said = replay.command(Command::NextOom, &mut monitor);
-    assert_eq!(said.as_deref(), Some("pid 4242: oom forward/model.attn"));
+    assert_eq!(said.as_deref(), Some("pid 4242: OOM forward/model.attn"));
     // Where the poll that brought it was recorded: the moment it is on screen.
     assert_eq!(replay.now_ms(), T0 + 45_999);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
@@ -153,6 +153,47 @@ fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
     assert!(ok, "quit");
 }
 
+/// The status line tells an uncaught OOM in words, not by the recording's kind name.
+#[test]
+fn an_uncaught_oom_is_told_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    write_recording(&path);
+    // The fixture's caught OOM made uncaught, as PyTorch's exception hook records it.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut rewritten = String::new();
+    for line in text.lines() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        rewrite_ooms(&mut record);
+        rewritten += &format!("{record}\n");
+    }
+    assert!(rewritten.contains("\"oom_error\""), "no OOM rewritten");
+    std::fs::write(&path, rewritten).unwrap();
+    let mut replay = Replay::open(&path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    let said = replay.command(Command::NextOom, &mut monitor);
+    assert_eq!(
+        said.as_deref(),
+        Some("pid 4242: OOM (uncaught) forward/model.attn")
+    );
+}
+
+/// Every `{"kind":"oom",...}` inside `value` becomes `{"kind":"oom_error","requested":...}`.
+fn rewrite_ooms(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("kind").and_then(|k| k.as_str()) == Some("oom") {
+                let requested = map["requested"].clone();
+                *value = json!({ "kind": "oom_error", "requested": requested });
+                return;
+            }
+            map.values_mut().for_each(rewrite_ooms);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(rewrite_ooms),
+        _ => {}
+    }
+}
+
 #[test]
 fn the_demo_plays_a_simulated_run_and_says_so() {
     if !tmux::available() {
@@ -167,7 +208,7 @@ fn the_demo_plays_a_simulated_run_and_says_so() {
     assert!(ok, "the demo, labelled, with allocator figures:\n{screen}");
     t.keys(&["o"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| {
-        s.contains("oom forward/model.layers.23.attn")
+        s.contains("OOM forward/model.layers.23.attn")
     });
     assert!(ok, "jumped to the OOM:\n{screen}");
     t.keys(&["q"]);
