@@ -67,6 +67,11 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Serve(args)) => return serve::run(cli, args),
         Some(cli::Command::Record(args)) => return record::command::run(cli, args),
         Some(cli::Command::Replay { file }) => {
+            if let Some(line) = replay::usage::refusal(cli, replay::usage::Played::File, terminal())
+            {
+                eprintln!("vramscope: {line}");
+                return ExitCode::from(2);
+            }
             return match replay::Replay::open(file) {
                 Ok(replay) => tui::replay(cli, replay),
                 Err(e) => {
@@ -75,7 +80,14 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
                 }
             };
         }
-        Some(cli::Command::Demo) => return demo::run(cli),
+        Some(cli::Command::Demo) => {
+            if let Some(line) = replay::usage::refusal(cli, replay::usage::Played::Demo, terminal())
+            {
+                eprintln!("vramscope: {line}");
+                return ExitCode::from(2);
+            }
+            return demo::run(cli);
+        }
         Some(cli::Command::Export { file, output }) => {
             return export::run(file, output.as_deref());
         }
@@ -121,4 +133,11 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     } else {
         tui::run(cli, started, None)
     }
+}
+
+/// Whether standard input and output are both a terminal, as the monitor needs.
+#[cfg(feature = "monitor")]
+fn terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }

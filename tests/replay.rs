@@ -153,6 +153,49 @@ fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
     assert!(ok, "quit");
 }
 
+/// `replay` and `demo` are the interactive monitor only: the one-shot options, or no
+/// terminal, get one line saying so and what to use instead, never advice to use the very
+/// option given.
+#[test]
+fn replay_and_demo_refuse_one_shot_options_with_advice_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    write_recording(&path);
+    let file = path.to_str().unwrap();
+    let runs: [&[&str]; 7] = [
+        &["replay", "--once", file],
+        &["replay", "--json", file],
+        &["replay", "--csv", file],
+        &["demo", "--once"],
+        &["demo", "--json"],
+        &["demo", "--csv"],
+        &["replay", file],
+    ];
+    for args in runs {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        if let Some(option) = args.iter().find(|a| a.starts_with("--")) {
+            let refused = format!("{option} is not supported by `{}`", args[0]);
+            assert!(said.contains(&refused), "{args:?}: {said}");
+            // The advice is another subcommand (`report FILE --json` is one), never the
+            // same option again.
+            assert!(!said.contains(&format!("use {option}")), "{args:?}: {said}");
+        } else {
+            assert!(said.contains("needs a terminal"), "{said}");
+        }
+        if args[0] == "replay" {
+            assert!(said.contains("vramscope report FILE"), "{args:?}: {said}");
+        }
+    }
+}
+
 /// The status line tells an uncaught OOM in words, not by the recording's kind name.
 #[test]
 fn an_uncaught_oom_is_told_in_words() {

@@ -4,6 +4,7 @@
 //! "now". Going back rebuilds the monitor from the start (see `timeline`).
 
 mod timeline;
+pub mod usage;
 
 pub use timeline::{Mark, MarkKind, Timeline};
 
