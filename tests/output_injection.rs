@@ -174,4 +174,17 @@ fn markdown_report_escapes_table_and_inline_syntax_in_foreign_text() {
         &["report", path.to_str().expect("utf-8 path")],
     ));
     assert!(plain.contains(GPU_NAME), "{plain}");
+    // `export` writes numbers and its own words only: the hostile command is in no cell.
+    let csv = stdout(&run(
+        &scenario,
+        &["export", path.to_str().expect("utf-8 path")],
+    ));
+    assert!(csv.lines().count() > 1, "{csv}");
+    for line in csv.lines() {
+        assert!(
+            !line.contains("HYPERLINK")
+                && cells(line).iter().all(|c| !c.starts_with(['=', '+', '@'])),
+            "{line}"
+        );
+    }
 }
