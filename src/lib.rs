@@ -67,12 +67,12 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Serve(args)) => return serve::run(cli, args),
         Some(cli::Command::Record(args)) => return record::command::run(cli, args),
         Some(cli::Command::Replay { file }) => {
-            if let Some(line) = replay::usage::refusal(cli, replay::usage::Played::File, terminal())
-            {
-                eprintln!("vramscope: {line}");
-                return ExitCode::from(2);
+            let played = replay::usage::Played::File;
+            if let Some(line) = replay::usage::option_refusal(cli, played) {
+                return refused(&line);
             }
             return match replay::Replay::open(file) {
+                Ok(_) if !terminal() => refused(&replay::usage::terminal_refusal(played)),
                 Ok(replay) => tui::replay(cli, replay),
                 Err(e) => {
                     eprintln!("vramscope: {e}");
@@ -81,10 +81,12 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             };
         }
         Some(cli::Command::Demo) => {
-            if let Some(line) = replay::usage::refusal(cli, replay::usage::Played::Demo, terminal())
-            {
-                eprintln!("vramscope: {line}");
-                return ExitCode::from(2);
+            let played = replay::usage::Played::Demo;
+            if let Some(line) = replay::usage::option_refusal(cli, played) {
+                return refused(&line);
+            }
+            if !terminal() {
+                return refused(&replay::usage::terminal_refusal(played));
             }
             return demo::run(cli);
         }
@@ -133,6 +135,13 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     } else {
         tui::run(cli, started, None)
     }
+}
+
+/// A subcommand asked for what it cannot do: `line` on stderr, usage status.
+#[cfg(feature = "monitor")]
+fn refused(line: &str) -> ExitCode {
+    eprintln!("vramscope: {line}");
+    ExitCode::from(2)
 }
 
 /// Whether standard input and output are both a terminal, as the monitor needs.

@@ -162,7 +162,7 @@ fn replay_and_demo_refuse_one_shot_options_with_advice_that_fits() {
     let path = dir.path().join("run.jsonl");
     write_recording(&path);
     let file = path.to_str().unwrap();
-    let runs: [&[&str]; 7] = [
+    let runs: [&[&str]; 8] = [
         &["replay", "--once", file],
         &["replay", "--json", file],
         &["replay", "--csv", file],
@@ -170,6 +170,7 @@ fn replay_and_demo_refuse_one_shot_options_with_advice_that_fits() {
         &["demo", "--json"],
         &["demo", "--csv"],
         &["replay", file],
+        &["demo"],
     ];
     for args in runs {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
