@@ -128,15 +128,21 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
 
 /// Completes at the first SIGTERM or SIGINT: a service manager's stop or Ctrl-C ends the
 /// server in order (stop accepting, finish the responses in flight, shut NVML down, exit 0)
-/// instead of killing it.
+/// instead of killing it. A second one ends the process at once.
 fn stop_on_signal() -> std::io::Result<oneshot::Receiver<()>> {
     let mut signals = Signals::new([SIGTERM, SIGINT])?;
     let (tx, rx) = oneshot::channel();
     thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            if signals.forever().next().is_some() {
+            let mut received = signals.forever();
+            if received.next().is_some() {
                 let _ = tx.send(());
+            }
+            // A second signal while stopping: whoever sent it will not wait; end at once,
+            // as the default action would have.
+            if let Some(signal) = received.next() {
+                std::process::exit(128 + signal);
             }
         })?;
     Ok(rx)
