@@ -43,10 +43,27 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
         if given && !read_by.contains(&mode) {
             let what =
                 mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
-            return Err(format!("{flag} does not apply to {what}"));
+            return Err(match instead(mode, flag) {
+                Some(advice) => format!("{flag} does not apply to {what}; {advice}"),
+                None => format!("{flag} does not apply to {what}"),
+            });
         }
     }
     Ok(())
+}
+
+/// What to use instead, where a refused option has a clear counterpart: a one-shot print of
+/// a recording's figures comes from `report` and `export`, never from its monitor.
+fn instead(mode: Option<&str>, flag: &str) -> Option<&'static str> {
+    use crate::replay::usage::{Played, instead};
+    if !["--once", "--json", "--csv", "--loop"].contains(&flag) {
+        return None;
+    }
+    match mode {
+        m if m == REPLAY => Some(instead(Played::File)),
+        m if m == DEMO => Some(instead(Played::Demo)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -71,7 +71,9 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Serve(args)) => return serve::run(cli, args),
         Some(cli::Command::Record(args)) => return record::command::run(cli, args),
         Some(cli::Command::Replay { file }) => {
+            let played = replay::usage::Played::File;
             return match replay::Replay::open(file) {
+                Ok(_) if !terminal() => refused(&replay::usage::terminal_refusal(played)),
                 Ok(replay) => tui::replay(cli, replay),
                 Err(e) => {
                     eprintln!("vramscope: {e}");
@@ -79,7 +81,13 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
                 }
             };
         }
-        Some(cli::Command::Demo) => return demo::run(cli),
+        Some(cli::Command::Demo) => {
+            let played = replay::usage::Played::Demo;
+            if !terminal() {
+                return refused(&replay::usage::terminal_refusal(played));
+            }
+            return demo::run(cli);
+        }
         Some(cli::Command::Export { file, output }) => {
             return export::run(file, output.as_deref());
         }
@@ -125,4 +133,18 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     } else {
         tui::run(cli, started, None)
     }
+}
+
+/// A subcommand asked for what it cannot do: `line` on stderr, usage status.
+#[cfg(feature = "monitor")]
+fn refused(line: &str) -> ExitCode {
+    eprintln!("vramscope: {line}");
+    ExitCode::from(2)
+}
+
+/// Whether standard input and output are both a terminal, as the monitor needs.
+#[cfg(feature = "monitor")]
+fn terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }

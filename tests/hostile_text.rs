@@ -219,6 +219,34 @@ fn one_shot_outputs_show_foreign_text_withheld() {
     }
 }
 
+/// An NVML problem is said on stderr before the monitor has ingested anything: the driver's
+/// words (here the loader's, which quote the library path) are cleaned there too.
+#[test]
+fn an_nvml_problem_said_before_any_sample_shows_foreign_text_withheld() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let library = work.path().join(format!("{ARGV0}.so"));
+    let recording = work.path().join("run.jsonl");
+    let recording = recording.to_str().expect("utf-8 path");
+    let runs: [&[&str]; 4] = [
+        &["--once"],
+        &["--json"],
+        &["--csv"],
+        &["record", "--duration", "1s", "-o", recording],
+    ];
+    for args in runs {
+        let out = Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .args(args)
+            .arg("--nvml-lib")
+            .arg(&library)
+            .env("VRAMSCOPE_DIR", work.path().join("channels"))
+            .output()
+            .expect("run vramscope");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(said.contains("library not found"), "{args:?}: {said}");
+        assert_shows(&format!("{args:?} stderr"), &said, &[ARGV0_SHOWN]);
+    }
+}
+
 #[test]
 fn reports_exports_and_plots_of_a_hostile_recording_show_it_withheld() {
     let h = Hostile::new();
@@ -228,7 +256,13 @@ fn reports_exports_and_plots_of_a_hostile_recording_show_it_withheld() {
     let text = stdout(&h.run(&["report", file]));
     assert_shows("report", &text, &shown);
     let markdown = stdout(&h.run(&["report", "--markdown", file]));
-    assert_shows("report --markdown", &markdown, &shown);
+    // Markdown shows foreign text as literal Markdown: its brackets escaped.
+    let escaped = shown.map(|s| s.replace('[', "\\[").replace(']', "\\]"));
+    assert_shows(
+        "report --markdown",
+        &markdown,
+        &escaped.each_ref().map(String::as_str),
+    );
     let json = stdout(&h.run(&["report", "--json", file]));
     assert_shows("report --json", &json, &[]);
     let strings = strings_in(&serde_json::from_str(&json).expect("report --json parses"));

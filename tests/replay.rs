@@ -33,7 +33,7 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     assert!(!replay.playing(), "a jump pauses");
 
     let said = replay.command(Command::NextOom, &mut monitor);
-    assert_eq!(said.as_deref(), Some("pid 4242: oom forward/model.attn"));
+    assert_eq!(said.as_deref(), Some("pid 4242: OOM forward/model.attn"));
     // Where the poll that brought it was recorded: the moment it is on screen.
     assert_eq!(replay.now_ms(), T0 + 45_999);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
@@ -153,6 +153,91 @@ fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
     assert!(ok, "quit");
 }
 
+/// `replay` and `demo` are the interactive monitor only: the one-shot options, or no
+/// terminal, get one line saying so and what to use instead, never advice to use the very
+/// option given.
+#[test]
+fn replay_and_demo_refuse_one_shot_options_with_advice_that_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    write_recording(&path);
+    let file = path.to_str().unwrap();
+    let runs: [&[&str]; 8] = [
+        &["replay", "--once", file],
+        &["replay", "--json", file],
+        &["replay", "--csv", file],
+        &["demo", "--once"],
+        &["demo", "--json"],
+        &["demo", "--csv"],
+        &["replay", file],
+        &["demo"],
+    ];
+    for args in runs {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {said}");
+        assert_eq!(said.lines().count(), 1, "{args:?}: {said}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        if let Some(option) = args.iter().find(|a| a.starts_with("--")) {
+            let refused = format!("{option} does not apply to `vramscope {}`", args[0]);
+            assert!(said.contains(&refused), "{args:?}: {said}");
+            // The advice is another subcommand (`report FILE --json` is one), never the
+            // same option again.
+            assert!(!said.contains(&format!("use {option}")), "{args:?}: {said}");
+        } else {
+            assert!(said.contains("needs a terminal"), "{said}");
+        }
+        if args[0] == "replay" {
+            assert!(said.contains("vramscope report FILE"), "{args:?}: {said}");
+        }
+    }
+}
+
+/// The status line tells an uncaught OOM in words, not by the recording's kind name.
+#[test]
+fn an_uncaught_oom_is_told_in_words() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    write_recording(&path);
+    // The fixture's caught OOM made uncaught, as PyTorch's exception hook records it.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut rewritten = String::new();
+    for line in text.lines() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        rewrite_ooms(&mut record);
+        rewritten += &format!("{record}\n");
+    }
+    assert!(rewritten.contains("\"oom_error\""), "no OOM rewritten");
+    std::fs::write(&path, rewritten).unwrap();
+    let mut replay = Replay::open(&path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    let said = replay.command(Command::NextOom, &mut monitor);
+    assert_eq!(
+        said.as_deref(),
+        Some("pid 4242: OOM (uncaught) forward/model.attn")
+    );
+}
+
+/// Every `{"kind":"oom",...}` inside `value` becomes `{"kind":"oom_error","requested":...}`.
+fn rewrite_ooms(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("kind").and_then(|k| k.as_str()) == Some("oom") {
+                let requested = map["requested"].clone();
+                *value = json!({ "kind": "oom_error", "requested": requested });
+                return;
+            }
+            map.values_mut().for_each(rewrite_ooms);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(rewrite_ooms),
+        _ => {}
+    }
+}
+
 #[test]
 fn the_demo_plays_a_simulated_run_and_says_so() {
     if !tmux::available() {
@@ -167,7 +252,7 @@ fn the_demo_plays_a_simulated_run_and_says_so() {
     assert!(ok, "the demo, labelled, with allocator figures:\n{screen}");
     t.keys(&["o"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| {
-        s.contains("oom forward/model.layers.23.attn")
+        s.contains("OOM forward/model.layers.23.attn")
     });
     assert!(ok, "jumped to the OOM:\n{screen}");
     t.keys(&["q"]);

@@ -48,22 +48,43 @@ fn a_channel_claiming_another_users_pid_is_not_exported_under_it() {
         &["--interval", "250ms"],
         &[("VRAMSCOPE_DIR", &channels)],
     );
-    // The channel has been read once its reserve counts towards GPU 0.
-    let text = served.scrape_until(Duration::from_secs(20), |text| {
-        let all = samples(text);
+    // The claim is readable: `--json` on the same directory lists it, under no pid.
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .arg("--json")
+        .output()
+        .expect("vramscope --json");
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("--json");
+    assert_eq!(doc["allocators"][0]["job_id"], "job-42", "{doc}");
+    assert_eq!(
+        doc["allocators"][0]["pid"],
+        serde_json::Value::Null,
+        "{doc}"
+    );
+    served.scrape_until(Duration::from_secs(20), |text| {
         value(
-            &all,
-            "vramscope_gpu_instrumented_reserved_bytes",
-            &[("gpu", "0")],
+            &samples(text),
+            "vramscope_process_running",
+            &[("pid", &sleeper.id().to_string())],
         )
         .is_some()
-            && value(
-                &all,
-                "vramscope_process_running",
-                &[("pid", &sleeper.id().to_string())],
-            )
-            .is_some()
     });
+    // The channel sampler reads the directory on the same tick clock; a few more ticks
+    // leave the server every chance to have read the claim.
+    std::thread::sleep(Duration::from_secs(1));
+    let text = served.scrape();
+    // Its reserve counts toward no GPU's share: its pid is not verified, and the pid it
+    // claims is not its own.
+    assert_eq!(
+        value(
+            &samples(&text),
+            "vramscope_gpu_instrumented_reserved_bytes",
+            &[("gpu", "0")],
+        ),
+        None,
+        "{text}"
+    );
     let ours = std::process::id().to_string();
     let claimed: Vec<_> = samples(&text)
         .into_iter()

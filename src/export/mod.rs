@@ -12,6 +12,9 @@
 //!   processes; `allocated`, `reserved`, `peak` (bytes), `step` for allocators, and
 //!   `oom_requested` (bytes) at each OOM; `memory_used`, `memory_total` (bytes) for the host.
 //! - A figure that could not be read has no row: absent is never written as 0.
+//! - Every cell is a number or one of the words above, never foreign text, so no cell needs
+//!   quoting or the spreadsheet-formula guard of `--csv` (`output::csv::formula_guard`); a
+//!   text column added here must go through both.
 
 use crate::model::{ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading};
 use crate::record::Recording;

@@ -190,7 +190,27 @@ impl EventKind {
         matches!(self, EventKind::Oom { .. } | EventKind::OomError { .. })
     }
 
-    /// The kind's name in JSON and on screen.
+    /// What a person reads for the kind: the screen, the replay's status line.
+    pub fn title(&self) -> String {
+        match self {
+            EventKind::Oom { .. } => "OOM".into(),
+            EventKind::OomError { .. } => "OOM (uncaught)".into(),
+            EventKind::PhaseBegin => "phase begins".into(),
+            EventKind::PhaseEnd { .. } => "phase ends".into(),
+            EventKind::StepEnd { .. } => "step ends".into(),
+            EventKind::Mark => "mark".into(),
+            EventKind::NewHighWater { .. } => "new peak".into(),
+            EventKind::AllocRetry { .. } => "alloc retry".into(),
+            EventKind::Exit { error: true } => "exit (error)".into(),
+            EventKind::Exit { error: false } => "exit".into(),
+            EventKind::SnapshotWritten => "snapshot written".into(),
+            EventKind::ForeignPeakReset { .. } => "peak reset by the program".into(),
+            EventKind::EmptyCache { .. } => "cache emptied".into(),
+            EventKind::Unknown { code } => format!("event {code}"),
+        }
+    }
+
+    /// The kind's name in JSON and `inspect`: a stable identifier, not for people.
     pub fn name(&self) -> &'static str {
         match self {
             EventKind::Oom { .. } => "oom",

@@ -1,5 +1,6 @@
 //! Why NVML as a whole is unusable, with a hint a person can act on.
 
+use crate::text::clean;
 use serde::Serialize;
 
 /// A reason the GPU side cannot run at all. Each has one line of cause and one of hint.
@@ -20,11 +21,13 @@ pub enum NvmlProblem {
 }
 
 impl NvmlProblem {
-    /// One line naming the cause.
+    /// One line naming the cause. The driver's (or loader's) words are cleaned here, not
+    /// only where the monitor ingests them: `--once`, `record` and `run` say the problem
+    /// before anything is ingested.
     pub fn cause(&self) -> String {
         match self {
             NvmlProblem::LibraryNotFound(detail) => {
-                format!("NVIDIA management library not found ({detail})")
+                format!("NVIDIA management library not found ({})", clean(detail))
             }
             NvmlProblem::DriverNotLoaded => "the NVIDIA kernel driver is not loaded".into(),
             NvmlProblem::VersionMismatch => {
@@ -33,7 +36,7 @@ impl NvmlProblem {
             }
             NvmlProblem::NoPermission => "no permission to open the NVIDIA devices".into(),
             NvmlProblem::NoDevices => "NVML reports no NVIDIA GPU on this machine".into(),
-            NvmlProblem::Other(text) => format!("NVML failed: {text}"),
+            NvmlProblem::Other(text) => format!("NVML failed: {}", clean(text)),
         }
     }
 

@@ -19,7 +19,8 @@ pub struct DeviceSnapshot {
     /// No sample arrived for several intervals: an NVML call is blocking. Figures shown are old.
     pub stale: bool,
     /// How much of the used memory the caching allocators of instrumented processes hold
-    /// (their reserved bytes, summed); `None` when no live instrumented process uses this GPU.
+    /// (their reserved bytes, summed over this GPU's process rows, `instrumented_reserved`);
+    /// `None` when no live instrumented process uses this GPU.
     pub instrumented_reserved: Option<u64>,
 }
 
@@ -136,11 +137,17 @@ pub fn channel_of(
     joined_channel(candidates, |a| a.liveness, process_alive)
 }
 
-/// Reserved bytes of live instrumented processes on `gpu_index`, summed.
-pub fn instrumented_reserved(allocators: &[AllocatorSnapshot], gpu_index: u32) -> Option<u64> {
+/// Reserved bytes of live instrumented processes on `gpu_index`, summed over the GPU's
+/// process rows (`join_processes`): a channel counts only through the row of the pid the
+/// channel sampler verified and NVML lists on this GPU, the one join every output uses. A
+/// file whose pid is unverified (another user's claim, another pid namespace), or whose
+/// process NVML lists on another GPU or on none, adds nothing to any GPU's share.
+pub fn instrumented_reserved(rows: &[ProcessRow], gpu_index: u32) -> Option<u64> {
     let mut sum = None;
-    for channel in allocators.iter().filter(|a| a.liveness.is_running()) {
-        if let Some(Ok(reserved)) = channel.on_gpu(gpu_index).map(|d| &d.reserved) {
+    let on_gpu = rows.iter().filter(|r| r.gpu_index == gpu_index);
+    for allocator in on_gpu.filter_map(|r| r.allocator.as_ref()) {
+        if let (true, Ok(reserved)) = (allocator.liveness.is_running(), &allocator.device.reserved)
+        {
             // Saturating: the figures come from files other users' programs write.
             sum = Some(sum.unwrap_or(0_u64).saturating_add(*reserved));
         }

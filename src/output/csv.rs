@@ -1,8 +1,10 @@
 //! `--csv`: one row per GPU and per process, with a `record` column telling which. An absent
-//! figure is an empty cell (never 0); quoting follows RFC 4180.
+//! figure is an empty cell (never 0); quoting follows RFC 4180. A text cell that a
+//! spreadsheet would take for a formula is defused (`formula_guard`).
 
 use super::fields::{self, DEVICE, Field, PROCESS, Value};
 use crate::model::Snapshot;
+use std::borrow::Cow;
 
 /// The header line: `record,time_ms`, then device fields, then process fields (the first two
 /// process fields repeat device facts under their own names for easy filtering).
@@ -50,7 +52,19 @@ fn cell(value: &Value) -> String {
         Value::Int(v) => v.to_string(),
         Value::Float(v) => format!("{v:.1}"),
         Value::Bool(v) => v.to_string(),
-        Value::Text(v) => quote(v),
+        Value::Text(v) => quote(&formula_guard(v)),
+    }
+}
+
+/// Text that a spreadsheet would run as a formula (a command line beginning with `=`, `+`,
+/// `-` or `@`, or a tab or carriage return before one) gets a leading `'`, as OWASP's CSV
+/// injection advice says: Excel, LibreOffice and Sheets then show it as text. Only text
+/// cells pass here; numbers (a negative one too) are written as they are.
+pub fn formula_guard(text: &str) -> Cow<'_, str> {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        Cow::Owned(format!("'{text}"))
+    } else {
+        Cow::Borrowed(text)
     }
 }
 
@@ -72,6 +86,23 @@ mod tests {
         assert_eq!(quote("python train.py"), "python train.py");
         assert_eq!(quote("a,b"), "\"a,b\"");
         assert_eq!(quote("say \"hi\""), "\"say \"\"hi\"\"\"");
+    }
+
+    #[test]
+    fn text_a_spreadsheet_would_run_is_defused_and_numbers_are_not() {
+        for formula in ["=1+2", "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1"] {
+            assert_eq!(
+                cell(&Value::Text(formula.into())),
+                quote(&format!("'{formula}"))
+            );
+        }
+        assert_eq!(
+            cell(&Value::Text("=HYPERLINK(\"http://e\",\"x\")".into())),
+            "\"'=HYPERLINK(\"\"http://e\"\",\"\"x\"\")\""
+        );
+        assert_eq!(cell(&Value::Text("python -m x".into())), "python -m x");
+        assert_eq!(cell(&Value::Int(3)), "3");
+        assert_eq!(cell(&Value::Float(-1.5)), "-1.5");
     }
 
     #[test]

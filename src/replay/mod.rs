@@ -6,6 +6,7 @@
 
 mod cursor;
 mod timeline;
+pub mod usage;
 
 pub use cursor::Limits;
 pub use timeline::{Mark, MarkKind, Timeline};

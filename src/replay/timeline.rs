@@ -133,10 +133,11 @@ fn note_marks(
                         EventKind::StepEnd { .. } => continue,
                         _ => MarkKind::Event,
                     };
+                    // The status line says it to a person: `OOM (uncaught)`, not `oom_error`.
                     let what = if e.label.is_empty() {
-                        e.kind.name().to_string()
+                        e.kind.title()
                     } else {
-                        format!("{} {}", e.kind.name(), e.label)
+                        format!("{} {}", e.kind.title(), e.label)
                     };
                     marks.push(Mark {
                         at_ms: e.at_ms.max(recorded_ms),

@@ -3,6 +3,7 @@
 
 mod analysis;
 mod hints;
+mod markdown;
 mod render;
 mod spikes;
 

@@ -3,17 +3,29 @@
 
 use super::analysis::{At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
+use super::markdown::literal;
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
 use crate::model::{NA, Reading};
 use serde_json::json;
+use std::borrow::Cow;
 use std::fmt::Write;
+
+/// Text from the recording (names, commands, labels) as the format shows it: escaped as
+/// literal Markdown (no forged table column, link or code span), as it is in plain text.
+fn shown(text: &str, markdown: bool) -> Cow<'_, str> {
+    if markdown {
+        literal(text)
+    } else {
+        Cow::Borrowed(text)
+    }
+}
 
 /// Plain text for a terminal (`markdown`: the same as Markdown tables and lists).
 pub fn text(report: &Report, name: &str, markdown: bool) -> String {
     let mut out = String::new();
     let h = &report.header;
-    let title = format!("vramscope report: {name}");
+    let title = format!("vramscope report: {}", shown(name, markdown));
     if markdown {
         let _ = writeln!(out, "# {title}\n");
     } else {
@@ -32,9 +44,10 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         out,
         "recorded by vramscope {}{}, {span}, every {} ms",
         h.vramscope_version,
-        h.host
-            .as_deref()
-            .map_or(String::new(), |host| format!(" on {host}")),
+        h.host.as_deref().map_or(String::new(), |host| format!(
+            " on {}",
+            shown(host, markdown)
+        )),
         h.interval_ms
     );
     if let Some(damage) = &report.damaged {
@@ -60,7 +73,7 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         };
         let cells = [
             g.index.to_string(),
-            g.name.clone(),
+            shown(&g.name, markdown).into_owned(),
             peak.map_or(NA.into(), |p| bytes(p.value)),
             peak.map_or(NA.into(), |p| utc_label(p.at_ms)),
             g.total.map_or(NA.into(), bytes),
@@ -93,7 +106,12 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         out += if markdown { "None.\n" } else { "  none\n" };
     }
     for o in &report.ooms {
-        let _ = writeln!(out, "{}{}", if markdown { "- " } else { "  " }, oom_line(o));
+        let _ = writeln!(
+            out,
+            "{}{}",
+            if markdown { "- " } else { "  " },
+            oom_line(o, markdown)
+        );
     }
 
     section(
@@ -108,12 +126,12 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         let mut line = format!(
             "+{} {}: {} -> {} at {}",
             bytes(s.rise.amount()),
-            s.what,
+            shown(&s.what, markdown),
             bytes(s.rise.from),
             bytes(s.rise.to),
             utc_label(s.rise.at_ms)
         );
-        where_(&mut line, s.rise.step, &s.rise.phase);
+        where_(&mut line, s.rise.step, &s.rise.phase, markdown);
         let _ = writeln!(out, "{}{line}", if markdown { "- " } else { "  " });
     }
 
@@ -136,21 +154,21 @@ fn section(out: &mut String, title: &str, markdown: bool) {
 }
 
 /// `, step 41, forward/model.head`
-fn where_(line: &mut String, step: Option<u64>, phase: &str) {
+fn where_(line: &mut String, step: Option<u64>, phase: &str, markdown: bool) {
     if let Some(step) = step {
         let _ = write!(line, ", step {step}");
     }
     if !phase.is_empty() {
-        let _ = write!(line, ", {phase}");
+        let _ = write!(line, ", {}", shown(phase, markdown));
     }
 }
 
-fn at(a: Option<&At>) -> String {
+fn at(a: Option<&At>, markdown: bool) -> String {
     match a {
         None => NA.into(),
         Some(a) => {
             let mut s = format!("{} at {}", bytes(a.value), utc_label(a.at_ms));
-            where_(&mut s, a.step, &a.phase);
+            where_(&mut s, a.step, &a.phase, markdown);
             s
         }
     }
@@ -163,11 +181,11 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         "{bullet}pid {} on GPU {}: {}{}: NVML used {}",
         p.pid,
         p.gpu_index,
-        p.command.as_deref().unwrap_or(NA),
+        shown(p.command.as_deref().unwrap_or(NA), markdown),
         p.user
             .as_deref()
-            .map_or(String::new(), |u| format!(" ({u})")),
-        at(p.peak_nvml.as_ref())
+            .map_or(String::new(), |u| format!(" ({})", shown(u, markdown))),
+        at(p.peak_nvml.as_ref(), markdown)
     );
     let Some(a) = &p.allocator else { return };
     let inner = if markdown { "  - " } else { "      " };
@@ -175,13 +193,22 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         (Some(r), Some(w)) => format!(", rank {r}/{w}"),
         _ => String::new(),
     };
-    let _ = writeln!(out, "{inner}allocator {} {}{rank}", a.kind, a.framework);
+    let _ = writeln!(
+        out,
+        "{inner}allocator {} {}{rank}",
+        shown(&a.kind, markdown),
+        shown(&a.framework, markdown)
+    );
     let _ = writeln!(
         out,
         "{inner}allocated peak {}",
-        at(a.peak_allocated.as_ref())
+        at(a.peak_allocated.as_ref(), markdown)
     );
-    let _ = writeln!(out, "{inner}reserved peak {}", at(a.peak_reserved.as_ref()));
+    let _ = writeln!(
+        out,
+        "{inner}reserved peak {}",
+        at(a.peak_reserved.as_ref(), markdown)
+    );
     let frag = a.fragmentation.map_or(NA.into(), |(split, reserved)| {
         format!("{} of {} reserved", bytes(split), bytes(reserved))
     });
@@ -198,7 +225,7 @@ fn figure(r: &Reading<u64>) -> String {
     r.as_ref().map_or(NA.into(), |b| bytes(*b))
 }
 
-fn oom_line(o: &OomSummary) -> String {
+fn oom_line(o: &OomSummary, markdown: bool) -> String {
     let who = match (o.pid, o.gpu_index) {
         (Some(pid), Some(gpu)) => format!("pid {pid} on GPU {gpu}"),
         (Some(pid), None) => format!("pid {pid}"),
@@ -213,7 +240,7 @@ fn oom_line(o: &OomSummary) -> String {
         figure(&o.allocated),
         figure(&o.reserved),
     );
-    where_(&mut line, o.step, &o.label);
+    where_(&mut line, o.step, &o.label, markdown);
     line
 }
 

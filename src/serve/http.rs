@@ -26,6 +26,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
+use tokio::task::JoinSet;
 
 /// How long a connection told to close may take to finish the response it is writing.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -36,16 +37,26 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 const INDEX: &str = "<!DOCTYPE html>\n<html><head><title>vramscope</title></head>\n<body><h1>vramscope</h1>\n<p>GPU memory per device, process and rank, for Prometheus: <a href=\"/metrics\">/metrics</a></p>\n</body></html>\n";
 
-/// Serves until the listener fails for good.
+/// Serves until `stop` completes, then stops accepting, lets every connection finish the
+/// response it is writing (at most `CLOSE_GRACE`), and returns.
 pub async fn serve(
     listener: std::net::TcpListener,
     latest: Arc<Latest>,
     limits: Limits,
+    stop: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let slots = Slots::new(limits.max_connections, limits.client_timeout);
+    let mut connections = JoinSet::new();
+    tokio::pin!(stop);
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => break,
+        };
+        // Finished connections are reaped here, so the set holds only open ones.
+        while connections.try_join_next().is_some() {}
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(_) => {
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -58,9 +69,16 @@ pub async fn serve(
         };
         // Responses go out whole: nothing is gained by waiting to coalesce them.
         let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(stream, slot, Arc::clone(&latest), limits));
+        connections.spawn(connection(stream, slot, Arc::clone(&latest), limits));
         tokio::task::yield_now().await;
     }
+    drop(listener);
+    slots.close_all();
+    // Each connection gives itself CLOSE_GRACE once told; this bound only guards against
+    // one that never reaches its select.
+    let drained = async { while connections.join_next().await.is_some() {} };
+    let _ = tokio::time::timeout(CLOSE_GRACE * 2, drained).await;
+    Ok(())
 }
 
 async fn connection(stream: TcpStream, slot: Slot, latest: Arc<Latest>, limits: Limits) {

@@ -27,11 +27,15 @@ mod slots;
 
 use crate::cli::{Cli, ServeArgs};
 use crate::sources::runner::Sampling;
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 use std::net::{SocketAddr, TcpListener};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::channel;
+use std::thread;
 use std::time::Duration;
+use tokio::sync::oneshot;
 
 /// Exit status for options that cannot be used (as clap's own errors).
 const EXIT_USAGE: u8 = 2;
@@ -50,7 +54,8 @@ pub struct Limits {
     pub max_lifetime: Duration,
 }
 
-/// Runs the exporter until killed; returns only when it cannot start or the server fails.
+/// Runs the exporter until SIGTERM or SIGINT (then exit 0), or until it cannot start or the
+/// server fails.
 pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
     let addr = match parse_listen(&args.listen) {
         Ok(addr) => addr,
@@ -93,16 +98,54 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
         client_timeout: args.client_timeout,
         max_lifetime: args.client_timeout.max(Duration::from_secs(120)),
     };
+    // Before the address is said, so that a signal sent as soon as it is read ends the
+    // server in order.
+    let stop = match stop_on_signal() {
+        Ok(stop) => stop,
+        Err(e) => {
+            eprintln!("vramscope: cannot handle signals: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
     // The address actually bound (port 0 picks one): tests and scripts read it here.
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("vramscope: serving http://{bound}/metrics");
-    match runtime.block_on(http::serve(listener, latest, limits)) {
+    let stop = async {
+        // A dropped sender (the signal thread gone) is no request to stop.
+        if stop.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    // On return the caller shuts NVML down (`crate::run`), as after every orderly exit.
+    match runtime.block_on(http::serve(listener, latest, limits, stop)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("vramscope: the HTTP server stopped: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     }
+}
+
+/// Completes at the first SIGTERM or SIGINT: a service manager's stop or Ctrl-C ends the
+/// server in order (stop accepting, finish the responses in flight, shut NVML down, exit 0)
+/// instead of killing it. A second one ends the process at once.
+fn stop_on_signal() -> std::io::Result<oneshot::Receiver<()>> {
+    let mut signals = Signals::new([SIGTERM, SIGINT])?;
+    let (tx, rx) = oneshot::channel();
+    thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            let mut received = signals.forever();
+            if received.next().is_some() {
+                let _ = tx.send(());
+            }
+            // A second signal while stopping: whoever sent it will not wait; end at once,
+            // as the default action would have.
+            if let Some(signal) = received.next() {
+                std::process::exit(128 + signal);
+            }
+        })?;
+    Ok(rx)
 }
 
 /// `IP:PORT` (`[::1]:9400` for IPv6). Host names are refused: which address a name resolves

@@ -96,6 +96,14 @@ impl Slots {
         })
     }
 
+    /// Tells every open connection to finish the response it is writing and close: the
+    /// server is stopping.
+    pub fn close_all(&self) {
+        for open in self.lock().open.values() {
+            open.close.notify_one();
+        }
+    }
+
     /// Connections holding a place.
     #[cfg(test)]
     pub fn open(&self) -> usize {
@@ -196,5 +204,17 @@ mod tests {
         assert!(told_to_close(&a));
         assert!(!told_to_close(&b));
         assert!(!told_to_close(&c));
+    }
+
+    #[test]
+    fn closing_all_tells_every_open_connection() {
+        let slots = Slots::new(3, RECENT);
+        let t0 = Instant::now();
+        let a = slots.admit(t0).unwrap();
+        let b = slots.admit(t0).unwrap();
+        assert!(!told_to_close(&a));
+        slots.close_all();
+        assert!(told_to_close(&a));
+        assert!(told_to_close(&b));
     }
 }

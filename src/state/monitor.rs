@@ -247,16 +247,25 @@ impl Monitor {
                     info: info.clone(),
                     sample,
                     stale: now_ms.saturating_sub(last) > stale.threshold_ms,
-                    instrumented_reserved: instrumented_reserved(&allocators, info.index),
+                    // From the joined rows, below.
+                    instrumented_reserved: None,
                 }
             })
             .collect();
         let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
+        let processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        let devices = devices
+            .into_iter()
+            .map(|device| DeviceSnapshot {
+                instrumented_reserved: instrumented_reserved(&processes, device.info.index),
+                ..device
+            })
+            .collect();
         Snapshot {
             taken_at_ms: now_ms,
             driver: self.driver.clone(),
             nvml_problem: self.problem.clone(),
-            processes: Snapshot::join_processes(&devices, host_processes, &allocators),
+            processes,
             devices,
             host_memory: self.host.as_ref().map(|h| h.memory.clone()),
             rejected_channels: self.allocators.rejected().to_vec(),

@@ -256,7 +256,7 @@ fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'stati
             ),
             theme.dim,
         ),
-        Span::styled(event_name(&event.kind), style),
+        Span::styled(event.kind.title(), style),
     ];
     if let Some(step) = event.step {
         spans.push(Span::styled(format!("  step {step}"), theme.label));
@@ -269,25 +269,6 @@ fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'stati
         spans.push(Span::styled(format!("  {detail}"), theme.label));
     }
     Line::from(spans)
-}
-
-fn event_name(kind: &EventKind) -> String {
-    match kind {
-        EventKind::Oom { .. } => "OOM".into(),
-        EventKind::OomError { .. } => "OOM (uncaught)".into(),
-        EventKind::PhaseBegin => "phase begins".into(),
-        EventKind::PhaseEnd { .. } => "phase ends".into(),
-        EventKind::StepEnd { .. } => "step ends".into(),
-        EventKind::Mark => "mark".into(),
-        EventKind::NewHighWater { .. } => "new peak".into(),
-        EventKind::AllocRetry { .. } => "alloc retry".into(),
-        EventKind::Exit { error: true } => "exit (error)".into(),
-        EventKind::Exit { error: false } => "exit".into(),
-        EventKind::SnapshotWritten => "snapshot written".into(),
-        EventKind::ForeignPeakReset { .. } => "peak reset by the program".into(),
-        EventKind::EmptyCache { .. } => "cache emptied".into(),
-        EventKind::Unknown { code } => format!("event {code}"),
-    }
 }
 
 /// The figures that matter for each kind, in words.
