@@ -145,6 +145,13 @@ impl Monitor {
                     Err(_) => entry.vram.push_gap(sample.at_ms),
                 }
             }
+            // Off this GPU's list: a break, so its chart does not hold the last figure across
+            // the time it was away.
+            for (key, entry) in self.process_series.iter_mut() {
+                if *key.gpu_uuid == *uuid && !processes.iter().any(|p| p.pid == key.pid) {
+                    entry.vram.push_gap(sample.at_ms);
+                }
+            }
         }
         self.latest.insert(sample.index, sample);
     }
