@@ -441,3 +441,56 @@ fn a_young_process_s_charts_speak_only_for_the_history_behind_them() {
     assert!(text.contains("flat at 1.00 GiB over the last 5s"), "{text}");
     assert!(!text.contains("over the last 1m"), "{text}");
 }
+
+#[test]
+fn a_narrow_gpu_line_keeps_the_ecc_alarm_and_drops_n_a_first() {
+    use vramscope::model::Absent;
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut t = NOW - 10_000;
+    while t <= NOW {
+        let s = vramscope::model::DeviceSample {
+            fan_percent: Err(Absent::NotSupported),
+            ecc_corrected: Ok(3),
+            ecc_uncorrected: Ok(1),
+            throttle_reasons: Ok(0x01),
+            ..sample(0, t, 20 * GIB, 80 * GIB, 50)
+        };
+        m.ingest(SourceEvent::Device(Box::new(s)));
+        t += INTERVAL_MS;
+    }
+    let stats_line = |width: u16| {
+        screen(&m, &ui(), width, 24)
+            .lines()
+            .find(|l| l.starts_with("64"))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let wide = stats_line(120);
+    assert!(
+        wide.contains("fan n/a") && wide.contains("ECC 3 corr 1 uncorr"),
+        "all figures when there is room:\n{wide}"
+    );
+    // Wide enough for the temperature and the alarm: the alarm stays at every such width.
+    for width in 40..=100 {
+        let line = stats_line(width);
+        assert!(
+            line.contains("ECC 3 corr 1 uncorr"),
+            "{width} columns: the ECC alarm is kept:\n{line}"
+        );
+        if line.contains("fan n/a") {
+            assert!(
+                line.contains("P0") && line.contains("enc/dec"),
+                "{width} columns: `fan n/a` outlasted a reading:\n{line}"
+            );
+        }
+    }
+    let narrow = stats_line(60);
+    assert!(
+        !narrow.contains("fan") && narrow.starts_with("64°C"),
+        "the n/a goes first:\n{narrow}"
+    );
+}
