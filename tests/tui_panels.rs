@@ -38,8 +38,8 @@ fn two_gpus_at_80x24() {
     assert!(text.contains("host RAM 12.3/62.8 GiB (avail 48.0 GiB)"));
     assert!(text.contains("exited 2m ago"));
     assert!(
-        text.contains("python train.py --ep"),
-        "command before container tag"
+        text.contains("python train.py --e…"),
+        "command before container tag, its cut marked:\n{text}"
     );
     assert!(text.contains("5151*"), "pid not visible here is marked");
     assert!(text.contains("VRAM▼"), "sort column marked");
@@ -492,5 +492,80 @@ fn a_narrow_gpu_line_keeps_the_ecc_alarm_and_drops_n_a_first() {
     assert!(
         !narrow.contains("fan") && narrow.starts_with("64°C"),
         "the n/a goes first:\n{narrow}"
+    );
+}
+
+/// The two-GPU monitor with 4242's command as a real launcher writes it: the interpreter's
+/// full path, the script's full path, and many arguments.
+fn long_command_monitor() -> (Monitor, &'static str) {
+    const LONG: &str = "/root/.pyenv/versions/3.11.7/bin/python3 /home/alice/projects/llm/train.py \
+        --config configs/llama-70b.yaml --epochs 90 --lr 3e-4 --output /scratch/alice/runs/final";
+    let mut m = two_gpus();
+    let hosts = vec![
+        host_process(4242, "alice", LONG, 12 * GIB, 101.5),
+        host_process(5151, "bob", "ollama serve", 3 * GIB, 2.0),
+        host_process(6000, "carol", "jupyter-kernel", GIB, 0.0),
+    ];
+    m.ingest(SourceEvent::Host(Box::new(host_sample(NOW, hosts))));
+    (m, LONG)
+}
+
+#[test]
+fn commands_show_program_and_script_with_a_marked_cut() {
+    let (m, _) = long_command_monitor();
+    for (theme, mark) in [
+        (Theme::new(true, false), "…"),
+        (Theme::new(true, true), "~"),
+    ] {
+        let text = text(&draw(&m, &ui(), &theme, 100, 30));
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("4242"))
+            .expect("row of 4242");
+        assert!(
+            row.contains(" python3 train.py --config"),
+            "program and script by name:\n{row}"
+        );
+        assert!(!row.contains("/root/"), "no interpreter path:\n{row}");
+        assert!(row.ends_with(mark), "the cut is marked with {mark}:\n{row}");
+    }
+    // A command that fits is not marked.
+    let text = screen(&m, &ui(), 100, 30);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("5151"))
+        .expect("row of 5151");
+    assert!(row.trim_end().ends_with("ollama serve"), "{row}");
+}
+
+#[test]
+fn detail_pane_wraps_the_full_command() {
+    let (m, long) = long_command_monitor();
+    let mut ui = ui();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 80, 30);
+    // The pane's lines between its borders, label and indent removed, joined again.
+    let inside: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split('│').nth(1))
+        .map(str::trim)
+        .collect();
+    let start = inside
+        .iter()
+        .position(|l| l.starts_with("command "))
+        .expect("command line");
+    let mut joined = inside[start]["command ".len()..].to_string();
+    for l in &inside[start + 1..] {
+        if l.starts_with("container ") {
+            break;
+        }
+        joined.push_str(l);
+    }
+    let squeezed: String = long.split_whitespace().collect();
+    let shown: String = joined.split_whitespace().collect();
+    assert_eq!(shown, squeezed, "every character of the command:\n{text}");
+    assert!(
+        text.contains("VRAM 30.0 GiB"),
+        "the charts still follow:\n{text}"
     );
 }

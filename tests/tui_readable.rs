@@ -43,3 +43,97 @@ fn a_narrow_pane_keeps_the_ecc_alarm_and_drops_fan_n_a() {
         "the ECC alarm kept at 64 columns:\n{screen}"
     );
 }
+
+/// A job as a launcher starts one: an interpreter by its full path, a script by its full path
+/// deep in a project, many arguments. Killed when dropped.
+struct LongJob {
+    child: std::process::Child,
+    command: String,
+}
+
+impl LongJob {
+    fn start(dir: &std::path::Path) -> LongJob {
+        let project = dir.join("projects/language-models/experiments");
+        std::fs::create_dir_all(&project).expect("project dir");
+        let script = project.join("train.sh");
+        std::fs::write(&script, "sleep 60\n").expect("script");
+        let args = [
+            "--config",
+            "configs/llama-70b.yaml",
+            "--epochs",
+            "90",
+            "--output",
+            "/scratch/runs/final",
+        ];
+        let child = std::process::Command::new("/bin/sh")
+            .arg(&script)
+            .args(args)
+            .spawn()
+            .expect("start the job");
+        let command = format!("/bin/sh {} {}", script.display(), args.join(" "));
+        LongJob { child, command }
+    }
+
+    fn scenario(&self) -> Scenario {
+        let mut gpu = h100(0);
+        gpu["processes"] = json!([{ "t": 0, "compute": [
+            { "pid": self.child.id(), "used_memory": 6u64 << 30 }
+        ] }]);
+        Scenario::new(&json!({ "devices": [gpu] }))
+    }
+}
+
+impl Drop for LongJob {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn the_table_shows_program_and_script_and_marks_the_cut() {
+    if !tmux::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = LongJob::start(dir.path());
+    let scenario = job.scenario();
+    let t = Tmux::start(scenario.dir(), 80, 24, &monitor(&scenario, ""));
+    let pid = job.child.id().to_string();
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains(" sh train.sh --conf"));
+    assert!(ok, "program and script by name:\n{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.trim_start().starts_with(&pid))
+        .expect("the job's row");
+    assert!(row.ends_with('…'), "the cut is marked:\n{row}");
+    assert!(!row.contains("/bin/sh"), "no interpreter path:\n{row}");
+}
+
+#[test]
+fn once_cuts_commands_with_a_mark_in_a_terminal_and_never_when_piped() {
+    if !tmux::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = LongJob::start(dir.path());
+    let scenario = job.scenario();
+    assert!(job.command.chars().count() > 60, "{}", job.command);
+
+    let piped = common::stdout(&scenario.run(&["--once"]));
+    assert!(
+        piped.contains(&job.command),
+        "the whole command when piped:\n{piped}"
+    );
+
+    let t = Tmux::start(scenario.dir(), 160, 24, &monitor(&scenario, "--once"));
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains("COMMAND") && s.contains('…'));
+    assert!(ok, "a marked cut in a terminal:\n{screen}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("/bin/sh"))
+        .expect("the job's row");
+    let command = &row[row.find("/bin/sh").unwrap_or(0)..];
+    assert_eq!(command.chars().count(), 60, "{command}");
+    assert!(job.command.starts_with(command.trim_end_matches('…')));
+}
