@@ -625,6 +625,7 @@ impl Simulation {
                     }),
                     container: i.is_multiple_of(3).then(|| "3f2a9c1b7d4e".into()),
                     uid: Some(1000 + (i % 4) as u32),
+                    starttime: None,
                 }
             })
             .collect();

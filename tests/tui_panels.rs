@@ -569,3 +569,59 @@ fn detail_pane_wraps_the_full_command() {
         "the charts still follow:\n{text}"
     );
 }
+
+/// `/proc/<pid>/stat`'s start time (field 22), read here as the host sampler reads it.
+fn starttime_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_name = &stat[stat.rfind(')').expect("comm") + 2..];
+    after_name
+        .split(' ')
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .expect("starttime")
+}
+
+#[test]
+fn a_process_off_the_gpu_list_but_alive_has_left_the_gpu_not_exited() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let pid = child.id();
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut t = NOW - 60_000;
+    while t <= NOW {
+        let mut s = sample(0, t, 20 * GIB, 80 * GIB, 50);
+        // On the GPU for the first half minute, then off its list.
+        if t < NOW - 30_000 {
+            s.processes = Ok(vec![gpu_process(pid, 4 * GIB, Ok(10))]);
+            let host = vramscope::model::HostProcess {
+                local_pid: Some(pid),
+                starttime: Some(starttime_of(pid)),
+                ..host_process(pid, "alice", "python train.py", GIB, 50.0)
+            };
+            m.ingest(SourceEvent::Host(Box::new(host_sample(t, vec![host]))));
+        }
+        m.ingest(SourceEvent::Device(Box::new(s)));
+        t += INTERVAL_MS;
+    }
+    let row_of = |text: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&pid.to_string()))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let alive = screen(&m, &ui(), 100, 30);
+    assert!(
+        row_of(&alive).contains("left GPU 31s "),
+        "alive and off the list:\n{alive}"
+    );
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let gone = screen(&m, &ui(), 100, 30);
+    assert!(row_of(&gone).contains("exited 31s ago"), "gone:\n{gone}");
+}

@@ -137,3 +137,35 @@ fn once_cuts_commands_with_a_mark_in_a_terminal_and_never_when_piped() {
     assert_eq!(command.chars().count(), 60, "{command}");
     assert!(job.command.starts_with(command.trim_end_matches('…')));
 }
+
+#[test]
+fn a_process_that_left_the_gpu_alive_reads_left_gpu_then_exited_once_gone() {
+    if !tmux::available() {
+        return;
+    }
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let pid = child.id();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([
+        { "t": 0, "compute": [{ "pid": pid, "used_memory": 6u64 << 30 }] },
+        { "t": 1.5, "compute": [] }
+    ]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let t = Tmux::start(scenario.dir(), 100, 24, &monitor(&scenario, ""));
+    let row = |s: &str| {
+        s.lines()
+            .find(|l| l.trim_start().starts_with(&pid.to_string()))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| row(s).contains("left GPU"));
+    assert!(ok, "alive, off the list: left GPU:\n{screen}");
+    assert!(!row(&screen).contains("exited"), "{screen}");
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| row(s).contains("exited"));
+    assert!(ok, "gone: exited:\n{screen}");
+}

@@ -220,6 +220,7 @@ mod tests {
                 cpu_percent: Ok(1.0),
                 container: Some(hostile()),
                 uid: Some(0),
+                starttime: None,
             }],
         };
         host.clean_text();

@@ -30,6 +30,9 @@ pub struct HostProcess {
     pub container: Option<String>,
     /// Uid owning the process, for the kill permission check.
     pub uid: Option<u32>,
+    /// Its start time (clock ticks since boot, `/proc/<pid>/stat`): with the local pid, it
+    /// tells the process apart from a later one given the same pid.
+    pub starttime: Option<u64>,
 }
 
 impl HostProcess {
@@ -49,6 +52,7 @@ impl HostProcess {
             cpu_percent: Err(why),
             container,
             uid: None,
+            starttime: None,
         }
     }
 }

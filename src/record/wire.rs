@@ -413,6 +413,10 @@ pub struct HostProcessDef {
     cpu_percent: Reading<f32>,
     container: Option<String>,
     uid: Option<u32>,
+    /// Not recorded: it identifies a process on the machine that runs vramscope, which a
+    /// replay may not be.
+    #[serde(skip)]
+    starttime: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]

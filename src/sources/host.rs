@@ -29,6 +29,7 @@ struct Watched {
     uid: Option<u32>,
     command: Result<String, Absent>,
     meter: ProcessMeter,
+    starttime: Option<u64>,
 }
 
 impl HostSampler {
@@ -115,6 +116,7 @@ impl HostSampler {
                 None => Err(Absent::NoPermission),
             };
             let command = Ok(command_line(process.cmd(), process.name()));
+            let starttime = crate::channel::sys::starttime(Some(local_pid)).ok();
             self.watched.insert(
                 pid,
                 Watched {
@@ -124,6 +126,7 @@ impl HostSampler {
                     uid,
                     command,
                     meter,
+                    starttime,
                 },
             );
         }
@@ -156,6 +159,7 @@ impl HostSampler {
             cpu_percent,
             container: watched.view.container.clone(),
             uid: watched.uid,
+            starttime: watched.starttime,
         }
     }
 
@@ -168,6 +172,13 @@ impl HostSampler {
         };
         HostProcess::unreadable(pid, None, Absent::Error(why.into()), None)
     }
+}
+
+/// Whether the process with `local_pid` that started at `starttime` still runs: a process that
+/// left a GPU's list is not gone until this says so (a new process given the same pid has
+/// another start time).
+pub fn still_running(local_pid: u32, starttime: u64) -> bool {
+    crate::channel::sys::starttime(Some(local_pid)).is_ok_and(|now| now == starttime)
 }
 
 /// The user's name; the user list is read only when a uid is met for the first time, and a

@@ -180,6 +180,9 @@ impl Monitor {
             if let Ok(user) = &host.user {
                 series.user = Some(user.clone());
             }
+            if let (Some(local), Some(start)) = (host.local_pid, host.starttime) {
+                series.identity = Some((local, start));
+            }
         }
         // After the histories: a carried-over reading is not a new one.
         self.carry_over_host_facts(&mut latest);

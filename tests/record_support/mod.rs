@@ -154,6 +154,7 @@ pub fn host(at_ms: u64) -> HostSample {
                 cpu_percent: Ok(101.5),
                 container: Some("3f2a9c1b".into()),
                 uid: Some(1000),
+                starttime: None,
             },
             HostProcess::unreadable(77, None, Absent::NoPermission, None),
         ],

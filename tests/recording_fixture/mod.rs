@@ -172,6 +172,7 @@ pub fn write_recording(path: &Path) {
                     cpu_percent: Ok(100.0),
                     container: None,
                     uid: Some(1000),
+                    starttime: None,
                 }],
             })),
         )

@@ -38,9 +38,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         ),
         theme.title,
     )];
-    if let Some(at) = row.exited_at {
-        let age = crate::model::time::age_label(at, view.now_ms);
-        title.push(Span::styled(format!("exited {age} "), theme.warn));
+    if let Some(gone) = row.gone_label(view.now_ms, false) {
+        title.push(Span::styled(format!("{gone} "), theme.warn));
     }
     let block = block.title(Line::from(title));
 

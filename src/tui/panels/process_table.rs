@@ -37,7 +37,8 @@ const COLUMNS: [Col; 8] = [
     col(SortColumn::User, 8, Some(3)),
     // Last to go: without it one process on two GPUs reads as two identical rows.
     col(SortColumn::Gpu, 3, Some(9)),
-    // Wide enough for `exited 10m ago`, which exited rows show instead of a size.
+    // Wide enough for `exited 10m ago` and `left GPU 10m`, which rows no longer listed show
+    // instead of a size.
     col(SortColumn::Vram, 14, None),
     col(SortColumn::VramPeak, 8, Some(6)),
     col(SortColumn::Sm, 4, Some(2)),
@@ -293,13 +294,9 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             None => Span::styled(fmt::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
-        SortColumn::Vram if row.is_exited() => {
-            let age = row
-                .exited_at
-                .map(|at| crate::model::time::age_label(at, view.now_ms))
-                .unwrap_or_default();
-            Cell::right(Span::raw(format!("exited {age}")))
-        }
+        SortColumn::Vram if row.is_exited() => Cell::right(Span::raw(
+            row.gone_label(view.now_ms, true).unwrap_or_default(),
+        )),
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
             Some(pct) => format!("{} {:>4}", units::bytes(*v), fmt::percent(pct)),
             None => units::bytes(*v),
