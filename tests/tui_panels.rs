@@ -625,3 +625,34 @@ fn a_process_off_the_gpu_list_but_alive_has_left_the_gpu_not_exited() {
     let gone = screen(&m, &ui(), 100, 30);
     assert!(row_of(&gone).contains("exited 31s ago"), "gone:\n{gone}");
 }
+
+#[test]
+fn a_process_away_from_its_gpu_leaves_a_break_in_its_vram_chart() {
+    use std::sync::Arc;
+    use vramscope::state::ProcessKey;
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    // Listed for 10 s, off the list for 10 s, listed again for 10 s.
+    let start = NOW - 30_000;
+    for i in 0..30 {
+        let t = start + i * INTERVAL_MS;
+        let mut s = sample(0, t, 20 * GIB, 80 * GIB, 50);
+        if !(10..20).contains(&i) {
+            s.processes = Ok(vec![gpu_process(4242, 4 * GIB, Ok(10))]);
+        }
+        m.ingest(SourceEvent::Device(Box::new(s)));
+    }
+    let uuid = m.devices()[0].key();
+    let key = ProcessKey {
+        pid: 4242,
+        gpu_uuid: Arc::from(uuid.as_str()),
+    };
+    let series = m.process_series(&key).expect("its history");
+    let cols = series.vram.query_held(start, start + 30_000, 30);
+    assert!(cols[..10].iter().all(Option::is_some), "{cols:?}");
+    assert!(cols[10..20].iter().all(Option::is_none), "away: {cols:?}");
+    assert!(cols[20..].iter().all(Option::is_some), "{cols:?}");
+}

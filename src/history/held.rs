@@ -26,6 +26,9 @@ impl Series {
             let offset = (col as u128 * span / count) as u64;
             from_ms.saturating_add(offset)
         };
+        // Usually none or one: checked per empty column without searching every break kept.
+        let gaps = self.gaps_in(from_ms, to_ms);
+        let in_gap = |start: u64, end: u64| gaps.iter().any(|&(s, e)| s < end && e > start);
         let mut held = self.reading_before(from_ms).map(|(_, v)| v);
         for (col, cell) in out.iter_mut().enumerate() {
             if let Some(c) = cell {
@@ -33,7 +36,7 @@ impl Series {
                 continue;
             }
             let (start, end) = (start_of(col), start_of(col + 1).max(start_of(col) + 1));
-            if start >= holds_until || self.gap_overlaps(start, end) {
+            if start >= holds_until || in_gap(start, end) {
                 held = None;
                 continue;
             }

@@ -318,11 +318,13 @@ impl Series {
         best
     }
 
-    /// Whether a recorded break overlaps `[from_ms, to_ms)`.
-    pub(super) fn gap_overlaps(&self, from_ms: u64, to_ms: u64) -> bool {
+    /// The recorded breaks `[start, end)` that overlap `[from_ms, to_ms)`, oldest first.
+    pub(super) fn gaps_in(&self, from_ms: u64, to_ms: u64) -> Vec<(u64, u64)> {
         self.gaps
             .iter()
-            .any(|&(start, end)| start < to_ms && end > from_ms)
+            .copied()
+            .filter(|&(start, end)| start < to_ms && end > from_ms)
+            .collect()
     }
 
     /// How long the latest reading holds: the spacing of the last two readings.
