@@ -38,8 +38,8 @@ fn two_gpus_at_80x24() {
     assert!(text.contains("host RAM 12.3/62.8 GiB (avail 48.0 GiB)"));
     assert!(text.contains("exited 2m ago"));
     assert!(
-        text.contains("python train.py --ep"),
-        "command before container tag"
+        text.contains("python train.py --e…"),
+        "command before container tag, its cut marked:\n{text}"
     );
     assert!(text.contains("5151*"), "pid not visible here is marked");
     assert!(text.contains("VRAM▼"), "sort column marked");
@@ -442,4 +442,219 @@ fn a_young_process_s_charts_speak_only_for_the_history_behind_them() {
     assert!(text.contains("flat at 8.00 GiB over the last 5s"), "{text}");
     assert!(text.contains("flat at 1.00 GiB over the last 5s"), "{text}");
     assert!(!text.contains("over the last 1m"), "{text}");
+}
+
+#[test]
+fn a_narrow_gpu_line_keeps_the_ecc_alarm_and_drops_n_a_first() {
+    use vramscope::model::Absent;
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut t = NOW - 10_000;
+    while t <= NOW {
+        let s = vramscope::model::DeviceSample {
+            fan_percent: Err(Absent::NotSupported),
+            ecc_corrected: Ok(3),
+            ecc_uncorrected: Ok(1),
+            throttle_reasons: Ok(0x01),
+            ..sample(0, t, 20 * GIB, 80 * GIB, 50)
+        };
+        m.ingest(SourceEvent::Device(Box::new(s)));
+        t += INTERVAL_MS;
+    }
+    let stats_line = |width: u16| {
+        screen(&m, &ui(), width, 24)
+            .lines()
+            .find(|l| l.starts_with("64"))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let wide = stats_line(120);
+    assert!(
+        wide.contains("fan n/a") && wide.contains("ECC 3 corr 1 uncorr"),
+        "all figures when there is room:\n{wide}"
+    );
+    // Wide enough for the temperature and the alarm: the alarm stays at every such width.
+    for width in 40..=100 {
+        let line = stats_line(width);
+        assert!(
+            line.contains("ECC 3 corr 1 uncorr"),
+            "{width} columns: the ECC alarm is kept:\n{line}"
+        );
+        if line.contains("fan n/a") {
+            assert!(
+                line.contains("P0") && line.contains("enc/dec"),
+                "{width} columns: `fan n/a` outlasted a reading:\n{line}"
+            );
+        }
+    }
+    let narrow = stats_line(60);
+    assert!(
+        !narrow.contains("fan") && narrow.starts_with("64°C"),
+        "the n/a goes first:\n{narrow}"
+    );
+}
+
+/// The two-GPU monitor with 4242's command as a real launcher writes it: the interpreter's
+/// full path, the script's full path, and many arguments.
+fn long_command_monitor() -> (Monitor, &'static str) {
+    const LONG: &str = "/root/.pyenv/versions/3.11.7/bin/python3 /home/alice/projects/llm/train.py \
+        --config configs/llama-70b.yaml --epochs 90 --lr 3e-4 --output /scratch/alice/runs/final";
+    let mut m = two_gpus();
+    let hosts = vec![
+        host_process(4242, "alice", LONG, 12 * GIB, 101.5),
+        host_process(5151, "bob", "ollama serve", 3 * GIB, 2.0),
+        host_process(6000, "carol", "jupyter-kernel", GIB, 0.0),
+    ];
+    m.ingest(SourceEvent::Host(Box::new(host_sample(NOW, hosts))));
+    (m, LONG)
+}
+
+#[test]
+fn commands_show_program_and_script_with_a_marked_cut() {
+    let (m, _) = long_command_monitor();
+    for (theme, mark) in [
+        (Theme::new(true, false), "…"),
+        (Theme::new(true, true), "~"),
+    ] {
+        let text = text(&draw(&m, &ui(), &theme, 100, 30));
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("4242"))
+            .expect("row of 4242");
+        assert!(
+            row.contains(" python3 train.py --config"),
+            "program and script by name:\n{row}"
+        );
+        assert!(!row.contains("/root/"), "no interpreter path:\n{row}");
+        assert!(row.ends_with(mark), "the cut is marked with {mark}:\n{row}");
+    }
+    // A command that fits is not marked.
+    let text = screen(&m, &ui(), 100, 30);
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("5151"))
+        .expect("row of 5151");
+    assert!(row.trim_end().ends_with("ollama serve"), "{row}");
+}
+
+#[test]
+fn detail_pane_wraps_the_full_command() {
+    let (m, long) = long_command_monitor();
+    let mut ui = ui();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 80, 30);
+    // The pane's lines between its borders, label and indent removed, joined again.
+    let inside: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split('│').nth(1))
+        .map(str::trim)
+        .collect();
+    let start = inside
+        .iter()
+        .position(|l| l.starts_with("command "))
+        .expect("command line");
+    let mut joined = inside[start]["command ".len()..].to_string();
+    for l in &inside[start + 1..] {
+        if l.starts_with("container ") {
+            break;
+        }
+        joined.push_str(l);
+    }
+    let squeezed: String = long.split_whitespace().collect();
+    let shown: String = joined.split_whitespace().collect();
+    assert_eq!(shown, squeezed, "every character of the command:\n{text}");
+    assert!(
+        text.contains("VRAM 30.0 GiB"),
+        "the charts still follow:\n{text}"
+    );
+}
+
+/// `/proc/<pid>/stat`'s start time (field 22), read here as the host sampler reads it.
+fn starttime_of(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_name = &stat[stat.rfind(')').expect("comm") + 2..];
+    after_name
+        .split(' ')
+        .nth(19)
+        .and_then(|f| f.parse().ok())
+        .expect("starttime")
+}
+
+#[test]
+fn a_process_off_the_gpu_list_but_alive_has_left_the_gpu_not_exited() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("sleep");
+    let pid = child.id();
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut t = NOW - 60_000;
+    while t <= NOW {
+        let mut s = sample(0, t, 20 * GIB, 80 * GIB, 50);
+        // On the GPU for the first half minute, then off its list.
+        if t < NOW - 30_000 {
+            s.processes = Ok(vec![gpu_process(pid, 4 * GIB, Ok(10))]);
+            let host = vramscope::model::HostProcess {
+                local_pid: Some(pid),
+                starttime: Some(starttime_of(pid)),
+                ..host_process(pid, "alice", "python train.py", GIB, 50.0)
+            };
+            m.ingest(SourceEvent::Host(Box::new(host_sample(t, vec![host]))));
+        }
+        m.ingest(SourceEvent::Device(Box::new(s)));
+        t += INTERVAL_MS;
+    }
+    let row_of = |text: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&pid.to_string()))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let alive = screen(&m, &ui(), 100, 30);
+    assert!(
+        row_of(&alive).contains("left GPU 31s "),
+        "alive and off the list:\n{alive}"
+    );
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+    let gone = screen(&m, &ui(), 100, 30);
+    assert!(row_of(&gone).contains("exited 31s ago"), "gone:\n{gone}");
+}
+
+#[test]
+fn a_process_away_from_its_gpu_leaves_a_break_in_its_vram_chart() {
+    use std::sync::Arc;
+    use vramscope::state::ProcessKey;
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    // Listed for 10 s, off the list for 10 s, listed again for 10 s.
+    let start = NOW - 30_000;
+    for i in 0..30 {
+        let t = start + i * INTERVAL_MS;
+        let mut s = sample(0, t, 20 * GIB, 80 * GIB, 50);
+        if !(10..20).contains(&i) {
+            s.processes = Ok(vec![gpu_process(4242, 4 * GIB, Ok(10))]);
+        }
+        m.ingest(SourceEvent::Device(Box::new(s)));
+    }
+    let uuid = m.devices()[0].key();
+    let key = ProcessKey {
+        pid: 4242,
+        gpu_uuid: Arc::from(uuid.as_str()),
+    };
+    let series = m.process_series(&key).expect("its history");
+    let cols = series.vram.query_held(start, start + 30_000, 30);
+    assert!(cols[..10].iter().all(Option::is_some), "{cols:?}");
+    assert!(cols[10..20].iter().all(Option::is_none), "away: {cols:?}");
+    assert!(cols[20..].iter().all(Option::is_some), "{cols:?}");
 }

@@ -11,6 +11,7 @@
 //! Time is milliseconds since the Unix epoch; values are `f64`.
 
 mod config;
+mod held;
 mod retained;
 mod series;
 #[cfg(test)]

@@ -32,8 +32,17 @@ pub struct Series {
     clock_ms: Option<u64>,
     last: Option<(u64, f64)>,
     in_gap: bool,
+    // Explicit breaks `[gap recorded, next reading)`, oldest first; an open one ends at
+    // `u64::MAX`. Kept apart from raw so a break still shows once raw has aged into tiers.
+    gaps: VecDeque<(u64, u64)>,
+    // Time between the last two readings with no break between them: how long the latest
+    // reading is taken to hold before the next one is due.
+    spacing_ms: u64,
     peak: Option<Peak>,
 }
+
+/// Breaks remembered per series; older ones lie beyond what charts are asked to draw.
+const GAP_CAP: usize = 256;
 
 /// Where one stretch of a queried window is answered from.
 #[derive(Clone, Copy)]
@@ -106,6 +115,8 @@ impl Series {
             clock_ms: None,
             last: None,
             in_gap: false,
+            gaps: VecDeque::new(),
+            spacing_ms: 0,
             peak: None,
         }
     }
@@ -136,6 +147,13 @@ impl Series {
         for tier in &mut self.tiers {
             tier.add(at, value);
         }
+        if self.in_gap {
+            if let Some(open) = self.gaps.back_mut() {
+                open.1 = at;
+            }
+        } else if let Some((prev, _)) = self.last {
+            self.spacing_ms = at - prev;
+        }
         self.last = Some((at, value));
         self.in_gap = false;
         if self.peak.is_none_or(|p| value > p.value) {
@@ -153,6 +171,7 @@ impl Series {
                 at_ms: at,
                 value: f64::NAN,
             });
+            push_bounded(&mut self.gaps, GAP_CAP, (at, u64::MAX));
         }
         self.in_gap = true;
     }
@@ -299,11 +318,42 @@ impl Series {
         best
     }
 
+    /// The recorded breaks `[start, end)` that overlap `[from_ms, to_ms)`, oldest first.
+    pub(super) fn gaps_in(&self, from_ms: u64, to_ms: u64) -> Vec<(u64, u64)> {
+        self.gaps
+            .iter()
+            .copied()
+            .filter(|&(start, end)| start < to_ms && end > from_ms)
+            .collect()
+    }
+
+    /// How long the latest reading holds: the spacing of the last two readings.
+    pub(super) fn spacing_ms(&self) -> u64 {
+        self.spacing_ms
+    }
+
+    /// The latest reading before `at_ms`, or `None` when a break came after it or nothing
+    /// is held that early. Answered from raw where raw reaches, else from the finest tier
+    /// (a bucket's last value, dated at the bucket's end).
+    pub(super) fn reading_before(&self, at_ms: u64) -> Option<(u64, f64)> {
+        let before = self.raw.partition_point(|p| p.at_ms < at_ms);
+        if let Some(p) = before.checked_sub(1).and_then(|i| self.raw.get(i)) {
+            return p.reading().map(|v| (p.at_ms, v));
+        }
+        self.tiers.iter().find_map(|tier| {
+            tier.buckets()
+                .take_while(|b| b.start_ms() < at_ms)
+                .last()
+                .map(|b| (tier.end_of(b).min(at_ms), b.last()))
+        })
+    }
+
     /// Approximate heap plus inline size, for checking that memory stays bounded.
     pub fn memory_bytes(&self) -> usize {
         size_of::<Self>()
             + self.raw.capacity() * size_of::<RawPoint>()
             + self.tiers.capacity() * size_of::<Tier>()
+            + self.gaps.capacity() * size_of::<(u64, u64)>()
             + self.tiers.iter().map(Tier::heap_bytes).sum::<usize>()
     }
 }

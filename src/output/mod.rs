@@ -11,7 +11,7 @@ use crate::cli::Cli;
 use crate::job::Job;
 use crate::model::NvmlProblem;
 use crate::sources::oneshot::OneShot;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -41,6 +41,10 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         },
     };
     let mut out = std::io::stdout().lock();
+    // Commands are cut to fit a terminal only; piped, they stay whole for grep and scripts.
+    let command_cut = out
+        .is_terminal()
+        .then_some(if cli.ascii { "..." } else { "…" });
     let mut first = true;
     loop {
         let started = Instant::now();
@@ -50,7 +54,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         } else if cli.csv {
             csv::render(&snapshot, first)
         } else {
-            table::render(&snapshot)
+            table::render(&snapshot, command_cut)
         };
         let separator = if !first && !cli.json && !cli.csv {
             "\n"

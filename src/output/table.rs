@@ -5,7 +5,9 @@ use crate::model::units::{bytes, watts};
 use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
 
-pub fn render(snapshot: &Snapshot) -> String {
+/// `command_cut`: the mark ending a command cut to its 60 columns, or `None` to print it whole
+/// (output that is not a terminal).
+pub fn render(snapshot: &Snapshot, command_cut: Option<&str>) -> String {
     let mut out = String::new();
     let driver = snapshot.driver.as_ref();
     let _ = writeln!(
@@ -44,7 +46,7 @@ pub fn render(snapshot: &Snapshot) -> String {
         };
     }
     for p in &snapshot.processes {
-        out += &process_line(p);
+        out += &process_line(p, command_cut);
     }
     out += &allocator_lines(snapshot);
     out += &notes(snapshot);
@@ -169,7 +171,10 @@ fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {
     }
 }
 
-fn process_line(p: &ProcessRow) -> String {
+/// Characters of COMMAND a terminal line shows, its cut mark included.
+const COMMAND_CHARS: usize = 60;
+
+fn process_line(p: &ProcessRow, command_cut: Option<&str>) -> String {
     let host = p.host.as_ref();
     let pid = match host.and_then(|h| h.local_pid) {
         Some(local) if local != p.nvml.pid => format!("{local}({})", p.nvml.pid),
@@ -185,7 +190,12 @@ fn process_line(p: &ProcessRow) -> String {
     if let Some(container) = host.and_then(|h| h.container.as_ref()) {
         command = format!("[{container}] {command}");
     }
-    let command: String = command.chars().take(60).collect();
+    if let Some(mark) = command_cut
+        && command.chars().count() > COMMAND_CHARS
+    {
+        let keep = COMMAND_CHARS.saturating_sub(mark.chars().count());
+        command = command.chars().take(keep).collect::<String>() + mark;
+    }
     format!(
         "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {user:<10} {command}\n",
         p.gpu_index,

@@ -162,6 +162,13 @@ impl Monitor {
                     Err(_) => entry.vram.push_gap(sample.at_ms),
                 }
             }
+            // Off this GPU's list: a break, so its chart does not hold the last figure across
+            // the time it was away.
+            for (key, entry) in self.process_series.iter_mut() {
+                if *key.gpu_uuid == *uuid && !processes.iter().any(|p| p.pid == key.pid) {
+                    entry.vram.push_gap(sample.at_ms);
+                }
+            }
         }
         self.latest.insert(sample.index, sample);
     }
@@ -189,6 +196,9 @@ impl Monitor {
             }
             if let Ok(user) = &host.user {
                 series.user = Some(user.clone());
+            }
+            if let (Some(local), Some(start)) = (host.local_pid, host.starttime) {
+                series.identity = Some((local, start));
             }
         }
         // After the histories: a carried-over reading is not a new one.

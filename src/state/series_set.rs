@@ -28,6 +28,9 @@ pub struct ProcessSeries {
     /// Last command line seen, so an exited process still has a name.
     pub command: Option<String>,
     pub user: Option<String>,
+    /// The local pid and start time last read, so that a process no longer on a GPU's list
+    /// can be told alive ("left GPU") from gone.
+    pub identity: Option<(u32, u64)>,
 }
 
 impl Default for ProcessSeries {
@@ -38,6 +41,7 @@ impl Default for ProcessSeries {
             gpu_index: 0,
             command: None,
             user: None,
+            identity: None,
         }
     }
 }

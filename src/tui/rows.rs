@@ -6,6 +6,7 @@ use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::snapshot::allocator_of;
 use crate::model::{Absent, HostProcess, ProcessAllocator, Reading, Snapshot};
+use crate::sources::host::still_running;
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -30,6 +31,8 @@ pub struct TableRow {
     remembered_command: Option<String>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
+    /// A row no longer listed whose process still runs: it left the GPU, it did not exit.
+    pub left_gpu: bool,
     /// What the process's allocator publishes for this GPU, when it is instrumented. Boxed:
     /// it is large, and rows are moved when sorted every frame.
     pub allocator: Option<Box<ProcessAllocator>>,
@@ -71,8 +74,24 @@ impl TableRow {
         self.host.as_ref()?.container.as_deref()
     }
 
+    /// No longer on its GPU's list: exited, or (see `left_gpu`) still running elsewhere.
     pub fn is_exited(&self) -> bool {
         self.exited_at.is_some()
+    }
+
+    /// `exited 2m ago`, or `left GPU 2m ago` for a process that still runs; `short` drops
+    /// the `ago` (`left GPU 10m ago` is wider than the table's VRAM column).
+    pub fn gone_label(&self, now_ms: u64, short: bool) -> Option<String> {
+        let at = self.exited_at?;
+        let age = crate::model::time::age_label(at, now_ms);
+        let label = if !self.left_gpu {
+            format!("exited {age}")
+        } else if short {
+            format!("left GPU {}", age.trim_end_matches(" ago"))
+        } else {
+            format!("left GPU {age}")
+        };
+        Some(label)
     }
 
     /// Allocated, reserved or true peak, for the allocator columns.
@@ -156,6 +175,7 @@ pub fn table_rows(
             sm: p.nvml.sm_util.clone(),
             host: host.cloned(),
             exited_at: None,
+            left_gpu: false,
             allocator: p.allocator.clone().map(Box::new),
             key,
         });
@@ -182,6 +202,9 @@ pub fn table_rows(
             sm: Err(Absent::NotAvailable),
             host: None,
             exited_at: Some(seen),
+            left_gpu: series
+                .identity
+                .is_some_and(|(local, start)| still_running(local, start)),
             // A dead writer's last figures stay with its row: often they are why it died.
             allocator: allocator_of(&snapshot.allocators, key.pid, series.gpu_index, false)
                 .map(Box::new),

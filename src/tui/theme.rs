@@ -46,6 +46,8 @@ pub struct Glyphs {
     /// On the allocator chart's event line: a step's end, an OOM.
     pub step_tick: &'static str,
     pub oom: &'static str,
+    /// Ends text cut at its column, so it does not read as the whole.
+    pub cut: &'static str,
 }
 
 impl Glyphs {
@@ -66,6 +68,7 @@ impl Glyphs {
             breakdown: ["█", "▓", "░"],
             step_tick: "╵",
             oom: "✖",
+            cut: "…",
         }
     }
 
@@ -86,6 +89,7 @@ impl Glyphs {
             breakdown: ["#", "=", "."],
             step_tick: "|",
             oom: "X",
+            cut: "~",
         }
     }
 

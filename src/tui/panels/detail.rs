@@ -1,7 +1,7 @@
-//! The detail pane for the selected process: its full command, container and pid view, and
+//! The detail pane for the selected process: its full command (wrapped), container and pid view, and
 //! VRAM and host RSS sparklines with their peaks marked and labelled.
 
-use super::{allocator_detail, centered, fmt, spark};
+use super::{allocator_detail, centered, command, fmt, spark};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -38,20 +38,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         ),
         theme.title,
     )];
-    if let Some(at) = row.exited_at {
-        let age = crate::model::time::age_label(at, view.now_ms);
-        title.push(Span::styled(format!("exited {age} "), theme.warn));
+    if let Some(gone) = row.gone_label(view.now_ms, false) {
+        title.push(Span::styled(format!("{gone} "), theme.warn));
     }
     let block = block.title(Line::from(title));
 
     let mut lines = Vec::with_capacity(10);
-    lines.push(Line::from(vec![
-        fmt::label(theme, "command"),
-        match row.command() {
-            Some(c) => Span::styled(c.to_string(), theme.value),
-            None => Span::styled(fmt::NA, theme.dim),
-        },
-    ]));
+    let command_lines = command_lines(view, row.command(), inner_w);
+    let command_extra = u16::try_from(command_lines.len().saturating_sub(1)).unwrap_or(0);
+    lines.extend(command_lines);
     lines.push(Line::from(vec![
         fmt::label(theme, "container"),
         Span::styled(row.container().unwrap_or("-").to_string(), theme.value),
@@ -122,7 +117,9 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
     let allocator = allocator_detail::lines(view, row, inner_w, range, chart_w, gpu_total);
-    let extra = u16::try_from(allocator.len()).unwrap_or(u16::MAX);
+    let extra = u16::try_from(allocator.len())
+        .unwrap_or(u16::MAX)
+        .saturating_add(command_extra);
     lines.extend(allocator);
     let popup = centered(area, width, 10_u16.saturating_add(extra));
     frame.render_widget(Clear, popup);
@@ -130,6 +127,44 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     frame.render_widget(block, popup);
     frame.render_widget(Paragraph::new(lines), inner);
 }
+
+/// The full command, wrapped under its label: the table shows it short and cut, so this is
+/// where it can be read whole. A command longer than `MAX_COMMAND_LINES` lines ends in the
+/// cut mark rather than push the charts out of the pane.
+fn command_lines(view: &View, command: Option<&str>, inner_w: u16) -> Vec<Line<'static>> {
+    const LABEL: &str = "command ";
+    let theme = view.theme;
+    let Some(full) = command else {
+        return vec![Line::from(vec![
+            fmt::label(theme, LABEL.trim_end()),
+            Span::styled(fmt::NA, theme.dim),
+        ])];
+    };
+    let width = usize::from(inner_w).saturating_sub(LABEL.len()).max(1);
+    let mut parts = command::wrap(full, width, width);
+    if parts.len() > MAX_COMMAND_LINES {
+        parts.truncate(MAX_COMMAND_LINES);
+        if let Some(last) = parts.last_mut() {
+            let longer = format!("{last}{}", theme.glyphs.cut);
+            *last = command::cut(&longer, width, theme.glyphs.cut).unwrap_or(longer);
+        }
+    }
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| {
+            let head = if i == 0 {
+                fmt::label(theme, LABEL.trim_end())
+            } else {
+                Span::raw(" ".repeat(LABEL.len()))
+            };
+            Line::from(vec![head, Span::styled(part, theme.value)])
+        })
+        .collect()
+}
+
+/// Lines the detail pane gives a command before cutting it.
+const MAX_COMMAND_LINES: usize = 6;
 
 /// `45%`, `102.5%`, `n/a`, or `-` for an exited process.
 fn percent_span(

@@ -37,6 +37,47 @@ pub fn fitting(mut figures: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Vec<Sp
     figures
 }
 
+/// How much a figure on a GPU line matters when the line is too narrow for all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rank {
+    /// `fan n/a`: says only that a figure cannot be read.
+    Absent,
+    /// A reading.
+    Figure,
+    /// Something wrong (ECC errors, a costly throttle): what the line is there to say.
+    Alarm,
+}
+
+/// The figures that fit in `width` cells, in their order: a narrow line drops the lowest
+/// ranked first (the rightmost of equals), so an alarm outlasts every figure and an `n/a`
+/// goes before any reading. Figures are dropped whole, as in [`fitting`]; a line that lost its
+/// first figure does not start with the next one's separator.
+pub fn fitting_ranked(
+    mut figures: Vec<(Rank, Vec<Span<'static>>)>,
+    width: usize,
+) -> Vec<Vec<Span<'static>>> {
+    let used = |f: &[(Rank, Vec<Span>)]| {
+        f.iter()
+            .flat_map(|(_, spans)| spans)
+            .map(put::cells)
+            .sum::<usize>()
+    };
+    while figures.len() > 1 && used(&figures) > width {
+        let lowest = figures.iter().map(|(rank, _)| *rank).min();
+        let Some(drop) = figures.iter().rposition(|(rank, _)| Some(*rank) == lowest) else {
+            break;
+        };
+        figures.remove(drop);
+    }
+    let mut shown: Vec<Vec<Span<'static>>> = figures.into_iter().map(|(_, f)| f).collect();
+    if let Some(first) = shown.first_mut()
+        && first.first().is_some_and(|s| s.content.trim().is_empty())
+    {
+        first.remove(0);
+    }
+    shown
+}
+
 /// `2m` from `2m ago`: ages for tight lines.
 pub fn short_age(then_ms: u64, now_ms: u64) -> String {
     let label = crate::model::time::age_label(then_ms, now_ms);

@@ -12,7 +12,8 @@
 //! Both sparklines share one width and so one time axis; memory is scaled to the GPU's total
 //! (a full plot means a full GPU), utilisation to 100 %.
 
-use super::{fmt, put, spark};
+use super::fmt::{self, Rank};
+use super::{put, spark};
 use crate::model::device::throttle_reason_names;
 use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
@@ -171,7 +172,7 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
 /// `64°C  412W/700W  SM/mem 1980/2619MHz  fan 30%  enc/dec 0/0%  P0  thr power-cap`, plus
 /// ECC errors when there are any: short labels so that it fits 80 columns.
 /// Temperature, power, clocks, fan, enc/dec, pstate, throttle reasons and ECC, as many as fit
-/// in `width` cells, each whole.
+/// in `width` cells, each whole; a narrow line keeps alarms and drops `n/a` first.
 fn stats_line(
     theme: &Theme,
     device: &DeviceSnapshot,
@@ -180,41 +181,53 @@ fn stats_line(
 ) -> Line<'static> {
     let gap = || Span::raw("  ");
     let na = || Span::styled(fmt::NA, theme.dim);
-    let mut figures: Vec<Vec<Span<'static>>> = Vec::with_capacity(8);
+    let mut figures: Vec<(Rank, Vec<Span<'static>>)> = Vec::with_capacity(8);
     figures.push(match &s.temperature_c {
-        Ok(t) => vec![Span::styled(
-            format!("{t}{}", theme.glyphs.degree_c),
-            theme.value,
-        )],
-        Err(_) => vec![fmt::label(theme, "temp"), na()],
+        Ok(t) => (
+            Rank::Figure,
+            vec![Span::styled(
+                format!("{t}{}", theme.glyphs.degree_c),
+                theme.value,
+            )],
+        ),
+        Err(_) => (Rank::Absent, vec![fmt::label(theme, "temp"), na()]),
     });
     let limit = s
         .power_limit_mw
         .clone()
         .or(device.info.power_limit_mw.clone());
     figures.push(match &s.power_mw {
-        Ok(mw) => vec![
-            gap(),
-            Span::styled(units::watts(*mw), theme.value),
-            Span::styled("/", theme.label),
-            fmt::value_span(theme, &limit, |mw| units::watts(*mw)),
-        ],
-        Err(_) => vec![gap(), fmt::label(theme, "power"), na()],
+        Ok(mw) => (
+            Rank::Figure,
+            vec![
+                gap(),
+                Span::styled(units::watts(*mw), theme.value),
+                Span::styled("/", theme.label),
+                fmt::value_span(theme, &limit, |mw| units::watts(*mw)),
+            ],
+        ),
+        Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "power"), na()]),
     });
     let mut clocks = vec![gap(), fmt::label(theme, "SM/mem")];
     pair(theme, &mut clocks, &s.sm_clock_mhz, &s.mem_clock_mhz, "MHz");
-    figures.push(clocks);
-    figures.push(vec![
-        gap(),
-        fmt::label(theme, "fan"),
-        fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
-    ]);
+    figures.push((rank_of(&[&s.sm_clock_mhz, &s.mem_clock_mhz]), clocks));
+    figures.push((
+        rank_of(&[&s.fan_percent]),
+        vec![
+            gap(),
+            fmt::label(theme, "fan"),
+            fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
+        ],
+    ));
     let mut codec = vec![gap(), fmt::label(theme, "enc/dec")];
     pair(theme, &mut codec, &s.encoder_util, &s.decoder_util, "%");
-    figures.push(codec);
+    figures.push((rank_of(&[&s.encoder_util, &s.decoder_util]), codec));
     figures.push(match &s.pstate {
-        Ok(p) => vec![gap(), Span::styled(format!("P{p}"), theme.value)],
-        Err(_) => vec![gap(), fmt::label(theme, "pstate"), na()],
+        Ok(p) => (
+            Rank::Figure,
+            vec![gap(), Span::styled(format!("P{p}"), theme.value)],
+        ),
+        Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "pstate"), na()]),
     });
     match &s.throttle_reasons {
         Ok(bits) => {
@@ -222,15 +235,22 @@ fn stats_line(
             if !names.is_empty() {
                 // Idle and app clocks are routine; anything else costs performance.
                 let benign = names.iter().all(|n| matches!(*n, "idle" | "app-clocks"));
-                let style = if benign { theme.value } else { theme.warn };
-                figures.push(vec![
-                    gap(),
-                    fmt::label(theme, "thr"),
-                    Span::styled(names.join(","), style),
-                ]);
+                let (style, rank) = if benign {
+                    (theme.value, Rank::Figure)
+                } else {
+                    (theme.warn, Rank::Alarm)
+                };
+                figures.push((
+                    rank,
+                    vec![
+                        gap(),
+                        fmt::label(theme, "thr"),
+                        Span::styled(names.join(","), style),
+                    ],
+                ));
             }
         }
-        Err(_) => figures.push(vec![gap(), fmt::label(theme, "thr"), na()]),
+        Err(_) => figures.push((Rank::Absent, vec![gap(), fmt::label(theme, "thr"), na()])),
     }
     // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().ok().copied();
@@ -242,20 +262,32 @@ fn stats_line(
         } else {
             theme.warn
         };
-        figures.push(vec![
-            gap(),
-            Span::styled(
-                format!(
-                    "ECC {} corr {} uncorr",
-                    count(corrected),
-                    count(uncorrected)
+        figures.push((
+            Rank::Alarm,
+            vec![
+                gap(),
+                Span::styled(
+                    format!(
+                        "ECC {} corr {} uncorr",
+                        count(corrected),
+                        count(uncorrected)
+                    ),
+                    style,
                 ),
-                style,
-            ),
-        ]);
+            ],
+        ));
     }
-    let shown = fmt::fitting(figures, usize::from(width));
+    let shown = fmt::fitting_ranked(figures, usize::from(width));
     Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
+}
+
+/// A figure made of `readings` is absent only when none of them can be read.
+fn rank_of(readings: &[&Reading<u32>]) -> Rank {
+    if readings.iter().all(|r| r.is_err()) {
+        Rank::Absent
+    } else {
+        Rank::Figure
+    }
 }
 
 /// `1980/2619MHz`, `n/a/2619MHz`, or a single `n/a` when both sides are unreadable.

@@ -2,7 +2,7 @@
 //! row highlighted and kept in view, exited processes dimmed with their age. On narrow
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
-use super::{fmt, put};
+use super::{command, fmt, put};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -37,7 +37,8 @@ const COLUMNS: [Col; 8] = [
     col(SortColumn::User, 8, Some(3)),
     // Last to go: without it one process on two GPUs reads as two identical rows.
     col(SortColumn::Gpu, 3, Some(9)),
-    // Wide enough for `exited 10m ago`, which exited rows show instead of a size.
+    // Wide enough for `exited 10m ago` and `left GPU 10m`, which rows no longer listed show
+    // instead of a size.
     col(SortColumn::Vram, 14, None),
     col(SortColumn::VramPeak, 8, Some(6)),
     col(SortColumn::Sm, 4, Some(2)),
@@ -199,6 +200,8 @@ struct Cell<'a> {
     /// Drawn right after `text`: the command's container id.
     suffix: Option<Span<'a>>,
     right: bool,
+    /// Text cut at the column ends in this mark (commands, whose cut reads as whole).
+    cut_mark: Option<&'static str>,
 }
 
 impl<'a> Cell<'a> {
@@ -207,6 +210,7 @@ impl<'a> Cell<'a> {
             text,
             suffix: None,
             right: false,
+            cut_mark: None,
         }
     }
 
@@ -224,6 +228,16 @@ impl<'a> Cell<'a> {
     /// Draws the cell in its one-row `area`: as `put::cell_in` draws the same line, so a
     /// right-aligned figure too wide for its column keeps its end (the unit).
     fn put(&self, buf: &mut Buffer, area: Rect) {
+        let width = usize::from(area.width);
+        if let Some(mark) = self.cut_mark
+            && self.spans().map(put::cells).sum::<usize>() > width
+        {
+            // Only cut cells pay for joining their text.
+            let text: String = self.spans().map(|s| s.content.as_ref()).collect();
+            let cut = command::cut(&text, width, mark).unwrap_or(text);
+            put::cell_in(buf, area, &Line::styled(cut, self.text.style));
+            return;
+        }
         if !put::spans_fit(buf, area, self.spans(), Style::new(), self.right) {
             let line = Line::from(self.spans().cloned().collect::<Vec<_>>()).right_aligned();
             put::cell_in(buf, area, &line);
@@ -280,13 +294,9 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             None => Span::styled(fmt::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
-        SortColumn::Vram if row.is_exited() => {
-            let age = row
-                .exited_at
-                .map(|at| crate::model::time::age_label(at, view.now_ms))
-                .unwrap_or_default();
-            Cell::right(Span::raw(format!("exited {age}")))
-        }
+        SortColumn::Vram if row.is_exited() => Cell::right(Span::raw(
+            row.gone_label(view.now_ms, true).unwrap_or_default(),
+        )),
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
             Some(pct) => format!("{} {:>4}", units::bytes(*v), fmt::percent(pct)),
             None => units::bytes(*v),
@@ -319,17 +329,19 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
     })
 }
 
-/// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row.
+/// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row; the
+/// program and script by name (see `command::short`), a cut marked.
 fn command_cell<'a>(view: &View, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     let text = match row.command() {
-        Some(command) => Span::raw(command),
+        Some(full) => Span::raw(command::short(full)),
         None => Span::styled(fmt::NA, theme.dim),
     };
     Cell {
         suffix: row
             .container()
             .map(|container| Span::styled(format!(" [{container}]"), theme.label)),
+        cut_mark: Some(theme.glyphs.cut),
         ..Cell::left(text)
     }
 }

@@ -52,7 +52,7 @@ pub fn spark(
 ) -> Spark {
     let columns = usize::from(width);
     let peak = series.window_peak(from_ms, to_ms);
-    let data = series.query(from_ms, to_ms, columns);
+    let data = series.query_held(from_ms, to_ms, columns);
     let scale = scale_max
         .filter(|m| *m > 0.0)
         .or(peak.map(|p| p.value))
