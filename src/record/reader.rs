@@ -146,28 +146,10 @@ impl Recording {
 
     /// The events after `at`, which an earlier reading of the same file gave: the lines
     /// before it are passed over unparsed. An error when the file no longer holds them.
-    pub fn events_from(mut self, at: &Resume) -> Result<Events, RecordingError> {
-        while self.lines.number < at.line {
-            match self.lines.next(MAX_LINE) {
-                Ok(Line::Whole) => {}
-                Ok(Line::Cut | Line::End) => {
-                    return Err(RecordingError::new(format!(
-                        "{}: ends before line {}, which it held when first read",
-                        self.name, at.line
-                    )));
-                }
-                Err(problem) => {
-                    return Err(problem_error(&self.name, &problem, self.lines.number));
-                }
-            }
-        }
-        Ok(Events {
-            name: self.name,
-            lines: self.lines,
-            writers: at.writers.clone(),
-            skipped_records: at.skipped_records,
-            done: false,
-        })
+    pub fn events_from(self, at: &Resume) -> Result<Events, RecordingError> {
+        let mut events = self.events();
+        events.skip_to(at)?;
+        Ok(events)
     }
 
     /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
@@ -226,6 +208,31 @@ impl Events {
             writers: self.writers.clone(),
             skipped_records: self.skipped_records,
         }
+    }
+
+    /// Passes over the lines up to `at`, unparsed, and takes on what the reader remembered
+    /// there: `at` is a place further on in an earlier reading of the same file. An error
+    /// when the file no longer holds those lines.
+    pub fn skip_to(&mut self, at: &Resume) -> Result<(), RecordingError> {
+        while self.lines.number < at.line {
+            match self.lines.next(MAX_LINE) {
+                Ok(Line::Whole) => {}
+                Ok(Line::Cut | Line::End) => {
+                    self.done = true;
+                    return Err(RecordingError::new(format!(
+                        "{}: ends before line {}, which it held when first read",
+                        self.name, at.line
+                    )));
+                }
+                Err(problem) => {
+                    self.done = true;
+                    return Err(problem_error(&self.name, &problem, self.lines.number));
+                }
+            }
+        }
+        self.writers = at.writers.clone();
+        self.skipped_records = at.skipped_records;
+        Ok(())
     }
 
     /// `Skipped::notice` for this file.
