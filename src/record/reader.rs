@@ -5,7 +5,9 @@
 
 use super::channels::{BatchIn, WritersRead};
 use super::lines::{Line, Lines, Problem};
-use super::wire::{device_infos, device_sample, driver, host_sample, problem};
+use super::wire::{
+    device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
+};
 use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
 use crate::model::ForeignText;
 use crate::sources::runner::SourceEvent;
@@ -37,6 +39,11 @@ pub struct Skipped {
     pub events: u64,
     /// Channel polls whose writer's liveness is a state this version does not know.
     pub polls: u64,
+    /// GPU processes of a kind this version does not know, left out of their sample.
+    pub processes: u64,
+    /// Channels gone for a reason this version does not know: the channel is still
+    /// forgotten, as the recorder forgot it, but the monitor is not told why.
+    pub gone: u64,
 }
 
 impl Skipped {
@@ -46,6 +53,8 @@ impl Skipped {
             (self.records, "record"),
             (self.events, "writer event"),
             (self.polls, "channel poll"),
+            (self.processes, "GPU process"),
+            (self.gone, "gone channel"),
         ]
         .into_iter()
         .filter(|(n, _)| *n > 0)
@@ -140,6 +149,7 @@ impl Recording {
             lines: self.lines,
             writers: WritersRead::default(),
             skipped_records: 0,
+            skipped_processes: 0,
             done: false,
         }
     }
@@ -181,6 +191,7 @@ pub struct Resume {
     line: u64,
     writers: WritersRead,
     skipped_records: u64,
+    skipped_processes: u64,
 }
 
 /// The events of a recording; see `Recording::events`.
@@ -189,6 +200,7 @@ pub struct Events {
     lines: Lines,
     writers: WritersRead,
     skipped_records: u64,
+    skipped_processes: u64,
     done: bool,
 }
 
@@ -197,6 +209,7 @@ impl Events {
     pub fn skipped(&self) -> Skipped {
         Skipped {
             records: self.skipped_records,
+            processes: self.skipped_processes,
             ..self.writers.skipped
         }
     }
@@ -207,6 +220,7 @@ impl Events {
             line: self.lines.number,
             writers: self.writers.clone(),
             skipped_records: self.skipped_records,
+            skipped_processes: self.skipped_processes,
         }
     }
 
@@ -232,6 +246,7 @@ impl Events {
         }
         self.writers = at.writers.clone();
         self.skipped_records = at.skipped_records;
+        self.skipped_processes = at.skipped_processes;
         Ok(())
     }
 
@@ -248,7 +263,11 @@ impl Events {
     /// The record on the current line; its text cleaned (`ForeignText`), as the file is
     /// anyone's.
     fn decode(&mut self) -> Result<Option<(u64, SourceEvent)>, String> {
+        // Counted by the process lists as they are read (see `take_skipped_processes`); what
+        // a record that failed midway left is not this record's.
+        take_skipped_processes();
         let record: RecordIn = serde_json::from_slice(&self.lines.buf).map_err(json_problem)?;
+        self.skipped_processes += take_skipped_processes();
         let mut event = if let Some(started) = record.started {
             SourceEvent::Started {
                 driver: started.driver.0,
