@@ -1,5 +1,6 @@
-//! Recordings from a newer 1.x: a record, a writer event or a liveness state of a kind this
-//! vramscope does not know is skipped and counted, and everything else reads as before,
+//! Recordings from a newer 1.x: a record, a writer event, a liveness state, a GPU process
+//! kind or a reason a channel went of a kind this vramscope does not know is skipped and
+//! counted, and everything else reads as before,
 //! through `report` (every format), `export`, `plot` and `replay`.
 
 mod common;
@@ -11,13 +12,38 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Command, Output};
 
-const NOTICE: &str = "run.jsonl: skipped 1 record, 1 writer event, 1 channel poll of kinds this vramscope does not know (recorded by a newer vramscope?)";
+const NOTICE: &str = "run.jsonl: skipped 1 record, 1 writer event, 1 channel poll, 1 GPU process, 1 gone channel of kinds this vramscope does not know (recorded by a newer vramscope?)";
 
 /// The fixture's recording as a newer vramscope might have written it: with a record of a
-/// new kind, a writer event of a new kind beside a known one, and a second poll of a channel
-/// whose writer is in a new state.
+/// new kind, a writer event of a new kind beside a known one, a second poll of a channel
+/// whose writer is in a new state, a GPU process of a new kind beside a known one, and the
+/// channel gone, after its last poll, for a new reason.
 fn from_a_newer_version(plain: &str) -> String {
     let mut lines: Vec<String> = plain.lines().map(str::to_string).collect();
+    let value = |l: &String| serde_json::from_str::<Value>(l).unwrap();
+    let last_poll = lines
+        .iter()
+        .rposition(|l| value(l)["channels"]["polls"][0].is_object())
+        .expect("a poll");
+    let last = value(&lines[last_poll]);
+    let gone = json!({ "t": last["t"], "channels": {
+        "at_ms": last["channels"]["at_ms"],
+        "polls": [],
+        "gone": [{ "path": last["channels"]["polls"][0]["path"], "why": "migrated" }],
+        "rejected": [],
+    } });
+    lines.insert(last_poll + 1, gone.to_string());
+    let with_processes = lines
+        .iter()
+        .position(|l| value(l)["device"]["processes"][0].is_object())
+        .expect("a device sample with processes");
+    let mut sample = value(&lines[with_processes]);
+    let processes = sample["device"]["processes"].as_array_mut().unwrap();
+    let mut newer = processes[0].clone();
+    newer["pid"] = json!(31337);
+    newer["kind"] = json!("mig_compute");
+    processes.push(newer);
+    lines[with_processes] = sample.to_string();
     let with_events = lines
         .iter()
         .position(|l| {

@@ -9,6 +9,7 @@ use common::{GIB, Scenario};
 use recording_fixture::{T0, write_recording};
 use serde_json::json;
 use std::time::Duration;
+use vramscope::history::Peak;
 use vramscope::replay::{Command, Limits, Replay};
 use vramscope::state::{Monitor, StaleAfter};
 
@@ -360,19 +361,34 @@ fn write_long_recording(path: &std::path::Path) -> u64 {
     seconds
 }
 
+/// The recording fed to a monitor from its start up to the first event after `at_ms`,
+/// without replay: what a replay at `at_ms` must show.
+fn played_forward(path: &std::path::Path, at_ms: u64) -> Monitor {
+    let mut monitor = Monitor::new(T0);
+    for item in vramscope::record::Recording::open(path).unwrap().events() {
+        let (t, event) = item.unwrap();
+        if t > at_ms {
+            break;
+        }
+        monitor.ingest(event);
+    }
+    monitor
+}
+
+fn long_state(monitor: &Monitor, at_ms: u64) -> (vramscope::model::Snapshot, Option<Peak>) {
+    let snapshot = monitor.snapshot(at_ms, StaleAfter::interval(1000));
+    let key = snapshot.devices[0].info.key();
+    let peak = monitor.device_series(&key).unwrap().memory_used.peak();
+    (snapshot, peak)
+}
+
 #[test]
-fn going_back_from_checkpoints_shows_what_playing_forward_showed() {
+fn moving_from_checkpoints_shows_what_playing_forward_showed() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long.jsonl.zst");
     let seconds = write_long_recording(&path);
-    let state = |monitor: &Monitor, at_ms: u64| {
-        let snapshot = monitor.snapshot(at_ms, StaleAfter::interval(1000));
-        let key = snapshot.devices[0].info.key();
-        let peak = monitor.device_series(&key).unwrap().memory_used.peak();
-        (snapshot, peak)
-    };
     // The default limits, and limits so tight that checkpoints are thinned out as the
-    // cursor goes: each must show what a replay only ever played forward shows.
+    // file is first read: each must show what the recording fed from its start shows.
     let tight = Limits {
         max_checkpoints: 32,
         min_spacing: 100,
@@ -391,20 +407,54 @@ fn going_back_from_checkpoints_shows_what_playing_forward_showed() {
         );
         // 32 checkpoints of this recording hold more than the tight limit: some went.
         assert!(limits != tight || kept < 32, "{kept} checkpoints");
-        for s in [10_000, 7800, 7799, 4096, 2048, 2047, 5, 0, 9000] {
+        for s in [
+            10_000, 7800, 7799, 4096, 2048, 2047, 5, 0, 9000, 9001, 10_799, 3,
+        ] {
             let at = T0 + s * 1000;
             replay.seek(&mut monitor, at);
-            let mut fresh = Replay::open(&path).unwrap();
-            let mut forward = fresh.fresh_monitor();
-            fresh.seek(&mut forward, at);
             assert_eq!(
-                state(&monitor, at),
-                state(&forward, at),
+                long_state(&monitor, at),
+                long_state(&played_forward(&path, at), at),
                 "{limits:?}: at {s} s"
             );
         }
         let said = replay.command(Command::LargestPeak, &mut monitor);
         assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 79.0 GiB"));
         assert_eq!(used(&monitor, replay.now_ms()), Some(79 * GIB));
+    }
+}
+
+#[test]
+fn every_move_starts_from_a_checkpoint_laid_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl.zst");
+    let seconds = write_long_recording(&path);
+    let limits = Limits::default();
+    let mut replay = Replay::open_with(&path, limits).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    // The end is kept whole when the file is first read: going there parses nothing.
+    let before = replay.events_parsed();
+    replay.command(Command::End, &mut monitor);
+    assert_eq!(replay.events_parsed() - before, 0);
+    let end = replay.now_ms();
+    assert_eq!(end, T0 + (seconds - 1) * 1000);
+    assert_eq!(used(&monitor, end), used(&played_forward(&path, end), end));
+    // From the start, forward to moments far in, and back: never more than the spacing
+    // of the checkpoints (the events between two of them) parsed per move.
+    replay.command(Command::Start, &mut monitor);
+    for s in [9000, 9500, 2500, 10_700, 7800] {
+        let at = T0 + s * 1000;
+        let before = replay.events_parsed();
+        replay.seek(&mut monitor, at);
+        let parsed = replay.events_parsed() - before;
+        assert!(
+            parsed <= limits.min_spacing,
+            "{parsed} events parsed to reach {s} s"
+        );
+        assert_eq!(
+            long_state(&monitor, at),
+            long_state(&played_forward(&path, at), at),
+            "at {s} s"
+        );
     }
 }

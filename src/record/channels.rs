@@ -26,7 +26,8 @@ const EVENTS_PER_RECORD: usize = 1024;
 const WRITERS_KEPT: usize = 4096;
 const WRITERS_READ: usize = 65_536;
 
-#[derive(Serialize, Deserialize)]
+/// Written only: read by name (`GoneIn`, `GONE_REASONS`).
+#[derive(Serialize)]
 #[serde(remote = "Gone", rename_all = "snake_case")]
 enum GoneDef {
     Removed,
@@ -35,7 +36,7 @@ enum GoneDef {
     Retired,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct GoneWire {
     path: String,
     #[serde(with = "GoneDef")]
@@ -167,13 +168,29 @@ fn poll_out<'a>(
     }
 }
 
+/// Every reason of `GoneDef`: any other was added by a later version.
+const GONE_REASONS: [(&str, Gone); 4] = [
+    ("removed", Gone::Removed),
+    ("refused", Gone::Refused),
+    ("unreachable", Gone::Unreachable),
+    ("retired", Gone::Retired),
+];
+
+/// A gone channel as read: its reason read as a name, so that a reason a later version
+/// added does not stop the reading.
+#[derive(Deserialize)]
+struct GoneIn {
+    path: String,
+    why: String,
+}
+
 /// A `channels` record as read.
 #[derive(Deserialize)]
 pub struct BatchIn {
     at_ms: u64,
     polls: Vec<PollIn>,
     #[serde(default)]
-    gone: Vec<GoneWire>,
+    gone: Vec<GoneIn>,
     #[serde(default)]
     rejected: Vec<String>,
 }
@@ -266,9 +283,16 @@ impl WritersRead {
                 lost_events: poll.lost_events,
             });
         }
-        let gone: Vec<(String, Gone)> = batch.gone.into_iter().map(|g| (g.path, g.why)).collect();
-        for (path, _) in &gone {
-            self.known.remove(path);
+        let mut gone = Vec::with_capacity(batch.gone.len());
+        for g in batch.gone {
+            // Gone whatever the reason: the recorder forgot its writer, and names it again
+            // with its next poll.
+            self.known.remove(&g.path);
+            match GONE_REASONS.iter().find(|(name, _)| *name == g.why) {
+                Some(&(_, why)) => gone.push((g.path, why)),
+                // A later version's reason: the monitor cannot be told what it means.
+                None => self.skipped.gone += 1,
+            }
         }
         Ok(ChannelBatch {
             at_ms: batch.at_ms,
@@ -301,5 +325,18 @@ fn is_known(value: &Value, tag: &str, names: &[&str]) -> bool {
     match value.get(tag).and_then(Value::as_str) {
         Some(name) => names.contains(&name),
         None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reasons_read_by_name_are_those_written() {
+        for (name, why) in GONE_REASONS {
+            let written = GoneDef::serialize(&why, serde_json::value::Serializer).unwrap();
+            assert_eq!(written, Value::from(name));
+        }
     }
 }

@@ -5,7 +5,9 @@
 
 use super::channels::{BatchIn, WritersRead};
 use super::lines::{Line, Lines, Problem};
-use super::wire::{device_infos, device_sample, driver, host_sample, problem};
+use super::wire::{
+    device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
+};
 use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
 use crate::model::ForeignText;
 use crate::sources::runner::SourceEvent;
@@ -37,6 +39,11 @@ pub struct Skipped {
     pub events: u64,
     /// Channel polls whose writer's liveness is a state this version does not know.
     pub polls: u64,
+    /// GPU processes of a kind this version does not know, left out of their sample.
+    pub processes: u64,
+    /// Channels gone for a reason this version does not know: the channel is still
+    /// forgotten, as the recorder forgot it, but the monitor is not told why.
+    pub gone: u64,
 }
 
 impl Skipped {
@@ -46,6 +53,8 @@ impl Skipped {
             (self.records, "record"),
             (self.events, "writer event"),
             (self.polls, "channel poll"),
+            (self.processes, "GPU process"),
+            (self.gone, "gone channel"),
         ]
         .into_iter()
         .filter(|(n, _)| *n > 0)
@@ -140,34 +149,17 @@ impl Recording {
             lines: self.lines,
             writers: WritersRead::default(),
             skipped_records: 0,
+            skipped_processes: 0,
             done: false,
         }
     }
 
     /// The events after `at`, which an earlier reading of the same file gave: the lines
     /// before it are passed over unparsed. An error when the file no longer holds them.
-    pub fn events_from(mut self, at: &Resume) -> Result<Events, RecordingError> {
-        while self.lines.number < at.line {
-            match self.lines.next(MAX_LINE) {
-                Ok(Line::Whole) => {}
-                Ok(Line::Cut | Line::End) => {
-                    return Err(RecordingError::new(format!(
-                        "{}: ends before line {}, which it held when first read",
-                        self.name, at.line
-                    )));
-                }
-                Err(problem) => {
-                    return Err(problem_error(&self.name, &problem, self.lines.number));
-                }
-            }
-        }
-        Ok(Events {
-            name: self.name,
-            lines: self.lines,
-            writers: at.writers.clone(),
-            skipped_records: at.skipped_records,
-            done: false,
-        })
+    pub fn events_from(self, at: &Resume) -> Result<Events, RecordingError> {
+        let mut events = self.events();
+        events.skip_to(at)?;
+        Ok(events)
     }
 
     /// Hands every event to `f` in order, as `events` gives them (never a `Batch`); the
@@ -199,6 +191,7 @@ pub struct Resume {
     line: u64,
     writers: WritersRead,
     skipped_records: u64,
+    skipped_processes: u64,
 }
 
 /// The events of a recording; see `Recording::events`.
@@ -207,6 +200,7 @@ pub struct Events {
     lines: Lines,
     writers: WritersRead,
     skipped_records: u64,
+    skipped_processes: u64,
     done: bool,
 }
 
@@ -215,6 +209,7 @@ impl Events {
     pub fn skipped(&self) -> Skipped {
         Skipped {
             records: self.skipped_records,
+            processes: self.skipped_processes,
             ..self.writers.skipped
         }
     }
@@ -225,7 +220,34 @@ impl Events {
             line: self.lines.number,
             writers: self.writers.clone(),
             skipped_records: self.skipped_records,
+            skipped_processes: self.skipped_processes,
         }
+    }
+
+    /// Passes over the lines up to `at`, unparsed, and takes on what the reader remembered
+    /// there: `at` is a place further on in an earlier reading of the same file. An error
+    /// when the file no longer holds those lines.
+    pub fn skip_to(&mut self, at: &Resume) -> Result<(), RecordingError> {
+        while self.lines.number < at.line {
+            match self.lines.next(MAX_LINE) {
+                Ok(Line::Whole) => {}
+                Ok(Line::Cut | Line::End) => {
+                    self.done = true;
+                    return Err(RecordingError::new(format!(
+                        "{}: ends before line {}, which it held when first read",
+                        self.name, at.line
+                    )));
+                }
+                Err(problem) => {
+                    self.done = true;
+                    return Err(problem_error(&self.name, &problem, self.lines.number));
+                }
+            }
+        }
+        self.writers = at.writers.clone();
+        self.skipped_records = at.skipped_records;
+        self.skipped_processes = at.skipped_processes;
+        Ok(())
     }
 
     /// `Skipped::notice` for this file.
@@ -241,7 +263,11 @@ impl Events {
     /// The record on the current line; its text cleaned (`ForeignText`), as the file is
     /// anyone's.
     fn decode(&mut self) -> Result<Option<(u64, SourceEvent)>, String> {
+        // Counted by the process lists as they are read (see `take_skipped_processes`); what
+        // a record that failed midway left is not this record's.
+        take_skipped_processes();
         let record: RecordIn = serde_json::from_slice(&self.lines.buf).map_err(json_problem)?;
+        self.skipped_processes += take_skipped_processes();
         let mut event = if let Some(started) = record.started {
             SourceEvent::Started {
                 driver: started.driver.0,

@@ -265,11 +265,70 @@ mod processes {
         }
     }
 
+    /// A process of a kind a later version added is left out and counted
+    /// (`take_skipped_processes`): the rest of the list still reads.
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Reading<Vec<GpuProcess>>, D::Error> {
-        let value: Reading<Vec<gpu_processes::Own>> = reading::deserialize(d)?;
-        Ok(value.map(|list| list.into_iter().map(|o| o.0).collect()))
+        let value: Reading<Vec<GpuProcessIn>> = reading::deserialize(d)?;
+        Ok(value.map(|list| list.into_iter().filter_map(GpuProcessIn::known).collect()))
+    }
+}
+
+/// Every `kind` of `ProcessKindDef`: any other was added by a later version.
+const PROCESS_KINDS: [(&str, ProcessKind); 3] = [
+    ("compute", ProcessKind::Compute),
+    ("graphics", ProcessKind::Graphics),
+    ("compute_and_graphics", ProcessKind::ComputeAndGraphics),
+];
+
+thread_local! {
+    /// GPU processes of a kind this version does not know, left out since last taken. Kept
+    /// here because serde's `with` functions carry no state to count in; each reading thread
+    /// takes its own count after every record.
+    static SKIPPED_PROCESSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many GPU processes of an unknown kind this thread's reading has left out since the
+/// last call.
+pub fn take_skipped_processes() -> u64 {
+    SKIPPED_PROCESSES.with(|n| n.replace(0))
+}
+
+/// A recorded GPU process as read: `GpuProcessDef` with its kind read as a name, so that
+/// a kind a later version added does not stop the reading.
+#[derive(Deserialize)]
+struct GpuProcessIn {
+    pid: u32,
+    kind: String,
+    #[serde(with = "reading")]
+    used_memory: Reading<u64>,
+    #[serde(with = "reading")]
+    sm_util: Reading<u32>,
+    #[serde(with = "reading")]
+    mem_util: Reading<u32>,
+    #[serde(with = "reading")]
+    enc_util: Reading<u32>,
+    #[serde(with = "reading")]
+    dec_util: Reading<u32>,
+}
+
+impl GpuProcessIn {
+    /// The process; `None`, counted, when its kind is none this version knows.
+    fn known(self) -> Option<GpuProcess> {
+        let Some(&(_, kind)) = PROCESS_KINDS.iter().find(|(name, _)| *name == self.kind) else {
+            SKIPPED_PROCESSES.with(|n| n.set(n.get() + 1));
+            return None;
+        };
+        Some(GpuProcess {
+            pid: self.pid,
+            kind,
+            used_memory: self.used_memory,
+            sm_util: self.sm_util,
+            mem_util: self.mem_util,
+            enc_util: self.enc_util,
+            dec_util: self.dec_util,
+        })
     }
 }
 
@@ -586,4 +645,17 @@ pub struct AllocatorEventDef {
     slot: Option<u16>,
     step: Option<u64>,
     label: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_process_kinds_read_by_name_are_those_written() {
+        for (name, kind) in PROCESS_KINDS {
+            let written = ProcessKindDef::serialize(&kind, serde_json::value::Serializer).unwrap();
+            assert_eq!(written, serde_json::Value::from(name));
+        }
+    }
 }

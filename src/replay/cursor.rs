@@ -1,10 +1,12 @@
-//! Feeding a recording to the monitor up to a moment, forward as the file is read, and back
-//! from checkpoints: every `spacing` events read, the monitor and the reader's place are
-//! kept, so going back re-reads the file from its start unparsed up to the nearest
-//! checkpoint before the moment and feeds at most `spacing` events from there. At most
-//! `max_checkpoints` are kept, and at most `bytes` of monitor history among them
-//! (past it every other one goes and the spacing doubles), so memory stays bounded whatever
-//! the file's length; the monitor's own history is bounded too.
+//! Feeding a recording to the monitor up to a moment, from checkpoints laid when the file is
+//! first read: while `timeline` reads it at open, the events are also fed to a monitor
+//! (`Checkpoints`), whose state and the reader's place are kept every `spacing` events, and
+//! at the end. A move to any moment, back or forward, starts from the nearest checkpoint
+//! before it: the file is passed over unparsed up to its place and at most `spacing` events
+//! are parsed and fed from there. At most `max_checkpoints` are kept, and at most `bytes` of
+//! monitor history among them (past either, every other one goes and the spacing doubles,
+//! so they stay evenly spread over the file), so memory stays bounded whatever the file's
+//! length; the monitor's own history is bounded too.
 
 use crate::record::{Events, Recording, RecordingError, Resume};
 use crate::sources::runner::SourceEvent;
@@ -56,13 +58,112 @@ struct Checkpoint {
     monitor: Monitor,
     /// `monitor.history_bytes()`.
     bytes: usize,
-    resume: Resume,
+    /// `None` when the events were all of the file's: nothing is left to read.
+    resume: Option<Resume>,
+}
+
+/// Lays the checkpoints while the recording is first read: every event is fed to a
+/// monitor, whose state is kept every `spacing` events and once at the end.
+pub struct Checkpoints {
+    limits: Limits,
+    spacing: u64,
+    kept: Vec<Checkpoint>,
+    monitor: Monitor,
+    fed: u64,
+    latest_ms: u64,
+}
+
+impl Checkpoints {
+    pub fn new(limits: Limits) -> Checkpoints {
+        Checkpoints {
+            limits,
+            spacing: limits.min_spacing.max(1),
+            kept: Vec::new(),
+            monitor: Monitor::default(),
+            fed: 0,
+            latest_ms: 0,
+        }
+    }
+
+    /// Feeds the next event of the file, which `reader` has just read.
+    pub fn feed(&mut self, at_ms: u64, event: SourceEvent, reader: &Events) {
+        self.monitor.ingest(event);
+        self.fed += 1;
+        self.latest_ms = self.latest_ms.max(at_ms);
+        if self.fed >= self.due() {
+            self.keep(Some(reader.resume_point()));
+        }
+    }
+
+    /// The events are all fed: keeps the final state, so that End needs no reading, and
+    /// gives the monitors the moment they count from (`first_ms`, known only now).
+    fn finish(mut self, first_ms: u64) -> Vec<Checkpoint> {
+        if self.kept.last().is_none_or(|c| c.fed < self.fed) {
+            self.keep(None);
+        } else if let Some(last) = self.kept.last_mut() {
+            // Laid on the last event: there is nothing after it to read.
+            last.resume = None;
+        }
+        for c in &mut self.kept {
+            c.monitor.set_started_ms(first_ms);
+        }
+        self.kept
+    }
+
+    fn due(&self) -> u64 {
+        self.kept.last().map_or(0, |c| c.fed) + self.spacing
+    }
+
+    /// Keeps the monitor's state, thinning the others first where the count or the bytes
+    /// would pass the limits.
+    fn keep(&mut self, resume: Option<Resume>) {
+        let at_end = resume.is_none();
+        let bytes = self.monitor.history_bytes();
+        if self.limits.max_checkpoints == 0 || bytes > self.limits.bytes {
+            // Too large to keep even alone: moves before the next one read from further back.
+            return;
+        }
+        while !self.kept.is_empty()
+            && (self.kept.len() as u64 >= self.limits.max_checkpoints
+                || self.kept_bytes() + bytes > self.limits.bytes)
+        {
+            self.thin();
+            // Thinned, the spacing doubled: this one may now be too near the last kept.
+            if !at_end && self.fed < self.due() {
+                return;
+            }
+        }
+        self.kept.push(Checkpoint {
+            fed: self.fed,
+            latest_ms: self.latest_ms,
+            monitor: self.monitor.clone(),
+            bytes,
+            resume,
+        });
+    }
+
+    fn kept_bytes(&self) -> usize {
+        self.kept.iter().map(|c| c.bytes).sum()
+    }
+
+    /// Drops every other checkpoint (the second, fourth, ...; the last when only one is
+    /// left) and doubles the spacing, as if they had been kept that far apart.
+    fn thin(&mut self) {
+        if self.kept.len() == 1 {
+            self.kept.clear();
+        } else {
+            let mut index = 0;
+            self.kept.retain(|_| {
+                index += 1;
+                index % 2 == 1
+            });
+        }
+        self.spacing = self.spacing.saturating_mul(2);
+    }
 }
 
 pub struct Cursor {
     source: Source,
-    limits: Limits,
-    spacing: u64,
     checkpoints: Vec<Checkpoint>,
     /// Reads the events after the first `fed`; `None` once the file is read to its end.
     reader: Option<Events>,
@@ -70,6 +171,8 @@ pub struct Cursor {
     pending: Option<(u64, SourceEvent)>,
     fed: u64,
     latest_ms: u64,
+    /// Events parsed from the file and fed since the cursor was made.
+    parsed: u64,
     /// Whether the file has been opened for feeding yet.
     opened: bool,
     /// The file could not be read again (removed or changed since it was opened).
@@ -77,19 +180,17 @@ pub struct Cursor {
 }
 
 impl Cursor {
-    /// A cursor on `source`, which holds `events` events.
-    pub fn new(source: Source, events: u64, limits: Limits) -> Cursor {
+    /// A cursor on `source`, with the checkpoints laid when it was first read (`first_ms`:
+    /// where the replay starts).
+    pub fn new(source: Source, checkpoints: Checkpoints, first_ms: u64) -> Cursor {
         Cursor {
             source,
-            limits,
-            spacing: events
-                .div_ceil(limits.max_checkpoints.max(1))
-                .max(limits.min_spacing.max(1)),
-            checkpoints: Vec::new(),
+            checkpoints: checkpoints.finish(first_ms),
             reader: None,
             pending: None,
             fed: 0,
             latest_ms: 0,
+            parsed: 0,
             opened: false,
             trouble: None,
         }
@@ -100,27 +201,41 @@ impl Cursor {
     pub fn rebuild(&mut self, first_ms: u64, to_ms: u64) -> Monitor {
         self.pending = None;
         self.opened = true;
-        let from = self.checkpoints.iter().rposition(|c| c.latest_ms <= to_ms);
-        let (mut monitor, reader) = match from {
+        let mut monitor = match self.nearest(to_ms) {
             Some(i) => {
-                let c = &self.checkpoints[i];
-                self.fed = c.fed;
-                self.latest_ms = c.latest_ms;
-                let reader = self.source.open().and_then(|r| r.events_from(&c.resume));
-                (c.monitor.clone(), reader)
+                let monitor = self.checkpoints[i].monitor.clone();
+                self.reader = self.reader_at(i, None);
+                monitor
             }
             None => {
                 self.fed = 0;
                 self.latest_ms = 0;
-                (
-                    Monitor::new(first_ms),
-                    self.source.open().map(Recording::events),
-                )
+                self.reader = self.open_from_start();
+                Monitor::new(first_ms)
             }
         };
-        self.reader = self.readable(reader);
         self.feed_until(&mut monitor, to_ms);
         monitor
+    }
+
+    /// The last checkpoint that serves `to_ms`.
+    fn nearest(&self, to_ms: u64) -> Option<usize> {
+        self.checkpoints.iter().rposition(|c| c.latest_ms <= to_ms)
+    }
+
+    /// A reader placed after checkpoint `i`'s events: `current` passed on to it where given
+    /// (it stands before that place), else the file opened again. The cursor's place is
+    /// the checkpoint's.
+    fn reader_at(&mut self, i: usize, current: Option<Events>) -> Option<Events> {
+        let c = &self.checkpoints[i];
+        self.fed = c.fed;
+        self.latest_ms = c.latest_ms;
+        let resume = c.resume.clone()?;
+        let reader = match current {
+            Some(mut reader) => reader.skip_to(&resume).map(|()| reader),
+            None => self.source.open().and_then(|r| r.events_from(&resume)),
+        };
+        self.readable(reader)
     }
 
     fn open_from_start(&mut self) -> Option<Events> {
@@ -139,22 +254,32 @@ impl Cursor {
         }
     }
 
-    /// Feeds `monitor` the events up to `to_ms` not yet in it.
+    /// Feeds `monitor` the events up to `to_ms` not yet in it, from the nearest checkpoint
+    /// on where one lies between (`monitor` is then replaced by its state).
     pub fn feed_until(&mut self, monitor: &mut Monitor, to_ms: u64) {
         if !self.opened {
             // Fed from the start: `monitor` is taken to hold nothing of the recording yet.
             self.opened = true;
             self.reader = self.open_from_start();
         }
+        if let Some(i) = self.nearest(to_ms)
+            && self.checkpoints[i].fed > self.fed
+        {
+            // The lines up to it are passed over unparsed by the reader already open.
+            self.pending = None;
+            *monitor = self.checkpoints[i].monitor.clone();
+            let current = self.reader.take();
+            self.reader = self.reader_at(i, current);
+        }
         loop {
             if self.pending.is_none() {
-                self.checkpoint(monitor);
                 self.pending = self.read();
             }
             match self.pending.take() {
                 Some((at_ms, event)) if at_ms <= to_ms => {
                     monitor.ingest(event);
                     self.fed += 1;
+                    self.parsed += 1;
                     self.latest_ms = self.latest_ms.max(at_ms);
                 }
                 later => {
@@ -176,53 +301,16 @@ impl Cursor {
         }
     }
 
-    /// Keeps the monitor's state when `spacing` more events have been fed since the last.
-    fn checkpoint(&mut self, monitor: &Monitor) {
-        let due = self.checkpoints.last().map_or(0, |c| c.fed) + self.spacing;
-        if self.fed < due {
-            return;
-        }
-        let Some(resume) = self.reader.as_ref().map(Events::resume_point) else {
-            return;
-        };
-        let bytes = monitor.history_bytes();
-        while !self.checkpoints.is_empty() && self.checkpoints_bytes() + bytes > self.limits.bytes {
-            self.thin();
-        }
-        if bytes > self.limits.bytes {
-            // Too large to keep even alone: going back starts from the file's start.
-            return;
-        }
-        self.checkpoints.push(Checkpoint {
-            fed: self.fed,
-            latest_ms: self.latest_ms,
-            monitor: monitor.clone(),
-            bytes,
-            resume,
-        });
-    }
-
     /// How many checkpoints are kept, and their monitors' history bytes together.
     pub fn checkpoints(&self) -> (usize, usize) {
-        (self.checkpoints.len(), self.checkpoints_bytes())
+        (
+            self.checkpoints.len(),
+            self.checkpoints.iter().map(|c| c.bytes).sum(),
+        )
     }
 
-    fn checkpoints_bytes(&self) -> usize {
-        self.checkpoints.iter().map(|c| c.bytes).sum()
-    }
-
-    /// Drops every other checkpoint (the second, fourth, ...; the last when only one is
-    /// left) and doubles the spacing, as if they had been kept that far apart.
-    fn thin(&mut self) {
-        if self.checkpoints.len() == 1 {
-            self.checkpoints.clear();
-        } else {
-            let mut index = 0;
-            self.checkpoints.retain(|_| {
-                index += 1;
-                index % 2 == 1
-            });
-        }
-        self.spacing = self.spacing.saturating_mul(2);
+    /// Events parsed from the file and fed since the cursor was made: what the moves cost.
+    pub fn parsed(&self) -> u64 {
+        self.parsed
     }
 }

@@ -1,8 +1,9 @@
 //! Replay: a recording fed to the monitor as if it were being sampled, with a time cursor
 //! the person moves. It is just another source for the TUI: it ingests the recorded
 //! `SourceEvent`s into the same `Monitor`, and the screen shows the cursor's moment as
-//! "now". The file is read once at open for its span and marks (`timeline`), then again as
-//! the cursor moves; going back starts from the nearest checkpoint (`cursor`).
+//! "now". The file is read once at open for its span and marks (`timeline`), laying
+//! checkpoints of the monitor's state over it as it goes, then again as the cursor moves:
+//! every move starts from the nearest checkpoint before its moment (`cursor`).
 
 mod cursor;
 mod timeline;
@@ -13,7 +14,7 @@ pub use timeline::{Mark, MarkKind, Timeline};
 
 use crate::record::Recording;
 use crate::state::Monitor;
-use cursor::{Cursor, Source};
+use cursor::{Checkpoints, Cursor, Source};
 use std::path::Path;
 use std::time::Instant;
 
@@ -82,29 +83,26 @@ impl Replay {
         );
         let label = format!("replay {name}");
         let source = Source::File(path.to_path_buf());
-        Ok(Replay::new(
-            Timeline::scan(recording),
-            source,
-            label,
-            limits,
-        ))
+        Ok(Replay::new(recording, source, label, limits))
     }
 
     pub fn from_bytes(name: &str, bytes: &'static [u8], label: &str) -> Result<Replay, String> {
         let recording = Recording::from_bytes(name, bytes).map_err(|e| e.to_string())?;
         let source = Source::Bytes(name.to_string(), bytes);
         Ok(Replay::new(
-            Timeline::scan(recording),
+            recording,
             source,
             label.to_string(),
             Limits::default(),
         ))
     }
 
-    fn new(timeline: Timeline, source: Source, label: String, limits: Limits) -> Replay {
+    fn new(recording: Recording, source: Source, label: String, limits: Limits) -> Replay {
+        let mut checkpoints = Checkpoints::new(limits);
+        let timeline = Timeline::scan(recording, &mut checkpoints);
         Replay {
             at_ms: timeline.first_ms,
-            cursor: Cursor::new(source, timeline.events, limits),
+            cursor: Cursor::new(source, checkpoints, timeline.first_ms),
             timeline,
             label,
             playing: true,
@@ -121,6 +119,11 @@ impl Replay {
     /// How many checkpoints are kept to seek back from, and their monitors' history bytes.
     pub fn checkpoints(&self) -> (usize, usize) {
         self.cursor.checkpoints()
+    }
+
+    /// Events parsed from the file by the moves so far (those read at open aside).
+    pub fn events_parsed(&self) -> u64 {
+        self.cursor.parsed()
     }
 
     /// The moment the screen shows.
@@ -248,7 +251,7 @@ impl Replay {
     }
 
     /// Puts the cursor at `to_ms` (within the recording), rebuilding the monitor from the
-    /// nearest checkpoint when going back.
+    /// nearest checkpoint when going back, and taking it on when going forward past one.
     pub fn seek(&mut self, monitor: &mut Monitor, to_ms: u64) {
         let to_ms = to_ms.clamp(self.timeline.first_ms, self.timeline.last_ms);
         if to_ms < self.at_ms {

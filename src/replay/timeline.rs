@@ -1,8 +1,10 @@
 //! What replay learns from reading a recording once, at open: its span, the moments worth
 //! jumping to (the largest peak, OOMs, the writers' events) and how many events it holds.
-//! The events themselves are not kept: replay reads them from the file again as the cursor
-//! moves (see `cursor`), so memory does not grow with the recording.
+//! The events themselves are not kept: they are fed to the monitor as they are read, to lay
+//! the checkpoints (see `cursor`), and read from the file again as the cursor moves, so
+//! memory does not grow with the recording.
 
+use super::cursor::Checkpoints;
 use crate::model::EventKind;
 use crate::record::{Header, Recording};
 use crate::sources::runner::SourceEvent;
@@ -41,15 +43,16 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Reads the whole recording once.
-    pub fn scan(recording: Recording) -> Timeline {
+    /// Reads the whole recording once, feeding each event to `checkpoints` as it goes.
+    pub fn scan(recording: Recording, checkpoints: &mut Checkpoints) -> Timeline {
         let header = recording.header().clone();
         let mut cut_short = None;
         let mut peak: Option<(u64, u64, u32)> = None;
         let mut marks = Vec::new();
         let (mut events, mut first_any, mut first_screen, mut last_ms) = (0, None, None, None);
         let mut items = recording.events();
-        for item in items.by_ref() {
+        // Not `for`: the checkpoints take the reader's place after each event.
+        while let Some(item) = items.next() {
             let (at_ms, event) = match item {
                 Ok(pair) => pair,
                 Err(e) => {
@@ -73,6 +76,7 @@ impl Timeline {
             } else {
                 note_marks(at_ms, &event, &mut peak, &mut Vec::new());
             }
+            checkpoints.feed(at_ms, event, &items);
         }
         // Said with the rest of why the screen does not hold everything.
         if let Some(skipped) = items.skipped_notice() {

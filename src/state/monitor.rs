@@ -74,6 +74,13 @@ impl Monitor {
         }
     }
 
+    /// Sets the moment the monitor counts from, where it is known only after it has taken
+    /// events in: replay lays its checkpoints while first reading a recording, before it has
+    /// found where the recording's first screen is.
+    pub fn set_started_ms(&mut self, ms: u64) {
+        self.started_ms = ms;
+    }
+
     /// About how much memory the histories take (`Series::memory_bytes`): most of a
     /// monitor's size after a while, which replay's checkpoints budget by.
     pub fn history_bytes(&self) -> usize {
