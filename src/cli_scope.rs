@@ -169,4 +169,32 @@ mod tests {
             assert_eq!(check(args), Ok(()), "{args:?}");
         }
     }
+
+    #[test]
+    fn every_example_command_in_the_documentation_is_accepted() {
+        let docs = [
+            ("README.md", include_str!("../README.md")),
+            ("python/README.md", include_str!("../python/README.md")),
+            ("docs/channel-v1.md", include_str!("../docs/channel-v1.md")),
+            (
+                "docs/recording-v1.md",
+                include_str!("../docs/recording-v1.md"),
+            ),
+        ];
+        let mut examples = 0;
+        for (file, text) in docs {
+            // The indented command lines, each without its trailing comment.
+            for line in text.lines().filter(|l| l.starts_with("    vramscope ")) {
+                let command = line.split(" #").next().unwrap_or(line);
+                let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+                let matches = Cli::command()
+                    .try_get_matches_from(std::iter::once("vramscope").chain(args.iter().copied()))
+                    .unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
+                assert_eq!(refuse_ignored(&matches), Ok(()), "{file}: {line}");
+                examples += 1;
+            }
+        }
+        // README's run, one-shot, record and serve examples at least.
+        assert!(examples >= 12, "only {examples} examples found");
+    }
 }
