@@ -16,6 +16,11 @@ const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
+/// `run --no-monitor` only runs the job: it reads none of the monitor's options.
+const RUN_JOB_ONLY: Mode = Some("run --no-monitor");
+
+/// `run`'s own options that only its monitor reads.
+const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "--exit-with-job")];
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
@@ -37,13 +42,26 @@ const READ_BY: [(&str, &str, &[Mode]); 10] = [
 /// ignore. An option set through the environment (`VRAMSCOPE_NVML_LIB`) is not refused: it
 /// is meant for every invocation, whichever mode.
 pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
-    let mode = matches.subcommand_name();
+    let given = |m: &ArgMatches, id| m.value_source(id) == Some(ValueSource::CommandLine);
+    let job_only = match matches.subcommand() {
+        Some(("run", run)) if run.get_flag("no_monitor") => Some(run),
+        _ => None,
+    };
+    let mode = job_only.map_or_else(|| matches.subcommand_name(), |_| RUN_JOB_ONLY);
+    let refused = |flag| {
+        let what = mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
+        Err(format!("{flag} does not apply to {what}"))
+    };
     for (id, flag, read_by) in READ_BY {
-        let given = matches.value_source(id) == Some(ValueSource::CommandLine);
-        if given && !read_by.contains(&mode) {
-            let what =
-                mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
-            return Err(format!("{flag} does not apply to {what}"));
+        if given(matches, id) && !read_by.contains(&mode) {
+            return refused(flag);
+        }
+    }
+    if let Some(run) = job_only {
+        for (id, flag) in MONITOR_OF_RUN {
+            if given(run, id) {
+                return refused(flag);
+            }
         }
     }
     Ok(())
@@ -168,6 +186,50 @@ mod tests {
         ] {
             assert_eq!(check(args), Ok(()), "{args:?}");
         }
+    }
+
+    #[test]
+    fn run_without_a_monitor_refuses_what_only_the_monitor_reads() {
+        for (args, flag) in [
+            (
+                &["run", "--no-monitor", "--record", "x.jsonl", "--", "true"][..],
+                "--record",
+            ),
+            (
+                &["run", "--no-monitor", "--json", "--", "true"][..],
+                "--json",
+            ),
+            (
+                &["run", "--no-monitor", "--interval", "2s", "--", "true"][..],
+                "--interval",
+            ),
+            (
+                &["--ascii", "run", "--no-monitor", "--", "true"][..],
+                "--ascii",
+            ),
+            (
+                &["run", "--no-monitor", "--log", "x.log", "--", "true"][..],
+                "--log",
+            ),
+            (
+                &["run", "--no-monitor", "--exit-with-job", "--", "true"][..],
+                "--exit-with-job",
+            ),
+        ] {
+            assert_eq!(
+                check(args),
+                Err(format!(
+                    "{flag} does not apply to `vramscope run --no-monitor`"
+                )),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            check(&["run", "--no-monitor", "--", "python", "x.py"]),
+            Ok(())
+        );
+        // After the command, the words are the job's.
+        assert_eq!(check(&["run", "--no-monitor", "--", "x", "--json"]), Ok(()));
     }
 
     #[test]
