@@ -64,8 +64,23 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
             }
         }
     }
+    // `run --json` (`--once`, `--csv`, `--loop`) sends the job's output to stderr: a log file
+    // would never be written.
+    if let Some(("run", run)) = matches.subcommand()
+        && given(run, "log")
+        && let Some((_, printing, _)) = READ_BY
+            .iter()
+            .find(|(id, _, _)| PRINTING.contains(id) && given(matches, id))
+    {
+        return Err(format!(
+            "--log does not apply to `vramscope run {printing}`"
+        ));
+    }
     Ok(())
 }
+
+/// The options that make the monitor print instead of drawing a screen.
+const PRINTING: [&str; 4] = ["once", "json", "csv", "loop"];
 
 #[cfg(test)]
 mod tests {
@@ -228,6 +243,11 @@ mod tests {
             check(&["run", "--no-monitor", "--", "python", "x.py"]),
             Ok(())
         );
+        assert_eq!(
+            check(&["run", "--json", "--log", "x.log", "--", "true"]),
+            Err("--log does not apply to `vramscope run --json`".to_string())
+        );
+        assert_eq!(check(&["run", "--log", "x.log", "--", "true"]), Ok(()));
         // After the command, the words are the job's.
         assert_eq!(check(&["run", "--no-monitor", "--", "x", "--json"]), Ok(()));
     }
