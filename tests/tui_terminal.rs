@@ -76,6 +76,9 @@ fn keys_resizes_and_tiny_terminals_keep_it_running() {
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.to_lowercase().contains("sort"));
     assert!(ok, "help overlay lists keys:\n{screen}");
     t.keys(&["Escape"]);
+    // Read together, Escape and `/` would be Alt-/: the next keys wait for the help to close.
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| !s.contains("any key closes"));
+    assert!(ok, "Escape closes the help:\n{screen}");
     t.keys(&["/", "z", "z", "z"]);
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("/zzz"));
     assert!(ok, "the filter prompt:\n{screen}");
