@@ -23,11 +23,15 @@ pub fn run(all_users: bool) -> ExitCode {
     } else {
         Owners::Ours
     };
+    let mut said = String::new();
     let mut removed = 0_usize;
     for dir in discover::channel_dirs(euid) {
         for path in discover::remove_stale(&dir, euid, STALE_AFTER, owners) {
             // A file's name is its owner's text: no control character reaches the terminal.
-            println!("removed {}", sanitize(path.as_os_str().as_bytes()));
+            said.push_str(&format!(
+                "removed {}\n",
+                sanitize(path.as_os_str().as_bytes())
+            ));
             removed += 1;
         }
     }
@@ -36,6 +40,13 @@ pub fn run(all_users: bool) -> ExitCode {
     } else {
         "this user's"
     };
-    println!("{removed} ended channel file(s) of {whose} removed");
-    ExitCode::SUCCESS
+    said.push_str(&format!(
+        "{removed} ended channel file(s) of {whose} removed\n"
+    ));
+    // Said once the files are gone: a full disk or a closed pipe ends it as any printing
+    // command ends (`output::stdout`), never in a panic.
+    match crate::output::stdout::print(&said) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(status) => status,
+    }
 }

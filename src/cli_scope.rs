@@ -16,6 +16,11 @@ const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
+/// `run --no-monitor` only runs the job: it reads none of the monitor's options.
+const RUN_JOB_ONLY: Mode = Some("run --no-monitor");
+
+/// `run`'s own options that only its monitor reads.
+const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "--exit-with-job")];
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
@@ -37,26 +42,57 @@ const READ_BY: [(&str, &str, &[Mode]); 10] = [
 /// ignore. An option set through the environment (`VRAMSCOPE_NVML_LIB`) is not refused: it
 /// is meant for every invocation, whichever mode.
 pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
-    let mode = matches.subcommand_name();
+    let given = |m: &ArgMatches, id| m.value_source(id) == Some(ValueSource::CommandLine);
+    let job_only = match matches.subcommand() {
+        Some(("run", run)) if run.get_flag("no_monitor") => Some(run),
+        _ => None,
+    };
+    let mode = job_only.map_or_else(|| matches.subcommand_name(), |_| RUN_JOB_ONLY);
+    let refused = |flag| {
+        let what = mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
+        Err(match instead(mode, flag) {
+            Some(advice) => format!("{flag} does not apply to {what}; {advice}"),
+            None => format!("{flag} does not apply to {what}"),
+        })
+    };
     for (id, flag, read_by) in READ_BY {
-        let given = matches.value_source(id) == Some(ValueSource::CommandLine);
-        if given && !read_by.contains(&mode) {
-            let what =
-                mode.map_or_else(|| "the monitor".to_string(), |m| format!("`vramscope {m}`"));
-            return Err(match instead(mode, flag) {
-                Some(advice) => format!("{flag} does not apply to {what}; {advice}"),
-                None => format!("{flag} does not apply to {what}"),
-            });
+        if given(matches, id) && !read_by.contains(&mode) {
+            return refused(flag);
         }
+    }
+    if let Some(run) = job_only {
+        for (id, flag) in MONITOR_OF_RUN {
+            if given(run, id) {
+                return refused(flag);
+            }
+        }
+    }
+    // `run --json` (`--once`, `--csv`, `--loop`) sends the job's output to stderr: a log file
+    // would never be written.
+    if let Some(("run", run)) = matches.subcommand()
+        && given(run, "log")
+        && let Some((_, printing, _)) = READ_BY
+            .iter()
+            .find(|(id, _, _)| PRINTING.contains(id) && given(matches, id))
+    {
+        return Err(format!(
+            "--log does not apply to `vramscope run {printing}`"
+        ));
     }
     Ok(())
 }
+
+/// The options that make the monitor print instead of drawing a screen.
+const PRINTING: [&str; 4] = ["once", "json", "csv", "loop"];
 
 /// What to use instead, where a refused option has a clear counterpart: a one-shot print of
 /// a recording's figures comes from `report` and `export`, never from its monitor.
 fn instead(mode: Option<&str>, flag: &str) -> Option<&'static str> {
     use crate::replay::usage::{Played, instead};
-    if !["--once", "--json", "--csv", "--loop"].contains(&flag) {
+    if !READ_BY
+        .iter()
+        .any(|(id, spelled, _)| PRINTING.contains(id) && *spelled == flag)
+    {
         return None;
     }
     match mode {
@@ -185,5 +221,82 @@ mod tests {
         ] {
             assert_eq!(check(args), Ok(()), "{args:?}");
         }
+    }
+
+    #[test]
+    fn run_without_a_monitor_refuses_what_only_the_monitor_reads() {
+        for (args, flag) in [
+            (
+                &["run", "--no-monitor", "--record", "x.jsonl", "--", "true"][..],
+                "--record",
+            ),
+            (
+                &["run", "--no-monitor", "--json", "--", "true"][..],
+                "--json",
+            ),
+            (
+                &["run", "--no-monitor", "--interval", "2s", "--", "true"][..],
+                "--interval",
+            ),
+            (
+                &["--ascii", "run", "--no-monitor", "--", "true"][..],
+                "--ascii",
+            ),
+            (
+                &["run", "--no-monitor", "--log", "x.log", "--", "true"][..],
+                "--log",
+            ),
+            (
+                &["run", "--no-monitor", "--exit-with-job", "--", "true"][..],
+                "--exit-with-job",
+            ),
+        ] {
+            assert_eq!(
+                check(args),
+                Err(format!(
+                    "{flag} does not apply to `vramscope run --no-monitor`"
+                )),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            check(&["run", "--no-monitor", "--", "python", "x.py"]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&["run", "--json", "--log", "x.log", "--", "true"]),
+            Err("--log does not apply to `vramscope run --json`".to_string())
+        );
+        assert_eq!(check(&["run", "--log", "x.log", "--", "true"]), Ok(()));
+        // After the command, the words are the job's.
+        assert_eq!(check(&["run", "--no-monitor", "--", "x", "--json"]), Ok(()));
+    }
+
+    #[test]
+    fn every_example_command_in_the_documentation_is_accepted() {
+        let docs = [
+            ("README.md", include_str!("../README.md")),
+            ("python/README.md", include_str!("../python/README.md")),
+            ("docs/channel-v1.md", include_str!("../docs/channel-v1.md")),
+            (
+                "docs/recording-v1.md",
+                include_str!("../docs/recording-v1.md"),
+            ),
+        ];
+        let mut examples = 0;
+        for (file, text) in docs {
+            // The indented command lines, each without its trailing comment.
+            for line in text.lines().filter(|l| l.starts_with("    vramscope ")) {
+                let command = line.split(" #").next().unwrap_or(line);
+                let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+                let matches = Cli::command()
+                    .try_get_matches_from(std::iter::once("vramscope").chain(args.iter().copied()))
+                    .unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
+                assert_eq!(refuse_ignored(&matches), Ok(()), "{file}: {line}");
+                examples += 1;
+            }
+        }
+        // README's run, one-shot, record and serve examples at least.
+        assert!(examples >= 12, "only {examples} examples found");
     }
 }

@@ -49,6 +49,12 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     } else {
         JobOutput::StdoutToStderr
     };
+    // Without a monitor on screen, whatever would end vramscope goes to the job, and
+    // vramscope waits to exit with its status; held from before the job starts, so that
+    // none is lost before its pid is known.
+    if !tui && let Err(e) = crate::job_signals::hold() {
+        eprintln!("vramscope: cannot pass signals on to the job: {e}");
+    }
     let job = match Job::launch(&args.command, &env, output) {
         Ok(job) => job,
         Err(e) => {
@@ -57,8 +63,6 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         }
     };
     let pid = job.pid;
-    // Without a monitor on screen, whatever would end vramscope goes to the job, and
-    // vramscope waits to exit with its status.
     if !tui && let Err(e) = crate::job_signals::forward_to(pid) {
         eprintln!("vramscope: cannot pass signals on to the job: {e}");
     }

@@ -95,14 +95,7 @@ fn json_and_once_show_a_writers_figures_beside_nvmls() {
     });
 
     let scenario = Scenario::new(&scenario_listing(pid, 25 * GIB));
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(&channels);
     let row = process_row(&doc, pid).expect("NVML's row for our pid");
     assert_eq!(row["allocated"], json!(20 * GIB));
     assert_eq!(row["reserved"], json!(24 * GIB));
@@ -134,13 +127,7 @@ fn json_and_once_show_a_writers_figures_beside_nvmls() {
     assert_eq!(oom["label"], json!("forward/encoder"));
     assert_eq!(doc["devices"][0]["instrumented_reserved"], json!(24 * GIB));
 
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--once")
-        .output()
-        .unwrap();
-    let text = stdout(&out);
+    let text = scenario.stdout_reading(&channels, &["--once"]);
     assert!(
         text.contains(&format!(
             "{pid:>8} GPU 0  allocated 20.0 GiB  reserved 24.0 GiB  outside 1.00 GiB  peak 30.0 GiB  step 7  forward/encoder"
@@ -165,25 +152,12 @@ fn a_hostile_file_is_named_in_the_output_and_the_rest_still_works() {
     )
     .unwrap();
     let scenario = Scenario::new(&scenario_listing(std::process::id(), GIB));
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", channels.path())
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(channels.path());
     let rejected = doc["rejected_channels"][0].as_str().unwrap();
     assert!(rejected.starts_with("1234-5678.vsc: "), "{rejected}");
     assert!(doc["allocators"].as_array().unwrap().is_empty());
     assert_eq!(doc["devices"].as_array().unwrap().len(), 1);
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", channels.path())
-        .arg("--once")
-        .output()
-        .unwrap();
-    let text = stdout(&out);
+    let text = scenario.stdout_reading(channels.path(), &["--once"]);
     let line = text
         .lines()
         .find(|l| l.starts_with("channel refused: 1234-5678.vsc: "))
@@ -207,13 +181,7 @@ fn one_file_reached_by_two_names_is_read_once() {
     std::fs::hard_link(writer.path(), channels.join("1-1.vsc")).unwrap();
     let pid = std::process::id();
     let scenario = Scenario::new(&scenario_listing(pid, 25 * GIB));
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(&channels);
     assert_eq!(doc["allocators"].as_array().unwrap().len(), 1, "{doc}");
     // Counted once, not twice, in the GPU's share.
     assert_eq!(doc["devices"][0]["instrumented_reserved"], json!(24 * GIB));
@@ -355,13 +323,7 @@ fn a_writer_killed_mid_run_stays_on_screen_as_killed_with_its_last_figures() {
     child.wait().unwrap();
 
     let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(&channels);
     let a = &doc["allocators"][0];
     assert_eq!(a["writer"], json!("ended (killed)"), "{a}");
     let d = &a["devices"][0];
@@ -403,13 +365,7 @@ fn a_writer_that_cannot_name_its_gpu_joins_the_only_one_its_process_uses() {
     let mut gpu1 = h100(1);
     gpu1["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 5 * GIB }] }]);
     let scenario = Scenario::new(&json!({ "devices": [h100(0), gpu1] }));
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--json")
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(&channels);
     assert_eq!(doc["allocators"][0]["devices"][0]["gpu_index"], json!(1));
     let row = process_row(&doc, pid).unwrap();
     assert_eq!(row["gpu_index"], json!(1));
@@ -446,24 +402,14 @@ fn a_writer_naming_a_gpu_this_host_lacks_joins_none_even_when_its_bus_id_matches
     );
     let pid = std::process::id();
     let scenario = Scenario::new(&scenario_listing(pid, 50 * GIB));
-    let run = |arg: &str| {
-        let out = scenario
-            .command()
-            .env("VRAMSCOPE_DIR", &channels)
-            .arg(arg)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
-        stdout(&out)
-    };
-    let doc: Value = serde_json::from_str(&run("--json")).unwrap();
+    let doc = scenario.json_reading(&channels);
     assert_eq!(doc["allocators"][0]["devices"][0]["gpu_index"], Value::Null);
     // It counts toward no GPU's share, and NVML's row for the pid gets none of its figures.
     assert_eq!(doc["devices"][0]["instrumented_reserved"], Value::Null);
     let row = process_row(&doc, pid).expect("NVML's row");
     assert_eq!(row["allocated"], Value::Null);
 
-    let once = run("--once");
+    let once = scenario.stdout_reading(&channels, &["--once"]);
     assert!(!once.contains("instrumented (allocator figures)"), "{once}");
     let unjoined: Vec<&str> = once
         .lines()

@@ -105,14 +105,7 @@ fn a_live_writer_among_thousands_of_junk_files_is_shown() {
     for i in 0..4100 {
         write_file(&channels, &format!("junk-{i}.vsc"), b"");
     }
-    let out = scenario
-        .command()
-        .env("VRAMSCOPE_DIR", &channels)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let doc = scenario.json_reading(&channels);
     let file = live
         .path()
         .file_name()

@@ -11,6 +11,7 @@ mod common;
 
 use common::{GIB, MIB, Scenario, fake_nvml, h100, stderr, stdout};
 use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -41,14 +42,27 @@ fn two_gpus(faults: Value) -> Scenario {
     Scenario::new(&json!({ "devices": [gpu, h100(1)], "faults": faults }))
 }
 
-/// The binary against `lib` (a copy of the fake) instead of the fake itself.
+/// The binary against `lib` (a copy of the fake) instead of the fake itself, isolated from
+/// the machine's channels as `Scenario::command` is.
 fn command(scenario: &Scenario, lib: &PathBuf) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramscope"));
-    cmd.env("FAKE_NVML_SCENARIO", &scenario.path)
-        .env_remove("VRAMSCOPE_NVML_LIB")
+    let mut cmd = scenario.command();
+    cmd.env_remove("VRAMSCOPE_NVML_LIB")
         .arg("--nvml-lib")
         .arg(lib);
     cmd
+}
+
+/// `--json` against `lib`, and the fake's call counts over that run.
+fn json_and_counts(scenario: &Scenario, lib: &PathBuf) -> (Value, BTreeMap<String, f64>) {
+    let counts = scenario.dir().join("counts.json");
+    let out = command(scenario, lib)
+        .env("FAKE_NVML_COUNTS", &counts)
+        .arg("--json")
+        .output()
+        .expect("run");
+    let doc = json_of(&out);
+    let counts = common::parse_counts(&std::fs::read_to_string(&counts).expect("counts"));
+    (doc, counts)
 }
 
 /// A copy of the fake in the scenario's folder lacking `missing`.
@@ -101,14 +115,8 @@ fn assert_gpu0_complete(doc: &Value, context: &str) {
 fn an_r470_library_shows_memory_and_processes_from_the_older_calls() {
     let scenario = two_gpus(json!([]));
     let lib = old_library(&scenario, &R470_MISSING);
-    let counts = scenario.dir().join("counts.json");
-    let out = command(&scenario, &lib)
-        .env("FAKE_NVML_COUNTS", &counts)
-        .arg("--json")
-        .output()
-        .expect("run");
-    assert_gpu0_complete(&json_of(&out), "R470");
-    let counts = common::parse_counts(&std::fs::read_to_string(&counts).expect("counts"));
+    let (doc, counts) = json_and_counts(&scenario, &lib);
+    assert_gpu0_complete(&doc, "R470");
     for older in [
         "nvmlDeviceGetMemoryInfo",
         "nvmlDeviceGetComputeRunningProcesses_v2",
@@ -145,13 +153,7 @@ fn an_r470_library_shows_memory_and_processes_from_the_older_calls() {
 fn a_library_without_the_v2_lists_reads_the_16_byte_entries() {
     let scenario = two_gpus(json!([]));
     let lib = old_library(&scenario, &R440_MISSING);
-    let counts = scenario.dir().join("counts.json");
-    let out = command(&scenario, &lib)
-        .env("FAKE_NVML_COUNTS", &counts)
-        .arg("--json")
-        .output()
-        .expect("run");
-    let doc = json_of(&out);
+    let (doc, counts) = json_and_counts(&scenario, &lib);
     assert_gpu0_complete(&doc, "R440");
     // A 24-byte stride over 16-byte entries would have read the second pid out of memory.
     let pids: Vec<&Value> = doc["processes"]
@@ -162,7 +164,6 @@ fn a_library_without_the_v2_lists_reads_the_16_byte_entries() {
         .collect();
     assert!(pids.contains(&&json!(4_000_001)), "{pids:?}");
     assert!(pids.contains(&&json!(4_000_002)), "{pids:?}");
-    let counts = common::parse_counts(&std::fs::read_to_string(&counts).expect("counts"));
     assert!(
         counts.contains_key("nvmlDeviceGetComputeRunningProcesses"),
         "{counts:?}"

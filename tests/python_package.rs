@@ -36,16 +36,7 @@ fn python_unittests_pass() {
     };
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "python unittests failed:\n{log}");
-    let ran = log
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Ran ")?
-                .split(' ')
-                .next()?
-                .parse::<u32>()
-                .ok()
-        })
-        .expect("unittest summary");
+    let ran = tests_ran(&log);
     assert!(ran >= 80, "only {ran} tests ran:\n{log}");
     // "OK (skipped=1)" when not root: giving a directory away needs root.
     assert!(
@@ -98,16 +89,7 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
     // A module that cannot import torch skips as a whole: here that is a failure.
     let last = log.trim_end().lines().last().unwrap_or_default();
     assert_eq!(last, "OK", "{log}");
-    let ran = log
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Ran ")?
-                .split(' ')
-                .next()?
-                .parse::<u32>()
-                .ok()
-        })
-        .expect("unittest summary");
+    let ran = tests_ran(&log);
     assert!(ran >= 8, "only {ran} tests ran:\n{log}");
 }
 
@@ -134,4 +116,17 @@ print("\n".join(bad) or "ok")
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(Path::new(REPO).join("python/pyproject.toml").exists());
+}
+
+/// How many tests unittest's summary line (`Ran N tests in ...`) says ran.
+fn tests_ran(log: &str) -> u32 {
+    log.lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split(' ')
+                .next()?
+                .parse::<u32>()
+                .ok()
+        })
+        .expect("unittest summary")
 }

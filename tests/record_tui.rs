@@ -91,9 +91,7 @@ fn sigterm_finishes_the_recording() {
     let file = scenario.dir().join("term.jsonl.zst");
     let t = Tmux::start(scenario.dir(), 120, 40, &shell(&scenario, &file));
     assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100")).0);
-    let sh = t.pid();
-    let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
-    let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    let pid = t.child();
     // SAFETY: a signal to the monitor this test started.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));

@@ -322,27 +322,7 @@ fn a_recording_made_against_the_fake_nvml_replays_its_spike() {
 /// Three hours at 1 Hz: GPU 0's used memory changes every second, with its one highest
 /// value at 2 h 10 min.
 fn write_long_recording(path: &std::path::Path) -> u64 {
-    use vramscope::record::{Header, Recorder};
-    let mut rec = Recorder::create(
-        path,
-        Header {
-            version: 1,
-            vramscope_version: "0.1.0".into(),
-            started_ms: T0,
-            interval_ms: 1000,
-            host: None,
-        },
-    )
-    .unwrap();
-    let started = vramscope::sources::runner::SourceEvent::Started {
-        driver: vramscope::model::DriverInfo {
-            driver_version: Ok("550.54.15".into()),
-            cuda_version: Ok(12040),
-            nvml_version: Ok("12.550.54.15".into()),
-        },
-        devices: vec![recording_fixture::device_info(0)],
-    };
-    rec.record(T0, &started).unwrap();
+    let mut rec = recording_fixture::start_recording(path, None);
     let seconds = 3 * 3600;
     for s in 0..seconds {
         let at = T0 + s * 1000;

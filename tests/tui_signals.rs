@@ -28,18 +28,20 @@ fn monitor(scenario: &Scenario) -> String {
     )
 }
 
-/// The first child of `parent`: the monitor, under the shell tmux started.
-fn child_of(parent: u32) -> i32 {
-    let deadline = std::time::Instant::now() + 5 * SECOND;
-    loop {
-        let children =
-            std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).unwrap();
-        if let Some(pid) = children.split_whitespace().next() {
-            return pid.parse().unwrap();
-        }
-        assert!(std::time::Instant::now() < deadline, "no child of {parent}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// The monitor started from an interactive bash (with job control) in a pane `cols` wide,
+/// once it shows its GPU.
+fn monitor_from_bash(scenario: &Scenario, cols: u16) -> Tmux {
+    let t = Tmux::start(
+        scenario.dir(),
+        cols,
+        40,
+        "env PS1='PROMPT$ ' bash --norc --noprofile -i",
+    );
+    assert!(t.wait_for(5 * SECOND, |s| s.contains("PROMPT$")).0);
+    t.keys(&[&monitor(scenario), "Enter"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
+    assert!(ok, "{screen}");
+    t
 }
 
 fn send(pid: i32, signal: libc::c_int) {
@@ -66,7 +68,7 @@ fn quit_and_int_from_outside_leave_a_clean_shell() {
         );
         let t = Tmux::start(scenario.dir(), 120, 40, &shell);
         assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA")).0);
-        send(child_of(t.pid()), signal);
+        send(t.child(), signal);
         let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("EXIT=") && s.contains("icanon"));
         assert!(ok, "signal {signal}:\n{screen}");
         assert!(screen.contains(&format!("EXIT={code}")), "{screen}");
@@ -84,17 +86,8 @@ fn tstp_from_outside_gives_the_terminal_back_and_fg_takes_it_again() {
         return;
     }
     let scenario = scenario();
-    let t = Tmux::start(
-        scenario.dir(),
-        120,
-        40,
-        "env PS1='PROMPT$ ' bash --norc --noprofile -i",
-    );
-    assert!(t.wait_for(5 * SECOND, |s| s.contains("PROMPT$")).0);
-    t.keys(&[&monitor(&scenario), "Enter"]);
-    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
-    assert!(ok, "{screen}");
-    let pid = child_of(t.pid());
+    let t = monitor_from_bash(&scenario, 120);
+    let pid = t.child();
     send(pid, libc::SIGTSTP);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("Stopped"));
     assert!(ok, "the shell saw the monitor stop:\n{screen}");
@@ -122,21 +115,13 @@ fn ctrl_z_then_fg_comes_back_in_raw_mode() {
         return;
     }
     let scenario = scenario();
-    let t = Tmux::start(
-        scenario.dir(),
-        400,
-        40,
-        "env PS1='PROMPT$ ' bash --norc --noprofile -i",
-    );
-    assert!(t.wait_for(5 * SECOND, |s| s.contains("PROMPT$")).0);
-    t.keys(&[&monitor(&scenario), "Enter"]);
-    assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100")).0);
+    let t = monitor_from_bash(&scenario, 400);
     t.keys(&["C-z"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("Stopped"));
     assert!(ok, "{screen}");
     assert_given_back(&t, "Ctrl-Z");
     // In the background it must not take the terminal: it stops again (SIGTTOU) untouched.
-    let pid = child_of(t.pid());
+    let pid = t.child();
     t.keys(&["bg", "Enter"]);
     // bash says `[1]+ ... &` once it has sent SIGCONT (on one line: the pane is wide).
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("100ms &"));

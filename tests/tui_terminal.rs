@@ -76,6 +76,9 @@ fn keys_resizes_and_tiny_terminals_keep_it_running() {
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.to_lowercase().contains("sort"));
     assert!(ok, "help overlay lists keys:\n{screen}");
     t.keys(&["Escape"]);
+    // Read together, Escape and `/` would be Alt-/: the next keys wait for the help to close.
+    let (ok, screen) = t.wait_for(2 * SECOND, |s| !s.contains("any key closes"));
+    assert!(ok, "Escape closes the help:\n{screen}");
     t.keys(&["/", "z", "z", "z"]);
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("/zzz"));
     assert!(ok, "the filter prompt:\n{screen}");
@@ -191,9 +194,7 @@ fn sigterm_and_sighup_leave_a_clean_shell() {
         let t = Tmux::start(scenario.dir(), 120, 40, &shell);
         assert!(t.wait_for(5 * SECOND, |s| s.contains("NVIDIA")).0);
         // The pid file holds the outer sh; vramscope is its child.
-        let sh = t.pid();
-        let children = std::fs::read_to_string(format!("/proc/{sh}/task/{sh}/children")).unwrap();
-        let pid: i32 = children.split_whitespace().next().unwrap().parse().unwrap();
+        let pid = t.child();
         send_signal(pid, signal);
         let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("EXIT=") && s.contains("icanon"));
         assert!(ok, "vramscope exited on SIG{signal}:\n{screen}");

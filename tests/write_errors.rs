@@ -1,7 +1,7 @@
 //! Every command that writes to standard output ends the same way when it cannot: a pipe
 //! whose reader has gone (`| head`) is a quiet exit with status 0, and any other write error
 //! (here `/dev/full`) is one line on standard error and status 1; never a panic (status 101)
-//! and never a 0 with nothing written. `--help` and `--version` print too.
+//! and never a 0 with nothing written. `--help`, `--version` and `clean` print too.
 
 mod common;
 mod recording_fixture;
@@ -58,8 +58,9 @@ fn commands(scenario: &Scenario, recording: &str, channel: &str) -> Vec<(String,
         &["--json", "--loop", "0.2"],
         &["--csv", "--loop", "0.2"],
     ];
-    let files: [&[&str]; 8] = [
+    let files: [&[&str]; 9] = [
         &["--help"],
+        &["clean"],
         &["report", "--help"],
         &["--version"],
         &["report", recording],

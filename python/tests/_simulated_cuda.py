@@ -16,22 +16,28 @@ def _stat():
     return {"all": {"current": 0, "peak": 0, "allocated": 0, "freed": 0}}
 
 
+def empty_allocator_stats():
+    """One device's `torch.cuda.memory_stats` before anything was allocated, nested as the
+    caching allocator nests them."""
+    return {
+        "allocated_bytes": _stat(),
+        "reserved_bytes": _stat(),
+        "active_bytes": _stat(),
+        "inactive_split_bytes": _stat(),
+        "requested_bytes": _stat(),
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+        "num_device_alloc": 0,
+        "num_device_free": 0,
+    }
+
+
 class SimulatedCuda:
     def __init__(self, torch, total=80 * GIB):
         self.torch = torch
         self.total = total
         self.fraction = 1.0
-        self.stats = {
-            "allocated_bytes": _stat(),
-            "reserved_bytes": _stat(),
-            "active_bytes": _stat(),
-            "inactive_split_bytes": _stat(),
-            "requested_bytes": _stat(),
-            "num_alloc_retries": 0,
-            "num_ooms": 0,
-            "num_device_alloc": 0,
-            "num_device_free": 0,
-        }
+        self.stats = empty_allocator_stats()
         self.observers = []
         self.empty_cache_calls = 0
         self._saved = []

@@ -240,3 +240,25 @@ def reset_runtime():
     _runtime.layout = None
     _runtime._budget.count = 0
     _guard._warned.clear()
+
+
+class PrivateRuntime:
+    """A test's own writer state: the runtime reset, every variable starting with one of
+    `prefixes` cleared, and VRAMSCOPE_DIR naming a fresh private directory (`dir`). `close`
+    resets the runtime again, puts the environment back and removes the directory."""
+
+    def __init__(self, prefixes=("VRAMSCOPE_",)):
+        reset_runtime()
+        self._tmp = TempDir()
+        self.dir = self._tmp.__enter__()
+        self._saved_env = dict(os.environ)
+        for name in list(os.environ):
+            if name.startswith(prefixes):
+                del os.environ[name]
+        os.environ["VRAMSCOPE_DIR"] = self.dir
+
+    def close(self):
+        reset_runtime()
+        os.environ.clear()
+        os.environ.update(self._saved_env)
+        self._tmp.__exit__(None, None, None)

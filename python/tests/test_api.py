@@ -16,20 +16,11 @@ UUID_TEXT = "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf"
 
 class ApiCase(unittest.TestCase):
     def setUp(self):
-        S.reset_runtime()
-        self.tmp = S.TempDir()
-        self.dir = self.tmp.__enter__()
-        self.saved_env = dict(os.environ)
-        for name in list(os.environ):
-            if name.startswith("VRAMSCOPE_"):
-                del os.environ[name]
-        os.environ["VRAMSCOPE_DIR"] = self.dir
+        self.private = S.PrivateRuntime()
+        self.dir = self.private.dir
 
     def tearDown(self):
-        S.reset_runtime()
-        os.environ.clear()
-        os.environ.update(self.saved_env)
-        self.tmp.__exit__(None, None, None)
+        self.private.close()
 
     def snap(self):
         return S.Snapshot(S.read_bytes(vramscope.channel_path()))

@@ -29,25 +29,17 @@ class RealTorchCase(unittest.TestCase):
     initialised = True
 
     def setUp(self):
-        S.reset_runtime()
-        self.tmp = S.TempDir()
-        self.dir = self.tmp.__enter__()
-        self.saved_env = dict(os.environ)
-        for name in list(os.environ):
-            if name.startswith("VRAMSCOPE_") or name.startswith("PYTORCH_"):
-                del os.environ[name]
-        os.environ["VRAMSCOPE_DIR"] = self.dir
+        self.private = S.PrivateRuntime(prefixes=("VRAMSCOPE_", "PYTORCH_"))
+        self.dir = self.private.dir
         # The sampler thread would race the figures a test sets up: 10 Hz, and tests that
         # need a reading take it through the API.
         os.environ["VRAMSCOPE_HZ"] = "10"
         self.cuda = SimulatedCuda(torch).install(initialised=self.initialised)
 
     def tearDown(self):
-        S.reset_runtime()
+        # The writer stops before the simulated driver goes.
+        self.private.close()
         self.cuda.uninstall()
-        os.environ.clear()
-        os.environ.update(self.saved_env)
-        self.tmp.__exit__(None, None, None)
 
     def snap(self):
         return S.Snapshot(S.read_bytes(vramscope.channel_path()))
@@ -227,14 +219,8 @@ class RealJax(unittest.TestCase):
         import jax
         import jaxlib
 
-        S.reset_runtime()
         self.jax = jax
-        self.tmp = S.TempDir()
-        self.saved_env = dict(os.environ)
-        for name in list(os.environ):
-            if name.startswith("VRAMSCOPE_"):
-                del os.environ[name]
-        os.environ["VRAMSCOPE_DIR"] = self.tmp.__enter__()
+        self.private = S.PrivateRuntime()
         # A CPU device has no memory statistics; an accelerator's come from the driver.
         self.device_type = type(jax.local_devices()[0])
         self.assertTrue(self.device_type.__module__.startswith(jaxlib.__name__))
@@ -243,11 +229,8 @@ class RealJax(unittest.TestCase):
         self.device_type.memory_stats = lambda device: dict(self.stats)
 
     def tearDown(self):
-        S.reset_runtime()
+        self.private.close()
         self.device_type.memory_stats = self.original
-        os.environ.clear()
-        os.environ.update(self.saved_env)
-        self.tmp.__exit__(None, None, None)
 
     def test_unavailable_figure_is_absent_and_the_writer_stays_on(self):
         self.stats.update(bytes_in_use=GIB, peak_bytes_in_use=2 * GIB, bytes_limit=-1, pool_bytes=-1)

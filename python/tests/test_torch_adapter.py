@@ -4,6 +4,7 @@ import copy
 import unittest
 
 import _support as S
+from _simulated_cuda import empty_allocator_stats
 from vramscope import _layout as L
 from vramscope._channel import Channel, DeviceInfo
 from vramscope._config import Config
@@ -16,30 +17,13 @@ GIB = 1 << 30
 X, H, F, K = L.SAMPLE_PEAK_EXACT, L.SAMPLE_NEW_HIGH_WATER, L.SAMPLE_FOREIGN_RESET_SEEN, L.SAMPLE_HOOK
 
 
-def _stat():
-    return {"all": {"current": 0, "peak": 0, "allocated": 0, "freed": 0}}
-
-
 class FakeSource:
     """A caching allocator in miniature: allocate and free move current and peak."""
 
     def __init__(self, devices=2, active=(0,)):
         self.devices = devices
         self.active = set(active)
-        self.s = {
-            i: {
-                "allocated_bytes": _stat(),
-                "reserved_bytes": _stat(),
-                "active_bytes": _stat(),
-                "inactive_split_bytes": _stat(),
-                "requested_bytes": _stat(),
-                "num_alloc_retries": 0,
-                "num_ooms": 0,
-                "num_device_alloc": 0,
-                "num_device_free": 0,
-            }
-            for i in range(devices)
-        }
+        self.s = {i: empty_allocator_stats() for i in range(devices)}
         self.resets = []
         self.free_queries = 0
 

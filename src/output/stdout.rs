@@ -1,8 +1,8 @@
 //! How a command that prints ends when standard output fails. Every command that writes to
-//! standard output (`--once`, `--json`, `--csv`, `--loop`, `report`, `inspect`, `export`)
-//! ends the same way: a closed pipe (`| head`) is a quiet exit with status 0, since the
-//! reader took what it wanted; any other failure (a full disk, `/dev/full`, an I/O error) is
-//! one line on standard error and status 1, never a panic and never a silent 0.
+//! standard output (`--once`, `--json`, `--csv`, `--loop`, `report`, `inspect`, `export`,
+//! `clean`) ends the same way: a closed pipe (`| head`) is a quiet exit with status 0, since
+//! the reader took what it wanted; any other failure (a full disk, `/dev/full`, an I/O error)
+//! is one line on standard error and status 1, never a panic and never a silent 0.
 
 use std::io::{self, Write};
 use std::process::ExitCode;

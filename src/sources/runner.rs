@@ -39,7 +39,8 @@ impl ForeignText for SourceEvent {
                 devices.iter_mut().for_each(DeviceInfo::clean_text);
             }
             SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
-            // NVML's per-tick figures are numbers; their absence reasons are our own words.
+            // NVML's per-tick figures are numbers; their absence reasons are our own words
+            // (a recording's are cleaned where they are read, `record::wire`).
             SourceEvent::Device(_) => {}
             SourceEvent::Host(sample) => sample.clean_text(),
             SourceEvent::Channels(batch) => batch.clean_text(),

@@ -65,6 +65,24 @@ impl Scenario {
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
+
+    /// The binary's stdout for `args`, its channels read from `channels` (`VRAMSCOPE_DIR`);
+    /// the run must succeed.
+    pub fn stdout_reading(&self, channels: &Path, args: &[&str]) -> String {
+        let out = self
+            .command()
+            .env("VRAMSCOPE_DIR", channels)
+            .args(args)
+            .output()
+            .expect("run vramscope");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    }
+
+    /// `--json` with the channels in `channels`, parsed.
+    pub fn json_reading(&self, channels: &Path) -> Value {
+        serde_json::from_str(&self.stdout_reading(channels, &["--json"])).expect("--json")
+    }
 }
 
 /// Where the binary under test looks for users' channel directories instead of `/dev/shm`

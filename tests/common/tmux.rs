@@ -119,6 +119,21 @@ impl Tmux {
         }
     }
 
+    /// The first child of the shell tmux started (`pid`): the program it runs.
+    pub fn child(&self) -> i32 {
+        let parent = self.pid();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let children =
+                std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).unwrap();
+            if let Some(pid) = children.split_whitespace().next() {
+                return pid.parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "no child of {parent}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {

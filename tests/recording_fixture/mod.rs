@@ -109,10 +109,9 @@ fn allocator_device(allocated: u64, reserved: u64, retries: u64, split: u64) -> 
     }
 }
 
-/// One minute of a run: steady 20 GiB allocated, a 100 ms spike to 29 GiB at T0+30.0 s in
-/// step 7 during `backward/lm_head`, a caught OOM at T0+45 s, and NVML's figure peaking at
-/// 75 GiB at T0+30 s.
-pub fn write_recording(path: &Path) {
+/// A recorder on `path` (1 s interval, started at T0, on `host`) that has recorded its start
+/// on GPU 0.
+pub fn start_recording(path: &Path, host: Option<&str>) -> Recorder {
     let mut rec = Recorder::create(
         path,
         Header {
@@ -120,7 +119,7 @@ pub fn write_recording(path: &Path) {
             vramscope_version: "0.1.0".into(),
             started_ms: T0,
             interval_ms: 1000,
-            host: Some("node-7".into()),
+            host: host.map(str::to_string),
         },
     )
     .unwrap();
@@ -133,6 +132,14 @@ pub fn write_recording(path: &Path) {
         devices: vec![device_info(0)],
     };
     rec.record(T0, &started).unwrap();
+    rec
+}
+
+/// One minute of a run: steady 20 GiB allocated, a 100 ms spike to 29 GiB at T0+30.0 s in
+/// step 7 during `backward/lm_head`, a caught OOM at T0+45 s, and NVML's figure peaking at
+/// 75 GiB at T0+30 s.
+pub fn write_recording(path: &Path) {
+    let mut rec = start_recording(path, Some("node-7"));
     let identity = Arc::new(WriterIdentity {
         file: "4242-1.vsc".into(),
         pid: 4242,

@@ -33,122 +33,36 @@ fn list_call<T: Copy>(
     })
 }
 
-/// Probe with `*infoCount = 0` / NULL: `INSUFFICIENT_SIZE` and the count
-/// (success with count 0 when there are no processes).
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetComputeRunningProcesses_v3",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_COMPUTE,
-        process_info,
-    )
+/// One `extern "C"` process list export per line: its name (also the name its call counts
+/// and faults go by), its entry type, the list it reads and how an entry is laid out.
+macro_rules! list_exports {
+    ($($(#[$doc:meta])* $name:ident: $entry:ty, $mode:ident, $fill:ident;)*) => {$(
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $name(
+            device: NvmlDevice,
+            infoCount: *mut c_uint,
+            infos: *mut $entry,
+        ) -> NvmlReturn {
+            list_call(stringify!($name), device, infoCount, infos, $mode, $fill)
+        }
+    )*};
 }
 
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetGraphicsRunningProcesses_v3",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_GRAPHICS,
-        process_info,
-    )
-}
-
-/// The scenario's `mps` list, with the same protocol as the compute list.
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetMPSComputeRunningProcesses_v3(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetMPSComputeRunningProcesses_v3",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_MPS,
-        process_info,
-    )
-}
-
-/// The R450-R470 compute list: the `_v3` protocol and the same 24-byte entries.
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetComputeRunningProcesses_v2(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetComputeRunningProcesses_v2",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_COMPUTE,
-        process_info,
-    )
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v2(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfo,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetGraphicsRunningProcesses_v2",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_GRAPHICS,
-        process_info,
-    )
-}
-
-/// The oldest compute list: the same protocol with 16-byte `nvmlProcessInfo_v1_t` entries
-/// (pid and memory, no instance ids).
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetComputeRunningProcesses(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfoV1,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetComputeRunningProcesses",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_COMPUTE,
-        process_info_v1,
-    )
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn nvmlDeviceGetGraphicsRunningProcesses(
-    device: NvmlDevice,
-    infoCount: *mut c_uint,
-    infos: *mut ProcessInfoV1,
-) -> NvmlReturn {
-    list_call(
-        "nvmlDeviceGetGraphicsRunningProcesses",
-        device,
-        infoCount,
-        infos,
-        PROCESS_MODE_GRAPHICS,
-        process_info_v1,
-    )
+list_exports! {
+    /// Probe with `*infoCount = 0` / NULL: `INSUFFICIENT_SIZE` and the count
+    /// (success with count 0 when there are no processes).
+    nvmlDeviceGetComputeRunningProcesses_v3: ProcessInfo, PROCESS_MODE_COMPUTE, process_info;
+    nvmlDeviceGetGraphicsRunningProcesses_v3: ProcessInfo, PROCESS_MODE_GRAPHICS, process_info;
+    /// The scenario's `mps` list, with the same protocol as the compute list.
+    nvmlDeviceGetMPSComputeRunningProcesses_v3: ProcessInfo, PROCESS_MODE_MPS, process_info;
+    /// The R450-R470 compute list: the `_v3` protocol and the same 24-byte entries.
+    nvmlDeviceGetComputeRunningProcesses_v2: ProcessInfo, PROCESS_MODE_COMPUTE, process_info;
+    nvmlDeviceGetGraphicsRunningProcesses_v2: ProcessInfo, PROCESS_MODE_GRAPHICS, process_info;
+    /// The oldest compute list: the same protocol with 16-byte `nvmlProcessInfo_v1_t` entries
+    /// (pid and memory, no instance ids).
+    nvmlDeviceGetComputeRunningProcesses: ProcessInfoV1, PROCESS_MODE_COMPUTE, process_info_v1;
+    nvmlDeviceGetGraphicsRunningProcesses: ProcessInfoV1, PROCESS_MODE_GRAPHICS, process_info_v1;
 }
 
 /// Versioned process list (`version` `0x01000018`, else 25) of 32-byte entries. The same
