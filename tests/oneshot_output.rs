@@ -358,28 +358,58 @@ print(json.dumps({
     assert_eq!(got["pids"], json!([me.to_string(), "4194001"]));
 }
 
-/// A single snapshot measures CPU % over a short window instead of printing n/a for every
-/// process: a busy process shows its share, in the table and in JSON.
+/// CPU % is a difference of two readings: one `--once` has only one, so its table has no
+/// CPU% column (rather than n/a in every row); `--loop` measures it from the snapshot before,
+/// and a busy process shows its share there.
 #[test]
-fn once_measures_cpu_percent_over_a_short_window() {
+fn once_leaves_out_cpu_percent_and_loop_measures_it() {
+    use std::io::Read;
     let mut busy = std::process::Command::new("sh")
         .args(["-c", "while :; do :; done"])
         .spawn()
         .unwrap();
     let mut gpu = h100(0);
     gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": busy.id(), "used_memory": GIB }] }]);
+    gpu["process_utilization"] = json!([{ "t": 0, "pid": busy.id(), "sm": 5, "mem": 1 }]);
     let scenario = Scenario::new(&json!({ "devices": [gpu] }));
-    let table = scenario.run(&["--once"]);
-    let json = scenario.run(&["--json"]);
+    let once = scenario.run(&["--once"]);
+    let mut looping = scenario
+        .command()
+        .args(["--once", "--loop", "0.3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    looping.kill().unwrap();
+    let mut text = String::new();
+    looping
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    looping.wait().unwrap();
     busy.kill().unwrap();
     busy.wait().unwrap();
-    assert!(table.status.success(), "{}", stderr(&table));
-    let text = stdout(&table);
-    let header = text.lines().find(|l| l.contains("CPU%")).expect("header");
-    let row = text
+
+    assert!(once.status.success(), "{}", stderr(&once));
+    let single = stdout(&once);
+    let header = single.lines().find(|l| l.contains("PID")).expect("header");
+    assert!(!header.contains("CPU%"), "{single}");
+    assert!(!single.contains(" n/a "), "no n/a column:\n{single}");
+
+    // The last complete table of the loop.
+    let tables: Vec<&str> = text.split("\n\n").collect();
+    let table = tables
+        .iter()
+        .rev()
+        .find(|t| t.contains(&busy.id().to_string()) && t.contains("CPU%"))
+        .unwrap_or_else(|| panic!("a table with the busy row:\n{text}"));
+    let header = table.lines().find(|l| l.contains("CPU%")).unwrap();
+    let row = table
         .lines()
         .find(|l| l.split_whitespace().next() == Some(&busy.id().to_string()))
-        .expect("the busy process's row");
+        .unwrap();
     // The CPU% column ends where its header does.
     let end = header.find("CPU%").unwrap() + "CPU%".len();
     let cell = row[..end].split_whitespace().last().unwrap();
@@ -387,9 +417,6 @@ fn once_measures_cpu_percent_over_a_short_window() {
         .parse()
         .unwrap_or_else(|_| panic!("CPU% {cell:?} in\n{text}"));
     assert!(share > 0.0, "a busy loop used no CPU?\n{text}");
-    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
-    let cpu = &doc["processes"][0]["cpu_percent"];
-    assert!(cpu.as_f64().is_some_and(|c| c > 0.0), "{doc}");
 }
 
 /// A lost GPU in a single snapshot: the output in full, a line on stderr naming it, and exit

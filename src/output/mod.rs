@@ -59,7 +59,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         } else if cli.csv {
             csv::render(&snapshot, first)
         } else {
-            table::render(&snapshot, command_cut)
+            table::render(&snapshot, command_cut, period.is_some())
         };
         let separator = if !first && !cli.json && !cli.csv {
             "\n"

@@ -11,11 +11,6 @@ use crate::state::{Monitor, StaleAfter};
 use std::path::Path;
 use std::time::Duration;
 
-/// How long the first snapshot waits between two readings of each process's CPU time: CPU %
-/// is a difference, and a single reading has none. Long enough for a 10 ms scheduler tick to
-/// weigh 5 %, short enough not to slow `--once` noticeably.
-pub const CPU_WINDOW: Duration = Duration::from_millis(200);
-
 /// An open NVML session and its samplers, kept between `--loop` iterations so per-process
 /// utilisation cursors and CPU readings carry over.
 pub struct OneShot {
@@ -23,8 +18,6 @@ pub struct OneShot {
     samplers: Vec<DeviceSampler>,
     host: HostSampler,
     channels: ChannelSampler,
-    /// Whether the host sampler has read the processes once, so that CPU % has a start.
-    cpu_started: bool,
 }
 
 impl OneShot {
@@ -51,7 +44,6 @@ impl OneShot {
             } else {
                 ChannelSampler::unwatched()
             },
-            cpu_started: false,
         })
     }
 
@@ -62,13 +54,6 @@ impl OneShot {
             self.monitor.ingest(SourceEvent::Device(Box::new(sample)));
         }
         let pids = self.monitor.gpu_pids();
-        if !self.cpu_started && !pids.is_empty() {
-            // The first snapshot's CPU % comes from two readings `CPU_WINDOW` apart; later
-            // ones (`--loop`) measure from the snapshot before.
-            self.host.sample(&pids);
-            std::thread::sleep(CPU_WINDOW);
-            self.cpu_started = true;
-        }
         let host = self.host.sample(&pids);
         self.monitor.ingest(SourceEvent::Host(Box::new(host)));
         self.channels.set_pids(&pids);
