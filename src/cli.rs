@@ -133,6 +133,15 @@ pub enum Command {
         #[arg(long, value_name = "FILE", env = "VRAMSCOPE_FONT")]
         font: Option<PathBuf>,
     },
+    /// Print a completion script for SHELL: `vramscope completions bash >
+    /// ~/.local/share/bash-completion/completions/vramscope`.
+    Completions {
+        /// The shell to complete for.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `vramscope man > ~/.local/share/man/man1/vramscope.1`.
+    Man,
 }
 
 #[derive(Debug, Args)]

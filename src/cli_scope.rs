@@ -185,6 +185,16 @@ mod tests {
                 "`vramscope serve`",
             ),
             (&["serve", "-l", "2"][..], "--loop", "`vramscope serve`"),
+            (
+                &["completions", "bash", "--json"][..],
+                "--json",
+                "`vramscope completions`",
+            ),
+            (
+                &["man", "--nvml-lib", "/x"][..],
+                "--nvml-lib",
+                "`vramscope man`",
+            ),
         ] {
             assert_eq!(
                 check(args),
@@ -218,6 +228,8 @@ mod tests {
             &["run", "--ascii", "--interval", "2s", "--", "python", "x.py"][..],
             &["export", "f"][..],
             &["export", "--csv", "-o", "x.csv", "f"][..],
+            &["completions", "fish"][..],
+            &["man"][..],
         ] {
             assert_eq!(check(args), Ok(()), "{args:?}");
         }

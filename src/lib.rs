@@ -42,6 +42,8 @@ pub mod report;
 #[cfg(feature = "monitor")]
 pub mod serve;
 #[cfg(feature = "monitor")]
+pub mod shell_docs;
+#[cfg(feature = "monitor")]
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
@@ -114,6 +116,8 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             return report::run(file, format);
         }
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
+        Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
+        Some(cli::Command::Man) => return shell_docs::man(),
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
                 Ok(json) => match output::stdout::print(&format!("{json}\n")) {

@@ -315,3 +315,138 @@ fn one_shot_runs_shut_nvml_down_before_exiting() {
         );
     }
 }
+
+/// The README reads the CSV with `pd.read_csv(path)` and picks rows by `record`: that needs
+/// every column name once. Python's own `csv.DictReader` keeps only the last of two equal
+/// names, so it shows what a repeated `mem_util` loses (pandas is not installed for the
+/// tests; it renames a repeat to `mem_util.1`, which the README would have to explain).
+#[test]
+fn csv_header_names_each_column_once_for_the_readme_recipe() {
+    if !common::python3_available() {
+        return;
+    }
+    let (scenario, me) = two_gpus();
+    let out = scenario.run(&["--csv"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let script = r#"
+import csv, json, sys
+reader = csv.reader(sys.stdin)
+header = next(reader)
+rows = [dict(zip(header, r)) for r in reader]
+print(json.dumps({
+    "repeated": sorted({h for h in header if header.count(h) > 1}),
+    "device_mem_util": [r["mem_util"] for r in rows if r["record"] == "device"],
+    "process_mem_util": [r.get("process_mem_util") for r in rows if r["record"] == "process"],
+    "pids": [r["pid"] for r in rows if r["record"] == "process"],
+}))
+"#;
+    let mut python = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    python.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let result = python.wait_with_output().unwrap();
+    assert!(result.status.success());
+    let got: Value = serde_json::from_slice(&result.stdout).unwrap();
+    assert_eq!(got["repeated"], json!([]), "{}", stdout(&out));
+    // GPU 1 has no memory utilisation in the scenario: an empty cell.
+    assert_eq!(got["device_mem_util"], json!(["41", ""]));
+    assert_eq!(got["process_mem_util"], json!(["12", ""]));
+    assert_eq!(got["pids"], json!([me.to_string(), "4194001"]));
+}
+
+/// CPU % is a difference of two readings: one `--once` has only one, so its table has no
+/// CPU% column (rather than n/a in every row); `--loop` measures it from the snapshot before,
+/// and a busy process shows its share there.
+#[test]
+fn once_leaves_out_cpu_percent_and_loop_measures_it() {
+    use std::io::Read;
+    let mut busy = std::process::Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": busy.id(), "used_memory": GIB }] }]);
+    gpu["process_utilization"] = json!([{ "t": 0, "pid": busy.id(), "sm": 5, "mem": 1 }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let once = scenario.run(&["--once"]);
+    let mut looping = scenario
+        .command()
+        .args(["--once", "--loop", "0.3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    looping.kill().unwrap();
+    let mut text = String::new();
+    looping
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    looping.wait().unwrap();
+    busy.kill().unwrap();
+    busy.wait().unwrap();
+
+    assert!(once.status.success(), "{}", stderr(&once));
+    let single = stdout(&once);
+    let header = single.lines().find(|l| l.contains("PID")).expect("header");
+    assert!(!header.contains("CPU%"), "{single}");
+    assert!(!single.contains(" n/a "), "no n/a column:\n{single}");
+
+    // The last complete table of the loop.
+    let tables: Vec<&str> = text.split("\n\n").collect();
+    let table = tables
+        .iter()
+        .rev()
+        .find(|t| t.contains(&busy.id().to_string()) && t.contains("CPU%"))
+        .unwrap_or_else(|| panic!("a table with the busy row:\n{text}"));
+    let header = table.lines().find(|l| l.contains("CPU%")).unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&busy.id().to_string()))
+        .unwrap();
+    // The CPU% column ends where its header does.
+    let end = header.find("CPU%").unwrap() + "CPU%".len();
+    let cell = row[..end].split_whitespace().last().unwrap();
+    let share: f64 = cell
+        .parse()
+        .unwrap_or_else(|_| panic!("CPU% {cell:?} in\n{text}"));
+    assert!(share > 0.0, "a busy loop used no CPU?\n{text}");
+}
+
+/// A lost GPU in a single snapshot: the output in full, a line on stderr naming it, and exit
+/// status 4 for cron and alerting; the healthy GPU is still printed.
+#[test]
+fn a_lost_gpu_gives_exit_status_4_after_the_full_output() {
+    let scenario = Scenario::new(&json!({
+        "devices": [h100(0), h100(1)],
+        "faults": [{ "function": "*", "error": "GpuIsLost", "device": 1 }]
+    }));
+    for arg in ["--once", "--json", "--csv"] {
+        let out = scenario.run(&[arg]);
+        assert_eq!(out.status.code(), Some(4), "{arg}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).trim_end(),
+            "vramscope: GPU 1 lost (exit status 4)",
+            "{arg}"
+        );
+        let text = stdout(&out);
+        assert!(text.contains("NVIDIA H100"), "{arg}: {text}");
+        match arg {
+            "--once" => assert!(text.contains("[LOST]"), "{text}"),
+            "--json" => {
+                let doc: Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(doc["devices"][0]["lost"], false);
+                assert_eq!(doc["devices"][1]["lost"], true);
+            }
+            _ => assert!(text.lines().nth(2).unwrap().contains(",true,"), "{text}"),
+        }
+    }
+    let healthy = Scenario::new(&json!({ "devices": [h100(0)] }));
+    assert_eq!(healthy.run(&["--once"]).status.code(), Some(0));
+}

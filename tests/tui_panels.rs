@@ -77,12 +77,62 @@ fn absent_figures_render_as_na_never_zero() {
         2,
         "SM% and CPU% absent: {carol}"
     );
-    // The status line names the faults first, then what the hardware lacks.
+    // The status line names the faults only: what the hardware lacks is a fact, listed by `w`.
     let status = text.lines().last().expect("status line");
     assert!(
-        status.starts_with("temp: no permission on GPU 1; power: not supported on GPU 1"),
+        status.starts_with("temp: no permission on GPU 1  ") && status.contains("w why n/a"),
         "{status}"
     );
+    assert!(!status.contains("not supported"), "{status}");
+}
+
+#[test]
+fn the_reasons_overlay_lists_every_reason_in_full() {
+    let mut ui = ui();
+    ui.mode = Mode::Reasons;
+    let text = screen(&two_gpus(), &ui, 80, 24);
+    insta::assert_snapshot!("reasons_80x24", text);
+    for reason in [
+        "temp: no permission on GPU 1",
+        "power: not supported on GPU 1",
+        "fan: not supported on GPU 1",
+        "enc: not supported on GPU 1",
+        "dec: not supported on GPU 1",
+        "throttle: not supported on GPU 1",
+    ] {
+        assert!(text.contains(reason), "{reason}:\n{text}");
+    }
+    let problems = text.find("problems").expect("faults heading");
+    let facts = text
+        .find("not reported by this hardware or driver")
+        .expect("facts heading");
+    assert!(problems < facts, "faults first:\n{text}");
+    assert!(text.contains("any key closes"), "{text}");
+}
+
+#[test]
+fn the_reasons_overlay_scrolls_when_taller_than_the_screen() {
+    let mut ui = ui();
+    ui.mode = Mode::Reasons;
+    let top = screen(&two_gpus(), &ui, 60, 10);
+    assert!(
+        top.contains("lines 1-7 of 10; Up/Down scroll, other keys close"),
+        "{top}"
+    );
+    assert!(top.contains("problems"), "{top}");
+    ui.reasons_scroll = 100;
+    let bottom = screen(&two_gpus(), &ui, 60, 10);
+    assert!(!bottom.contains("problems"), "scrolled:\n{bottom}");
+    let footer = bottom
+        .lines()
+        .find(|l| l.contains("lines "))
+        .expect("footer");
+    // Scrolled past the end, the last page shows: `lines A-N of N`.
+    let numbers: Vec<&str> = footer
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .collect();
+    assert_eq!(numbers[1], numbers[2], "{footer}");
 }
 
 #[test]

@@ -7,12 +7,24 @@ use crate::model::Snapshot;
 use std::borrow::Cow;
 
 /// The header line: `record,time_ms`, then device fields, then process fields (the first two
-/// process fields repeat device facts under their own names for easy filtering).
+/// process fields repeat device facts under their own names for easy filtering). Every name
+/// is unique, so `pandas.read_csv` and `csv.DictReader` keep every column.
 pub fn header() -> String {
-    let mut names = vec!["record", "time_ms"];
-    names.extend(DEVICE.iter().map(|(name, _)| *name));
-    names.extend(PROCESS.iter().map(|(name, _)| *name));
+    let mut names: Vec<Cow<'static, str>> = vec!["record".into(), "time_ms".into()];
+    names.extend(DEVICE.iter().map(|(name, _)| Cow::Borrowed(*name)));
+    names.extend(PROCESS.iter().map(|(name, _)| process_column(name)));
     names.join(",") + "\n"
+}
+
+/// A process field's CSV column: its JSON name, with `process_` before it where a device
+/// field has the same name (`mem_util` is the device's, `process_mem_util` the process's).
+/// In JSON each sits in its own object, so there the names stay as they are.
+fn process_column(name: &'static str) -> Cow<'static, str> {
+    if DEVICE.iter().any(|(device, _)| *device == name) {
+        Cow::Owned(format!("process_{name}"))
+    } else {
+        Cow::Borrowed(name)
+    }
 }
 
 /// Rows for one snapshot, preceded by the header when `with_header`.
@@ -108,9 +120,10 @@ mod tests {
     #[test]
     fn header_has_every_field_once() {
         let h = header();
-        assert_eq!(
-            h.trim_end().split(',').count(),
-            2 + DEVICE.len() + PROCESS.len()
-        );
+        let names: Vec<&str> = h.trim_end().split(',').collect();
+        assert_eq!(names.len(), 2 + DEVICE.len() + PROCESS.len());
+        let unique: std::collections::HashSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "a name repeats in {h}");
+        assert!(names.contains(&"mem_util") && names.contains(&"process_mem_util"));
     }
 }

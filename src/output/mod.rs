@@ -18,6 +18,11 @@ use std::time::Instant;
 /// Exit status when NVML cannot be used at all.
 pub const EXIT_NO_NVML: u8 = 3;
 
+/// Exit status of a single `--once`, `--json` or `--csv` when a GPU is lost (fell off the
+/// bus, needs a reset): the output is printed in full, and cron or an alerting check sees
+/// the failure without parsing it.
+pub const EXIT_GPU_LOST: u8 = 4;
+
 /// Runs `--once`, `--json`, `--csv` or `--loop` and returns the exit status.
 pub fn run(cli: &Cli) -> ExitCode {
     run_until(cli, None)
@@ -54,7 +59,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         } else if cli.csv {
             csv::render(&snapshot, first)
         } else {
-            table::render(&snapshot, command_cut)
+            table::render(&snapshot, command_cut, period.is_some())
         };
         let separator = if !first && !cli.json && !cli.csv {
             "\n"
@@ -70,7 +75,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
             return ExitCode::from(end.code);
         }
         let Some(period) = period else {
-            return ExitCode::SUCCESS;
+            return single_status(&snapshot);
         };
         if let Some(rest) = period.checked_sub(started.elapsed()) {
             std::thread::sleep(rest);
@@ -78,6 +83,26 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         // One more snapshot after the job ends shows how it ended.
         job_end = job.as_mut().and_then(Job::try_end);
     }
+}
+
+/// A single snapshot's status: `EXIT_GPU_LOST`, with a line naming the lost GPUs, when any
+/// is lost; else success.
+fn single_status(snapshot: &crate::model::Snapshot) -> ExitCode {
+    let lost: Vec<String> = snapshot
+        .devices
+        .iter()
+        .filter(|d| d.sample.as_ref().is_some_and(|s| s.lost))
+        .map(|d| d.info.index.to_string())
+        .collect();
+    if lost.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    let noun = if lost.len() == 1 { "GPU" } else { "GPUs" };
+    eprintln!(
+        "vramscope: {noun} {} lost (exit status {EXIT_GPU_LOST})",
+        lost.join(", ")
+    );
+    ExitCode::from(EXIT_GPU_LOST)
 }
 
 /// `run` where NVML cannot be used: says so, then waits for the job and exits with its status.

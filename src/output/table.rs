@@ -6,8 +6,11 @@ use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
 
 /// `command_cut`: the mark ending a command cut to its 60 columns, or `None` to print it whole
-/// (output that is not a terminal).
-pub fn render(snapshot: &Snapshot, command_cut: Option<&str>) -> String {
+/// (output that is not a terminal). `cpu_column`: whether the table has CPU%, which is a
+/// difference of two readings: only `--loop` has a reading before, and one snapshot would
+/// print n/a in every row (measuring it over a window would add that window, 0.2 s, to a run
+/// that otherwise takes a few ms).
+pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) -> String {
     let mut out = String::new();
     let driver = snapshot.driver.as_ref();
     let _ = writeln!(
@@ -27,10 +30,11 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>) -> String {
     for d in &snapshot.devices {
         out += &device_line(d);
     }
+    let cpu = if cpu_column { "  CPU%" } else { "" };
     let _ = writeln!(
         out,
-        "\n{:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {:<10} COMMAND",
-        "PID", "GPU", "TYPE", "VRAM", "SM%", "HOST RSS", "CPU%", "USER"
+        "\n{:>8} {:>3} {:>4} {:>10} {:>4} {:>10}{cpu} {:<10} COMMAND",
+        "PID", "GPU", "TYPE", "VRAM", "SM%", "HOST RSS", "USER"
     );
     if snapshot.processes.is_empty() {
         // Only lists that were read can say there are none; the reasons follow in the notes.
@@ -46,7 +50,7 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>) -> String {
         };
     }
     for p in &snapshot.processes {
-        out += &process_line(p, command_cut);
+        out += &process_line(p, command_cut, cpu_column);
     }
     out += &allocator_lines(snapshot);
     out += &notes(snapshot);
@@ -174,7 +178,7 @@ fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {
 /// Characters of COMMAND a terminal line shows, its cut mark included.
 const COMMAND_CHARS: usize = 60;
 
-fn process_line(p: &ProcessRow, command_cut: Option<&str>) -> String {
+fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> String {
     let host = p.host.as_ref();
     let pid = match host.and_then(|h| h.local_pid) {
         Some(local) if local != p.nvml.pid => format!("{local}({})", p.nvml.pid),
@@ -196,14 +200,19 @@ fn process_line(p: &ProcessRow, command_cut: Option<&str>) -> String {
         let keep = COMMAND_CHARS.saturating_sub(mark.chars().count());
         command = command.chars().take(keep).collect::<String>() + mark;
     }
+    let cpu = if cpu_column {
+        let share = host.map_or(NA.into(), |h| or_na(&h.cpu_percent, |c| format!("{c:.0}")));
+        format!(" {share:>5}")
+    } else {
+        String::new()
+    };
     format!(
-        "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10} {:>5} {user:<10} {command}\n",
+        "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10}{cpu} {user:<10} {command}\n",
         p.gpu_index,
         p.nvml.kind.letter(),
         or_na(&p.nvml.used_memory, |b| bytes(*b)),
         or_na(&p.nvml.sm_util, |u| u.to_string()),
         host.map_or(NA.into(), |h| or_na(&h.rss_bytes, |b| bytes(*b))),
-        host.map_or(NA.into(), |h| or_na(&h.cpu_percent, |c| format!("{c:.0}"))),
     )
 }
 

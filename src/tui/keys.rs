@@ -79,6 +79,7 @@ pub fn handle(
             _ => normal_key(key, ui, rows, snapshot),
         },
         Mode::Normal => normal_key(key, ui, rows, snapshot),
+        Mode::Reasons => reasons_key(key, ui),
     }
 }
 
@@ -138,6 +139,11 @@ fn normal_key(
             Outcome::Redraw
         }
         KeyCode::Char('r') => Outcome::ResetPeaks,
+        KeyCode::Char('w') => {
+            ui.mode = Mode::Reasons;
+            ui.reasons_scroll = 0;
+            Outcome::Redraw
+        }
         KeyCode::Enter => {
             if rows.is_empty() {
                 return Outcome::Ignored;
@@ -155,6 +161,21 @@ fn normal_key(
         KeyCode::Char('K') => ask_kill(ui, rows, KillSignal::Kill),
         _ => Outcome::Ignored,
     }
+}
+
+/// The reasons overlay scrolls with the arrows and page keys; any other key closes it, and
+/// `q` quits as it does from help.
+fn reasons_key(key: KeyEvent, ui: &mut UiState) -> Outcome {
+    let scroll = &mut ui.reasons_scroll;
+    match key.code {
+        KeyCode::Up => *scroll = scroll.saturating_sub(1),
+        KeyCode::Down => *scroll = scroll.saturating_add(1),
+        KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
+        KeyCode::PageDown => *scroll = scroll.saturating_add(10),
+        KeyCode::Char('q') => return Outcome::Quit,
+        _ => ui.mode = Mode::Normal,
+    }
+    Outcome::Redraw
 }
 
 /// The replay keys: play, speed, steps, and jumps to what matters.

@@ -23,7 +23,7 @@
 
 use super::panels::{
     detail, gpu_compact, gpu_panel, header, help, host_line, kill_confirm, nvml_problem,
-    process_table, status_line,
+    process_table, reasons_overlay, status_line,
 };
 use super::ui_state::Mode;
 use super::view::View;
@@ -99,6 +99,7 @@ pub fn draw(frame: &mut Frame, view: &View) -> Option<Position> {
             detail::render(frame, area, view, rows.get(selected));
         }
         Mode::ConfirmKill(request) => kill_confirm::render(frame, area, view, request),
+        Mode::Reasons => reasons_overlay::render(frame, area, view),
         Mode::Normal | Mode::Filter => {}
     }
     cursor

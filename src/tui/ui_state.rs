@@ -124,6 +124,8 @@ pub enum Mode {
     /// Detail pane for the selected process.
     Detail,
     ConfirmKill(KillRequest),
+    /// Every reason a figure is missing, in full (`w`).
+    Reasons,
 }
 
 /// Everything the person controls.
@@ -156,6 +158,8 @@ pub struct UiState {
     pub banner: Option<String>,
     /// Charts cover 2^zoom times their usual span (negative: zoomed in).
     pub zoom: i8,
+    /// The first line the reasons overlay (`w`) shows.
+    pub reasons_scroll: usize,
 }
 
 /// How far `z` and `Z` zoom the charts' time window, each way.

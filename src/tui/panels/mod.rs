@@ -15,6 +15,8 @@ pub mod kill_confirm;
 pub mod nvml_problem;
 pub mod process_table;
 pub mod put;
+pub mod reasons;
+pub mod reasons_overlay;
 pub mod spark;
 pub mod status_line;
 

@@ -1,9 +1,9 @@
 //! The bottom line. While the filter is being typed it is the filter prompt; otherwise it shows
-//! the one-off message if there is one, else what could not be read and why (faults first,
-//! then figures the hardware simply lacks), with a key hint on the right.
+//! the one-off message if there is one, else what could not be read and why (faults only: what
+//! the hardware lacks is listed by `w`), with a key hint on the right.
 
-use super::put;
-use crate::model::{Absent, DeviceSample};
+use super::reasons::{self, Reason, Weight};
+use super::{command, put};
 use crate::tui::ui_state::Mode;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -19,12 +19,22 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         return Some(render_prompt(frame, area, view));
     }
     let theme = view.theme;
-    let hint = Line::from(vec![
+    let mut hint = Line::from(vec![
         Span::styled("?", theme.key),
         Span::styled(" help  ", theme.label),
         Span::styled("q", theme.key),
         Span::styled(" quit", theme.label),
     ]);
+    let reasons = reasons::collect(view.snapshot, view.now_ms, true);
+    if !reasons.is_empty() {
+        hint.spans.splice(
+            0..0,
+            [
+                Span::styled("w", theme.key),
+                Span::styled(" why n/a  ", theme.label),
+            ],
+        );
+    }
     let hint_w = u16::try_from(hint.width()).unwrap_or(u16::MAX);
     let left_area = if area.width > hint_w.saturating_mul(3) {
         put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
@@ -37,7 +47,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
     };
     let left = match &view.ui.flash {
         Some(message) => Line::styled(message.clone(), theme.warn),
-        None => problems_line(view),
+        None => problems_line(view, &reasons, usize::from(left_area.width)),
     };
     put::line_in(frame.buffer_mut(), left_area, &left);
     None
@@ -63,119 +73,59 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) -> Position {
     Position::new(x, area.y)
 }
 
-/// One status item: what is missing, why, and on which GPUs.
-struct Item {
-    field: &'static str,
-    reason: String,
-    expected: bool,
-    gpus: Vec<u32>,
-}
-
-/// `GPU 1 lost; temp: no permission on GPU 1; fan: not supported on GPU 0,1`.
-fn problems_line(view: &View) -> Line<'static> {
+/// The faults, `; ` between them, in the `width` cells left of the hint. When they do not
+/// all fit, the last one shown is cut with the theme's mark and the line ends with how to see
+/// every one in full (`w: all 5`). Facts of the hardware ("not supported") are not shown:
+/// they are not problems, and `w` lists them.
+fn problems_line(view: &View, reasons: &[Reason], width: usize) -> Line<'static> {
     let theme = view.theme;
-    let mut spans: Vec<Span> = Vec::new();
-    let mut push = |text: String, style| {
-        if !spans.is_empty() {
-            spans.push(Span::styled("; ", theme.dim));
+    let faults: Vec<&Reason> = reasons
+        .iter()
+        .filter(|r| r.weight != Weight::Fact)
+        .collect();
+    if faults.is_empty() {
+        if view.snapshot.devices.is_empty() {
+            return Line::default();
         }
-        spans.push(Span::styled(text, style));
+        let text = if reasons.is_empty() {
+            "all figures readable"
+        } else {
+            "all supported figures readable"
+        };
+        return Line::styled(text, theme.dim);
+    }
+    let tail = match faults.len() {
+        1 => " (w: in full)".to_string(),
+        n => format!(" (w: all {n})"),
     };
-    if let Some(problem) = &view.snapshot.nvml_problem {
-        push(format!("NVML: {}", problem.cause()), theme.status_error);
-    }
-    // A refused channel file: the first reason in full, then how many more.
-    if let Some(first) = view.snapshot.rejected_channels.first() {
-        let more = view.snapshot.rejected_channels.len() - 1;
-        let text = match more {
-            0 => format!("channel refused: {first}"),
-            n => format!("channel refused: {first} (+{n} more)"),
+    let tail_w = command::cells(&tail);
+    let mut spans: Vec<Span> = Vec::new();
+    let mut used = 0;
+    for (i, reason) in faults.iter().enumerate() {
+        let separator = if i == 0 { "" } else { "; " };
+        let style = match reason.weight {
+            Weight::Critical => theme.crit,
+            Weight::Warning => theme.warn,
+            Weight::Error | Weight::Fact => theme.status_error,
         };
-        push(text, theme.warn);
-    }
-    let mut items: Vec<Item> = Vec::new();
-    for device in &view.snapshot.devices {
-        let index = device.info.index;
-        let Some(sample) = &device.sample else {
-            continue;
-        };
-        if sample.lost {
-            push(format!("GPU {index} lost"), theme.crit);
+        let text_w = separator.len() + command::cells(&reason.text);
+        let last = i + 1 == faults.len();
+        // The last fault needs no room for the tail after it.
+        let room = width.saturating_sub(used + if last { 0 } else { tail_w });
+        if text_w <= room {
+            spans.push(Span::styled(separator, theme.dim));
+            spans.push(Span::styled(reason.text.clone(), style));
+            used += text_w;
             continue;
         }
-        if device.stale {
-            let age = crate::model::time::age_label(sample.at_ms, view.now_ms);
-            push(format!("GPU {index} stale: last sample {age}"), theme.warn);
+        let room = width.saturating_sub(used + tail_w + separator.len());
+        if let Some(cut) = command::cut(&reason.text, room, theme.glyphs.cut).filter(|_| room >= 8)
+        {
+            spans.push(Span::styled(separator, theme.dim));
+            spans.push(Span::styled(cut, style));
         }
-        for (field, absent) in absences(sample) {
-            let reason = absent.reason();
-            match items
-                .iter_mut()
-                .find(|i| i.field == field && i.reason == reason)
-            {
-                Some(item) => {
-                    if !item.gpus.contains(&index) {
-                        item.gpus.push(index);
-                    }
-                }
-                None => items.push(Item {
-                    field,
-                    reason,
-                    expected: absent.is_expected(),
-                    gpus: vec![index],
-                }),
-            }
-        }
-    }
-    if let Some(Err(absent)) = &view.snapshot.host_memory {
-        push(format!("host memory: {absent}"), theme.status_error);
-    }
-    // Faults first: they are what the person can act on.
-    items.sort_by_key(|i| i.expected);
-    for item in items {
-        let gpus: Vec<String> = item.gpus.iter().map(u32::to_string).collect();
-        let text = format!("{}: {} on GPU {}", item.field, item.reason, gpus.join(","));
-        push(
-            text,
-            if item.expected {
-                theme.dim
-            } else {
-                theme.status_error
-            },
-        );
-    }
-    if spans.is_empty() && !view.snapshot.devices.is_empty() {
-        spans.push(Span::styled("all figures readable", theme.dim));
+        spans.push(Span::styled(tail, theme.key));
+        break;
     }
     Line::from(spans)
-}
-
-/// Every unreadable figure of one sample, named as the panels name it.
-fn absences(s: &DeviceSample) -> Vec<(&'static str, &Absent)> {
-    let pcie = [&s.pcie_tx_kbs, &s.pcie_rx_kbs]
-        .into_iter()
-        .filter_map(|r| r.as_ref().and_then(|r| r.as_ref().err()))
-        .map(|a| ("PCIe", a));
-    [
-        ("mem", s.memory.as_ref().err()),
-        ("util", s.gpu_util.as_ref().err()),
-        ("mem util", s.mem_util.as_ref().err()),
-        ("temp", s.temperature_c.as_ref().err()),
-        ("power", s.power_mw.as_ref().err()),
-        ("power limit", s.power_limit_mw.as_ref().err()),
-        ("SM clock", s.sm_clock_mhz.as_ref().err()),
-        ("mem clock", s.mem_clock_mhz.as_ref().err()),
-        ("fan", s.fan_percent.as_ref().err()),
-        ("enc", s.encoder_util.as_ref().err()),
-        ("dec", s.decoder_util.as_ref().err()),
-        ("throttle", s.throttle_reasons.as_ref().err()),
-        ("pstate", s.pstate.as_ref().err()),
-        ("ECC", s.ecc_corrected.as_ref().err()),
-        ("ECC", s.ecc_uncorrected.as_ref().err()),
-        ("processes", s.processes.as_ref().err()),
-    ]
-    .into_iter()
-    .filter_map(|(field, absent)| absent.map(|a| (field, a)))
-    .chain(pcie)
-    .collect()
 }

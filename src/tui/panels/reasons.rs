@@ -1,0 +1,139 @@
+//! Why figures are missing, gathered once for the status line and the `w` overlay: faults a
+//! person can act on (a lost or stale GPU, a refused channel, a call that failed), then facts
+//! of the hardware ("fan: not supported on GPU 0,...,7" on a datacentre GPU), which are not
+//! problems and so stay off the status line.
+
+use crate::model::{Absent, DeviceSample, Snapshot};
+
+/// How much a reason matters, most first; the panels pick a style from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Weight {
+    /// A GPU lost.
+    Critical,
+    /// A call that failed, NVML unusable, host memory unreadable.
+    Error,
+    /// Stale samples, refused channel files.
+    Warning,
+    /// What the hardware or driver does not have: a fact, not a problem.
+    Fact,
+}
+
+/// One line of explanation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reason {
+    pub text: String,
+    pub weight: Weight,
+}
+
+/// Every reason, faults first (in the order found), facts last. `channels_in_one`: every
+/// refused channel file as one reason (the first in full, then how many more), as the one
+/// status line wants; else one reason each.
+pub fn collect(snapshot: &Snapshot, now_ms: u64, channels_in_one: bool) -> Vec<Reason> {
+    let mut out = Vec::new();
+    let mut push = |text: String, weight| out.push(Reason { text, weight });
+    if let Some(problem) = &snapshot.nvml_problem {
+        push(format!("NVML: {}", problem.cause()), Weight::Error);
+    }
+    let refused = &snapshot.rejected_channels;
+    match refused.first() {
+        Some(first) if channels_in_one && refused.len() > 1 => push(
+            format!("channel refused: {first} (+{} more)", refused.len() - 1),
+            Weight::Warning,
+        ),
+        _ => {
+            for file in refused {
+                push(format!("channel refused: {file}"), Weight::Warning);
+            }
+        }
+    }
+    let mut items: Vec<Item> = Vec::new();
+    for device in &snapshot.devices {
+        let index = device.info.index;
+        let Some(sample) = &device.sample else {
+            continue;
+        };
+        if sample.lost {
+            push(format!("GPU {index} lost"), Weight::Critical);
+            continue;
+        }
+        if device.stale {
+            let age = crate::model::time::age_label(sample.at_ms, now_ms);
+            push(
+                format!("GPU {index} stale: last sample {age}"),
+                Weight::Warning,
+            );
+        }
+        for (field, absent) in absences(sample) {
+            let reason = absent.reason();
+            match items
+                .iter_mut()
+                .find(|i| i.field == field && i.reason == reason)
+            {
+                Some(item) if !item.gpus.contains(&index) => item.gpus.push(index),
+                Some(_) => {}
+                None => items.push(Item {
+                    field,
+                    reason,
+                    expected: absent.is_expected(),
+                    gpus: vec![index],
+                }),
+            }
+        }
+    }
+    if let Some(Err(absent)) = &snapshot.host_memory {
+        push(format!("host memory: {absent}"), Weight::Error);
+    }
+    // Faults first: they are what the person can act on.
+    items.sort_by_key(|i| i.expected);
+    for item in items {
+        let gpus: Vec<String> = item.gpus.iter().map(u32::to_string).collect();
+        let text = format!("{}: {} on GPU {}", item.field, item.reason, gpus.join(","));
+        push(
+            text,
+            if item.expected {
+                Weight::Fact
+            } else {
+                Weight::Error
+            },
+        );
+    }
+    out
+}
+
+/// One unreadable figure: what is missing, why, and on which GPUs.
+struct Item {
+    field: &'static str,
+    reason: String,
+    expected: bool,
+    gpus: Vec<u32>,
+}
+
+/// Every unreadable figure of one sample, named as the panels name it.
+fn absences(s: &DeviceSample) -> Vec<(&'static str, &Absent)> {
+    let pcie = [&s.pcie_tx_kbs, &s.pcie_rx_kbs]
+        .into_iter()
+        .filter_map(|r| r.as_ref().and_then(|r| r.as_ref().err()))
+        .map(|a| ("PCIe", a));
+    [
+        ("mem", s.memory.as_ref().err()),
+        ("util", s.gpu_util.as_ref().err()),
+        ("mem util", s.mem_util.as_ref().err()),
+        ("temp", s.temperature_c.as_ref().err()),
+        ("power", s.power_mw.as_ref().err()),
+        ("power limit", s.power_limit_mw.as_ref().err()),
+        ("SM clock", s.sm_clock_mhz.as_ref().err()),
+        ("mem clock", s.mem_clock_mhz.as_ref().err()),
+        ("fan", s.fan_percent.as_ref().err()),
+        ("enc", s.encoder_util.as_ref().err()),
+        ("dec", s.decoder_util.as_ref().err()),
+        ("throttle", s.throttle_reasons.as_ref().err()),
+        ("pstate", s.pstate.as_ref().err()),
+        ("ECC", s.ecc_corrected.as_ref().err()),
+        ("ECC", s.ecc_uncorrected.as_ref().err()),
+        ("processes", s.processes.as_ref().err()),
+    ]
+    .into_iter()
+    .filter_map(|(field, absent)| absent.map(|a| (field, a)))
+    .chain(pcie)
+    .collect()
+}
