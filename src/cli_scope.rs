@@ -300,7 +300,12 @@ mod tests {
             // The indented command lines, each without its trailing comment.
             for line in text.lines().filter(|l| l.starts_with("    vramscope ")) {
                 let command = line.split(" #").next().unwrap_or(line);
-                let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+                // The shell's words end where a redirection or a pipe begins.
+                let args: Vec<&str> = command
+                    .split_whitespace()
+                    .skip(1)
+                    .take_while(|w| !matches!(*w, ">" | ">>" | "<" | "|" | "&&" | ";"))
+                    .collect();
                 let matches = Cli::command()
                     .try_get_matches_from(std::iter::once("vramscope").chain(args.iter().copied()))
                     .unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
