@@ -8,8 +8,8 @@ use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
-use super::ui_state::JobView;
 use super::ui_state::UiState;
+use super::ui_state::{Clock, JobView};
 use super::view::View;
 use crate::cli::Cli;
 use crate::job::{Job, JobEnd, descends_from};
@@ -148,6 +148,8 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     app.ui.flash = job_started;
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
+    app.ui.clock = Clock::Local;
+    app.ui.host = app.feed.host();
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
     let mut last_data_draw: Option<Instant> = None;
@@ -379,6 +381,7 @@ impl App {
                     Ok(demo) => {
                         (self.feed, self.monitor, self.ui.interval_ms) = Feed::replay(demo);
                         self.ui.time_cursor = true;
+                        self.ui.host = self.feed.host();
                         self.ui.frozen = None;
                         self.ui.flash = Some(crate::demo::GREETING.into());
                     }

@@ -156,6 +156,20 @@ pub struct UiState {
     pub banner: Option<String>,
     /// Charts cover 2^zoom times their usual span (negative: zoomed in).
     pub zoom: i8,
+    /// The machine the data comes from (the recording's for a replay), cleaned for the
+    /// terminal; None when unreadable.
+    pub host: Option<String>,
+    /// How the header writes the time.
+    pub clock: Clock,
+}
+
+/// The header's time zone: the person's local one, or UTC where the output must not depend
+/// on the machine (snapshot tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Clock {
+    #[default]
+    Utc,
+    Local,
 }
 
 /// How far `z` and `Z` zoom the charts' time window, each way.
