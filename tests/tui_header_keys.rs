@@ -41,3 +41,52 @@ fn the_header_shows_local_time_by_tz_and_the_host_name() {
     assert!(!header.contains("UTC"), "not UTC: {header}");
     assert!(header.contains(&host_name()), "the host name: {header}");
 }
+
+#[test]
+fn plus_refreshes_more_often_as_it_plays_a_replay_faster() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let t = Tmux::start(scenario.dir(), 120, 30, &monitor(&scenario, "", ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("64°C"));
+    assert!(ok, "the monitor ran:\n{screen}");
+    t.keys(&["+"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("refresh every 500 ms"));
+    assert!(ok, "+ shortens the live period:\n{screen}");
+    t.keys(&["-", "-"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("refresh every 2000 ms"));
+    assert!(ok, "- lengthens it:\n{screen}");
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("refresh more / less often"));
+    assert!(ok, "the help says so:\n{screen}");
+}
+
+#[test]
+fn q_and_esc_in_the_demo_go_back_to_the_live_screen() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [] }));
+    let command = format!(
+        "{} --nvml-lib /nonexistent/libnvidia-ml.so.1",
+        env!("CARGO_BIN_EXE_vramscope")
+    );
+    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    for leave in ["q", "Escape"] {
+        let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("Press d to see"));
+        assert!(ok, "the live screen with the offer:\n{screen}");
+        t.keys(&["d"]);
+        let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("DEMO: simulated data"));
+        assert!(ok, "the demo:\n{screen}");
+        t.keys(&[leave]);
+        let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+            s.contains("demo ended: live data again") && !s.contains("DEMO: simulated data")
+        });
+        assert!(ok, "{leave} went back to the live screen:\n{screen}");
+        assert_eq!(t.pane("pane_dead"), "0", "{leave} did not quit vramscope");
+    }
+    t.keys(&["q"]);
+    let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
+    assert!(ok, "q on the live screen quits");
+}

@@ -27,6 +27,8 @@ pub enum Outcome {
     Replay(crate::replay::Command),
     /// Replace the (unusable) live data with the bundled demo recording.
     PlayDemo,
+    /// Leave the demo for the live screen it was started from.
+    LeaveDemo,
 }
 
 /// Refresh periods `+` and `-` step through.
@@ -57,7 +59,7 @@ pub fn handle(
         Mode::Help => {
             ui.mode = Mode::Normal;
             if key.code == KeyCode::Char('q') {
-                Outcome::Quit
+                quit(ui)
             } else {
                 Outcome::Redraw
             }
@@ -99,7 +101,9 @@ fn normal_key(
         KeyCode::Char('d') if snapshot.nvml_problem.is_some() && !ui.time_cursor => {
             Outcome::PlayDemo
         }
-        KeyCode::Char('q') => Outcome::Quit,
+        KeyCode::Char('q') => quit(ui),
+        // Esc undoes the latest thing first: the filter, then the demo.
+        KeyCode::Esc if ui.in_demo && ui.filter.is_empty() => Outcome::LeaveDemo,
         KeyCode::Char('?') | KeyCode::F(1) => {
             ui.mode = Mode::Help;
             Outcome::Redraw
@@ -118,11 +122,12 @@ fn normal_key(
             };
             Outcome::Redraw
         }
+        // `+` means "more per second" here as in a replay: a shorter period.
         KeyCode::Char('+') | KeyCode::Char('=') => {
-            Outcome::Interval(step_interval(ui.interval_ms, true))
+            Outcome::Interval(step_interval(ui.interval_ms, false))
         }
         KeyCode::Char('-') | KeyCode::Char('_') => {
-            Outcome::Interval(step_interval(ui.interval_ms, false))
+            Outcome::Interval(step_interval(ui.interval_ms, true))
         }
         KeyCode::Char('s') => {
             ui.sort = ui.sort.next(!snapshot.allocators.is_empty());
@@ -154,6 +159,15 @@ fn normal_key(
         KeyCode::Char('k') => ask_kill(ui, rows, KillSignal::Term),
         KeyCode::Char('K') => ask_kill(ui, rows, KillSignal::Kill),
         _ => Outcome::Ignored,
+    }
+}
+
+/// `q` ends the demo where one plays (the person came from the live screen), else vramscope.
+fn quit(ui: &UiState) -> Outcome {
+    if ui.in_demo {
+        Outcome::LeaveDemo
+    } else {
+        Outcome::Quit
     }
 }
 

@@ -161,6 +161,8 @@ pub struct UiState {
     pub host: Option<String>,
     /// How the header writes the time.
     pub clock: Clock,
+    /// The demo plays over the live screen it was started from; `q` and Esc go back there.
+    pub in_demo: bool,
 }
 
 /// The header's time zone: the person's local one, or UTC where the output must not depend

@@ -22,7 +22,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("s / S", "next sort column / reverse the order"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
-    ("+ / -", "slower / faster refresh"),
+    ("+ / -", "refresh more / less often"),
     ("z / Z", "zoom the charts' time window in / out"),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
