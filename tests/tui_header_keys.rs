@@ -90,3 +90,39 @@ fn q_and_esc_in_the_demo_go_back_to_the_live_screen() {
     let (ok, _) = t.wait_for(3 * SECOND, |_| t.pane("pane_dead") == "1");
     assert!(ok, "q on the live screen quits");
 }
+
+#[test]
+fn the_help_scrolls_to_its_legend_at_60x20_and_read_only_lists_no_signals() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let t = Tmux::start(
+        scenario.dir(),
+        60,
+        20,
+        &monitor(&scenario, "", "--read-only"),
+    );
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("64°C"));
+    assert!(ok, "the monitor ran:\n{screen}");
+    t.keys(&["?"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("Up/Down scroll"));
+    assert!(ok, "the help says it scrolls:\n{screen}");
+    assert!(
+        !screen.contains("SIGTERM"),
+        "no k under --read-only:\n{screen}"
+    );
+    t.keys(&["End"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("gpu:3"));
+    assert!(ok, "End reaches the legend's last line:\n{screen}");
+    assert!(screen.contains("all-time"), "{screen}");
+    assert!(screen.contains("PEAK"), "{screen}");
+    // Scrolling keys keep the help open; any other key closes it.
+    t.keys(&["Home"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("move the selection"));
+    assert!(ok, "Home goes back to the top:\n{screen}");
+    t.keys(&["x"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| !s.contains("Up/Down scroll"));
+    assert!(ok, "x closed it:\n{screen}");
+    assert_eq!(t.pane("pane_dead"), "0");
+}

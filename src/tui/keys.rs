@@ -57,7 +57,22 @@ pub fn handle(
     match ui.mode.clone() {
         Mode::Filter => filter_key(key, ui),
         Mode::Help => {
+            let end = ui.help_scroll_end.get();
+            let to = match key.code {
+                KeyCode::Up => Some(ui.help_scroll.saturating_sub(1)),
+                KeyCode::Down => Some(ui.help_scroll.saturating_add(1)),
+                KeyCode::PageUp => Some(ui.help_scroll.saturating_sub(10)),
+                KeyCode::PageDown => Some(ui.help_scroll.saturating_add(10)),
+                KeyCode::Home => Some(0),
+                KeyCode::End => Some(end),
+                _ => None,
+            };
+            if let Some(to) = to {
+                ui.help_scroll = to.min(end);
+                return Outcome::Redraw;
+            }
             ui.mode = Mode::Normal;
+            ui.help_scroll = 0;
             if key.code == KeyCode::Char('q') {
                 quit(ui)
             } else {

@@ -163,6 +163,11 @@ pub struct UiState {
     pub clock: Clock,
     /// The demo plays over the live screen it was started from; `q` and Esc go back there.
     pub in_demo: bool,
+    /// The help's first line shown.
+    pub help_scroll: usize,
+    /// The furthest the help can scroll at the last frame's size: set by the help panel, the
+    /// one thing a panel writes, because only drawing knows how the text wrapped.
+    pub help_scroll_end: std::cell::Cell<usize>,
 }
 
 /// The header's time zone: the person's local one, or UTC where the output must not depend

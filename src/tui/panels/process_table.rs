@@ -163,7 +163,15 @@ fn put_row(
         if width == 0 {
             break;
         }
-        line.put(buf, Rect::new(x, y, width, 1));
+        let wide = line.spans().map(put::cells).sum::<usize>() > usize::from(width);
+        let cell = if line.overhang && line.right && wide && x > area.x {
+            // A sort arrow on a label as wide as its column (`GPU▲`) takes the gap before it
+            // rather than losing the label's first letter.
+            Rect::new(x - 1, y, width + 1, 1)
+        } else {
+            Rect::new(x, y, width, 1)
+        };
+        line.put(buf, cell);
         x = x.saturating_add(width + 1);
     }
 }
@@ -202,6 +210,8 @@ struct Cell<'a> {
     right: bool,
     /// Text cut at the column ends in this mark (commands, whose cut reads as whole).
     cut_mark: Option<&'static str>,
+    /// A header label may use the one-cell gap before its column.
+    overhang: bool,
 }
 
 impl<'a> Cell<'a> {
@@ -211,6 +221,7 @@ impl<'a> Cell<'a> {
             suffix: None,
             right: false,
             cut_mark: None,
+            overhang: false,
         }
     }
 
@@ -259,6 +270,7 @@ fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
     };
     Cell {
         right,
+        overhang: true,
         ..Cell::left(text)
     }
 }
