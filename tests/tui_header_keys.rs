@@ -126,3 +126,41 @@ fn the_help_scrolls_to_its_legend_at_60x20_and_read_only_lists_no_signals() {
     assert!(ok, "x closed it:\n{screen}");
     assert_eq!(t.pane("pane_dead"), "0");
 }
+
+#[test]
+fn the_table_says_where_it_is_counts_per_gpu_and_filters_by_gpu() {
+    if !tmux::available() {
+        return;
+    }
+    let list = |pids: std::ops::Range<u32>| -> serde_json::Value {
+        let compute: Vec<_> = pids
+            .map(|pid| json!({ "pid": pid, "used_memory": 1u64 << 30 }))
+            .collect();
+        json!([{ "t": 0, "compute": compute }])
+    };
+    let (mut gpu0, mut gpu1) = (h100(0), h100(1));
+    // Pids far above any this machine runs: rows NVML lists, whatever the host knows.
+    gpu0["processes"] = list(3_000_000..3_000_020);
+    gpu1["processes"] = list(3_100_000..3_100_010);
+    let scenario = Scenario::new(&json!({ "devices": [gpu0, gpu1] }));
+    let t = Tmux::start(scenario.dir(), 140, 40, &monitor(&scenario, "", ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("per GPU 0:20 1:10"));
+    assert!(ok, "the count per GPU:\n{screen}");
+    let header = |s: &str| {
+        s.lines()
+            .find(|l| l.contains("COMMAND"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(header(&screen).contains("rows 1-"), "{screen}");
+    assert!(header(&screen).contains(" of 30"), "{screen}");
+    t.keys(&["End"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| header(s).contains("-30 of 30"));
+    assert!(ok, "End shows the last rows:\n{screen}");
+    assert!(!header(&screen).contains("rows 1-"), "{screen}");
+    t.keys(&["/", "g", "p", "u", ":", "1", "Enter"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |s| header(s).contains("rows 1-10 of 10"));
+    assert!(ok, "gpu:1 keeps GPU 1's ten rows:\n{screen}");
+    assert!(header(&screen).contains("per GPU 1:10"), "{screen}");
+    assert!(!screen.contains("3000000"), "no GPU 0 row:\n{screen}");
+}

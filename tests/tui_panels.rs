@@ -171,6 +171,11 @@ fn filter_matches_user_command_container_and_pid() {
         ("3f5c2a", vec![4242]),
         ("515", vec![5151]),
         ("nothing-matches", vec![]),
+        // GPU 1 holds only carol's kernel; GPU 0 the rest.
+        ("gpu:1", vec![6000]),
+        ("GPU:0 python", vec![4242, 7777]),
+        ("gpu:1 python", vec![]),
+        ("gpu:0 gpu:1 alice", vec![4242]),
     ] {
         ui.filter = filter.into();
         assert_eq!(row_pids(&m, &ui), pids, "filter {filter}");
@@ -202,6 +207,23 @@ fn selection_scrolls_into_view() {
     assert!(
         !text.contains("1002 "),
         "scrolled past the first rows:\n{text}"
+    );
+    let header = text
+        .lines()
+        .find(|l| l.contains("COMMAND"))
+        .unwrap_or_default();
+    assert!(
+        header.contains("5-8/8"),
+        "the window's place in the table: {header}"
+    );
+    let text = screen(&m, &ui, 160, 16);
+    let header = text
+        .lines()
+        .find(|l| l.contains("COMMAND"))
+        .unwrap_or_default();
+    assert!(
+        header.contains("rows 5-8 of 8  per GPU 0:1 1:1 2:1 3:1 4:1 5:1 6:1 7:1"),
+        "with room, in words and per GPU: {header}"
     );
 }
 

@@ -19,7 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "Enter",
         "details of the selected process (Enter/Esc closes)",
     ),
-    ("/", "filter by pid, user, command or container"),
+    ("/", "filter: pid user command container gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
     ("Space", "pause the view (sampling goes on)"),
