@@ -2,6 +2,7 @@
 //! time and the host name, a help that scrolls, one meaning for `+`, the table's position.
 
 mod common;
+mod recording_fixture;
 
 use common::tmux::{self, Tmux};
 use common::{Scenario, fake_nvml, h100};
@@ -163,4 +164,31 @@ fn the_table_says_where_it_is_counts_per_gpu_and_filters_by_gpu() {
     assert!(ok, "gpu:1 keeps GPU 1's ten rows:\n{screen}");
     assert!(header(&screen).contains("per GPU 1:10"), "{screen}");
     assert!(!screen.contains("3000000"), "no GPU 0 row:\n{screen}");
+}
+
+#[test]
+fn a_replay_shows_the_recordings_host_and_its_time_in_the_local_zone() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [] }));
+    let path = scenario.dir().join("run.jsonl.zst");
+    recording_fixture::write_recording(&path);
+    let command = format!(
+        "env TZ=VST-5 {} replay {}",
+        env!("CARGO_BIN_EXE_vramscope"),
+        path.display()
+    );
+    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    // The recording starts at 2023-11-14 22:13:20 UTC, five hours behind VST.
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("03:13:20 VST"));
+    let header = screen.lines().next().unwrap_or_default();
+    assert!(ok, "the recording's time in TZ's zone:\n{screen}");
+    assert!(header.contains("node-7"), "the recording's host: {header}");
+    if host_name() != "node-7" {
+        assert!(
+            !header.contains(&host_name()),
+            "not this machine's: {header}"
+        );
+    }
 }
