@@ -13,8 +13,7 @@ const RECORDING: &[u8] = include_bytes!("../assets/demo.jsonl.zst");
 const LABEL: &str = "DEMO: simulated data, no GPU";
 
 /// Shown when the demo starts.
-pub const GREETING: &str =
-    "demo: space pauses, p jumps to the peak, o to the OOM, Enter shows the process, q quits";
+pub const GREETING: &str = "demo: space pauses, p jumps to the peak, o to the OOM, Enter shows the process, q or Esc goes back";
 
 pub fn replay() -> Result<Replay, String> {
     Replay::from_bytes("demo", RECORDING, LABEL)

@@ -132,7 +132,8 @@ fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
     let path = scenario.dir().join("run.jsonl.zst");
     write_recording(&path);
     let command = format!(
-        "{} replay {}",
+        // The header shows local time: UTC here whatever the machine's zone.
+        "env TZ=UTC {} replay {}",
         env!("CARGO_BIN_EXE_vramscope"),
         path.display()
     );

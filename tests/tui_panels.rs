@@ -221,6 +221,11 @@ fn filter_matches_user_command_container_and_pid() {
         ("3f5c2a", vec![4242]),
         ("515", vec![5151]),
         ("nothing-matches", vec![]),
+        // GPU 1 holds only carol's kernel; GPU 0 the rest.
+        ("gpu:1", vec![6000]),
+        ("GPU:0 python", vec![4242, 7777]),
+        ("gpu:1 python", vec![]),
+        ("gpu:0 gpu:1 alice", vec![4242]),
     ] {
         ui.filter = filter.into();
         assert_eq!(row_pids(&m, &ui), pids, "filter {filter}");
@@ -253,6 +258,23 @@ fn selection_scrolls_into_view() {
         !text.contains("1002 "),
         "scrolled past the first rows:\n{text}"
     );
+    let header = text
+        .lines()
+        .find(|l| l.contains("COMMAND"))
+        .unwrap_or_default();
+    assert!(
+        header.contains("5-8/8"),
+        "the window's place in the table: {header}"
+    );
+    let text = screen(&m, &ui, 160, 16);
+    let header = text
+        .lines()
+        .find(|l| l.contains("COMMAND"))
+        .unwrap_or_default();
+    assert!(
+        header.contains("rows 5-8 of 8  per GPU 0:1 1:1 2:1 3:1 4:1 5:1 6:1 7:1"),
+        "with room, in words and per GPU: {header}"
+    );
 }
 
 #[test]
@@ -264,6 +286,65 @@ fn help_overlay_lists_every_key() {
     for (key, _) in vramscope::tui::panels::help::KEYS {
         assert!(text.contains(key), "{key} listed");
     }
+}
+
+#[test]
+fn help_at_60x20_scrolls_to_its_legend_and_cuts_no_line() {
+    let mut ui = ui();
+    ui.mode = Mode::Help;
+    let text = screen(&two_gpus(), &ui, 60, 20);
+    insta::assert_snapshot!("help_60x20", text);
+    assert!(text.contains("Up / Down"), "the first key:\n{text}");
+    assert!(
+        text.contains("Up/Down scroll"),
+        "it says it scrolls:\n{text}"
+    );
+    // A description too long for the column goes on under it rather than being cut.
+    assert!(text.contains("details of the selected process"), "{text}");
+    let enter = text
+        .lines()
+        .position(|l| l.contains("details of the selected"))
+        .unwrap_or(0);
+    let below = text.lines().nth(enter + 1).unwrap_or_default();
+    assert!(
+        below.contains("closes)"),
+        "wrapped on the next line:\n{text}"
+    );
+    ui.help_scroll = 18;
+    let text = screen(&two_gpus(), &ui, 60, 20);
+    assert!(text.contains("What the labels mean"), "{text}");
+    assert!(
+        text.contains("share of its total"),
+        "the bare % explained:\n{text}"
+    );
+    ui.help_scroll = 1_000;
+    let text = screen(&two_gpus(), &ui, 60, 20);
+    insta::assert_snapshot!("help_60x20_end", text);
+    for label in ["max of 5m", "all-time", "pk 63G 2m", "PEAK", "gpu:3"] {
+        assert!(text.contains(label), "{label} explained:\n{text}");
+    }
+    assert!(text.contains("highest since vramscope"), "{text}");
+}
+
+#[test]
+fn read_only_help_lists_no_signal_keys() {
+    let mut ui = ui();
+    ui.mode = Mode::Help;
+    ui.read_only = true;
+    let text = screen(&two_gpus(), &ui, 120, 60);
+    assert!(text.contains("read-only: k and K are disabled"), "{text}");
+    assert!(!text.contains("send SIGTERM"), "k not listed:\n{text}");
+    assert!(!text.contains("send SIGKILL"), "K not listed:\n{text}");
+    assert!(text.contains("reset peaks"), "other keys stay:\n{text}");
+}
+
+#[test]
+fn sorting_by_gpu_shows_the_whole_label() {
+    let mut ui = ui();
+    ui.sort = SortColumn::Gpu;
+    ui.sort_descending = false;
+    let text = screen(&two_gpus(), &ui, 80, 24);
+    assert!(text.contains("GPU▲"), "{text}");
 }
 
 #[test]

@@ -112,6 +112,11 @@ impl Replay {
     }
 
     /// The refresh period of the recording, for the charts' time axis.
+    /// The recorded machine's host name, already cleaned when the file was read.
+    pub fn host(&self) -> Option<&str> {
+        self.timeline.header.host.as_deref()
+    }
+
     pub fn interval_ms(&self) -> u64 {
         self.timeline.header.interval_ms.max(1)
     }

@@ -8,8 +8,8 @@ use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
 use super::theme::Theme;
-use super::ui_state::JobView;
 use super::ui_state::UiState;
+use super::ui_state::{Clock, JobView};
 use super::view::View;
 use crate::cli::Cli;
 use crate::job::{Job, JobEnd, descends_from};
@@ -144,10 +144,13 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         feed,
         exit_with_job,
         recording,
+        behind_demo: None,
     };
     app.ui.flash = job_started;
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
+    app.ui.clock = Clock::Local;
+    app.ui.host = app.feed.host();
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
     let mut last_data_draw: Option<Instant> = None;
@@ -256,6 +259,15 @@ struct App {
     exit_with_job: bool,
     /// `--record`: every event is recorded before it is ingested.
     recording: LiveRecording,
+    /// While the demo plays: the live data it covers, still sampled, to go back to.
+    behind_demo: Option<Behind>,
+}
+
+/// The live screen's data, kept while the demo plays over it.
+struct Behind {
+    feed: Feed,
+    monitor: Monitor,
+    interval_ms: u64,
 }
 
 impl App {
@@ -293,11 +305,17 @@ impl App {
 
     fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {
         match event {
-            // Left running after the demo replaced live data: its samples are not shown.
-            Event::Source(_) if !self.feed.is_live() => Step::Nothing,
             Event::Source(e) => {
                 if let Some(stopped) = self.recording.record(&e) {
                     self.ui.flash = Some(stopped);
+                }
+                // Live sampling goes on under the demo, so going back shows the present.
+                if let Some(behind) = &mut self.behind_demo {
+                    behind.monitor.ingest(e);
+                    return Step::Nothing;
+                }
+                if !self.feed.is_live() {
+                    return Step::Nothing;
                 }
                 self.monitor.ingest(e);
                 if self.ui.frozen.is_some() {
@@ -377,13 +395,33 @@ impl App {
             Outcome::PlayDemo => {
                 match crate::demo::replay() {
                     Ok(demo) => {
-                        (self.feed, self.monitor, self.ui.interval_ms) = Feed::replay(demo);
+                        let (feed, monitor, interval_ms) = Feed::replay(demo);
+                        self.behind_demo = Some(Behind {
+                            feed: std::mem::replace(&mut self.feed, feed),
+                            monitor: std::mem::replace(&mut self.monitor, monitor),
+                            interval_ms: std::mem::replace(&mut self.ui.interval_ms, interval_ms),
+                        });
+                        self.ui.in_demo = true;
                         self.ui.time_cursor = true;
+                        self.ui.host = self.feed.host();
                         self.ui.frozen = None;
                         self.ui.flash = Some(crate::demo::GREETING.into());
                     }
                     Err(e) => self.ui.flash = Some(format!("the demo cannot play: {e}")),
                 }
+                Step::Input
+            }
+            Outcome::LeaveDemo => {
+                if let Some(behind) = self.behind_demo.take() {
+                    self.feed = behind.feed;
+                    self.monitor = behind.monitor;
+                    self.ui.interval_ms = behind.interval_ms;
+                    self.ui.time_cursor = false;
+                    self.ui.frozen = None;
+                    self.ui.host = self.feed.host();
+                    self.ui.flash = Some("demo ended: live data again".into());
+                }
+                self.ui.in_demo = false;
                 Step::Input
             }
         }

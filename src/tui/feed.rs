@@ -32,6 +32,14 @@ impl Feed {
         }
     }
 
+    /// The machine the data comes from: this one, or the one the recording was made on.
+    pub fn host(&self) -> Option<String> {
+        match self {
+            Feed::Live(_) => crate::model::host::host_name(),
+            Feed::Replay(replay) => replay.host().map(str::to_owned),
+        }
+    }
+
     pub fn is_live(&self) -> bool {
         matches!(self, Feed::Live(_))
     }

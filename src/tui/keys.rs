@@ -27,6 +27,8 @@ pub enum Outcome {
     Replay(crate::replay::Command),
     /// Replace the (unusable) live data with the bundled demo recording.
     PlayDemo,
+    /// Leave the demo for the live screen it was started from.
+    LeaveDemo,
 }
 
 /// Refresh periods `+` and `-` step through.
@@ -55,9 +57,24 @@ pub fn handle(
     match ui.mode.clone() {
         Mode::Filter => filter_key(key, ui),
         Mode::Help => {
+            let end = ui.help_scroll_end.get();
+            let to = match key.code {
+                KeyCode::Up => Some(ui.help_scroll.saturating_sub(1)),
+                KeyCode::Down => Some(ui.help_scroll.saturating_add(1)),
+                KeyCode::PageUp => Some(ui.help_scroll.saturating_sub(10)),
+                KeyCode::PageDown => Some(ui.help_scroll.saturating_add(10)),
+                KeyCode::Home => Some(0),
+                KeyCode::End => Some(end),
+                _ => None,
+            };
+            if let Some(to) = to {
+                ui.help_scroll = to.min(end);
+                return Outcome::Redraw;
+            }
             ui.mode = Mode::Normal;
+            ui.help_scroll = 0;
             if key.code == KeyCode::Char('q') {
-                Outcome::Quit
+                quit(ui)
             } else {
                 Outcome::Redraw
             }
@@ -100,7 +117,9 @@ fn normal_key(
         KeyCode::Char('d') if snapshot.nvml_problem.is_some() && !ui.time_cursor => {
             Outcome::PlayDemo
         }
-        KeyCode::Char('q') => Outcome::Quit,
+        KeyCode::Char('q') => quit(ui),
+        // Esc undoes the latest thing first: the filter, then the demo.
+        KeyCode::Esc if ui.in_demo && ui.filter.is_empty() => Outcome::LeaveDemo,
         KeyCode::Char('?') | KeyCode::F(1) => {
             ui.mode = Mode::Help;
             Outcome::Redraw
@@ -119,11 +138,12 @@ fn normal_key(
             };
             Outcome::Redraw
         }
+        // `+` means "more per second" here as in a replay: a shorter period.
         KeyCode::Char('+') | KeyCode::Char('=') => {
-            Outcome::Interval(step_interval(ui.interval_ms, true))
+            Outcome::Interval(step_interval(ui.interval_ms, false))
         }
         KeyCode::Char('-') | KeyCode::Char('_') => {
-            Outcome::Interval(step_interval(ui.interval_ms, false))
+            Outcome::Interval(step_interval(ui.interval_ms, true))
         }
         KeyCode::Char('s') => {
             ui.sort = ui.sort.next(!snapshot.allocators.is_empty());
@@ -164,7 +184,7 @@ fn normal_key(
 }
 
 /// The reasons overlay scrolls with the arrows and page keys; any other key closes it, and
-/// `q` quits as it does from help.
+/// `q` quits (or leaves the demo) as it does from help.
 fn reasons_key(key: KeyEvent, ui: &mut UiState) -> Outcome {
     let scroll = &mut ui.reasons_scroll;
     match key.code {
@@ -172,10 +192,19 @@ fn reasons_key(key: KeyEvent, ui: &mut UiState) -> Outcome {
         KeyCode::Down => *scroll = scroll.saturating_add(1),
         KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
         KeyCode::PageDown => *scroll = scroll.saturating_add(10),
-        KeyCode::Char('q') => return Outcome::Quit,
+        KeyCode::Char('q') => return quit(ui),
         _ => ui.mode = Mode::Normal,
     }
     Outcome::Redraw
+}
+
+/// `q` ends the demo where one plays (the person came from the live screen), else vramscope.
+fn quit(ui: &UiState) -> Outcome {
+    if ui.in_demo {
+        Outcome::LeaveDemo
+    } else {
+        Outcome::Quit
+    }
 }
 
 /// The replay keys: play, speed, steps, and jumps to what matters.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! ┌──────────────────────────────────────────────────────────────────────────────┐
-//! │ header: vramscope [PAUSED] driver, CUDA            every 1.0s  08:04:32 UTC  │ 1 row
+//! │ header: vramscope [PAUSED] driver, CUDA     node-7  every 1.0s  08:04:32 CET  │ 1 row
 //! ├──────────────────────────────────────────────────────────────────────────────┤
 //! │ GPU area, one of:                                                            │
 //! │  - full panels, 6 rows each (two columns from 160 cells wide)                │ 6 x rows

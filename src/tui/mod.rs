@@ -4,6 +4,7 @@
 mod cell_diff;
 mod event_loop;
 mod feed;
+pub mod filter;
 mod frame_writer;
 mod keys;
 pub mod layout;

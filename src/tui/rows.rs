@@ -2,6 +2,7 @@
 //! ones still held by the monitor, filtered and sorted as the person asked. The key handler
 //! uses the same function to move the selection, so the order is fully deterministic.
 
+use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::snapshot::allocator_of;
@@ -110,7 +111,11 @@ impl TableRow {
         self.allocator.as_ref()?.step
     }
 
-    fn matches(&self, needle_lower: &str) -> bool {
+    fn matches(&self, filter: &Filter) -> bool {
+        if !filter.on_gpu(self.gpu_index) {
+            return false;
+        }
+        let needle_lower = filter.text.as_str();
         if needle_lower.is_empty() {
             return true;
         }
@@ -211,8 +216,8 @@ pub fn table_rows(
         });
     }
 
-    let needle = ui.filter.trim().to_lowercase();
-    rows.retain(|r| r.matches(&needle));
+    let filter = Filter::parse(&ui.filter);
+    rows.retain(|r| r.matches(&filter));
     sort_rows(&mut rows, ui);
     rows
 }

@@ -160,6 +160,27 @@ pub struct UiState {
     pub zoom: i8,
     /// The first line the reasons overlay (`w`) shows.
     pub reasons_scroll: usize,
+    /// The machine the data comes from (the recording's for a replay), cleaned for the
+    /// terminal; None when unreadable.
+    pub host: Option<String>,
+    /// How the header writes the time.
+    pub clock: Clock,
+    /// The demo plays over the live screen it was started from; `q` and Esc go back there.
+    pub in_demo: bool,
+    /// The help's first line shown.
+    pub help_scroll: usize,
+    /// The furthest the help can scroll at the last frame's size: set by the help panel, the
+    /// one thing a panel writes, because only drawing knows how the text wrapped.
+    pub help_scroll_end: std::cell::Cell<usize>,
+}
+
+/// The header's time zone: the person's local one, or UTC where the output must not depend
+/// on the machine (snapshot tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Clock {
+    #[default]
+    Utc,
+    Local,
 }
 
 /// How far `z` and `Z` zoom the charts' time window, each way.

@@ -1,6 +1,7 @@
 //! The top line: program name, PAUSED and read-only markers, driver and CUDA versions, refresh
-//! interval and the time the screen shows.
+//! interval, the host the data comes from and the time the screen shows.
 
+use super::clock;
 use super::fmt;
 use super::put;
 use crate::tui::view::View;
@@ -47,14 +48,25 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         }
         None => left.push(Span::styled("  starting NVML...", theme.dim)),
     }
-    let right = Line::from(vec![
+    let left = Line::from(left);
+    // The host name tells panes from several nodes apart, so it is the last to go: the
+    // refresh period goes first when the line is short.
+    let host: Vec<Span> = match &view.ui.host {
+        Some(host) => vec![Span::styled(host.clone(), theme.value), Span::raw("  ")],
+        None => Vec::new(),
+    };
+    let every = vec![
         Span::styled("every ", theme.label),
         Span::styled(fmt::interval_label(view.ui.interval_ms), theme.value),
         Span::raw("  "),
-        Span::styled(fmt::clock_utc(view.now_ms), theme.value),
-    ]);
-    let left = Line::from(left);
-    if left.width() + right.width() < usize::from(area.width) {
+    ];
+    let clock = Span::styled(clock::time_of_day(view.now_ms, view.ui.clock), theme.value);
+    let full: Vec<Span> = [host.clone(), every, vec![clock.clone()]].concat();
+    let short: Vec<Span> = [host, vec![clock]].concat();
+    let right = [Line::from(full), Line::from(short)]
+        .into_iter()
+        .find(|right| left.width() + right.width() < usize::from(area.width));
+    if let Some(right) = right {
         put::line_in(frame.buffer_mut(), area, &right.right_aligned());
     }
     put::line_in(frame.buffer_mut(), area, &left);

@@ -1,7 +1,9 @@
-//! The help overlay: every key and what it does. `KEYS` is the one list; the key handler's
-//! bindings and this table must agree.
+//! The help overlay: every key and what it does, then what the screen's labels mean. `KEYS`
+//! is the one list; the key handler's bindings and this table must agree. It scrolls when
+//! the terminal is shorter than the text.
 
 use super::centered;
+use crate::tui::ui_state::UiState;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -17,15 +19,16 @@ pub const KEYS: &[(&str, &str)] = &[
         "Enter",
         "details of the selected process (Enter/Esc closes)",
     ),
-    ("/", "filter by pid, user, command or container"),
+    ("/", "filter: pid user command container gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
-    ("+ / -", "slower / faster refresh"),
+    ("+ / -", "refresh more / less often"),
     ("z / Z", "zoom the charts' time window in / out"),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
+    ("w", "why figures are n/a: every reason in full"),
     ("Ctrl-L", "repaint the screen"),
     ("Ctrl-Z", "suspend"),
     ("? / F1", "this help"),
@@ -44,97 +47,183 @@ pub const CURSOR_KEYS: &[(&str, &str)] = &[
     ("g / G", "jump to the start / end"),
 ];
 
+/// What the screen's terse labels mean, for the part of the help after the keys.
+pub const LEGEND: &[(&str, &str)] = &[
+    ("%", "after a GPU's memory: share of its total in use"),
+    (
+        "max of 5m",
+        "highest point in the chart's window (its span, 5 minutes here)",
+    ),
+    (
+        "all-time",
+        "highest since vramscope started or r reset peaks",
+    ),
+    (
+        "pk 63G 2m",
+        "one-line GPUs: the all-time peak and how long ago",
+    ),
+    (
+        "PEAK",
+        "a process's highest VRAM since it was first seen or r reset peaks",
+    ),
+    ("SM%", "share of the GPU's time the process ran kernels"),
+    ("RSS / CPU%", "the process's host memory and CPU use"),
+    (
+        "ALLOC / RESV",
+        "allocator figures: allocated and reserved by the framework",
+    ),
+    (
+        "rows a-b of n",
+        "which rows the table shows; per GPU: processes on it",
+    ),
+    (
+        "gpu:3",
+        "in the filter: only rows on GPU 3 (with text: both must match)",
+    ),
+];
+
 /// Width of the key column.
 const KEY_W: usize = 14;
 
-pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+/// Borders and padding around the text.
+const FRAME_W: usize = 4;
+
+/// Keys that do nothing in this state are not listed: a recording's cursor takes Space and
+/// `+`/`-`, and neither a recording nor `--read-only` signals processes.
+fn entries(ui: &UiState) -> Vec<&'static (&'static str, &'static str)> {
+    let cursor: &'static [(&str, &str)] = if ui.time_cursor { CURSOR_KEYS } else { &[] };
+    let live = KEYS.iter().filter(|(key, _)| {
+        let replaced = ui.time_cursor && matches!(*key, "Space" | "+ / -");
+        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K");
+        !replaced && !no_signals
+    });
+    cursor.iter().chain(live).collect()
+}
+
+/// The help's lines for a text column `width` cells wide: keys, notes and the legend, long
+/// descriptions wrapped under their own column rather than cut.
+pub fn lines(view: &View, width: usize) -> Vec<Line<'static>> {
     let theme = view.theme;
-    let cursor: &[(&str, &str)] = if view.ui.time_cursor {
-        CURSOR_KEYS
-    } else {
-        &[]
-    };
-    // The cursor's bindings replace the live ones they share keys with; a recording's
-    // processes are never signalled.
-    let live = KEYS
-        .iter()
-        .filter(|(key, _)| !view.ui.time_cursor || !matches!(*key, "Space" | "+ / -" | "k" | "K"));
-    let entries: Vec<&(&str, &str)> = cursor.iter().chain(live).collect();
-    let entry = |(key, what): &(&str, &str)| {
-        vec![
-            Span::styled(format!("{key:<KEY_W$}"), theme.key),
-            Span::styled(what.to_string(), theme.value),
-        ]
-    };
-    // Five lines go to borders and notes; when the keys do not fit one per line (the replay
-    // keys at 80x24), they go two to a line, the second column after the widest first one.
-    let one_column = entries.len() + 5 <= usize::from(area.height);
-    let mut lines: Vec<Line> = if one_column {
-        entries.iter().map(|e| Line::from(entry(e))).collect()
-    } else {
-        let half = entries.len().div_ceil(2);
-        let (left, right) = entries.split_at(half);
-        // Borders, padding and a two-cell gap; descriptions are cut to their column.
-        let column = usize::from(area.width).saturating_sub(8) / 2;
-        let cut = |(key, what): &(&str, &str)| {
-            let what: String = what.chars().take(column.saturating_sub(KEY_W)).collect();
-            vec![
-                Span::styled(format!("{key:<KEY_W$}"), theme.key),
-                Span::styled(
-                    format!("{what:<w$}", w = column.saturating_sub(KEY_W)),
-                    theme.value,
-                ),
-            ]
-        };
-        left.iter()
+    let what_w = width.saturating_sub(KEY_W).max(12);
+    let entry = |key: &str, what: &str, key_style| -> Vec<Line<'static>> {
+        wrap(what, what_w)
+            .into_iter()
             .enumerate()
-            .map(|(i, e)| {
-                let mut spans = cut(e);
-                if let Some(r) = right.get(i) {
-                    spans.push(Span::raw("  "));
-                    spans.extend(cut(r));
-                }
-                Line::from(spans)
+            .map(|(i, part)| {
+                let key = if i == 0 { key } else { "" };
+                Line::from(vec![
+                    Span::styled(format!("{key:<KEY_W$}"), key_style),
+                    Span::styled(part, theme.value),
+                ])
             })
             .collect()
     };
+    let mut lines: Vec<Line> = entries(view.ui)
+        .into_iter()
+        .flat_map(|(key, what)| entry(key, what, theme.key))
+        .collect();
     lines.push(Line::default());
-    lines.push(Line::styled(
+    let notes = [
         format!(
-            "PID{} : not visible from this pid namespace.  n/a : figure unreadable",
+            "PID{} : not visible from this pid namespace.",
             theme.glyphs.hidden_pid
         ),
-        theme.dim,
-    ));
-    if view.ui.time_cursor {
-        lines.push(Line::styled(
-            "replay: k and K send no signals (recorded pids are not live processes)",
-            theme.warn,
-        ));
-    } else if view.ui.read_only {
-        lines.push(Line::styled("read-only: k and K are disabled", theme.warn));
+        "n/a : figure unreadable (w lists why; faults show on the status line)".to_string(),
+    ];
+    for note in notes {
+        lines.extend(
+            wrap(&note, width)
+                .into_iter()
+                .map(|l| Line::styled(l, theme.dim)),
+        );
     }
-    let width = lines
+    let warning = if view.ui.time_cursor {
+        Some("replay: k and K send no signals (recorded pids are not live processes)")
+    } else if view.ui.read_only {
+        Some("read-only: k and K are disabled")
+    } else {
+        None
+    };
+    if let Some(warning) = warning {
+        lines.extend(
+            wrap(warning, width)
+                .into_iter()
+                .map(|l| Line::styled(l, theme.warn)),
+        );
+    }
+    lines.push(Line::default());
+    lines.push(Line::styled("What the labels mean", theme.title));
+    lines.extend(
+        LEGEND
+            .iter()
+            .flat_map(|(label, what)| entry(label, what, theme.label)),
+    );
+    lines
+}
+
+/// Words of `text` in lines of at most `width` characters; a word longer than a line is cut.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let word: String = word.chars().take(width).collect();
+        let used = line.chars().count();
+        if used > 0 && used + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    out.push(line);
+    out
+}
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View) {
+    let theme = view.theme;
+    let widest = lines(view, usize::MAX / 2)
         .iter()
         .map(Line::width)
         .max()
-        .unwrap_or(0)
-        .saturating_add(4);
-    let height = lines.len().saturating_add(2);
+        .unwrap_or(0);
+    let text_w = widest.min(usize::from(area.width).saturating_sub(FRAME_W));
+    let lines = lines(view, text_w);
     let popup = centered(
         area,
-        u16::try_from(width).unwrap_or(u16::MAX),
-        u16::try_from(height).unwrap_or(u16::MAX),
+        u16::try_from(text_w + FRAME_W).unwrap_or(u16::MAX),
+        u16::try_from(lines.len() + 2).unwrap_or(u16::MAX),
     );
-    let block = Block::new()
+    let shown = usize::from(popup.height.saturating_sub(2));
+    let last_start = lines.len().saturating_sub(shown);
+    // Keys stop scrolling at the end the last frame had (it depends on the terminal's size).
+    view.ui.help_scroll_end.set(last_start);
+    let from = view.ui.help_scroll.min(last_start);
+    let mut block = Block::new()
         .borders(Borders::ALL)
         .border_set(theme.glyphs.border)
         .border_style(theme.title)
         .padding(Padding::horizontal(1))
         .title(Line::styled(
-            " vramscope keys (any key closes) ",
+            if last_start > 0 {
+                " vramscope keys (any other key closes) "
+            } else {
+                " vramscope keys (any key closes) "
+            },
             theme.title,
         ));
+    if last_start > 0 {
+        let to = (from + shown).min(lines.len());
+        block = block.title_bottom(
+            Line::styled(
+                format!(" {}-{to} of {}, Up/Down scroll ", from + 1, lines.len()),
+                theme.title,
+            )
+            .right_aligned(),
+        );
+    }
+    let visible: Vec<Line> = lines.into_iter().skip(from).take(shown).collect();
     frame.render_widget(Clear, popup);
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
+    frame.render_widget(Paragraph::new(visible).block(block), popup);
 }

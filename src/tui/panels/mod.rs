@@ -3,6 +3,7 @@
 //! `tui::layout` decides where each goes.
 
 pub mod allocator_detail;
+pub mod clock;
 pub mod command;
 pub mod detail;
 pub mod fmt;

@@ -100,6 +100,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         cells.extend(kinds.iter().map(|(kind, _)| cell(view, *kind, row)));
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
+    put_position(buf, area, fixed, view, rows, offset, visible);
 
     if rows.is_empty() && area.height > 1 {
         let text = if let Some(why) = unread_list(view) {
@@ -115,6 +116,53 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
             ..area
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
+    }
+}
+
+/// `rows 20-38 of 64  per GPU 0:12 1:52` at the right of the header row, after COMMAND's
+/// label: where the window is in a long table, and how the rows spread over the GPUs. The
+/// per-GPU part goes first when the line is short; nothing is drawn over the label.
+fn put_position(
+    buf: &mut Buffer,
+    area: Rect,
+    command_x: u16,
+    view: &View,
+    rows: &[TableRow],
+    offset: usize,
+    visible: usize,
+) {
+    if rows.is_empty() || visible == 0 {
+        return;
+    }
+    let to = (offset + visible).min(rows.len());
+    let position = format!("rows {}-{to} of {}", offset + 1, rows.len());
+    let mut per_gpu = std::collections::BTreeMap::<u32, usize>::new();
+    for row in rows {
+        *per_gpu.entry(row.gpu_index).or_default() += 1;
+    }
+    let counts = (view.snapshot.devices.len() > 1).then(|| {
+        let counts: Vec<String> = per_gpu
+            .iter()
+            .map(|(gpu, n)| format!("{gpu}:{n}"))
+            .collect();
+        format!("per GPU {}", counts.join(" "))
+    });
+    let compact = format!("{}-{to}/{}", offset + 1, rows.len());
+    // COMMAND's label, its sort arrow and a gap stay clear.
+    let label = SortColumn::Command.label().len() + 2;
+    let room = usize::from(area.width.saturating_sub(command_x)).saturating_sub(label);
+    let text = [
+        counts.map(|c| format!("{position}  {c}")),
+        Some(position),
+        Some(compact),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|t| t.chars().count() <= room);
+    if let Some(text) = text {
+        let header = Rect::new(area.x, area.y, area.width, 1);
+        let line = Line::styled(text, view.theme.header_row).right_aligned();
+        put::line_in(buf, header, &line);
     }
 }
 
@@ -163,7 +211,15 @@ fn put_row(
         if width == 0 {
             break;
         }
-        line.put(buf, Rect::new(x, y, width, 1));
+        let wide = line.spans().map(put::cells).sum::<usize>() > usize::from(width);
+        let cell = if line.overhang && line.right && wide && x > area.x {
+            // A sort arrow on a label as wide as its column (`GPU▲`) takes the gap before it
+            // rather than losing the label's first letter.
+            Rect::new(x - 1, y, width + 1, 1)
+        } else {
+            Rect::new(x, y, width, 1)
+        };
+        line.put(buf, cell);
         x = x.saturating_add(width + 1);
     }
 }
@@ -202,6 +258,8 @@ struct Cell<'a> {
     right: bool,
     /// Text cut at the column ends in this mark (commands, whose cut reads as whole).
     cut_mark: Option<&'static str>,
+    /// A header label may use the one-cell gap before its column.
+    overhang: bool,
 }
 
 impl<'a> Cell<'a> {
@@ -211,6 +269,7 @@ impl<'a> Cell<'a> {
             suffix: None,
             right: false,
             cut_mark: None,
+            overhang: false,
         }
     }
 
@@ -259,6 +318,7 @@ fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
     };
     Cell {
         right,
+        overhang: true,
         ..Cell::left(text)
     }
 }
