@@ -4,7 +4,7 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{Scenario, fake_nvml, h100};
+use common::{Scenario, h100};
 use serde_json::json;
 use std::time::Duration;
 
@@ -26,12 +26,7 @@ fn zoomed_in_chart_has_no_blank_columns_between_samples() {
         return;
     }
     let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
-    let command = format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    );
+    let command = scenario.monitor_line("--interval 100ms");
     let t = Tmux::start(scenario.dir(), 120, 40, &command);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("util "));
     assert!(ok, "a GPU panel with a util chart:\n{screen}");
@@ -86,12 +81,7 @@ fn detail_pane_rss_chart_has_no_blank_columns_between_host_samples() {
     let scenario = Scenario::new(&json!({ "devices": [gpu] }));
     // Host figures come every 2 s whatever the interval: zoomed in to a one-second window,
     // most columns of the RSS chart hold no sample of their own.
-    let command = format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    );
+    let command = scenario.monitor_line("--interval 100ms");
     let t = Tmux::start(scenario.dir(), 120, 40, &command);
     let pid = child.id().to_string();
     let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains(&pid));

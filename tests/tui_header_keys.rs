@@ -5,18 +5,17 @@ mod common;
 mod recording_fixture;
 
 use common::tmux::{self, Tmux};
-use common::{Scenario, fake_nvml, h100};
+use common::{Scenario, h100};
 use serde_json::json;
 use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
 fn monitor(scenario: &Scenario, env: &str, extra: &str) -> String {
+    // `env` (variables) goes before the program: `env A=1 env B=2 prog` is the same.
     format!(
-        "env FAKE_NVML_SCENARIO={} {env} {} --nvml-lib {} --interval 1s {extra}",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
+        "env {env} {}",
+        scenario.monitor_line(&format!("--interval 1s {extra}"))
     )
 }
 

@@ -4,19 +4,14 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{Scenario, fake_nvml, h100};
+use common::{Scenario, h100};
 use serde_json::json;
 use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
 fn monitor(scenario: &Scenario, extra: &str) -> String {
-    format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 200ms {extra}",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    )
+    scenario.monitor_line(&format!("--interval 200ms {extra}"))
 }
 
 #[test]

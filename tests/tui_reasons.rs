@@ -5,19 +5,14 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{Scenario, fake_nvml, h100};
+use common::{Scenario, h100};
 use serde_json::{Value, json};
 use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
 fn monitor(scenario: &Scenario) -> String {
-    format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 200ms",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    )
+    scenario.monitor_line("--interval 200ms")
 }
 
 /// Eight GPUs without fans, as datacentre boards are.

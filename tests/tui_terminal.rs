@@ -4,17 +4,12 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{GIB, Scenario, fake_nvml, h100};
+use common::{GIB, Scenario, h100};
 use serde_json::json;
 use std::time::Duration;
 
 fn command(scenario: &Scenario, extra: &str) -> String {
-    format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms {extra}",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    )
+    scenario.monitor_line(&format!("--interval 100ms {extra}"))
 }
 
 /// Two GPUs, the test process on GPU 0, and a memory spike on GPU 1 that rises and falls
@@ -379,12 +374,7 @@ fn the_first_screen_names_the_processes_without_waiting_a_tick() {
         return;
     }
     let scenario = spike_scenario();
-    let command = format!(
-        "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 30s",
-        scenario.path.display(),
-        env!("CARGO_BIN_EXE_vramscope"),
-        fake_nvml().display()
-    );
+    let command = scenario.monitor_line("--interval 30s");
     let t = Tmux::start(scenario.dir(), 160, 40, &command);
     let me = std::process::id().to_string();
     // Our own command line is this test binary's path.

@@ -58,6 +58,17 @@ impl Scenario {
         cmd
     }
 
+    /// The monitor on this scenario as a shell command line for a tmux pane, options `extra`
+    /// after the fake NVML.
+    pub fn monitor_line(&self, extra: &str) -> String {
+        format!(
+            "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} {extra}",
+            self.path.display(),
+            env!("CARGO_BIN_EXE_vramscope"),
+            fake_nvml().display()
+        )
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.command().args(args).output().expect("run vramscope")
     }
