@@ -755,6 +755,8 @@ fn a_process_off_the_gpu_list_but_alive_has_left_the_gpu_not_exited() {
     );
     child.kill().expect("kill");
     child.wait().expect("wait");
+    // The monitor learns it is gone at its next host pass, as it does every 2 s live.
+    m.ingest(SourceEvent::Host(Box::new(host_sample(NOW, vec![]))));
     let gone = screen(&m, &ui(), 100, 30);
     assert!(row_of(&gone).contains("exited 31s ago"), "gone:\n{gone}");
 }

@@ -176,13 +176,6 @@ impl HostSampler {
     }
 }
 
-/// Whether the process with `local_pid` that started at `starttime` still runs: a process that
-/// left a GPU's list is not gone until this says so (a new process given the same pid has
-/// another start time).
-pub fn still_running(local_pid: u32, starttime: u64) -> bool {
-    crate::channel::sys::starttime(Some(local_pid)).is_ok_and(|now| now == starttime)
-}
-
 /// The user's name; the user list is read only when a uid is met for the first time, and a
 /// uid without a name (common in containers) is remembered as its number.
 fn user_name(names: &mut HashMap<u32, String>, uid: u32) -> String {

@@ -193,6 +193,12 @@ impl Monitor {
         };
         for (key, series) in self.process_series.iter_mut() {
             let Some(host) = latest.find(key.pid) else {
+                // Off every GPU's list, the host pass no longer reads it: whether it still
+                // runs is checked here, once a pass, not by the table every frame.
+                series.identity = series.identity.filter(|&(local, start)| {
+                    // A new process given the same pid has another start time.
+                    crate::channel::starttime(Some(local)).is_ok_and(|now| now == start)
+                });
                 continue;
             };
             if let Ok(rss) = host.rss_bytes {

@@ -29,7 +29,7 @@ pub struct ProcessSeries {
     pub command: Option<String>,
     pub user: Option<String>,
     /// The local pid and start time last read, so that a process no longer on a GPU's list
-    /// can be told alive ("left GPU") from gone.
+    /// can be told alive ("left GPU") from gone; `None` once a host pass found it gone.
     pub identity: Option<(u32, u64)>,
 }
 

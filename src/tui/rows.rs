@@ -7,7 +7,6 @@ use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::snapshot::allocator_of;
 use crate::model::{Absent, HostProcess, ProcessAllocator, Reading, Snapshot};
-use crate::sources::host::still_running;
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -207,9 +206,8 @@ pub fn table_rows(
             sm: Err(Absent::NotAvailable),
             host: None,
             exited_at: Some(seen),
-            left_gpu: series
-                .identity
-                .is_some_and(|(local, start)| still_running(local, start)),
+            // The monitor drops the identity once the process is gone.
+            left_gpu: series.identity.is_some(),
             // A dead writer's last figures stay with its row: often they are why it died.
             allocator: allocator_of(&snapshot.allocators, key.pid, series.gpu_index, false)
                 .map(Box::new),
