@@ -9,16 +9,12 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>) {
     let theme = view.theme;
     let width = area.width.saturating_sub(4).min(110);
-    let block = Block::new()
-        .borders(Borders::ALL)
-        .border_set(theme.glyphs.border)
-        .border_style(theme.title)
-        .padding(Padding::horizontal(1));
+    let block = super::overlay_block(theme, theme.title);
     let Some(row) = row else {
         let popup = centered(area, width, 10);
         frame.render_widget(Clear, popup);

@@ -8,7 +8,7 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 
 /// Key names and what they do, in the order shown.
 pub const KEYS: &[(&str, &str)] = &[
@@ -200,19 +200,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     // Keys stop scrolling at the end the last frame had (it depends on the terminal's size).
     view.ui.help_scroll_end.set(last_start);
     let from = view.ui.help_scroll.min(last_start);
-    let mut block = Block::new()
-        .borders(Borders::ALL)
-        .border_set(theme.glyphs.border)
-        .border_style(theme.title)
-        .padding(Padding::horizontal(1))
-        .title(Line::styled(
-            if last_start > 0 {
-                " vramscope keys (any other key closes) "
-            } else {
-                " vramscope keys (any key closes) "
-            },
-            theme.title,
-        ));
+    let mut block = super::overlay_block(theme, theme.title).title(Line::styled(
+        if last_start > 0 {
+            " vramscope keys (any other key closes) "
+        } else {
+            " vramscope keys (any key closes) "
+        },
+        theme.title,
+    ));
     if last_start > 0 {
         let to = (from + shown).min(lines.len());
         block = block.title_bottom(

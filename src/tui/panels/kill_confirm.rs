@@ -6,7 +6,7 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Padding, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &KillRequest) {
     let theme = view.theme;
@@ -35,12 +35,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &KillRequest)
         .saturating_add(4)
         .clamp(40, 100);
     let popup = centered(area, u16::try_from(want_w).unwrap_or(100), 6);
-    let block = Block::new()
-        .borders(Borders::ALL)
-        .border_set(theme.glyphs.border)
-        .border_style(theme.crit)
-        .padding(Padding::horizontal(1))
-        .title(Line::styled(" Kill process? ", theme.crit));
+    let block =
+        super::overlay_block(theme, theme.crit).title(Line::styled(" Kill process? ", theme.crit));
     frame.render_widget(Clear, popup);
     frame.render_widget(Paragraph::new(lines).block(block), popup);
 }

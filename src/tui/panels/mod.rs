@@ -22,6 +22,20 @@ pub mod spark;
 pub mod status_line;
 
 use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::widgets::{Block, Borders, Padding};
+
+use super::theme::Theme;
+
+/// The frame every overlay (detail, help, kill confirmation, reasons) is drawn in: the
+/// theme's border glyphs in `style`, a cell of padding each side.
+pub fn overlay_block(theme: &Theme, style: Style) -> Block<'static> {
+    Block::new()
+        .borders(Borders::ALL)
+        .border_set(theme.glyphs.border)
+        .border_style(style)
+        .padding(Padding::horizontal(1))
+}
 
 /// A `width` x `height` rectangle centred in `area`, shrunk to fit it.
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {

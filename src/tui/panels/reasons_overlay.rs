@@ -9,7 +9,7 @@ use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Padding};
+use ratatui::widgets::Clear;
 
 /// Borders and padding around the text: two cells each side, one row above and below.
 const FRAME_W: u16 = 4;
@@ -41,11 +41,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         .unwrap_or(u16::MAX)
         .saturating_add(FRAME_H);
     let popup = centered(area, width, height);
-    let block = Block::new()
-        .borders(Borders::ALL)
-        .border_set(theme.glyphs.border)
-        .border_style(theme.border)
-        .padding(Padding::horizontal(1))
+    let block = super::overlay_block(theme, theme.border)
         .title(Line::styled(" Why figures are n/a ", theme.title));
     frame.render_widget(Clear, popup);
     let inner = block.inner(popup);
