@@ -268,11 +268,7 @@ fn without_nvml_the_monitor_offers_the_demo_and_plays_it() {
         return;
     }
     let scenario = Scenario::new(&json!({ "devices": [] }));
-    let command = format!(
-        "{} --nvml-lib /nonexistent/libnvidia-ml.so.1",
-        env!("CARGO_BIN_EXE_vramscope")
-    );
-    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    let t = Tmux::start(scenario.dir(), 140, 40, &common::without_nvml_line());
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("Press d to see"));
     assert!(ok, "the offer:\n{screen}");
     t.keys(&["d"]);

@@ -68,11 +68,7 @@ fn q_and_esc_in_the_demo_go_back_to_the_live_screen() {
         return;
     }
     let scenario = Scenario::new(&json!({ "devices": [] }));
-    let command = format!(
-        "{} --nvml-lib /nonexistent/libnvidia-ml.so.1",
-        env!("CARGO_BIN_EXE_vramscope")
-    );
-    let t = Tmux::start(scenario.dir(), 140, 40, &command);
+    let t = Tmux::start(scenario.dir(), 140, 40, &common::without_nvml_line());
     for leave in ["q", "Escape"] {
         let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("Press d to see"));
         assert!(ok, "the live screen with the offer:\n{screen}");

@@ -96,6 +96,15 @@ impl Scenario {
     }
 }
 
+/// The monitor as a tmux pane's command line with an NVML library that cannot load: the
+/// screen without a driver, which offers the demo.
+pub fn without_nvml_line() -> String {
+    format!(
+        "{} --nvml-lib /nonexistent/libnvidia-ml.so.1",
+        env!("CARGO_BIN_EXE_vramscope")
+    )
+}
+
 /// Where the binary under test looks for users' channel directories instead of `/dev/shm`
 /// (variable, and a folder under the test's own that nothing creates): run as root, it would
 /// otherwise read every user's channels on the machine, and another user's running job
