@@ -67,7 +67,7 @@ fn allocator_device() -> AllocatorDevice {
         ooms: Ok(1),
         device_free: Ok(GIB),
         limit: Err(Absent::NotSupported),
-        true_peak: Err(Absent::NotAvailable),
+        interval_peak: Err(Absent::NotAvailable),
         step_peak: Err(Absent::NotAvailable),
     }
 }
@@ -86,6 +86,7 @@ fn oom(at_ms: u64) -> AllocatorEvent {
         slot: Some(0),
         step: Some(11),
         label: "forward/model.attn".into(),
+        phase: "forward".into(),
     }
 }
 

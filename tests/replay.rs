@@ -38,7 +38,7 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     // Where the poll that brought it was recorded: the moment it is on screen.
     assert_eq!(replay.now_ms(), T0 + 45_999);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
-    assert_eq!(snapshot.allocators[0].notable_events.len(), 1);
+    assert_eq!(snapshot.allocators[0].ooms.len(), 1);
     assert_eq!(
         replay.command(Command::NextOom, &mut monitor).as_deref(),
         Some("no OOM after this moment")
@@ -49,15 +49,16 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     assert_eq!(replay.now_ms(), T0 + 35_999);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
     assert_eq!(snapshot.devices[0].memory_used(), Some(40 * GIB));
-    assert!(snapshot.allocators[0].notable_events.is_empty());
+    assert!(snapshot.allocators[0].ooms.is_empty());
     assert_eq!(
         snapshot.processes[0]
             .allocator
             .as_ref()
             .unwrap()
-            .device
-            .true_peak,
-        Ok(29 * GIB)
+            .peak
+            .as_ref()
+            .map(|p| p.value),
+        Some(29 * GIB)
     );
     replay.command(Command::SampleBack, &mut monitor);
     assert_eq!(replay.now_ms(), T0 + 34_999);

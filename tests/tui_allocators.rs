@@ -33,7 +33,7 @@ fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
         ooms: Ok(1),
         device_free: Ok(40 * GIB),
         limit: Err(Absent::NotSupported),
-        true_peak: Err(Absent::NotAvailable),
+        interval_peak: Err(Absent::NotAvailable),
         step_peak: Ok(allocated),
     }
 }
@@ -70,6 +70,7 @@ fn instrumented() -> vramscope::state::Monitor {
             slot: Some(0),
             step: Some(100 + i),
             label: String::new(),
+            phase: String::new(),
         })
         .collect();
     events.push(AllocatorEvent {
@@ -85,6 +86,7 @@ fn instrumented() -> vramscope::state::Monitor {
         slot: Some(0),
         step: Some(111),
         label: "backward/model.lm_head".into(),
+        phase: "backward".into(),
     });
     let poll = ChannelPoll {
         path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),

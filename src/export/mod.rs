@@ -174,7 +174,7 @@ impl<W: Write> Rows<'_, W> {
 
     fn poll(&mut self, poll: &ChannelPoll) -> io::Result<()> {
         for d in &poll.devices {
-            let gpu = crate::state::allocators::gpu_index_of(d, &self.devices);
+            let gpu = crate::model::writer_fold::gpu_index_of(d, &self.devices);
             let known = self
                 .slot_gpu
                 .entry((poll.path.clone(), d.slot))

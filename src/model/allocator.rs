@@ -3,6 +3,7 @@
 //! reader's records into these, so nothing above the sampler knows the file format.
 
 use super::absent::Reading;
+use super::writer_fold::{Oom, PeakAt, StepPeak, WriterFold};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -97,9 +98,9 @@ pub struct AllocatorDevice {
     pub ooms: Reading<u64>,
     pub device_free: Reading<u64>,
     pub limit: Reading<u64>,
-    /// The highest `allocated` seen in any sample since the channel opened, including spikes
-    /// between two of the monitor's polls; not affected by the user's peak resets.
-    pub true_peak: Reading<u64>,
+    /// The highest `allocated` since the writer's previous sample, as the status last said
+    /// (the run's true peak is the fold's: `writer_fold::SlotFold::true_peak`).
+    pub interval_peak: Reading<u64>,
     /// The peak of the last completed step.
     pub step_peak: Reading<u64>,
 }
@@ -131,6 +132,9 @@ pub struct AllocatorEvent {
     /// The phase or module label at the time, or the event's own text (a mark's label, an
     /// error message).
     pub label: String,
+    /// The phase path in force when the event was written, whatever its text says (an OOM
+    /// error's text is its message); empty outside any phase.
+    pub phase: String,
 }
 
 /// Event kinds with their arguments, as the channel defines them.
@@ -320,7 +324,8 @@ pub struct ChannelBatch {
     pub rejected: Vec<String>,
 }
 
-/// An instrumented process as the snapshot shows it: identity, latest figures, recent events.
+/// An instrumented process as the snapshot shows it: identity, latest figures, where its
+/// peaks were, its OOMs and recent events; all read from its `WriterFold`.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct AllocatorSnapshot {
     pub identity: Arc<WriterIdentity>,
@@ -329,24 +334,72 @@ pub struct AllocatorSnapshot {
     pub step: Option<u64>,
     pub label: String,
     pub devices: Vec<AllocatorDevice>,
-    /// NVML index of each device, where one matched by UUID or PCI bus id.
+    /// NVML index of each device, as the fold resolved it.
     pub gpu_indices: Vec<Option<u32>>,
+    /// Each device's true peak and where it happened.
+    pub peaks: Vec<Option<PeakAt>>,
+    /// Each device's recent step peaks, oldest first (for the forecast).
+    pub step_peaks: Vec<Vec<StepPeak>>,
     /// The most recent events, oldest first.
     pub recent_events: Vec<AllocatorEvent>,
-    /// Out-of-memory errors and exits, kept longer than other events: a caught OOM must not
-    /// scroll away behind a busy stream of step and phase events.
-    pub notable_events: Vec<AllocatorEvent>,
+    /// Every OOM kept, one per failure, oldest first.
+    pub ooms: Vec<Oom>,
     pub lost_samples: u64,
     pub lost_events: u64,
 }
 
 impl AllocatorSnapshot {
+    /// The snapshot of a fold that has seen its writer's identity.
+    pub fn of(fold: &WriterFold) -> Option<AllocatorSnapshot> {
+        let identity = fold.identity.clone()?;
+        let slots: Vec<_> = fold.slots.iter().filter(|s| s.device.is_some()).collect();
+        Some(AllocatorSnapshot {
+            identity,
+            host_pid: fold.host_pid,
+            liveness: fold.liveness,
+            step: fold.step,
+            label: fold.label.clone(),
+            devices: slots.iter().filter_map(|s| s.device.clone()).collect(),
+            gpu_indices: slots.iter().map(|s| s.gpu).collect(),
+            peaks: slots.iter().map(|s| s.true_peak().cloned()).collect(),
+            step_peaks: slots
+                .iter()
+                .map(|s| s.step_peaks.iter().copied().collect())
+                .collect(),
+            recent_events: fold.recent.iter().cloned().collect(),
+            ooms: fold.ooms.iter().cloned().collect(),
+            lost_samples: fold.lost_samples,
+            lost_events: fold.lost_events,
+        })
+    }
+
+    fn position(&self, gpu_index: u32) -> Option<usize> {
+        self.gpu_indices.iter().position(|g| *g == Some(gpu_index))
+    }
+
     /// The figures for the device NVML knows as `gpu_index`.
     pub fn on_gpu(&self, gpu_index: u32) -> Option<&AllocatorDevice> {
-        self.gpu_indices
+        self.devices.get(self.position(gpu_index)?)
+    }
+
+    /// The true peak on `gpu_index`, and where it happened.
+    pub fn peak_on_gpu(&self, gpu_index: u32) -> Option<&PeakAt> {
+        self.peaks.get(self.position(gpu_index)?)?.as_ref()
+    }
+
+    /// The OOMs on `gpu_index` (and those that name no device), oldest first.
+    pub fn ooms_on_gpu(&self, gpu_index: u32) -> Vec<Oom> {
+        self.ooms
             .iter()
-            .position(|g| *g == Some(gpu_index))
-            .and_then(|i| self.devices.get(i))
+            .filter(|o| {
+                let slot_gpu = o.slot.and_then(|slot| {
+                    let i = self.devices.iter().position(|d| d.slot == slot)?;
+                    self.gpu_indices.get(i).copied().flatten()
+                });
+                slot_gpu.is_none_or(|g| g == gpu_index)
+            })
+            .cloned()
+            .collect()
     }
 }
 

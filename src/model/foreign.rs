@@ -133,6 +133,7 @@ impl ForeignText for AllocatorDevice {
 impl ForeignText for AllocatorEvent {
     fn clean_text(&mut self) {
         self.label.clean_text();
+        self.phase.clean_text();
     }
 }
 
@@ -264,7 +265,7 @@ mod tests {
                     ooms: na(),
                     device_free: na(),
                     limit: na(),
-                    true_peak: na(),
+                    interval_peak: na(),
                     step_peak: na(),
                 }],
                 step: None,
@@ -276,6 +277,7 @@ mod tests {
                     slot: None,
                     step: None,
                     label: hostile(),
+                    phase: hostile(),
                 }],
                 lost_samples: 0,
                 lost_events: 0,

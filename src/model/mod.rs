@@ -10,6 +10,7 @@ pub mod problem;
 pub mod snapshot;
 pub mod time;
 pub mod units;
+pub mod writer_fold;
 
 pub use absent::{Absent, NA, Reading, or_na};
 pub use allocator::{

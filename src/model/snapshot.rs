@@ -4,6 +4,7 @@
 use super::absent::Reading;
 use super::allocator::joined_channel;
 use super::host::by_pid;
+use super::writer_fold::{Oom, PeakAt};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
@@ -56,6 +57,10 @@ pub struct ProcessRow {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProcessAllocator {
     pub device: AllocatorDevice,
+    /// The true peak on this GPU and where it happened.
+    pub peak: Option<PeakAt>,
+    /// The OOMs on this GPU, oldest first.
+    pub ooms: Vec<Oom>,
     pub step: Option<u64>,
     pub label: String,
     pub liveness: WriterLiveness,
@@ -120,6 +125,8 @@ pub fn allocator_of(
     let channel = channel_of(allocators, pid, process_alive)?;
     Some(ProcessAllocator {
         device: channel.on_gpu(gpu_index)?.clone(),
+        peak: channel.peak_on_gpu(gpu_index).cloned(),
+        ooms: channel.ooms_on_gpu(gpu_index),
         step: channel.step,
         label: channel.label.clone(),
         liveness: channel.liveness,

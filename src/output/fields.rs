@@ -131,7 +131,14 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     }),
     ("allocated", |p| allocator(p, |a| int(&a.device.allocated))),
     ("reserved", |p| allocator(p, |a| int(&a.device.reserved))),
-    ("true_peak", |p| allocator(p, |a| int(&a.device.true_peak))),
+    ("true_peak", |p| {
+        allocator(p, |a| {
+            a.peak
+                .as_ref()
+                .map(|peak| Value::Int(peak.value))
+                .ok_or(Absent::NotAvailable)
+        })
+    }),
     ("step", |p| {
         allocator(p, |a| {
             a.step
@@ -171,7 +178,7 @@ pub const ALLOCATOR_DEVICE: &[Column<AllocatorDevice>] = &[
     ("ooms", |d| int(&d.ooms)),
     ("device_free", |d| int(&d.device_free)),
     ("limit", |d| int(&d.limit)),
-    ("true_peak", |d| int(&d.true_peak)),
+    ("interval_peak", |d| int(&d.interval_peak)),
     ("step_peak", |d| int(&d.step_peak)),
 ];
 

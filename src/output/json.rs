@@ -65,9 +65,12 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         .devices
         .iter()
         .zip(&a.gpu_indices)
-        .map(|(d, gpu)| {
+        .zip(&a.peaks)
+        .map(|((d, gpu), peak)| {
             let mut value = object(&fields::allocator_device(d));
             value["gpu_index"] = json!(gpu);
+            value["true_peak"] = json!(peak.as_ref().map(|p| p.value));
+            value["true_peak_at"] = json!(peak);
             value
         })
         .collect();
@@ -80,7 +83,7 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "writer": a.liveness.label(), "step": a.step, "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
-        "notable_events": a.notable_events.iter().map(event).collect::<Vec<_>>(),
+        "ooms": a.ooms,
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
 }

@@ -87,7 +87,7 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
             or_na(&d.allocated, |b| bytes(*b)),
             or_na(&d.reserved, |b| bytes(*b)),
             outside,
-            or_na(&d.true_peak, |b| bytes(*b)),
+            a.peak.as_ref().map_or(NA.into(), |p| bytes(p.value)),
             a.step.map_or("-".into(), |s| s.to_string()),
             a.label,
             match a.liveness {

@@ -352,7 +352,7 @@ fn writer_name(channel: &ChannelTrack, commands: &HashMap<u32, String>) -> Strin
 /// The GPU of an allocator's device slot: by UUID or PCI bus id; or, on a one-GPU machine, a
 /// slot that names neither is that GPU.
 fn gpu_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
-    crate::state::allocators::gpu_index_of(device, devices).or_else(|| {
+    crate::model::writer_fold::gpu_index_of(device, devices).or_else(|| {
         let anonymous = device.uuid.is_none() && device.pci_bus_id.is_none();
         match devices {
             [only] if anonymous => Some(only.index),

@@ -547,8 +547,9 @@ pub struct AllocatorDeviceDef {
     device_free: Reading<u64>,
     #[serde(with = "reading")]
     limit: Reading<u64>,
-    #[serde(with = "reading")]
-    true_peak: Reading<u64>,
+    // Written under its old name: recordings made before the rename read the same.
+    #[serde(rename = "true_peak", with = "reading")]
+    interval_peak: Reading<u64>,
     #[serde(with = "reading")]
     step_peak: Reading<u64>,
 }
@@ -645,6 +646,9 @@ pub struct AllocatorEventDef {
     slot: Option<u16>,
     step: Option<u64>,
     label: String,
+    // Absent from recordings made before events carried their phase.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    phase: String,
 }
 
 #[cfg(test)]

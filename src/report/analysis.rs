@@ -290,7 +290,7 @@ impl Analysis {
                     .slot
                     .and_then(|s| channel.slots.get(&s))
                     .and_then(|slot| slot.device.as_ref())
-                    .and_then(|d| crate::state::allocators::gpu_index_of(d, &self.devices)),
+                    .and_then(|d| crate::model::writer_fold::gpu_index_of(d, &self.devices)),
                 caught,
                 requested,
                 device_free,
@@ -350,7 +350,7 @@ impl Analysis {
                 let gpu = track
                     .device
                     .as_ref()
-                    .and_then(|d| crate::state::allocators::gpu_index_of(d, &self.devices));
+                    .and_then(|d| crate::model::writer_fold::gpu_index_of(d, &self.devices));
                 let what = match (channel.host_pid, gpu) {
                     (Some(pid), Some(gpu)) => format!("pid {pid} on GPU {gpu} (allocated)"),
                     (Some(pid), None) => format!("pid {pid}, device slot {slot} (allocated)"),
@@ -391,7 +391,7 @@ impl Analysis {
                 let identity = channel.identity.as_ref()?;
                 let (_, track) = channel.slots.iter().find(|(_, t)| {
                     t.device.as_ref().is_some_and(|d| {
-                        crate::state::allocators::gpu_index_of(d, &self.devices) == Some(gpu_index)
+                        crate::model::writer_fold::gpu_index_of(d, &self.devices) == Some(gpu_index)
                             || (channel.slots.len() == 1
                                 && d.uuid.is_none()
                                 && d.pci_bus_id.is_none())

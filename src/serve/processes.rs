@@ -7,6 +7,7 @@
 //! label, or any user could raise an OOM alert under root's job.
 
 use crate::model::snapshot::channel_of;
+use crate::model::writer_fold::PeakAt;
 use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
@@ -68,11 +69,11 @@ pub struct AllocatorFigures {
 }
 
 impl AllocatorFigures {
-    fn of(device: &AllocatorDevice, step: Option<u64>) -> Self {
+    fn of(device: &AllocatorDevice, peak: Option<&PeakAt>, step: Option<u64>) -> Self {
         Self {
             allocated: device.allocated.as_ref().ok().copied(),
             reserved: device.reserved.as_ref().ok().copied(),
-            peak: device.true_peak.as_ref().ok().copied(),
+            peak: peak.map(|p| p.value),
             ooms: device.ooms.as_ref().ok().copied(),
             retries: device.alloc_retries.as_ref().ok().copied(),
             step,
@@ -154,7 +155,7 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         allocator: row
             .allocator
             .as_ref()
-            .map(|a| AllocatorFigures::of(&a.device, a.step)),
+            .map(|a| AllocatorFigures::of(&a.device, a.peak.as_ref(), a.step)),
     }
 }
 
@@ -176,7 +177,8 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
             continue;
         }
         let id = &channel.identity;
-        for (device, gpu) in channel.devices.iter().zip(&channel.gpu_indices) {
+        let slots = channel.devices.iter().zip(&channel.gpu_indices);
+        for ((device, gpu), peak) in slots.zip(&channel.peaks) {
             let Some(gpu) = *gpu else { continue };
             let listed = snapshot
                 .processes
@@ -203,7 +205,7 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                 used_bytes: None,
                 sm_util_percent: None,
                 host_rss_bytes: None,
-                allocator: Some(AllocatorFigures::of(device, channel.step)),
+                allocator: Some(AllocatorFigures::of(device, peak.as_ref(), channel.step)),
             });
         }
     }
@@ -296,7 +298,7 @@ mod tests {
             ooms: Ok(5),
             device_free: no(),
             limit: no(),
-            true_peak: no(),
+            interval_peak: no(),
             step_peak: no(),
         };
         let poll = ChannelPoll {

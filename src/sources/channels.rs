@@ -478,6 +478,7 @@ fn translate(path: &Path, open: &Open, update: Update, at_ms: u64, mono_ns: u64)
             } else {
                 e.text.clone()
             },
+            phase: phase_name(e.phase),
         })
         .collect();
     let (step, label) = match &update.status {
@@ -542,9 +543,7 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
         ooms: figure(slot.ooms),
         device_free: figure(slot.device_free),
         limit: figure(slot.limit),
-        // Only the interval peak so far: the state folds it into the true peak, with every
-        // sample's, since only the state sees the whole run.
-        true_peak: figure(slot.interval_peak),
+        interval_peak: figure(slot.interval_peak),
         step_peak: figure(slot.step_peak),
     }
 }

@@ -125,7 +125,10 @@ impl Monitor {
                 return Some(at_ms);
             }
             SourceEvent::Host(sample) => self.ingest_host(*sample),
-            SourceEvent::Channels(batch) => self.allocators.ingest(*batch),
+            SourceEvent::Channels(batch) => {
+                self.allocators.ingest(*batch);
+                self.resolve_gpus();
+            }
             SourceEvent::Batch(events) => {
                 return events.into_iter().filter_map(|e| self.apply(e)).max();
             }
@@ -178,6 +181,7 @@ impl Monitor {
             }
         }
         self.latest.insert(sample.index, sample);
+        self.resolve_gpus();
     }
 
     fn ingest_host(&mut self, sample: HostSample) {
@@ -256,10 +260,7 @@ impl Monitor {
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
     pub fn snapshot(&self, now_ms: u64, stale: StaleAfter) -> Snapshot {
-        let mut allocators = self.allocators.snapshot(&self.devices);
-        for channel in &mut allocators {
-            self.join_by_elimination(channel);
-        }
+        let allocators = self.allocators.snapshot();
         let devices: Vec<DeviceSnapshot> = self
             .devices
             .iter()
@@ -296,33 +297,22 @@ impl Monitor {
         }
     }
 
-    /// A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id) but has one
-    /// device, from a process NVML lists on exactly one GPU: that is the GPU. One that names
-    /// a GPU NVML does not list stays unjoined: that GPU is elsewhere.
-    fn join_by_elimination(&self, channel: &mut crate::model::AllocatorSnapshot) {
-        let ([None], [only], Some(pid)) = (
-            channel.gpu_indices.as_slice(),
-            channel.devices.as_slice(),
-            channel.host_pid,
-        ) else {
-            return;
+    /// Resolves the channels' GPUs (`WriterFold::resolve_gpus`) against NVML's latest
+    /// process lists.
+    fn resolve_gpus(&mut self) {
+        let latest = &self.latest;
+        let listed_on = |pid: u32| -> Vec<u32> {
+            latest
+                .values()
+                .filter(|s| {
+                    s.processes
+                        .as_ref()
+                        .is_ok_and(|list| list.iter().any(|p| p.pid == pid))
+                })
+                .map(|s| s.index)
+                .collect()
         };
-        if only.uuid.is_some() || only.pci_bus_id.is_some() {
-            return;
-        }
-        let mut on: Vec<u32> = self
-            .latest
-            .values()
-            .filter(|s| {
-                s.processes
-                    .as_ref()
-                    .is_ok_and(|list| list.iter().any(|p| p.pid == pid))
-            })
-            .map(|s| s.index)
-            .collect();
-        if on.len() == 1 {
-            channel.gpu_indices[0] = on.pop();
-        }
+        self.allocators.resolve_gpus(&self.devices, listed_on);
     }
 
     /// Every GPU has sent a sample, or NVML has said why it cannot: the screen is complete.

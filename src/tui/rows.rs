@@ -96,11 +96,11 @@ impl TableRow {
 
     /// Allocated, reserved or true peak, for the allocator columns.
     pub fn allocator_figure(&self, column: SortColumn) -> Option<u64> {
-        let device = &self.allocator.as_ref()?.device;
+        let allocator = self.allocator.as_ref()?;
         let reading = match column {
-            SortColumn::Allocated => &device.allocated,
-            SortColumn::Reserved => &device.reserved,
-            SortColumn::AllocPeak => &device.true_peak,
+            SortColumn::Allocated => &allocator.device.allocated,
+            SortColumn::Reserved => &allocator.device.reserved,
+            SortColumn::AllocPeak => return allocator.peak.as_ref().map(|p| p.value),
             _ => return None,
         };
         reading.as_ref().ok().copied()

@@ -204,7 +204,7 @@ pub fn allocator_device(slot: u16, allocated: u64) -> AllocatorDevice {
         ooms: Ok(1),
         device_free: Ok(10 * GIB),
         limit: Err(Absent::NotSupported),
-        true_peak: Ok(allocated + GIB),
+        interval_peak: Ok(allocated + GIB),
         step_peak: Err(Absent::NotAvailable),
     }
 }
@@ -272,6 +272,11 @@ pub fn every_event_kind(at_ms: u64) -> Vec<AllocatorEvent> {
             slot: (!i.is_multiple_of(3)).then_some(1),
             step: i.is_multiple_of(2).then_some(101),
             label: format!("phase {i}"),
+            phase: if i.is_multiple_of(2) {
+                format!("outer/phase {i}")
+            } else {
+                String::new()
+            },
         })
         .collect()
 }

@@ -104,7 +104,7 @@ fn allocator_device(allocated: u64, reserved: u64, retries: u64, split: u64) -> 
         ooms: Ok(1),
         device_free: Ok(GIB),
         limit: Err(Absent::NotSupported),
-        true_peak: Err(Absent::NotAvailable),
+        interval_peak: Err(Absent::NotAvailable),
         step_peak: Err(Absent::NotAvailable),
     }
 }
@@ -215,6 +215,7 @@ pub fn write_recording(path: &Path) {
                 slot: Some(0),
                 step: Some(11),
                 label: "forward/model.attn".into(),
+                phase: "forward".into(),
             });
         }
         let poll = ChannelPoll {

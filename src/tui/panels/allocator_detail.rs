@@ -40,7 +40,7 @@ pub fn lines(
         row.vram.as_ref().ok().copied(),
         width,
     ));
-    let slot = state.and_then(|s| s.on_gpu(row.gpu_index, view.monitor.devices()));
+    let slot = state.and_then(|s| s.on_gpu(row.gpu_index));
     match (state, slot) {
         (Some(state), Some((_, Some(series)))) => {
             let charts = [
@@ -75,7 +75,7 @@ fn writer_line(
     state: Option<&ChannelState>,
 ) -> Line<'static> {
     let mut spans = vec![fmt::label(theme, "allocator")];
-    if let Some(id) = state.and_then(|s| s.identity.as_ref()) {
+    if let Some(id) = state.and_then(|s| s.fold.identity.as_ref()) {
         spans.push(Span::styled(
             format!("{} {}", id.kind, id.framework),
             theme.value,
@@ -104,12 +104,16 @@ fn writer_line(
     };
     spans.push(Span::styled(allocator.liveness.label(), liveness_style));
     if let Some(state) = state
-        && state.lost_samples.saturating_add(state.lost_events) > 0
+        && state
+            .fold
+            .lost_samples
+            .saturating_add(state.fold.lost_events)
+            > 0
     {
         spans.push(Span::styled(
             format!(
                 " (missed {} samples, {} events)",
-                state.lost_samples, state.lost_events
+                state.fold.lost_samples, state.fold.lost_events
             ),
             theme.warn,
         ));
@@ -212,14 +216,14 @@ fn relabel(plot: Line<'static>, theme: &Theme, name: &str) -> Line<'static> {
 fn ticks(theme: &Theme, state: &ChannelState, (from, to): (u64, u64), width: u16) -> Line<'static> {
     let columns = usize::from(width);
     let mut marks: Vec<Option<(&'static str, Style)>> = vec![None; columns];
-    for (at, _) in &state.step_ticks {
+    for (at, _) in &state.fold.step_ticks {
         if let Some(col) = column_of(*at, from, to, columns) {
             marks[col].get_or_insert((theme.glyphs.step_tick, theme.dim));
         }
     }
     // OOMs win their column: they are what the person is looking for.
-    for event in state.notable.iter().filter(|e| e.kind.is_oom()) {
-        if let Some(col) = column_of(event.at_ms, from, to, columns) {
+    for oom in &state.fold.ooms {
+        if let Some(col) = column_of(oom.at_ms, from, to, columns) {
             marks[col] = Some((theme.glyphs.oom, theme.crit));
         }
     }

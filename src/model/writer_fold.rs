@@ -1,0 +1,867 @@
+//! The one fold of a writer's allocator stream: every consumer (the monitor's state and so
+//! the TUI, `--json`, serve and replay; report, plot and export over a recording) feeds a
+//! writer's polls here and reads the same answers:
+//!
+//! - each slot's GPU, resolved once by one rule (UUID, else PCI bus id, else the one GPU
+//!   NVML lists the writer's pid on while it lives; after it died, the last one known);
+//! - each slot's true peak with the time, step and phase of the sample or new-peak event
+//!   that made it (not the poll's label, which is whatever came after);
+//! - one OOM per failure: the allocator observer's event and the uncaught error that
+//!   follows it are merged into one, marked fatal, caught or not yet known, with the
+//!   figures of the last sample where the event itself has none;
+//! - a dead writer's last figures, kept for as long as the consumer keeps the fold.
+//!
+//! Points and events of one poll are folded in time order, so that a phase begun between
+//! two samples is the phase of the second one.
+
+use super::absent::{Absent, Reading};
+use super::allocator::{
+    AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, EventKind, Gone, WriterIdentity,
+    WriterLiveness,
+};
+use super::device::DeviceInfo;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Events kept for the detail pane and JSON.
+const RECENT_EVENTS: usize = 64;
+/// OOMs kept per writer, apart from the busy stream of other events.
+const KEPT_OOMS: usize = 64;
+/// Step boundaries kept for the chart's ticks.
+const STEP_TICKS: usize = 4096;
+/// Step peaks kept per slot for the forecast.
+const STEP_PEAKS: usize = 512;
+/// Device slots a channel can have (the spec's limit).
+const MAX_SLOTS: usize = 64;
+/// An uncaught OOM error this soon after the observer's OOM is the same failure unwinding.
+const SAME_FAILURE_MS: u64 = 30_000;
+
+/// A value and where in the run it happened.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PeakAt {
+    pub value: u64,
+    pub at_ms: u64,
+    pub step: Option<u64>,
+    /// The phase (`with vramscope.mark(...)` path) at that moment; empty outside any.
+    pub phase: String,
+    /// False when only the framework's own peak counter knows the value: when and where it
+    /// happened are then the moment it was read, not the moment it happened.
+    pub located: bool,
+}
+
+/// What became of the program after an OOM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OomOutcome {
+    /// The program went on: a later step ended, it allocated into another OOM, or it ended
+    /// cleanly.
+    Caught,
+    /// It killed the program: the error escaped, or the writer ended in error right after.
+    Fatal,
+    /// Nothing since says which (the program may still be unwinding).
+    Pending,
+}
+
+impl OomOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            OomOutcome::Caught => "caught",
+            OomOutcome::Fatal => "fatal",
+            OomOutcome::Pending => "outcome not yet known",
+        }
+    }
+}
+
+/// One out-of-memory failure, however many events told of it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Oom {
+    pub at_ms: u64,
+    pub slot: Option<u16>,
+    pub step: Option<u64>,
+    pub phase: String,
+    pub requested: Reading<u64>,
+    pub device_free: Reading<u64>,
+    pub device_total: Reading<u64>,
+    pub allocated: Reading<u64>,
+    pub reserved: Reading<u64>,
+    pub outcome: OomOutcome,
+    /// The error's message, when one escaped to the top of the program.
+    pub message: Option<String>,
+}
+
+/// A step's peak, for the forecast and the leak check.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepPeak {
+    pub step: u64,
+    pub at_ms: u64,
+    pub peak: u64,
+}
+
+/// One device slot, folded.
+#[derive(Clone, Debug, Default)]
+pub struct SlotFold {
+    /// The latest figures; kept after the writer ended.
+    pub device: Option<AllocatorDevice>,
+    /// NVML's index for it, as last resolved (kept after the writer ended).
+    pub gpu: Option<u32>,
+    peak: Option<PeakAt>,
+    /// The framework's counter is believed only above where it stood at the last reset.
+    counter_floor: Option<u64>,
+    /// The last sample's figures, for OOMs that carry none.
+    last_allocated: Option<u64>,
+    last_reserved: Option<u64>,
+    pub step_peaks: VecDeque<StepPeak>,
+}
+
+impl SlotFold {
+    /// The highest allocated seen, and where.
+    pub fn true_peak(&self) -> Option<&PeakAt> {
+        self.peak.as_ref()
+    }
+
+    fn raise(&mut self, candidate: PeakAt) {
+        let higher = self.peak.as_ref().is_none_or(|p| candidate.value > p.value);
+        // An equal value that knows its place replaces one that does not (the new-peak
+        // event arriving beside the sample that made it).
+        let better_placed = self
+            .peak
+            .as_ref()
+            .is_some_and(|p| candidate.value == p.value && candidate.located && !p.located);
+        if higher || better_placed {
+            self.peak = Some(candidate);
+        }
+    }
+}
+
+/// One writer's stream, folded.
+#[derive(Clone, Debug)]
+pub struct WriterFold {
+    pub identity: Option<Arc<WriterIdentity>>,
+    pub host_pid: Option<u32>,
+    pub liveness: WriterLiveness,
+    pub step: Option<u64>,
+    pub label: String,
+    /// Indexed by slot.
+    pub slots: Vec<SlotFold>,
+    pub ooms: VecDeque<Oom>,
+    /// The most recent events, oldest first.
+    pub recent: VecDeque<AllocatorEvent>,
+    /// `(at_ms, step)` of each step's end.
+    pub step_ticks: VecDeque<(u64, u64)>,
+    pub lost_samples: u64,
+    pub lost_events: u64,
+    /// The phase path in force at the last point or event folded.
+    phase: String,
+    /// When the last poll arrived.
+    pub last_poll_ms: u64,
+}
+
+impl Default for WriterFold {
+    fn default() -> Self {
+        WriterFold {
+            identity: None,
+            host_pid: None,
+            liveness: WriterLiveness::Live,
+            step: None,
+            label: String::new(),
+            slots: Vec::new(),
+            ooms: VecDeque::new(),
+            recent: VecDeque::new(),
+            step_ticks: VecDeque::new(),
+            lost_samples: 0,
+            lost_events: 0,
+            phase: String::new(),
+            last_poll_ms: 0,
+        }
+    }
+}
+
+/// A point or an event, for folding both in time order.
+enum Item<'a> {
+    Point(&'a AllocatorPoint),
+    Event(AllocatorEvent),
+}
+
+impl WriterFold {
+    /// Folds one poll read at `at_ms`.
+    pub fn ingest(&mut self, poll: ChannelPoll, at_ms: u64) {
+        self.identity = Some(poll.identity);
+        if poll.host_pid.is_some() {
+            self.host_pid = poll.host_pid;
+        }
+        self.lost_samples = poll.lost_samples;
+        self.lost_events = poll.lost_events;
+        self.last_poll_ms = at_ms;
+        let slots = poll
+            .devices
+            .iter()
+            .map(|d| usize::from(d.slot) + 1)
+            .chain(poll.points.iter().map(|p| usize::from(p.slot) + 1))
+            .max()
+            .unwrap_or(0)
+            .min(MAX_SLOTS);
+        if self.slots.len() < slots {
+            self.slots.resize_with(slots, SlotFold::default);
+        }
+        // The status's figures first: an OOM error without figures of its own takes the
+        // device's free and total from them. Peaks from them come after the samples'.
+        for device in &poll.devices {
+            if let Some(slot) = self.slots.get_mut(usize::from(device.slot)) {
+                slot.device = Some(device.clone());
+            }
+        }
+        let mut items: Vec<(u64, Item)> = poll
+            .points
+            .iter()
+            .map(|p| (p.at_ms, Item::Point(p)))
+            .chain(poll.events.into_iter().map(|e| (e.at_ms, Item::Event(e))))
+            .collect();
+        // Stable: at one instant the sample comes before the event it caused.
+        items.sort_by_key(|(at, item)| (*at, matches!(item, Item::Event(_))));
+        for (_, item) in items {
+            match item {
+                Item::Point(point) => self.point(point),
+                Item::Event(event) => self.event(event),
+            }
+        }
+        // The status is read last: it is the newest word on step, phase and figures.
+        self.step = poll.step;
+        self.label = poll.label;
+        for device in &poll.devices {
+            self.status_peak(device, at_ms);
+        }
+        self.set_liveness(poll.liveness);
+    }
+
+    /// The writer's file went away, or can no longer be read.
+    pub fn gone(&mut self, why: Gone) {
+        match why {
+            // A writer that exits cleanly removes its file: it ended, not crashed.
+            Gone::Removed if !self.liveness.is_ended() => {
+                self.set_liveness(WriterLiveness::Ended {
+                    crashed: false,
+                    error: false,
+                })
+            }
+            Gone::Refused | Gone::Unreachable if !self.liveness.is_ended() => {
+                self.liveness = WriterLiveness::Unreadable;
+            }
+            _ => {}
+        }
+    }
+
+    fn set_liveness(&mut self, liveness: WriterLiveness) {
+        if let WriterLiveness::Ended { crashed, error } = liveness {
+            self.settle_pending(if crashed || error {
+                OomOutcome::Fatal
+            } else {
+                OomOutcome::Caught
+            });
+        }
+        self.liveness = liveness;
+    }
+
+    fn settle_pending(&mut self, outcome: OomOutcome) {
+        for oom in &mut self.ooms {
+            if oom.outcome == OomOutcome::Pending {
+                oom.outcome = outcome;
+            }
+        }
+    }
+
+    fn point(&mut self, point: &AllocatorPoint) {
+        let phase = self.phase.clone();
+        let Some(slot) = self.slots.get_mut(usize::from(point.slot)) else {
+            return;
+        };
+        slot.last_allocated = point.allocated.or(slot.last_allocated);
+        slot.last_reserved = point.reserved.or(slot.last_reserved);
+        // The interval peak is what a poller misses: the spike between two samples.
+        let top = match (point.peak, point.allocated) {
+            (Some(p), Some(a)) => Some(p.max(a)),
+            (p, a) => p.or(a),
+        };
+        if let Some(value) = top {
+            slot.raise(PeakAt {
+                value,
+                at_ms: point.at_ms,
+                step: point.step,
+                phase,
+                located: true,
+            });
+        }
+    }
+
+    fn event(&mut self, event: AllocatorEvent) {
+        match &event.kind {
+            EventKind::PhaseBegin => self.phase = event.label.clone(),
+            EventKind::PhaseEnd { .. } => {
+                if self.phase == event.label {
+                    self.phase = parent_phase(&event.label).to_string();
+                }
+            }
+            _ if !event.phase.is_empty() => self.phase = event.phase.clone(),
+            _ => {}
+        }
+        match &event.kind {
+            EventKind::StepEnd { peak_allocated, .. } => {
+                if let Some(step) = event.step {
+                    push_capped(&mut self.step_ticks, (event.at_ms, step), STEP_TICKS);
+                    let slot = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)));
+                    if let (Some(slot), Ok(peak)) = (slot, peak_allocated) {
+                        let step_peak = StepPeak {
+                            step,
+                            at_ms: event.at_ms,
+                            peak: *peak,
+                        };
+                        push_capped(&mut slot.step_peaks, step_peak, STEP_PEAKS);
+                    }
+                }
+                self.settle_pending(OomOutcome::Caught);
+            }
+            EventKind::NewHighWater {
+                peak: Ok(value), ..
+            } => {
+                let phase = self.phase.clone();
+                if let Some(slot) = event.slot.and_then(|s| self.slots.get_mut(usize::from(s))) {
+                    slot.raise(PeakAt {
+                        value: *value,
+                        at_ms: event.at_ms,
+                        step: event.step,
+                        phase,
+                        located: true,
+                    });
+                }
+            }
+            EventKind::Oom {
+                requested,
+                device_free,
+                device_total,
+                allocated,
+                reserved,
+                ..
+            } => {
+                // The program allocated again after an earlier OOM: that one was caught.
+                self.settle_pending(OomOutcome::Caught);
+                let slot = event.slot.and_then(|s| self.slots.get(usize::from(s)));
+                let oom = Oom {
+                    at_ms: event.at_ms,
+                    slot: event.slot,
+                    step: event.step,
+                    phase: self.phase.clone(),
+                    requested: requested.clone(),
+                    device_free: device_free.clone(),
+                    device_total: device_total.clone(),
+                    allocated: or_last(allocated, slot.and_then(|s| s.last_allocated)),
+                    reserved: or_last(reserved, slot.and_then(|s| s.last_reserved)),
+                    outcome: OomOutcome::Pending,
+                    message: None,
+                };
+                push_capped(&mut self.ooms, oom, KEPT_OOMS);
+            }
+            EventKind::OomError { requested } => self.oom_error(&event, requested),
+            EventKind::Exit { error } => self.settle_pending(if *error {
+                OomOutcome::Fatal
+            } else {
+                OomOutcome::Caught
+            }),
+            _ => {}
+        }
+        push_capped(&mut self.recent, event, RECENT_EVENTS);
+    }
+
+    /// An OOM error escaped: the observer's OOM it follows is fatal, or, where no observer
+    /// saw it (JAX, a custom allocator), it is an OOM of its own.
+    fn oom_error(&mut self, event: &AllocatorEvent, requested: &Reading<u64>) {
+        let same = self.ooms.iter_mut().rev().find(|o| {
+            o.outcome == OomOutcome::Pending
+                && event.at_ms.saturating_sub(o.at_ms) <= SAME_FAILURE_MS
+                && (o.slot.is_none() || event.slot.is_none() || o.slot == event.slot)
+        });
+        if let Some(oom) = same {
+            oom.outcome = OomOutcome::Fatal;
+            oom.message = Some(event.label.clone());
+            if oom.requested.is_err() {
+                oom.requested = requested.clone();
+            }
+            return;
+        }
+        // Without a slot the writer's only device is the one that failed.
+        let slot_index = event.slot.or_else(|| (self.slots.len() == 1).then_some(0));
+        let slot = slot_index.and_then(|s| self.slots.get(usize::from(s)));
+        let last = |f: fn(&AllocatorDevice) -> &Reading<u64>| {
+            slot.and_then(|s| s.device.as_ref())
+                .map_or(Err(Absent::NotAvailable), |d| f(d).clone())
+        };
+        let oom = Oom {
+            at_ms: event.at_ms,
+            slot: slot_index,
+            step: event.step,
+            phase: if event.phase.is_empty() {
+                self.phase.clone()
+            } else {
+                event.phase.clone()
+            },
+            requested: requested.clone(),
+            device_free: last(|d| &d.device_free),
+            device_total: last(|d| &d.total),
+            allocated: or_last(
+                &Err(Absent::NotAvailable),
+                slot.and_then(|s| s.last_allocated),
+            ),
+            reserved: or_last(
+                &Err(Absent::NotAvailable),
+                slot.and_then(|s| s.last_reserved),
+            ),
+            outcome: OomOutcome::Fatal,
+            message: Some(event.label.clone()),
+        };
+        push_capped(&mut self.ooms, oom, KEPT_OOMS);
+    }
+
+    fn status_peak(&mut self, device: &AllocatorDevice, at_ms: u64) {
+        let step = self.step;
+        let phase = self.phase.clone();
+        let Some(slot) = self.slots.get_mut(usize::from(device.slot)) else {
+            return;
+        };
+        // Figures read from the status between two samples: where they happened is only
+        // known as "by now".
+        let mut candidates = vec![];
+        for seen in [&device.allocated, &device.interval_peak]
+            .into_iter()
+            .flatten()
+        {
+            candidates.push(*seen);
+        }
+        if let Ok(counter) = &device.allocated_peak
+            && slot.counter_floor.is_none_or(|floor| *counter > floor)
+        {
+            candidates.push(*counter);
+        }
+        for value in candidates {
+            if slot.peak.as_ref().is_none_or(|p| value > p.value) {
+                let located = Some(value) == device.allocated.as_ref().ok().copied();
+                slot.raise(PeakAt {
+                    value,
+                    at_ms,
+                    step,
+                    phase: phase.clone(),
+                    located,
+                });
+            }
+        }
+    }
+
+    /// Resolves each slot's GPU among NVML's `devices`; `listed_on` are the GPUs NVML lists
+    /// the writer's pid on now (empty when it is not listed, or dead).
+    pub fn resolve_gpus(&mut self, devices: &[DeviceInfo], listed_on: &[u32]) {
+        for slot in &mut self.slots {
+            let Some(device) = &slot.device else {
+                continue;
+            };
+            if device.uuid.is_some() || device.pci_bus_id.is_some() {
+                slot.gpu =
+                    gpu_index_of(device, devices).or(slot.gpu.filter(|_| devices.is_empty()));
+            }
+        }
+        // A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id): its one
+        // anonymous slot is the one GPU NVML lists its pid on that no named slot claims.
+        let anonymous: Vec<usize> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.device
+                    .as_ref()
+                    .is_some_and(|d| d.uuid.is_none() && d.pci_bus_id.is_none())
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let claimed: Vec<u32> = self.slots.iter().filter_map(|s| s.gpu).collect();
+        let free: Vec<u32> = listed_on
+            .iter()
+            .copied()
+            .filter(|g| !claimed.contains(g))
+            .collect();
+        if let ([only], [gpu]) = (anonymous.as_slice(), free.as_slice()) {
+            self.slots[*only].gpu = Some(*gpu);
+        }
+    }
+
+    /// The slot NVML knows as `gpu_index`.
+    pub fn on_gpu(&self, gpu_index: u32) -> Option<&SlotFold> {
+        self.slots.iter().find(|s| s.gpu == Some(gpu_index))
+    }
+
+    /// OOMs on `gpu_index`, or without a slot, oldest first.
+    pub fn ooms_on(&self, gpu_index: u32) -> impl Iterator<Item = &Oom> {
+        self.ooms.iter().filter(move |o| {
+            o.slot
+                .and_then(|s| self.slots.get(usize::from(s)))
+                .is_none_or(|s| s.gpu == Some(gpu_index) || s.gpu.is_none())
+        })
+    }
+
+    /// Forget true peaks (the `r` key), as for NVML's peaks: the framework's counter is
+    /// believed again only once it rises past where it stands now.
+    pub fn reset_peaks(&mut self) {
+        for slot in &mut self.slots {
+            let counter = slot
+                .device
+                .as_ref()
+                .and_then(|d| d.allocated_peak.as_ref().ok().copied());
+            slot.counter_floor = counter.or(slot.counter_floor);
+            slot.peak = None;
+        }
+    }
+}
+
+/// The enclosing phase of `a/b/c`: `a/b`.
+fn parent_phase(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
+
+fn or_last(reading: &Reading<u64>, last: Option<u64>) -> Reading<u64> {
+    match (reading, last) {
+        (Ok(v), _) => Ok(*v),
+        (Err(_), Some(v)) => Ok(v),
+        (Err(why), None) => Err(why.clone()),
+    }
+}
+
+fn push_capped<T>(queue: &mut VecDeque<T>, item: T, cap: usize) {
+    if queue.len() == cap {
+        queue.pop_front();
+    }
+    queue.push_back(item);
+}
+
+/// The NVML index of the device an allocator slot describes. `CUDA_VISIBLE_DEVICES`
+/// renumbers the framework's ordinals, so only UUID and PCI bus id can join. A slot that
+/// names a UUID is joined by it alone: a UUID NVML does not list is a GPU elsewhere (another
+/// host's file on a shared `/dev/shm`, a container with other GPUs) whose bus id may match
+/// one of ours by chance. The PCI bus id is for writers that give no UUID.
+pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
+    if let Some(uuid) = &device.uuid {
+        return devices
+            .iter()
+            .find(|d| d.uuid.as_ref().is_ok_and(|u| u.eq_ignore_ascii_case(uuid)))
+            .map(|d| d.index);
+    }
+    let wanted = device.pci_bus_id.as_deref().and_then(parse_pci)?;
+    devices
+        .iter()
+        .find(|d| {
+            d.pci_bus_id
+                .as_deref()
+                .ok()
+                .and_then(parse_pci)
+                .is_some_and(|p| p == wanted)
+        })
+        .map(|d| d.index)
+}
+
+/// `(domain, bus, device, function)` from `0000:18:00.0` or NVML's `00000000:18:00.0`.
+fn parse_pci(text: &str) -> Option<(u32, u32, u32, u32)> {
+    let text = text.trim_end_matches('\0').trim();
+    let (domain, rest) = text.split_once(':')?;
+    let (bus, rest) = rest.split_once(':')?;
+    let (device, function) = rest.split_once('.')?;
+    Some((
+        u32::from_str_radix(domain, 16).ok()?,
+        u32::from_str_radix(bus, 16).ok()?,
+        u32::from_str_radix(device, 16).ok()?,
+        u32::from_str_radix(function, 16).ok()?,
+    ))
+}
+
+/// Builders for the fold's tests and its consumers' tests.
+#[cfg(test)]
+pub mod test_support {
+    use crate::model::{
+        Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo,
+        EventKind, WriterIdentity, WriterLiveness,
+    };
+    use std::sync::Arc;
+
+    pub fn device(uuid: Option<&str>, pci: Option<&str>) -> AllocatorDevice {
+        AllocatorDevice {
+            slot: 0,
+            ordinal: 0,
+            uuid: uuid.map(str::to_string),
+            pci_bus_id: pci.map(str::to_string),
+            total: Ok(80 << 30),
+            allocated: Ok(100),
+            allocated_peak: Err(Absent::NotSupported),
+            reserved: Ok(200),
+            reserved_peak: Err(Absent::NotSupported),
+            active: Err(Absent::NotSupported),
+            inactive_split: Err(Absent::NotSupported),
+            requested: Err(Absent::NotSupported),
+            alloc_retries: Ok(0),
+            ooms: Ok(0),
+            device_free: Ok(1 << 30),
+            limit: Err(Absent::NotSupported),
+            interval_peak: Err(Absent::NotSupported),
+            step_peak: Err(Absent::NotAvailable),
+        }
+    }
+
+    pub fn info(index: u32, uuid: &str, pci: &str) -> DeviceInfo {
+        DeviceInfo {
+            index,
+            name: Ok("GPU".into()),
+            uuid: Ok(uuid.into()),
+            pci_bus_id: Ok(pci.into()),
+            memory_total: Ok(80 << 30),
+            power_limit_mw: Err(Absent::NotSupported),
+        }
+    }
+
+    pub fn poll(points: Vec<AllocatorPoint>, events: Vec<AllocatorEvent>) -> ChannelPoll {
+        ChannelPoll {
+            path: "/dev/shm/vramscope-0/7-9.vsc".into(),
+            identity: Arc::new(WriterIdentity {
+                file: "7-9.vsc".into(),
+                pid: 7,
+                kind: "PyTorch".into(),
+                framework: "torch 2.5.1".into(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: String::new(),
+                command: "python train.py".into(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 50_000,
+            }),
+            host_pid: Some(7),
+            liveness: WriterLiveness::Live,
+            devices: vec![device(Some("GPU-b"), None)],
+            step: Some(3),
+            label: "optimizer".into(),
+            points,
+            events,
+            lost_samples: 0,
+            lost_events: 0,
+        }
+    }
+
+    pub fn point(at_ms: u64, allocated: u64, peak: u64) -> AllocatorPoint {
+        AllocatorPoint {
+            at_ms,
+            slot: 0,
+            allocated: Some(allocated),
+            reserved: Some(allocated + 100),
+            peak: Some(peak),
+            step: Some(3),
+            new_high_water: false,
+        }
+    }
+
+    pub fn event(at_ms: u64, kind: EventKind, label: &str) -> AllocatorEvent {
+        AllocatorEvent {
+            at_ms,
+            kind,
+            slot: Some(0),
+            step: Some(3),
+            label: label.into(),
+            phase: String::new(),
+        }
+    }
+
+    pub fn oom(requested: u64) -> EventKind {
+        EventKind::Oom {
+            requested: Ok(requested),
+            device_free: Ok(2),
+            device_total: Ok(3),
+            allocated: Err(Absent::NotSupported),
+            reserved: Ok(5),
+            retries: Ok(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::*;
+    use super::*;
+
+    fn folded(polls: Vec<ChannelPoll>) -> WriterFold {
+        let mut fold = WriterFold::default();
+        for (i, p) in polls.into_iter().enumerate() {
+            fold.ingest(p, 10_000 + i as u64 * 1_000);
+        }
+        fold
+    }
+
+    #[test]
+    fn joins_by_uuid_whatever_the_ordinal_and_by_pci_bus_id_only_without_a_uuid() {
+        let devices = [
+            info(0, "GPU-a", "00000000:18:00.0"),
+            info(1, "GPU-b", "00000000:3B:00.0"),
+        ];
+        assert_eq!(
+            gpu_index_of(&device(Some("gpu-B"), None), &devices),
+            Some(1)
+        );
+        assert_eq!(
+            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices),
+            Some(0)
+        );
+        // A UUID that is not here names a GPU elsewhere, whatever its bus id says.
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices),
+            None
+        );
+        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices), None);
+    }
+
+    #[test]
+    fn the_true_peak_keeps_the_step_and_phase_of_the_sample_that_made_it() {
+        let begin = event(1_040, EventKind::PhaseBegin, "backward");
+        let end = event(
+            1_080,
+            EventKind::PhaseEnd { peak: Ok(12 << 30) },
+            "backward",
+        );
+        let mut spike = point(1_060, 9 << 30, 12 << 30);
+        spike.step = Some(40);
+        let fold = folded(vec![poll(
+            vec![
+                point(1_000, 9 << 30, 9 << 30),
+                spike,
+                point(1_100, 9 << 30, 9 << 30),
+            ],
+            vec![begin, end],
+        )]);
+        let peak = fold.slots[0].true_peak().unwrap();
+        // The poll's own label says "optimizer": the phase is the one in force at 1 060 ms.
+        assert_eq!(
+            (
+                peak.value,
+                peak.at_ms,
+                peak.step,
+                peak.phase.as_str(),
+                peak.located
+            ),
+            (12 << 30, 1_060, Some(40), "backward", true)
+        );
+    }
+
+    #[test]
+    fn the_observers_oom_and_the_uncaught_error_are_one_fatal_oom() {
+        let mut error = event(
+            1_200,
+            EventKind::OomError {
+                requested: Err(Absent::NotSupported),
+            },
+            "CUDA out of memory. Tried to allocate 6.00 GiB",
+        );
+        error.slot = None;
+        let mut fold = folded(vec![poll(
+            vec![point(1_000, 9 << 30, 9 << 30)],
+            vec![event(1_100, oom(6 << 30), "backward"), error],
+        )]);
+        assert_eq!(fold.ooms.len(), 1);
+        let only = &fold.ooms[0];
+        assert_eq!(only.outcome, OomOutcome::Fatal);
+        assert_eq!(only.requested, Ok(6 << 30));
+        // The observer gave no allocated figure: the last sample's.
+        assert_eq!(only.allocated, Ok(9 << 30));
+        assert!(
+            only.message
+                .as_deref()
+                .unwrap()
+                .contains("Tried to allocate")
+        );
+        // The writer then dies: still one OOM, still fatal.
+        let mut last = poll(vec![], vec![]);
+        last.liveness = WriterLiveness::Ended {
+            crashed: false,
+            error: true,
+        };
+        fold.ingest(last, 20_000);
+        assert_eq!(fold.ooms.len(), 1);
+        assert_eq!(fold.ooms[0].outcome, OomOutcome::Fatal);
+    }
+
+    #[test]
+    fn an_oom_the_program_survives_is_caught_once_a_step_ends() {
+        let step_end = event(
+            1_500,
+            EventKind::StepEnd {
+                peak_allocated: Ok(9 << 30),
+                peak_reserved: Ok(10 << 30),
+                duration_ns: Ok(1),
+            },
+            "",
+        );
+        let mut fold = folded(vec![poll(
+            vec![],
+            vec![event(1_100, oom(6 << 30), "backward")],
+        )]);
+        assert_eq!(fold.ooms[0].outcome, OomOutcome::Pending);
+        fold.ingest(poll(vec![], vec![step_end]), 11_000);
+        assert_eq!(fold.ooms[0].outcome, OomOutcome::Caught);
+        assert_eq!(fold.slots[0].step_peaks.len(), 1);
+    }
+
+    #[test]
+    fn an_uncaught_error_without_an_observer_is_an_oom_with_the_last_figures() {
+        // JAX: no observer, no UUID; the error's phase is its own.
+        let mut error = event(
+            1_200,
+            EventKind::OomError {
+                requested: Ok(6 << 30),
+            },
+            "RESOURCE_EXHAUSTED",
+        );
+        error.slot = None;
+        error.phase = "train_step".into();
+        let mut p = poll(vec![point(1_000, 9 << 30, 9 << 30)], vec![error]);
+        p.devices[0].uuid = None;
+        let fold = folded(vec![p]);
+        let only = &fold.ooms[0];
+        assert_eq!(
+            (only.outcome, only.slot, only.phase.as_str()),
+            (OomOutcome::Fatal, Some(0), "train_step")
+        );
+        assert_eq!(only.allocated, Ok(9 << 30));
+        assert_eq!(only.device_free, Ok(1 << 30));
+    }
+
+    #[test]
+    fn an_anonymous_slot_joins_the_one_gpu_its_pid_is_listed_on_and_keeps_it_after_death() {
+        let mut p = poll(vec![], vec![]);
+        p.devices[0].uuid = None;
+        let mut fold = folded(vec![p]);
+        let devices = [info(0, "GPU-a", "x"), info(1, "GPU-b", "y")];
+        fold.resolve_gpus(&devices, &[0, 1]);
+        assert_eq!(fold.slots[0].gpu, None, "two GPUs: ambiguous");
+        fold.resolve_gpus(&devices, &[1]);
+        assert_eq!(fold.slots[0].gpu, Some(1));
+        // Dead: NVML lists it nowhere; the last GPU known stays.
+        fold.resolve_gpus(&devices, &[]);
+        assert_eq!(fold.slots[0].gpu, Some(1));
+    }
+
+    #[test]
+    fn resetting_peaks_ignores_the_frameworks_counter_until_it_rises_again() {
+        let mut fold = WriterFold::default();
+        let ingest = |fold: &mut WriterFold, at_ms: u64, counter: u64| {
+            let mut p = poll(vec![point(at_ms, 10 << 30, 10 << 30)], vec![]);
+            p.devices[0].allocated_peak = Ok(counter);
+            fold.ingest(p, at_ms);
+            fold.slots[0].true_peak().map(|p| p.value)
+        };
+        assert_eq!(ingest(&mut fold, 1_000, 12 << 30), Some(12 << 30));
+        fold.reset_peaks();
+        // The counter still says 12 GiB, from before the reset: the samples rule.
+        assert_eq!(ingest(&mut fold, 2_000, 12 << 30), Some(10 << 30));
+        // It rose past where it stood: a new peak, exactly.
+        assert_eq!(ingest(&mut fold, 3_000, 13 << 30), Some(13 << 30));
+    }
+}
