@@ -106,6 +106,7 @@ pub struct SlotFold {
     /// NVML's index for it, as last resolved (kept after the writer ended).
     pub gpu: Option<u32>,
     peak: Option<PeakAt>,
+    peak_witness: u8,
     /// The framework's counter is believed only above where it stood at the last reset.
     counter_floor: Option<u64>,
     /// The last sample's figures, for OOMs that carry none.
@@ -120,16 +121,18 @@ impl SlotFold {
         self.peak.as_ref()
     }
 
-    fn raise(&mut self, candidate: PeakAt) {
+    /// `witness` ranks how well the candidate knows where it happened: the framework's
+    /// counter (0) not at all, a sample (1) by the phase in force around it, a new-peak
+    /// event (2) exactly (it carries the phase the writer was in).
+    fn raise(&mut self, candidate: PeakAt, witness: u8) {
         let higher = self.peak.as_ref().is_none_or(|p| candidate.value > p.value);
-        // An equal value that knows its place replaces one that does not (the new-peak
-        // event arriving beside the sample that made it).
         let better_placed = self
             .peak
             .as_ref()
-            .is_some_and(|p| candidate.value == p.value && candidate.located && !p.located);
+            .is_some_and(|p| candidate.value == p.value && witness > self.peak_witness);
         if higher || better_placed {
             self.peak = Some(candidate);
+            self.peak_witness = witness;
         }
     }
 }
@@ -217,8 +220,17 @@ impl WriterFold {
             .map(|p| (p.at_ms, Item::Point(p)))
             .chain(poll.events.into_iter().map(|e| (e.at_ms, Item::Event(e))))
             .collect();
-        // Stable: at one instant the sample comes before the event it caused.
-        items.sort_by_key(|(at, item)| (*at, matches!(item, Item::Event(_))));
+        // Within one millisecond the order is lost: a phase's beginning goes before the
+        // samples of that millisecond and its end after them (a phase holds its samples),
+        // other events after the sample that caused them.
+        items.sort_by_key(|(at, item)| {
+            let rank = match item {
+                Item::Event(e) if matches!(e.kind, EventKind::PhaseBegin) => 0,
+                Item::Point(_) => 1,
+                Item::Event(_) => 2,
+            };
+            (*at, rank)
+        });
         for (_, item) in items {
             match item {
                 Item::Point(point) => self.point(point),
@@ -283,13 +295,16 @@ impl WriterFold {
             (p, a) => p.or(a),
         };
         if let Some(value) = top {
-            slot.raise(PeakAt {
-                value,
-                at_ms: point.at_ms,
-                step: point.step,
-                phase,
-                located: true,
-            });
+            slot.raise(
+                PeakAt {
+                    value,
+                    at_ms: point.at_ms,
+                    step: point.step,
+                    phase,
+                    located: true,
+                },
+                1,
+            );
         }
     }
 
@@ -325,13 +340,16 @@ impl WriterFold {
             } => {
                 let phase = self.phase.clone();
                 if let Some(slot) = event.slot.and_then(|s| self.slots.get_mut(usize::from(s))) {
-                    slot.raise(PeakAt {
-                        value: *value,
-                        at_ms: event.at_ms,
-                        step: event.step,
-                        phase,
-                        located: true,
-                    });
+                    slot.raise(
+                        PeakAt {
+                            value: *value,
+                            at_ms: event.at_ms,
+                            step: event.step,
+                            phase,
+                            located: true,
+                        },
+                        2,
+                    );
                 }
             }
             EventKind::Oom {
@@ -443,13 +461,16 @@ impl WriterFold {
         for value in candidates {
             if slot.peak.as_ref().is_none_or(|p| value > p.value) {
                 let located = Some(value) == device.allocated.as_ref().ok().copied();
-                slot.raise(PeakAt {
-                    value,
-                    at_ms,
-                    step,
-                    phase: phase.clone(),
-                    located,
-                });
+                slot.raise(
+                    PeakAt {
+                        value,
+                        at_ms,
+                        step,
+                        phase: phase.clone(),
+                        located,
+                    },
+                    u8::from(located),
+                );
             }
         }
     }
@@ -514,6 +535,7 @@ impl WriterFold {
                 .and_then(|d| d.allocated_peak.as_ref().ok().copied());
             slot.counter_floor = counter.or(slot.counter_floor);
             slot.peak = None;
+            slot.peak_witness = 0;
         }
     }
 }
@@ -749,6 +771,28 @@ mod tests {
             ),
             (12 << 30, 1_060, Some(40), "backward", true)
         );
+    }
+
+    #[test]
+    fn within_one_millisecond_a_phase_holds_its_samples_and_a_new_peak_event_says_where() {
+        // Begun, sampled and ended in the same millisecond as the samples around it.
+        let begin = event(1_000, EventKind::PhaseBegin, "backward");
+        let end = event(1_000, EventKind::PhaseEnd { peak: Ok(700) }, "backward");
+        let fold = folded(vec![poll(vec![point(1_000, 700, 700)], vec![begin, end])]);
+        assert_eq!(fold.slots[0].true_peak().unwrap().phase, "backward");
+        // The sample's phase is a guess from the events around it; the new-peak event the
+        // writer wrote beside it carries its phase, and wins at the same value.
+        let mut high = event(
+            2_000,
+            EventKind::NewHighWater {
+                peak: Ok(900),
+                previous: Ok(700),
+            },
+            "",
+        );
+        high.phase = "backward/attn".into();
+        let fold = folded(vec![poll(vec![point(2_000, 900, 900)], vec![high])]);
+        assert_eq!(fold.slots[0].true_peak().unwrap().phase, "backward/attn");
     }
 
     #[test]
