@@ -109,6 +109,11 @@ class mark:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if exc is not None:
+            try:
+                _rt().leave_phase_with(exc_type, exc)
+            except Exception:
+                pass
         try:
             phases = self._phases()
             phase = phases.pop() if phases else None
@@ -248,7 +253,7 @@ def _oom(rt, device, requested, free):
         state = session.add_slot(("report", device), DeviceInfo(device))
         if state is None:
             return
-    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free))
+    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free), explicit=True)
 
 
 def enabled():
