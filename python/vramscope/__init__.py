@@ -229,7 +229,9 @@ def oom(device=0, requested=None, free=None):
 
     For OOMs no allocator observer sees: a trainer that catches one and skips the batch, a
     custom allocator. The OOM event also carries the device's total, allocated and
-    reserved figures and retries as the writer last knew them (with PyTorch, read now).
+    reserved figures and retries as the writer last knew them (with PyTorch, read now), and
+    the device's OOMs count goes up by one: the writer adds the OOMs reported here to the
+    count it publishes (`report(ooms=...)`, PyTorch's own) from then on.
     Starts the writer if it is not running.
     """
     try:

@@ -108,7 +108,10 @@ def device_ordinal(message):
 def remember_failure(exc, pid, point):
     """Marks `exc` with where it was raised, unless an inner phase did already."""
     if getattr(exc, FAILURE_ATTR, None) is None:
-        setattr(exc, FAILURE_ATTR, (pid,) + tuple(point))
+        try:
+            setattr(exc, FAILURE_ATTR, (pid,) + tuple(point))
+        except (AttributeError, TypeError):
+            pass  # an exception that takes no attributes: the hook reports where it is then
 
 
 def failure_point(exc, pid):
