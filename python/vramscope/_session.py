@@ -162,8 +162,9 @@ class Session:
         reserved = _A if fig.reserved is None else fig.reserved
         active = _A if fig.active is None else fig.active
         peak_word = _A if peak is None else peak
-        state.own_ooms = fig.ooms
-        ooms = _plus(fig.ooms, state.counted_ooms)
+        state.own_ooms = ooms = fig.ooms
+        if state.counted_ooms:  # inline: this runs at every sample
+            ooms = _plus(ooms, state.counted_ooms)
         state.row = row = [
             t,
             allocated,
