@@ -318,6 +318,27 @@ class RealJax(unittest.TestCase):
         dev = snap.devices[0]
         self.assertEqual((dev.allocated, dev.allocated_peak, dev.limit, dev.reserved), (GIB, 2 * GIB, S.ABSENT, S.ABSENT))
 
+    def test_an_uncaught_resource_exhausted_keeps_its_phase_and_the_last_figures(self):
+        from vramscope import _runtime
+
+        self.stats.update(bytes_in_use=3 * GIB, peak_bytes_in_use=4 * GIB, bytes_limit=16 * GIB)
+        self.assertTrue(vramscope.start(framework="jax"))
+        vramscope.step()
+        message = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes."
+        try:
+            with vramscope.mark("eval"):
+                raise self.jax.errors.JaxRuntimeError(message)
+        except self.jax.errors.JaxRuntimeError as e:
+            _runtime._on_uncaught(type(e), e, False)  # as a thread's exception hook would
+        snap = S.Snapshot(S.read_bytes(vramscope.channel_path()))
+        (error,) = [e for e in S.events(snap.raw)[0] if e.kind == 2]
+        self.assertEqual(snap.phase_name(error.phase), "eval")
+        self.assertEqual((error.slot, error.step, error.text), (0, 1, "eval: " + message))
+        self.assertEqual(error.args[0], 8 * GIB)
+        self.assertEqual(error.args[3], 3 * GIB)
+        # JAX counts no OOMs: the writer does.
+        self.assertEqual(snap.devices[0].ooms, 1)
+
 
 if __name__ == "__main__":
     unittest.main()
