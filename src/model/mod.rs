@@ -5,6 +5,9 @@ pub mod absent;
 pub mod allocator;
 pub mod device;
 pub mod foreign;
+pub mod foresight;
+#[cfg(test)]
+mod foresight_tests;
 pub mod host;
 pub mod problem;
 pub mod snapshot;
