@@ -9,6 +9,7 @@ pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
 pub mod host;
+pub mod oom_explain;
 pub mod problem;
 pub mod snapshot;
 pub mod time;
