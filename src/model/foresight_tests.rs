@@ -7,7 +7,7 @@ const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
 /// Steps `steps` one second apart, with the peak `peak(step)`.
-fn series(steps: std::ops::Range<u64>, peak: impl Fn(u64) -> u64) -> Vec<StepPeak> {
+fn series(steps: std::ops::Range<u64>, mut peak: impl FnMut(u64) -> u64) -> Vec<StepPeak> {
     steps
         .map(|step| StepPeak {
             step,
@@ -398,4 +398,107 @@ fn words_round_the_estimate_to_what_the_fit_knows() {
         Some("step peaks rising 1.50 KiB/step")
     );
     assert_eq!(describe(&Forecast::Silent(Silence::Noisy)), None);
+}
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    fn peak() -> impl Strategy<Value = StepPeak> {
+        (
+            0u64..400,
+            any::<u64>(),
+            prop_oneof![any::<u64>(), 0u64..(96 * GIB)],
+        )
+            .prop_map(|(step, at_ms, peak)| StepPeak { step, at_ms, peak })
+    }
+
+    fn room() -> impl Strategy<Value = Room> {
+        let figure = || proptest::option::of(prop_oneof![any::<u64>(), 0u64..(96 * GIB)]);
+        (figure(), figure(), figure()).prop_map(|(total, limit, outside)| Room {
+            total,
+            limit,
+            outside,
+        })
+    }
+
+    /// A line with jitter and one spike, so the fit and the countdown are reached often.
+    fn line() -> impl Strategy<Value = Vec<StepPeak>> {
+        (
+            0u64..(40 * GIB),
+            0u64..(64 * MIB),
+            0u64..(256 * MIB),
+            0usize..200,
+            0usize..200,
+            any::<u64>(),
+        )
+            .prop_map(|(base, slope, jitter, len, spike, seed)| {
+                let mut next = noise(jitter.max(1));
+                let _ = (0..seed % 7).map(|_| next()).count();
+                let mut peaks = series(0..len as u64, |step| {
+                    (base + slope * step).saturating_add_signed(next())
+                });
+                if let Some(p) = peaks.get_mut(spike) {
+                    p.peak += 4 * GIB;
+                }
+                peaks
+            })
+    }
+
+    fn holds_together(peaks: &[StepPeak], room: Room) -> Result<(), TestCaseError> {
+        let forecast = foresee(peaks, room);
+        match &forecast {
+            Forecast::OomIn {
+                steps,
+                steps_low,
+                steps_high,
+                bytes_per_step,
+                ceiling,
+                ..
+            } => {
+                prop_assert!(*steps_low <= *steps && *steps <= *steps_high);
+                prop_assert!(*steps >= 1);
+                prop_assert!(bytes_per_step.is_finite() && *bytes_per_step > 0.0);
+                prop_assert_eq!(Some(*ceiling), room.ceiling());
+                prop_assert!(describe(&forecast).is_some());
+            }
+            Forecast::Leak { bytes_per_step, .. } => {
+                prop_assert!(bytes_per_step.is_finite() && *bytes_per_step > 0.0);
+            }
+            Forecast::Silent(_) => prop_assert!(describe(&forecast).is_none()),
+        }
+        Ok(())
+    }
+
+    fn runner() -> TestRunner {
+        TestRunner::new(Config {
+            cases: 400,
+            ..Config::default()
+        })
+    }
+
+    #[test]
+    fn any_series_and_room_gives_a_forecast_that_holds_together_and_never_panics() {
+        let outcome = runner().run(
+            &(prop::collection::vec(peak(), 0..300), room()),
+            |(mut peaks, room)| {
+                // Half the cases ascending, so the fit is reached and not only the guards.
+                if peaks.len() % 2 == 0 {
+                    peaks.sort_by_key(|p| p.step);
+                    peaks.dedup_by_key(|p| p.step);
+                }
+                holds_together(&peaks, room)
+            },
+        );
+        assert!(outcome.is_ok(), "{outcome:?}");
+    }
+
+    #[test]
+    fn any_jittered_line_gives_a_forecast_that_holds_together() {
+        let outcome = runner().run(&(line(), room()), |(peaks, room)| {
+            holds_together(&peaks, room)
+        });
+        assert!(outcome.is_ok(), "{outcome:?}");
+    }
 }
