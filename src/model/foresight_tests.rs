@@ -400,6 +400,26 @@ fn words_round_the_estimate_to_what_the_fit_knows() {
     assert_eq!(describe(&Forecast::Silent(Silence::Noisy)), None);
 }
 
+#[test]
+fn json_names_the_kind_and_the_reason_for_silence() {
+    let json = |f: &Forecast| serde_json::to_value(f).map(|v| v.to_string()).unwrap();
+    assert_eq!(
+        json(&Forecast::Silent(Silence::TooFewSteps {
+            have: 3,
+            need: 20
+        })),
+        r#"{"have":3,"kind":"silent","need":20,"reason":"too_few_steps"}"#
+    );
+    assert_eq!(
+        json(&Forecast::Silent(Silence::Noisy)),
+        r#"{"kind":"silent","reason":"noisy"}"#
+    );
+    assert_eq!(
+        json(&oom_in(120, None)),
+        r#"{"bytes_per_step":16777216.0,"ceiling":85899345920,"eta_ms":null,"fitted_steps":40,"kind":"oom_in","steps":120,"steps_high":120,"steps_low":120}"#
+    );
+}
+
 mod hostile {
     use super::*;
     use proptest::prelude::*;
