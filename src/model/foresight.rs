@@ -48,6 +48,7 @@
 //! and median selections over them: O(window) per call. [`StepPeaks`] keeps at most twice the
 //! window.
 
+use super::allocator::{AllocatorEvent, EventKind};
 use super::units::bytes;
 use serde::Serialize;
 
@@ -79,6 +80,22 @@ pub struct StepPeak {
     pub step: u64,
     pub at_ms: u64,
     pub peak: u64,
+}
+
+impl StepPeak {
+    /// The step peak a `STEP_END` event carries, when it has a step number and a peak (a
+    /// writer with no device sends one with neither); which slot it belongs to is the
+    /// caller's to check.
+    pub fn from_event(event: &AllocatorEvent) -> Option<StepPeak> {
+        let EventKind::StepEnd { peak_allocated, .. } = &event.kind else {
+            return None;
+        };
+        Some(StepPeak {
+            step: event.step?,
+            at_ms: event.at_ms,
+            peak: peak_allocated.clone().ok()?,
+        })
+    }
 }
 
 /// The memory a slot's allocator can grow into. Every figure is optional: absent ones are left

@@ -420,6 +420,41 @@ fn json_names_the_kind_and_the_reason_for_silence() {
     );
 }
 
+#[test]
+fn a_step_end_event_gives_its_peak_and_an_event_without_one_none() {
+    use crate::model::absent::Absent;
+    use crate::model::allocator::{AllocatorEvent, EventKind};
+    let step_end = |step, peak_allocated| AllocatorEvent {
+        at_ms: 7_000,
+        kind: EventKind::StepEnd {
+            peak_allocated,
+            peak_reserved: Ok(10 * GIB),
+            duration_ns: Ok(1_000_000),
+        },
+        slot: Some(0),
+        step,
+        label: String::new(),
+    };
+    assert_eq!(
+        StepPeak::from_event(&step_end(Some(40), Ok(9 * GIB))),
+        Some(StepPeak {
+            step: 40,
+            at_ms: 7_000,
+            peak: 9 * GIB
+        })
+    );
+    assert_eq!(
+        StepPeak::from_event(&step_end(Some(40), Err(Absent::NotAvailable))),
+        None
+    );
+    assert_eq!(StepPeak::from_event(&step_end(None, Ok(9 * GIB))), None);
+    let mark = AllocatorEvent {
+        kind: EventKind::Mark,
+        ..step_end(Some(40), Ok(9 * GIB))
+    };
+    assert_eq!(StepPeak::from_event(&mark), None);
+}
+
 mod hostile {
     use super::*;
     use proptest::prelude::*;

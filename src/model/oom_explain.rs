@@ -26,6 +26,7 @@
 //! free memory it can use is the lower of the device's free memory and the limit less reserved.
 
 use super::absent::{Absent, Reading};
+use super::allocator::EventKind;
 use super::units::bytes;
 use serde::Serialize;
 
@@ -63,6 +64,41 @@ pub struct OomFigures<'a> {
     pub used: Reading<u64>,
     pub used_by: UsedBy,
     pub allocator: Allocator<'a>,
+}
+
+impl<'a> OomFigures<'a> {
+    /// The figures of an OOM observer's event (`EventKind::Oom`), with what the monitor knows
+    /// beside it; `None` for any other kind of event.
+    pub fn from_event(
+        kind: &EventKind,
+        limit: Option<u64>,
+        used: Reading<u64>,
+        used_by: UsedBy,
+        allocator: Allocator<'a>,
+    ) -> Option<OomFigures<'a>> {
+        let EventKind::Oom {
+            requested,
+            device_free,
+            device_total,
+            allocated,
+            reserved,
+            ..
+        } = kind
+        else {
+            return None;
+        };
+        Some(OomFigures {
+            requested: requested.clone(),
+            device_free: device_free.clone(),
+            device_total: device_total.clone(),
+            limit,
+            allocated: allocated.clone(),
+            reserved: reserved.clone(),
+            used,
+            used_by,
+            allocator,
+        })
+    }
 }
 
 /// What kept the request from being served.
@@ -344,6 +380,31 @@ mod tests {
             used_by: UsedBy::Process,
             allocator: Allocator::Torch { config: "" },
         }
+    }
+
+    #[test]
+    fn an_observer_event_gives_its_figures_and_other_events_none() {
+        let oom = EventKind::Oom {
+            requested: Ok(6 * GIB),
+            device_free: Ok(2 * GIB),
+            device_total: Ok(80 * GIB),
+            allocated: Ok(66 * GIB),
+            reserved: Ok(72 * GIB),
+            retries: Ok(1),
+        };
+        let allocator = Allocator::Torch { config: "" };
+        let used = || Ok(73 * GIB + 512 * MIB);
+        assert_eq!(
+            OomFigures::from_event(&oom, None, used(), UsedBy::Process, allocator),
+            Some(fragmented())
+        );
+        let uncaught = EventKind::OomError {
+            requested: Ok(6 * GIB),
+        };
+        assert_eq!(
+            OomFigures::from_event(&uncaught, None, used(), UsedBy::Process, allocator),
+            None
+        );
     }
 
     #[test]
