@@ -434,6 +434,7 @@ fn a_step_end_event_gives_its_peak_and_an_event_without_one_none() {
         slot: Some(0),
         step,
         label: String::new(),
+        phase: String::new(),
     };
     assert_eq!(
         StepPeak::from_event(&step_end(Some(40), Ok(9 * GIB))),

@@ -20,6 +20,7 @@ use super::allocator::{
     WriterLiveness,
 };
 use super::device::DeviceInfo;
+use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,8 +31,6 @@ const RECENT_EVENTS: usize = 64;
 const KEPT_OOMS: usize = 64;
 /// Step boundaries kept for the chart's ticks.
 const STEP_TICKS: usize = 4096;
-/// Step peaks kept per slot for the forecast.
-const STEP_PEAKS: usize = 512;
 /// Device slots a channel can have (the spec's limit).
 const MAX_SLOTS: usize = 64;
 /// An uncaught OOM error this soon after the observer's OOM is the same failure unwinding.
@@ -90,14 +89,6 @@ pub struct Oom {
     pub message: Option<String>,
 }
 
-/// A step's peak, for the forecast and the leak check.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct StepPeak {
-    pub step: u64,
-    pub at_ms: u64,
-    pub peak: u64,
-}
-
 /// One device slot, folded.
 #[derive(Clone, Debug, Default)]
 pub struct SlotFold {
@@ -112,13 +103,27 @@ pub struct SlotFold {
     /// The last sample's figures, for OOMs that carry none.
     last_allocated: Option<u64>,
     last_reserved: Option<u64>,
-    pub step_peaks: VecDeque<StepPeak>,
+    pub step_peaks: StepPeaks,
 }
 
 impl SlotFold {
     /// The highest allocated seen, and where.
     pub fn true_peak(&self) -> Option<&PeakAt> {
         self.peak.as_ref()
+    }
+
+    /// What the step peaks say about an OOM to come, in the room the latest figures give
+    /// (`outside`: device memory NVML counts beyond the allocator's reserved, when known).
+    pub fn forecast(&self, outside: Option<u64>) -> Forecast {
+        let device = self.device.as_ref();
+        let figure = |f: fn(&AllocatorDevice) -> &Reading<u64>| {
+            device.and_then(|d| f(d).as_ref().ok().copied())
+        };
+        self.step_peaks.foresee(Room {
+            total: figure(|d| &d.total),
+            limit: figure(|d| &d.limit),
+            outside,
+        })
     }
 
     /// `witness` ranks how well the candidate knows where it happened: the framework's
@@ -183,7 +188,7 @@ impl Default for WriterFold {
 /// A point or an event, for folding both in time order.
 enum Item<'a> {
     Point(&'a AllocatorPoint),
-    Event(AllocatorEvent),
+    Event(&'a AllocatorEvent),
 }
 
 impl WriterFold {
@@ -218,7 +223,7 @@ impl WriterFold {
             .points
             .iter()
             .map(|p| (p.at_ms, Item::Point(p)))
-            .chain(poll.events.into_iter().map(|e| (e.at_ms, Item::Event(e))))
+            .chain(poll.events.iter().map(|e| (e.at_ms, Item::Event(e))))
             .collect();
         // Within one millisecond the order is lost: a phase's beginning goes before the
         // samples of that millisecond and its end after them (a phase holds its samples),
@@ -234,7 +239,7 @@ impl WriterFold {
         for (_, item) in items {
             match item {
                 Item::Point(point) => self.point(point),
-                Item::Event(event) => self.event(event),
+                Item::Event(event) => self.event(event.clone()),
             }
         }
         // The status is read last: it is the newest word on step, phase and figures.
@@ -311,27 +316,21 @@ impl WriterFold {
     fn event(&mut self, event: AllocatorEvent) {
         match &event.kind {
             EventKind::PhaseBegin => self.phase = event.label.clone(),
-            EventKind::PhaseEnd { .. } => {
-                if self.phase == event.label {
-                    self.phase = parent_phase(&event.label).to_string();
-                }
+            EventKind::PhaseEnd { .. } if self.phase == event.label => {
+                self.phase = parent_phase(&event.label).to_string();
             }
+            EventKind::PhaseEnd { .. } => {}
             _ if !event.phase.is_empty() => self.phase = event.phase.clone(),
             _ => {}
         }
         match &event.kind {
-            EventKind::StepEnd { peak_allocated, .. } => {
+            EventKind::StepEnd { .. } => {
                 if let Some(step) = event.step {
                     push_capped(&mut self.step_ticks, (event.at_ms, step), STEP_TICKS);
-                    let slot = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)));
-                    if let (Some(slot), Ok(peak)) = (slot, peak_allocated) {
-                        let step_peak = StepPeak {
-                            step,
-                            at_ms: event.at_ms,
-                            peak: *peak,
-                        };
-                        push_capped(&mut slot.step_peaks, step_peak, STEP_PEAKS);
-                    }
+                }
+                let slot = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)));
+                if let (Some(slot), Some(step_peak)) = (slot, StepPeak::from_event(&event)) {
+                    slot.step_peaks.push(step_peak);
                 }
                 self.settle_pending(OomOutcome::Caught);
             }
@@ -850,7 +849,7 @@ mod tests {
         assert_eq!(fold.ooms[0].outcome, OomOutcome::Pending);
         fold.ingest(poll(vec![], vec![step_end]), 11_000);
         assert_eq!(fold.ooms[0].outcome, OomOutcome::Caught);
-        assert_eq!(fold.slots[0].step_peaks.len(), 1);
+        assert_eq!(fold.slots[0].step_peaks.held(), 1);
     }
 
     #[test]
