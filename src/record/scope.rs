@@ -386,3 +386,141 @@ impl Told {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocatorPoint, ChannelBatch, WriterIdentity, WriterLiveness};
+
+    const START: u64 = 1_700_000_000_000;
+
+    fn poll(pid: u32, job: &str, times: &[u64]) -> ChannelPoll {
+        ChannelPoll {
+            path: format!("/dev/shm/x/{pid}-1.vsc"),
+            identity: Arc::new(WriterIdentity {
+                file: format!("{pid}-1.vsc"),
+                pid,
+                kind: "Rust".into(),
+                framework: String::new(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: job.into(),
+                command: String::new(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 20_000,
+            }),
+            host_pid: Some(pid),
+            liveness: WriterLiveness::Live,
+            devices: Vec::new(),
+            step: None,
+            label: String::new(),
+            points: times
+                .iter()
+                .map(|&at_ms| AllocatorPoint {
+                    at_ms,
+                    slot: 0,
+                    allocated: Some(1),
+                    reserved: None,
+                    peak: None,
+                    step: None,
+                    new_high_water: false,
+                })
+                .collect(),
+            events: Vec::new(),
+            lost_samples: 0,
+            lost_events: 0,
+        }
+    }
+
+    fn scope(history: bool, until_ms: u64, selection: Option<Selection>) -> Scope {
+        Scope {
+            started_ms: START,
+            history,
+            from_ms: if history { 0 } else { START },
+            until_ms,
+            selection,
+            tally: Arc::default(),
+        }
+    }
+
+    /// The times of the points kept of a batch at `at_ms` holding `polls`.
+    fn kept(scope: &mut Scope, at_ms: u64, polls: Vec<ChannelPoll>) -> Option<Vec<Vec<u64>>> {
+        let batch = ChannelBatch {
+            at_ms,
+            polls,
+            ..ChannelBatch::default()
+        };
+        match scope.apply(at_ms + 3, SourceEvent::Channels(Box::new(batch)))? {
+            (t, SourceEvent::Channels(batch)) => {
+                assert!(t <= scope.until_ms, "{t}");
+                Some(
+                    batch
+                        .polls
+                        .iter()
+                        .map(|p| p.points.iter().map(|p| p.at_ms).collect())
+                        .collect(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_first_poll_keeps_what_came_after_the_start_and_counts_the_rest() {
+        let mut s = scope(false, u64::MAX, None);
+        let first = poll(7, "", &[START - 900_000, START - 47_000, START + 5]);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![first]),
+            Some(vec![vec![START + 5]])
+        );
+        let history = *s.tally.lock().unwrap();
+        assert_eq!(
+            (history.points, history.earliest_ms),
+            (2, Some(START - 900_000))
+        );
+        // Under --history everything is kept, and counted as history kept.
+        let mut s = scope(true, u64::MAX, None);
+        let first = poll(7, "", &[START - 47_000, START + 5]);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![first]),
+            Some(vec![vec![START - 47_000, START + 5]])
+        );
+        assert_eq!(s.tally.lock().unwrap().points, 1);
+    }
+
+    #[test]
+    fn until_cuts_inside_a_poll_and_drops_polls_read_after_it_with_nothing_inside() {
+        let until = START + 1_000;
+        let mut s = scope(false, until, None);
+        let straddling = poll(7, "", &[START + 900, START + 1_000, START + 1_100]);
+        assert_eq!(
+            kept(&mut s, START + 1_200, vec![straddling]),
+            Some(vec![vec![START + 900, START + 1_000]])
+        );
+        assert_eq!(
+            kept(&mut s, START + 2_000, vec![poll(7, "", &[START + 1_500])]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_selection_keeps_the_processes_asked_for_by_pid_or_job() {
+        let selection = Selection {
+            pids: BTreeSet::from([7]),
+            job: Some("j".into()),
+            gpus: BTreeSet::from([0]),
+        };
+        let mut s = scope(false, u64::MAX, Some(selection));
+        let polls = vec![
+            poll(7, "", &[START + 1]),
+            poll(8, "j", &[START + 2]),
+            poll(9, "other", &[START + 3]),
+        ];
+        assert_eq!(
+            kept(&mut s, START + 10, polls),
+            Some(vec![vec![START + 1], vec![START + 2]])
+        );
+    }
+}
