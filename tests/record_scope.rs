@@ -403,6 +403,9 @@ fn since_and_until_select_a_window_relative_or_absolute() {
     let doc = report_json(&["--since", &after]);
     assert_eq!(asked(&doc), [2 * GIB], "{doc:#}");
     assert_eq!(doc["scope"]["since_ms"], json!(middle));
+    // No ring history falls in that window: none is said to be left out.
+    assert_eq!(doc["scope"]["ring_history"]["samples"], json!(0));
+    assert_eq!(doc["scope"]["ring_history"]["ooms"], json!(0));
     // Absolute, as the report itself prints times.
     let label = utc_label(middle);
     let doc = report_json(&["--until", &label]);

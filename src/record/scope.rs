@@ -113,10 +113,12 @@ fn pid_of(poll: &ChannelPoll) -> u32 {
 pub struct Scope {
     /// When the recording began: what came before is ring history.
     started_ms: u64,
-    history: bool,
     /// The first and last moment kept.
     from_ms: u64,
     until_ms: u64,
+    /// The first moment asked for (`--since`), before ring history is left out: the
+    /// history from then on is what the note counts.
+    asked_from_ms: u64,
     selection: Option<Selection>,
     tally: Arc<Mutex<History>>,
 }
@@ -166,9 +168,9 @@ pub fn open(file: &Path, asked: &Asked) -> Result<(Recording, Told), String> {
     let tally = Arc::new(Mutex::new(History::default()));
     let scope = Scope {
         started_ms,
-        history: asked.history,
         from_ms: since_ms.unwrap_or(0).max(history_floor),
         until_ms: until_ms.unwrap_or(u64::MAX),
+        asked_from_ms: since_ms.unwrap_or(0),
         selection,
         tally: Arc::clone(&tally),
     };
@@ -314,15 +316,14 @@ impl Scope {
         }
         let mut tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
         let started = self.started_ms;
-        let (from, until) = (self.from_ms, self.until_ms);
-        let history = self.history;
+        let (from, until, asked_from) = (self.from_ms, self.until_ms, self.asked_from_ms);
         let mut keep = |at: u64, event: Option<&EventKind>| {
-            let inside = (from..=until).contains(&at);
-            // Under --history, the history kept is told; without it, what is left out.
-            if at < started && (inside || !history) {
+            // The history within the window asked for: kept under --history, else left out;
+            // either way told.
+            if at < started && (asked_from..=until).contains(&at) {
                 tally.count(at, event);
             }
-            inside
+            (from..=until).contains(&at)
         };
         poll.points.retain(|p| keep(p.at_ms, None));
         poll.events.retain(|e| keep(e.at_ms, Some(&e.kind)));
@@ -437,9 +438,9 @@ mod tests {
     fn scope(history: bool, until_ms: u64, selection: Option<Selection>) -> Scope {
         Scope {
             started_ms: START,
-            history,
             from_ms: if history { 0 } else { START },
             until_ms,
+            asked_from_ms: 0,
             selection,
             tally: Arc::default(),
         }
