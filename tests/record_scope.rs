@@ -476,6 +476,20 @@ fn pid_and_job_select_processes_and_the_gpus_they_used() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains("no process in it matches --pid 1"), "{err}");
+    // A job id is anyone's text: it comes back cleaned.
+    let out = vramscope(&[
+        "report",
+        m.file.to_str().unwrap(),
+        "--job",
+        "x\u{1b}[31m\u{202e}",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("matches --job x") && !err.contains('\u{1b}') && !err.contains('\u{202e}'),
+        "{err:?}"
+    );
 }
 
 /// The SVG's texts.
