@@ -222,7 +222,7 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
                     writer_gpus.extend(
                         poll.devices
                             .iter()
-                            .filter_map(|d| crate::state::allocators::gpu_index_of(d, &devices)),
+                            .filter_map(|d| crate::model::writer_fold::gpu_index_of(d, &devices)),
                     );
                 }
             }
