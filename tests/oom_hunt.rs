@@ -170,6 +170,14 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
         (&at["step"], &at["phase"]),
         (&json!(40), &json!("backward"))
     );
+    // The leak of 16 MiB a step, seen through the spike: an OOM foreseen, 80 GiB away.
+    let forecast = &device["forecast"];
+    assert_eq!(forecast["kind"], json!("oom_in"), "{forecast}");
+    assert_eq!(
+        forecast["bytes_per_step"],
+        json!((16 * MIB) as f64),
+        "{forecast}"
+    );
     let ooms = writer["ooms"].as_array().unwrap();
     assert_eq!(
         ooms.len(),
