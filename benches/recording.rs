@@ -713,6 +713,7 @@ impl Simulation {
             pcie_rx_kbs: None,
             processes: Ok(processes),
             list_gaps: Default::default(),
+            memory_peak: None,
             lost: false,
         }
     }

@@ -41,6 +41,13 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5", value_parser = parse_interval, global = true)]
     pub pcie: Option<Duration>,
 
+    /// Read each GPU's used memory alone this often between refreshes, to catch spikes
+    /// shorter than the interval (one cheap NVML call per GPU); `off` reads it only with the
+    /// refresh. The highest reading of each interval goes to the charts, --json and the
+    /// recording.
+    #[arg(long, value_name = "PERIOD|off", default_value = "100ms", value_parser = parse_peak_interval, global = true)]
+    pub peak_interval: PeakInterval,
+
     /// Hide the keys that send signals to processes.
     #[arg(long, global = true)]
     pub read_only: bool,
@@ -255,12 +262,31 @@ impl Cli {
             nvml_lib: self.nvml_lib.clone(),
             interval: self.interval,
             pcie_every: self.pcie,
+            peak_every: self.peak_interval.0,
         }
     }
 }
 
+/// The fast memory sampling's period (`--peak-interval`); `None`: off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeakInterval(pub Option<Duration>);
+
+/// `off`, or a period as `parse_interval` reads it, at least 20 ms: a used-memory read is a
+/// single driver call, not a figure the driver itself averages over 100 ms or more.
+pub fn parse_peak_interval(text: &str) -> Result<PeakInterval, String> {
+    if text.trim() == "off" {
+        return Ok(PeakInterval(None));
+    }
+    parse_period(text, 0.02).map(|p| PeakInterval(Some(p)))
+}
+
 /// `1s`, `250ms`, `2m`, `0.5` (seconds). Below 100 ms NVML's own sampling makes no sense.
 pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    parse_period(text, 0.1)
+}
+
+/// A period of at least `min_seconds` and at most a day.
+fn parse_period(text: &str, min_seconds: f64) -> Result<Duration, String> {
     let text = text.trim();
     let (number, scale) = if let Some(n) = text.strip_suffix("ms") {
         (n, 0.001)
@@ -276,8 +302,9 @@ pub fn parse_interval(text: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("`{text}` is not a period (try 1s, 500ms or 0.5)"))?;
     let seconds = value * scale;
-    if !seconds.is_finite() || seconds < 0.1 {
-        return Err(format!("`{text}` is below the 100 ms minimum"));
+    if !seconds.is_finite() || seconds < min_seconds {
+        let min_ms = (min_seconds * 1000.0).round();
+        return Err(format!("`{text}` is below the {min_ms} ms minimum"));
     }
     if seconds > 86_400.0 {
         return Err(format!("`{text}` is longer than a day"));
@@ -298,5 +325,16 @@ mod tests {
         assert!(parse_interval("50ms").unwrap_err().contains("100 ms"));
         assert!(parse_interval("fast").is_err());
         assert!(parse_interval("NaN").is_err());
+    }
+
+    #[test]
+    fn peak_intervals_are_a_period_or_off() {
+        assert_eq!(parse_peak_interval("off"), Ok(PeakInterval(None)));
+        assert_eq!(
+            parse_peak_interval("50ms"),
+            Ok(PeakInterval(Some(Duration::from_millis(50))))
+        );
+        assert!(parse_peak_interval("5ms").unwrap_err().contains("20 ms"));
+        assert!(parse_peak_interval("never").is_err());
     }
 }

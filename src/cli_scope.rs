@@ -25,10 +25,15 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 10] = [
+const READ_BY: [(&str, &str, &[Mode]); 11] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
+    (
+        "peak_interval",
+        "--peak-interval",
+        &[MONITOR, RUN, RECORD, SERVE],
+    ),
     ("once", "--once", &[MONITOR, RUN]),
     ("json", "--json", &[MONITOR, RUN, REPORT]),
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
@@ -66,6 +71,18 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
                 return refused(flag);
             }
         }
+    }
+    // A single `--once` (`--json`, `--csv`) samples once: there is no interval to peek into.
+    if mode == MONITOR
+        && given(matches, "peak_interval")
+        && !given(matches, "loop")
+        && let Some((_, printing, _)) = READ_BY
+            .iter()
+            .find(|(id, _, _)| PRINTING.contains(id) && given(matches, id))
+    {
+        return Err(format!(
+            "--peak-interval does not apply to a single {printing}; add --loop PERIOD"
+        ));
     }
     // `run --json` (`--once`, `--csv`, `--loop`) sends the job's output to stderr: a log file
     // would never be written.
@@ -180,6 +197,16 @@ mod tests {
                 "`vramscope demo`",
             ),
             (
+                &["replay", "f", "--peak-interval", "off"][..],
+                "--peak-interval",
+                "`vramscope replay`",
+            ),
+            (
+                &["report", "f", "--peak-interval", "50ms"][..],
+                "--peak-interval",
+                "`vramscope report`",
+            ),
+            (
                 &["serve", "--read-only"][..],
                 "--read-only",
                 "`vramscope serve`",
@@ -253,8 +280,36 @@ mod tests {
             ][..],
             &["completions", "fish"][..],
             &["man"][..],
+            &["--peak-interval", "off"][..],
+            &["--json", "--loop", "1s", "--peak-interval", "50ms"][..],
+            &["serve", "--peak-interval", "200ms"][..],
+            &["record", "-o", "x.jsonl", "--peak-interval", "off"][..],
+            &[
+                "run",
+                "--json",
+                "--peak-interval",
+                "off",
+                "--",
+                "python",
+                "x.py",
+            ][..],
         ] {
             assert_eq!(check(args), Ok(()), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_single_printout_refuses_the_peak_interval() {
+        for args in [
+            &["--once", "--peak-interval", "50ms"][..],
+            &["--json", "--peak-interval", "off"][..],
+        ] {
+            let refused = check(args).unwrap_err();
+            assert!(
+                refused.starts_with("--peak-interval does not apply to a single --")
+                    && refused.ends_with("add --loop PERIOD"),
+                "{args:?}: {refused}"
+            );
         }
     }
 

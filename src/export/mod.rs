@@ -7,7 +7,9 @@
 //! - `gpu`: NVML's GPU index, empty where it does not apply or is unknown; `pid`: the host
 //!   pid, empty for `gpu` and `host` rows.
 //! - `metric` and its unit: `memory_used`, `memory_total` (bytes), `gpu_util`, `mem_util`
-//!   (%), `temperature` (°C), `power` (mW), `sm_clock`, `mem_clock` (MHz) for GPUs;
+//!   (%), `temperature` (°C), `power` (mW), `sm_clock`, `mem_clock` (MHz) for GPUs, and
+//!   `memory_used_peak` (bytes) at the moment the fast memory sampling read a spike between
+//!   two samples;
 //!   `used_memory`, `host_rss` (bytes), `sm_util` (%), `cpu_percent` (% of one core) for
 //!   processes; `allocated`, `reserved`, `peak` (bytes), `step` for allocators, and
 //!   `oom_requested` (bytes) at each OOM; `memory_used`, `memory_total` (bytes) for the host.
@@ -132,6 +134,10 @@ impl<W: Write> Rows<'_, W> {
 
     fn device(&mut self, s: &DeviceSample) -> io::Result<()> {
         let (t, g) = (s.at_ms, Some(s.index));
+        // A spike the fast memory sampling caught between two samples, at its own time.
+        if let Some(peak) = s.memory_peak.filter(|p| p.at_ms < t) {
+            self.row(peak.at_ms, "gpu", g, None, "memory_used_peak", peak.used)?;
+        }
         if let Ok(m) = &s.memory {
             self.row(t, "gpu", g, None, "memory_used", m.used)?;
             self.row(t, "gpu", g, None, "memory_total", m.total)?;

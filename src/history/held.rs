@@ -123,6 +123,24 @@ mod tests {
     }
 
     #[test]
+    fn a_peak_read_between_samples_is_kept_and_leaves_the_spacing_alone() {
+        // Samples every second; the fast memory sampling's peak of 9 at 1.3 s between them.
+        let mut s = Series::default();
+        s.push(BASE, 1.0);
+        s.push(BASE + 1_000, 1.0);
+        s.push_between(BASE + 1_300, 9.0);
+        s.push(BASE + 2_000, 1.0);
+        assert_eq!(
+            s.peak().map(|p| (p.value, p.at_ms)),
+            Some((9.0, BASE + 1_300))
+        );
+        let held = s.query_held(BASE, BASE + 3_000, 30);
+        assert_eq!(held[13].map(|c| c.max), Some(9.0), "{held:?}");
+        // The latest sample holds a whole second, as samples come: not the 0.7 s since the peak.
+        assert_eq!(blanks(&held), 0, "{held:?}");
+    }
+
+    #[test]
     fn fed_no_more_ends_after_one_spacing() {
         // A process that left: its last reading holds one spacing, not up to now.
         let mut s = Series::default();

@@ -35,9 +35,11 @@ pub struct Series {
     // Explicit breaks `[gap recorded, next reading)`, oldest first; an open one ends at
     // `u64::MAX`. Kept apart from raw so a break still shows once raw has aged into tiers.
     gaps: VecDeque<(u64, u64)>,
-    // Time between the last two readings with no break between them: how long the latest
-    // reading is taken to hold before the next one is due.
+    // Time between the last two regular readings with no break between them: how long the
+    // latest reading is taken to hold before the next one is due.
     spacing_ms: u64,
+    // When the last regular reading (not `push_between`) was taken, for `spacing_ms`.
+    regular_at: Option<u64>,
     peak: Option<Peak>,
 }
 
@@ -117,6 +119,7 @@ impl Series {
             in_gap: false,
             gaps: VecDeque::new(),
             spacing_ms: 0,
+            regular_at: None,
             peak: None,
         }
     }
@@ -139,26 +142,42 @@ impl Series {
     /// Records a reading. Non-finite values are dropped: they are read errors,
     /// not measurements, and would poison min/max.
     pub fn push(&mut self, at_ms: u64, value: f64) {
+        if let Some(at) = self.push_reading(at_ms, value) {
+            if let Some(prev) = self.regular_at {
+                self.spacing_ms = at - prev;
+            }
+            self.regular_at = Some(at);
+        }
+    }
+
+    /// Records a reading taken between the regular ones (the fast memory sampling's peak of
+    /// an interval): kept in the history, the charts and the peak like any reading, but it does
+    /// not change how long the regular readings are taken to hold.
+    pub fn push_between(&mut self, at_ms: u64, value: f64) {
+        self.push_reading(at_ms, value);
+    }
+
+    /// `push`'s common part; the reading's (clamped) time, `None` when it was dropped.
+    fn push_reading(&mut self, at_ms: u64, value: f64) -> Option<u64> {
         if !value.is_finite() {
-            return;
+            return None;
         }
         let at = self.advance_clock(at_ms);
         self.push_raw(RawPoint { at_ms: at, value });
         for tier in &mut self.tiers {
             tier.add(at, value);
         }
-        if self.in_gap {
-            if let Some(open) = self.gaps.back_mut() {
-                open.1 = at;
-            }
-        } else if let Some((prev, _)) = self.last {
-            self.spacing_ms = at - prev;
+        if self.in_gap
+            && let Some(open) = self.gaps.back_mut()
+        {
+            open.1 = at;
         }
         self.last = Some((at, value));
         self.in_gap = false;
         if self.peak.is_none_or(|p| value > p.value) {
             self.peak = Some(Peak { value, at_ms: at });
         }
+        Some(at)
     }
 
     /// Records that no reading could be taken at `at_ms`.
@@ -174,6 +193,8 @@ impl Series {
             push_bounded(&mut self.gaps, GAP_CAP, (at, u64::MAX));
         }
         self.in_gap = true;
+        // The spacing is of readings with no break between them.
+        self.regular_at = None;
     }
 
     /// The most recent reading, even if gaps were recorded after it.

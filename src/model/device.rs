@@ -104,6 +104,16 @@ pub struct ListGaps {
     pub graphics: Option<Absent>,
 }
 
+/// The highest used device memory read since the GPU's previous sample, and when it was read.
+/// The fast memory sampling (`--peak-interval`) reads used memory alone several times per
+/// refresh, so a spike shorter than the refresh interval shows here although the sample's own
+/// `memory` missed it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MemoryPeak {
+    pub used: u64,
+    pub at_ms: u64,
+}
+
 /// Everything read from one GPU in one tick.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceSample {
@@ -111,6 +121,9 @@ pub struct DeviceSample {
     /// Wall time the sample was taken, ms since the Unix epoch.
     pub at_ms: u64,
     pub memory: Reading<MemoryInfo>,
+    /// The highest used memory since the previous sample, this sample's own reading included;
+    /// `None` where the fast memory sampling is off or read nothing.
+    pub memory_peak: Option<MemoryPeak>,
     pub gpu_util: Reading<u32>,
     pub mem_util: Reading<u32>,
     pub temperature_c: Reading<u32>,

@@ -22,7 +22,7 @@ pub use allocator::{
     EventKind, Gone, WriterIdentity, WriterLiveness,
 };
 pub use device::{
-    DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, ProcessKind,
+    DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak, ProcessKind,
 };
 pub use foreign::ForeignText;
 pub use host::{HostMemory, HostProcess, HostSample};

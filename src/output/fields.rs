@@ -3,8 +3,8 @@
 //! names and the values cannot drift apart either.
 
 use crate::model::{
-    Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, ProcessAllocator,
-    ProcessKind, ProcessRow, Reading,
+    Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, MemoryPeak,
+    ProcessAllocator, ProcessKind, ProcessRow, Reading,
 };
 
 /// One printable value.
@@ -48,6 +48,8 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     }),
     ("memory_used", |d| memory(d, |m| m.used)),
     ("memory_free", |d| memory(d, |m| m.free)),
+    ("memory_used_peak", |d| memory_peak(d, |p| p.used)),
+    ("memory_used_peak_at_ms", |d| memory_peak(d, |p| p.at_ms)),
     ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
     ("mem_util", |d| sampled(d, |s| int(&s.mem_util))),
     ("temperature_c", |d| sampled(d, |s| int(&s.temperature_c))),
@@ -264,6 +266,20 @@ fn memory(d: &DeviceSnapshot, pick: fn(&MemoryInfo) -> u64) -> Reading<Value> {
             .as_ref()
             .map(|m| Value::Int(pick(m)))
             .map_err(Clone::clone)
+    })
+}
+
+/// The highest used memory the fast memory sampling read since the previous sample.
+fn memory_peak(d: &DeviceSnapshot, pick: fn(&MemoryPeak) -> u64) -> Reading<Value> {
+    sampled(d, |s| {
+        s.memory_peak
+            .as_ref()
+            .map(|p| Value::Int(pick(p)))
+            .ok_or_else(|| {
+                Absent::Error(
+                    "no fast memory sampling (--peak-interval off, or a single reading)".into(),
+                )
+            })
     })
 }
 

@@ -37,7 +37,13 @@ pub fn run_with_job(cli: &Cli, job: Job) -> ExitCode {
 fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
     let period = cli.r#loop.or(job.as_ref().map(|_| cli.interval));
     let mut job_end: Option<crate::job::JobEnd> = None;
-    let mut sampler = match OneShot::open(cli.nvml_lib.as_deref(), cli.pcie, period.is_some()) {
+    let opened = OneShot::open(
+        cli.nvml_lib.as_deref(),
+        cli.pcie,
+        period.is_some(),
+        cli.peak_interval.0,
+    );
+    let mut sampler = match opened {
         Ok(s) => s,
         Err(problem) => match job {
             // The job runs on: it is waited for, so its status is not lost.
@@ -78,7 +84,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
             return single_status(&snapshot);
         };
         if let Some(rest) = period.checked_sub(started.elapsed()) {
-            std::thread::sleep(rest);
+            sampler.wait(rest);
         }
         // One more snapshot after the job ends shows how it ended.
         job_end = job.as_mut().and_then(Job::try_end);

@@ -104,6 +104,14 @@ impl Collector {
 
     fn device(&mut self, sample: &DeviceSample) {
         let points = self.points;
+        // A spike the fast memory sampling caught between two samples, at its own time.
+        if let Some(peak) = sample.memory_peak.filter(|p| p.at_ms < sample.at_ms) {
+            self.seen(peak.at_ms);
+            self.gpu_used
+                .entry(sample.index)
+                .or_insert_with(|| MaxBuckets::new(points))
+                .push(peak.at_ms, peak.used);
+        }
         if let Ok(memory) = &sample.memory {
             self.seen(sample.at_ms);
             self.gpu_used

@@ -9,7 +9,7 @@
 
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
-    GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, NvmlProblem,
+    GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, MemoryPeak, NvmlProblem,
     ProcessKind, Reading, WriterIdentity, WriterLiveness,
 };
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
@@ -173,6 +173,23 @@ mod memory {
             used,
             free,
         }))
+    }
+}
+
+/// The fast memory sampling's peak as `[used, at_ms]`; left out where it was off.
+mod memory_peak {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<MemoryPeak>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(p) => [p.used, p.at_ms].serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<MemoryPeak>, D::Error> {
+        let value: Option<[u64; 2]> = Option::deserialize(d)?;
+        Ok(value.map(|[used, at_ms]| MemoryPeak { used, at_ms }))
     }
 }
 
@@ -408,6 +425,8 @@ pub struct DeviceSampleDef {
     at_ms: u64,
     #[serde(with = "memory")]
     memory: Reading<MemoryInfo>,
+    #[serde(with = "memory_peak", default, skip_serializing_if = "Option::is_none")]
+    memory_peak: Option<MemoryPeak>,
     #[serde(with = "reading")]
     gpu_util: Reading<u32>,
     #[serde(with = "reading")]

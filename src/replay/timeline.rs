@@ -119,11 +119,17 @@ fn note_marks(
 ) {
     match event {
         SourceEvent::Device(sample) => {
-            if let Ok(m) = &sample.memory
-                && peak.is_none_or(|(value, _, _)| m.used > value)
+            // The fast memory sampling's peak of the interval, this sample's reading included.
+            let used = sample.memory_peak.map(|p| p.used).or(sample
+                .memory
+                .as_ref()
+                .ok()
+                .map(|m| m.used));
+            if let Some(used) = used
+                && peak.is_none_or(|(value, _, _)| used > value)
             {
                 // Where it reached the monitor, so that jumping there shows it.
-                *peak = Some((m.used, sample.at_ms.max(recorded_ms), sample.index));
+                *peak = Some((used, sample.at_ms.max(recorded_ms), sample.index));
             }
         }
         SourceEvent::Channels(batch) => {

@@ -170,6 +170,16 @@ impl Analysis {
     }
 
     fn device(&mut self, sample: &DeviceSample) {
+        // A spike the fast memory sampling caught between two samples.
+        if let Some(peak) = sample.memory_peak {
+            raise(
+                self.gpu_peaks.entry(sample.index).or_default(),
+                peak.used,
+                peak.at_ms,
+                None,
+                "",
+            );
+        }
         if let Ok(memory) = &sample.memory {
             raise(
                 self.gpu_peaks.entry(sample.index).or_default(),

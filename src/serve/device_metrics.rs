@@ -237,6 +237,7 @@ mod tests {
             pcie_rx_kbs: None,
             processes: Ok(vec![]),
             list_gaps: Default::default(),
+            memory_peak: None,
             lost: false,
         }
     }

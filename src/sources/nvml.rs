@@ -5,8 +5,8 @@ use super::nvml_errors::{absent, absent_ref, older_call_may_answer, problem};
 use super::nvml_lists::{self, ListKind, ProcessList, SampleBuffer};
 use super::nvml_memory::MemoryReader;
 use crate::model::{
-    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, NvmlProblem, ProcessKind,
-    Reading, now_ms,
+    Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak,
+    NvmlProblem, ProcessKind, Reading, now_ms,
 };
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
@@ -136,6 +136,7 @@ impl NvmlSession {
             pcie_last: None,
             r535_process_bug: self.r535_process_bug,
             memory,
+            peeks: None,
             lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
@@ -153,6 +154,9 @@ pub struct DeviceSampler {
     pcie_last: Option<Instant>,
     r535_process_bug: bool,
     memory: MemoryReader,
+    /// `None` while the fast memory sampling is off; else the highest used memory it read
+    /// since the previous sample (`Some(None)`: nothing read yet).
+    peeks: Option<Option<MemoryPeak>>,
     lists: ListBuffers,
     util: UtilTracker,
     slow: SlowFigures,
@@ -235,6 +239,23 @@ impl DeviceSampler {
         self.index
     }
 
+    /// Turns the fast memory sampling's bookkeeping on: from now on each sample carries the
+    /// highest used memory since the previous one (`DeviceSample::memory_peak`).
+    pub fn keep_memory_peaks(&mut self) {
+        self.peeks.get_or_insert(None);
+    }
+
+    /// The fast path: reads used memory alone (one NVML call) and keeps it when it is the
+    /// highest since the previous sample. A failed read is left to the next sample to report.
+    pub fn peek_memory(&mut self) {
+        let (Ok(device), Some(highest)) = (&self.device, &mut self.peeks) else {
+            return;
+        };
+        if let Ok(m) = self.memory.read(device) {
+            note_highest(highest, m.used, now_ms());
+        }
+    }
+
     /// Reads every figure of this device once.
     pub fn sample(&mut self) -> DeviceSample {
         let at_ms = now_ms();
@@ -244,6 +265,7 @@ impl DeviceSampler {
             Err(why) => return unreadable_sample(self.index, at_ms, why.clone()),
         };
         let memory = self.memory.read(device).map_err(absent);
+        let memory_peak = take_memory_peak(&mut self.peeks, &memory, at_ms);
         let utilization = device.utilization_rates().map_err(absent);
         let throttle = device.current_throttle_reasons().map_err(absent);
         let (pcie_tx_kbs, pcie_rx_kbs) = if pcie_due {
@@ -275,6 +297,7 @@ impl DeviceSampler {
             index: self.index,
             at_ms,
             memory,
+            memory_peak,
             gpu_util: utilization.clone().map(|u| u.gpu),
             mem_util: utilization.map(|u| u.memory),
             temperature_c: device.temperature(TemperatureSensor::Gpu).map_err(absent),
@@ -317,6 +340,27 @@ impl DeviceSampler {
             self.pcie_last = Some(Instant::now());
         }
         due
+    }
+}
+
+/// The highest used memory since the previous sample, this sample's `memory` included, and a
+/// fresh start for the next interval; `None` while the fast sampling is off.
+fn take_memory_peak(
+    peeks: &mut Option<Option<MemoryPeak>>,
+    memory: &Reading<MemoryInfo>,
+    at_ms: u64,
+) -> Option<MemoryPeak> {
+    let highest = peeks.as_mut()?;
+    if let Ok(m) = memory {
+        note_highest(highest, m.used, at_ms);
+    }
+    highest.take()
+}
+
+/// Keeps `used` read at `at_ms` when it is above the highest so far; a tie keeps the earlier.
+fn note_highest(highest: &mut Option<MemoryPeak>, used: u64, at_ms: u64) {
+    if highest.is_none_or(|h| used > h.used) {
+        *highest = Some(MemoryPeak { used, at_ms });
     }
 }
 
@@ -487,6 +531,7 @@ fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
         index,
         at_ms,
         memory: e(&why),
+        memory_peak: None,
         gpu_util: e(&why),
         mem_util: e(&why),
         temperature_c: e(&why),

@@ -13,13 +13,20 @@
 //! the stuck one, which the state owner then marks stale from its silence. When the stuck
 //! call returns, a worker that finds another healthy one beside it leaves, so the pool
 //! shrinks back to one.
+//!
+//! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
+//! read each GPU's used memory alone, behind the same per-GPU locks and under the same
+//! watchdog: a peek blocked in the driver holds one GPU like a blocked full sample, and a
+//! peek tick missed while a call blocks is skipped, not made up. A peek sends nothing: each
+//! GPU's sampler keeps the highest reading and hands it over with its next full sample, so the
+//! state owner and the screen wake no more often than before.
 
 use super::alarm::Alarm;
 use super::channels::ChannelSampler;
 use super::host::HostSampler;
 use super::nvml::DeviceSampler;
 use super::runner::SourceEvent;
-use super::schedule::Schedule;
+use super::schedule::{Schedule, Tick};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -60,6 +67,8 @@ struct Shared {
     /// The live workers, for the watchdog and for a worker deciding whether to leave.
     workers: Mutex<Vec<Arc<Worker>>>,
     interval_ms: Arc<AtomicU64>,
+    /// The fast memory sampling's period; `None`: off.
+    peek_ms: Option<u64>,
     schedule: Schedule,
     /// The receiver is gone: everyone stops.
     closed: AtomicBool,
@@ -167,11 +176,13 @@ impl<E> Pool<E>
 where
     E: From<SourceEvent> + Send + 'static,
 {
-    /// Starts one worker (sampling the host from the first tick) and the watchdog.
+    /// Starts one worker (sampling the host from the first tick) and the watchdog. With
+    /// `peek_every`, the GPUs' used memory is also read alone at that period between ticks.
     pub fn start(
         pids: Receiver<Vec<u32>>,
         tx: Sender<E>,
         interval_ms: Arc<AtomicU64>,
+        peek_every: Option<Duration>,
         schedule: Schedule,
     ) -> Self {
         let shared = Arc::new(Shared {
@@ -186,6 +197,7 @@ where
             gpus: Mutex::new(Vec::new()),
             workers: Mutex::new(Vec::new()),
             interval_ms,
+            peek_ms: peek_every.map(|p| p.as_millis() as u64),
             schedule,
             closed: AtomicBool::new(false),
             alarm: Alarm::new().ok(),
@@ -211,6 +223,9 @@ where
         let samplers: Vec<Arc<Mutex<DeviceSampler>>> = samplers
             .into_iter()
             .map(|mut s| {
+                if self.shared.peek_ms.is_some() {
+                    s.keep_memory_peaks();
+                }
                 let sample = s.sample();
                 if let Ok(processes) = &sample.processes {
                     pids.extend(processes.iter().map(|p| p.pid));
@@ -265,10 +280,15 @@ fn work<E>(shared: Arc<Shared>, me: Arc<Worker>, tx: Sender<E>)
 where
     E: From<SourceEvent>,
 {
+    let mut tick = Tick::Full;
     loop {
-        let batch = run_jobs(&shared, &me);
-        if !batch.is_empty() && tx.send(SourceEvent::Batch(batch).into()).is_err() {
-            shared.closed.store(true, Ordering::Relaxed);
+        if tick == Tick::Peek {
+            peek_gpus(&shared, &me);
+        } else {
+            let batch = run_jobs(&shared, &me);
+            if !batch.is_empty() && tx.send(SourceEvent::Batch(batch).into()).is_err() {
+                shared.closed.store(true, Ordering::Relaxed);
+            }
         }
         if shared.closed.load(Ordering::Relaxed) {
             // Wakes the watchdog to see that it should stop too.
@@ -278,8 +298,25 @@ where
         if leave_if_spare(&shared, &me) {
             return;
         }
-        shared.schedule.wait(&shared.interval_ms);
+        tick = shared.schedule.wait(&shared.interval_ms, shared.peek_ms);
     }
+}
+
+/// A peek tick: each GPU whose lock is free reads its used memory alone, and keeps it for its
+/// next full sample. Watched like a full tick, so a peek stuck in the driver gets a spare
+/// worker started beside it.
+fn peek_gpus(shared: &Shared, me: &Worker) {
+    let gpus: Vec<Arc<Mutex<DeviceSampler>>> = lock(&shared.gpus).clone();
+    if gpus.is_empty() {
+        return;
+    }
+    shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
+    for gpu in &gpus {
+        if let Ok(mut sampler) = gpu.try_lock() {
+            me.timed(shared, || sampler.peek_memory());
+        }
+    }
+    shared.calm_watchdog();
 }
 
 /// One tick: every GPU whose lock is free, then the host when due. A lock held by a worker

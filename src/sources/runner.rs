@@ -56,6 +56,9 @@ pub struct SamplingConfig {
     pub interval: Duration,
     /// Period of the PCIe throughput call; `None` leaves it off.
     pub pcie_every: Option<Duration>,
+    /// Period of the fast memory sampling, which reads each GPU's used memory alone between
+    /// refreshes to catch spikes shorter than the interval; `None` leaves it off.
+    pub peak_every: Option<Duration>,
 }
 
 /// Handle to running samplers: change the interval, tell the host sampler which pids to watch.
@@ -78,7 +81,13 @@ impl Sampling {
         let schedule = Schedule {
             epoch: Instant::now(),
         };
-        let pool = Pool::start(pid_rx, tx.clone(), interval_ms.clone(), schedule);
+        let pool = Pool::start(
+            pid_rx,
+            tx.clone(),
+            interval_ms.clone(),
+            config.peak_every,
+            schedule,
+        );
         let _ = thread::Builder::new()
             .name("nvml-open".into())
             .spawn(move || nvml_start(config, tx, pool));

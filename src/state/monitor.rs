@@ -149,6 +149,13 @@ impl Monitor {
         let key = info.key();
         let uuid: Arc<str> = Arc::from(key.as_str());
         let series = self.device_series.entry(key).or_default();
+        // A spike the fast memory sampling caught between two samples: in the history (and so
+        // in the charts' peak markers and the all-time peak) at the moment it was read.
+        if let Some(peak) = sample.memory_peak.filter(|p| p.at_ms < sample.at_ms) {
+            series
+                .memory_used
+                .push_between(peak.at_ms, peak.used as f64);
+        }
         match &sample.memory {
             Ok(m) => series.memory_used.push(sample.at_ms, m.used as f64),
             Err(_) => series.memory_used.push_gap(sample.at_ms),

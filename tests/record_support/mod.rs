@@ -101,6 +101,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
             },
         ]),
         list_gaps: Default::default(),
+        memory_peak: None,
         lost: false,
     }
 }
@@ -130,6 +131,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
         pcie_rx_kbs: Some(Ok(12)),
         processes: Err(Absent::GpuLost),
         list_gaps: Default::default(),
+        memory_peak: None,
         lost: true,
     }
 }

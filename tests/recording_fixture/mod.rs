@@ -82,6 +82,7 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
         pcie_rx_kbs: None,
         processes: Ok(processes),
         list_gaps: Default::default(),
+        memory_peak: None,
         lost: false,
     }))
 }

@@ -71,6 +71,7 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
         pcie_rx_kbs: None,
         processes: Ok(Vec::new()),
         list_gaps: Default::default(),
+        memory_peak: None,
         lost: false,
     }
 }

@@ -1,0 +1,184 @@
+//! The fast memory sampling against the fake NVML: spikes of 250 ms that fall between two
+//! 1 s refreshes are caught with the default settings, in `--json --loop`, in a recording
+//! and in the TUI's peak label, and are not with `--peak-interval off`.
+
+mod common;
+
+use common::tmux::{self, Tmux};
+use common::{GIB, Scenario, h100, stderr};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+const BASE: u64 = 10 * GIB;
+const SPIKE: u64 = 30 * GIB;
+/// Spikes from `k + 0.375` s to `k + 0.625` s of the fake's clock, which starts at NVML's
+/// init: halfway between refreshes that fall near whole seconds.
+const SPIKES: u64 = 8;
+
+/// One GPU at 10 GiB used, with a 250 ms spike to 30 GiB in the middle of each second from
+/// the first to the eighth.
+fn spiky() -> Scenario {
+    let mut gpu = h100(0);
+    let mut timeline = gpu["timeline"].as_array().cloned().unwrap();
+    for k in 1..=SPIKES {
+        timeline.push(json!({ "t": k as f64 + 0.375, "memory_used": SPIKE }));
+        timeline.push(json!({ "t": k as f64 + 0.625, "memory_used": BASE }));
+    }
+    gpu["timeline"] = json!(timeline);
+    Scenario::new(&json!({ "devices": [gpu] }))
+}
+
+/// The first `n` snapshots of `--json --loop 1s` with `extra` options.
+fn json_loop(scenario: &Scenario, extra: &[&str], n: usize) -> Vec<Value> {
+    let mut child = scenario
+        .command()
+        .args(["--json", "--loop", "1s"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start vramscope --json --loop");
+    let lines: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .take(n)
+        .map(|l| serde_json::from_str(&l.expect("a line")).expect("JSON"))
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    lines
+}
+
+fn device_figure(snapshot: &Value, name: &str) -> Value {
+    snapshot["devices"][0][name].clone()
+}
+
+#[test]
+fn json_loop_catches_a_spike_between_refreshes_unless_the_fast_sampling_is_off() {
+    let scenario = spiky();
+    let on = json_loop(&scenario, &[], 5);
+    assert_eq!(on.len(), 5);
+    let peaks: Vec<Value> = on
+        .iter()
+        .map(|s| device_figure(s, "memory_used_peak"))
+        .collect();
+    assert!(
+        peaks.contains(&json!(SPIKE)),
+        "a 250 ms spike is some interval's peak: {peaks:?}"
+    );
+    for snapshot in &on {
+        let peak = device_figure(snapshot, "memory_used_peak")
+            .as_u64()
+            .unwrap();
+        let used = device_figure(snapshot, "memory_used").as_u64().unwrap();
+        let at = device_figure(snapshot, "memory_used_peak_at_ms")
+            .as_u64()
+            .unwrap();
+        let sampled = device_figure(snapshot, "sampled_at_ms").as_u64().unwrap();
+        assert!(peak >= used, "the peak includes the sample's own reading");
+        assert!(at <= sampled, "the peak was read before the sample");
+    }
+
+    let off = json_loop(&scenario, &["--peak-interval", "off"], 5);
+    for snapshot in &off {
+        assert_eq!(device_figure(snapshot, "memory_used_peak"), Value::Null);
+        assert!(
+            device_figure(snapshot, "unavailable")["memory_used_peak"]
+                .as_str()
+                .is_some_and(|why| why.contains("--peak-interval off")),
+            "absent with its reason: {snapshot}"
+        );
+        assert_eq!(
+            device_figure(snapshot, "memory_used"),
+            json!(BASE),
+            "the refreshes alone miss every spike"
+        );
+    }
+}
+
+/// The `memory_peak` values of a 5 s recording's device records, and their `memory` used.
+fn recorded(scenario: &Scenario, name: &str, extra: &[&str]) -> (Vec<u64>, Vec<u64>) {
+    let file = scenario.dir().join(name);
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", scenario.dir().join("no-channels"))
+        .args(["--interval", "1s"])
+        .args(extra)
+        .args(["record", "--duration", "5s", "-o"])
+        .arg(&file)
+        .output()
+        .expect("run vramscope record");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    let devices: Vec<Value> = text
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter_map(|r| r.get("device").cloned())
+        .collect();
+    assert!(devices.len() >= 4, "{text}");
+    let peaks = devices
+        .iter()
+        .filter_map(|d| d.get("memory_peak"))
+        .map(|p| p[0].as_u64().unwrap())
+        .collect();
+    let used = devices
+        .iter()
+        .map(|d| d["memory"][2].as_u64().unwrap())
+        .collect();
+    (peaks, used)
+}
+
+#[test]
+fn a_recording_keeps_the_peaks_between_refreshes() {
+    let scenario = spiky();
+    let (peaks, _) = recorded(&scenario, "on.jsonl", &[]);
+    assert!(peaks.contains(&SPIKE), "{peaks:?}");
+
+    let (peaks, used) = recorded(&scenario, "off.jsonl", &["--peak-interval", "off"]);
+    assert!(peaks.is_empty(), "no memory_peak without the fast sampling");
+    assert!(used.iter().all(|&u| u == BASE), "{used:?}");
+
+    // The recording's reader takes the peak back: the report names it as the GPU's peak.
+    let report = scenario
+        .command()
+        .arg("report")
+        .arg(scenario.dir().join("on.jsonl"))
+        .output()
+        .expect("run vramscope report");
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(
+        common::stdout(&report).contains("30.0 GiB"),
+        "{}",
+        common::stdout(&report)
+    );
+}
+
+#[test]
+fn the_tui_peak_label_shows_a_spike_between_refreshes_unless_the_fast_sampling_is_off() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = spiky();
+    let t = Tmux::start(scenario.dir(), 120, 40, &scenario.monitor_line(""));
+    let (ok, screen) = t.wait_for(Duration::from_secs(8), |s| s.contains("▲ 30.0 GiB"));
+    assert!(ok, "the chart's peak label names the spike:\n{screen}");
+    drop(t);
+
+    let off = Tmux::start(
+        scenario.dir(),
+        120,
+        40,
+        &scenario.monitor_line("--peak-interval off"),
+    );
+    let (ok, screen) = off.wait_for(Duration::from_secs(8), |s| s.contains("all-time"));
+    assert!(ok, "a GPU panel with its peak label:\n{screen}");
+    // Past four spikes of the fake's clock.
+    std::thread::sleep(Duration::from_secs(5));
+    let screen = off.screen();
+    assert!(
+        !screen.contains("30.0 GiB") && screen.contains("flat at 10.0 GiB"),
+        "the refreshes alone miss every spike:\n{screen}"
+    );
+}
