@@ -14,7 +14,7 @@
 //! - CPU time per refresh: the CPU time of the tool's process (its threads' schedstat, ns; the
 //!   10 ms ticks of /proc/PID/stat are printed beside) over `--seconds` of steady state,
 //!   divided by the refreshes it made, counted as its memory reads per GPU in the fake's call
-//!   counts (gpustat cannot keep a 250 ms period with 8 GPUs: it sleeps 0.1 s per GPU);
+//!   counts (vramscope's utilisation reads: it also reads memory alone between refreshes) (gpustat cannot keep a 250 ms period with 8 GPUs: it sleeps 0.1 s per GPU);
 //! - time from start to first full frame: from the `exec` of the tool (the pane's shell writes
 //!   the time) to the first capture of the pane showing min(8, all) of the scenario's PIDs
 //!   with their command, the pane polled every 5 ms; vramscope's own figure
@@ -821,7 +821,13 @@ fn run_monitor(
     let delta = |name: &str| {
         after.0.get(name).copied().unwrap_or(0.0) - before.0.get(name).copied().unwrap_or(0.0)
     };
-    let memory_reads = delta("nvmlDeviceGetMemoryInfo_v2") + delta("nvmlDeviceGetMemoryInfo");
+    // vramscope reads memory alone between refreshes too (the fast memory sampling): its
+    // refreshes are its utilisation reads, one per GPU per refresh.
+    let memory_reads = if tool == Tool::Vramscope {
+        delta("nvmlDeviceGetUtilizationRates")
+    } else {
+        delta("nvmlDeviceGetMemoryInfo_v2") + delta("nvmlDeviceGetMemoryInfo")
+    };
     let nominal = elapsed * 1000.0 / interval_ms as f64;
     let refreshes = if memory_reads > 0.0 {
         memory_reads / scenario.shape.gpus as f64
@@ -1458,7 +1464,8 @@ impl Report {
             s,
             "\nCPU per refresh: the tool's CPU time over the run (its threads' schedstat in ns; \
              below it the same from /proc/PID/stat, whole 10 ms ticks) / its refreshes (memory \
-             reads per GPU); medians of {} run(s); a/vs = ratio to vramscope.",
+             reads per GPU; vramscope's utilisation reads, as it also reads memory alone \
+             between refreshes); medians of {} run(s); a/vs = ratio to vramscope.",
             opts.repeats
         );
         let _ = writeln!(s, "\nTargets:");

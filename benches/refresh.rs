@@ -1,12 +1,14 @@
 //! Overhead benchmark: prints figures, asserts nothing about time.
 //!
 //! vramscope runs in a 200x50 tmux pane against the fake NVML library with 8 GPUs and 64 GPU
-//! processes (real `sleep` processes, so the host side does real work), at 1 s and 100 ms
-//! refresh. Printed per interval: CPU time per refresh (utime+stime from /proc/PID/stat over
-//! the run, and the same from the threads' schedstat in ns, since stat counts 10 ms ticks
-//! over the run), time from start to first frame, peak RSS (VmHWM), and NVML calls per refresh
-//! (from the fake's counters). Run with `cargo bench --bench refresh` (add `-- SECS` to
-//! change the 30 s measuring window).
+//! processes (real `sleep` processes, so the host side does real work), at 1 s refresh with the
+//! fast memory sampling at its default 100 ms, at 1 s with it off (`--peak-interval off`: its
+//! cost is the difference), and at 100 ms refresh (no fast sampling: every refresh reads memory).
+//! Printed per run: CPU time per refresh and per second (utime+stime from /proc/PID/stat over
+//! the run, and the same from the threads' schedstat in ns, since stat counts 10 ms ticks over
+//! the run), time from start to first frame, peak RSS (VmHWM), and NVML calls per refresh and
+//! per second (from the fake's counters). Run with `cargo bench --bench refresh` (add `-- SECS`
+//! to change the 30 s measuring window).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -41,29 +43,39 @@ fn main() {
         pids.len()
     );
     println!(
-        "{:>9} {:>14} {:>14} {:>12} {:>12} {:>10} {:>16}",
+        "{:>9} {:>6} {:>14} {:>14} {:>12} {:>10} {:>12} {:>10} {:>16} {:>12}",
         "interval",
+        "peaks",
         "CPU/refresh",
         "(schedstat)",
+        "CPU ms/s",
         "CPU %",
         "first frame",
         "peak RSS",
-        "NVML calls/ref."
+        "NVML calls/ref.",
+        "NVML calls/s"
     );
-    for interval_ms in [1000u64, 100] {
-        let r = measure(dir.path(), &scenario, interval_ms, seconds);
+    for (interval_ms, peaks) in [(1000u64, "100ms"), (1000, "off"), (100, "off")] {
+        let r = measure(dir.path(), &scenario, interval_ms, peaks, seconds);
+        let per_second = 1000.0 / interval_ms as f64;
         println!(
-            "{:>7}ms {:>11.3} ms {:>11.3} ms {:>11.3}% {:>9.1} ms {:>7.1} MB {:>16.1}",
+            "{:>7}ms {:>6} {:>11.3} ms {:>11.3} ms {:>9.3} ms {:>9.3}% {:>9.1} ms {:>7.1} MB {:>16.1} {:>12.1}",
             interval_ms,
+            peaks,
             r.cpu_ms_per_refresh,
             r.cpu_ns_ms_per_refresh,
+            r.cpu_ns_ms_per_refresh * per_second,
             r.cpu_percent,
             r.first_frame_ms,
             r.peak_rss_mb,
-            r.calls_per_refresh
+            r.calls_per_refresh,
+            r.calls_per_refresh * per_second
         );
         for (name, per) in &r.calls_by_function {
-            println!("            {name}: {per:.2}/refresh");
+            println!(
+                "            {name}: {per:.2}/refresh, {:.1}/s",
+                per * per_second
+            );
         }
     }
 }
@@ -78,15 +90,16 @@ struct Result {
     calls_by_function: BTreeMap<String, f64>,
 }
 
-fn measure(dir: &Path, scenario: &Path, interval_ms: u64, seconds: u64) -> Result {
-    let run_dir = dir.join(format!("run-{interval_ms}ms"));
+fn measure(dir: &Path, scenario: &Path, interval_ms: u64, peaks: &str, seconds: u64) -> Result {
+    let run_dir = dir.join(format!("run-{interval_ms}ms-peaks-{peaks}"));
     std::fs::create_dir_all(&run_dir).expect("run dir");
     let counts_dir = support::counts_dir("vramscope-refresh");
     let counts = counts_dir.path().join("counts.json");
     let first_frame = run_dir.join("first-frame");
     let command = format!(
         "env FAKE_NVML_SCENARIO={scenario} FAKE_NVML_COUNTS={counts} \
-         VRAMSCOPE_FIRST_FRAME_FILE={first} {exe} --nvml-lib {lib} --interval {interval_ms}ms",
+         VRAMSCOPE_FIRST_FRAME_FILE={first} {exe} --nvml-lib {lib} --interval {interval_ms}ms \
+         --peak-interval {peaks}",
         scenario = scenario.display(),
         counts = counts.display(),
         first = first_frame.display(),
