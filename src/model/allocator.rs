@@ -29,6 +29,16 @@ pub struct WriterIdentity {
     pub sample_period_us: u32,
 }
 
+impl WriterIdentity {
+    /// The writer process's start time (clock ticks since boot, the same in every pid
+    /// namespace), from its file's name `<pid>-<starttime>.vsc`; `None` for another form.
+    pub fn starttime(&self) -> Option<u64> {
+        let stem = self.file.strip_suffix(".vsc")?;
+        let (_, start) = stem.split_once('-')?;
+        start.parse().ok()
+    }
+}
+
 /// Whether the writer is still there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "state")]
@@ -403,17 +413,39 @@ impl AllocatorSnapshot {
     }
 }
 
-/// Of the channels written by one pid, the one its process row joins. A live process joins
-/// only a channel not ended; an exited one prefers an ended channel, else the first: a pid
-/// reused after an instrumented process died must not show the dead one's figures.
+/// The process a row stands for, as the join with its channels needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowProcess {
+    /// NVML lists it; `starttime` is the one the host read for it, when it did.
+    Listed { starttime: Option<u64> },
+    /// NVML lists it no more (exited, or it left the GPU).
+    Unlisted,
+}
+
+/// Of the channels written by one pid, the one its process row joins. A listed process
+/// joins a channel not ended, else an ended one written by that very process (same start
+/// time): a writer marks itself ended on its uncaught error, while its process is still
+/// tearing down and NVML still lists it. An unlisted one prefers an ended channel, else the
+/// first. A pid reused after an instrumented process died never shows the dead one's figures:
+/// its start time differs.
 pub fn joined_channel<'a, T: 'a>(
     channels: impl IntoIterator<Item = &'a T>,
     liveness: impl Fn(&T) -> WriterLiveness,
-    process_alive: bool,
+    starttime: impl Fn(&T) -> Option<u64>,
+    process: RowProcess,
 ) -> Option<&'a T> {
-    let mut channels = channels.into_iter();
-    if process_alive {
-        return channels.find(|c| !liveness(c).is_ended());
+    let channels = channels.into_iter();
+    if let RowProcess::Listed { starttime: listed } = process {
+        let mut same_process = None;
+        for channel in channels {
+            if !liveness(channel).is_ended() {
+                return Some(channel);
+            }
+            if listed.is_some() && starttime(channel) == listed {
+                same_process = same_process.or(Some(channel));
+            }
+        }
+        return same_process;
     }
     let mut first = None;
     for channel in channels {

@@ -65,7 +65,7 @@ pub fn lines(
 fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a ChannelState> {
     view.monitor
         .allocators()
-        .for_pid(row.key.pid, !row.is_exited())
+        .for_pid(row.key.pid, row.process())
 }
 
 /// `PyTorch torch 2.5.1 │ rank 0/8 │ step 1234 │ forward/model.layers.3 │ live`.
