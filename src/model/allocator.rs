@@ -3,6 +3,7 @@
 //! reader's records into these, so nothing above the sampler knows the file format.
 
 use super::absent::Reading;
+use super::host::HostProcess;
 use super::writer_fold::{Oom, PeakAt, StepPeak, WriterFold};
 use serde::Serialize;
 use std::sync::Arc;
@@ -418,8 +419,22 @@ impl AllocatorSnapshot {
 pub enum RowProcess {
     /// NVML lists it; `starttime` is the one the host read for it, when it did.
     Listed { starttime: Option<u64> },
-    /// NVML lists it no more (exited, or it left the GPU).
+    /// NVML lists it no more (exited, or it left the GPU), or still lists it although the
+    /// host found no such process (NVML is a moment behind its exit).
     Unlisted,
+}
+
+impl RowProcess {
+    /// The process of a row NVML lists, with what the host read of it (`None`: not yet).
+    pub fn listed(host: Option<&HostProcess>) -> RowProcess {
+        match host {
+            // The host looked and found no such process: it is gone.
+            Some(h) if h.local_pid.is_none() && h.starttime.is_none() => RowProcess::Unlisted,
+            _ => RowProcess::Listed {
+                starttime: host.and_then(|h| h.starttime),
+            },
+        }
+    }
 }
 
 /// Of the channels written by one pid, the one its process row joins. A listed process

@@ -122,9 +122,7 @@ impl Snapshot {
             let gpu_uuid: Arc<str> = Arc::from(device.info.key());
             for process in processes {
                 let host = by_pid(host, process.pid).cloned();
-                let listed = RowProcess::Listed {
-                    starttime: host.as_ref().and_then(|h| h.starttime),
-                };
+                let listed = RowProcess::listed(host.as_deref());
                 rows.push(ProcessRow {
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),

@@ -164,10 +164,11 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     let command = host.and_then(|h| h.command.as_ref().ok().cloned());
     // The channel the row's allocator figures come from: its rank and job label the process
     // on every GPU, published for or not.
-    let listed = RowProcess::Listed {
-        starttime: host.and_then(|h| h.starttime),
-    };
-    let channel = channel_of(allocators, row.nvml.pid, listed);
+    let channel = channel_of(
+        allocators,
+        row.nvml.pid,
+        RowProcess::listed(host.map(|h| &**h)),
+    );
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {

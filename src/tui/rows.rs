@@ -85,9 +85,7 @@ impl TableRow {
         if self.is_exited() {
             RowProcess::Unlisted
         } else {
-            RowProcess::Listed {
-                starttime: self.host.as_ref().and_then(|h| h.starttime),
-            }
+            RowProcess::listed(self.host.as_deref())
         }
     }
 

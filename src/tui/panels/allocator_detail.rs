@@ -2,11 +2,15 @@
 //! figures: who is writing, a bar that splits NVML's figure into allocated, the allocator's
 //! cache and what lies outside the allocator, charts of allocated and reserved (every writer
 //! sample, so spikes between two polls show), a line of step ends and OOMs on the same time
-//! axis, and the latest events.
+//! axis, and the latest events. Where the true peak was and every OOM with its figures are
+//! pinned above the charts: the event list scrolls within a second, and they are what the
+//! person came for.
 
 use super::{fmt, spark};
 use crate::history::column_of;
 use crate::model::allocator::split;
+use crate::model::time::age_label;
+use crate::model::writer_fold::{Oom, OomOutcome, PeakAt};
 use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness, units};
 use crate::state::ChannelState;
 use crate::tui::rows::TableRow;
@@ -17,6 +21,8 @@ use ratatui::text::{Line, Span};
 
 /// Recent events listed under the chart.
 const EVENTS_SHOWN: usize = 4;
+/// OOMs pinned above the charts, the newest first; older ones are counted.
+const OOMS_PINNED: usize = 3;
 
 /// The lines, `width` cells wide (none for a process that publishes no allocator figures);
 /// `range` and `chart_w` match the pane's other charts so every chart shares one time axis.
@@ -40,6 +46,8 @@ pub fn lines(
         row.vram.as_ref().ok().copied(),
         width,
     ));
+    out.push(peak_line(theme, allocator.peak.as_ref(), view.now_ms));
+    out.extend(oom_lines(theme, &allocator.ooms, view.now_ms));
     let slot = state.and_then(|s| s.on_gpu(row.gpu_index));
     match (state, slot) {
         (Some(state), Some((_, Some(series)))) => {
@@ -54,7 +62,12 @@ pub fn lines(
                 out.push(label);
             }
             out.push(ticks(theme, state, range, chart_w));
-            let shown = state.newest_events().into_iter().take(EVENTS_SHOWN);
+            // Pinned above already: OOMs and new peaks.
+            let shown = state
+                .newest_events()
+                .into_iter()
+                .filter(|e| !e.kind.is_oom() && !matches!(e.kind, EventKind::NewHighWater { .. }))
+                .take(EVENTS_SHOWN);
             out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
         }
         _ => out.push(Line::styled("no allocator history yet", theme.dim)),
@@ -117,6 +130,89 @@ fn writer_line(
             ),
             theme.warn,
         ));
+    }
+    Line::from(spans)
+}
+
+/// `A.PEAK 12.0 GiB at step 40, backward, 2m ago`: the true peak and where it happened, or
+/// that only the framework's counter knows it (then when and where are not known).
+fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'static> {
+    let mut spans = vec![fmt::label(theme, "A.PEAK")];
+    let Some(peak) = peak else {
+        spans.push(Span::styled("-", theme.dim));
+        return Line::from(spans);
+    };
+    spans.push(Span::styled(units::bytes(peak.value), theme.value));
+    if !peak.located {
+        spans.push(Span::styled(
+            " (time unknown: framework counter)",
+            theme.dim,
+        ));
+        return Line::from(spans);
+    }
+    let mut place = Vec::new();
+    if let Some(step) = peak.step {
+        place.push(format!("step {step}"));
+    }
+    if !peak.phase.is_empty() {
+        place.push(peak.phase.clone());
+    }
+    place.push(age_label(peak.at_ms, now_ms));
+    let at = if peak.step.is_some() { " at " } else { " " };
+    spans.push(Span::styled(
+        format!("{at}{}", place.join(", ")),
+        theme.label,
+    ));
+    Line::from(spans)
+}
+
+/// The newest OOMs, each with what was asked, what was free, what the allocator held, where
+/// and whether it killed the program; older ones are counted.
+fn oom_lines(theme: &Theme, ooms: &[Oom], now_ms: u64) -> Vec<Line<'static>> {
+    let mut out: Vec<Line<'static>> = ooms
+        .iter()
+        .rev()
+        .take(OOMS_PINNED)
+        .map(|oom| oom_line(theme, oom, now_ms))
+        .collect();
+    if ooms.len() > OOMS_PINNED {
+        out.push(Line::styled(
+            format!("{} earlier OOMs", ooms.len() - OOMS_PINNED),
+            theme.dim,
+        ));
+    }
+    out
+}
+
+/// `2m ago  OOM fatal  step 80  wanted 6.00 GiB, 1.00 GiB free, alloc 9.00 GiB, resv 10.0 GiB
+/// backward`: the phase last, where a narrow pane cuts it rather than a figure.
+fn oom_line(theme: &Theme, oom: &Oom, now_ms: u64) -> Line<'static> {
+    let b = |r: &crate::model::Reading<u64>| fmt::or_na_bytes(r);
+    let outcome = match oom.outcome {
+        OomOutcome::Fatal => theme.crit,
+        OomOutcome::Caught => theme.ok,
+        OomOutcome::Pending => theme.dim,
+    };
+    let mut spans = vec![
+        Span::styled(format!("{:>8}  ", age_label(oom.at_ms, now_ms)), theme.dim),
+        Span::styled("OOM ", theme.crit),
+        Span::styled(oom.outcome.label(), outcome),
+    ];
+    if let Some(step) = oom.step {
+        spans.push(Span::styled(format!("  step {step}"), theme.label));
+    }
+    spans.push(Span::styled(
+        format!(
+            "  wanted {}, {} free, alloc {}, resv {}",
+            b(&oom.requested),
+            b(&oom.device_free),
+            b(&oom.allocated),
+            b(&oom.reserved)
+        ),
+        theme.label,
+    ));
+    if !oom.phase.is_empty() {
+        spans.push(Span::styled(format!("  {}", oom.phase), theme.value));
     }
     Line::from(spans)
 }

@@ -1,0 +1,103 @@
+//! A job that dies of an OOM, seen live: its writer cannot name its GPU (JAX, or
+//! `vramscope.report(device=0, ...)` without a UUID), and `vramscope run --json` must still
+//! join its last figures and its OOM to its row and GPU in the document written after it
+//! ended.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Writes its pid to `argv[1]`, waits for `argv[2]` to exist (NVML lists it by then), reports
+/// 9 GiB allocated and 10 reserved on device 0 for a second without naming the GPU, then
+/// dies of an uncaught CUDA OOM.
+const SCRIPT: &str = r#"
+import os, sys, time, vramscope
+GIB = 1 << 30
+open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+for _ in range(20):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB)
+    time.sleep(0.05)
+raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
+"#;
+
+/// GPU 1 lists `pid` with 11 GiB; GPU 0 lists nobody.
+fn listing_on_gpu1(pid: u32) -> Value {
+    let mut gpu1 = h100(1);
+    gpu1["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 11 * GIB }] }]);
+    json!({ "devices": [h100(0), gpu1] })
+}
+
+fn wait_for_pid(file: &Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            return text.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the script never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn run_json_keeps_an_anonymous_writers_figures_and_oom_on_its_row_after_it_died() {
+    if !python3_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let (pid_file, go) = (work.path().join("pid"), work.path().join("go"));
+    let script = work.path().join("train.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let scenario = Scenario::new(&json!({ "devices": [h100(0), h100(1)] }));
+    let child = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", &channels)
+        .args(["run", "--json", "--interval", "0.2", "--", "python3"])
+        .arg(&script)
+        .arg(&pid_file)
+        .arg(&go)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = wait_for_pid(&pid_file);
+    // NVML lists it on GPU 1 from now on (and, a moment behind, still after it died).
+    scenario.rewrite(&listing_on_gpu1(pid));
+    std::fs::write(&go, "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "the job's own status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last: Value = serde_json::from_str(text.lines().last().expect("a document")).unwrap();
+
+    // Its row, though the process is gone: the last figures, not "not instrumented".
+    let row = last["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == json!(pid))
+        .unwrap_or_else(|| panic!("no row for {pid}: {last}"));
+    assert_eq!(row["gpu_index"], json!(1), "{row}");
+    assert_eq!(row["allocated"], json!(9 * GIB), "{row}");
+    assert_eq!(row["reserved"], json!(10 * GIB), "{row}");
+    assert_eq!(row["writer"], json!("ended (error)"), "{row}");
+
+    // The writer: its pid and GPU kept, and one fatal OOM with what it asked for.
+    let a = last["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["pid"] == json!(pid))
+        .unwrap_or_else(|| panic!("no writer with pid {pid}: {last}"));
+    assert_eq!(a["devices"][0]["gpu_index"], json!(1), "{a}");
+    let ooms = a["ooms"].as_array().unwrap();
+    assert_eq!(ooms.len(), 1, "{a}");
+    assert_eq!(ooms[0]["outcome"], json!("fatal"), "{a}");
+    assert_eq!(ooms[0]["requested"], json!({ "Ok": 6 * GIB }), "{a}");
+}
