@@ -10,6 +10,10 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
+use vramscope::channel::{
+    DeviceFigures, DeviceIdentity, EventFields, EventKind, Exit, SampleFields, Writer,
+    WriterConfig, WriterKind, parse_uuid,
+};
 
 /// Writes its pid to `argv[1]`, waits for `argv[2]` to exist (NVML lists it by then), reports
 /// 9 GiB allocated and 10 reserved on device 0 for a second without naming the GPU, then
@@ -99,5 +103,86 @@ fn run_json_keeps_an_anonymous_writers_figures_and_oom_on_its_row_after_it_died(
     let ooms = a["ooms"].as_array().unwrap();
     assert_eq!(ooms.len(), 1, "{a}");
     assert_eq!(ooms[0]["outcome"], json!("fatal"), "{a}");
-    assert_eq!(ooms[0]["requested"], json!({ "Ok": 6 * GIB }), "{a}");
+    assert_eq!(ooms[0]["requested"], json!(6 * GIB), "{a}");
+    // Its figures are the last sample's, the uncaught error having none.
+    assert_eq!(ooms[0]["allocated"], json!(9 * GIB), "{a}");
+    assert_eq!(ooms[0]["reserved"], json!(10 * GIB), "{a}");
+}
+
+#[test]
+fn json_says_at_which_step_and_in_which_phase_the_true_peak_was() {
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = Writer::create(WriterConfig {
+        dir: Some(channels.clone()),
+        ..WriterConfig::from_process(WriterKind::Rust)
+    })
+    .unwrap();
+    let uuid = "GPU-00000000-0000-0000-0000-000000000000";
+    let slot = writer
+        .add_device(DeviceIdentity {
+            ordinal: 0,
+            uuid: parse_uuid(uuid),
+            pci_bus_id: None,
+            total: Some(80 * GIB),
+        })
+        .unwrap();
+    // Stamped 10 ms and more apart, as a real spike inside a phase is: the monitor orders a
+    // poll's samples and events by millisecond.
+    let t0 = vramscope::channel::monotonic_ns() - 1_000_000_000;
+    let at = |ms: u64| Some(t0 + ms * 1_000_000);
+    let sample = |writer: &mut Writer, ms: u64, peak: u64, step: u64| {
+        writer.sample(&SampleFields {
+            t_ns: at(ms),
+            slot: 0,
+            allocated: Some(9 * GIB),
+            reserved: Some(10 * GIB),
+            peak: Some(peak),
+            step: Some(step),
+            ..SampleFields::default()
+        });
+    };
+    sample(&mut writer, 0, 9 * GIB, 39);
+    let phase = |ms: u64, kind| EventFields {
+        t_ns: at(ms),
+        step: Some(40),
+        text: "backward",
+        ..EventFields::new(kind)
+    };
+    writer.event(&phase(10, EventKind::PhaseBegin));
+    // The 30 ms spike to 12 GiB that no poll sees, inside backward at step 40.
+    sample(&mut writer, 20, 12 * GIB, 40);
+    writer.event(&phase(50, EventKind::PhaseEnd));
+    sample(&mut writer, 60, 9 * GIB, 40);
+    writer.publish_device(
+        slot,
+        &DeviceFigures {
+            allocated: Some(9 * GIB),
+            reserved: Some(10 * GIB),
+            ..DeviceFigures::default()
+        },
+    );
+    writer.status(Some(41), "optimizer");
+    let mut gpu = h100(0);
+    let pid = std::process::id();
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 11 * GIB }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let doc = scenario.json_reading(&channels);
+    let a = doc["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["pid"] == json!(pid))
+        .unwrap_or_else(|| panic!("no writer with our pid: {doc}"));
+    let d = &a["devices"][0];
+    assert_eq!(d["true_peak"], json!(12 * GIB), "{d}");
+    let at = &d["true_peak_at"];
+    // The status says step 41, "optimizer": the peak's place is the sample's, not the poll's.
+    assert_eq!(
+        (&at["value"], &at["step"], &at["phase"], &at["located"]),
+        (&json!(12 * GIB), &json!(40), &json!("backward"), &json!(true)),
+        "{d}"
+    );
+    assert!(at["at_ms"].as_u64().is_some_and(|t| t > 0), "{d}");
+    writer.finish(Exit::Clean).unwrap();
 }
