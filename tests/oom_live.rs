@@ -180,7 +180,12 @@ fn json_says_at_which_step_and_in_which_phase_the_true_peak_was() {
     // The status says step 41, "optimizer": the peak's place is the sample's, not the poll's.
     assert_eq!(
         (&at["value"], &at["step"], &at["phase"], &at["located"]),
-        (&json!(12 * GIB), &json!(40), &json!("backward"), &json!(true)),
+        (
+            &json!(12 * GIB),
+            &json!(40),
+            &json!("backward"),
+            &json!(true)
+        ),
         "{d}"
     );
     assert!(at["at_ms"].as_u64().is_some_and(|t| t > 0), "{d}");

@@ -40,10 +40,11 @@ pub fn lines(
     let theme = view.theme;
     let state = channel(view, row);
     let mut out = vec![writer_line(theme, allocator, state)];
+    let apart = readings_apart(view, row, allocator, state);
     out.extend(breakdown(
         theme,
         allocator,
-        row.vram.as_ref().ok().copied(),
+        (row.vram.as_ref().ok().copied(), apart),
         width,
     ));
     out.push(peak_line(theme, allocator.peak.as_ref(), view.now_ms));
@@ -73,6 +74,39 @@ pub fn lines(
         _ => out.push(Line::styled("no allocator history yet", theme.dim)),
     }
     out
+}
+
+/// How far apart NVML's figure for the row and the allocator's figures were read, when more
+/// than about one NVML interval: the breakdown then mixes two moments. The allocator's are
+/// as of the last poll while the writer runs; after it ended, as of its last sample or
+/// event (later polls only re-read what it left).
+fn readings_apart(
+    view: &View,
+    row: &TableRow,
+    allocator: &ProcessAllocator,
+    state: Option<&ChannelState>,
+) -> Option<u64> {
+    let state = state?;
+    let nvml_at = view
+        .snapshot
+        .devices
+        .iter()
+        .find(|d| d.info.index == row.gpu_index)?
+        .sample
+        .as_ref()?
+        .at_ms;
+    let allocator_at = if allocator.liveness.is_running() {
+        state.fold.last_poll_ms
+    } else {
+        let last_point = state
+            .on_gpu(row.gpu_index)
+            .and_then(|(_, series)| series?.allocated.last())
+            .map(|(at, _)| at);
+        let last_event = state.fold.recent.back().map(|e| e.at_ms);
+        last_point.max(last_event)?
+    };
+    let apart = nvml_at.abs_diff(allocator_at);
+    (apart > view.ui.interval_ms).then_some(apart)
 }
 
 fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a ChannelState> {
@@ -222,11 +256,14 @@ fn separator(theme: &Theme) -> Span<'static> {
     Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
 
-/// The bar, `width` cells, and its legend.
+/// The bar, `width` cells, and its legend. `used` is NVML's figure, `apart` how far apart it
+/// and the allocator's were read when that is more than an interval. Only figures of one
+/// moment are subtracted: when the readings are apart, or reserved exceeds used (which one
+/// moment cannot give), what lies outside the allocator is not claimed.
 fn breakdown(
     theme: &Theme,
     allocator: &ProcessAllocator,
-    used: Option<u64>,
+    (used, apart): (Option<u64>, Option<u64>),
     width: u16,
 ) -> Vec<Line<'static>> {
     let d = &allocator.device;
@@ -241,7 +278,15 @@ fn breakdown(
             Line::default(),
         ];
     };
-    let parts = split(*allocated, *reserved, used);
+    let mut parts = split(*allocated, *reserved, used);
+    let skew = match apart {
+        Some(ms) => Some(format!("NVML and the allocator read {} apart", seconds(ms))),
+        None if parts.skewed => Some("reserved > used: read at different moments".to_string()),
+        None => None,
+    };
+    if skew.is_some() {
+        parts.outside = 0;
+    }
     let glyphs = theme.glyphs.breakdown;
     let styles = [theme.sparkline, theme.sparkline_alt, theme.warn];
     let inner = usize::from(width.saturating_sub(2));
@@ -260,16 +305,29 @@ fn breakdown(
             legend.push(separator(theme));
         }
         legend.push(Span::styled(format!("{glyph} {name} "), styles[i]));
-        legend.push(Span::styled(units::bytes(value), theme.value));
+        if i == 2 && skew.is_some() {
+            legend.push(Span::styled(fmt::NA, theme.dim));
+        } else {
+            legend.push(Span::styled(units::bytes(value), theme.value));
+        }
     }
     legend.push(Span::styled(
         format!(" = {} used (NVML)", units::bytes(used)),
         theme.label,
     ));
-    if parts.skewed {
-        legend.push(Span::styled(" reserved > used: read apart", theme.dim));
+    if let Some(skew) = skew {
+        legend.push(Span::styled(format!("; {skew}"), theme.warn));
     }
     vec![Line::from(bar), Line::from(legend)]
+}
+
+/// `0.4s`, `3s`, `2m`: a gap between two readings.
+fn seconds(ms: u64) -> String {
+    match ms {
+        0..10_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        10_000..120_000 => format!("{}s", ms / 1000),
+        _ => format!("{}m", ms / 60_000),
+    }
 }
 
 /// Cells for each part, rounded so they add up to `inner` exactly (largest remainder).
