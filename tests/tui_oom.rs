@@ -301,3 +301,42 @@ fn a_peak_only_the_frameworks_counter_knows_says_its_time_is_unknown() {
         "{text}"
     );
 }
+
+#[test]
+fn the_table_shows_each_writers_rank_and_sorts_by_it() {
+    let m = crashed(None, 1, NOW, Some(START));
+    let mut ui = ui();
+    let text = screen(&m, &ui, 160, 40);
+    let header = text.lines().find(|l| l.contains("COMMAND")).unwrap();
+    let at = |name: &str| {
+        header
+            .find(name)
+            .unwrap_or_else(|| panic!("{name}: {header}"))
+    };
+    assert!(
+        at("GPU") < at("RANK") && at("RANK") < at("VRAM"),
+        "{header}"
+    );
+    let row = text
+        .lines()
+        .find(|l| l.contains("python train.py"))
+        .unwrap();
+    // Right-aligned under its label.
+    assert_eq!(&row[at("RANK")..at("RANK") + 4], "   3", "{header}\n{row}");
+    // `s` reaches RANK right after GPU, ascending.
+    ui.sort = vramscope::tui::ui_state::SortColumn::Gpu;
+    let next = ui.sort.next(true, true);
+    assert_eq!(next, vramscope::tui::ui_state::SortColumn::Rank);
+    assert!(!next.default_descending());
+    assert_eq!(
+        ui.sort.next(true, false),
+        vramscope::tui::ui_state::SortColumn::Vram
+    );
+}
+
+#[test]
+fn without_a_rank_there_is_no_rank_column() {
+    let m = two_gpus();
+    let text = screen(&m, &ui(), 160, 40);
+    assert!(!text.contains("RANK"), "{text}");
+}

@@ -64,6 +64,8 @@ pub struct ProcessAllocator {
     pub step: Option<u64>,
     pub label: String,
     pub liveness: WriterLiveness,
+    /// The writer's rank in its job (torchrun's `RANK`), when it says.
+    pub rank: Option<i32>,
 }
 
 /// A (process, GPU) pair NVML listed recently and lists no more. The snapshot carries it
@@ -153,6 +155,7 @@ pub fn allocator_of(
         step: channel.step,
         label: channel.label.clone(),
         liveness: channel.liveness,
+        rank: channel.identity.rank,
     })
 }
 

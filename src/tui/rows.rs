@@ -120,6 +120,11 @@ impl TableRow {
         self.allocator.as_ref()?.step
     }
 
+    /// The rank its writer reports.
+    pub fn rank(&self) -> Option<i32> {
+        self.allocator.as_ref()?.rank
+    }
+
     fn matches(&self, filter: &Filter) -> bool {
         if !filter.on_gpu(self.gpu_index) {
             return false;
@@ -134,6 +139,15 @@ impl TableRow {
             || self.command().is_some_and(hit)
             || self.container().is_some_and(hit)
     }
+}
+
+/// Some writer reports a rank: the table shows RANK (a torchrun job's rows all have the same
+/// command, and only the rank tells them apart).
+pub fn ranked(snapshot: &Snapshot) -> bool {
+    snapshot
+        .allocators
+        .iter()
+        .any(|a| a.identity.rank.is_some())
 }
 
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
@@ -222,6 +236,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user(), b.user()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
+            SortColumn::Rank => compare_opt(a.rank(), b.rank()),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
             SortColumn::VramPeak => {
                 compare_opt(a.vram_peak.map(|p| p.value), b.vram_peak.map(|p| p.value))
@@ -260,6 +275,7 @@ fn compare_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<Ordering> {
 fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
     let has = |r: &TableRow| match column {
         SortColumn::Pid | SortColumn::Gpu => true,
+        SortColumn::Rank => r.rank().is_some(),
         SortColumn::User => r.user().is_some(),
         SortColumn::Vram => r.vram.is_ok(),
         SortColumn::VramPeak => r.vram_peak.is_some(),
