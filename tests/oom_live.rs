@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::tmux::{self, Tmux};
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
@@ -190,4 +191,97 @@ fn json_says_at_which_step_and_in_which_phase_the_true_peak_was() {
     );
     assert!(at["at_ms"].as_u64().is_some_and(|t| t > 0), "{d}");
     writer.finish(Exit::Clean).unwrap();
+}
+
+/// Like `SCRIPT`, but it ends 40 steps and then waits for `argv[3]` before its OOM, so the
+/// screen can be read while it lives.
+const STEPPING_SCRIPT: &str = r#"
+import os, sys, time, vramscope
+GIB = 1 << 30
+open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+for _ in range(40):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    vramscope.step()
+while not os.path.exists(sys.argv[3]):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    time.sleep(0.05)
+raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
+"#;
+
+#[test]
+fn the_screen_keeps_a_dead_anonymous_writers_row_figures_and_oom() {
+    if !python3_available() || !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0), h100(1)] }));
+    let dir = scenario.dir();
+    let channels = dir.join("channels");
+    let (pid_file, go, die) = (dir.join("job-pid"), dir.join("go"), dir.join("die"));
+    let script = dir.join("train.py");
+    std::fs::write(&script, STEPPING_SCRIPT).unwrap();
+    let mut job = std::process::Command::new("python3")
+        .arg(&script)
+        .args([&pid_file, &go, &die])
+        .env(
+            "PYTHONPATH",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("python"),
+        )
+        .env("VRAMSCOPE_DIR", &channels)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = wait_for_pid(&pid_file);
+    scenario.rewrite(&listing_on_gpu1(pid));
+    std::fs::write(&go, "").unwrap();
+    let line = format!(
+        "env VRAMSCOPE_DIR={} {}",
+        channels.display(),
+        scenario.monitor_line("--interval 200ms")
+    );
+    let t = Tmux::start(dir, 160, 45, &line);
+    let row_of = |screen: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(&pid.to_string()) && l.contains("python3"))
+            .map(str::to_string)
+    };
+    let (seen, screen) = t.wait_for(Duration::from_secs(20), |s| {
+        row_of(s).is_some_and(|r| r.contains("9.00 GiB") && r.contains(" 40 "))
+    });
+    assert!(
+        seen,
+        "the live row never showed the writer's figures:\n{screen}"
+    );
+
+    // It dies of its OOM; NVML then stops listing it.
+    std::fs::write(&die, "").unwrap();
+    assert!(!job.wait().unwrap().success());
+    scenario.rewrite(&json!({ "devices": [h100(0), h100(1)] }));
+    let (gone, screen) = t.wait_for(Duration::from_secs(20), |s| {
+        row_of(s).is_some_and(|r| r.contains("exited"))
+    });
+    assert!(gone, "the row never read exited:\n{screen}");
+    let row = row_of(&screen).unwrap();
+    for figure in ["9.00 GiB", "10.0 GiB", "12.0 GiB", " 40 "] {
+        assert!(
+            row.contains(figure),
+            "{figure} kept on the exited row: {row}"
+        );
+    }
+    // Its detail pane: the allocator section, and the OOM that killed it with its figures.
+    t.keys(&["Enter"]);
+    let (shown, screen) = t.wait_for(Duration::from_secs(10), |s| s.contains("OOM fatal"));
+    assert!(shown, "no OOM in the detail pane:\n{screen}");
+    assert!(screen.contains("ended (error)"), "{screen}");
+    assert!(
+        screen.contains(
+            "OOM fatal  step 40  wanted 6.00 GiB, 1.00 GiB free, alloc 9.00 GiB, resv 10.0 GiB"
+        ),
+        "{screen}"
+    );
+    t.keys(&["q"]);
 }
