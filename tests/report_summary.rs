@@ -54,9 +54,15 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     assert_eq!(oom["step"], json!(11));
     assert_eq!(oom["label"], json!("forward/model.attn"));
     assert_eq!(oom["gpu_index"], json!(0));
+    // The largest spikes, listed in the order they happened.
     let spikes = doc["spikes"].as_array().unwrap();
-    assert_eq!(spikes[0]["what"], json!("GPU 0"));
-    assert_eq!(spikes[0]["rise"], json!(35 * GIB));
+    let at: Vec<u64> = spikes
+        .iter()
+        .map(|s| s["at_ms"].as_u64().unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+    let gpu_spike = spikes.iter().find(|s| s["what"] == json!("GPU 0")).unwrap();
+    assert_eq!(gpu_spike["rise"], json!(35 * GIB));
     let alloc_spike = spikes
         .iter()
         .find(|s| s["what"] == json!("pid 4242 on GPU 0 (allocated)"))

@@ -21,8 +21,9 @@ fn shown(text: &str, markdown: bool) -> Cow<'_, str> {
     }
 }
 
-/// Plain text for a terminal (`markdown`: the same as Markdown tables and lists).
-pub fn text(report: &Report, name: &str, markdown: bool) -> String {
+/// Plain text for a terminal (`markdown`: the same as Markdown tables and lists); `notes`
+/// (what part of the recording it covers) follow the line saying what was recorded.
+pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> String {
     let mut out = String::new();
     let h = &report.header;
     let title = format!("vramscope report: {}", shown(name, markdown));
@@ -50,6 +51,9 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         )),
         h.interval_ms
     );
+    for note in notes {
+        let _ = writeln!(out, "{}", shown(note, markdown));
+    }
     if let Some(damage) = &report.damaged {
         let _ = writeln!(
             out,
@@ -245,7 +249,8 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
 }
 
 /// The summary as JSON, schema `vramscope.report` version 1; bytes and ms throughout.
-pub fn json(report: &Report) -> String {
+/// `scope`: what part of the recording it covers (`record::scope::Told::json`).
+pub fn json(report: &Report, scope: serde_json::Value) -> String {
     let at = |a: Option<&At>| {
         a.map(|a| json!({ "bytes": a.value, "at_ms": a.at_ms, "step": a.step, "phase": a.phase }))
     };
@@ -259,6 +264,7 @@ pub fn json(report: &Report) -> String {
         "first_ms": report.first_ms,
         "last_ms": report.last_ms,
         "damaged": report.damaged,
+        "scope": scope,
         "gpus": report.gpus.iter().map(|g| json!({
             "index": g.index, "name": g.name, "uuid": g.uuid, "total": g.total,
             "peak_used": at(g.peak_used.as_ref()), "headroom": g.headroom(),

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod oom;
+pub mod prometheus;
 pub mod storm;
 
 use crate::common::{GIB, Scenario, h100};
