@@ -488,4 +488,59 @@ mod tests {
         assert_eq!(cells_for(&[0, 0, 0], 10), vec![0, 0, 0]);
         assert_eq!(cells_for(&[10, 0, 30], 8), vec![2, 0, 6]);
     }
+
+    fn text(line: &Line) -> String {
+        line.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    /// 9 GiB allocated and 10 reserved against NVML's `used`, read `apart` ms apart.
+    fn legend(used: u64, apart: Option<u64>) -> String {
+        const GIB: u64 = 1 << 30;
+        let mut device = crate::model::writer_fold::test_support::device(None, None);
+        device.allocated = Ok(9 * GIB);
+        device.reserved = Ok(10 * GIB);
+        let allocator = ProcessAllocator {
+            device,
+            peak: None,
+            ooms: Vec::new(),
+            step: None,
+            label: String::new(),
+            liveness: WriterLiveness::Live,
+            rank: None,
+        };
+        let lines = breakdown(
+            &Theme::new(false, true),
+            &allocator,
+            (Some(used), apart),
+            40,
+        );
+        text(&lines[1])
+    }
+
+    #[test]
+    fn outside_is_claimed_only_from_figures_of_one_moment() {
+        const GIB: u64 = 1 << 30;
+        let same_moment = legend(12 * GIB, None);
+        assert!(
+            same_moment.contains("outside 2.00 GiB = 12.0 GiB used"),
+            "{same_moment}"
+        );
+        assert!(!same_moment.contains("apart"), "{same_moment}");
+        // Read 2.5 s apart: the 2 GiB would be a mix of two moments.
+        let apart = legend(12 * GIB, Some(2_500));
+        assert!(
+            apart.contains(
+                "outside n/a = 12.0 GiB used (NVML); NVML and the allocator read 2.5s apart"
+            ),
+            "{apart}"
+        );
+        // Reserved above used cannot be one moment either.
+        let skewed = legend(8 * GIB, None);
+        assert!(
+            skewed.contains(
+                "outside n/a = 8.00 GiB used (NVML); reserved > used: read at different moments"
+            ),
+            "{skewed}"
+        );
+    }
 }
