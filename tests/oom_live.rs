@@ -8,6 +8,7 @@ mod common;
 use common::tmux::{self, Tmux};
 use common::*;
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -17,8 +18,8 @@ use vramscope::channel::{
 };
 
 /// Writes its pid to `argv[1]`, waits for `argv[2]` to exist (NVML lists it by then), reports
-/// 9 GiB allocated and 10 reserved on device 0 for a second without naming the GPU, then
-/// dies of an uncaught CUDA OOM.
+/// 9 GiB allocated and 10 reserved on device 0 without naming the GPU over 40 steps and on
+/// until `argv[3]` exists (the test has seen it alive), then dies of an uncaught CUDA OOM.
 const SCRIPT: &str = r#"
 import os, sys, time, vramscope
 GIB = 1 << 30
@@ -26,8 +27,11 @@ open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 while not os.path.exists(sys.argv[2]):
     time.sleep(0.05)
-for _ in range(20):
-    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB)
+for _ in range(40):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    vramscope.step()
+while not os.path.exists(sys.argv[3]):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
     time.sleep(0.05)
 raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
 "#;
@@ -57,29 +61,58 @@ fn run_json_keeps_an_anonymous_writers_figures_and_oom_on_its_row_after_it_died(
     }
     let work = tempfile::tempdir().unwrap();
     let channels = work.path().join("channels");
-    let (pid_file, go) = (work.path().join("pid"), work.path().join("go"));
+    let (pid_file, go, die) = (
+        work.path().join("pid"),
+        work.path().join("go"),
+        work.path().join("die"),
+    );
     let script = work.path().join("train.py");
     std::fs::write(&script, SCRIPT).unwrap();
     let scenario = Scenario::new(&json!({ "devices": [h100(0), h100(1)] }));
-    let child = scenario
+    let mut child = scenario
         .command()
         .env("VRAMSCOPE_DIR", &channels)
         .args(["run", "--json", "--interval", "0.2", "--", "python3"])
-        .arg(&script)
-        .arg(&pid_file)
-        .arg(&go)
+        .args([&script, &pid_file, &go, &die])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
     let pid = wait_for_pid(&pid_file);
     // NVML lists it on GPU 1 from now on (and, a moment behind, still after it died).
     scenario.rewrite(&listing_on_gpu1(pid));
     std::fs::write(&go, "").unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(1), "the job's own status");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let last: Value = serde_json::from_str(text.lines().last().expect("a document")).unwrap();
+    let row_of = |doc: &Value| -> Option<Value> {
+        doc["processes"]
+            .as_array()?
+            .iter()
+            .find(|p| p["pid"] == json!(pid))
+            .cloned()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("a document showing the live writer");
+        let doc: Value = serde_json::from_str(&line).unwrap();
+        if row_of(&doc).is_some_and(|r| r["allocated"] == json!(9 * GIB)) {
+            break;
+        }
+    }
+    // Seen alive: now it dies of its OOM.
+    std::fs::write(&die, "").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "the job's own status");
+    let last_line = rx.iter().last().expect("a document after the job ended");
+    let last: Value = serde_json::from_str(&last_line).unwrap();
 
     // Its row, though the process is gone: the last figures, not "not instrumented".
     let row = last["processes"]
@@ -193,24 +226,6 @@ fn json_says_at_which_step_and_in_which_phase_the_true_peak_was() {
     writer.finish(Exit::Clean).unwrap();
 }
 
-/// Like `SCRIPT`, but it ends 40 steps and then waits for `argv[3]` before its OOM, so the
-/// screen can be read while it lives.
-const STEPPING_SCRIPT: &str = r#"
-import os, sys, time, vramscope
-GIB = 1 << 30
-open(sys.argv[1] + ".tmp", "w").write(str(os.getpid()))
-os.rename(sys.argv[1] + ".tmp", sys.argv[1])
-while not os.path.exists(sys.argv[2]):
-    time.sleep(0.05)
-for _ in range(40):
-    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
-    vramscope.step()
-while not os.path.exists(sys.argv[3]):
-    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
-    time.sleep(0.05)
-raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
-"#;
-
 #[test]
 fn the_screen_keeps_a_dead_anonymous_writers_row_figures_and_oom() {
     if !python3_available() || !tmux::available() {
@@ -221,7 +236,7 @@ fn the_screen_keeps_a_dead_anonymous_writers_row_figures_and_oom() {
     let channels = dir.join("channels");
     let (pid_file, go, die) = (dir.join("job-pid"), dir.join("go"), dir.join("die"));
     let script = dir.join("train.py");
-    std::fs::write(&script, STEPPING_SCRIPT).unwrap();
+    std::fs::write(&script, SCRIPT).unwrap();
     let mut job = std::process::Command::new("python3")
         .arg(&script)
         .args([&pid_file, &go, &die])
