@@ -52,7 +52,8 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     assert_eq!(oom["requested"], json!(8 * GIB));
     assert_eq!(oom["device_free"], json!(GIB / 2));
     assert_eq!(oom["step"], json!(11));
-    assert_eq!(oom["label"], json!("forward/model.attn"));
+    assert_eq!(oom["phase"], json!("forward"));
+    assert_eq!(oom["outcome"], json!("caught"));
     assert_eq!(oom["gpu_index"], json!(0));
     let spikes = doc["spikes"].as_array().unwrap();
     assert_eq!(spikes[0]["what"], json!("GPU 0"));
@@ -212,4 +213,75 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
     // 60 s × (2 memory + 6 GPU figures + 2 process + 2 host process + 2 host memory) +
     // 600 writer samples × 4 + 1 OOM.
     assert_eq!(rows.len(), 60 * 14 + 600 * 4 + 1);
+}
+
+/// The hunt of issue 13: the spike between two polls is placed by the writer's own new-peak
+/// event (step 40, backward), not by the next poll (step 41, optimizer); its cache is the
+/// peak's own; the observer's OOM and the uncaught error are one fatal OOM; the start-up
+/// ramp is no spike and does not hide the spike on top of it.
+#[test]
+fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
+    use recording_fixture::hunt::{self, MIB};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl.zst");
+    hunt::write_hunt(&path);
+    let out = report(&[path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &doc["processes"][0]["allocator"];
+    assert_eq!(
+        a["peak_allocated"],
+        json!({ "bytes": hunt::SPIKE, "at_ms": hunt::SPIKE_AT, "step": 40, "phase": "backward" })
+    );
+    // Reserved in the sample that carries the spike (12.5 GiB) minus the spike itself.
+    assert_eq!(a["cache_at_peak"], json!(512 * MIB));
+    let ooms = doc["ooms"].as_array().unwrap();
+    assert_eq!(ooms.len(), 1, "{ooms:?}");
+    let oom = &ooms[0];
+    assert_eq!(oom["at_ms"], json!(hunt::OOM_AT));
+    assert_eq!(oom["outcome"], json!("fatal"));
+    assert_eq!(oom["requested"], json!(hunt::REQUESTED));
+    assert_eq!(oom["device_free"], json!(hunt::FREE_AT_OOM));
+    assert_eq!(oom["step"], json!(80));
+    assert_eq!(oom["phase"], json!("forward"));
+    assert_eq!(oom["gpu_index"], json!(0));
+    // The observer gave no allocated figure: the last sample's, at T0+16.0 s.
+    assert_eq!(oom["allocated"], json!(hunt::allocated(16_000)));
+    assert_eq!(
+        oom["message"],
+        json!("CUDA out of memory. Tried to allocate 6.00 GiB")
+    );
+    let spikes = doc["spikes"].as_array().unwrap();
+    assert_eq!(
+        spikes.len(),
+        1,
+        "the ramp and the leak are no spikes: {spikes:?}"
+    );
+    let spike = &spikes[0];
+    assert_eq!(spike["what"], json!("pid 4242 on GPU 0 (allocated)"));
+    assert_eq!(spike["to"], json!(hunt::SPIKE));
+    // It fell back to where the run stood, not to the ramp's start.
+    assert_eq!(spike["from"], json!(hunt::allocated(8_300)));
+    assert_eq!(
+        (spike["step"].clone(), spike["phase"].clone()),
+        (json!(40), json!("backward"))
+    );
+
+    let text = stdout(&report(&[path.to_str().unwrap()]));
+    assert!(
+        text.contains("allocated peak 12.0 GiB at 2023-11-14 22:13:28.120 UTC, step 40, backward"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cache at the allocated peak 512 MiB;"),
+        "{text}"
+    );
+    let oom_lines: Vec<&str> = text.lines().filter(|l| l.contains("asked for")).collect();
+    assert_eq!(
+        oom_lines,
+        vec![
+            "  2023-11-14 22:13:36.050 UTC pid 4242 on GPU 0 (fatal): asked for 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, reserved 12.5 GiB, step 80, forward"
+        ],
+        "{text}"
+    );
 }

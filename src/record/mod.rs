@@ -14,6 +14,7 @@
 
 mod channels;
 pub mod command;
+pub mod folds;
 mod lines;
 pub mod live;
 mod points;
