@@ -210,9 +210,20 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
     assert_eq!((allocator_row[2], allocator_row[3]), ("0", "4242"));
     // The fan is absent in every sample: no row, rather than a 0.
     assert!(rows.iter().all(|r| r[4] != "fan" && !r[5].is_empty()));
+    // The OOM, caught (step 11 ended after it), with the figures its event gave; the true
+    // peak with its step.
+    let oom = |metric: &str| find(T0 + 45_500, "allocator", metric);
+    assert_eq!(oom("oom_device_free"), vec![(GIB / 2).to_string()]);
+    assert_eq!(oom("oom_step"), vec!["11"]);
+    assert_eq!(oom("oom_fatal"), vec!["0"]);
+    assert_eq!(
+        find(T0 + 29_900, "allocator", "true_peak"),
+        vec![(29 * GIB).to_string()]
+    );
+    assert_eq!(find(T0 + 29_900, "allocator", "true_peak_step"), vec!["7"]);
     // 60 s × (2 memory + 6 GPU figures + 2 process + 2 host process + 2 host memory) +
-    // 600 writer samples × 4 + 1 OOM.
-    assert_eq!(rows.len(), 60 * 14 + 600 * 4 + 1);
+    // 600 writer samples × 4 + 6 of the OOM + 2 of the true peak.
+    assert_eq!(rows.len(), 60 * 14 + 600 * 4 + 6 + 2);
 }
 
 /// The hunt of issue 13: the spike between two polls is placed by the writer's own new-peak
@@ -283,5 +294,54 @@ fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
             "  2023-11-14 22:13:36.050 UTC pid 4242 on GPU 0 (fatal): asked for 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, reserved 12.5 GiB, step 80, forward"
         ],
         "{text}"
+    );
+}
+
+/// The hunt exported: one OOM (the observer's and the uncaught error's), fatal, with its
+/// request, free memory and step; the true peak at the spike's moment and step.
+#[test]
+fn the_hunt_exports_one_fatal_oom_and_the_true_peak() {
+    use recording_fixture::hunt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl");
+    hunt::write_hunt(&path);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["export", "--csv"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let oom_rows: Vec<&str> = text.lines().filter(|l| l.contains(",oom_")).collect();
+    let at = hunt::OOM_AT;
+    assert_eq!(
+        oom_rows,
+        vec![
+            format!("{at},allocator,0,4242,oom_requested,{}", hunt::REQUESTED),
+            format!(
+                "{at},allocator,0,4242,oom_device_free,{}",
+                hunt::FREE_AT_OOM
+            ),
+            format!(
+                "{at},allocator,0,4242,oom_allocated,{}",
+                hunt::allocated(16_000)
+            ),
+            format!(
+                "{at},allocator,0,4242,oom_reserved,{}",
+                hunt::reserved(16_050)
+            ),
+            format!("{at},allocator,0,4242,oom_step,80"),
+            format!("{at},allocator,0,4242,oom_fatal,1"),
+        ],
+        "{text}"
+    );
+    let peak_rows: Vec<&str> = text.lines().filter(|l| l.contains(",true_peak")).collect();
+    let at = hunt::SPIKE_AT;
+    assert_eq!(
+        peak_rows,
+        vec![
+            format!("{at},allocator,0,4242,true_peak,{}", hunt::SPIKE),
+            format!("{at},allocator,0,4242,true_peak_step,40"),
+        ]
     );
 }
