@@ -14,7 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
-    DriverInfo, EventKind, WriterIdentity, WriterLiveness,
+    DriverInfo, EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
 use vramscope::sources::runner::SourceEvent;
@@ -207,6 +207,32 @@ fn status(t: u64) -> AllocatorDevice {
     }
 }
 
+/// The host's view of the writer: its start time is the one its file's name carries, so
+/// that a listed row knows its own channel after the writer ended.
+fn host_sample(at_ms: u64) -> SourceEvent {
+    SourceEvent::Host(Box::new(HostSample {
+        at_ms,
+        memory: Ok(HostMemory {
+            total: 64 * GIB,
+            used: 8 * GIB,
+            available: 56 * GIB,
+            swap_total: 0,
+            swap_used: 0,
+        }),
+        processes: vec![HostProcess {
+            pid: PID,
+            local_pid: Some(PID),
+            user: Ok("alice".into()),
+            command: Ok("python train.py".into()),
+            rss_bytes: Ok(4 * GIB),
+            cpu_percent: Ok(100.0),
+            container: None,
+            uid: Some(1000),
+            starttime: Some(7),
+        }],
+    }))
+}
+
 /// The run, up to the poll after its death at T0+16.170 s; its figures are the constants above.
 pub fn write_hunt(path: &Path) {
     let mut rec = Recorder::create(
@@ -243,6 +269,9 @@ pub fn write_hunt(path: &Path) {
             m.free = TOTAL - used;
         }
         rec.record(T0 + at, &sample).unwrap();
+        if alive {
+            rec.record(T0 + at, &host_sample(T0 + at)).unwrap();
+        }
         let poll_at = at + 170;
         if polled > OOM_AT - T0 {
             continue;
