@@ -22,6 +22,7 @@
  *         s.slot = (uint8_t)slot;                 vsc_event_init + vsc_event_append;
  *         s.allocated = 123;                      phases: vsc_phase; vsc_status; vsc_heartbeat)
  *         vsc_sample_append(&ch, &s);
+ *         vsc_oom(&ch, slot, requested, VSC_ABSENT); (an allocation failed: OOM event, count)
  *         vsc_finish(&ch, NULL);                 (clean: the file is removed)
  *     }
  *
@@ -170,6 +171,7 @@ typedef struct vsc_channel {
     uint32_t devices, strings;
     uint64_t samples, events, status_seq;
     uint64_t device_seq[64];
+    uint64_t explicit_ooms[64]; /* per slot, the OOMs reported through vsc_oom */
     uint32_t crc_table[8][256];
     char path[4096];
     struct vsc_channel *next_live;
@@ -638,7 +640,15 @@ static inline int vsc_add_device(vsc_channel *ch, const vsc_device *dev) {
     return (int)slot;
 }
 
-/* Seqlocked update of a slot's figures (spec section 3). */
+/* A published OOMs figure plus the OOMs reported through vsc_oom: absent only while both are. */
+static inline uint64_t vsc__plus_ooms(uint64_t published, uint64_t explicit_ooms) {
+    if (published == VSC_ABSENT) return explicit_ooms ? explicit_ooms : VSC_ABSENT;
+    uint64_t sum = published + explicit_ooms;
+    return sum < published || sum == VSC_ABSENT ? VSC_ABSENT - 1 : sum;
+}
+
+/* Seqlocked update of a slot's figures (spec section 3). The OOMs figure is the program's
+ * f->ooms plus the OOMs it reported through vsc_oom. */
 static inline int vsc_publish_device(vsc_channel *ch, int slot, const vsc_figures *f) {
     if (!vsc__usable(ch)) return VSC_E_CLOSED;
     if (f == NULL || slot < 0 || (uint32_t)slot >= ch->devices) return VSC_E_ARG;
@@ -646,7 +656,8 @@ static inline int vsc_publish_device(vsc_channel *ch, int slot, const vsc_figure
     uint64_t seq = ch->device_seq[slot];
     uint64_t t = f->read_at_ns ? f->read_at_ns : vsc_now_ns();
     const uint64_t w[15] = {f->allocated, f->allocated_peak, f->reserved, f->reserved_peak, f->active,
-                            f->inactive_split, f->requested, f->alloc_retries, f->ooms, f->device_allocs,
+                            f->inactive_split, f->requested, f->alloc_retries,
+                            vsc__plus_ooms(f->ooms, ch->explicit_ooms[slot]), f->device_allocs,
                             f->device_frees, f->device_free, f->limit, f->interval_peak, f->step_peak};
     vsc__spare(ch, base, 0xB0, seq + 1);
     vsc__begin(ch, base, seq + 1);
@@ -713,15 +724,21 @@ static inline int vsc_event_append(vsc_channel *ch, const vsc_event *e) {
 
 /* The phase number of `name` for samples and events (string n-1 is phase n), adding it on
  * first use; 0 for an empty name or a full table. */
-static inline int vsc_phase(vsc_channel *ch, const char *name) {
-    if (!vsc__usable(ch)) return VSC_E_CLOSED;
-    size_t len = vsc__fit(name, 63);
-    if (len == 0) return 0;
+static inline int vsc__find_phase(const vsc_channel *ch, const char *name, size_t len) {
     const uint8_t *strings = ch->map + ch->off[VSC__SEC_STRINGS];
     for (uint32_t i = 0; i < ch->strings; i++) {
         const uint8_t *rec = strings + (size_t)i * VSC__STRING;
         if (rec[0] == len && memcmp(rec + 1, name, len) == 0) return (int)i + 1;
     }
+    return 0;
+}
+
+static inline int vsc_phase(vsc_channel *ch, const char *name) {
+    if (!vsc__usable(ch)) return VSC_E_CLOSED;
+    size_t len = vsc__fit(name, 63);
+    if (len == 0) return 0;
+    int found = vsc__find_phase(ch, name, len);
+    if (found) return found;
     if (ch->strings >= ch->cap[VSC__SEC_STRINGS]) return 0;
     uint8_t *rec = ch->map + ch->off[VSC__SEC_STRINGS] + (size_t)ch->strings * VSC__STRING;
     rec[0] = (uint8_t)len;
@@ -748,6 +765,52 @@ static inline int vsc_status(vsc_channel *ch, uint64_t step, const char *label) 
     for (size_t i = 0; i < sizeof text; i += 8) vsc__store(ch, 0x260 + i, vsc__get64(text + i));
     vsc__store_release(ch, 0x240, seq + 2);
     ch->status_seq = seq + 2;
+    return VSC_OK;
+}
+
+/* Reports an out-of-memory on `slot`: an allocation of `requested` bytes failed, with
+ * `device_free` bytes free on the device (either VSC_ABSENT when unknown). For OOMs that no
+ * allocator observer reports: a program that catches one and skips the batch, a custom
+ * allocator.
+ * Appends an OOM event at the step and with the label last given to vsc_status (its phase
+ * when the label is one from vsc_phase), carrying the slot's total and the allocated,
+ * reserved and retry figures last published for it; then raises the slot's OOMs figure by
+ * one, now and in every later vsc_publish_device, which adds the OOMs reported here to the
+ * program's own count. */
+static inline int vsc_oom(vsc_channel *ch, int slot, uint64_t requested, uint64_t device_free) {
+    if (!vsc__usable(ch)) return VSC_E_CLOSED;
+    if (slot < 0 || (uint32_t)slot >= ch->devices) return VSC_E_ARG;
+    size_t base = ch->off[VSC__SEC_DEVICES] + (size_t)slot * VSC__DEVICE;
+    const uint8_t *dev = ch->map + base;
+    char label[161];
+    size_t len = 0;
+    vsc_event e;
+    vsc_event_init(&e, VSC_EV_OOM);
+    if (ch->status_seq != 0) {
+        len = (size_t)vsc__get64(ch->map + 0x258);
+        if (len > 160) len = 160;
+        memcpy(label, ch->map + 0x260, len);
+        e.step = vsc__get64(ch->map + 0x248);
+    }
+    label[len] = '\0';
+    e.slot = (uint16_t)slot;
+    e.phase = len && len <= 63 ? (uint16_t)vsc__find_phase(ch, label, len) : 0;
+    e.text = label;
+    e.args[0] = requested;
+    e.args[1] = device_free;
+    e.args[2] = vsc__get64(dev + 0x30);
+    e.args[3] = vsc__get64(dev + 0x40);
+    e.args[4] = vsc__get64(dev + 0x50);
+    e.args[5] = vsc__get64(dev + 0x78);
+    vsc_event_append(ch, &e);
+    ch->explicit_ooms[slot]++;
+    uint64_t seq = ch->device_seq[slot];
+    uint64_t ooms = vsc__plus_ooms(vsc__get64(dev + 0x80), 1);
+    vsc__spare(ch, base, 0xB0, seq + 1);
+    vsc__begin(ch, base, seq + 1);
+    vsc__store(ch, base + 0x80, ooms);
+    vsc__store_release(ch, base, seq + 2);
+    ch->device_seq[slot] = seq + 2;
     return VSC_OK;
 }
 

@@ -539,6 +539,7 @@ impl Rank {
             slot: Some(0),
             step: Some(self.step),
             label: PHASES[self.last_phase].into(),
+            phase: PHASES[self.last_phase].into(),
         }
     }
 
@@ -561,7 +562,7 @@ impl Rank {
             ooms: Ok(0),
             device_free: Ok(80 * GIB - self.reserved - 2 * GIB),
             limit: Err(Absent::NotSupported),
-            true_peak: Ok(self.true_peak),
+            interval_peak: Ok(self.true_peak),
             step_peak: Ok(self.step_peak),
         }
     }

@@ -82,6 +82,8 @@ pub enum Command {
         /// Markdown instead of plain text (`--json` gives JSON, schema `vramscope.report`).
         #[arg(long)]
         markdown: bool,
+        #[command(flatten)]
+        scope: ScopeArgs,
     },
     /// Write a recording as a tidy long-format CSV (`--csv`, the default): one row per time,
     /// entity and metric; columns `time_ms,entity,gpu,pid,metric,value`.
@@ -91,6 +93,8 @@ pub enum Command {
         /// Write here instead of standard output.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        scope: ScopeArgs,
     },
     /// Print what a channel file holds, as JSON: identity, devices, status, every sample and
     /// event still in its rings, and why it would be refused if it would.
@@ -132,6 +136,8 @@ pub enum Command {
         /// TrueType font for PNG text [default: DejaVu Sans from /usr/share/fonts].
         #[arg(long, value_name = "FILE", env = "VRAMSCOPE_FONT")]
         font: Option<PathBuf>,
+        #[command(flatten)]
+        scope: ScopeArgs,
     },
     /// Print a completion script for SHELL: `vramscope completions bash >
     /// ~/.local/share/bash-completion/completions/vramscope`.
@@ -169,6 +175,47 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<OsString>,
+}
+
+/// What part of a recording `report`, `plot` and `export` cover: by default what happened
+/// while it recorded (see `record::scope`).
+#[derive(Debug, Args)]
+pub struct ScopeArgs {
+    /// Include the channels' ring history: what instrumented programs published before the
+    /// recording began, which its first read of each channel found.
+    #[arg(long)]
+    pub history: bool,
+
+    /// Only from this moment: `30s` or `2m` after the recording began (`-5m`: before it,
+    /// with --history), a local time `14:05:30`, or `2026-11-21T09:41:12Z`.
+    #[arg(long, value_name = "WHEN", value_parser = crate::record::when::parse)]
+    pub since: Option<crate::record::when::When>,
+
+    /// Only up to this moment, written as for --since.
+    #[arg(long, value_name = "WHEN", value_parser = crate::record::when::parse)]
+    pub until: Option<crate::record::when::When>,
+
+    /// Only this process (its host pid) and the GPUs it used; repeat for more. With --job,
+    /// the processes of either.
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+
+    /// Only the instrumented processes of this job (the job id their writers give, e.g.
+    /// Slurm's) and the GPUs they used.
+    #[arg(long, value_name = "ID")]
+    pub job: Option<String>,
+}
+
+impl ScopeArgs {
+    pub fn asked(&self) -> crate::record::scope::Asked {
+        crate::record::scope::Asked {
+            history: self.history,
+            since: self.since.clone(),
+            until: self.until.clone(),
+            pids: self.pids.clone(),
+            job: self.job.clone(),
+        }
+    }
 }
 
 /// Options of `vramscope serve`. The sampling period is the global `--interval`.

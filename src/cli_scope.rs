@@ -228,6 +228,29 @@ mod tests {
             &["run", "--ascii", "--interval", "2s", "--", "python", "x.py"][..],
             &["export", "f"][..],
             &["export", "--csv", "-o", "x.csv", "f"][..],
+            // A recording's scope: the options of report, plot and export alike.
+            &[
+                "report",
+                "f",
+                "--json",
+                "--history",
+                "--since",
+                "2m",
+                "--until",
+                "14:05:30",
+            ][..],
+            &[
+                "plot", "f", "-o", "x.svg", "--pid", "1", "--pid", "2", "--job", "j",
+            ][..],
+            &[
+                "export",
+                "f",
+                "--csv",
+                "--since",
+                "2026-11-21T09:41:12Z",
+                "--pid",
+                "3",
+            ][..],
             &["completions", "fish"][..],
             &["man"][..],
         ] {

@@ -90,8 +90,12 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             }
             return demo::run(cli);
         }
-        Some(cli::Command::Export { file, output }) => {
-            return export::run(file, output.as_deref());
+        Some(cli::Command::Export {
+            file,
+            output,
+            scope,
+        }) => {
+            return export::run(file, output.as_deref(), &scope.asked());
         }
         Some(cli::Command::Plot {
             file,
@@ -99,21 +103,26 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             width,
             height,
             font,
+            scope,
         }) => {
             let options = plot::Options {
                 width: *width,
                 height: *height,
                 font: font.clone(),
             };
-            return plot::run(file, output, &options);
+            return plot::run(file, output, &options, &scope.asked());
         }
-        Some(cli::Command::Report { file, markdown }) => {
+        Some(cli::Command::Report {
+            file,
+            markdown,
+            scope,
+        }) => {
             let format = match (markdown, cli.json) {
                 (_, true) => report::Format::Json,
                 (true, false) => report::Format::Markdown,
                 (false, false) => report::Format::Text,
             };
-            return report::run(file, format);
+            return report::run(file, format, &scope.asked());
         }
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),

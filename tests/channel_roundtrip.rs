@@ -654,3 +654,55 @@ fn c_writer_contract() {
     assert_eq!(warnings.len(), 1, "{stderr}");
     assert!(warnings[0].starts_with("vramscope: not publishing memory figures: "));
 }
+
+static OOM_C: OnceLock<PathBuf> = OnceLock::new();
+
+#[test]
+fn c_writer_explicit_oom_carries_the_last_figures_and_raises_the_ooms_count() {
+    if !cc_available() {
+        return;
+    }
+    let dir = private_dir();
+    let out = Command::new(compiled("oom_writer", &OOM_C))
+        .arg(dir.path())
+        .output()
+        .expect("run oom_writer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ch = open_from_start(Path::new(stdout.trim_end()));
+    let up = ch.poll().expect("poll");
+    let ooms: Vec<_> = up
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Oom)
+        .collect();
+    assert_eq!(ooms.len(), 2, "{:?}", up.events);
+    let (first, second) = (ooms[0], ooms[1]);
+    assert_eq!(first.slot, Some(0));
+    assert_eq!((first.step, first.phase), (Some(40), 1));
+    assert_eq!(up.phases, ["train/backward"]);
+    assert_eq!(first.text, "train/backward");
+    // Asked and free as told; total, allocated, reserved and retries as last published.
+    assert_eq!(first.args, [6 * GIB, GIB, 80 * GIB, 7 * GIB, 9 * GIB, 4]);
+    assert_eq!((second.step, second.phase), (None, 0));
+    assert_eq!(second.text, "eval");
+    assert_eq!(
+        second.args,
+        [
+            layout::ABSENT,
+            layout::ABSENT,
+            80 * GIB,
+            7 * GIB,
+            9 * GIB,
+            4
+        ]
+    );
+    // Two reported here plus the program's own three; the other figures as published.
+    let d = &up.devices[0];
+    assert_eq!(d.ooms, Some(5));
+    assert_eq!((d.allocated, d.device_free), (Some(7 * GIB), Some(3 * GIB)));
+}

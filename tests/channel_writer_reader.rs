@@ -308,6 +308,73 @@ fn text_is_cut_at_character_boundaries_to_fit_its_field() {
     assert_eq!(u.events[0].text, "é".repeat(86));
 }
 
+#[test]
+fn an_explicit_oom_carries_the_last_figures_and_raises_the_ooms_count() {
+    const GIB: u64 = 1 << 30;
+    let dir = private_dir();
+    let mut w = writer(dir.path(), Capacities::default());
+    let slot = w
+        .add_device(DeviceIdentity {
+            total: Some(80 * GIB),
+            ..DeviceIdentity::default()
+        })
+        .expect("slot");
+    let published = DeviceFigures {
+        allocated: Some(7 * GIB),
+        reserved: Some(9 * GIB),
+        alloc_retries: Some(4),
+        device_free: Some(3 * GIB),
+        ..DeviceFigures::default()
+    };
+    w.publish_device(slot, &published);
+    let backward = w.intern("train/backward");
+    w.status(Some(40), "train/backward");
+    w.oom(slot, Some(6 * GIB), Some(GIB));
+    let mut ch = Channel::open(w.path(), &from_start()).expect("open");
+    let u = ch.poll().expect("poll");
+    let (oom,) = match u.events.as_slice() {
+        [e] => (e,),
+        other => panic!("one event expected: {other:?}"),
+    };
+    assert_eq!(oom.kind, EventKind::Oom);
+    assert_eq!(oom.slot, Some(0));
+    assert_eq!((oom.step, oom.phase), (Some(40), backward));
+    assert_eq!(oom.text, "train/backward");
+    // Asked, free as told; total, allocated, reserved and retries as last published.
+    assert_eq!(oom.args, [6 * GIB, GIB, 80 * GIB, 7 * GIB, 9 * GIB, 4]);
+    let d = &u.devices[slot];
+    assert_eq!(d.ooms, Some(1), "the OOM is counted");
+    assert_eq!(
+        (d.allocated, d.device_free),
+        (Some(7 * GIB), Some(3 * GIB)),
+        "the other figures stay"
+    );
+
+    // The program's later readings, which know nothing of it, keep the count; a count of its
+    // own adds to it. Unknown figures and a label that is no phase stay unknown.
+    w.publish_device(slot, &published);
+    assert_eq!(ch.poll().expect("poll").devices[slot].ooms, Some(1));
+    w.status(None, "eval, not a phase");
+    w.oom(slot, None, None);
+    w.publish_device(
+        slot,
+        &DeviceFigures {
+            ooms: Some(3),
+            ..published
+        },
+    );
+    let u = ch.poll().expect("poll");
+    assert_eq!(u.devices[slot].ooms, Some(5));
+    let second = &u.events[0];
+    assert_eq!((second.step, second.phase), (None, 0));
+    assert_eq!(second.text, "eval, not a phase");
+    assert_eq!(&second.args[..2], &[ABSENT, ABSENT]);
+
+    // No such slot: nothing written, nothing panics.
+    w.oom(7, Some(1), None);
+    assert!(ch.poll().expect("poll").events.is_empty());
+}
+
 fn numbered(i: u64) -> SampleFields {
     SampleFields {
         t_ns: Some(i),

@@ -55,9 +55,15 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     assert_eq!(oom["phase"], json!("forward"));
     assert_eq!(oom["outcome"], json!("caught"));
     assert_eq!(oom["gpu_index"], json!(0));
+    // The largest spikes, listed in the order they happened.
     let spikes = doc["spikes"].as_array().unwrap();
-    assert_eq!(spikes[0]["what"], json!("GPU 0"));
-    assert_eq!(spikes[0]["rise"], json!(35 * GIB));
+    let at: Vec<u64> = spikes
+        .iter()
+        .map(|s| s["at_ms"].as_u64().unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] <= w[1]), "{at:?}");
+    let gpu_spike = spikes.iter().find(|s| s["what"] == json!("GPU 0")).unwrap();
+    assert_eq!(gpu_spike["rise"], json!(35 * GIB));
     let alloc_spike = spikes
         .iter()
         .find(|s| s["what"] == json!("pid 4242 on GPU 0 (allocated)"))
@@ -287,7 +293,10 @@ fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
         text.contains("cache at the allocated peak 512 MiB;"),
         "{text}"
     );
-    let oom_lines: Vec<&str> = text.lines().filter(|l| l.contains("asked for")).collect();
+    let oom_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("): asked for"))
+        .collect();
     assert_eq!(
         oom_lines,
         vec![
@@ -295,6 +304,29 @@ fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
         ],
         "{text}"
     );
+    // Under it, why: the cache and the free memory together fell short, so
+    // expandable_segments would not have saved it.
+    for why in [
+        "      asked for 6.00 GiB with 3.00 GiB free on the device (of 16.0 GiB): 3.00 GiB short",
+        "falls 768 MiB short: the live tensors (10.2 GiB) left no room",
+        "      outside the allocator: 512 MiB (NVML used 13.0 GiB by the process, reserved 12.5 GiB)",
+        "      expandable_segments:True would not have saved it",
+    ] {
+        assert!(text.contains(why), "{why:?} in {text}");
+    }
+    // The leak of 16 MiB a step is named.
+    assert!(
+        text.contains("  - pid 4242 on GPU 0: memory leaks: each step's peak 16.0 MiB above the one before (OOM in about"),
+        "{text}"
+    );
+    let hints = doc["hints"].as_array().unwrap();
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.as_str().unwrap().contains("memory leaks")),
+        "{hints:?}"
+    );
+    assert_eq!(oom["explanation"].as_array().unwrap().len(), 4, "{oom}");
 }
 
 /// The hunt exported: one OOM (the observer's and the uncaught error's), fatal, with its

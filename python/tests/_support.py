@@ -217,9 +217,9 @@ def python_env(extra=None, fakes=False):
     return env
 
 
-def run_python(code, env, timeout=60, **kwargs):
+def run_python(code, env, timeout=60, args=(), **kwargs):
     return subprocess.run(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code] + list(args),
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -283,6 +283,52 @@ class ExplicitOom(ApiCase):
         self.assertEqual(self.snap().phase_name(oom.phase), "train")
         dev = self.snap().devices[0]
         self.assertEqual((dev.device_free, dev.allocated, dev.reserved), (GIB, 5 * GIB, 6 * GIB))
+        self.assertEqual(dev.ooms, 1, "an explicit OOM is counted")
+
+    def test_explicit_ooms_stay_counted_in_later_reports(self):
+        vramscope.report(device=0, allocated=5 * GIB)
+        vramscope.oom(0, GIB)
+        vramscope.report(device=0, allocated=4 * GIB)  # the program counts no OOMs itself
+        self.assertEqual(self.snap().devices[0].ooms, 1)
+        vramscope.oom(0, GIB)
+        vramscope.report(device=0, allocated=4 * GIB, ooms=3)  # ...or some of its own
+        self.assertEqual(self.snap().devices[0].ooms, 5)
+
+    def test_an_oom_reported_then_raised_is_one_failure_with_its_phase(self):
+        vramscope.report(device=0, allocated=5 * GIB, reserved=6 * GIB, total=80 * GIB)
+        vramscope.step()
+        try:
+            with vramscope.mark("train"):
+                with vramscope.mark("backward"):
+                    vramscope.oom(0, 3 * GIB, free=GIB)
+                    raise MemoryError("out of memory: Tried to allocate 3.00 GiB on GPU 0")
+        except MemoryError as e:
+            _runtime._on_uncaught(type(e), e, False)  # as a thread's exception hook would
+        (oom,) = [e for e in self.events() if e.kind == L.EV_OOM]
+        (error,) = [e for e in self.events() if e.kind == L.EV_OOM_ERROR]
+        self.assertEqual(self.snap().phase_name(error.phase), "train/backward")
+        self.assertEqual((error.slot, error.step, error.phase, error.args), (oom.slot, oom.step, oom.phase, oom.args))
+        self.assertEqual(error.args, (3 * GIB, GIB, 80 * GIB, 5 * GIB, 6 * GIB, S.ABSENT))
+        self.assertEqual(error.text, "train/backward: out of memory: Tried to allocate 3.00 GiB on GPU 0")
+        self.assertEqual(self.snap().devices[0].ooms, 1, "one failure, counted once")
+
+    def test_requested_bytes_in_every_frameworks_message(self):
+        from vramscope._excepthooks import requested_bytes
+
+        self.assertEqual(requested_bytes("CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has"), 6 * GIB)
+        self.assertEqual(requested_bytes("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4096 bytes."), 4096)
+        self.assertEqual(requested_bytes("Out of memory allocating 8,589,934,592 bytes (allocated so far: 0 bytes)."), 8 * GIB)
+        self.assertIsNone(requested_bytes("CUDA error: out of memory"))
+
+    def test_an_uncaught_oom_outside_every_phase_names_the_device_of_its_message(self):
+        vramscope.report(device=0, allocated=GIB)
+        vramscope.report(device=1, allocated=5 * GIB, reserved=6 * GIB, free=2 * GIB, total=80 * GIB)
+        message = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes. (GPU 1)"
+        _runtime._on_uncaught(RuntimeError, RuntimeError(message), False)
+        (error,) = [e for e in self.events() if e.kind == L.EV_OOM_ERROR]
+        self.assertEqual((error.slot, error.phase, error.text), (1, 0, message))
+        self.assertEqual(error.args, (16 * GIB, 2 * GIB, 80 * GIB, 5 * GIB, 6 * GIB, S.ABSENT))
+        self.assertEqual([d.ooms for d in self.snap().devices], [S.ABSENT, 1])
 
     def test_oom_on_an_unreported_device_and_bad_figures(self):
         vramscope.oom(device=3, requested=-5)

@@ -199,6 +199,81 @@ class Oom(RealTorchCase):
         vramscope.oom(0, 2 * GIB)
         (oom,) = self.events(EV_OOM)
         self.assertEqual(oom.args, (2 * GIB, S.ABSENT, 80 * GIB, 7 * GIB, 7 * GIB, 4))
+        # Torch's allocator never saw it: its count plus this one, in every later reading.
+        self.assertEqual(self.snap().devices[0].ooms, 1)
+        self.cuda.fail(GIB)  # one torch does count, through its observer
+        vramscope.step()
+        self.assertEqual(self.snap().devices[0].ooms, 2)
+
+
+# A training step that dies of an OOM inside its phases, run as its own program so the
+# exception really is uncaught: the phases unwind, then the interpreter's hook runs.
+UNCAUGHT = r"""
+import sys, torch, vramscope
+sys.path.insert(0, sys.argv[1])
+from _simulated_cuda import GIB, SimulatedCuda
+cuda = SimulatedCuda(torch).install()
+vramscope.start(framework="torch")
+print(vramscope.channel_path(), flush=True)
+cuda.alloc(9 * GIB)
+vramscope.step()
+if sys.argv[2] == "observed":
+    with vramscope.mark("train"):
+        with vramscope.mark("backward"):  # entering it takes the last reading
+            cuda.fail(6 * GIB)  # torch's allocator runs its OOM observers, then raises
+            raise torch.OutOfMemoryError(
+                "CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of "
+                "80.00 GiB of which 70.00 GiB is free. Of the allocated memory 9.00 GiB is "
+                "allocated by PyTorch"
+            )
+else:
+    with vramscope.mark("backward"):
+        # A failure outside the caching allocator (a library's workspace): no observer.
+        raise RuntimeError("CUDA error: out of memory")
+"""
+EV_OOM_ERROR = 2
+
+
+class UncaughtOom(unittest.TestCase):
+    def die(self, how):
+        with S.TempDir() as d:
+            env = S.python_env({"VRAMSCOPE_DIR": d, "VRAMSCOPE_HZ": "10"})
+            r = S.run_python(UNCAUGHT, env, timeout=120, args=(S.HERE, how))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("out of memory", r.stderr)
+            snap = S.Snapshot(S.read_bytes(r.stdout.strip()))
+        events = S.events(snap.raw)[0]
+        samples = S.samples(snap.raw)[0]
+        (error,) = [e for e in events if e.kind == EV_OOM_ERROR]
+        last = [s for s in samples if s.t <= error.t][-1]
+        return snap, events, error, last
+
+    def test_an_oom_caught_by_the_observer_is_told_again_with_its_phase_and_figures(self):
+        snap, events, error, last = self.die("observed")
+        (oom,) = [e for e in events if e.kind == EV_OOM]
+        # The same failure, to be matched: slot, step, phase and figures of the observer's.
+        self.assertEqual(snap.phase_name(error.phase), "train/backward")
+        self.assertEqual((error.slot, error.step, error.phase), (oom.slot, oom.step, oom.phase))
+        self.assertEqual((error.slot, error.step), (0, 1))
+        self.assertEqual(error.args, oom.args)
+        self.assertEqual(error.args, (6 * GIB, 70 * GIB, 80 * GIB, 9 * GIB, 9 * GIB, 0))
+        self.assertEqual((last.allocated, last.reserved), error.args[3:5])
+        self.assertTrue(error.text.startswith("train/backward: CUDA out of memory. Tried to allocate 6.00 GiB"))
+        self.assertEqual(oom.text, "train/backward")
+        # Torch counted it; the error does not count it twice.
+        self.assertEqual(snap.devices[0].ooms, 1)
+
+    def test_an_oom_no_observer_saw_keeps_its_phase_and_the_last_figures(self):
+        snap, events, error, last = self.die("unobserved")
+        self.assertEqual([e for e in events if e.kind == EV_OOM], [])
+        self.assertEqual(snap.phase_name(error.phase), "backward")
+        self.assertEqual((error.slot, error.step), (0, 1))
+        self.assertEqual(error.text, "backward: CUDA error: out of memory")
+        # Nothing asked is named; the rest is what the last reading held.
+        self.assertEqual(error.args, (S.ABSENT, 70 * GIB, 80 * GIB, 9 * GIB, 9 * GIB, 0))
+        self.assertEqual((last.allocated, last.reserved), (9 * GIB, 9 * GIB))
+        # Torch's allocator never counted it: the writer does.
+        self.assertEqual(snap.devices[0].ooms, 1)
 
 
 class StartBeforeCuda(RealTorchCase):
@@ -242,6 +317,27 @@ class RealJax(unittest.TestCase):
         self.assertEqual(snap.header.kind, KIND_JAX)
         dev = snap.devices[0]
         self.assertEqual((dev.allocated, dev.allocated_peak, dev.limit, dev.reserved), (GIB, 2 * GIB, S.ABSENT, S.ABSENT))
+
+    def test_an_uncaught_resource_exhausted_keeps_its_phase_and_the_last_figures(self):
+        from vramscope import _runtime
+
+        self.stats.update(bytes_in_use=3 * GIB, peak_bytes_in_use=4 * GIB, bytes_limit=16 * GIB)
+        self.assertTrue(vramscope.start(framework="jax"))
+        vramscope.step()
+        message = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes."
+        try:
+            with vramscope.mark("eval"):
+                raise self.jax.errors.JaxRuntimeError(message)
+        except self.jax.errors.JaxRuntimeError as e:
+            _runtime._on_uncaught(type(e), e, False)  # as a thread's exception hook would
+        snap = S.Snapshot(S.read_bytes(vramscope.channel_path()))
+        (error,) = [e for e in S.events(snap.raw)[0] if e.kind == 2]
+        self.assertEqual(snap.phase_name(error.phase), "eval")
+        self.assertEqual((error.slot, error.step, error.text), (0, 1, "eval: " + message))
+        self.assertEqual(error.args[0], 8 * GIB)
+        self.assertEqual(error.args[3], 3 * GIB)
+        # JAX counts no OOMs: the writer does.
+        self.assertEqual(snap.devices[0].ooms, 1)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,11 @@ class mark:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if exc is not None:
+            try:
+                _rt().leave_phase_with(exc_type, exc)
+            except Exception:
+                pass
         try:
             phases = self._phases()
             phase = phases.pop() if phases else None
@@ -224,7 +229,9 @@ def oom(device=0, requested=None, free=None):
 
     For OOMs no allocator observer sees: a trainer that catches one and skips the batch, a
     custom allocator. The OOM event also carries the device's total, allocated and
-    reserved figures and retries as the writer last knew them (with PyTorch, read now).
+    reserved figures and retries as the writer last knew them (with PyTorch, read now), and
+    the device's OOMs count goes up by one: the writer adds the OOMs reported here to the
+    count it publishes (`report(ooms=...)`, PyTorch's own) from then on.
     Starts the writer if it is not running.
     """
     try:
@@ -248,7 +255,7 @@ def _oom(rt, device, requested, free):
         state = session.add_slot(("report", device), DeviceInfo(device))
         if state is None:
             return
-    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free))
+    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free), explicit=True)
 
 
 def enabled():

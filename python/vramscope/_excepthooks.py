@@ -23,6 +23,14 @@ _UNITS = {
     "TB": 10**12,
 }
 _TRIED = r"Tried to allocate ([0-9.]+) ?([KMGT]i?B|B)"
+# XLA's "Out of memory while trying to allocate 17179869184 bytes.", CuPy's "Out of memory
+# allocating 8,589,934,592 bytes".
+_BYTES = r"allocat(?:e|ing) ([0-9][0-9,]*) bytes"
+# PyTorch's "GPU 0 has a total capacity of ..." (older: "(GPU 0; 79.15 GiB total capacity)").
+_GPU = r"\bGPU ([0-9]+)\b"
+# Where an OOM was raised, set on the exception by the first phase it leaves: the phases
+# unwind before the exception hook runs. Plain data (the exception may be pickled).
+FAILURE_ATTR = "_vramscope_failure"
 
 
 def set_handler(handler):
@@ -75,16 +83,43 @@ def is_out_of_memory(exc_type, exc):
 
 
 def requested_bytes(message):
-    """The size in PyTorch's "Tried to allocate 2.00 GiB" (to the message's precision)."""
+    """The size in PyTorch's "Tried to allocate 2.00 GiB" (to the message's precision),
+    XLA's "trying to allocate 2147483648 bytes" or CuPy's "allocating 2,147,483,648 bytes"."""
     import re  # here: only an uncaught OOM gets this far
 
     m = re.search(_TRIED, message, re.IGNORECASE)
     if not m:
-        return None
+        m = re.search(_BYTES, message, re.IGNORECASE)
+        return int(m.group(1).replace(",", "")) if m else None
     try:
         return int(float(m.group(1)) * _UNITS[m.group(2).upper()])
     except (KeyError, ValueError):
         return None
+
+
+def device_ordinal(message):
+    """The device PyTorch's message names ("GPU 0 has a total capacity..."), else None."""
+    import re
+
+    m = re.search(_GPU, message)
+    return int(m.group(1)) if m else None
+
+
+def remember_failure(exc, pid, point):
+    """Marks `exc` with where it was raised, unless an inner phase did already."""
+    if getattr(exc, FAILURE_ATTR, None) is None:
+        try:
+            setattr(exc, FAILURE_ATTR, (pid,) + tuple(point))
+        except (AttributeError, TypeError):
+            pass  # an exception that takes no attributes: the hook reports where it is then
+
+
+def failure_point(exc, pid):
+    """The point `remember_failure` set on `exc` in this process, else None."""
+    mark = getattr(exc, FAILURE_ATTR, None)
+    if isinstance(mark, tuple) and len(mark) == 4 and mark[0] == pid:
+        return mark[1:]
+    return None
 
 
 def describe(exc_type, exc):

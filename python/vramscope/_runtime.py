@@ -298,13 +298,22 @@ def end_step(rt, explicit=True):
     rt.session.end_step()
 
 
+def leave_phase_with(exc_type, exc):
+    """A phase is left by an exception: an OOM remembers where it was raised, for the
+    exception hook that runs after every phase has unwound."""
+    if _excepthooks.is_out_of_memory(exc_type, exc):
+        run(lambda rt: _excepthooks.remember_failure(exc, rt.pid, rt.session.failure_point()))
+
+
 def _on_uncaught(exc_type, exc, main_thread):
     global _exit_error
     oom = _excepthooks.is_out_of_memory(exc_type, exc)
     if oom:
         message = str(exc).strip()
         requested = _excepthooks.requested_bytes(message)
-        run(lambda rt: rt.session.oom_error(message, requested))
+        ordinal = _excepthooks.device_ordinal(message)
+        at = _excepthooks.failure_point(exc, os.getpid())
+        run(lambda rt: rt.session.oom_error(message, requested, ordinal, at))
     if main_thread:
         _exit_error = _excepthooks.describe(exc_type, exc)
 

@@ -18,6 +18,7 @@ _ROW_FIGURES = (
     "allocated allocated_peak reserved reserved_peak active inactive_split requested retries ooms "
     "device_allocs device_frees device_free limit"
 ).split()
+_ROW = {name: i + 1 for i, name in enumerate(_ROW_FIGURES)}
 
 # A steady climb sets a new high-water mark at every sample; an event for each would push
 # the step and phase events out of the ring. The sample's flag marks every one; an event is
@@ -54,6 +55,12 @@ class SlotState:
         self.step_allocated = None
         self.step_reserved = None
         self.last_step_peak = None
+        # OOMs counted here (explicit ones, and uncaught ones no OOM event stood for), added to
+        # the framework's own count in every published reading; that count as last read.
+        self.counted_ooms = 0
+        self.own_ooms = None
+        # The last OOM event not yet matched by an uncaught error: (step, phase, args).
+        self.unmatched_oom = None
 
 
 def _high_water_worth_an_event(state, t, peak):
@@ -70,6 +77,12 @@ class _Phase:
         self.label = label
         self.path = label
         self.peaks = {}
+
+
+def _plus(count, more):
+    if count is None:
+        return more or None
+    return count + more
 
 
 def _max(a, b):
@@ -123,6 +136,7 @@ class Session:
         if row is not None:
             for name, value in zip(_ROW_FIGURES, row[1:14]):
                 setattr(fig, name, None if value == _A else value)
+        fig.ooms = state.own_ooms
         fig.device_free = device_free
         return fig
 
@@ -148,6 +162,9 @@ class Session:
         reserved = _A if fig.reserved is None else fig.reserved
         active = _A if fig.active is None else fig.active
         peak_word = _A if peak is None else peak
+        state.own_ooms = ooms = fig.ooms
+        if state.counted_ooms:  # inline: this runs at every sample
+            ooms = _plus(ooms, state.counted_ooms)
         state.row = row = [
             t,
             allocated,
@@ -158,7 +175,7 @@ class Session:
             _A if fig.inactive_split is None else fig.inactive_split,
             _A if fig.requested is None else fig.requested,
             _A if fig.retries is None else fig.retries,
-            _A if fig.ooms is None else fig.ooms,
+            _A if ooms is None else ooms,
             _A if fig.device_allocs is None else fig.device_allocs,
             _A if fig.device_frees is None else fig.device_frees,
             _A if fig.device_free is None else fig.device_free,
@@ -271,19 +288,79 @@ class Session:
 
     # -- events -----------------------------------------------------------------------------
 
-    def oom(self, state, requested, device_free, device_total, fig):
-        """An allocation failed inside the framework's allocator."""
-        self._event(
-            self.clock(),
-            L.EV_OOM,
-            state.slot,
-            (requested, device_free, device_total, fig.allocated, fig.reserved, fig.retries),
-            self._status_label,
-        )
+    def oom(self, state, requested, device_free, device_total, fig, explicit=False):
+        """An allocation failed: seen by the framework's allocator, or told by the program
+        (`explicit`), whose OOM the framework's own count does not hold, so it is counted here."""
+        args = (requested, device_free, device_total, fig.allocated, fig.reserved, fig.retries)
+        self._event(self.clock(), L.EV_OOM, state.slot, args, self._status_label)
+        state.unmatched_oom = (self.step, self._phase_id, args)
+        if explicit:
+            state.counted_ooms += 1
         self.publish(state, fig, hook=True)
 
-    def oom_error(self, message, requested=None):
-        self._event(self.clock(), L.EV_OOM_ERROR, L.NO_SLOT, (requested,), message)
+    @property
+    def phase_path(self):
+        """The innermost phase's path, e.g. `train/backward`; empty outside every phase."""
+        return self._phases[-1].path if self._phases else ""
+
+    def failure_point(self):
+        """Where the program is now, as an uncaught OOM must remember it while its phases
+        unwind: (step, phase path, status label)."""
+        return (self.step, self.phase_path, self._status_label)
+
+    def oom_error(self, message, requested=None, ordinal=None, at=None):
+        """An out-of-memory error that reached the top of the program or of a thread.
+
+        `at`: the `failure_point` where it was raised (now by default). `ordinal`: the device
+        the message names, if any. The event carries that step and phase, the text
+        `label: message`, and the figures of the OOM event that stood for the same failure
+        (same slot, step and phase) or else the slot's last published figures; a failure no
+        OOM event stood for is counted in the slot's OOMs.
+        """
+        step, path, label = at if at is not None else self.failure_point()
+        phase = self.channel.intern(path) if path else 0
+        state = self._failed_slot(ordinal)
+        slot = L.NO_SLOT
+        args = (requested,)
+        if state is not None:
+            slot = state.slot
+            matched, state.unmatched_oom = state.unmatched_oom, None
+            if matched is not None and matched[:2] == (step, phase):
+                args = matched[2]
+                if args[0] is None:
+                    args = (requested,) + args[1:]
+            else:
+                free, allocated, reserved, retries = self._last_row(state)
+                args = (requested, free, state.total, allocated, reserved, retries)
+                state.counted_ooms += 1
+                if state.row is not None:
+                    state.row[_ROW["ooms"]] = _u(_plus(state.own_ooms, state.counted_ooms))
+                    self.channel.publish_device(state.slot, state.row)
+                    state.row_published = True
+        text = "%s: %s" % (label, message) if label else message
+        self._event(self.clock(), L.EV_OOM_ERROR, slot, args, text, step=step, phase=phase)
+
+    def _failed_slot(self, ordinal):
+        """The slot an uncaught OOM happened on: the device its message names, else the one
+        with an OOM event still unmatched, else the only one."""
+        if ordinal is not None:
+            state = self.slot_of_ordinal(ordinal)
+            if state is not None:
+                return state
+        states = list(self._slots.values())
+        pending = [s for s in states if s.unmatched_oom is not None]
+        if len(pending) == 1:
+            return pending[0]
+        return states[0] if len(states) == 1 else None
+
+    @staticmethod
+    def _last_row(state):
+        """(device free, allocated, reserved, retries) as last published; None where unknown."""
+        row = state.row
+        if row is None:
+            return (None, None, None, None)
+        words = (row[_ROW[name]] for name in ("device_free", "allocated", "reserved", "retries"))
+        return tuple(None if w == _A else w for w in words)
 
     def note(self, text):
         self._event(self.clock(), L.EV_MARK, L.NO_SLOT, (), text)
@@ -291,10 +368,12 @@ class Session:
     def event(self, kind, slot=L.NO_SLOT, args=(), text=""):
         self._event(self.clock(), kind, slot, args, text)
 
-    def _event(self, t, kind, slot, args, text="", step=-1):
+    def _event(self, t, kind, slot, args, text="", step=-1, phase=None):
         if step == -1:
             step = self.step
-        self.channel.append_event(t, kind, slot, self._phase_id, step, args, text)
+        if phase is None:
+            phase = self._phase_id
+        self.channel.append_event(t, kind, slot, phase, step, args, text)
 
     def heartbeat(self):
         self.channel.heartbeat(self.clock())

@@ -137,7 +137,7 @@ class TorchAdapter(PolledAdapter):
             self.virtualiser.fold(device, stats)
             self.source.reset_peak(device)
 
-    def on_oom(self, session, device, requested, total_or_allowed, device_free):
+    def on_oom(self, session, device, requested, total_or_allowed, device_free, explicit=False):
         """The allocator's OOM observer: an OOM event with the figures of that moment.
 
         The observer's third argument is the device's total, or under
@@ -157,13 +157,13 @@ class TorchAdapter(PolledAdapter):
                 fig.limit = total_or_allowed
             elif total is None:
                 total = total_or_allowed
-        session.oom(state, requested, device_free, total, fig)
+        session.oom(state, requested, device_free, total, fig, explicit)
         if stats:
             self._after_read(device, stats)
 
     def explicit_oom(self, session, device, requested, device_free):
         """`vramscope.oom()`: the figures are read now; the total comes from the device."""
-        self.on_oom(session, device, requested, None, device_free)
+        self.on_oom(session, device, requested, None, device_free, explicit=True)
 
     def _total(self, device):
         try:

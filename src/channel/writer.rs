@@ -22,6 +22,19 @@ use super::sections::Sections;
 use super::sys::monotonic_ns;
 use super::text::fit;
 
+/// Where the OOMs figure is in `DeviceFigures::words`.
+const OOMS_WORD: usize = (device::OOMS - device::ALLOCATED) / 8;
+
+/// A published OOMs figure plus `explicit` OOMs reported through `Writer::oom`: absent only
+/// while both are none.
+fn with_explicit(published: u64, explicit: u64) -> u64 {
+    match (published, explicit) {
+        (ABSENT, 0) => ABSENT,
+        (ABSENT, n) => n,
+        (p, n) => p.saturating_add(n).min(ABSENT - 1),
+    }
+}
+
 /// A live channel of this process.
 pub struct Writer {
     map: Mapping,
@@ -37,7 +50,13 @@ pub struct Writer {
     samples: u64,
     events: u64,
     device_seqs: Vec<u64>,
+    /// Per slot, the OOMs reported through `oom`: every later `publish_device` adds them to
+    /// the program's own count, so the slot's OOMs figure never goes back down.
+    explicit_ooms: Vec<u64>,
     status_seq: u64,
+    /// The step and label of the last `status`: an `oom` happens at that step, in that phase.
+    status_step: Option<u64>,
+    status_label: String,
     phases: HashMap<String, u16>,
     finished: bool,
 }
@@ -60,7 +79,10 @@ impl Writer {
             samples: 0,
             events: 0,
             device_seqs: Vec::new(),
+            explicit_ooms: Vec::new(),
             status_seq: 0,
+            status_step: None,
+            status_label: String::new(),
             phases: HashMap::new(),
             finished: false,
         })
@@ -152,6 +174,7 @@ impl Writer {
         // The slot is complete before the count makes it valid.
         map.store(control::DEVICES_IN_USE, slot as u64 + 1, Ordering::Release);
         self.device_seqs.push(seq);
+        self.explicit_ooms.push(0);
         Some(slot)
     }
 
@@ -164,15 +187,65 @@ impl Writer {
         let read_at = figures.read_at_ns.unwrap_or_else(monotonic_ns);
         let map = &self.map;
         let seq = &mut self.device_seqs[slot];
+        let mut words = figures.words();
+        let explicit = self.explicit_ooms.get(slot).copied().unwrap_or(0);
+        words[OOMS_WORD] = with_explicit(words[OOMS_WORD], explicit);
         Self::seq_begin(map, base, spare::DEVICE_COPY, seq);
         map.store(base + device::READ_AT, read_at, Ordering::Relaxed);
-        for (i, w) in figures.words().into_iter().enumerate() {
+        for (i, w) in words.into_iter().enumerate() {
             map.store(base + device::ALLOCATED + 8 * i, w, Ordering::Relaxed);
         }
         Self::seq_end(map, base, seq);
         if figures.read_at_ns.is_none() {
             map.store(header::HEARTBEAT, read_at, Ordering::Relaxed);
         }
+    }
+
+    /// Reports an out-of-memory on `slot`: an allocation of `requested` bytes failed, with
+    /// `free` bytes free on the device if known. For OOMs that no allocator observer reports
+    /// (a program that catches one and skips the batch, a custom allocator).
+    ///
+    /// Appends an `OOM` event at the step and with the label last given to `status` (its
+    /// phase when that label is one), carrying the slot's total and the allocated, reserved
+    /// and retry figures last published for it; then raises the slot's OOMs figure by one,
+    /// now and in every later `publish_device`, which adds the OOMs reported here to the
+    /// program's own count.
+    pub fn oom(&mut self, slot: usize, requested: Option<u64>, free: Option<u64>) {
+        if !self.live() || slot >= self.device_seqs.len() {
+            return;
+        }
+        let base = self.sections.devices.record(slot as u64) as usize;
+        let last = |off: usize| self.map.load(base + off);
+        let args = [
+            requested.unwrap_or(ABSENT),
+            free.unwrap_or(ABSENT),
+            last(device::TOTAL),
+            last(device::ALLOCATED),
+            last(device::RESERVED),
+            last(device::ALLOC_RETRIES),
+        ];
+        let label = std::mem::take(&mut self.status_label);
+        let mut ev = EventFields::new(EventKind::Oom);
+        ev.slot = u16::try_from(slot).ok();
+        ev.phase = self.phases.get(&label).copied().unwrap_or(0);
+        ev.step = self.status_step;
+        ev.args = args;
+        ev.text = &label;
+        self.event(&ev);
+        self.status_label = label;
+        if let Some(n) = self.explicit_ooms.get_mut(slot) {
+            *n += 1;
+        }
+        let map = &self.map;
+        let ooms = map.load(base + device::OOMS);
+        let seq = &mut self.device_seqs[slot];
+        Self::seq_begin(map, base, spare::DEVICE_COPY, seq);
+        map.store(
+            base + device::OOMS,
+            with_explicit(ooms, 1),
+            Ordering::Relaxed,
+        );
+        Self::seq_end(map, base, seq);
     }
 
     /// Appends a sample record to the ring (§4).
@@ -281,6 +354,11 @@ impl Writer {
         }
         let base = status::OFFSET;
         let label = fit(label, status::LABEL_CAP);
+        self.status_step = step;
+        self.status_label.clear();
+        // `fit` cuts at a character boundary, so this cannot fail.
+        self.status_label
+            .push_str(std::str::from_utf8(label).unwrap_or_default());
         let now = monotonic_ns();
         let map = &self.map;
         Self::seq_begin(map, base, spare::STATUS_COPY, &mut self.status_seq);

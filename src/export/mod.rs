@@ -25,6 +25,7 @@ use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
 use crate::record::folds::{RecordedFolds, oom_gpu};
+use crate::record::scope::{self, Asked};
 use crate::sources::runner::SourceEvent;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufWriter, Write};
@@ -33,9 +34,10 @@ use std::process::ExitCode;
 
 pub const HEADER: &str = "time_ms,entity,gpu,pid,metric,value";
 
-/// Writes `file` as CSV to `out` (a path, or standard output).
-pub fn run(file: &Path, out: Option<&Path>) -> ExitCode {
-    let recording = match Recording::open(file) {
+/// Writes the part of `file` asked for (`record::scope`) as CSV to `out` (a path, or
+/// standard output), saying on standard error what part that is.
+pub fn run(file: &Path, out: Option<&Path>, asked: &Asked) -> ExitCode {
+    let (recording, told) = match scope::open(file, asked) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("vramscope: {e}");
@@ -52,7 +54,11 @@ pub fn run(file: &Path, out: Option<&Path>) -> ExitCode {
         },
         None => Box::new(io::stdout().lock()),
     };
-    match write_csv(recording, BufWriter::new(sink)) {
+    let written = write_csv(recording, BufWriter::new(sink));
+    for note in told.notes() {
+        eprintln!("vramscope: {note}");
+    }
+    match written {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(damage)) => {
             eprintln!("vramscope: exported up to the damage: {damage}");

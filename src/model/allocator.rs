@@ -3,7 +3,8 @@
 //! reader's records into these, so nothing above the sampler knows the file format.
 
 use super::absent::Reading;
-use super::writer_fold::{Oom, PeakAt, StepPeak, WriterFold};
+use super::foresight::{Forecast, StepPeaks};
+use super::writer_fold::{Oom, PeakAt, WriterFold};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -338,8 +339,12 @@ pub struct AllocatorSnapshot {
     pub gpu_indices: Vec<Option<u32>>,
     /// Each device's true peak and where it happened.
     pub peaks: Vec<Option<PeakAt>>,
-    /// Each device's recent step peaks, oldest first (for the forecast).
-    pub step_peaks: Vec<Vec<StepPeak>>,
+    /// Each device's forecast from its step peaks, in the room the writer's own figures
+    /// give (memory outside the allocator not counted: `ProcessAllocator::forecast` does).
+    pub forecasts: Vec<Forecast>,
+    /// Each device's recent step peaks, oldest first.
+    #[serde(skip)]
+    pub step_peaks: Vec<StepPeaks>,
     /// The most recent events, oldest first.
     pub recent_events: Vec<AllocatorEvent>,
     /// Every OOM kept, one per failure, oldest first.
@@ -362,10 +367,8 @@ impl AllocatorSnapshot {
             devices: slots.iter().filter_map(|s| s.device.clone()).collect(),
             gpu_indices: slots.iter().map(|s| s.gpu).collect(),
             peaks: slots.iter().map(|s| s.true_peak().cloned()).collect(),
-            step_peaks: slots
-                .iter()
-                .map(|s| s.step_peaks.iter().copied().collect())
-                .collect(),
+            forecasts: slots.iter().map(|s| s.forecast(None)).collect(),
+            step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
             lost_samples: fold.lost_samples,

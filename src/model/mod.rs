@@ -5,7 +5,11 @@ pub mod absent;
 pub mod allocator;
 pub mod device;
 pub mod foreign;
+pub mod foresight;
+#[cfg(test)]
+mod foresight_tests;
 pub mod host;
+pub mod oom_explain;
 pub mod problem;
 pub mod snapshot;
 pub mod time;

@@ -20,6 +20,7 @@ use super::allocator::{
     WriterLiveness,
 };
 use super::device::DeviceInfo;
+use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,8 +31,6 @@ const RECENT_EVENTS: usize = 64;
 const KEPT_OOMS: usize = 64;
 /// Step boundaries kept for the chart's ticks.
 const STEP_TICKS: usize = 4096;
-/// Step peaks kept per slot for the forecast.
-const STEP_PEAKS: usize = 512;
 /// Device slots a channel can have (the spec's limit).
 const MAX_SLOTS: usize = 64;
 /// An uncaught OOM error this soon after the observer's OOM is the same failure unwinding.
@@ -90,14 +89,6 @@ pub struct Oom {
     pub message: Option<String>,
 }
 
-/// A step's peak, for the forecast and the leak check.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct StepPeak {
-    pub step: u64,
-    pub at_ms: u64,
-    pub peak: u64,
-}
-
 /// One device slot, folded.
 #[derive(Clone, Debug, Default)]
 pub struct SlotFold {
@@ -106,12 +97,13 @@ pub struct SlotFold {
     /// NVML's index for it, as last resolved (kept after the writer ended).
     pub gpu: Option<u32>,
     peak: Option<PeakAt>,
+    peak_witness: u8,
     /// The framework's counter is believed only above where it stood at the last reset.
     counter_floor: Option<u64>,
     /// The last sample's figures, for OOMs that carry none.
     last_allocated: Option<u64>,
     last_reserved: Option<u64>,
-    pub step_peaks: VecDeque<StepPeak>,
+    pub step_peaks: StepPeaks,
 }
 
 impl SlotFold {
@@ -120,16 +112,32 @@ impl SlotFold {
         self.peak.as_ref()
     }
 
-    fn raise(&mut self, candidate: PeakAt) {
+    /// What the step peaks say about an OOM to come, in the room the latest figures give
+    /// (`outside`: device memory NVML counts beyond the allocator's reserved, when known).
+    pub fn forecast(&self, outside: Option<u64>) -> Forecast {
+        let device = self.device.as_ref();
+        let figure = |f: fn(&AllocatorDevice) -> &Reading<u64>| {
+            device.and_then(|d| f(d).as_ref().ok().copied())
+        };
+        self.step_peaks.foresee(Room {
+            total: figure(|d| &d.total),
+            limit: figure(|d| &d.limit),
+            outside,
+        })
+    }
+
+    /// `witness` ranks how well the candidate knows where it happened: the framework's
+    /// counter (0) not at all, a sample (1) by the phase in force around it, a new-peak
+    /// event (2) exactly (it carries the phase the writer was in).
+    fn raise(&mut self, candidate: PeakAt, witness: u8) {
         let higher = self.peak.as_ref().is_none_or(|p| candidate.value > p.value);
-        // An equal value that knows its place replaces one that does not (the new-peak
-        // event arriving beside the sample that made it).
         let better_placed = self
             .peak
             .as_ref()
-            .is_some_and(|p| candidate.value == p.value && candidate.located && !p.located);
+            .is_some_and(|p| candidate.value == p.value && witness > self.peak_witness);
         if higher || better_placed {
             self.peak = Some(candidate);
+            self.peak_witness = witness;
         }
     }
 }
@@ -180,7 +188,7 @@ impl Default for WriterFold {
 /// A point or an event, for folding both in time order.
 enum Item<'a> {
     Point(&'a AllocatorPoint),
-    Event(AllocatorEvent),
+    Event(&'a AllocatorEvent),
 }
 
 impl WriterFold {
@@ -215,14 +223,23 @@ impl WriterFold {
             .points
             .iter()
             .map(|p| (p.at_ms, Item::Point(p)))
-            .chain(poll.events.into_iter().map(|e| (e.at_ms, Item::Event(e))))
+            .chain(poll.events.iter().map(|e| (e.at_ms, Item::Event(e))))
             .collect();
-        // Stable: at one instant the sample comes before the event it caused.
-        items.sort_by_key(|(at, item)| (*at, matches!(item, Item::Event(_))));
+        // Within one millisecond the order is lost: a phase's beginning goes before the
+        // samples of that millisecond and its end after them (a phase holds its samples),
+        // other events after the sample that caused them.
+        items.sort_by_key(|(at, item)| {
+            let rank = match item {
+                Item::Event(e) if matches!(e.kind, EventKind::PhaseBegin) => 0,
+                Item::Point(_) => 1,
+                Item::Event(_) => 2,
+            };
+            (*at, rank)
+        });
         for (_, item) in items {
             match item {
                 Item::Point(point) => self.point(point),
-                Item::Event(event) => self.event(event),
+                Item::Event(event) => self.event(event.clone()),
             }
         }
         // The status is read last: it is the newest word on step, phase and figures.
@@ -283,40 +300,37 @@ impl WriterFold {
             (p, a) => p.or(a),
         };
         if let Some(value) = top {
-            slot.raise(PeakAt {
-                value,
-                at_ms: point.at_ms,
-                step: point.step,
-                phase,
-                located: true,
-            });
+            slot.raise(
+                PeakAt {
+                    value,
+                    at_ms: point.at_ms,
+                    step: point.step,
+                    phase,
+                    located: true,
+                },
+                1,
+            );
         }
     }
 
     fn event(&mut self, event: AllocatorEvent) {
         match &event.kind {
             EventKind::PhaseBegin => self.phase = event.label.clone(),
-            EventKind::PhaseEnd { .. } => {
-                if self.phase == event.label {
-                    self.phase = parent_phase(&event.label).to_string();
-                }
+            EventKind::PhaseEnd { .. } if self.phase == event.label => {
+                self.phase = parent_phase(&event.label).to_string();
             }
+            EventKind::PhaseEnd { .. } => {}
             _ if !event.phase.is_empty() => self.phase = event.phase.clone(),
             _ => {}
         }
         match &event.kind {
-            EventKind::StepEnd { peak_allocated, .. } => {
+            EventKind::StepEnd { .. } => {
                 if let Some(step) = event.step {
                     push_capped(&mut self.step_ticks, (event.at_ms, step), STEP_TICKS);
-                    let slot = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)));
-                    if let (Some(slot), Ok(peak)) = (slot, peak_allocated) {
-                        let step_peak = StepPeak {
-                            step,
-                            at_ms: event.at_ms,
-                            peak: *peak,
-                        };
-                        push_capped(&mut slot.step_peaks, step_peak, STEP_PEAKS);
-                    }
+                }
+                let slot = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)));
+                if let (Some(slot), Some(step_peak)) = (slot, StepPeak::from_event(&event)) {
+                    slot.step_peaks.push(step_peak);
                 }
                 self.settle_pending(OomOutcome::Caught);
             }
@@ -325,13 +339,16 @@ impl WriterFold {
             } => {
                 let phase = self.phase.clone();
                 if let Some(slot) = event.slot.and_then(|s| self.slots.get_mut(usize::from(s))) {
-                    slot.raise(PeakAt {
-                        value: *value,
-                        at_ms: event.at_ms,
-                        step: event.step,
-                        phase,
-                        located: true,
-                    });
+                    slot.raise(
+                        PeakAt {
+                            value: *value,
+                            at_ms: event.at_ms,
+                            step: event.step,
+                            phase,
+                            located: true,
+                        },
+                        2,
+                    );
                 }
             }
             EventKind::Oom {
@@ -443,13 +460,16 @@ impl WriterFold {
         for value in candidates {
             if slot.peak.as_ref().is_none_or(|p| value > p.value) {
                 let located = Some(value) == device.allocated.as_ref().ok().copied();
-                slot.raise(PeakAt {
-                    value,
-                    at_ms,
-                    step,
-                    phase: phase.clone(),
-                    located,
-                });
+                slot.raise(
+                    PeakAt {
+                        value,
+                        at_ms,
+                        step,
+                        phase: phase.clone(),
+                        located,
+                    },
+                    u8::from(located),
+                );
             }
         }
     }
@@ -514,6 +534,7 @@ impl WriterFold {
                 .and_then(|d| d.allocated_peak.as_ref().ok().copied());
             slot.counter_floor = counter.or(slot.counter_floor);
             slot.peak = None;
+            slot.peak_witness = 0;
         }
     }
 }
@@ -752,6 +773,28 @@ mod tests {
     }
 
     #[test]
+    fn within_one_millisecond_a_phase_holds_its_samples_and_a_new_peak_event_says_where() {
+        // Begun, sampled and ended in the same millisecond as the samples around it.
+        let begin = event(1_000, EventKind::PhaseBegin, "backward");
+        let end = event(1_000, EventKind::PhaseEnd { peak: Ok(700) }, "backward");
+        let fold = folded(vec![poll(vec![point(1_000, 700, 700)], vec![begin, end])]);
+        assert_eq!(fold.slots[0].true_peak().unwrap().phase, "backward");
+        // The sample's phase is a guess from the events around it; the new-peak event the
+        // writer wrote beside it carries its phase, and wins at the same value.
+        let mut high = event(
+            2_000,
+            EventKind::NewHighWater {
+                peak: Ok(900),
+                previous: Ok(700),
+            },
+            "",
+        );
+        high.phase = "backward/attn".into();
+        let fold = folded(vec![poll(vec![point(2_000, 900, 900)], vec![high])]);
+        assert_eq!(fold.slots[0].true_peak().unwrap().phase, "backward/attn");
+    }
+
+    #[test]
     fn the_observers_oom_and_the_uncaught_error_are_one_fatal_oom() {
         let mut error = event(
             1_200,
@@ -806,7 +849,7 @@ mod tests {
         assert_eq!(fold.ooms[0].outcome, OomOutcome::Pending);
         fold.ingest(poll(vec![], vec![step_end]), 11_000);
         assert_eq!(fold.ooms[0].outcome, OomOutcome::Caught);
-        assert_eq!(fold.slots[0].step_peaks.len(), 1);
+        assert_eq!(fold.slots[0].step_peaks.held(), 1);
     }
 
     #[test]

@@ -23,7 +23,7 @@ mod steps;
 mod style;
 mod timeline;
 
-use crate::record::Recording;
+use crate::record::scope::{self, Asked};
 use plotters::backend::{BitMapBackend, RGBPixel, SVGBackend};
 use plotters::prelude::IntoDrawingArea;
 use std::path::{Path, PathBuf};
@@ -68,11 +68,12 @@ impl Format {
     }
 }
 
-/// Plots `file` into `output`. Anything that prevents a plot is one line on standard error
-/// and status 2; a recording damaged part-way is plotted up to the damage, which is named,
-/// and exits 1.
-pub fn run(file: &Path, output: &Path, options: &Options) -> ExitCode {
-    match plot(file, output, options) {
+/// Plots the part of `file` asked for (`record::scope`) into `output`, saying on standard
+/// error what part that is. Anything that prevents a plot is one line on standard error and
+/// status 2; a recording damaged part-way is plotted up to the damage, which is named, and
+/// exits 1.
+pub fn run(file: &Path, output: &Path, options: &Options, asked: &Asked) -> ExitCode {
+    match plot(file, output, options, asked) {
         Ok(None) => ExitCode::SUCCESS,
         Ok(Some(damage)) => {
             eprintln!("vramscope: plotted up to the damage: {damage}");
@@ -86,7 +87,12 @@ pub fn run(file: &Path, output: &Path, options: &Options) -> ExitCode {
 }
 
 /// Writes the plot; returns the damage that cut the recording short, if any.
-pub fn plot(file: &Path, output: &Path, options: &Options) -> Result<Option<String>, String> {
+pub fn plot(
+    file: &Path,
+    output: &Path,
+    options: &Options,
+    asked: &Asked,
+) -> Result<Option<String>, String> {
     let format = Format::of(output).ok_or_else(|| {
         format!(
             "cannot tell which format to write to {}: name it .svg or .png",
@@ -97,8 +103,11 @@ pub fn plot(file: &Path, output: &Path, options: &Options) -> Result<Option<Stri
     if format == Format::Png {
         font::register(options.font.as_deref())?;
     }
-    let recording = Recording::open(file).map_err(fail)?;
+    let (recording, told) = scope::open(file, asked)?;
     let timeline = collect::collect(recording, POINTS_PER_SERIES);
+    for note in told.notes() {
+        eprintln!("vramscope: {note}");
+    }
     if let Some(skipped) = &timeline.skipped {
         eprintln!("vramscope: {skipped}");
     }

@@ -9,6 +9,8 @@
 //! - `reader`: `Recording` and its `Events`, which read one with bounded memory and one clear
 //!   error for a damaged or hostile file.
 //! - `wire`, `channels`, `points`: how each event looks in the file.
+//! - `scope`: what part of a recording `report`, `plot` and `export` read (ring history
+//!   from before the start, a time window, some processes); `when`: the times it is given.
 //! - `command`: `vramscope record`, recording without a screen; `live`: `--record` for the
 //!   monitor.
 
@@ -19,6 +21,8 @@ mod lines;
 pub mod live;
 mod points;
 mod reader;
+pub mod scope;
+pub mod when;
 mod wire;
 mod writer;
 

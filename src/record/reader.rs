@@ -5,6 +5,7 @@
 
 use super::channels::{BatchIn, WritersRead};
 use super::lines::{Line, Lines, Problem};
+use super::scope::Scope;
 use super::wire::{
     device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
 };
@@ -102,6 +103,7 @@ pub struct Recording {
     name: String,
     header: Header,
     lines: Lines,
+    scope: Option<Scope>,
 }
 
 impl Recording {
@@ -128,7 +130,14 @@ impl Recording {
             name,
             header,
             lines,
+            scope: None,
         })
+    }
+
+    /// The same recording, its events passed through `scope` (see `record::scope`).
+    pub fn scoped(mut self, scope: Scope) -> Recording {
+        self.scope = Some(scope);
+        self
     }
 
     pub fn header(&self) -> &Header {
@@ -151,6 +160,7 @@ impl Recording {
             skipped_records: 0,
             skipped_processes: 0,
             done: false,
+            scope: self.scope,
         }
     }
 
@@ -202,6 +212,7 @@ pub struct Events {
     skipped_records: u64,
     skipped_processes: u64,
     done: bool,
+    scope: Option<Scope>,
 }
 
 impl Events {
@@ -304,7 +315,14 @@ impl Iterator for Events {
         while !self.done {
             match self.lines.next(MAX_LINE) {
                 Ok(Line::Whole) => match self.decode() {
-                    Ok(Some(event)) => return Some(Ok(event)),
+                    Ok(Some((t, event))) => match &mut self.scope {
+                        None => return Some(Ok((t, event))),
+                        Some(scope) => {
+                            if let Some(kept) = scope.apply(t, event) {
+                                return Some(Ok(kept));
+                            }
+                        }
+                    },
                     Ok(None) => {}
                     Err(message) => {
                         let message = format!("{}: line {}{message}", self.name, self.lines.number);

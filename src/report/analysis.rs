@@ -5,8 +5,11 @@
 //! the recording's length.
 
 use super::spikes::{Rise, RiseTracker};
-use crate::model::writer_fold::{Oom, StepPeak};
-use crate::model::{ChannelPoll, DeviceSample, HostSample};
+use crate::model::foresight::Forecast;
+use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::writer_fold::SlotFold;
+use crate::model::writer_fold::{Oom, WriterFold};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
@@ -53,8 +56,8 @@ pub struct AllocatorSummary {
     pub alloc_retries: Option<u64>,
     pub ooms: Option<u64>,
     pub allocator_config: String,
-    /// Each step's peak, oldest first, for the leak check.
-    pub step_peaks: Vec<StepPeak>,
+    /// What its step peaks say: a leak, an OOM to come, or nothing confident.
+    pub forecast: Forecast,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -73,6 +76,9 @@ pub struct OomSummary {
     pub pid: Option<u32>,
     pub gpu_index: Option<u32>,
     pub oom: Oom,
+    /// Why it happened (`oom_explain`): asked against free, the cache, outside the
+    /// allocator, what `expandable_segments` would have changed.
+    pub explanation: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -127,6 +133,11 @@ struct Analysis {
     gpu_peaks: BTreeMap<u32, Option<At>>,
     gpu_rises: BTreeMap<u32, RiseTracker>,
     process_peaks: BTreeMap<(u32, u32), Option<At>>,
+    /// NVML's latest used figure per (pid, GPU).
+    process_used: BTreeMap<(u32, u32), u64>,
+    /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
+    /// reached the recorder.
+    used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
     hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
@@ -156,6 +167,7 @@ impl Analysis {
                 }
                 self.folds.gone(&batch.gone);
                 self.folds.resolve();
+                self.note_ooms();
             }
             // A recording gives a batch's members one by one.
             SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
@@ -180,6 +192,7 @@ impl Analysis {
         if let Ok(processes) = &sample.processes {
             for p in processes {
                 if let Ok(used) = p.used_memory {
+                    self.process_used.insert((p.pid, sample.index), used);
                     raise(
                         self.process_peaks.entry((p.pid, sample.index)).or_default(),
                         used,
@@ -275,6 +288,62 @@ impl Analysis {
         }
     }
 
+    /// NVML's figure for each new OOM's process, as near its moment as the recording has.
+    fn note_ooms(&mut self) {
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                let key = (path.clone(), oom.at_ms, oom.slot);
+                if self.used_at_oom.contains_key(&key) {
+                    continue;
+                }
+                let used = fold
+                    .host_pid
+                    .zip(oom_gpu(fold, oom))
+                    .and_then(|at| self.process_used.get(&at).copied());
+                if let Some(used) = used {
+                    self.used_at_oom.insert(key, used);
+                }
+            }
+        }
+    }
+
+    /// Device memory NVML counts for the process beyond the allocator's reserved.
+    fn outside(&self, pid: u32, gpu: u32, slot: &SlotFold) -> Option<u64> {
+        let used = self.process_used.get(&(pid, gpu))?;
+        let reserved = slot.device.as_ref()?.reserved.as_ref().ok()?;
+        Some(used.saturating_sub(*reserved))
+    }
+
+    /// The explanation of one OOM of `fold`'s, from its figures and NVML's beside them.
+    fn explain(&self, path: &str, fold: &WriterFold, oom: &Oom) -> Vec<String> {
+        let used = self
+            .used_at_oom
+            .get(&(path.to_string(), oom.at_ms, oom.slot))
+            .copied()
+            .ok_or(Absent::NotAvailable);
+        let slot = oom.slot.and_then(|s| fold.slots.get(usize::from(s)));
+        let limit = slot
+            .and_then(|s| s.device.as_ref())
+            .and_then(|d| d.limit.as_ref().ok().copied());
+        let allocator = match &fold.identity {
+            Some(identity) if identity.kind == "PyTorch" => Allocator::Torch {
+                config: &identity.allocator_config,
+            },
+            _ => Allocator::Other,
+        };
+        oom_explain::explain(&OomFigures {
+            requested: oom.requested.clone(),
+            device_free: oom.device_free.clone(),
+            device_total: oom.device_total.clone(),
+            limit,
+            allocated: oom.allocated.clone(),
+            reserved: oom.reserved.clone(),
+            used,
+            used_by: UsedBy::Process,
+            allocator,
+        })
+    }
+
     fn finish(self, header: Header, ending: Ending) -> Report {
         let gpus = self
             .folds
@@ -341,18 +410,17 @@ impl Analysis {
         }
         spikes.sort_by_key(|s| std::cmp::Reverse(s.rise.amount()));
         spikes.truncate(TOP_SPIKES);
-        let mut ooms: Vec<OomSummary> = self
-            .folds
-            .writers
-            .values()
-            .flat_map(|fold| {
-                fold.ooms.iter().map(move |oom| OomSummary {
+        let mut ooms: Vec<OomSummary> = Vec::new();
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                ooms.push(OomSummary {
                     pid: fold.host_pid,
                     gpu_index: oom_gpu(fold, oom),
                     oom: oom.clone(),
-                })
-            })
-            .collect();
+                    explanation: self.explain(path, fold, oom),
+                });
+            }
+        }
         ooms.sort_by_key(|o| o.oom.at_ms);
         Report {
             header,
@@ -399,7 +467,7 @@ impl Analysis {
                     alloc_retries: extras.and_then(|e| e.retries),
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
-                    step_peaks: track.step_peaks.iter().copied().collect(),
+                    forecast: track.forecast(self.outside(pid, gpu_index, track)),
                 })
             })
     }

@@ -9,7 +9,7 @@ mod spikes;
 
 pub use analysis::{Report, analyse};
 
-use crate::record::Recording;
+use crate::record::scope::{self, Asked};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -21,23 +21,29 @@ pub enum Format {
     Json,
 }
 
-/// Summarises `file` on standard output; a file that cannot be opened is one line on
-/// standard error and status 2. A recording damaged part-way is summarised up to the damage,
-/// which the summary names, and exits 1.
-pub fn run(file: &Path, format: Format) -> ExitCode {
-    let recording = match Recording::open(file) {
-        Ok(r) => r,
+/// Summarises the part of `file` asked for (`record::scope`) on standard output; a file that
+/// cannot be opened, or a scope that cannot apply to it, is one line on standard error and
+/// status 2. A recording damaged part-way is summarised up to the damage, which the summary
+/// names, and exits 1.
+pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
+    let (recording, told) = match scope::open(file, asked) {
+        Ok(opened) => opened,
         Err(e) => {
             eprintln!("vramscope: {e}");
             return ExitCode::from(2);
         }
     };
-    let report = analyse(recording);
+    let mut report = analyse(recording);
+    // Each list in the order things happened: a channel's first poll brings its whole ring,
+    // so the order of reading is not the order of time.
+    report.ooms.sort_by_key(|o| o.oom.at_ms);
+    report.spikes.sort_by_key(|s| s.rise.at_ms);
     let name = file.display().to_string();
+    let notes = told.notes();
     let text = match format {
-        Format::Text => render::text(&report, &name, false),
-        Format::Markdown => render::text(&report, &name, true),
-        Format::Json => render::json(&report),
+        Format::Text => render::text(&report, &name, false, &notes),
+        Format::Markdown => render::text(&report, &name, true, &notes),
+        Format::Json => render::json(&report, told.json()),
     };
     if let Some(skipped) = &report.skipped {
         eprintln!("vramscope: {skipped}");

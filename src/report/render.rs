@@ -21,8 +21,9 @@ fn shown(text: &str, markdown: bool) -> Cow<'_, str> {
     }
 }
 
-/// Plain text for a terminal (`markdown`: the same as Markdown tables and lists).
-pub fn text(report: &Report, name: &str, markdown: bool) -> String {
+/// Plain text for a terminal (`markdown`: the same as Markdown tables and lists); `notes`
+/// (what part of the recording it covers) follow the line saying what was recorded.
+pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> String {
     let mut out = String::new();
     let h = &report.header;
     let title = format!("vramscope report: {}", shown(name, markdown));
@@ -50,6 +51,9 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
         )),
         h.interval_ms
     );
+    for note in notes {
+        let _ = writeln!(out, "{}", shown(note, markdown));
+    }
     if let Some(damage) = &report.damaged {
         let _ = writeln!(
             out,
@@ -112,6 +116,10 @@ pub fn text(report: &Report, name: &str, markdown: bool) -> String {
             if markdown { "- " } else { "  " },
             oom_line(o, markdown)
         );
+        // Why, under it: asked against free, the cache, outside, expandable_segments.
+        for line in &o.explanation {
+            let _ = writeln!(out, "{}{line}", if markdown { "  - " } else { "      " });
+        }
     }
 
     section(
@@ -246,7 +254,8 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
 }
 
 /// The summary as JSON, schema `vramscope.report` version 1; bytes and ms throughout.
-pub fn json(report: &Report) -> String {
+/// `scope`: what part of the recording it covers (`record::scope::Told::json`).
+pub fn json(report: &Report, scope: serde_json::Value) -> String {
     let at = |a: Option<&At>| {
         a.map(|a| json!({ "bytes": a.value, "at_ms": a.at_ms, "step": a.step, "phase": a.phase }))
     };
@@ -260,6 +269,7 @@ pub fn json(report: &Report) -> String {
         "first_ms": report.first_ms,
         "last_ms": report.last_ms,
         "damaged": report.damaged,
+        "scope": scope,
         "gpus": report.gpus.iter().map(|g| json!({
             "index": g.index, "name": g.name, "uuid": g.uuid, "total": g.total,
             "peak_used": at(g.peak_used.as_ref()), "headroom": g.headroom(),
@@ -288,6 +298,7 @@ pub fn json(report: &Report) -> String {
                 "device_total": reading(&oom.device_total),
                 "allocated": reading(&oom.allocated), "reserved": reading(&oom.reserved),
                 "step": oom.step, "phase": oom.phase, "message": oom.message,
+                "explanation": o.explanation,
             })
         }).collect::<Vec<_>>(),
         "spikes": report.spikes.iter().map(|s| json!({

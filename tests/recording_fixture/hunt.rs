@@ -184,7 +184,8 @@ fn events(from: u64, to: u64) -> Vec<AllocatorEvent> {
     out
 }
 
-fn status(t: u64) -> AllocatorDevice {
+/// The status read at a poll: figures of the sample at `t`, and the OOM counter.
+fn status(t: u64, ooms: u64) -> AllocatorDevice {
     AllocatorDevice {
         slot: 0,
         ordinal: 0,
@@ -199,7 +200,7 @@ fn status(t: u64) -> AllocatorDevice {
         inactive_split: Ok(0),
         requested: Err(Absent::NotSupported),
         alloc_retries: Ok(0),
-        ooms: Ok(0),
+        ooms: Ok(ooms),
         device_free: Ok(TOTAL - reserved(t) - CONTEXT),
         limit: Err(Absent::NotSupported),
         interval_peak: Err(Absent::NotAvailable),
@@ -305,7 +306,7 @@ pub fn write_hunt(path: &Path) {
             } else {
                 WriterLiveness::Live
             },
-            devices: vec![status(poll_at.min(LAST_SAMPLE * 100))],
+            devices: vec![status(poll_at.min(LAST_SAMPLE * 100), u64::from(ended))],
             step: Some(poll_at.min(OOM_AT - T0) / STEP_MS),
             label: phase(poll_at).into(),
             points,

@@ -1,0 +1,527 @@
+//! What part of a recording `report`, `plot` and `export` read: by default what happened
+//! while it recorded, optionally narrowed to a time window (`--since`, `--until`) and to
+//! some processes (`--pid`, `--job`). One `Scope` filters the stream of `SourceEvent`s a
+//! recording yields, before any of the three folds it, so they agree on what they cover.
+//!
+//! Ring history: a recorder's first poll of a channel reads everything still in its rings,
+//! including samples and events from long before the recording began, even of writers that
+//! ended long ago. The file keeps them as read (no format change): a point or writer event
+//! whose `at_ms` is before the header's `started_ms` is history. It is left out unless
+//! `--history` asks for it, and what was left out is said in one line (`Told::notes`).
+
+use super::Recording;
+use super::when::When;
+use crate::model::{ChannelPoll, DeviceInfo, EventKind};
+use crate::sources::runner::SourceEvent;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The scope options as given on the command line (`cli::ScopeArgs` parses them).
+#[derive(Clone, Debug, Default)]
+pub struct Asked {
+    pub history: bool,
+    pub since: Option<When>,
+    pub until: Option<When>,
+    pub pids: Vec<u32>,
+    pub job: Option<String>,
+}
+
+impl Asked {
+    fn selects_processes(&self) -> bool {
+        !self.pids.is_empty() || self.job.is_some()
+    }
+}
+
+/// What a scope left out as ring history, or kept of it under `--history`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    /// Allocator samples.
+    pub points: u64,
+    /// Writer events, of which `ooms` OOMs.
+    pub events: u64,
+    pub ooms: u64,
+    /// The oldest of them.
+    pub earliest_ms: Option<u64>,
+}
+
+impl History {
+    fn count(&mut self, at_ms: u64, event: Option<&EventKind>) {
+        match event {
+            None => self.points += 1,
+            Some(kind) => {
+                self.events += 1;
+                if matches!(kind, EventKind::Oom { .. } | EventKind::OomError { .. }) {
+                    self.ooms += 1;
+                }
+            }
+        }
+        self.earliest_ms = Some(self.earliest_ms.map_or(at_ms, |e| e.min(at_ms)));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.points == 0 && self.events == 0
+    }
+
+    /// `1520 allocator samples and 3 writer events (1 OOM), from up to 15m 02s before it`
+    fn describe(&self, started_ms: u64) -> String {
+        let plural = |n: u64, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let ooms = match self.ooms {
+            0 => String::new(),
+            n => format!(" ({})", plural(n, "OOM")),
+        };
+        let before = self.earliest_ms.map_or(String::new(), |e| {
+            format!(
+                ", from up to {} before it",
+                crate::model::time::duration_label(started_ms.saturating_sub(e))
+            )
+        });
+        format!(
+            "{} and {}{ooms}{before}",
+            plural(self.points, "allocator sample"),
+            plural(self.events, "writer event")
+        )
+    }
+}
+
+/// Which processes the scope keeps: those with one of `pids` (host pids: NVML's, or the
+/// writer's own where NVML never listed it), every writer of `job`, and on the GPUs they
+/// used, the GPU's own figures.
+#[derive(Clone, Debug, Default)]
+struct Selection {
+    pids: BTreeSet<u32>,
+    job: Option<String>,
+    gpus: BTreeSet<u32>,
+}
+
+impl Selection {
+    fn poll(&self, poll: &ChannelPoll) -> bool {
+        self.pids.contains(&pid_of(poll))
+            || self
+                .job
+                .as_deref()
+                .is_some_and(|j| poll.identity.job_id == j)
+    }
+}
+
+/// The pid a writer is known by: NVML's for it, else its own.
+fn pid_of(poll: &ChannelPoll) -> u32 {
+    poll.host_pid.unwrap_or(poll.identity.pid)
+}
+
+/// The filter a recording's events pass through (`Recording::scoped`).
+pub struct Scope {
+    /// When the recording began: what came before is ring history.
+    started_ms: u64,
+    /// The first and last moment kept.
+    from_ms: u64,
+    until_ms: u64,
+    /// The first moment asked for (`--since`), before ring history is left out: the
+    /// history from then on is what the note counts.
+    asked_from_ms: u64,
+    selection: Option<Selection>,
+    tally: Arc<Mutex<History>>,
+}
+
+/// What a scope covered, to tell the reader once the recording has been read.
+pub struct Told {
+    started_ms: u64,
+    history: bool,
+    since_ms: Option<u64>,
+    until_ms: Option<u64>,
+    asked: Asked,
+    tally: Arc<Mutex<History>>,
+}
+
+/// Opens `file` and sets the scope `asked` for on it: times are resolved against the
+/// recording's start; a process selection reads the file once first, to learn each job's
+/// pids and the GPUs the processes used. One line when the file cannot be read or the
+/// options cannot apply to it.
+pub fn open(file: &Path, asked: &Asked) -> Result<(Recording, Told), String> {
+    let recording = Recording::open(file).map_err(|e| e.to_string())?;
+    let started_ms = recording.header().started_ms;
+    let since_ms = asked.since.as_ref().map(|w| w.resolve(started_ms));
+    let until_ms = asked.until.as_ref().map(|w| w.resolve(started_ms));
+    if let (Some(since), Some(until)) = (since_ms, until_ms)
+        && until < since
+    {
+        return Err(format!(
+            "--until ({}) is before --since ({})",
+            crate::model::time::utc_label(until),
+            crate::model::time::utc_label(since)
+        ));
+    }
+    let selection = if asked.selects_processes() {
+        let selection = select(Recording::open(file).map_err(|e| e.to_string())?, asked);
+        if selection.pids.is_empty() && selection.gpus.is_empty() {
+            return Err(format!(
+                "{}: no process in it matches {}",
+                file.display(),
+                selection_words(asked)
+            ));
+        }
+        Some(selection)
+    } else {
+        None
+    };
+    let history_floor = if asked.history { 0 } else { started_ms };
+    let tally = Arc::new(Mutex::new(History::default()));
+    let scope = Scope {
+        started_ms,
+        from_ms: since_ms.unwrap_or(0).max(history_floor),
+        until_ms: until_ms.unwrap_or(u64::MAX),
+        asked_from_ms: since_ms.unwrap_or(0),
+        selection,
+        tally: Arc::clone(&tally),
+    };
+    let told = Told {
+        started_ms,
+        history: asked.history,
+        since_ms,
+        until_ms,
+        asked: asked.clone(),
+        tally,
+    };
+    Ok((recording.scoped(scope), told))
+}
+
+/// `--pid 4242 --pid 4243 --job slurm-991`, as asked.
+fn selection_words(asked: &Asked) -> String {
+    let mut words: Vec<String> = asked.pids.iter().map(|p| format!("--pid {p}")).collect();
+    if let Some(job) = &asked.job {
+        words.push(format!("--job {}", crate::text::clean(job)));
+    }
+    words.join(" ")
+}
+
+/// One pass over the recording: the pids of the processes asked for (`--pid` as given, and
+/// every writer of `--job`), and the GPUs any of them used (by NVML's process lists or by
+/// the writer's own devices). A pid never seen anywhere selects nothing.
+fn select(recording: Recording, asked: &Asked) -> Selection {
+    let asked_pids: BTreeSet<u32> = asked.pids.iter().copied().collect();
+    let mut selection = Selection {
+        job: asked.job.clone(),
+        ..Selection::default()
+    };
+    let mut devices: Vec<DeviceInfo> = Vec::new();
+    // (GPU, pid) pairs NVML listed: few, however long the recording.
+    let mut on_gpu: BTreeSet<(u32, u32)> = BTreeSet::new();
+    let mut writer_gpus: BTreeSet<u32> = BTreeSet::new();
+    let _ending = recording.each_event(|_, event| match event {
+        SourceEvent::Started { devices: d, .. } => devices = d,
+        SourceEvent::Device(sample) => {
+            if let Ok(processes) = &sample.processes {
+                on_gpu.extend(processes.iter().map(|p| (sample.index, p.pid)));
+            }
+        }
+        SourceEvent::Channels(batch) => {
+            for poll in &batch.polls {
+                let wanted = asked_pids.contains(&pid_of(poll)) || selection.poll(poll);
+                if wanted {
+                    selection.pids.insert(pid_of(poll));
+                    writer_gpus.extend(
+                        poll.devices
+                            .iter()
+                            .filter_map(|d| crate::model::writer_fold::gpu_index_of(d, &devices)),
+                    );
+                }
+            }
+        }
+        _ => {}
+    });
+    for &(_, pid) in &on_gpu {
+        if asked_pids.contains(&pid) {
+            selection.pids.insert(pid);
+        }
+    }
+    selection.gpus = on_gpu
+        .iter()
+        .filter(|(_, pid)| selection.pids.contains(pid))
+        .map(|&(gpu, _)| gpu)
+        .chain(writer_gpus)
+        .collect();
+    selection
+}
+
+impl Scope {
+    /// The event as the scope keeps it, with `t` kept within the scope's window; `None`
+    /// when nothing of it is kept.
+    pub fn apply(&mut self, t: u64, event: SourceEvent) -> Option<(u64, SourceEvent)> {
+        let t = t.clamp(self.from_ms, self.until_ms.max(self.from_ms));
+        let kept = match event {
+            SourceEvent::Started {
+                driver,
+                mut devices,
+            } => {
+                if let Some(s) = &self.selection {
+                    devices.retain(|d| s.gpus.contains(&d.index));
+                }
+                SourceEvent::Started { driver, devices }
+            }
+            SourceEvent::NvmlUnavailable(problem) => SourceEvent::NvmlUnavailable(problem),
+            SourceEvent::Device(mut sample) => {
+                if !self.within(sample.at_ms) {
+                    return None;
+                }
+                if let Some(s) = &self.selection {
+                    if !s.gpus.contains(&sample.index) {
+                        return None;
+                    }
+                    if let Ok(processes) = &mut sample.processes {
+                        processes.retain(|p| s.pids.contains(&p.pid));
+                    }
+                }
+                SourceEvent::Device(sample)
+            }
+            SourceEvent::Host(mut sample) => {
+                if !self.within(sample.at_ms) {
+                    return None;
+                }
+                if let Some(s) = &self.selection {
+                    sample.processes.retain(|p| s.pids.contains(&p.pid));
+                }
+                SourceEvent::Host(sample)
+            }
+            SourceEvent::Channels(mut batch) => {
+                let at_ms = batch.at_ms;
+                let polls = std::mem::take(&mut batch.polls);
+                batch.polls = polls
+                    .into_iter()
+                    .filter_map(|poll| self.poll(at_ms, poll))
+                    .collect();
+                if batch.polls.is_empty() && !self.within(at_ms) {
+                    return None;
+                }
+                SourceEvent::Channels(batch)
+            }
+            SourceEvent::Batch(events) => SourceEvent::Batch(
+                events
+                    .into_iter()
+                    .filter_map(|e| self.apply(t, e).map(|(_, e)| e))
+                    .collect(),
+            ),
+        };
+        Some((t, kept))
+    }
+
+    fn within(&self, at_ms: u64) -> bool {
+        (self.from_ms..=self.until_ms).contains(&at_ms)
+    }
+
+    /// The poll with only the points and events inside the scope; `None` when it is not a
+    /// process asked for, or nothing of it is inside (its status was read outside).
+    fn poll(&mut self, at_ms: u64, mut poll: ChannelPoll) -> Option<ChannelPoll> {
+        if self.selection.as_ref().is_some_and(|s| !s.poll(&poll)) {
+            return None;
+        }
+        let mut tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        let started = self.started_ms;
+        let (from, until, asked_from) = (self.from_ms, self.until_ms, self.asked_from_ms);
+        let mut keep = |at: u64, event: Option<&EventKind>| {
+            // The history within the window asked for: kept under --history, else left out;
+            // either way told.
+            if at < started && (asked_from..=until).contains(&at) {
+                tally.count(at, event);
+            }
+            (from..=until).contains(&at)
+        };
+        poll.points.retain(|p| keep(p.at_ms, None));
+        poll.events.retain(|e| keep(e.at_ms, Some(&e.kind)));
+        let inside = poll.points.len() + poll.events.len() > 0;
+        (inside || (from..=until).contains(&at_ms)).then_some(poll)
+    }
+}
+
+impl Told {
+    /// The lines saying what the scope covered, for the top of a report or standard error:
+    /// the window and processes asked for, and the ring history left out (and how to
+    /// include it) or included.
+    pub fn notes(&self) -> Vec<String> {
+        let label = crate::model::time::utc_label;
+        let mut notes = Vec::new();
+        let mut scope = Vec::new();
+        if let Some(since) = self.since_ms {
+            scope.push(format!("from {}", label(since)));
+        }
+        if let Some(until) = self.until_ms {
+            scope.push(format!("until {}", label(until)));
+        }
+        if self.asked.selects_processes() {
+            scope.push(format!("only {}", selection_words(&self.asked)));
+        }
+        if !scope.is_empty() {
+            notes.push(format!("scope: {}", scope.join(", ")));
+        }
+        let history = *self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        if !history.is_empty() {
+            notes.push(if self.history {
+                format!(
+                    "includes the channels' ring history from before the recording began: {}",
+                    history.describe(self.started_ms)
+                )
+            } else {
+                format!(
+                    "left out the channels' ring history from before the recording began: {}; --history includes it",
+                    history.describe(self.started_ms)
+                )
+            });
+        }
+        notes
+    }
+
+    /// The same as JSON, for `report --json`.
+    pub fn json(&self) -> serde_json::Value {
+        let history = *self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        serde_json::json!({
+            "since_ms": self.since_ms,
+            "until_ms": self.until_ms,
+            "pids": self.asked.pids,
+            "job": self.asked.job,
+            "ring_history": {
+                "included": self.history,
+                "samples": history.points,
+                "events": history.events,
+                "ooms": history.ooms,
+                "earliest_ms": history.earliest_ms,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{AllocatorPoint, ChannelBatch, WriterIdentity, WriterLiveness};
+
+    const START: u64 = 1_700_000_000_000;
+
+    fn poll(pid: u32, job: &str, times: &[u64]) -> ChannelPoll {
+        ChannelPoll {
+            path: format!("/dev/shm/x/{pid}-1.vsc"),
+            identity: Arc::new(WriterIdentity {
+                file: format!("{pid}-1.vsc"),
+                pid,
+                kind: "Rust".into(),
+                framework: String::new(),
+                rank: None,
+                local_rank: None,
+                world_size: None,
+                job_id: job.into(),
+                command: String::new(),
+                allocator_config: String::new(),
+                exact_peaks: false,
+                sample_period_us: 20_000,
+            }),
+            host_pid: Some(pid),
+            liveness: WriterLiveness::Live,
+            devices: Vec::new(),
+            step: None,
+            label: String::new(),
+            points: times
+                .iter()
+                .map(|&at_ms| AllocatorPoint {
+                    at_ms,
+                    slot: 0,
+                    allocated: Some(1),
+                    reserved: None,
+                    peak: None,
+                    step: None,
+                    new_high_water: false,
+                })
+                .collect(),
+            events: Vec::new(),
+            lost_samples: 0,
+            lost_events: 0,
+        }
+    }
+
+    fn scope(history: bool, until_ms: u64, selection: Option<Selection>) -> Scope {
+        Scope {
+            started_ms: START,
+            from_ms: if history { 0 } else { START },
+            until_ms,
+            asked_from_ms: 0,
+            selection,
+            tally: Arc::default(),
+        }
+    }
+
+    /// The times of the points kept of a batch at `at_ms` holding `polls`.
+    fn kept(scope: &mut Scope, at_ms: u64, polls: Vec<ChannelPoll>) -> Option<Vec<Vec<u64>>> {
+        let batch = ChannelBatch {
+            at_ms,
+            polls,
+            ..ChannelBatch::default()
+        };
+        match scope.apply(at_ms + 3, SourceEvent::Channels(Box::new(batch)))? {
+            (t, SourceEvent::Channels(batch)) => {
+                assert!(t <= scope.until_ms, "{t}");
+                Some(
+                    batch
+                        .polls
+                        .iter()
+                        .map(|p| p.points.iter().map(|p| p.at_ms).collect())
+                        .collect(),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_first_poll_keeps_what_came_after_the_start_and_counts_the_rest() {
+        let mut s = scope(false, u64::MAX, None);
+        let first = poll(7, "", &[START - 900_000, START - 47_000, START + 5]);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![first]),
+            Some(vec![vec![START + 5]])
+        );
+        let history = *s.tally.lock().unwrap();
+        assert_eq!(
+            (history.points, history.earliest_ms),
+            (2, Some(START - 900_000))
+        );
+        // Under --history everything is kept, and counted as history kept.
+        let mut s = scope(true, u64::MAX, None);
+        let first = poll(7, "", &[START - 47_000, START + 5]);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![first]),
+            Some(vec![vec![START - 47_000, START + 5]])
+        );
+        assert_eq!(s.tally.lock().unwrap().points, 1);
+    }
+
+    #[test]
+    fn until_cuts_inside_a_poll_and_drops_polls_read_after_it_with_nothing_inside() {
+        let until = START + 1_000;
+        let mut s = scope(false, until, None);
+        let straddling = poll(7, "", &[START + 900, START + 1_000, START + 1_100]);
+        assert_eq!(
+            kept(&mut s, START + 1_200, vec![straddling]),
+            Some(vec![vec![START + 900, START + 1_000]])
+        );
+        assert_eq!(
+            kept(&mut s, START + 2_000, vec![poll(7, "", &[START + 1_500])]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_selection_keeps_the_processes_asked_for_by_pid_or_job() {
+        let selection = Selection {
+            pids: BTreeSet::from([7]),
+            job: Some("j".into()),
+            gpus: BTreeSet::from([0]),
+        };
+        let mut s = scope(false, u64::MAX, Some(selection));
+        let polls = vec![
+            poll(7, "", &[START + 1]),
+            poll(8, "j", &[START + 2]),
+            poll(9, "other", &[START + 3]),
+        ];
+        assert_eq!(
+            kept(&mut s, START + 10, polls),
+            Some(vec![vec![START + 1], vec![START + 2]])
+        );
+    }
+}
