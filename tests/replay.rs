@@ -240,17 +240,11 @@ fn an_uncaught_oom_is_told_in_words() {
     assert!(!said.unwrap().contains("oom_error"));
 }
 
-/// The hunt replayed: `o` lands on the frame that shows the one fatal OOM, its figures in
-/// the status line and in the process's allocator section; `p` goes to the allocator's true
-/// peak, which is in the past of that frame, with its step and phase.
+/// The hunt replayed: `o` lands on the frame of the poll that brought the one fatal OOM, its
+/// figures in the status line; `p` goes to the allocator's true peak, with its step and phase.
 #[test]
-#[ignore = "needs the monitor to join a listed row to its own ended channel (h13live, src/state and model::snapshot)"]
 fn the_hunt_replays_its_oom_with_its_figures_and_its_true_peak() {
-    use recording_fixture::hunt;
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("hunt.jsonl");
-    hunt::write_hunt(&path);
-    let mut replay = Replay::open(&path).unwrap();
+    let (_dir, mut replay) = hunt_replay();
     let mut monitor = replay.fresh_monitor();
     let said = replay.command(Command::NextOom, &mut monitor);
     assert_eq!(
@@ -259,17 +253,10 @@ fn the_hunt_replays_its_oom_with_its_figures_and_its_true_peak() {
             "pid 4242 on GPU 0: OOM: asked 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, step 80, forward (fatal)"
         )
     );
-    // The poll after the OOM, recorded at T0+16.170 s.
+    // The poll after the OOM, recorded at T0+16.170 s: the monitor holds it there.
     assert_eq!(replay.now_ms(), T0 + 16_170);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
-    let row = snapshot
-        .processes
-        .iter()
-        .find(|p| p.nvml.pid == 4242)
-        .expect("the process's row at the OOM");
-    let allocator = row.allocator.as_ref().expect("its allocator section");
-    assert_eq!(allocator.ooms.len(), 1, "{:?}", allocator.ooms);
-    assert_eq!(allocator.ooms[0].requested, Ok(hunt::REQUESTED));
+    assert_eq!(snapshot.allocators[0].ooms.len(), 1);
     assert_eq!(
         replay.command(Command::NextOom, &mut monitor).as_deref(),
         Some("no OOM after this moment")
@@ -283,10 +270,42 @@ fn the_hunt_replays_its_oom_with_its_figures_and_its_true_peak() {
     assert_eq!(replay.now_ms(), T0 + 8_170);
 }
 
+/// The hunt's replay, with the directory of its file (the replay reads the file again as
+/// the cursor moves: keep it as long as the replay).
+fn hunt_replay() -> (tempfile::TempDir, Replay) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl");
+    recording_fixture::hunt::write_hunt(&path);
+    let replay = Replay::open(&path).unwrap();
+    (dir, replay)
+}
+
+/// At the OOM's frame the process's row, which NVML still lists, shows its allocator
+/// section with the OOM (the detail pane's).
+#[test]
+#[ignore = "the row NVML still lists when the writer has ended joins its channel only by the host start time, which recordings never hold (record::wire skips it): needs h13live's join and a rule for replay"]
+fn the_hunts_oom_is_in_the_rows_allocator_section() {
+    let (_dir, mut replay) = hunt_replay();
+    let mut monitor = replay.fresh_monitor();
+    replay.command(Command::NextOom, &mut monitor);
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    let row = snapshot
+        .processes
+        .iter()
+        .find(|p| p.nvml.pid == 4242)
+        .expect("the process's row at the OOM");
+    let allocator = row.allocator.as_ref().expect("its allocator section");
+    assert_eq!(allocator.ooms.len(), 1, "{:?}", allocator.ooms);
+    assert_eq!(
+        allocator.ooms[0].requested,
+        Ok(recording_fixture::hunt::REQUESTED)
+    );
+}
+
 /// The demo's own OOM: `o` shows it in the status line with its figures, and the detail
 /// pane's allocator section of its process holds it.
 #[test]
-#[ignore = "needs the monitor to join a listed row to its own ended channel (h13live, src/state and model::snapshot)"]
+#[ignore = "passes once h13live (a listed row joins its own ended channel) is merged"]
 fn the_demos_oom_is_in_its_detail_pane() {
     let mut replay = vramscope::demo::replay().unwrap();
     let mut monitor = replay.fresh_monitor();
