@@ -55,7 +55,7 @@ impl RecordedFolds {
     pub fn gone(&mut self, gone: &[(String, crate::model::Gone)]) {
         for (path, why) in gone {
             if let Some(fold) = self.writers.get_mut(path) {
-                fold.gone(why.clone());
+                fold.gone(*why);
             }
         }
     }
