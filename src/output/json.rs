@@ -66,11 +66,14 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         .iter()
         .zip(&a.gpu_indices)
         .zip(&a.peaks)
-        .map(|((d, gpu), peak)| {
+        .zip(&a.forecasts)
+        .map(|(((d, gpu), peak), forecast)| {
             let mut value = object(&fields::allocator_device(d));
             value["gpu_index"] = json!(gpu);
             value["true_peak"] = json!(peak.as_ref().map(|p| p.value));
             value["true_peak_at"] = json!(peak);
+            value["forecast"] = json!(forecast);
+            value["forecast_text"] = json!(crate::model::foresight::describe(forecast));
             value
         })
         .collect();

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod prometheus;
 pub mod storm;
 
 use crate::common::{GIB, Scenario, h100};
