@@ -791,3 +791,46 @@ fn a_process_away_from_its_gpu_leaves_a_break_in_its_vram_chart() {
     assert!(cols[10..20].iter().all(Option::is_none), "away: {cols:?}");
     assert!(cols[20..].iter().all(Option::is_some), "{cols:?}");
 }
+
+#[test]
+fn a_process_first_seen_is_not_read_yet_rather_than_out_of_sight() {
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut s = sample(0, NOW, 20 * GIB, 80 * GIB, 50);
+    s.processes = Ok(vec![gpu_process(4242, 4 * GIB, Ok(10))]);
+    m.ingest(SourceEvent::Device(Box::new(s)));
+    let row_of = |text: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with("4242"))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    // Listed by NVML, no host pass has read it yet: n/a, with no `*`.
+    let unread = screen(&m, &ui(), 100, 30);
+    let row = row_of(&unread);
+    assert!(
+        row.contains("n/a") && !row.contains("4242*"),
+        "not read yet:\n{unread}"
+    );
+    let mut detail = ui();
+    detail.mode = Mode::Detail;
+    let pane = screen(&m, &detail, 100, 30);
+    assert!(pane.contains("pid here not read yet"), "{pane}");
+
+    // The host pass read it and cannot see it from here: now it is `PID*`.
+    let hidden = vramscope::model::HostProcess {
+        local_pid: None,
+        ..host_process(4242, "alice", "python train.py", GIB, 50.0)
+    };
+    m.ingest(SourceEvent::Host(Box::new(host_sample(NOW, vec![hidden]))));
+    let read = screen(&m, &ui(), 100, 30);
+    assert!(row_of(&read).contains("4242*"), "not visible here:\n{read}");
+    let pane = screen(&m, &detail, 100, 30);
+    assert!(
+        pane.contains("pid here not visible from this pid namespace"),
+        "{pane}"
+    );
+}

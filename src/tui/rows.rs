@@ -44,6 +44,12 @@ impl TableRow {
         self.host.as_ref()?.local_pid
     }
 
+    /// The host pass has read the process and cannot see it from vramscope's pid namespace
+    /// (the `PID*` mark). A process first seen, which no host pass has read yet, is not.
+    pub fn not_visible_here(&self) -> bool {
+        !self.is_exited() && self.host.as_ref().is_some_and(|h| h.local_pid.is_none())
+    }
+
     /// The host facts the row shows, the ones a signal must match.
     pub fn host(&self) -> Option<&HostProcess> {
         self.host.as_deref()

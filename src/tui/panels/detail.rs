@@ -50,7 +50,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         match (row.local_pid(), row.is_exited()) {
             (Some(pid), _) => Span::styled(pid.to_string(), theme.value),
             (None, true) => Span::styled("-", theme.dim),
-            (None, false) => Span::styled("not visible from this pid namespace", theme.warn),
+            (None, false) if row.not_visible_here() => {
+                Span::styled("not visible from this pid namespace", theme.warn)
+            }
+            (None, false) => Span::styled("not read yet", theme.dim),
         },
     ]));
 

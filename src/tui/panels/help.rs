@@ -128,7 +128,9 @@ pub fn lines(view: &View, width: usize) -> Vec<Line<'static>> {
             "PID{} : not visible from this pid namespace.",
             theme.glyphs.hidden_pid
         ),
-        "n/a : figure unreadable (w lists why; faults show on the status line)".to_string(),
+        "n/a : figure unreadable (w lists why; faults show on the status line); a process \
+         first seen has user and command n/a until the host pass has read it."
+            .to_string(),
     ];
     for note in notes {
         lines.extend(

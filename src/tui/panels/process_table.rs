@@ -356,7 +356,9 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     match kind {
         SortColumn::Pid => {
-            let marker = if row.local_pid().is_none() && !row.is_exited() {
+            // Not for a row the host pass has not read yet: its user and command are n/a
+            // for that reason alone, not because it is out of sight.
+            let marker = if row.not_visible_here() {
                 theme.glyphs.hidden_pid
             } else {
                 ""
