@@ -48,6 +48,12 @@ pub struct Cli {
     #[arg(long, value_name = "PERIOD|off", default_value = "100ms", value_parser = parse_peak_interval, global = true)]
     pub peak_interval: PeakInterval,
 
+    /// The process table's columns, a comma list of pid, user, gpu, type (C, G or C+G), vram,
+    /// peak, sm, rss, mem (host RSS as % of RAM), cpu, elapsed, command; PID, VRAM and
+    /// COMMAND always show. Default: user,gpu,peak,sm,rss,cpu. `x` shows every column.
+    #[arg(long, value_name = "LIST", value_parser = crate::tui::columns::parse, global = true)]
+    pub columns: Option<crate::tui::columns::ColumnChoice>,
+
     /// Hide the keys that send signals to processes.
     #[arg(long, global = true)]
     pub read_only: bool,

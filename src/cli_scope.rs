@@ -25,7 +25,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 11] = [
+const READ_BY: [(&str, &str, &[Mode]); 12] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
@@ -40,6 +40,7 @@ const READ_BY: [(&str, &str, &[Mode]); 11] = [
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
+    ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO]),
 ];
 
@@ -197,6 +198,11 @@ mod tests {
                 "`vramscope demo`",
             ),
             (
+                &["serve", "--columns", "pid,type"][..],
+                "--columns",
+                "`vramscope serve`",
+            ),
+            (
                 &["replay", "f", "--peak-interval", "off"][..],
                 "--peak-interval",
                 "`vramscope replay`",
@@ -281,6 +287,8 @@ mod tests {
             &["completions", "fish"][..],
             &["man"][..],
             &["--peak-interval", "off"][..],
+            &["--columns", "user,type,elapsed,mem"][..],
+            &["replay", "f", "--columns", "type"][..],
             &["--json", "--loop", "1s", "--peak-interval", "50ms"][..],
             &["serve", "--peak-interval", "200ms"][..],
             &["record", "-o", "x.jsonl", "--peak-interval", "off"][..],

@@ -834,3 +834,45 @@ fn a_process_first_seen_is_not_read_yet_rather_than_out_of_sight() {
         "{pane}"
     );
 }
+
+#[test]
+fn chosen_columns_show_the_process_type_host_mem_share_and_elapsed_time() {
+    let mut ui = ui();
+    ui.columns = vramscope::tui::columns::parse("user,type,mem,elapsed").unwrap();
+    let text = screen(&two_gpus(), &ui, 120, 30);
+    insta::assert_snapshot!("columns_chosen_120x30", text);
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("PID"))
+        .expect("table header");
+    // The labels, without the position at the right (`per GPU 0:3`).
+    let header = header.split("rows").next().unwrap_or_default();
+    for label in ["USER", "TYPE", "VRAM", "%MEM", "ELAPSED", "COMMAND"] {
+        assert!(header.contains(label), "{label}: {header}");
+    }
+    for left_out in ["GPU", "PEAK", "SM%", "RSS", "CPU%"] {
+        assert!(!header.contains(left_out), "{left_out}: {header}");
+    }
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("4242"))
+        .expect("row of 4242");
+    // A compute process; 12 GiB of the host's 62.8 GiB; no start time read in this fixture.
+    assert!(
+        row.contains(" C ") && row.contains("19.1") && row.contains("n/a"),
+        "{row}"
+    );
+
+    // `x`: every column, the chosen ones and the rest.
+    ui.every_column = true;
+    let every = screen(&two_gpus(), &ui, 160, 30);
+    let header = every
+        .lines()
+        .find(|l| l.trim_start().starts_with("PID"))
+        .expect("table header");
+    for label in [
+        "USER", "GPU", "TYPE", "VRAM", "PEAK", "SM%", "RSS", "%MEM", "CPU%", "ELAPSED",
+    ] {
+        assert!(header.contains(label), "{label}: {header}");
+    }
+}

@@ -59,6 +59,32 @@ impl HostProcess {
     }
 }
 
+/// When a process started, in ms since the Unix epoch, from its `/proc/PID/stat` start time
+/// (clock ticks since boot) and this machine's boot time; `None` where either cannot be read.
+/// Only meaningful for a process of this machine, read live.
+pub fn started_ms(starttime_ticks: u64) -> Option<u64> {
+    static BOOT: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    let (boot_s, ticks_per_s) = (*BOOT.get_or_init(boot_and_ticks))?;
+    Some(boot_s * 1000 + starttime_ticks.saturating_mul(1000) / ticks_per_s)
+}
+
+/// The boot time (`btime` of `/proc/stat`, seconds since the epoch) and clock ticks a second.
+fn boot_and_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let boot = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    // SAFETY: sysconf only reads a system constant.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    u64::try_from(ticks)
+        .ok()
+        .filter(|&t| t > 0)
+        .map(|t| (boot, t))
+}
+
 /// The process `pid` in `sorted`, a list sorted by pid.
 pub fn by_pid(sorted: &[Arc<HostProcess>], pid: u32) -> Option<&Arc<HostProcess>> {
     let at = sorted.binary_search_by_key(&pid, |p| p.pid).ok()?;
@@ -79,4 +105,20 @@ pub fn host_name() -> Option<String> {
     let raw = std::fs::read("/proc/sys/kernel/hostname").ok()?;
     let name = crate::text::clean_bytes(raw.trim_ascii_end());
     (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_started_after_boot_and_before_now() {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        let ticks: u64 = after_name.split(' ').nth(19).unwrap().parse().unwrap();
+        let started = started_ms(ticks).expect("readable here");
+        let now = crate::model::now_ms();
+        assert!(started <= now + 1_000, "{started} after {now}");
+        assert!(now - started < 3_600_000, "this test began within the hour");
+    }
 }

@@ -147,6 +147,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         behind_demo: None,
     };
     app.ui.flash = job_started;
+    app.ui.columns = cli.columns.clone().unwrap_or_default();
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
     app.ui.clock = Clock::Local;

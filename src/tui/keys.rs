@@ -3,7 +3,7 @@
 //! `Outcome` for the event loop to carry out.
 
 use super::rows::{TableRow, ranked};
-use super::ui_state::{KillRequest, KillSignal, Mode, UiState};
+use super::ui_state::{KillRequest, KillSignal, Mode, SortColumn, UiState};
 use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::sync::Arc;
@@ -146,9 +146,10 @@ fn normal_key(
             Outcome::Interval(step_interval(ui.interval_ms, true))
         }
         KeyCode::Char('s') => {
-            ui.sort = ui
-                .sort
-                .next(!snapshot.allocators.is_empty(), ranked(snapshot));
+            let (allocators, rank) = (!snapshot.allocators.is_empty(), ranked(snapshot));
+            ui.sort = ui.sort.next(|c| {
+                ui.shows(c) && (allocators || !c.is_allocator()) && (rank || c != SortColumn::Rank)
+            });
             ui.sort_descending = ui.sort.default_descending();
             Outcome::Redraw
         }
@@ -161,6 +162,15 @@ fn normal_key(
             Outcome::Redraw
         }
         KeyCode::Char('r') => Outcome::ResetPeaks,
+        KeyCode::Char('x') => {
+            ui.every_column = !ui.every_column;
+            // A sort column that left the screen would order the rows by something unseen.
+            if !ui.shows(ui.sort) {
+                ui.sort = SortColumn::default();
+                ui.sort_descending = ui.sort.default_descending();
+            }
+            Outcome::Redraw
+        }
         KeyCode::Char('w') => {
             ui.mode = Mode::Reasons;
             ui.reasons_scroll = 0;

@@ -6,7 +6,7 @@ use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::allocator::RowProcess;
-use crate::model::{Absent, HostProcess, ProcessAllocator, Reading, Snapshot};
+use crate::model::{Absent, HostProcess, ProcessAllocator, ProcessKind, Reading, Snapshot};
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -23,6 +23,10 @@ pub struct TableRow {
     /// Highest VRAM seen for this process on this GPU.
     pub vram_peak: Option<Peak>,
     pub sm: Reading<u32>,
+    /// Which of NVML's lists the process is on; `None` once it left them.
+    pub kind: Option<ProcessKind>,
+    /// Host RSS as a percentage of the host's RAM.
+    pub host_mem_pct: Option<f64>,
     /// What the host pass read of the process, shared with the snapshot rather than copied;
     /// `None` for an exited process or one the host pass has not matched.
     host: Option<Arc<HostProcess>>,
@@ -58,6 +62,11 @@ impl TableRow {
     /// Host RSS, when read.
     pub fn rss(&self) -> Option<u64> {
         self.host.as_ref()?.rss_bytes.as_ref().ok().copied()
+    }
+
+    /// When the process started (ms since the epoch), from the host pass's start time.
+    pub fn started_ms(&self) -> Option<u64> {
+        crate::model::host::started_ms(self.host.as_ref()?.starttime?)
     }
 
     /// Host CPU %, when read.
@@ -177,6 +186,12 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
         };
         let series = monitor.process_series(&key);
         let host = p.host.as_ref();
+        let host_mem_pct = match (host.map(|h| &h.rss_bytes), &snapshot.host_memory) {
+            (Some(Ok(rss)), Some(Ok(ram))) if ram.total > 0 => {
+                Some(*rss as f64 * 100.0 / ram.total as f64)
+            }
+            _ => None,
+        };
         // Copied only where the host pass lacks them: most rows never need these.
         let remembered = |read: Option<&Reading<String>>,
                           kept: fn(&ProcessSeries) -> &Option<String>| {
@@ -193,6 +208,8 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             vram_pct,
             vram_peak: series.and_then(|s| s.vram.peak()),
             sm: p.nvml.sm_util.clone(),
+            kind: Some(p.nvml.kind),
+            host_mem_pct,
             host: host.cloned(),
             exited_at: None,
             left_gpu: false,
@@ -217,6 +234,8 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             vram_pct: None,
             vram_peak: monitor.process_series(&key).and_then(|s| s.vram.peak()),
             sm: Err(Absent::NotAvailable),
+            kind: None,
+            host_mem_pct: None,
             host: None,
             exited_at: Some(gone.last_listed_ms),
             left_gpu: gone.left_gpu,
@@ -242,6 +261,10 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user(), b.user()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
+            SortColumn::Type => compare_opt(a.kind.map(|k| k.letter()), b.kind.map(|k| k.letter())),
+            // Longest running first when descending: the earliest start.
+            SortColumn::Elapsed => compare_opt(b.started_ms(), a.started_ms()),
+            SortColumn::HostMem => compare_opt(a.host_mem_pct, b.host_mem_pct),
             SortColumn::Rank => compare_opt(a.rank(), b.rank()),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
             SortColumn::VramPeak => {
@@ -282,6 +305,9 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
     let has = |r: &TableRow| match column {
         SortColumn::Pid | SortColumn::Gpu => true,
         SortColumn::Rank => r.rank().is_some(),
+        SortColumn::Type => r.kind.is_some(),
+        SortColumn::Elapsed => r.started_ms().is_some(),
+        SortColumn::HostMem => r.host_mem_pct.is_some(),
         SortColumn::User => r.user().is_some(),
         SortColumn::Vram => r.vram.is_ok(),
         SortColumn::VramPeak => r.vram_peak.is_some(),

@@ -11,6 +11,8 @@ pub enum SortColumn {
     Pid,
     User,
     Gpu,
+    /// NVML's list: C, G or C+G (`--columns`).
+    Type,
     /// The writer's rank, shown only while some writer reports one.
     Rank,
     #[default]
@@ -18,7 +20,11 @@ pub enum SortColumn {
     VramPeak,
     Sm,
     HostRss,
+    /// Host RSS as a share of the host's RAM (`--columns`).
+    HostMem,
     Cpu,
+    /// Time since the process started (`--columns`).
+    Elapsed,
     /// Allocator figures, shown only while some process is instrumented.
     Allocated,
     Reserved,
@@ -28,16 +34,19 @@ pub enum SortColumn {
 }
 
 impl SortColumn {
-    pub const ALL: [SortColumn; 14] = [
+    pub const ALL: [SortColumn; 17] = [
         SortColumn::Pid,
         SortColumn::User,
         SortColumn::Gpu,
+        SortColumn::Type,
         SortColumn::Rank,
         SortColumn::Vram,
         SortColumn::VramPeak,
         SortColumn::Sm,
         SortColumn::HostRss,
+        SortColumn::HostMem,
         SortColumn::Cpu,
+        SortColumn::Elapsed,
         SortColumn::Allocated,
         SortColumn::Reserved,
         SortColumn::AllocPeak,
@@ -45,14 +54,12 @@ impl SortColumn {
         SortColumn::Command,
     ];
 
-    /// The next column to sort by; allocator columns and RANK only when they are on screen.
-    pub fn next(self, allocator_columns: bool, rank_column: bool) -> Self {
+    /// The next column to sort by among those on screen.
+    pub fn next(self, on_screen: impl Fn(SortColumn) -> bool) -> Self {
         let at = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
         (1..=Self::ALL.len())
             .map(|step| Self::ALL[(at + step) % Self::ALL.len()])
-            .find(|c| {
-                (allocator_columns || !c.is_allocator()) && (rank_column || *c != SortColumn::Rank)
-            })
+            .find(|c| on_screen(*c))
             .unwrap_or(self)
     }
 
@@ -68,6 +75,9 @@ impl SortColumn {
             SortColumn::Pid => "PID",
             SortColumn::User => "USER",
             SortColumn::Gpu => "GPU",
+            SortColumn::Type => "TYPE",
+            SortColumn::HostMem => "%MEM",
+            SortColumn::Elapsed => "ELAPSED",
             SortColumn::Rank => "RANK",
             SortColumn::Vram => "VRAM",
             SortColumn::VramPeak => "PEAK",
@@ -89,6 +99,7 @@ impl SortColumn {
             SortColumn::Pid
                 | SortColumn::User
                 | SortColumn::Gpu
+                | SortColumn::Type
                 | SortColumn::Rank
                 | SortColumn::Command
         )
@@ -179,6 +190,10 @@ pub struct UiState {
     pub in_demo: bool,
     /// The help's first line shown.
     pub help_scroll: usize,
+    /// The process-table columns chosen with `--columns`.
+    pub columns: crate::tui::columns::ColumnChoice,
+    /// Every column `--columns` can name shows (the `x` key), whatever was chosen.
+    pub every_column: bool,
     /// The furthest the help can scroll at the last frame's size: set by the help panel, the
     /// one thing a panel writes, because only drawing knows how the text wrapped.
     pub help_scroll_end: std::cell::Cell<usize>,
@@ -207,6 +222,12 @@ pub struct JobView {
 }
 
 impl UiState {
+    /// Whether the process table shows `column` (RANK and the allocator columns also need
+    /// their data: `process_table::fit_columns`).
+    pub fn shows(&self, column: SortColumn) -> bool {
+        self.columns.shows(column, self.every_column)
+    }
+
     pub fn new(interval_ms: u64, ascii: bool, read_only: bool) -> Self {
         Self {
             sort_descending: SortColumn::default().default_descending(),

@@ -108,6 +108,22 @@ pub fn percent(value: f64) -> String {
     format!("{value:.0}%")
 }
 
+/// How long a process has run, as nvitop and ps write it: `04:32`, `3:04:32`, `12d 03:04`.
+pub fn elapsed(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (d, h, m, s) = (
+        secs / 86_400,
+        (secs / 3600) % 24,
+        (secs / 60) % 60,
+        secs % 60,
+    );
+    match (d, h) {
+        (0, 0) => format!("{m:02}:{s:02}"),
+        (0, _) => format!("{h}:{m:02}:{s:02}"),
+        _ => format!("{d}d {h:02}:{m:02}"),
+    }
+}
+
 /// `08:04:32 UTC`: wall time without a time-zone database, identical on every machine.
 pub fn clock_utc(now_ms: u64) -> String {
     let secs = now_ms / 1000;
@@ -155,5 +171,12 @@ mod tests {
         assert_eq!(interval_label(500), "500ms");
         assert_eq!(clock_utc(3_723_000), "01:02:03 UTC");
         assert_eq!(short_gpu_name("NVIDIA GeForce RTX 4090"), "RTX 4090");
+    }
+
+    #[test]
+    fn elapsed_times_read_as_ps_writes_them() {
+        assert_eq!(elapsed(272_000), "04:32");
+        assert_eq!(elapsed(11_072_000), "3:04:32");
+        assert_eq!(elapsed(12 * 86_400_000 + 11_072_000), "12d 03:04");
     }
 }

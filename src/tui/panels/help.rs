@@ -22,6 +22,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter: pid user command container gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
+    ("x", "every column (TYPE, %MEM, ELAPSED) / the chosen ones"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
     ("+ / -", "refresh more / less often"),

@@ -31,19 +31,23 @@ const fn col(kind: SortColumn, width: u16, drop_rank: Option<u8>) -> Col {
     }
 }
 
-/// CPU% goes first on narrow terminals, then host RSS, SM%, USER, PEAK and GPU.
-const COLUMNS: [Col; 8] = [
+/// CPU% goes first on narrow terminals, then host RSS, SM%, USER, PEAK and GPU; the columns
+/// only `--columns` or `x` bring (TYPE, %MEM, ELAPSED) go before any of them.
+const COLUMNS: [Col; 11] = [
     col(SortColumn::Pid, 8, None),
     col(SortColumn::User, 8, Some(3)),
     // Last to go: without it one process on two GPUs reads as two identical rows.
     col(SortColumn::Gpu, 3, Some(9)),
+    col(SortColumn::Type, 4, Some(0)),
     // Wide enough for `exited 10m ago` and `left GPU 10m`, which rows no longer listed show
     // instead of a size.
     col(SortColumn::Vram, 14, None),
     col(SortColumn::VramPeak, 8, Some(6)),
     col(SortColumn::Sm, 4, Some(2)),
     col(SortColumn::HostRss, 8, Some(1)),
+    col(SortColumn::HostMem, 5, Some(0)),
     col(SortColumn::Cpu, 5, Some(0)),
+    col(SortColumn::Elapsed, 8, Some(0)),
 ];
 
 /// Shown while some process is instrumented. Allocated and reserved outlast NVML's PEAK
@@ -71,6 +75,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         area.width,
         !view.snapshot.allocators.is_empty(),
         ranked(view.snapshot),
+        |c| view.ui.shows(c),
     );
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
     let fixed: u16 = kinds.iter().map(|(_, w)| w + 1).sum();
@@ -231,8 +236,13 @@ fn put_row(
     }
 }
 /// Drops the least important columns until COMMAND has room.
-fn fit_columns(width: u16, allocator_columns: bool, rank_column: bool) -> Vec<&'static Col> {
-    let mut kept: Vec<&Col> = COLUMNS.iter().collect();
+fn fit_columns(
+    width: u16,
+    allocator_columns: bool,
+    rank_column: bool,
+    chosen: impl Fn(SortColumn) -> bool,
+) -> Vec<&'static Col> {
+    let mut kept: Vec<&Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).collect();
     if rank_column {
         let after_gpu = kept
             .iter()
@@ -370,6 +380,16 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             None => Span::styled(fmt::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
+        SortColumn::Type => figure(theme, row, row.kind.as_ref(), |k| k.letter().to_string()),
+        SortColumn::HostMem => figure(theme, row, row.host_mem_pct.as_ref(), |p| format!("{p:.1}")),
+        SortColumn::Elapsed => figure(
+            theme,
+            row,
+            row.started_ms()
+                .map(|start| view.now_ms.saturating_sub(start))
+                .as_ref(),
+            |ms| fmt::elapsed(*ms),
+        ),
         // Blank for a process without one, as the allocator columns are.
         SortColumn::Rank => Cell::right(Span::raw(
             row.rank().map(|r| r.to_string()).unwrap_or_default(),

@@ -1,0 +1,115 @@
+//! Which process-table columns the person chose (`--columns`): a plain list of names, so a
+//! configuration file can set the same value. PID, VRAM and COMMAND always show; RANK and the
+//! allocator columns come with the data that fills them.
+
+use super::ui_state::SortColumn;
+
+/// Every column `--columns` names, in the table's order, with its name on the command line.
+pub const NAMES: [(&str, SortColumn); 12] = [
+    ("pid", SortColumn::Pid),
+    ("user", SortColumn::User),
+    ("gpu", SortColumn::Gpu),
+    ("type", SortColumn::Type),
+    ("vram", SortColumn::Vram),
+    ("peak", SortColumn::VramPeak),
+    ("sm", SortColumn::Sm),
+    ("rss", SortColumn::HostRss),
+    ("mem", SortColumn::HostMem),
+    ("cpu", SortColumn::Cpu),
+    ("elapsed", SortColumn::Elapsed),
+    ("command", SortColumn::Command),
+];
+
+/// Shown unless `--columns` says otherwise.
+const DEFAULT: [SortColumn; 6] = [
+    SortColumn::User,
+    SortColumn::Gpu,
+    SortColumn::VramPeak,
+    SortColumn::Sm,
+    SortColumn::HostRss,
+    SortColumn::Cpu,
+];
+
+/// The columns that always show, whatever was chosen.
+const ALWAYS: [SortColumn; 3] = [SortColumn::Pid, SortColumn::Vram, SortColumn::Command];
+
+/// The chosen columns, in any order (the table keeps its own).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ColumnChoice(Vec<SortColumn>);
+
+impl Default for ColumnChoice {
+    fn default() -> Self {
+        Self(DEFAULT.to_vec())
+    }
+}
+
+impl ColumnChoice {
+    /// Whether the table shows `column` (RANK and the allocator columns: whenever their data
+    /// is there). With `every_column` (the `x` key), each column `--columns` can name shows.
+    pub fn shows(&self, column: SortColumn, every_column: bool) -> bool {
+        ALWAYS.contains(&column)
+            || column == SortColumn::Rank
+            || column.is_allocator()
+            || every_column
+            || self.0.contains(&column)
+    }
+}
+
+/// `user,gpu,type,elapsed`: names from [`NAMES`], separated by commas; one that is not there
+/// is named in the error with the list of those that are.
+pub fn parse(text: &str) -> Result<ColumnChoice, String> {
+    let mut chosen = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let found = NAMES
+            .iter()
+            .find(|(known, _)| known.eq_ignore_ascii_case(name))
+            .map(|(_, column)| *column);
+        match found {
+            Some(column) => chosen.push(column),
+            None => {
+                let known: Vec<&str> = NAMES.iter().map(|(n, _)| *n).collect();
+                return Err(format!(
+                    "no column `{}` (columns: {})",
+                    crate::text::clean(name),
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(ColumnChoice(chosen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_chooses_columns_and_the_fixed_ones_always_show() {
+        let choice = parse("type, ELAPSED,mem").unwrap();
+        for shown in [
+            SortColumn::Type,
+            SortColumn::Elapsed,
+            SortColumn::HostMem,
+            SortColumn::Pid,
+            SortColumn::Vram,
+            SortColumn::Command,
+        ] {
+            assert!(choice.shows(shown, false), "{shown:?}");
+        }
+        assert!(!choice.shows(SortColumn::User, false));
+        assert!(choice.shows(SortColumn::User, true), "x shows every column");
+        assert!(!ColumnChoice::default().shows(SortColumn::Type, false));
+        assert!(ColumnChoice::default().shows(SortColumn::Cpu, false));
+    }
+
+    #[test]
+    fn a_bad_name_is_named_with_the_known_ones() {
+        let err = parse("user,gpu-mem").unwrap_err();
+        assert!(
+            err.starts_with("no column `gpu-mem` (columns: pid, user, gpu"),
+            "{err}"
+        );
+        let hostile = parse("\u{1b}[31mred").unwrap_err();
+        assert!(!hostile.contains('\u{1b}'), "{hostile}");
+    }
+}
