@@ -745,6 +745,7 @@ impl Simulation {
             .collect();
         HostSample {
             at_ms: now + 1,
+            load: None,
             memory: Ok(HostMemory {
                 total: 2048 * GIB,
                 used: self.host_used,

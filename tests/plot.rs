@@ -28,6 +28,7 @@ const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 fn host_sample(at_ms: u64) -> SourceEvent {
     SourceEvent::Host(Box::new(HostSample {
         at_ms,
+        load: None,
         memory: Ok(HostMemory {
             total: 64 * GIB,
             used: 8 * GIB,

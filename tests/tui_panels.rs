@@ -876,3 +876,35 @@ fn chosen_columns_show_the_process_type_host_mem_share_and_elapsed_time() {
         assert!(header.contains(label), "{label}: {header}");
     }
 }
+
+#[test]
+fn the_host_line_shows_cpu_and_load_average() {
+    let mut m = two_gpus();
+    let mut host = host_sample(
+        NOW,
+        vec![host_process(4242, "alice", "python train.py", GIB, 1.0)],
+    );
+    host.load = Some(vramscope::model::HostLoad {
+        cpu_percent: Some(23.4),
+        load_average: [1.2, 0.8, 0.5],
+    });
+    m.ingest(SourceEvent::Host(Box::new(host)));
+    let text = screen(&m, &ui(), 120, 30);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("host RAM"))
+        .expect("host line");
+    assert!(line.contains("CPU 23%  load 1.20 0.80 0.50"), "{line}");
+
+    let mut first = host_sample(NOW, Vec::new());
+    first.load = Some(vramscope::model::HostLoad {
+        cpu_percent: None,
+        load_average: [0.0, 0.0, 0.0],
+    });
+    m.ingest(SourceEvent::Host(Box::new(first)));
+    let text = screen(&m, &ui(), 120, 30);
+    assert!(
+        text.contains("CPU n/a  load 0.00 0.00 0.00"),
+        "no share before two passes, never 0%:\n{text}"
+    );
+}

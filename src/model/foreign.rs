@@ -205,6 +205,7 @@ mod tests {
         assert_cleaned(&problem);
         let mut host = HostSample {
             at_ms: 0,
+            load: None,
             memory: Ok(HostMemory {
                 total: 1,
                 used: 1,

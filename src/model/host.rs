@@ -91,10 +91,22 @@ pub fn by_pid(sorted: &[Arc<HostProcess>], pid: u32) -> Option<&Arc<HostProcess>
     sorted.get(at)
 }
 
+/// How busy the host's CPUs are, for the host line.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct HostLoad {
+    /// Every CPU's busy share since the previous host pass, 0-100; `None` on the first pass
+    /// (a share needs two readings) or where `/proc/stat` cannot be read.
+    pub cpu_percent: Option<f32>,
+    /// The load average over 1, 5 and 15 minutes (`/proc/loadavg`).
+    pub load_average: [f64; 3],
+}
+
 /// One tick of the host sampler.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct HostSample {
     pub at_ms: u64,
+    /// `None` where `/proc/loadavg` cannot be read (and in recordings, which leave it out).
+    pub load: Option<HostLoad>,
     pub memory: Reading<HostMemory>,
     pub processes: Vec<HostProcess>,
 }

@@ -6,7 +6,7 @@ use super::allocator::{RowProcess, joined_channel};
 use super::host::by_pid;
 use super::writer_fold::{Oom, PeakAt};
 use super::{
-    AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
+    AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
 };
 use serde::Serialize;
@@ -99,6 +99,8 @@ pub struct Snapshot {
     /// Rows NVML listed recently and no longer lists, GPU index then pid order.
     pub exited: Vec<ExitedRow>,
     pub host_memory: Option<Reading<HostMemory>>,
+    /// The host's CPU busy share and load average, from the latest host pass.
+    pub host_load: Option<HostLoad>,
     /// Every instrumented process vramscope reads a channel from, live or ended.
     pub allocators: Vec<AllocatorSnapshot>,
     /// Channel files refused, each with its reason.

@@ -500,6 +500,9 @@ pub struct HostProcessDef {
 #[serde(remote = "HostSample")]
 pub struct HostSampleDef {
     at_ms: u64,
+    /// Not recorded: a replay's host line shows no CPU or load.
+    #[serde(skip)]
+    load: Option<crate::model::HostLoad>,
     #[serde(with = "host_memory")]
     memory: Reading<HostMemory>,
     #[serde(with = "host_processes")]

@@ -4,7 +4,7 @@
 
 use super::container;
 use super::process_meter::ProcessMeter;
-use crate::model::{Absent, HostMemory, HostProcess, HostSample, now_ms};
+use crate::model::{Absent, HostLoad, HostMemory, HostProcess, HostSample, now_ms};
 use std::collections::HashMap;
 use sysinfo::{
     MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users,
@@ -19,6 +19,8 @@ pub struct HostSampler {
     /// Keyed by NVML (host) pid; dropped as soon as NVML stops listing the pid.
     watched: HashMap<u32, Watched>,
     buf: Vec<u8>,
+    /// The CPUs' (busy, total) jiffies at the previous pass, for the busy share.
+    cpu_before: Option<(u64, u64)>,
 }
 
 /// A process NVML lists and we can see.
@@ -32,6 +34,20 @@ struct Watched {
     meter: ProcessMeter,
 }
 
+/// Busy and total jiffies of every CPU, from the first line of `/proc/stat`
+/// (`cpu user nice system idle iowait irq softirq steal ...`); idle and iowait are not busy.
+fn cpu_jiffies(stat: &str) -> Option<(u64, u64)> {
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .take(8)
+        .map(|v| v.parse().ok())
+        .collect::<Option<_>>()?;
+    let total: u64 = values.iter().sum();
+    let idle = values.get(3)? + values.get(4).copied().unwrap_or(0);
+    Some((total.saturating_sub(idle), total))
+}
+
 impl HostSampler {
     pub fn new() -> Self {
         Self {
@@ -40,6 +56,7 @@ impl HostSampler {
             host_namespace: container::in_host_pid_namespace(),
             watched: HashMap::new(),
             buf: Vec::with_capacity(1024),
+            cpu_before: None,
         }
     }
 
@@ -49,6 +66,7 @@ impl HostSampler {
         let Some(system) = self.system.as_mut() else {
             return HostSample {
                 at_ms,
+                load: None,
                 memory: Err(Absent::NotSupported),
                 processes: Vec::new(),
             };
@@ -66,9 +84,31 @@ impl HostSampler {
         let processes = pids.iter().map(|&pid| self.describe(pid)).collect();
         HostSample {
             at_ms,
+            load: self.load(),
             memory,
             processes,
         }
+    }
+
+    /// The load average, and the CPUs' busy share since the previous pass: two small reads.
+    fn load(&mut self) -> Option<HostLoad> {
+        let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+        let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+        let load_average = [fields.next()??, fields.next()??, fields.next()??];
+        let now = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|stat| cpu_jiffies(&stat));
+        let cpu_percent = match (self.cpu_before, now) {
+            (Some((busy0, total0)), Some((busy1, total1))) if total1 > total0 => {
+                Some((busy1.saturating_sub(busy0) as f64 * 100.0 / (total1 - total0) as f64) as f32)
+            }
+            _ => None,
+        };
+        self.cpu_before = now;
+        Some(HostLoad {
+            cpu_percent,
+            load_average,
+        })
     }
 
     /// Reads identity for pids seen for the first time. "Not visible" is not remembered: it
@@ -215,6 +255,26 @@ fn command_line(cmd: &[std::ffi::OsString], name: &std::ffi::OsStr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_busy_share_leaves_idle_and_iowait_out() {
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+        assert_eq!(cpu_jiffies(stat), Some((150, 1000)));
+        assert_eq!(cpu_jiffies("intr 1 2 3\n"), None);
+    }
+
+    #[test]
+    fn the_second_pass_has_a_cpu_share_and_every_pass_a_load_average() {
+        let mut sampler = HostSampler::new();
+        let first = sampler.sample(&[]).load.expect("/proc/loadavg");
+        assert_eq!(first.cpu_percent, None, "a share needs two readings");
+        // Some clock ticks of every CPU between the two readings.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let second = sampler.sample(&[]).load.expect("/proc/loadavg");
+        let pct = second.cpu_percent.expect("two readings");
+        assert!((0.0..=100.0).contains(&pct), "{pct}");
+        assert!(second.load_average.iter().all(|l| *l >= 0.0));
+    }
 
     #[test]
     fn samples_our_own_process() {

@@ -8,7 +8,7 @@ use crate::model::allocator::RowProcess;
 use crate::model::host;
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{
-    AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostMemory,
+    AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
     HostProcess, HostSample, NvmlProblem, ProcessRow, Reading, Snapshot,
 };
 use crate::sources::runner::SourceEvent;
@@ -40,6 +40,7 @@ impl StaleAfter {
 #[derive(Clone)]
 struct LatestHost {
     memory: Reading<HostMemory>,
+    load: Option<HostLoad>,
     /// Sorted by pid, for the joins' binary searches.
     processes: Vec<Arc<HostProcess>>,
 }
@@ -201,6 +202,7 @@ impl Monitor {
         processes.sort_unstable_by_key(|p| p.pid);
         let mut latest = LatestHost {
             memory: sample.memory,
+            load: sample.load,
             processes,
         };
         for (key, series) in self.process_series.iter_mut() {
@@ -302,6 +304,7 @@ impl Monitor {
             exited,
             devices,
             host_memory: self.host.as_ref().map(|h| h.memory.clone()),
+            host_load: self.host.as_ref().and_then(|h| h.load),
             rejected_channels: self.allocators.rejected().to_vec(),
             allocators,
         }

@@ -213,6 +213,7 @@ fn status(t: u64, ooms: u64) -> AllocatorDevice {
 fn host_sample(at_ms: u64) -> SourceEvent {
     SourceEvent::Host(Box::new(HostSample {
         at_ms,
+        load: None,
         memory: Ok(HostMemory {
             total: 64 * GIB,
             used: 8 * GIB,

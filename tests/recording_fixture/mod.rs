@@ -168,6 +168,7 @@ pub fn write_recording(path: &Path) {
             at,
             &SourceEvent::Host(Box::new(HostSample {
                 at_ms: at,
+                load: None,
                 memory: Ok(HostMemory {
                     total: 64 * GIB,
                     used: 8 * GIB,

@@ -144,6 +144,7 @@ pub fn host_process(pid: u32, user: &str, command: &str, rss: u64, cpu: f32) -> 
 pub fn host_sample(at_ms: u64, processes: Vec<HostProcess>) -> HostSample {
     HostSample {
         at_ms,
+        load: None,
         memory: Ok(HostMemory {
             total: 62 * GIB + 8 * GIB / 10,
             used: 12 * GIB + 3 * GIB / 10,

@@ -1,5 +1,5 @@
-//! The host memory line: `host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap 0 B/2.00 GiB`, and on
-//! the right the active process filter. Shown with or without a GPU.
+//! The host line: `host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap 0 B/2.00 GiB  CPU 23%  load
+//! 1.20 0.80 0.50`, and on the right the active process filter. Shown with or without a GPU.
 
 use super::fmt;
 use super::put;
@@ -49,6 +49,20 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             format!("{} (no sample yet)", fmt::NA),
             theme.dim,
         )),
+    }
+    if let Some(load) = &view.snapshot.host_load {
+        spans.push(Span::styled("  CPU ", theme.label));
+        spans.push(match load.cpu_percent {
+            Some(pct) => Span::styled(fmt::percent(f64::from(pct)), theme.level(f64::from(pct))),
+            // A share needs two passes: the first has none yet.
+            None => Span::styled(fmt::NA, theme.dim),
+        });
+        let [one, five, fifteen] = load.load_average;
+        spans.push(Span::styled("  load ", theme.label));
+        spans.push(Span::styled(
+            format!("{one:.2} {five:.2} {fifteen:.2}"),
+            theme.value,
+        ));
     }
     let left = Line::from(spans);
     if !view.ui.filter.is_empty() {
