@@ -908,3 +908,31 @@ fn the_host_line_shows_cpu_and_load_average() {
         "no share before two passes, never 0%:\n{text}"
     );
 }
+
+#[test]
+fn grouped_by_gpu_each_gpu_s_rows_sit_under_its_line() {
+    let mut ui = ui();
+    ui.group_by_gpu = true;
+    let text = screen(&two_gpus(), &ui, 100, 30);
+    insta::assert_snapshot!("grouped_by_gpu_100x30", text);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = |needle: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("{needle}:\n{text}"))
+    };
+    let gpu0 = at("── GPU 0 NVIDIA H100 80GB HBM3  2 processes, 38.0 GiB");
+    let gpu1 = at("── GPU 1 NVIDIA A100-SXM4-40GB  1 process, 2.00 GiB");
+    let row = |pid: &str| {
+        lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(pid))
+            .unwrap_or_else(|| panic!("{pid}:\n{text}"))
+    };
+    // GPU 0's processes (the exited one too) under its line, GPU 1's under its own.
+    for pid in ["4242", "5151", "7777"] {
+        assert!(gpu0 < row(pid) && row(pid) < gpu1, "{pid}:\n{text}");
+    }
+    assert!(gpu1 < row("6000"), "{text}");
+}

@@ -162,6 +162,10 @@ fn normal_key(
             Outcome::Redraw
         }
         KeyCode::Char('r') => Outcome::ResetPeaks,
+        KeyCode::Char('b') => {
+            ui.group_by_gpu = !ui.group_by_gpu;
+            Outcome::Redraw
+        }
         KeyCode::Char('x') => {
             ui.every_column = !ui.every_column;
             // A sort column that left the screen would order the rows by something unseen.

@@ -256,7 +256,14 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
     let descending = ui.sort_descending;
     let column = ui.sort;
     // Unstable is enough: ties are broken down to the unique (pid, GPU) key.
+    let grouped = ui.group_by_gpu;
     rows.sort_unstable_by(|a, b| {
+        // Grouped, each GPU's rows come together, sorted within the group.
+        let group = if grouped {
+            a.gpu_index.cmp(&b.gpu_index)
+        } else {
+            Ordering::Equal
+        };
         let primary = match column {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user(), b.user()),
@@ -285,7 +292,8 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             Some(order) => order,
             None => absent_last(a, b, column),
         };
-        primary
+        group
+            .then(primary)
             .then(a.key.pid.cmp(&b.key.pid))
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))

@@ -194,6 +194,8 @@ pub struct UiState {
     pub columns: crate::tui::columns::ColumnChoice,
     /// Every column `--columns` can name shows (the `x` key), whatever was chosen.
     pub every_column: bool,
+    /// The process table's rows sit under a line per GPU (the `b` key).
+    pub group_by_gpu: bool,
     /// The furthest the help can scroll at the last frame's size: set by the help panel, the
     /// one thing a panel writes, because only drawing knows how the text wrapped.
     pub help_scroll_end: std::cell::Cell<usize>,

@@ -23,6 +23,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
     ("x", "every column (TYPE, %MEM, ELAPSED) / the chosen ones"),
+    ("b", "group the processes by GPU / one list"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
     ("+ / -", "refresh more / less often"),

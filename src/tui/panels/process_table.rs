@@ -91,15 +91,24 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
 
     let visible = usize::from(area.height.saturating_sub(1));
     let selected = view.ui.selected.min(rows.len().saturating_sub(1));
-    // Scroll just enough that the selected row is the last one shown.
-    let offset = (selected + 1).saturating_sub(visible);
-    for (line_no, (i, row)) in rows
+    let lines = table_lines(rows, view.ui.group_by_gpu);
+    let selected_line = lines
         .iter()
-        .enumerate()
-        .skip(offset)
-        .take(visible)
-        .enumerate()
-    {
+        .position(|l| *l == TableLine::Row(selected))
+        .unwrap_or(0);
+    // Scroll just enough that the selected row is the last one shown.
+    let offset = (selected_line + 1).saturating_sub(visible);
+    for (line_no, line) in lines.iter().skip(offset).take(visible).enumerate() {
+        let i = match *line {
+            TableLine::Row(i) => i,
+            TableLine::Gpu(gpu) => {
+                let y = area.y + line_no as u16 + 1;
+                let title = gpu_line(view, rows, gpu);
+                put::line_in(buf, Rect::new(area.x, y, area.width, 1), &title);
+                continue;
+            }
+        };
+        let row = &rows[i];
         let mut style = if row.is_exited() {
             theme.dim
         } else {
@@ -112,7 +121,17 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         cells.extend(kinds.iter().map(|(kind, _)| cell(view, *kind, row)));
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
-    put_position(buf, area, fixed, view, rows, offset, visible);
+    let row_offset = lines[..offset.min(lines.len())]
+        .iter()
+        .filter(|l| matches!(l, TableLine::Row(_)))
+        .count();
+    let rows_shown = lines
+        .iter()
+        .skip(offset)
+        .take(visible)
+        .filter(|l| matches!(l, TableLine::Row(_)))
+        .count();
+    put_position(buf, area, fixed, view, rows, row_offset, rows_shown);
 
     if rows.is_empty() && area.height > 1 {
         let text = if let Some(why) = unread_list(view) {
@@ -129,6 +148,54 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
     }
+}
+
+/// One line of the table under its header: a process row (its index in `rows`), or, grouped
+/// by GPU, the line that opens a GPU's rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TableLine {
+    Row(usize),
+    Gpu(u32),
+}
+
+/// The table's lines: the rows in order, each GPU's opened by its line when `grouped` (the
+/// rows then come sorted by GPU first, `rows::table_rows`).
+fn table_lines(rows: &[TableRow], grouped: bool) -> Vec<TableLine> {
+    let mut lines = Vec::with_capacity(rows.len() + 8);
+    for (i, row) in rows.iter().enumerate() {
+        if grouped && (i == 0 || rows[i - 1].gpu_index != row.gpu_index) {
+            lines.push(TableLine::Gpu(row.gpu_index));
+        }
+        lines.push(TableLine::Row(i));
+    }
+    lines
+}
+
+/// `── GPU 0 NVIDIA H100 80GB HBM3  2 processes, 38.0 GiB`: the GPU a group's rows are on,
+/// how many of them still run there and the VRAM NVML lists for them.
+fn gpu_line(view: &View, rows: &[TableRow], gpu: u32) -> Line<'static> {
+    let theme = view.theme;
+    let mine = rows.iter().filter(|r| r.gpu_index == gpu && !r.is_exited());
+    let (count, vram) = mine.fold((0, 0), |(n, sum), r| {
+        (n + 1, sum + r.vram.as_ref().ok().copied().unwrap_or(0))
+    });
+    let name = view
+        .snapshot
+        .devices
+        .iter()
+        .find(|d| d.info.index == gpu)
+        .map(|d| d.info.display_name())
+        .unwrap_or_default();
+    let noun = if count == 1 { "process" } else { "processes" };
+    let rule = theme.glyphs.border.horizontal_top;
+    Line::from(vec![
+        Span::styled(format!("{rule}{rule} "), theme.border),
+        Span::styled(format!("GPU {gpu} {name}"), theme.title),
+        Span::styled(
+            format!("  {count} {noun}, {} ", units::bytes(vram)),
+            theme.label,
+        ),
+    ])
 }
 
 /// `rows 20-38 of 64  per GPU 0:12 1:52` at the right of the header row, after COMMAND's
