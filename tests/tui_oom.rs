@@ -325,11 +325,12 @@ fn the_table_shows_each_writers_rank_and_sorts_by_it() {
     assert_eq!(&row[at("RANK")..at("RANK") + 4], "   3", "{header}\n{row}");
     // `s` reaches RANK right after GPU, ascending.
     ui.sort = vramscope::tui::ui_state::SortColumn::Gpu;
-    let next = ui.sort.next(true, true);
+    let next = ui.sort.next(|c| ui.shows(c));
     assert_eq!(next, vramscope::tui::ui_state::SortColumn::Rank);
     assert!(!next.default_descending());
     assert_eq!(
-        ui.sort.next(true, false),
+        ui.sort
+            .next(|c| ui.shows(c) && c != vramscope::tui::ui_state::SortColumn::Rank),
         vramscope::tui::ui_state::SortColumn::Vram
     );
 }

@@ -139,6 +139,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
 pub fn host(at_ms: u64) -> HostSample {
     HostSample {
         at_ms,
+        load: None,
         memory: Ok(HostMemory {
             total: 512 * GIB,
             used: 100 * GIB,
@@ -166,6 +167,7 @@ pub fn host(at_ms: u64) -> HostSample {
 pub fn host_unreadable(at_ms: u64) -> HostSample {
     HostSample {
         at_ms,
+        load: None,
         memory: Err(Absent::Error("cannot read /proc/meminfo".into())),
         processes: Vec::new(),
     }
