@@ -182,3 +182,56 @@ fn the_tui_peak_label_shows_a_spike_between_refreshes_unless_the_fast_sampling_i
         "the refreshes alone miss every spike:\n{screen}"
     );
 }
+
+#[test]
+fn a_peek_blocked_in_the_driver_holds_only_its_gpu_and_piles_nothing_up() {
+    if !tmux::available() {
+        return;
+    }
+    // GPU 0's memory call blocks 5 s from about 1.3 s, where only peeks fall (the refreshes
+    // come near whole seconds); GPU 1 spikes for 250 ms while GPU 0 is stuck.
+    let mut gpu1 = h100(1);
+    gpu1["timeline"] = json!([
+        { "t": 0, "memory_used": BASE, "gpu_util": 5, "mem_util": 1 },
+        { "t": 2.375, "memory_used": SPIKE },
+        { "t": 2.625, "memory_used": BASE }
+    ]);
+    let scenario = Scenario::new(&json!({
+        "devices": [h100(0), gpu1],
+        "blocks": [{ "function": "nvmlDeviceGetMemoryInfo_v2", "device": 0,
+                     "from": 1.25, "until": 1.55, "seconds": 5.0 }]
+    }));
+    let t = Tmux::start(scenario.dir(), 120, 40, &scenario.monitor_line(""));
+    assert!(
+        t.wait_for(Duration::from_secs(5), |s| s.contains("NVIDIA"))
+            .0
+    );
+    let pid = t.pid();
+    let samplers = || {
+        std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+                    .filter(|comm| comm.trim() == "sampler")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    let most_samplers = std::cell::Cell::new(0);
+    let (ok, screen) = t.wait_for(Duration::from_secs(8), |s| {
+        most_samplers.set(most_samplers.get().max(samplers()));
+        s.contains("STALE") && s.contains("▲ 30.0 GiB")
+    });
+    assert!(
+        ok,
+        "GPU 0 stale while GPU 1's fast sampling still catches its spike:\n{screen}"
+    );
+    assert_eq!(most_samplers.get(), 2, "one spare beside the stuck peek");
+    let (ok, screen) = t.wait_for(Duration::from_secs(8), |s| !s.contains("STALE"));
+    assert!(ok, "GPU 0 back once the call returned:\n{screen}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while samplers() != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(samplers(), 1, "one sampling thread once nothing is stuck");
+}
