@@ -9,6 +9,7 @@
 use super::{fmt, spark};
 use crate::history::column_of;
 use crate::model::allocator::split;
+use crate::model::foresight::{Forecast, describe};
 use crate::model::time::age_label;
 use crate::model::writer_fold::{Oom, OomOutcome, PeakAt};
 use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness, units};
@@ -47,7 +48,12 @@ pub fn lines(
         (row.vram.as_ref().ok().copied(), apart),
         width,
     ));
-    out.push(peak_line(theme, allocator.peak.as_ref(), view.now_ms));
+    let mut peak = peak_line(theme, allocator.peak.as_ref(), view.now_ms);
+    if allocator.liveness.is_running() {
+        peak.spans
+            .extend(forecast_spans(theme, &allocator.forecast));
+    }
+    out.push(peak);
     out.extend(oom_lines(theme, &allocator.ooms, view.now_ms));
     let slot = state.and_then(|s| s.on_gpu(row.gpu_index));
     match (state, slot) {
@@ -198,6 +204,20 @@ fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'static>
         theme.label,
     ));
     Line::from(spans)
+}
+
+/// ` │ OOM in about 120 steps (4 min)` when the step peaks foresee one, ` │ step peaks
+/// rising 16.0 MiB/step` for a leak with the ceiling far off; nothing when the forecast is
+/// silent.
+fn forecast_spans(theme: &Theme, forecast: &Forecast) -> Vec<Span<'static>> {
+    let Some(words) = describe(forecast) else {
+        return Vec::new();
+    };
+    let style = match forecast {
+        Forecast::OomIn { .. } => theme.warn,
+        _ => theme.label,
+    };
+    vec![separator(theme), Span::styled(words, style)]
 }
 
 /// The newest OOMs, each with what was asked, what was free, what the allocator held, where
@@ -507,6 +527,8 @@ mod tests {
             label: String::new(),
             liveness: WriterLiveness::Live,
             rank: None,
+            forecast: crate::model::foresight::foresee(&[], Default::default()),
+            step_peaks: Default::default(),
         };
         let lines = breakdown(
             &Theme::new(false, true),
