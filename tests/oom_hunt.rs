@@ -240,7 +240,8 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
     assert!(report.contains("step 40, backward"), "{report}");
     let oom_lines: Vec<&str> = report
         .lines()
-        .filter(|l| l.contains("asked for 6.00 GiB"))
+        // The OOM's own line; the explanation under it says "asked for" too.
+        .filter(|l| l.contains("): asked for 6.00 GiB"))
         .collect();
     assert_eq!(oom_lines.len(), 1, "{report}");
     assert!(oom_lines[0].contains("fatal"), "{report}");

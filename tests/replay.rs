@@ -27,14 +27,24 @@ fn the_cursor_shows_the_recording_as_it_was_at_each_moment() {
     assert_eq!(replay.now_ms(), T0);
     assert_eq!(used(&monitor, replay.now_ms()), Some(40 * GIB));
 
+    // The allocator's true peak, not NVML's 75 GiB a moment later: where the poll that
+    // brought it was recorded.
     let said = replay.command(Command::LargestPeak, &mut monitor);
-    assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 75.0 GiB"));
-    assert_eq!(replay.now_ms(), T0 + 30_000);
-    assert_eq!(used(&monitor, replay.now_ms()), Some(75 * GIB));
+    assert_eq!(
+        said.as_deref(),
+        Some("allocator's true peak: pid 4242 on GPU 0 at 29.0 GiB, step 7, backward/lm_head")
+    );
+    assert_eq!(replay.now_ms(), T0 + 29_999);
+    assert_eq!(used(&monitor, replay.now_ms()), Some(40 * GIB));
     assert!(!replay.playing(), "a jump pauses");
 
     let said = replay.command(Command::NextOom, &mut monitor);
-    assert_eq!(said.as_deref(), Some("pid 4242: OOM forward/model.attn"));
+    assert_eq!(
+        said.as_deref(),
+        Some(
+            "pid 4242 on GPU 0: OOM: asked 8.00 GiB, 512 MiB free, allocated 20.0 GiB, step 11, forward (caught)"
+        )
+    );
     // Where the poll that brought it was recorded: the moment it is on screen.
     assert_eq!(replay.now_ms(), T0 + 45_999);
     let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
@@ -144,10 +154,11 @@ fn the_terminal_replays_with_the_recordings_time_and_jumps_to_the_peak() {
     assert!(screen.contains("python train.py"), "{screen}");
     t.keys(&["p"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| {
-        s.contains("largest peak: GPU 0 at 75.0 GiB") && s.contains("22:13:50 UTC")
+        s.contains("allocator's true peak: pid 4242 on GPU 0 at 29.0 GiB")
+            && s.contains("22:13:49 UTC")
     });
     assert!(ok, "jumped to the peak, at the recording's time:\n{screen}");
-    assert!(screen.contains("75.0 GiB / 80.0 GiB"), "{screen}");
+    assert!(screen.contains("40.0 GiB / 80.0 GiB"), "{screen}");
     t.keys(&["?"]);
     let (ok, screen) = t.wait_for(2 * SECOND, |s| s.contains("jump to the largest peak"));
     assert!(ok, "the cursor's keys in the help:\n{screen}");
@@ -219,10 +230,96 @@ fn an_uncaught_oom_is_told_in_words() {
     let mut replay = Replay::open(&path).unwrap();
     let mut monitor = replay.fresh_monitor();
     let said = replay.command(Command::NextOom, &mut monitor);
+    // The error carries only the request: free and allocated are the last sample's.
     assert_eq!(
         said.as_deref(),
-        Some("pid 4242: OOM (uncaught) forward/model.attn")
+        Some(
+            "pid 4242 on GPU 0: OOM: asked 8.00 GiB, 1.00 GiB free, allocated 20.0 GiB, step 11, forward (fatal)"
+        )
     );
+    assert!(!said.unwrap().contains("oom_error"));
+}
+
+/// The hunt replayed: `o` lands on the frame of the poll that brought the one fatal OOM, its
+/// figures in the status line; `p` goes to the allocator's true peak, with its step and phase.
+#[test]
+fn the_hunt_replays_its_oom_with_its_figures_and_its_true_peak() {
+    let (_dir, mut replay) = hunt_replay();
+    let mut monitor = replay.fresh_monitor();
+    let said = replay.command(Command::NextOom, &mut monitor);
+    assert_eq!(
+        said.as_deref(),
+        Some(
+            "pid 4242 on GPU 0: OOM: asked 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, step 80, forward (fatal)"
+        )
+    );
+    // The poll after the OOM, recorded at T0+16.170 s: the monitor holds it there.
+    assert_eq!(replay.now_ms(), T0 + 16_170);
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    assert_eq!(snapshot.allocators[0].ooms.len(), 1);
+    assert_eq!(
+        replay.command(Command::NextOom, &mut monitor).as_deref(),
+        Some("no OOM after this moment")
+    );
+    let said = replay.command(Command::LargestPeak, &mut monitor);
+    assert_eq!(
+        said.as_deref(),
+        Some("allocator's true peak: pid 4242 on GPU 0 at 12.0 GiB, step 40, backward")
+    );
+    // The poll that brought the spike's new-peak event, recorded at T0+8.170 s.
+    assert_eq!(replay.now_ms(), T0 + 8_170);
+}
+
+/// The hunt's replay, with the directory of its file (the replay reads the file again as
+/// the cursor moves: keep it as long as the replay).
+fn hunt_replay() -> (tempfile::TempDir, Replay) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl");
+    recording_fixture::hunt::write_hunt(&path);
+    let replay = Replay::open(&path).unwrap();
+    (dir, replay)
+}
+
+/// At the OOM's frame the process's row, which NVML still lists, shows its allocator
+/// section with the OOM (the detail pane's).
+#[test]
+#[ignore = "the row NVML still lists when the writer has ended joins its channel only by the host start time, which recordings never hold (record::wire skips it): needs h13live's join and a rule for replay"]
+fn the_hunts_oom_is_in_the_rows_allocator_section() {
+    let (_dir, mut replay) = hunt_replay();
+    let mut monitor = replay.fresh_monitor();
+    replay.command(Command::NextOom, &mut monitor);
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    let row = snapshot
+        .processes
+        .iter()
+        .find(|p| p.nvml.pid == 4242)
+        .expect("the process's row at the OOM");
+    let allocator = row.allocator.as_ref().expect("its allocator section");
+    assert_eq!(allocator.ooms.len(), 1, "{:?}", allocator.ooms);
+    assert_eq!(
+        allocator.ooms[0].requested,
+        Ok(recording_fixture::hunt::REQUESTED)
+    );
+}
+
+/// The demo's own OOM: `o` shows it in the status line with its figures, and the detail
+/// pane's allocator section of its process holds it.
+#[test]
+#[ignore = "passes once h13live (a listed row joins its own ended channel) is merged"]
+fn the_demos_oom_is_in_its_detail_pane() {
+    let mut replay = vramscope::demo::replay().unwrap();
+    let mut monitor = replay.fresh_monitor();
+    let said = replay.command(Command::NextOom, &mut monitor).unwrap();
+    assert!(said.contains("OOM: asked 24.0 GiB"), "{said}");
+    let snapshot = monitor.snapshot(replay.now_ms(), StaleAfter::interval(1000));
+    let with_oom: Vec<_> = snapshot
+        .processes
+        .iter()
+        .filter_map(|p| p.allocator.as_ref())
+        .flat_map(|a| a.ooms.iter())
+        .collect();
+    assert_eq!(with_oom.len(), 1, "{said}: {:#?}", snapshot.processes);
+    assert_eq!(with_oom[0].requested, Ok(24 * GIB));
 }
 
 /// Every `{"kind":"oom",...}` inside `value` becomes `{"kind":"oom_error","requested":...}`.
@@ -255,7 +352,8 @@ fn the_demo_plays_a_simulated_run_and_says_so() {
     assert!(ok, "the demo, labelled, with allocator figures:\n{screen}");
     t.keys(&["o"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| {
-        s.contains("OOM forward/model.layers.23.attn")
+        s.contains("OOM: asked 24.0 GiB, 11.0 GiB free, allocated 22.4 GiB, step 52")
+            && s.contains("(fatal)")
     });
     assert!(ok, "jumped to the OOM:\n{screen}");
     t.keys(&["q"]);
@@ -301,7 +399,10 @@ fn a_recording_made_against_the_fake_nvml_replays_its_spike() {
     let mut monitor = replay.fresh_monitor();
     assert_eq!(used(&monitor, replay.now_ms()), Some(10 * GIB));
     let said = replay.command(Command::LargestPeak, &mut monitor);
-    assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 70.0 GiB"));
+    assert_eq!(
+        said.as_deref(),
+        Some("largest peak (NVML, no allocator figures): GPU 0 at 70.0 GiB")
+    );
     assert_eq!(used(&monitor, replay.now_ms()), Some(70 * GIB));
     replay.command(Command::End, &mut monitor);
     assert_eq!(used(&monitor, replay.now_ms()), Some(10 * GIB));
@@ -397,7 +498,10 @@ fn moving_from_checkpoints_shows_what_playing_forward_showed() {
             );
         }
         let said = replay.command(Command::LargestPeak, &mut monitor);
-        assert_eq!(said.as_deref(), Some("largest peak: GPU 0 at 79.0 GiB"));
+        assert_eq!(
+            said.as_deref(),
+            Some("largest peak (NVML, no allocator figures): GPU 0 at 79.0 GiB")
+        );
         assert_eq!(used(&monitor, replay.now_ms()), Some(79 * GIB));
     }
 }

@@ -52,7 +52,8 @@ fn the_summary_names_every_peak_with_its_time_step_and_phase() {
     assert_eq!(oom["requested"], json!(8 * GIB));
     assert_eq!(oom["device_free"], json!(GIB / 2));
     assert_eq!(oom["step"], json!(11));
-    assert_eq!(oom["label"], json!("forward/model.attn"));
+    assert_eq!(oom["phase"], json!("forward"));
+    assert_eq!(oom["outcome"], json!("caught"));
     assert_eq!(oom["gpu_index"], json!(0));
     // The largest spikes, listed in the order they happened.
     let spikes = doc["spikes"].as_array().unwrap();
@@ -215,7 +216,164 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
     assert_eq!((allocator_row[2], allocator_row[3]), ("0", "4242"));
     // The fan is absent in every sample: no row, rather than a 0.
     assert!(rows.iter().all(|r| r[4] != "fan" && !r[5].is_empty()));
+    // The OOM, caught (step 11 ended after it), with the figures its event gave; the true
+    // peak with its step.
+    let oom = |metric: &str| find(T0 + 45_500, "allocator", metric);
+    assert_eq!(oom("oom_device_free"), vec![(GIB / 2).to_string()]);
+    assert_eq!(oom("oom_step"), vec!["11"]);
+    assert_eq!(oom("oom_fatal"), vec!["0"]);
+    assert_eq!(
+        find(T0 + 29_900, "allocator", "true_peak"),
+        vec![(29 * GIB).to_string()]
+    );
+    assert_eq!(find(T0 + 29_900, "allocator", "true_peak_step"), vec!["7"]);
     // 60 s × (2 memory + 6 GPU figures + 2 process + 2 host process + 2 host memory) +
-    // 600 writer samples × 4 + 1 OOM.
-    assert_eq!(rows.len(), 60 * 14 + 600 * 4 + 1);
+    // 600 writer samples × 4 + 6 of the OOM + 2 of the true peak.
+    assert_eq!(rows.len(), 60 * 14 + 600 * 4 + 6 + 2);
+}
+
+/// The hunt of issue 13: the spike between two polls is placed by the writer's own new-peak
+/// event (step 40, backward), not by the next poll (step 41, optimizer); its cache is the
+/// peak's own; the observer's OOM and the uncaught error are one fatal OOM; the start-up
+/// ramp is no spike and does not hide the spike on top of it.
+#[test]
+fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
+    use recording_fixture::hunt::{self, MIB};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl.zst");
+    hunt::write_hunt(&path);
+    let out = report(&[path.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let a = &doc["processes"][0]["allocator"];
+    assert_eq!(
+        a["peak_allocated"],
+        json!({ "bytes": hunt::SPIKE, "at_ms": hunt::SPIKE_AT, "step": 40, "phase": "backward" })
+    );
+    // Reserved in the sample that carries the spike (12.5 GiB) minus the spike itself.
+    assert_eq!(a["cache_at_peak"], json!(512 * MIB));
+    let ooms = doc["ooms"].as_array().unwrap();
+    assert_eq!(ooms.len(), 1, "{ooms:?}");
+    let oom = &ooms[0];
+    assert_eq!(oom["at_ms"], json!(hunt::OOM_AT));
+    assert_eq!(oom["outcome"], json!("fatal"));
+    assert_eq!(oom["requested"], json!(hunt::REQUESTED));
+    assert_eq!(oom["device_free"], json!(hunt::FREE_AT_OOM));
+    assert_eq!(oom["step"], json!(80));
+    assert_eq!(oom["phase"], json!("forward"));
+    assert_eq!(oom["gpu_index"], json!(0));
+    // The observer gave no allocated figure: the last sample's, at T0+16.0 s.
+    assert_eq!(oom["allocated"], json!(hunt::allocated(16_000)));
+    assert_eq!(
+        oom["message"],
+        json!("CUDA out of memory. Tried to allocate 6.00 GiB")
+    );
+    let spikes = doc["spikes"].as_array().unwrap();
+    assert_eq!(
+        spikes.len(),
+        1,
+        "the ramp and the leak are no spikes: {spikes:?}"
+    );
+    let spike = &spikes[0];
+    assert_eq!(spike["what"], json!("pid 4242 on GPU 0 (allocated)"));
+    assert_eq!(spike["to"], json!(hunt::SPIKE));
+    // It fell back to where the run stood, not to the ramp's start.
+    assert_eq!(spike["from"], json!(hunt::allocated(8_300)));
+    assert_eq!(
+        (spike["step"].clone(), spike["phase"].clone()),
+        (json!(40), json!("backward"))
+    );
+
+    let text = stdout(&report(&[path.to_str().unwrap()]));
+    assert!(
+        text.contains("allocated peak 12.0 GiB at 2023-11-14 22:13:28.120 UTC, step 40, backward"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cache at the allocated peak 512 MiB;"),
+        "{text}"
+    );
+    let oom_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("): asked for"))
+        .collect();
+    assert_eq!(
+        oom_lines,
+        vec![
+            "  2023-11-14 22:13:36.050 UTC pid 4242 on GPU 0 (fatal): asked for 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, reserved 12.5 GiB, step 80, forward"
+        ],
+        "{text}"
+    );
+    // Under it, why: the cache and the free memory together fell short, so
+    // expandable_segments would not have saved it.
+    for why in [
+        "      asked for 6.00 GiB with 3.00 GiB free on the device (of 16.0 GiB): 3.00 GiB short",
+        "falls 768 MiB short: the live tensors (10.2 GiB) left no room",
+        "      outside the allocator: 512 MiB (NVML used 13.0 GiB by the process, reserved 12.5 GiB)",
+        "      expandable_segments:True would not have saved it",
+    ] {
+        assert!(text.contains(why), "{why:?} in {text}");
+    }
+    // The leak of 16 MiB a step is named.
+    assert!(
+        text.contains("  - pid 4242 on GPU 0: memory leaks: each step's peak 16.0 MiB above the one before (OOM in about"),
+        "{text}"
+    );
+    let hints = doc["hints"].as_array().unwrap();
+    assert!(
+        hints
+            .iter()
+            .any(|h| h.as_str().unwrap().contains("memory leaks")),
+        "{hints:?}"
+    );
+    assert_eq!(oom["explanation"].as_array().unwrap().len(), 4, "{oom}");
+}
+
+/// The hunt exported: one OOM (the observer's and the uncaught error's), fatal, with its
+/// request, free memory and step; the true peak at the spike's moment and step.
+#[test]
+fn the_hunt_exports_one_fatal_oom_and_the_true_peak() {
+    use recording_fixture::hunt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hunt.jsonl");
+    hunt::write_hunt(&path);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["export", "--csv"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let oom_rows: Vec<&str> = text.lines().filter(|l| l.contains(",oom_")).collect();
+    let at = hunt::OOM_AT;
+    assert_eq!(
+        oom_rows,
+        vec![
+            format!("{at},allocator,0,4242,oom_requested,{}", hunt::REQUESTED),
+            format!(
+                "{at},allocator,0,4242,oom_device_free,{}",
+                hunt::FREE_AT_OOM
+            ),
+            format!(
+                "{at},allocator,0,4242,oom_allocated,{}",
+                hunt::allocated(16_000)
+            ),
+            format!(
+                "{at},allocator,0,4242,oom_reserved,{}",
+                hunt::reserved(16_050)
+            ),
+            format!("{at},allocator,0,4242,oom_step,80"),
+            format!("{at},allocator,0,4242,oom_fatal,1"),
+        ],
+        "{text}"
+    );
+    let peak_rows: Vec<&str> = text.lines().filter(|l| l.contains(",true_peak")).collect();
+    let at = hunt::SPIKE_AT;
+    assert_eq!(
+        peak_rows,
+        vec![
+            format!("{at},allocator,0,4242,true_peak,{}", hunt::SPIKE),
+            format!("{at},allocator,0,4242,true_peak_step,40"),
+        ]
+    );
 }

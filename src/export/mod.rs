@@ -9,18 +9,25 @@
 //! - `metric` and its unit: `memory_used`, `memory_total` (bytes), `gpu_util`, `mem_util`
 //!   (%), `temperature` (°C), `power` (mW), `sm_clock`, `mem_clock` (MHz) for GPUs;
 //!   `used_memory`, `host_rss` (bytes), `sm_util` (%), `cpu_percent` (% of one core) for
-//!   processes; `allocated`, `reserved`, `peak` (bytes), `step` for allocators, and
-//!   `oom_requested` (bytes) at each OOM; `memory_used`, `memory_total` (bytes) for the host.
+//!   processes; `allocated`, `reserved`, `peak` (bytes), `step` for allocators' samples;
+//!   at each OOM (one per failure, however many events told of it) `oom_requested`,
+//!   `oom_device_free`, `oom_allocated`, `oom_reserved` (bytes), `oom_step` and `oom_fatal`
+//!   (1 fatal, 0 caught, no row while unknown), written once its outcome is known (so after
+//!   later rows) or at the end; at the end, each writer slot's `true_peak` (bytes) and
+//!   `true_peak_step` at the moment of the peak; `memory_used`, `memory_total` (bytes) for
+//!   the host. The peak's and OOM's phase is text: `vramscope report --json` has it.
 //! - A figure that could not be read has no row: absent is never written as 0.
 //! - Every cell is a number or one of the words above, never foreign text, so no cell needs
 //!   quoting or the spreadsheet-formula guard of `--csv` (`output::csv::formula_guard`); a
 //!   text column added here must go through both.
 
-use crate::model::{ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading};
+use crate::model::writer_fold::OomOutcome;
+use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
+use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::scope::{self, Asked};
 use crate::sources::runner::SourceEvent;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -71,8 +78,8 @@ pub fn write_csv(recording: Recording, mut out: impl Write) -> io::Result<Option
     writeln!(out, "{HEADER}")?;
     let mut rows = Rows {
         out: &mut out,
-        devices: Vec::new(),
-        slot_gpu: HashMap::new(),
+        folds: RecordedFolds::default(),
+        ooms_written: HashMap::new(),
     };
     let mut events = recording.events();
     let mut damage = None;
@@ -85,6 +92,7 @@ pub fn write_csv(recording: Recording, mut out: impl Write) -> io::Result<Option
             }
         }
     }
+    rows.finish()?;
     out.flush()?;
     if let Some(skipped) = events.skipped_notice() {
         eprintln!("vramscope: {skipped}");
@@ -94,9 +102,10 @@ pub fn write_csv(recording: Recording, mut out: impl Write) -> io::Result<Option
 
 struct Rows<'a, W: Write> {
     out: &'a mut W,
-    devices: Vec<DeviceInfo>,
-    /// (channel path, slot) → NVML GPU index, once joined.
-    slot_gpu: HashMap<(String, u16), Option<u32>>,
+    /// Every writer's stream, folded as the monitor folds it: GPUs, OOMs, true peaks.
+    folds: RecordedFolds,
+    /// Channel path -> the OOMs already written, by time and slot.
+    ooms_written: HashMap<String, HashSet<(u64, Option<u16>)>>,
 }
 
 impl<W: Write> Rows<'_, W> {
@@ -109,21 +118,18 @@ impl<W: Write> Rows<'_, W> {
         metric: &str,
         value: impl std::fmt::Display,
     ) -> io::Result<()> {
-        let gpu = gpu.map_or(String::new(), |g| g.to_string());
-        let pid = pid.map_or(String::new(), |p| p.to_string());
-        writeln!(self.out, "{at_ms},{entity},{gpu},{pid},{metric},{value}")
+        row(self.out, at_ms, entity, gpu, pid, metric, value)
     }
 
     fn event(&mut self, event: SourceEvent) -> io::Result<()> {
         match event {
-            SourceEvent::Started { devices, .. } => self.devices = devices,
-            SourceEvent::Device(sample) => self.device(&sample)?,
-            SourceEvent::Host(sample) => self.host(&sample)?,
-            SourceEvent::Channels(batch) => {
-                for poll in &batch.polls {
-                    self.poll(poll)?;
-                }
+            SourceEvent::Started { devices, .. } => self.folds.started(&devices),
+            SourceEvent::Device(sample) => {
+                self.folds.device(&sample);
+                self.device(&sample)?;
             }
+            SourceEvent::Host(sample) => self.host(&sample)?,
+            SourceEvent::Channels(batch) => self.batch(*batch)?,
             // A recording gives a batch's members one by one.
             SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
         }
@@ -178,47 +184,111 @@ impl<W: Write> Rows<'_, W> {
         Ok(())
     }
 
-    fn poll(&mut self, poll: &ChannelPoll) -> io::Result<()> {
-        for d in &poll.devices {
-            let gpu = crate::model::writer_fold::gpu_index_of(d, &self.devices);
-            let known = self
-                .slot_gpu
-                .entry((poll.path.clone(), d.slot))
-                .or_insert(gpu);
-            if known.is_none() {
-                *known = gpu;
-            }
+    /// A batch: folded first, so that each sample's row names the GPU the fold resolved;
+    /// then the samples' rows, then the rows of every OOM whose outcome is now known.
+    fn batch(&mut self, batch: ChannelBatch) -> io::Result<()> {
+        let at_ms = batch.at_ms;
+        let mut samples = Vec::with_capacity(batch.polls.len());
+        for poll in batch.polls {
+            samples.push((poll.path.clone(), poll.host_pid, poll.points.clone()));
+            self.folds.poll(poll, at_ms);
         }
-        let pid = poll.host_pid;
-        for p in &poll.points {
-            let gpu = self
-                .slot_gpu
-                .get(&(poll.path.clone(), p.slot))
-                .copied()
-                .flatten();
-            let figures = [
-                ("allocated", p.allocated),
-                ("reserved", p.reserved),
-                ("peak", p.peak),
-                ("step", p.step),
-            ];
-            for (metric, value) in figures {
-                if let Some(v) = value {
-                    self.row(p.at_ms, "allocator", gpu, pid, metric, v)?;
+        self.folds.gone(&batch.gone);
+        self.folds.resolve();
+        for (path, pid, points) in samples {
+            let Some(fold) = self.folds.writers.get(&path) else {
+                continue;
+            };
+            for p in &points {
+                let gpu = fold.slots.get(usize::from(p.slot)).and_then(|s| s.gpu);
+                let figures = [
+                    ("allocated", p.allocated),
+                    ("reserved", p.reserved),
+                    ("peak", p.peak),
+                    ("step", p.step),
+                ];
+                for (metric, value) in figures {
+                    if let Some(v) = value {
+                        row(self.out, p.at_ms, "allocator", gpu, pid, metric, v)?;
+                    }
                 }
             }
+            self.ooms(&path, false)?;
         }
-        for e in &poll.events {
-            if let EventKind::Oom { requested, .. } | EventKind::OomError { requested } = &e.kind {
-                let gpu = e
-                    .slot
-                    .and_then(|s| self.slot_gpu.get(&(poll.path.clone(), s)).copied())
-                    .flatten();
-                if let Ok(bytes) = requested {
-                    self.row(e.at_ms, "allocator", gpu, pid, "oom_requested", bytes)?;
+        Ok(())
+    }
+
+    /// The rows of `path`'s OOMs not written yet: those settled, or all of them at the end.
+    fn ooms(&mut self, path: &str, at_end: bool) -> io::Result<()> {
+        let Some(fold) = self.folds.writers.get(path) else {
+            return Ok(());
+        };
+        let written = self.ooms_written.entry(path.to_string()).or_default();
+        for oom in &fold.ooms {
+            let key = (oom.at_ms, oom.slot);
+            if (oom.outcome == OomOutcome::Pending && !at_end) || written.contains(&key) {
+                continue;
+            }
+            written.insert(key);
+            let (t, gpu, pid) = (oom.at_ms, oom_gpu(fold, oom), fold.host_pid);
+            let figures = [
+                ("oom_requested", &oom.requested),
+                ("oom_device_free", &oom.device_free),
+                ("oom_allocated", &oom.allocated),
+                ("oom_reserved", &oom.reserved),
+            ];
+            for (metric, value) in figures {
+                if let Ok(v) = value {
+                    row(self.out, t, "allocator", gpu, pid, metric, v)?;
+                }
+            }
+            if let Some(step) = oom.step {
+                row(self.out, t, "allocator", gpu, pid, "oom_step", step)?;
+            }
+            let fatal = match oom.outcome {
+                OomOutcome::Fatal => Some(1),
+                OomOutcome::Caught => Some(0),
+                OomOutcome::Pending => None,
+            };
+            if let Some(fatal) = fatal {
+                row(self.out, t, "allocator", gpu, pid, "oom_fatal", fatal)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// At the end: the OOMs still pending, and each slot's true peak with its step.
+    fn finish(&mut self) -> io::Result<()> {
+        let paths: Vec<String> = self.folds.writers.keys().cloned().collect();
+        for path in &paths {
+            self.ooms(path, true)?;
+        }
+        for fold in self.folds.writers.values() {
+            for slot in &fold.slots {
+                let Some(peak) = slot.true_peak() else {
+                    continue;
+                };
+                let (t, gpu, pid) = (peak.at_ms, slot.gpu, fold.host_pid);
+                row(self.out, t, "allocator", gpu, pid, "true_peak", peak.value)?;
+                if let Some(step) = peak.step {
+                    row(self.out, t, "allocator", gpu, pid, "true_peak_step", step)?;
                 }
             }
         }
         Ok(())
     }
+}
+
+fn row(
+    out: &mut impl Write,
+    at_ms: u64,
+    entity: &str,
+    gpu: Option<u32>,
+    pid: Option<u32>,
+    metric: &str,
+    value: impl std::fmt::Display,
+) -> io::Result<()> {
+    let gpu = gpu.map_or(String::new(), |g| g.to_string());
+    let pid = pid.map_or(String::new(), |p| p.to_string());
+    writeln!(out, "{at_ms},{entity},{gpu},{pid},{metric},{value}")
 }

@@ -6,54 +6,39 @@
 use super::downsample::MaxBuckets;
 use super::steps::StepTracker;
 use super::timeline::{OomMark, Panel, Role, Series, Timeline, clean};
-use crate::model::{
-    AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
-    WriterIdentity,
-};
+use crate::model::writer_fold::WriterFold;
+use crate::model::{ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading};
+use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::{Ending, Recording};
 use crate::sources::runner::SourceEvent;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
-/// OOMs kept for markers; an OOM storm beyond this is counted, not drawn.
-const MAX_OOMS: usize = 10_000;
 /// Longest command shown in a legend.
 const COMMAND_CHARS: usize = 40;
 /// No line bridges a silence longer than this (or ten sampling periods, if longer): the
 /// same rule that calls a writer stalled.
 const MIN_GAP_MS: u64 = 5_000;
 
-struct SlotTrack {
-    gpu: Option<u32>,
-    total: Option<u64>,
+/// The lines of one writer's device slot; its GPU, peak and OOMs are the fold's.
+struct SlotLines {
     allocated: MaxBuckets,
     reserved: MaxBuckets,
-}
-
-struct ChannelTrack {
-    identity: Arc<WriterIdentity>,
-    host_pid: Option<u32>,
-    slots: BTreeMap<u16, SlotTrack>,
-    steps: StepTracker,
-}
-
-struct PendingOom {
-    path: String,
-    slot: Option<u16>,
-    mark: OomMark,
 }
 
 struct Collector {
     points: usize,
     interval_ms: u64,
-    devices: Vec<DeviceInfo>,
+    /// Every writer's stream, folded as the monitor folds it.
+    folds: RecordedFolds,
     gpu_used: BTreeMap<u32, MaxBuckets>,
     gpu_total: BTreeMap<u32, u64>,
     process_used: BTreeMap<(u32, u32), MaxBuckets>,
     commands: HashMap<u32, String>,
-    channels: BTreeMap<String, ChannelTrack>,
-    ooms: Vec<PendingOom>,
-    ooms_dropped: u64,
+    /// (channel path, slot) -> its lines.
+    lines: BTreeMap<(String, u16), SlotLines>,
+    steps: BTreeMap<String, StepTracker>,
+    /// Observer OOM events per channel: more than its fold keeps are counted, not drawn.
+    oom_events: HashMap<String, u64>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -65,14 +50,14 @@ pub fn collect(recording: Recording, points: usize) -> Timeline {
     let mut c = Collector {
         points,
         interval_ms: header.interval_ms,
-        devices: Vec::new(),
+        folds: RecordedFolds::default(),
         gpu_used: BTreeMap::new(),
         gpu_total: BTreeMap::new(),
         process_used: BTreeMap::new(),
         commands: HashMap::new(),
-        channels: BTreeMap::new(),
-        ooms: Vec::new(),
-        ooms_dropped: 0,
+        lines: BTreeMap::new(),
+        steps: BTreeMap::new(),
+        oom_events: HashMap::new(),
         first_ms: None,
         last_ms: None,
     };
@@ -89,13 +74,17 @@ impl Collector {
     fn event(&mut self, at_ms: u64, event: SourceEvent) {
         self.seen(at_ms);
         match event {
-            SourceEvent::Started { devices, .. } => self.devices = devices,
+            SourceEvent::Started { devices, .. } => self.folds.started(&devices),
             SourceEvent::Device(sample) => self.device(&sample),
             SourceEvent::Host(sample) => self.host(&sample),
             SourceEvent::Channels(batch) => {
-                for poll in &batch.polls {
-                    self.poll(poll);
+                let at_ms = batch.at_ms;
+                for poll in batch.polls {
+                    self.poll(&poll);
+                    self.folds.poll(poll, at_ms);
                 }
+                self.folds.gone(&batch.gone);
+                self.folds.resolve();
             }
             // A recording gives a batch's members one by one.
             SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
@@ -103,6 +92,7 @@ impl Collector {
     }
 
     fn device(&mut self, sample: &DeviceSample) {
+        self.folds.device(sample);
         let points = self.points;
         if let Ok(memory) = &sample.memory {
             self.seen(sample.at_ms);
@@ -132,39 +122,18 @@ impl Collector {
         }
     }
 
+    /// The lines and steps of a poll's samples (the fold keeps figures, not lines).
     fn poll(&mut self, poll: &ChannelPoll) {
         let points = self.points;
-        let devices = &self.devices;
-        let channel = self
-            .channels
-            .entry(poll.path.clone())
-            .or_insert_with(|| ChannelTrack {
-                identity: Arc::clone(&poll.identity),
-                host_pid: None,
-                slots: BTreeMap::new(),
-                steps: StepTracker::default(),
-            });
-        if poll.host_pid.is_some() {
-            channel.host_pid = poll.host_pid;
-        }
-        let new_slot = || SlotTrack {
-            gpu: None,
-            total: None,
-            allocated: MaxBuckets::new(points),
-            reserved: MaxBuckets::new(points),
-        };
-        for device in &poll.devices {
-            let slot = channel.slots.entry(device.slot).or_insert_with(new_slot);
-            if let Some(gpu) = gpu_of(device, devices) {
-                slot.gpu = Some(gpu);
-            }
-            if let Ok(total) = device.total {
-                slot.total = Some(total);
-            }
-        }
-        let mut times = Vec::with_capacity(poll.points.len() + poll.events.len());
+        let steps = self.steps.entry(poll.path.clone()).or_default();
         for point in &poll.points {
-            let slot = channel.slots.entry(point.slot).or_insert_with(new_slot);
+            let slot = self
+                .lines
+                .entry((poll.path.clone(), point.slot))
+                .or_insert_with(|| SlotLines {
+                    allocated: MaxBuckets::new(points),
+                    reserved: MaxBuckets::new(points),
+                });
             // `peak` is the highest allocated since the writer's previous sample: a spike
             // between two samples still reaches the line.
             if let Some(allocated) = point.peak.max(point.allocated) {
@@ -174,44 +143,29 @@ impl Collector {
                 slot.reserved.push(point.at_ms, reserved);
             }
             if let Some(step) = point.step {
-                channel.steps.point(step, point.at_ms);
+                steps.point(step, point.at_ms);
             }
-            times.push(point.at_ms);
         }
+        let figure = |r: &Reading<u64>| r.as_ref().ok().copied();
         for event in &poll.events {
-            times.push(event.at_ms);
-            let figure = |r: &Reading<u64>| r.as_ref().ok().copied();
-            let (bytes, requested) = match &event.kind {
+            match &event.kind {
                 EventKind::StepEnd { duration_ns, .. } => {
                     if let Some(step) = event.step {
-                        channel.steps.ended(step, event.at_ms, figure(duration_ns));
+                        steps.ended(step, event.at_ms, figure(duration_ns));
                     }
-                    continue;
                 }
-                EventKind::Oom {
-                    requested,
-                    allocated,
-                    reserved,
-                    ..
-                } => (figure(reserved).or(figure(allocated)), requested),
-                EventKind::OomError { requested } => (None, requested),
-                _ => continue,
-            };
-            if self.ooms.len() >= MAX_OOMS {
-                self.ooms_dropped += 1;
-                continue;
+                EventKind::Oom { .. } => {
+                    *self.oom_events.entry(poll.path.clone()).or_default() += 1;
+                }
+                _ => {}
             }
-            self.ooms.push(PendingOom {
-                path: poll.path.clone(),
-                slot: event.slot,
-                mark: OomMark {
-                    at_ms: event.at_ms,
-                    bytes,
-                    requested: figure(requested),
-                    pid: channel.host_pid,
-                },
-            });
         }
+        let times: Vec<u64> = poll
+            .points
+            .iter()
+            .map(|p| p.at_ms)
+            .chain(poll.events.iter().map(|e| e.at_ms))
+            .collect();
         for t in times {
             self.seen(t);
         }
@@ -221,12 +175,13 @@ impl Collector {
         let damaged = ending.damage;
         let gap = |period_ms: u64| Some(MIN_GAP_MS.max(period_ms.saturating_mul(10)));
         let nvml_gap = gap(self.interval_ms);
-        let mut indices: BTreeSet<u32> = self.devices.iter().map(|d| d.index).collect();
+        let devices = self.folds.devices();
+        let mut indices: BTreeSet<u32> = devices.iter().map(|d| d.index).collect();
         indices.extend(self.gpu_used.keys());
         let mut panels: BTreeMap<Option<u32>, Panel> = BTreeMap::new();
         let mut gpu_used = self.gpu_used;
         for index in indices {
-            let info = self.devices.iter().find(|d| d.index == index);
+            let info = devices.iter().find(|d| d.index == index);
             let name = info.map_or_else(|| format!("GPU {index}"), DeviceInfo::display_name);
             let limit = info
                 .and_then(|d| d.memory_total.as_ref().ok().copied())
@@ -239,78 +194,132 @@ impl Collector {
                     process: None,
                     buckets: used.finish(),
                     gap_ms: nvml_gap,
+                    peak_where: None,
                 });
             }
             panels.insert(Some(index), panel);
         }
         let mut process_used = self.process_used;
         let mut processes_on: BTreeMap<Option<u32>, usize> = BTreeMap::new();
-        // Where each writer's OOMs go: the GPU of the slot named, else every GPU it used.
-        let mut slot_gpus: HashMap<(String, u16), Option<u32>> = HashMap::new();
-        let mut channel_gpus: HashMap<String, Vec<Option<u32>>> = HashMap::new();
-        for (path, channel) in self.channels {
-            let who = writer_name(&channel, &self.commands);
-            let allocator_gap = match channel.identity.sample_period_us {
+        // Where each writer's OOMs go when their slot's GPU is not known: every GPU it used.
+        let mut channel_gpus: HashMap<&str, Vec<Option<u32>>> = HashMap::new();
+        let mut slots_of: HashMap<String, usize> = HashMap::new();
+        for (path, _) in self.lines.keys() {
+            *slots_of.entry(path.clone()).or_default() += 1;
+        }
+        for ((path, slot_no), lines) in self.lines {
+            let Some(fold) = self.folds.writers.get(&path) else {
+                continue;
+            };
+            let Some(identity) = &fold.identity else {
+                continue;
+            };
+            let slot = fold.slots.get(usize::from(slot_no));
+            let gpu = slot.and_then(|s| s.gpu);
+            let total = slot
+                .and_then(|s| s.device.as_ref())
+                .and_then(|d| d.total.as_ref().ok().copied());
+            if lines.allocated.is_empty() && lines.reserved.is_empty() {
+                continue;
+            }
+            let who = writer_name(fold, &self.commands);
+            let allocator_gap = match identity.sample_period_us {
                 0 => None,
                 us => gap(u64::from(us) / 1000),
             };
-            let single_slot = channel.slots.len() == 1;
-            for (slot_no, slot) in channel.slots {
-                slot_gpus.insert((path.clone(), slot_no), slot.gpu);
-                if slot.allocated.is_empty() && slot.reserved.is_empty() {
-                    continue;
+            let panel = panels.entry(gpu).or_insert_with(|| match gpu {
+                Some(index) => Panel::new(format!("GPU {index}"), None),
+                None => Panel::new("GPU not identified (allocator figures only)".into(), None),
+            });
+            if gpu.is_none() {
+                panel.limit = panel.limit.max(total);
+            }
+            let used_gpus = channel_gpus
+                .entry(
+                    self.folds
+                        .writers
+                        .get_key_value(&path)
+                        .map_or("", |(k, _)| k),
+                )
+                .or_default();
+            if !used_gpus.contains(&gpu) {
+                used_gpus.push(gpu);
+            }
+            let ordinal = processes_on.entry(gpu).or_default();
+            let process = Some(*ordinal);
+            *ordinal += 1;
+            let base = if slots_of.get(&path) == Some(&1) || gpu.is_some() {
+                who.clone()
+            } else {
+                format!("{who} slot {slot_no}")
+            };
+            // The true peak's place, said at the line's peak when the line reaches it.
+            let peak = slot.and_then(|s| s.true_peak());
+            let mut push = |role: Role, buckets: MaxBuckets, gap_ms: Option<u64>| {
+                if buckets.is_empty() {
+                    return;
                 }
-                let panel = panels.entry(slot.gpu).or_insert_with(|| match slot.gpu {
-                    Some(index) => Panel::new(format!("GPU {index}"), None),
-                    None => Panel::new("GPU not identified (allocator figures only)".into(), None),
+                let buckets = buckets.finish();
+                let top = buckets.iter().map(|b| b.value).max();
+                let peak_where = peak
+                    .filter(|p| role == Role::Allocated && Some(p.value) == top)
+                    .map(|p| place(p.step, &p.phase));
+                panel.series.push(Series {
+                    label: format!("{base}: {}", role.name()),
+                    role,
+                    process,
+                    buckets,
+                    gap_ms,
+                    peak_where,
                 });
-                if slot.gpu.is_none() {
-                    panel.limit = panel.limit.max(slot.total);
-                }
-                let used_gpus = channel_gpus.entry(path.clone()).or_default();
-                if !used_gpus.contains(&slot.gpu) {
-                    used_gpus.push(slot.gpu);
-                }
-                let ordinal = processes_on.entry(slot.gpu).or_default();
-                let process = Some(*ordinal);
-                *ordinal += 1;
-                let base = if single_slot || slot.gpu.is_some() {
-                    who.clone()
-                } else {
-                    format!("{who} slot {slot_no}")
+            };
+            push(Role::Allocated, lines.allocated, allocator_gap);
+            push(Role::Reserved, lines.reserved, allocator_gap);
+            if let (Some(pid), Some(gpu)) = (fold.host_pid, gpu)
+                && let Some(used) = process_used.remove(&(pid, gpu))
+            {
+                push(Role::ProcessUsed, used, nvml_gap);
+            }
+            if let Some(steps) = self.steps.get(&path)
+                && panel.steps.is_empty()
+                && !panel.steps_overflow
+                && !steps.is_empty()
+            {
+                panel.steps = steps.spans();
+                panel.steps_overflow = steps.overflowed();
+                panel.steps_of = fold.host_pid.map(|pid| format!("pid {pid}"));
+            }
+        }
+        let mut ooms_dropped = 0;
+        for (path, fold) in &self.folds.writers {
+            let seen = self.oom_events.get(path).copied().unwrap_or(0);
+            ooms_dropped += seen.saturating_sub(fold.ooms.len() as u64);
+            for oom in &fold.ooms {
+                let mark = OomMark {
+                    at_ms: oom.at_ms,
+                    bytes: figure(&oom.reserved).or(figure(&oom.allocated)),
+                    requested: figure(&oom.requested),
+                    device_free: figure(&oom.device_free),
+                    place: place(oom.step, &oom.phase),
+                    outcome: oom.outcome,
+                    pid: fold.host_pid,
                 };
-                let mut push = |role: Role, buckets: MaxBuckets, gap_ms: Option<u64>| {
-                    if !buckets.is_empty() {
-                        panel.series.push(Series {
-                            label: format!("{base}: {}", role.name()),
-                            role,
-                            process,
-                            buckets: buckets.finish(),
-                            gap_ms,
-                        });
+                let gpus = match oom_gpu(fold, oom) {
+                    Some(gpu) if panels.contains_key(&Some(gpu)) => vec![Some(gpu)],
+                    _ => match channel_gpus.get(path.as_str()) {
+                        Some(gpus) if !gpus.is_empty() => gpus.clone(),
+                        _ => panels.keys().copied().collect(),
+                    },
+                };
+                for key in gpus {
+                    if let Some(panel) = panels.get_mut(&key) {
+                        panel.ooms.push(mark.clone());
                     }
-                };
-                push(Role::Allocated, slot.allocated, allocator_gap);
-                push(Role::Reserved, slot.reserved, allocator_gap);
-                if let (Some(pid), Some(gpu)) = (channel.host_pid, slot.gpu)
-                    && let Some(used) = process_used.remove(&(pid, gpu))
-                {
-                    push(Role::ProcessUsed, used, nvml_gap);
-                }
-                if panel.steps.is_empty() && !panel.steps_overflow && !channel.steps.is_empty() {
-                    panel.steps = channel.steps.spans();
-                    panel.steps_overflow = channel.steps.overflowed();
-                    panel.steps_of = channel.host_pid.map(|pid| format!("pid {pid}"));
                 }
             }
         }
-        for pending in self.ooms {
-            let gpus = oom_panels(&pending, &slot_gpus, &channel_gpus, &panels);
-            for key in gpus {
-                if let Some(panel) = panels.get_mut(&key) {
-                    panel.ooms.push(pending.mark.clone());
-                }
-            }
+        for panel in panels.values_mut() {
+            panel.ooms.sort_by_key(|o| o.at_ms);
         }
         // Known GPUs in index order, then the allocator figures that joined none.
         let mut panels: Vec<(Option<u32>, Panel)> = panels.into_iter().collect();
@@ -321,18 +330,35 @@ impl Collector {
             first_ms,
             last_ms: self.last_ms.unwrap_or(first_ms),
             panels: panels.into_iter().map(|(_, p)| p).collect(),
-            ooms_dropped: self.ooms_dropped,
+            ooms_dropped,
             damaged,
             skipped: ending.skipped,
         }
     }
 }
 
+fn figure(r: &Reading<u64>) -> Option<u64> {
+    r.as_ref().ok().copied()
+}
+
+/// `step 40, backward`; empty when neither is known.
+fn place(step: Option<u64>, phase: &str) -> String {
+    let phase = clean(phase, 40);
+    match (step, phase.is_empty()) {
+        (Some(step), false) => format!("step {step}, {phase}"),
+        (Some(step), true) => format!("step {step}"),
+        (None, false) => phase,
+        (None, true) => String::new(),
+    }
+}
+
 /// `pid 4242 python train.py [PyTorch, rank 0]`: the host's command line for the pid when
 /// the recording has it (the writer's own may be shortened), else the writer's.
-fn writer_name(channel: &ChannelTrack, commands: &HashMap<u32, String>) -> String {
-    let identity = &channel.identity;
-    let who = match channel.host_pid {
+fn writer_name(fold: &WriterFold, commands: &HashMap<u32, String>) -> String {
+    let Some(identity) = &fold.identity else {
+        return String::new();
+    };
+    let who = match fold.host_pid {
         Some(pid) => {
             let command = commands
                 .get(&pid)
@@ -346,38 +372,5 @@ fn writer_name(channel: &ChannelTrack, commands: &HashMap<u32, String>) -> Strin
     match identity.rank {
         Some(rank) => format!("{who} [{kind}, rank {rank}]"),
         None => format!("{who} [{kind}]"),
-    }
-}
-
-/// The GPU of an allocator's device slot: by UUID or PCI bus id; or, on a one-GPU machine, a
-/// slot that names neither is that GPU.
-fn gpu_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
-    crate::model::writer_fold::gpu_index_of(device, devices).or_else(|| {
-        let anonymous = device.uuid.is_none() && device.pci_bus_id.is_none();
-        match devices {
-            [only] if anonymous => Some(only.index),
-            _ => None,
-        }
-    })
-}
-
-/// Which panels show an OOM: its slot's GPU; else every GPU its writer used; else all.
-fn oom_panels(
-    oom: &PendingOom,
-    slot_gpus: &HashMap<(String, u16), Option<u32>>,
-    channel_gpus: &HashMap<String, Vec<Option<u32>>>,
-    panels: &BTreeMap<Option<u32>, Panel>,
-) -> Vec<Option<u32>> {
-    let slot_gpu = oom
-        .slot
-        .and_then(|s| slot_gpus.get(&(oom.path.clone(), s)).copied());
-    if let Some(gpu) = slot_gpu
-        && panels.contains_key(&gpu)
-    {
-        return vec![gpu];
-    }
-    match channel_gpus.get(&oom.path) {
-        Some(gpus) if !gpus.is_empty() => gpus.clone(),
-        _ => panels.keys().copied().collect(),
     }
 }

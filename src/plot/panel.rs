@@ -186,6 +186,13 @@ fn oom_markers<DB: DrawingBackend>(
                 Some(r) => format!("OOM: asked {}", units::bytes(r)),
                 None => "OOM".to_string(),
             };
+            if let Some(free) = oom.device_free {
+                text = format!("{text}, {} free", units::bytes(free));
+            }
+            if !oom.place.is_empty() {
+                text = format!("{text}, {}", oom.place);
+            }
+            text = format!("{text} ({})", oom.outcome.label());
             if let (true, Some(pid)) = (several, oom.pid) {
                 text = format!("{text} (pid {pid})");
             }
@@ -215,7 +222,12 @@ fn peak_markers<DB: DrawingBackend>(
         root.draw(&Circle::new(point, 4, colour.filled()))
             .map_err(fail)?;
         if i < PEAK_LABELS {
-            let text = format!("peak {}", units::bytes(peak.value));
+            let text = match &series.peak_where {
+                Some(place) if !place.is_empty() => {
+                    format!("peak {}, {place}", units::bytes(peak.value))
+                }
+                _ => format!("peak {}", units::bytes(peak.value)),
+            };
             label(root, placer, point, text, colour)?;
         }
     }

@@ -3,6 +3,7 @@
 
 use super::downsample::Bucket;
 use super::steps::StepSpan;
+use crate::model::writer_fold::OomOutcome;
 
 /// What a series measures; decides its colour and weight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +40,9 @@ pub struct Series {
     /// A silence longer than this between two buckets breaks the line instead of bridging
     /// it; `None` for writers that publish only on demand.
     pub gap_ms: Option<u64>,
+    /// Where the series' peak happened (`step 40, backward`), when it is the writer's true
+    /// peak and the writer said.
+    pub peak_where: Option<String>,
 }
 
 impl Series {
@@ -69,13 +73,17 @@ impl Series {
     }
 }
 
-/// An out-of-memory error.
+/// An out-of-memory failure: one however many events told of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OomMark {
     pub at_ms: u64,
     /// Where to put the marker: the allocator's reserved (else allocated) bytes at the time.
     pub bytes: Option<u64>,
     pub requested: Option<u64>,
+    pub device_free: Option<u64>,
+    /// `step 80, forward`; empty when unknown.
+    pub place: String,
+    pub outcome: OomOutcome,
     pub pid: Option<u32>,
 }
 
@@ -173,6 +181,7 @@ mod tests {
                 bucket(9000, 9500, 2),
             ],
             gap_ms: Some(5000),
+            peak_where: None,
         };
         assert_eq!(
             s.segments().iter().map(|x| x.len()).collect::<Vec<_>>(),

@@ -16,6 +16,7 @@
 
 mod channels;
 pub mod command;
+pub mod folds;
 mod lines;
 pub mod live;
 mod points;

@@ -1,13 +1,20 @@
 //! What replay learns from reading a recording once, at open: its span, the moments worth
-//! jumping to (the largest peak, OOMs, the writers' events) and how many events it holds.
+//! jumping to (the largest peak: the allocator's true peak when a writer gave one, NVML's
+//! otherwise; each OOM once, as the one fold merged it, with its figures; the writers'
+//! other events) and how many events it holds.
 //! The events themselves are not kept: they are fed to the monitor as they are read, to lay
 //! the checkpoints (see `cursor`), and read from the file again as the cursor moves, so
 //! memory does not grow with the recording.
 
 use super::cursor::Checkpoints;
 use crate::model::EventKind;
+use crate::model::units::bytes;
+use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
+use crate::model::{NA, Reading};
+use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::{Header, Recording};
 use crate::sources::runner::SourceEvent;
+use std::collections::HashMap;
 
 /// Marks kept at most (about 100 bytes each); a recording with more events marks the first.
 const MAX_MARKS: usize = 65_536;
@@ -15,7 +22,8 @@ const MAX_MARKS: usize = 65_536;
 /// Why a moment is worth jumping to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MarkKind {
-    /// The highest NVML used memory of any GPU in the recording.
+    /// The highest true peak of any writer, or without writers the highest NVML used memory
+    /// of any GPU.
     LargestPeak,
     Oom,
     /// Any other event a writer published (step ends excepted: there are too many).
@@ -48,6 +56,7 @@ impl Timeline {
         let header = recording.header().clone();
         let mut cut_short = None;
         let mut peak: Option<(u64, u64, u32)> = None;
+        let mut writers = Writers::default();
         let mut marks = Vec::new();
         let (mut events, mut first_any, mut first_screen, mut last_ms) = (0, None, None, None);
         let mut items = recording.events();
@@ -76,6 +85,7 @@ impl Timeline {
             } else {
                 note_marks(at_ms, &event, &mut peak, &mut Vec::new());
             }
+            writers.feed(at_ms, &event);
             checkpoints.feed(at_ms, event, &items);
         }
         // Said with the rest of why the screen does not hold everything.
@@ -85,13 +95,17 @@ impl Timeline {
                 None => skipped,
             });
         }
-        if let Some((value, at_ms, gpu)) = peak {
+        let allocator_peak = writers.peak.take();
+        writers.oom_marks(&mut marks);
+        if let Some(mark) = allocator_peak {
+            marks.push(mark);
+        } else if let Some((value, at_ms, gpu)) = peak {
             marks.push(Mark {
                 at_ms,
                 kind: MarkKind::LargestPeak,
                 label: format!(
-                    "largest peak: GPU {gpu} at {}",
-                    crate::model::units::bytes(value)
+                    "largest peak (NVML, no allocator figures): GPU {gpu} at {}",
+                    bytes(value)
                 ),
             });
         }
@@ -133,11 +147,12 @@ fn note_marks(
                     .map_or_else(|| poll.identity.file.clone(), |p| format!("pid {p}"));
                 for e in &poll.events {
                     let kind = match e.kind {
-                        EventKind::Oom { .. } | EventKind::OomError { .. } => MarkKind::Oom,
+                        // One mark per failure, from the fold (`Writers::oom_marks`).
+                        EventKind::Oom { .. } | EventKind::OomError { .. } => continue,
                         EventKind::StepEnd { .. } => continue,
                         _ => MarkKind::Event,
                     };
-                    // The status line says it to a person: `OOM (uncaught)`, not `oom_error`.
+                    // The status line says it to a person: `new peak`, not `new_high_water`.
                     let what = if e.label.is_empty() {
                         e.kind.title()
                     } else {
@@ -153,5 +168,119 @@ fn note_marks(
         }
         // A recording gives a batch's members one by one.
         _ => {}
+    }
+}
+
+/// The writers of the recording, folded as the monitor folds them, and when each OOM and
+/// each new true peak first reached the monitor (where jumping to it shows it).
+#[derive(Default)]
+struct Writers {
+    folds: RecordedFolds,
+    /// (channel path, OOM time, slot) -> when the poll that brought it was recorded.
+    oom_seen: HashMap<(String, u64, Option<u16>), u64>,
+    /// The highest true peak so far, as its mark.
+    peak: Option<Mark>,
+    peak_value: u64,
+}
+
+impl Writers {
+    fn feed(&mut self, recorded_ms: u64, event: &SourceEvent) {
+        match event {
+            SourceEvent::Started { devices, .. } => self.folds.started(devices),
+            SourceEvent::Device(sample) => self.folds.device(sample),
+            SourceEvent::Channels(batch) => {
+                self.folds.batch((**batch).clone());
+                self.note(recorded_ms);
+            }
+            _ => {}
+        }
+    }
+
+    fn note(&mut self, recorded_ms: u64) {
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                self.oom_seen
+                    .entry((path.clone(), oom.at_ms, oom.slot))
+                    .or_insert(recorded_ms.max(oom.at_ms));
+            }
+            for slot in &fold.slots {
+                if let Some(peak) = slot.true_peak()
+                    && peak.value > self.peak_value
+                {
+                    self.peak_value = peak.value;
+                    self.peak = Some(Mark {
+                        at_ms: recorded_ms.max(peak.at_ms),
+                        kind: MarkKind::LargestPeak,
+                        label: peak_label(fold, slot.gpu, peak),
+                    });
+                }
+            }
+        }
+    }
+
+    /// One mark per OOM, labelled with its figures and outcome as finally known.
+    fn oom_marks(&self, marks: &mut Vec<Mark>) {
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                let key = (path.clone(), oom.at_ms, oom.slot);
+                let Some(&at_ms) = self.oom_seen.get(&key) else {
+                    continue;
+                };
+                if marks.len() < MAX_MARKS {
+                    marks.push(Mark {
+                        at_ms,
+                        kind: MarkKind::Oom,
+                        label: format!("{}: {}", who(fold, oom_gpu(fold, oom)), oom_label(oom)),
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `pid 4242 on GPU 0`, or the channel's file where the pid is not mapped.
+fn who(fold: &WriterFold, gpu: Option<u32>) -> String {
+    let writer = match (fold.host_pid, &fold.identity) {
+        (Some(pid), _) => format!("pid {pid}"),
+        (None, Some(identity)) => identity.file.clone(),
+        (None, None) => "a writer".into(),
+    };
+    match gpu {
+        Some(gpu) => format!("{writer} on GPU {gpu}"),
+        None => writer,
+    }
+}
+
+/// `allocator's true peak: pid 4242 on GPU 0 at 12.0 GiB, step 40, backward`.
+fn peak_label(fold: &WriterFold, gpu: Option<u32>, peak: &PeakAt) -> String {
+    let mut label = format!(
+        "allocator's true peak: {} at {}",
+        who(fold, gpu),
+        bytes(peak.value)
+    );
+    place(&mut label, peak.step, &peak.phase);
+    label
+}
+
+/// `OOM: asked 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, step 80, forward (fatal)`: short
+/// enough for the status line of a 140-column terminal.
+fn oom_label(oom: &Oom) -> String {
+    let figure = |r: &Reading<u64>| r.as_ref().map_or(NA.into(), |b| bytes(*b));
+    let mut label = format!(
+        "OOM: asked {}, {} free, allocated {}",
+        figure(&oom.requested),
+        figure(&oom.device_free),
+        figure(&oom.allocated)
+    );
+    place(&mut label, oom.step, &oom.phase);
+    label + &format!(" ({})", oom.outcome.label())
+}
+
+fn place(label: &mut String, step: Option<u64>, phase: &str) {
+    if let Some(step) = step {
+        label.push_str(&format!(", step {step}"));
+    }
+    if !phase.is_empty() {
+        label.push_str(&format!(", {phase}"));
     }
 }

@@ -1,18 +1,19 @@
 //! One pass over a recording's events, keeping only what a summary needs: per GPU and per
-//! process the peaks with their time (and, for instrumented processes, step and phase), every
-//! OOM, the largest rises within a short window, and the allocator's cache and fragmentation
-//! at its peak. Memory stays bounded by the number of GPUs, processes and writers, never by
+//! process the peaks with their time (and, for instrumented processes, the fold's true peak
+//! with its step and phase), every OOM once as the fold merged it, the largest spikes, and
+//! the allocator's cache and fragmentation at its peak. Memory stays bounded by the number of GPUs, processes and writers, never by
 //! the recording's length.
 
 use super::spikes::{Rise, RiseTracker};
-use crate::model::{
-    Absent, AllocatorDevice, ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading,
-    WriterIdentity,
-};
+use crate::model::foresight::Forecast;
+use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::writer_fold::SlotFold;
+use crate::model::writer_fold::{Oom, WriterFold};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample};
+use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// A value and where it happened.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,13 +49,15 @@ pub struct AllocatorSummary {
     pub world_size: Option<i32>,
     pub peak_allocated: Option<At>,
     pub peak_reserved: Option<At>,
-    /// Reserved minus allocated in the sample of the allocated peak: the cache.
+    /// Reserved in the sample of the allocated peak minus the peak: the cache then.
     pub cache_at_peak: Option<u64>,
     /// Largest inactive split (free but not releasable) seen, and reserved at that moment.
     pub fragmentation: Option<(u64, u64)>,
     pub alloc_retries: Option<u64>,
     pub ooms: Option<u64>,
     pub allocator_config: String,
+    /// What its step peaks say: a leak, an OOM to come, or nothing confident.
+    pub forecast: Forecast,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -67,19 +70,15 @@ pub struct ProcessSummary {
     pub allocator: Option<AllocatorSummary>,
 }
 
+/// One OOM as the fold merged it, with the writer's pid and the GPU it happened on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OomSummary {
-    pub at_ms: u64,
     pub pid: Option<u32>,
     pub gpu_index: Option<u32>,
-    /// Caught by the allocator's observer, or an error that escaped to the top.
-    pub caught: bool,
-    pub requested: Reading<u64>,
-    pub device_free: Reading<u64>,
-    pub allocated: Reading<u64>,
-    pub reserved: Reading<u64>,
-    pub step: Option<u64>,
-    pub label: String,
+    pub oom: Oom,
+    /// Why it happened (`oom_explain`): asked against free, the cache, outside the
+    /// allocator, what `expandable_segments` would have changed.
+    pub explanation: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -107,37 +106,39 @@ pub struct Report {
 /// How many spikes the report lists.
 const TOP_SPIKES: usize = 5;
 
-/// One writer's device slot, followed through the recording.
+/// What the report adds to the fold for one writer's device slot: the figures the fold does
+/// not keep (reserved at the peak, the reserved peak, fragmentation, retries) and the spikes.
 #[derive(Default)]
-struct SlotTrack {
-    peak_allocated: Option<At>,
+struct SlotExtras {
+    /// The fold's true peak when `reserved_at_peak` was taken: `(value, at_ms)`.
+    peak_seen: Option<(u64, u64)>,
+    /// Reserved in the first sample at or after the allocated peak.
+    reserved_at_peak: Option<u64>,
+    /// Reserved in the status read with the peak, for a peak no later sample followed.
+    status_reserved: Option<u64>,
     peak_reserved: Option<At>,
-    cache_at_peak: Option<u64>,
     fragmentation: Option<(u64, u64)>,
     retries: Option<u64>,
     ooms: Option<u64>,
     rises: RiseTracker,
-    /// The slot's latest figures, for its GPU and the OOMs' join.
-    device: Option<AllocatorDevice>,
-}
-
-#[derive(Default)]
-struct ChannelTrack {
-    identity: Option<Arc<WriterIdentity>>,
-    host_pid: Option<u32>,
-    slots: BTreeMap<u16, SlotTrack>,
 }
 
 #[derive(Default)]
 struct Analysis {
-    devices: Vec<DeviceInfo>,
+    /// Every writer's stream, folded as the monitor folds it.
+    folds: RecordedFolds,
+    /// (channel path, slot) -> what the report keeps beside the fold.
+    extras: BTreeMap<(String, usize), SlotExtras>,
     /// The peaks per GPU and per (pid, GPU): an entry is `Some` as soon as `raise` makes it.
     gpu_peaks: BTreeMap<u32, Option<At>>,
     gpu_rises: BTreeMap<u32, RiseTracker>,
     process_peaks: BTreeMap<(u32, u32), Option<At>>,
+    /// NVML's latest used figure per (pid, GPU).
+    process_used: BTreeMap<(u32, u32), u64>,
+    /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
+    /// reached the recorder.
+    used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
     hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
-    channels: BTreeMap<String, ChannelTrack>,
-    ooms: Vec<OomSummary>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -156,13 +157,17 @@ impl Analysis {
         self.first_ms.get_or_insert(at_ms);
         self.last_ms = Some(self.last_ms.map_or(at_ms, |l| l.max(at_ms)));
         match event {
-            SourceEvent::Started { devices, .. } => self.devices = devices,
+            SourceEvent::Started { devices, .. } => self.folds.started(&devices),
             SourceEvent::Device(sample) => self.device(&sample),
             SourceEvent::Host(sample) => self.host(&sample),
             SourceEvent::Channels(batch) => {
+                let at_ms = batch.at_ms;
                 for poll in batch.polls {
-                    self.poll(poll);
+                    self.poll(poll, at_ms);
                 }
+                self.folds.gone(&batch.gone);
+                self.folds.resolve();
+                self.note_ooms();
             }
             // A recording gives a batch's members one by one.
             SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
@@ -170,6 +175,7 @@ impl Analysis {
     }
 
     fn device(&mut self, sample: &DeviceSample) {
+        self.folds.device(sample);
         if let Ok(memory) = &sample.memory {
             raise(
                 self.gpu_peaks.entry(sample.index).or_default(),
@@ -186,6 +192,7 @@ impl Analysis {
         if let Ok(processes) = &sample.processes {
             for p in processes {
                 if let Ok(used) = p.used_memory {
+                    self.process_used.insert((p.pid, sample.index), used);
                     raise(
                         self.process_peaks.entry((p.pid, sample.index)).or_default(),
                         used,
@@ -210,101 +217,137 @@ impl Analysis {
         }
     }
 
-    fn poll(&mut self, poll: ChannelPoll) {
-        let channel = self.channels.entry(poll.path.clone()).or_default();
-        channel.identity = Some(Arc::clone(&poll.identity));
-        if poll.host_pid.is_some() {
-            channel.host_pid = poll.host_pid;
+    /// Folds the poll, then reads its samples against what the fold now knows: the peak's
+    /// own sample gives the cache at the peak, and a spike at the peak takes its phase.
+    fn poll(&mut self, poll: ChannelPoll, at_ms: u64) {
+        let path = poll.path.clone();
+        let points = poll.points.clone();
+        let devices = poll.devices.clone();
+        let fold = self.folds.poll(poll, at_ms);
+        for device in &devices {
+            let extras = self
+                .extras
+                .entry((path.clone(), usize::from(device.slot)))
+                .or_default();
+            if let (Ok(split), Ok(reserved)) = (&device.inactive_split, &device.reserved)
+                && extras.fragmentation.is_none_or(|(worst, _)| *split > worst)
+            {
+                extras.fragmentation = Some((*split, *reserved));
+            }
+            if let Ok(r) = device.alloc_retries {
+                extras.retries = Some(extras.retries.map_or(r, |s| s.max(r)));
+            }
+            if let Ok(o) = device.ooms {
+                extras.ooms = Some(extras.ooms.map_or(o, |s| s.max(o)));
+            }
         }
-        // The points came before this poll; its step and label are the writer's status when
-        // it was read, the nearest the recording has to "where the program was".
-        for point in &poll.points {
-            let slot = channel.slots.entry(point.slot).or_default();
-            let step = point.step.or(poll.step);
+        // A new peak: its cache is read from the first sample at or after it, the one whose
+        // interval holds it (reserved grew to hold the spike; allocated is back down).
+        for (slot_index, slot) in fold.slots.iter().enumerate() {
+            let Some(peak) = slot.true_peak() else {
+                continue;
+            };
+            let extras = self.extras.entry((path.clone(), slot_index)).or_default();
+            let now = (peak.value, peak.at_ms);
+            if extras.peak_seen != Some(now) {
+                extras.peak_seen = Some(now);
+                extras.reserved_at_peak = None;
+                extras.status_reserved = slot
+                    .device
+                    .as_ref()
+                    .and_then(|d| d.reserved.as_ref().ok().copied());
+            }
+        }
+        for point in &points {
+            let slot = usize::from(point.slot);
+            let extras = self.extras.entry((path.clone(), slot)).or_default();
+            let peak = fold.slots.get(slot).and_then(|s| s.true_peak());
             if let Some(top) = point.peak.max(point.allocated) {
-                if raise(
-                    &mut slot.peak_allocated,
-                    top,
-                    point.at_ms,
-                    step,
-                    &poll.label,
-                ) {
-                    slot.cache_at_peak = point
-                        .reserved
-                        .zip(point.allocated)
-                        .map(|(r, a)| r.saturating_sub(a));
-                }
-                slot.rises
-                    .push_with(point.at_ms, top, || (step, poll.label.clone()));
+                // The sample that carries the true peak takes its step and phase (the
+                // spike happened before the sample, maybe in another step).
+                extras.rises.push_with(point.at_ms, top, || {
+                    match peak.filter(|p| p.value == top && p.at_ms <= point.at_ms) {
+                        Some(p) => (p.step, p.phase.clone()),
+                        None => (point.step, String::new()),
+                    }
+                });
             }
             if let Some(reserved) = point.reserved {
                 raise(
-                    &mut slot.peak_reserved,
+                    &mut extras.peak_reserved,
                     reserved,
                     point.at_ms,
-                    step,
-                    &poll.label,
+                    point.step,
+                    "",
                 );
-            }
-        }
-        for device in &poll.devices {
-            let slot = channel.slots.entry(device.slot).or_default();
-            if let (Ok(split), Ok(reserved)) = (&device.inactive_split, &device.reserved)
-                && slot.fragmentation.is_none_or(|(worst, _)| *split > worst)
-            {
-                slot.fragmentation = Some((*split, *reserved));
-            }
-            if let Ok(r) = device.alloc_retries {
-                slot.retries = Some(slot.retries.map_or(r, |s| s.max(r)));
-            }
-            if let Ok(o) = device.ooms {
-                slot.ooms = Some(slot.ooms.map_or(o, |s| s.max(o)));
-            }
-            slot.device = Some(device.clone());
-        }
-        for event in &poll.events {
-            let absent = || Err(Absent::NotSupported);
-            let (caught, requested, device_free, allocated, reserved) = match &event.kind {
-                EventKind::Oom {
-                    requested,
-                    device_free,
-                    allocated,
-                    reserved,
-                    ..
-                } => (
-                    true,
-                    requested.clone(),
-                    device_free.clone(),
-                    allocated.clone(),
-                    reserved.clone(),
-                ),
-                EventKind::OomError { requested } => {
-                    (false, requested.clone(), absent(), absent(), absent())
+                if extras.reserved_at_peak.is_none() && peak.is_some_and(|p| point.at_ms >= p.at_ms)
+                {
+                    extras.reserved_at_peak = Some(reserved);
                 }
-                _ => continue,
-            };
-            self.ooms.push(OomSummary {
-                at_ms: event.at_ms,
-                pid: channel.host_pid,
-                gpu_index: event
-                    .slot
-                    .and_then(|s| channel.slots.get(&s))
-                    .and_then(|slot| slot.device.as_ref())
-                    .and_then(|d| crate::model::writer_fold::gpu_index_of(d, &self.devices)),
-                caught,
-                requested,
-                device_free,
-                allocated,
-                reserved,
-                step: event.step,
-                label: event.label.clone(),
-            });
+            }
         }
+    }
+
+    /// NVML's figure for each new OOM's process, as near its moment as the recording has.
+    fn note_ooms(&mut self) {
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                let key = (path.clone(), oom.at_ms, oom.slot);
+                if self.used_at_oom.contains_key(&key) {
+                    continue;
+                }
+                let used = fold
+                    .host_pid
+                    .zip(oom_gpu(fold, oom))
+                    .and_then(|at| self.process_used.get(&at).copied());
+                if let Some(used) = used {
+                    self.used_at_oom.insert(key, used);
+                }
+            }
+        }
+    }
+
+    /// Device memory NVML counts for the process beyond the allocator's reserved.
+    fn outside(&self, pid: u32, gpu: u32, slot: &SlotFold) -> Option<u64> {
+        let used = self.process_used.get(&(pid, gpu))?;
+        let reserved = slot.device.as_ref()?.reserved.as_ref().ok()?;
+        Some(used.saturating_sub(*reserved))
+    }
+
+    /// The explanation of one OOM of `fold`'s, from its figures and NVML's beside them.
+    fn explain(&self, path: &str, fold: &WriterFold, oom: &Oom) -> Vec<String> {
+        let used = self
+            .used_at_oom
+            .get(&(path.to_string(), oom.at_ms, oom.slot))
+            .copied()
+            .ok_or(Absent::NotAvailable);
+        let slot = oom.slot.and_then(|s| fold.slots.get(usize::from(s)));
+        let limit = slot
+            .and_then(|s| s.device.as_ref())
+            .and_then(|d| d.limit.as_ref().ok().copied());
+        let allocator = match &fold.identity {
+            Some(identity) if identity.kind == "PyTorch" => Allocator::Torch {
+                config: &identity.allocator_config,
+            },
+            _ => Allocator::Other,
+        };
+        oom_explain::explain(&OomFigures {
+            requested: oom.requested.clone(),
+            device_free: oom.device_free.clone(),
+            device_total: oom.device_total.clone(),
+            limit,
+            allocated: oom.allocated.clone(),
+            reserved: oom.reserved.clone(),
+            used,
+            used_by: UsedBy::Process,
+            allocator,
+        })
     }
 
     fn finish(self, header: Header, ending: Ending) -> Report {
         let gpus = self
-            .devices
+            .folds
+            .devices()
             .iter()
             .map(|d| GpuSummary {
                 index: d.index,
@@ -345,37 +388,47 @@ impl Analysis {
                 });
             }
         }
-        for channel in self.channels.values() {
-            for (slot, track) in &channel.slots {
-                let gpu = track
-                    .device
-                    .as_ref()
-                    .and_then(|d| crate::model::writer_fold::gpu_index_of(d, &self.devices));
-                let what = match (channel.host_pid, gpu) {
-                    (Some(pid), Some(gpu)) => format!("pid {pid} on GPU {gpu} (allocated)"),
-                    (Some(pid), None) => format!("pid {pid}, device slot {slot} (allocated)"),
-                    _ => format!(
-                        "{} slot {slot} (allocated)",
-                        channel.identity.as_ref().map_or("?", |i| i.file.as_str())
-                    ),
-                };
-                for rise in track.rises.top() {
-                    spikes.push(SpikeSummary {
-                        what: what.clone(),
-                        rise,
-                    });
-                }
+        for ((path, slot), extras) in &self.extras {
+            let Some(fold) = self.folds.writers.get(path) else {
+                continue;
+            };
+            let gpu = fold.slots.get(*slot).and_then(|s| s.gpu);
+            let what = match (fold.host_pid, gpu) {
+                (Some(pid), Some(gpu)) => format!("pid {pid} on GPU {gpu} (allocated)"),
+                (Some(pid), None) => format!("pid {pid}, device slot {slot} (allocated)"),
+                _ => format!(
+                    "{} slot {slot} (allocated)",
+                    fold.identity.as_ref().map_or("?", |i| i.file.as_str())
+                ),
+            };
+            for rise in extras.rises.top() {
+                spikes.push(SpikeSummary {
+                    what: what.clone(),
+                    rise,
+                });
             }
         }
         spikes.sort_by_key(|s| std::cmp::Reverse(s.rise.amount()));
         spikes.truncate(TOP_SPIKES);
+        let mut ooms: Vec<OomSummary> = Vec::new();
+        for (path, fold) in &self.folds.writers {
+            for oom in &fold.ooms {
+                ooms.push(OomSummary {
+                    pid: fold.host_pid,
+                    gpu_index: oom_gpu(fold, oom),
+                    oom: oom.clone(),
+                    explanation: self.explain(path, fold, oom),
+                });
+            }
+        }
+        ooms.sort_by_key(|o| o.oom.at_ms);
         Report {
             header,
             first_ms: self.first_ms,
             last_ms: self.last_ms,
             gpus,
             processes,
-            ooms: self.ooms,
+            ooms,
             spikes,
             damaged: ending.damage,
             skipped: ending.skipped,
@@ -384,31 +437,37 @@ impl Analysis {
 
     /// The allocator figures of the writer that NVML listed as `pid`, for `gpu_index`.
     fn allocator_of(&self, pid: u32, gpu_index: u32) -> Option<AllocatorSummary> {
-        self.channels
-            .values()
-            .filter(|c| c.host_pid == Some(pid))
-            .find_map(|channel| {
-                let identity = channel.identity.as_ref()?;
-                let (_, track) = channel.slots.iter().find(|(_, t)| {
-                    t.device.as_ref().is_some_and(|d| {
-                        crate::model::writer_fold::gpu_index_of(d, &self.devices) == Some(gpu_index)
-                            || (channel.slots.len() == 1
-                                && d.uuid.is_none()
-                                && d.pci_bus_id.is_none())
-                    })
-                })?;
+        self.folds
+            .writers
+            .iter()
+            .filter(|(_, fold)| fold.host_pid == Some(pid))
+            .find_map(|(path, fold)| {
+                let identity = fold.identity.as_ref()?;
+                let (slot, track) = slot_on(fold, gpu_index)?;
+                let extras = self.extras.get(&(path.clone(), slot));
+                let peak = track.true_peak();
                 Some(AllocatorSummary {
                     kind: identity.kind.clone(),
                     framework: identity.framework.clone(),
                     rank: identity.rank,
                     world_size: identity.world_size,
-                    peak_allocated: track.peak_allocated.clone(),
-                    peak_reserved: track.peak_reserved.clone(),
-                    cache_at_peak: track.cache_at_peak,
-                    fragmentation: track.fragmentation,
-                    alloc_retries: track.retries,
-                    ooms: track.ooms,
+                    peak_allocated: peak.map(|p| At {
+                        value: p.value,
+                        at_ms: p.at_ms,
+                        step: p.step,
+                        phase: p.phase.clone(),
+                    }),
+                    peak_reserved: extras.and_then(|e| e.peak_reserved.clone()),
+                    cache_at_peak: peak.and_then(|p| {
+                        let e = extras?;
+                        let reserved = e.reserved_at_peak.or(e.status_reserved)?;
+                        Some(reserved.saturating_sub(p.value))
+                    }),
+                    fragmentation: extras.and_then(|e| e.fragmentation),
+                    alloc_retries: extras.and_then(|e| e.retries),
+                    ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
+                    forecast: track.forecast(self.outside(pid, gpu_index, track)),
                 })
             })
     }

@@ -1,6 +1,7 @@
 //! Concrete advice from what the recording shows, only where the figures call for it.
 
 use super::analysis::Report;
+use crate::model::foresight::{Forecast, describe};
 use crate::model::units::bytes;
 
 /// Inactive split blocks above this share of reserved memory count as fragmentation.
@@ -25,6 +26,22 @@ pub fn hints(report: &Report) -> Vec<String> {
     }
     for p in &report.processes {
         let Some(a) = &p.allocator else { continue };
+        // The step peaks say it: a leak, or an OOM to come (foresight's gates decide).
+        if let Some(said) = describe(&a.forecast) {
+            let what = match a.forecast {
+                Forecast::OomIn { bytes_per_step, .. } | Forecast::Leak { bytes_per_step, .. } => {
+                    format!(
+                        "memory leaks: each step's peak {} above the one before",
+                        bytes(bytes_per_step.round() as u64)
+                    )
+                }
+                Forecast::Silent(_) => String::new(),
+            };
+            out.push(format!(
+                "pid {} on GPU {}: {what} ({said}); look for tensors kept across steps (a loss summed without .item(), a growing list or cache)",
+                p.pid, p.gpu_index
+            ));
+        }
         let expandable = a.allocator_config.contains("expandable_segments:True");
         let retries = a.alloc_retries.unwrap_or(0);
         let fragmented = a.fragmentation.filter(|(split, reserved)| {

@@ -36,7 +36,7 @@ pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
     let mut report = analyse(recording);
     // Each list in the order things happened: a channel's first poll brings its whole ring,
     // so the order of reading is not the order of time.
-    report.ooms.sort_by_key(|o| o.at_ms);
+    report.ooms.sort_by_key(|o| o.oom.at_ms);
     report.spikes.sort_by_key(|s| s.rise.at_ms);
     let name = file.display().to_string();
     let notes = told.notes();

@@ -116,11 +116,15 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
             if markdown { "- " } else { "  " },
             oom_line(o, markdown)
         );
+        // Why, under it: asked against free, the cache, outside, expandable_segments.
+        for line in &o.explanation {
+            let _ = writeln!(out, "{}{line}", if markdown { "  - " } else { "      " });
+        }
     }
 
     section(
         &mut out,
-        "Largest spikes (rise within 10 s of the lowest reading before it)",
+        "Largest spikes (rises that fall back within 10 s)",
         markdown,
     );
     if report.spikes.is_empty() {
@@ -235,16 +239,17 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
         (Some(pid), None) => format!("pid {pid}"),
         _ => "a writer".into(),
     };
+    let oom = &o.oom;
     let mut line = format!(
         "{} {who} ({}): asked for {}, {} free, allocated {}, reserved {}",
-        utc_label(o.at_ms),
-        if o.caught { "caught" } else { "uncaught" },
-        figure(&o.requested),
-        figure(&o.device_free),
-        figure(&o.allocated),
-        figure(&o.reserved),
+        utc_label(oom.at_ms),
+        oom.outcome.label(),
+        figure(&oom.requested),
+        figure(&oom.device_free),
+        figure(&oom.allocated),
+        figure(&oom.reserved),
     );
-    where_(&mut line, o.step, &o.label, markdown);
+    where_(&mut line, oom.step, &oom.phase, markdown);
     line
 }
 
@@ -284,12 +289,18 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "allocator_config": a.allocator_config,
             })),
         })).collect::<Vec<_>>(),
-        "ooms": report.ooms.iter().map(|o| json!({
-            "at_ms": o.at_ms, "pid": o.pid, "gpu_index": o.gpu_index, "caught": o.caught,
-            "requested": reading(&o.requested), "device_free": reading(&o.device_free),
-            "allocated": reading(&o.allocated), "reserved": reading(&o.reserved),
-            "step": o.step, "label": o.label,
-        })).collect::<Vec<_>>(),
+        "ooms": report.ooms.iter().map(|o| {
+            let oom = &o.oom;
+            json!({
+                "at_ms": oom.at_ms, "pid": o.pid, "gpu_index": o.gpu_index,
+                "outcome": oom.outcome,
+                "requested": reading(&oom.requested), "device_free": reading(&oom.device_free),
+                "device_total": reading(&oom.device_total),
+                "allocated": reading(&oom.allocated), "reserved": reading(&oom.reserved),
+                "step": oom.step, "phase": oom.phase, "message": oom.message,
+                "explanation": o.explanation,
+            })
+        }).collect::<Vec<_>>(),
         "spikes": report.spikes.iter().map(|s| json!({
             "what": s.what, "rise": s.rise.amount(), "from": s.rise.from,
             "from_ms": s.rise.from_ms, "to": s.rise.to, "at_ms": s.rise.at_ms,

@@ -1,19 +1,28 @@
-//! Spikes: the largest rises within a short window, which is how a memory spike looks in a
-//! series of readings. Streaming and bounded: a window's minimum from a monotonic queue, and
-//! only the few largest rises kept, at most one per window.
+//! Spikes: the largest rises that fall back within a short window, which is how a memory
+//! spike looks in a series of readings. A start-up ramp or a leak rises and stays: it is no
+//! spike, and measuring a spike from the window's lowest reading alone would let a ramp that
+//! fills the window hide the spike on top of it. A spike's size is the smaller of its rise
+//! from the lowest reading before it and its fall to the lowest reading after it (both
+//! within `WINDOW_MS`). Streaming and bounded: a window's minimum from a monotonic queue,
+//! a few candidates waiting for their fall, and only the few largest spikes kept, at most
+//! one per window.
 
 use std::collections::VecDeque;
 
-/// A rise is measured from the lowest reading of the preceding `WINDOW_MS`.
+/// A spike rises and falls back within this long of its top.
 pub const WINDOW_MS: u64 = 10_000;
-/// Rises kept per series.
+/// Spikes kept per series.
 const KEPT: usize = 5;
+/// Tops waiting for their fall; beyond this the smallest rise is given up.
+const PENDING: usize = 64;
 
-/// A rise from `from` to `to`, ending at `at_ms`, with the writer's step and phase at its
-/// top where the series has them.
+/// A spike from `from` up to `to` at `at_ms` and back, with the writer's step and phase at
+/// its top where the series has them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rise {
+    /// The level it rose from and fell back to: the higher of the lows before and after.
     pub from: u64,
+    /// When the low before it was read.
     pub from_ms: u64,
     pub to: u64,
     pub at_ms: u64,
@@ -27,10 +36,26 @@ impl Rise {
     }
 }
 
+/// A top still waiting to see how far it falls.
+struct Pending {
+    rise: Rise,
+    /// The lowest reading since the top.
+    back: u64,
+}
+
+impl Pending {
+    fn settled(&self) -> Rise {
+        let mut rise = self.rise.clone();
+        rise.from = rise.from.max(self.back);
+        rise
+    }
+}
+
 #[derive(Default)]
 pub struct RiseTracker {
     /// Readings of the window with increasing values: the front is the window's minimum.
     lows: VecDeque<(u64, u64)>,
+    pending: Vec<Pending>,
     best: Vec<Rise>,
 }
 
@@ -40,7 +65,7 @@ impl RiseTracker {
         self.push_with(at_ms, value, || (None, String::new()));
     }
 
-    /// `context` gives the step and phase, asked for only when the rise is worth keeping.
+    /// `context` gives the step and phase, asked for only when the top is worth following.
     pub fn push_with(
         &mut self,
         at_ms: u64,
@@ -49,7 +74,14 @@ impl RiseTracker {
     ) {
         if self.lows.back().is_some_and(|&(t, _)| t > at_ms) {
             self.lows.clear();
+            self.settle(u64::MAX);
         }
+        for p in &mut self.pending {
+            if p.rise.at_ms.saturating_add(WINDOW_MS) >= at_ms {
+                p.back = p.back.min(value);
+            }
+        }
+        self.settle(at_ms);
         while self
             .lows
             .front()
@@ -62,13 +94,16 @@ impl RiseTracker {
             && self.worth_keeping(at_ms, value - from)
         {
             let (step, phase) = context();
-            self.offer(Rise {
-                from,
-                from_ms,
-                to: value,
-                at_ms,
-                step,
-                phase,
+            self.follow(Pending {
+                rise: Rise {
+                    from,
+                    from_ms,
+                    to: value,
+                    at_ms,
+                    step,
+                    phase,
+                },
+                back: value,
             });
         }
         while self.lows.back().is_some_and(|&(_, v)| v >= value) {
@@ -77,6 +112,35 @@ impl RiseTracker {
         self.lows.push_back((at_ms, value));
     }
 
+    /// Offers the tops whose window has passed (all of them for `u64::MAX`).
+    fn settle(&mut self, at_ms: u64) {
+        let (done, waiting): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.rise.at_ms.saturating_add(WINDOW_MS) < at_ms);
+        self.pending = waiting;
+        for p in done {
+            let rise = p.settled();
+            if rise.amount() > 0 {
+                self.offer(rise);
+            }
+        }
+    }
+
+    fn follow(&mut self, top: Pending) {
+        if self.pending.len() == PENDING
+            && let Some((i, _)) = self
+                .pending
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, p)| p.rise.amount())
+        {
+            self.pending.swap_remove(i);
+        }
+        self.pending.push(top);
+    }
+
+    /// The rise is an upper bound of the spike: one that cannot beat what is kept is not
+    /// followed.
     fn worth_keeping(&self, at_ms: u64, amount: u64) -> bool {
         if let Some(near) = self
             .best
@@ -88,31 +152,40 @@ impl RiseTracker {
         self.best.len() < KEPT || self.best.iter().any(|r| amount > r.amount())
     }
 
-    /// Keeps the largest rises, one per window: a rise overlapping a kept one replaces it
+    /// Keeps the largest spikes, one per window: a spike overlapping a kept one replaces it
     /// only when larger.
     fn offer(&mut self, rise: Rise) {
-        let near = |r: &Rise| r.at_ms.abs_diff(rise.at_ms) < WINDOW_MS;
-        if let Some(i) = self.best.iter().position(near) {
-            if rise.amount() > self.best[i].amount() {
-                self.best[i] = rise;
-            }
-            return;
-        }
-        if self.best.len() < KEPT {
-            self.best.push(rise);
-        } else if let Some((i, smallest)) =
-            self.best.iter().enumerate().min_by_key(|(_, r)| r.amount())
-            && rise.amount() > smallest.amount()
-        {
-            self.best[i] = rise;
-        }
+        offer(&mut self.best, rise);
     }
 
-    /// The kept rises, largest first.
+    /// The kept spikes, largest first; tops still waiting count with the fall seen so far.
     pub fn top(&self) -> Vec<Rise> {
         let mut top = self.best.clone();
+        for p in &self.pending {
+            let rise = p.settled();
+            if rise.amount() > 0 {
+                offer(&mut top, rise);
+            }
+        }
         top.sort_by_key(|r| std::cmp::Reverse(r.amount()));
         top
+    }
+}
+
+fn offer(best: &mut Vec<Rise>, rise: Rise) {
+    let near = |r: &Rise| r.at_ms.abs_diff(rise.at_ms) < WINDOW_MS;
+    if let Some(i) = best.iter().position(near) {
+        if rise.amount() > best[i].amount() {
+            best[i] = rise;
+        }
+        return;
+    }
+    if best.len() < KEPT {
+        best.push(rise);
+    } else if let Some((i, smallest)) = best.iter().enumerate().min_by_key(|(_, r)| r.amount())
+        && rise.amount() > smallest.amount()
+    {
+        best[i] = rise;
     }
 }
 
@@ -123,7 +196,7 @@ mod tests {
     #[test]
     fn finds_the_rise_from_the_windows_low_not_from_the_first_reading() {
         let mut t = RiseTracker::default();
-        for (at, v) in [(0, 50), (1_000, 10), (2_000, 12), (3_000, 90), (4_000, 20)] {
+        for (at, v) in [(0, 50), (1_000, 10), (2_000, 12), (3_000, 90), (4_000, 5)] {
             t.push(at, v);
         }
         assert_eq!(
@@ -169,6 +242,7 @@ mod tests {
             let base = k * 100_000;
             t.push(base, 0);
             t.push(base + 1_000, k);
+            t.push(base + 2_000, 0);
         }
         let top = t.top();
         assert_eq!(top.len(), KEPT);
@@ -176,5 +250,27 @@ mod tests {
             top.iter().map(|r| r.to).collect::<Vec<_>>(),
             vec![49, 48, 47, 46, 45]
         );
+    }
+
+    #[test]
+    fn a_ramp_that_fills_the_window_is_no_spike_and_does_not_hide_the_one_on_top() {
+        let mut t = RiseTracker::default();
+        // 0 to 9 over 6 s, then steady at 9 with a spike to 12 at 8 s, well inside the
+        // ramp's window; then a leak: one unit a second for a minute.
+        for ms in (0..20_000u64).step_by(100) {
+            let v = match ms {
+                0..6_000 => ms * 9 / 6_000,
+                8_000 => 12,
+                _ => 9 + ms / 20_000,
+            };
+            t.push(ms, v);
+        }
+        for s in 20..80u64 {
+            t.push(s * 1_000, 9 + s);
+        }
+        let top = t.top();
+        assert_eq!(top.len(), 1, "{top:?}");
+        assert_eq!((top[0].from, top[0].to, top[0].at_ms), (9, 12, 8_000));
+        assert_eq!(top[0].amount(), 3);
     }
 }

@@ -3,10 +3,14 @@
 //! the real `Recorder`, so every peak, time, step and phase is known exactly:
 //! - NVML used on GPU 0: 40 GiB, 75 GiB at T0+30 s;
 //! - pid 4242 ("python train.py", alice): NVML used 30 GiB; allocated 20 GiB with a 100 ms
-//!   spike to 29 GiB at T0+29.9 s in step 7 during `backward/lm_head`; reserved 24 GiB;
-//! - a caught OOM at T0+45.5 s asking for 8 GiB, step 11, `forward/model.attn`.
+//!   spike to 29 GiB at T0+29.9 s in step 7 during `backward/lm_head` (the phase's events
+//!   say so; the next poll's label says `optimizer`); reserved 24 GiB;
+//! - a caught OOM at T0+45.5 s asking for 8 GiB, step 11, phase `forward` (module
+//!   `forward/model.attn`), caught: step 11 ends at T0+48 s.
 
 #![allow(dead_code)]
+
+pub mod hunt;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -201,6 +205,35 @@ pub fn write_recording(path: &Path) {
             })
             .collect();
         let mut events = Vec::new();
+        if s == 29 {
+            // The spike's phase, as `vramscope.mark` publishes it: the poll's own label says
+            // only where the program was when it was read.
+            let phase = |at_ms: u64, kind: EventKind| AllocatorEvent {
+                at_ms,
+                kind,
+                slot: None,
+                step: Some(7),
+                label: "backward/lm_head".into(),
+                phase: String::new(),
+            };
+            events.push(phase(at + 850, EventKind::PhaseBegin));
+            events.push(phase(at + 950, EventKind::PhaseEnd { peak: Ok(29 * GIB) }));
+        }
+        if s == 48 {
+            // Step 11 ends after its OOM: the program caught it.
+            events.push(AllocatorEvent {
+                at_ms: at,
+                kind: EventKind::StepEnd {
+                    peak_allocated: Ok(20 * GIB),
+                    peak_reserved: Ok(24 * GIB),
+                    duration_ns: Ok(4_000_000_000),
+                },
+                slot: Some(0),
+                step: Some(11),
+                label: String::new(),
+                phase: String::new(),
+            });
+        }
         if s == 45 {
             events.push(AllocatorEvent {
                 at_ms: at + 500,
@@ -225,8 +258,9 @@ pub fn write_recording(path: &Path) {
             liveness: WriterLiveness::Live,
             devices: vec![allocator_device(20 * GIB, 24 * GIB, 3, 6 * GIB)],
             step: Some(s / 4),
+            // The label published at each poll: after the spike, the optimizer ran.
             label: if s == 29 {
-                "backward/lm_head".into()
+                "optimizer".into()
             } else {
                 "forward".into()
             },

@@ -1,8 +1,10 @@
 //! Why figures are missing, gathered once for the status line and the `w` overlay: faults a
-//! person can act on (a lost or stale GPU, a refused channel, a call that failed), then facts
+//! person can act on (a lost or stale GPU, a refused channel, a call that failed, an OOM the
+//! step peaks foresee), then facts
 //! of the hardware ("fan: not supported on GPU 0,...,7" on a datacentre GPU), which are not
 //! problems and so stay off the status line.
 
+use crate::model::foresight::{Forecast, describe};
 use crate::model::{Absent, DeviceSample, Snapshot};
 
 /// How much a reason matters, most first; the panels pick a style from it.
@@ -45,6 +47,9 @@ pub fn collect(snapshot: &Snapshot, now_ms: u64, channels_in_one: bool) -> Vec<R
                 push(format!("channel refused: {file}"), Weight::Warning);
             }
         }
+    }
+    for text in forecasts(snapshot) {
+        push(text, Weight::Warning);
     }
     let mut items: Vec<Item> = Vec::new();
     for device in &snapshot.devices {
@@ -96,6 +101,34 @@ pub fn collect(snapshot: &Snapshot, now_ms: u64, channels_in_one: bool) -> Vec<R
                 Weight::Error
             },
         );
+    }
+    out
+}
+
+/// Every running writer whose step peaks foresee an OOM: `pid 4242 GPU 0: OOM in about
+/// 120 steps (4 min)`. A leak with the ceiling far off, or silence, says nothing here.
+fn forecasts(snapshot: &Snapshot) -> Vec<String> {
+    let mut out = Vec::new();
+    for writer in snapshot
+        .allocators
+        .iter()
+        .filter(|a| a.liveness.is_running())
+    {
+        let who = match (writer.host_pid, writer.identity.rank) {
+            (Some(pid), _) => format!("pid {pid}"),
+            (None, Some(rank)) => format!("rank {rank}"),
+            (None, None) => writer.identity.file.clone(),
+        };
+        for (forecast, gpu) in writer.forecasts.iter().zip(&writer.gpu_indices) {
+            if !matches!(forecast, Forecast::OomIn { .. }) {
+                continue;
+            }
+            let Some(words) = describe(forecast) else {
+                continue;
+            };
+            let gpu = gpu.map_or(String::new(), |g| format!(" GPU {g}"));
+            out.push(format!("{who}{gpu}: {words}"));
+        }
     }
     out
 }

@@ -1,0 +1,110 @@
+//! The forecast on the monitor's status line: a writer whose step peaks climb steadily
+//! towards its GPU's memory is named there with the steps and time left; a flat one is not.
+
+#[allow(dead_code)]
+mod tui_fixtures;
+
+use std::sync::Arc;
+use tui_fixtures::*;
+use vramscope::model::{
+    Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
+    WriterLiveness,
+};
+use vramscope::sources::runner::SourceEvent;
+
+const MIB: u64 = 1024 * 1024;
+
+fn device() -> AllocatorDevice {
+    AllocatorDevice {
+        slot: 0,
+        ordinal: 0,
+        uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
+        pci_bus_id: None,
+        total: Ok(80 * GIB),
+        allocated: Ok(9 * GIB),
+        allocated_peak: Err(Absent::NotSupported),
+        reserved: Ok(10 * GIB),
+        reserved_peak: Err(Absent::NotSupported),
+        active: Err(Absent::NotSupported),
+        inactive_split: Err(Absent::NotSupported),
+        requested: Err(Absent::NotSupported),
+        alloc_retries: Err(Absent::NotSupported),
+        ooms: Ok(0),
+        device_free: Err(Absent::NotSupported),
+        limit: Err(Absent::NotSupported),
+        interval_peak: Err(Absent::NotSupported),
+        step_peak: Err(Absent::NotSupported),
+    }
+}
+
+/// pid 4242 on GPU 0 ended 60 steps, one a second, each peak `rise` above the last.
+fn stepping(rise: u64) -> vramscope::state::Monitor {
+    let mut m = two_gpus();
+    let events = (0..60u64)
+        .map(|i| AllocatorEvent {
+            at_ms: NOW - 60_000 + i * 1_000,
+            kind: EventKind::StepEnd {
+                peak_allocated: Ok(9 * GIB + i * rise),
+                peak_reserved: Ok(10 * GIB + i * rise),
+                duration_ns: Ok(1_000_000_000),
+            },
+            slot: Some(0),
+            step: Some(i),
+            label: String::new(),
+            phase: String::new(),
+        })
+        .collect();
+    let poll = ChannelPoll {
+        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
+        identity: Arc::new(WriterIdentity {
+            file: "4242-99.vsc".into(),
+            pid: 4242,
+            kind: "PyTorch".into(),
+            framework: "torch 2.5.1".into(),
+            rank: Some(0),
+            local_rank: Some(0),
+            world_size: Some(8),
+            job_id: String::new(),
+            command: "python train.py".into(),
+            allocator_config: String::new(),
+            exact_peaks: true,
+            sample_period_us: 100_000,
+        }),
+        host_pid: Some(4242),
+        liveness: WriterLiveness::Live,
+        devices: vec![device()],
+        step: Some(60),
+        label: String::new(),
+        points: vec![],
+        events,
+        lost_samples: 0,
+        lost_events: 0,
+    };
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    m
+}
+
+#[test]
+fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line() {
+    // 1 GiB a step from 9 GiB: 80 GiB is about 12 steps after the last one.
+    let text = screen(&stepping(GIB), &ui(), 160, 40);
+    let status = text.lines().last().unwrap();
+    assert!(
+        status.contains("pid 4242 GPU 0: OOM in about 12 steps (12 s)"),
+        "{status}"
+    );
+}
+
+#[test]
+fn flat_step_peaks_foresee_nothing() {
+    let text = screen(&stepping(0), &ui(), 160, 40);
+    assert!(!text.contains("OOM in about"), "{text}");
+    // A slow leak with the ceiling far away is no alarm either.
+    let text = screen(&stepping(MIB), &ui(), 160, 40);
+    assert!(!text.contains("OOM in about"), "{text}");
+}
