@@ -2,7 +2,9 @@
 //! where it needs one, the item it draws): it reads, draws into its `Rect`, and changes nothing.
 //! `tui::layout` decides where each goes.
 
+pub mod allocator_breakdown;
 pub mod allocator_detail;
+pub mod allocator_pins;
 pub mod clock;
 pub mod command;
 pub mod detail;
