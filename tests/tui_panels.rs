@@ -930,3 +930,35 @@ fn a_process_away_from_its_gpu_leaves_a_break_in_its_vram_chart() {
     assert!(cols[10..20].iter().all(Option::is_none), "away: {cols:?}");
     assert!(cols[20..].iter().all(Option::is_some), "{cols:?}");
 }
+
+#[test]
+fn pcie_throughput_shows_on_the_gpu_panel_and_tile_only_when_sampled() {
+    let with_pcie = |m: &mut Monitor, count: u32| {
+        for i in 0..count {
+            let s = vramscope::model::DeviceSample {
+                pcie_tx_kbs: Some(Ok(1000)),
+                pcie_rx_kbs: Some(Ok(2000)),
+                ecc_uncorrected: Ok(u64::from(i == 3)),
+                ..sample(i, NOW, 20 * GIB, 80 * GIB, 50)
+            };
+            m.ingest(SourceEvent::Device(Box::new(s)));
+        }
+    };
+    let mut one = one_gpu();
+    let before = screen(&one, &ui(), 120, 40);
+    assert!(!before.contains("PCIe"), "not asked, not shown:\n{before}");
+    with_pcie(&mut one, 1);
+    let text = screen(&one, &ui(), 120, 40);
+    assert!(
+        text.contains("P0  PCIe tx 1000 KiB/s rx 1.95 MiB/s  thr power-cap"),
+        "{text}"
+    );
+    let mut eight = eight_gpus_with_alarms();
+    with_pcie(&mut eight, 8);
+    let text = screen(&eight, &ui(), 200, 50);
+    let [.., figures] = tile_rows(&text, " GPU 0 ");
+    assert!(figures.contains("  PCIe 1000K/2.0M/s  "), "{figures}");
+    // Alarms still outrank it.
+    let [.., figures] = tile_rows(&text, " GPU 3 ");
+    assert!(figures.contains("ECC 0 corr 1 uncorr"), "{figures}");
+}

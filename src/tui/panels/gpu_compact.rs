@@ -254,7 +254,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
         |mw| units::watts(*mw),
     ));
     if let Some(s) = sample.filter(|s| !s.lost) {
-        figures.extend(pcie_figure(theme, s));
+        figures.extend(pcie_figure(theme, s, true));
         figures.extend(alarm_figures(theme, s, false));
     }
 

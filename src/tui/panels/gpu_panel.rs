@@ -272,20 +272,30 @@ fn stats_line(
         ),
         Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "pstate"), na()]),
     });
-    figures.extend(pcie_figure(theme, s));
+    figures.extend(pcie_figure(theme, s, false));
     figures.extend(alarm_figures(theme, s, true));
     let shown = fmt::fitting_ranked(figures, usize::from(width));
     Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
 }
 
-/// `PCIe tx 1000 KiB/s rx 1.95 MiB/s`: only when `--pcie` asked for it, so only then sampled.
-pub fn pcie_figure(theme: &Theme, s: &DeviceSample) -> Option<(Rank, Vec<Span<'static>>)> {
+/// `PCIe tx 1000 KiB/s rx 1.95 MiB/s`, or with `short` `PCIe 1000K/2.0M/s` (transmit, then
+/// receive): only when `--pcie` asked for it, so only then sampled.
+pub fn pcie_figure(
+    theme: &Theme,
+    s: &DeviceSample,
+    short: bool,
+) -> Option<(Rank, Vec<Span<'static>>)> {
     let (tx, rx) = (s.pcie_tx_kbs.as_ref()?, s.pcie_rx_kbs.as_ref()?);
     let rate = |r: &Reading<u32>| match r {
-        Ok(kbs) => Span::styled(
-            format!("{}/s", units::bytes(u64::from(*kbs).saturating_mul(1024))),
-            theme.value,
-        ),
+        Ok(kbs) => {
+            let bytes = u64::from(*kbs).saturating_mul(1024);
+            let text = if short {
+                units::short_bytes(bytes)
+            } else {
+                format!("{}/s", units::bytes(bytes))
+            };
+            Span::styled(text, theme.value)
+        }
         Err(_) => Span::styled(fmt::NA, theme.dim),
     };
     let rank = if tx.is_err() && rx.is_err() {
@@ -293,16 +303,25 @@ pub fn pcie_figure(theme: &Theme, s: &DeviceSample) -> Option<(Rank, Vec<Span<'s
     } else {
         Rank::Figure
     };
-    Some((
-        rank,
+    let spans = if short {
+        vec![
+            Span::raw("  "),
+            fmt::label(theme, "PCIe"),
+            rate(tx),
+            Span::styled("/", theme.label),
+            rate(rx),
+            Span::styled("/s", theme.value),
+        ]
+    } else {
         vec![
             Span::raw("  "),
             fmt::label(theme, "PCIe tx"),
             rate(tx),
             Span::styled(" rx ", theme.label),
             rate(rx),
-        ],
-    ))
+        ]
+    };
+    Some((rank, spans))
 }
 
 /// Throttle reasons and ECC errors, each a figure led by two blanks: a costly throttle or

@@ -108,8 +108,8 @@ fn chart_line(
     Line::from(spans)
 }
 
-/// Memory, the all-time peak, temperature, power, PCIe when asked for, and the alarms, as
-/// many as fit in `width` cells, alarms kept longest.
+/// Memory, the all-time peak, PCIe when asked for, temperature, power, and the alarms, as
+/// many as fit in `width` cells: alarms kept longest, then figures from the left.
 fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'static> {
     let theme = view.theme;
     let Some(s) = device.sample.as_ref() else {
@@ -163,6 +163,8 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
             ],
         ));
     }
+    // Asked for with `--pcie`: kept before temperature and power, which go first.
+    figures.extend(pcie_figure(theme, s, true));
     figures.push(reading(
         theme.value,
         theme,
@@ -185,7 +187,6 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
             None => units::watts(*mw),
         }),
     ));
-    figures.extend(pcie_figure(theme, s));
     figures.extend(alarm_figures(theme, s, false));
     let shown = fmt::fitting_ranked(figures, usize::from(width));
     Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
