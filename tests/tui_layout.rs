@@ -163,7 +163,11 @@ fn one_gpu_at_200x50_grows_its_charts_with_round_time_ticks() {
         );
     }
     // The window is round too: its length heads the chart.
-    assert_eq!(lines[bar + 1].split_whitespace().next(), Some("5m"), "{screen}");
+    assert_eq!(
+        lines[bar + 1].split_whitespace().next(),
+        Some("5m"),
+        "{screen}"
+    );
 }
 
 #[test]

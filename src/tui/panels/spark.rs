@@ -2,7 +2,7 @@
 //! column's maximum so a short spike survives downsampling, with the window's peak marked on the
 //! plot itself and a label line saying how high and how long ago; and horizontal fill bars.
 
-use super::fmt;
+use super::time_axis;
 use crate::history::{Peak, Series, column_of};
 use crate::model::units;
 use crate::tui::theme::Theme;
@@ -183,7 +183,7 @@ pub fn tall_chart_with_peak(
     let mut lines = Vec::with_capacity(drawn.rows.len() + 1);
     for (i, row) in drawn.rows.iter().enumerate() {
         let head = if i == 0 {
-            format!("{:>4} ", fmt::span_label(window_ms))
+            format!("{:>4} ", time_axis::age_label(window_ms))
         } else {
             " ".repeat(usize::from(LABEL_W))
         };
@@ -236,7 +236,7 @@ pub fn peak_label(
             spans.push(Span::styled("flat at ", theme.label));
             spans.push(Span::styled(format(p.value), theme.value));
             spans.push(Span::styled(
-                format!(" over the last {}", fmt::span_label(window_ms)),
+                format!(" over the last {}", time_axis::age_label(window_ms)),
                 theme.label,
             ));
         }
@@ -244,12 +244,16 @@ pub fn peak_label(
             spans.push(Span::styled(theme.glyphs.peak, theme.peak_marker));
             spans.push(Span::styled(format!(" {}", format(p.value)), theme.value));
             spans.push(Span::styled(
-                format!(" {} (max of {})", age(p.at_ms), fmt::span_label(window_ms)),
+                format!(
+                    " {} (max of {})",
+                    age(p.at_ms),
+                    time_axis::age_label(window_ms)
+                ),
                 theme.label,
             ));
         }
         None => spans.push(Span::styled(
-            format!("no data in the last {}", fmt::span_label(window_ms)),
+            format!("no data in the last {}", time_axis::age_label(window_ms)),
             theme.dim,
         )),
     }
