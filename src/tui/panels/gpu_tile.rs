@@ -19,10 +19,10 @@ use super::put;
 use super::spark::{self, Plot};
 use crate::model::DeviceSnapshot;
 use crate::model::units;
+use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 
@@ -166,7 +166,6 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
     // Asked for with `--pcie`: kept before temperature and power, which go first.
     figures.extend(pcie_figure(theme, s, true));
     figures.push(reading(
-        theme.value,
         theme,
         "temp",
         s.temperature_c
@@ -179,7 +178,6 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
         .ok()
         .or(device.info.power_limit_mw.as_ref().ok());
     figures.push(reading(
-        theme.value,
         theme,
         "power",
         s.power_mw.as_ref().map(|mw| match limit {
@@ -193,16 +191,11 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
 }
 
 /// A figure led by two blanks, or `label n/a` ranked as absent.
-fn reading<E>(
-    style: Style,
-    theme: &crate::tui::theme::Theme,
-    label: &str,
-    value: Result<String, E>,
-) -> (Rank, Vec<Span<'static>>) {
+fn reading<E>(theme: &Theme, label: &str, value: Result<String, E>) -> (Rank, Vec<Span<'static>>) {
     match value {
         Ok(text) => (
             Rank::Figure,
-            vec![Span::raw("  "), Span::styled(text, style)],
+            vec![Span::raw("  "), Span::styled(text, theme.value)],
         ),
         Err(_) => (
             Rank::Absent,
