@@ -602,6 +602,9 @@ fn every_size_draws_without_panicking() {
         faulty_gpus(),
         no_nvml(),
         Monitor::new(T0),
+        one_gpu(),
+        eight_gpus_with_alarms(),
+        many_gpus(24),
     ];
     let modes = [
         Mode::Normal,
@@ -625,7 +628,9 @@ fn every_size_draws_without_panicking() {
         (40, 10),
         (80, 24),
         (120, 40),
+        (200, 50),
         (200, 60),
+        (400, 120),
     ];
     for m in &monitors {
         for mode in &modes {
