@@ -11,6 +11,7 @@ pub mod detail;
 pub mod fmt;
 pub mod gpu_compact;
 pub mod gpu_panel;
+pub mod gpu_tile;
 pub mod header;
 pub mod help;
 pub mod host_line;
@@ -22,6 +23,7 @@ pub mod reasons;
 pub mod reasons_overlay;
 pub mod spark;
 pub mod status_line;
+pub mod time_axis;
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;
