@@ -2,8 +2,9 @@
 //!
 //! vramscope runs in a 200x50 tmux pane against the fake NVML library with 8 GPUs and 64 GPU
 //! processes (real `sleep` processes, so the host side does real work), at 1 s refresh with the
-//! fast memory sampling at its default 100 ms, at 1 s with it off (`--peak-interval off`: its
-//! cost is the difference), and at 100 ms refresh (no fast sampling: every refresh reads memory).
+//! fast memory sampling every 100, 200 and 250 ms, at 1 s with it off (`--peak-interval off`:
+//! its cost is the difference), and at 100 ms refresh (no fast sampling: every refresh reads
+//! memory).
 //! Printed per run: CPU time per refresh and per second (utime+stime from /proc/PID/stat over
 //! the run, and the same from the threads' schedstat in ns, since stat counts 10 ms ticks over
 //! the run), time from start to first frame, peak RSS (VmHWM), and NVML calls per refresh and
@@ -55,7 +56,13 @@ fn main() {
         "NVML calls/ref.",
         "NVML calls/s"
     );
-    for (interval_ms, peaks) in [(1000u64, "100ms"), (1000, "off"), (100, "off")] {
+    for (interval_ms, peaks) in [
+        (1000u64, "100ms"),
+        (1000, "200ms"),
+        (1000, "250ms"),
+        (1000, "off"),
+        (100, "off"),
+    ] {
         let r = measure(dir.path(), &scenario, interval_ms, peaks, seconds);
         let per_second = 1000.0 / interval_ms as f64;
         println!(
