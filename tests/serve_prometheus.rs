@@ -274,3 +274,61 @@ fn the_dashboard_is_importable_and_shows_what_was_asked() {
         .collect();
     assert_eq!(variables, ["datasource", "instance", "gpu", "job_id"]);
 }
+
+#[test]
+fn prometheus_keeps_the_oom_that_killed_a_rank_with_its_labels_through_the_grace() {
+    if !tool_available("prometheus", "--version", "apt-get install prometheus") {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = rank_writer(&channels);
+    serve_support::oom::train(&mut writer);
+    let pid = std::process::id();
+    let scenario = Scenario::new(&two_gpus(pid, None));
+    let served = Served::start(
+        &scenario,
+        &["--interval", "250ms", "--grace", "120s"],
+        &[("VRAMSCOPE_DIR", &channels)],
+    );
+    let prometheus = Prometheus::start(served.addr);
+    let ranked = format!("pid=\"{pid}\",gpu=\"0\",rank=\"1\",local_rank=\"1\",job_id=\"job-42\"");
+    prometheus.wait_until(Duration::from_secs(60), "stored the step", || {
+        !prometheus
+            .query(&format!("vramscope_process_step{{{ranked}}}"))
+            .is_empty()
+    });
+    serve_support::oom::die_of_an_oom(writer);
+    // NVML lists it a few scrapes more, then no longer.
+    std::thread::sleep(Duration::from_secs(3));
+    scenario.rewrite(&two_gpus(1, None));
+    prometheus.wait_until(Duration::from_secs(30), "saw it exit", || {
+        prometheus
+            .query(&format!("vramscope_process_running{{{ranked}}}"))
+            .first()
+            .is_some_and(|(_, v)| *v == 0.0)
+    });
+    // Scrapes after the exit still carry the OOM, the peak and the step under the rank.
+    std::thread::sleep(Duration::from_secs(3));
+    for (metric, want) in [
+        ("vramscope_process_allocator_ooms_total", 1.0),
+        ("vramscope_process_allocator_peak_bytes", (12 * GIB) as f64),
+        ("vramscope_process_step", 40.0),
+        ("vramscope_process_running", 0.0),
+    ] {
+        assert_eq!(
+            prometheus.one(&format!("{metric}{{{ranked}}}")),
+            want,
+            "{metric}"
+        );
+    }
+    // The series never lost its labels: no series of this pid without a rank.
+    let unranked = prometheus.query(&format!(
+        "count_over_time(vramscope_process_running{{pid=\"{pid}\",rank=\"\"}}[1h])"
+    ));
+    assert!(unranked.is_empty(), "{unranked:?}");
+    // The dashboard's OOM annotation marks it.
+    let marked = prometheus.query(&grafana_to_promql(&dashboard_expr_of_annotation("OOM")));
+    assert_eq!(marked.len(), 1, "{marked:?}");
+    assert_eq!(marked[0].0["rank"], json!("1"));
+}

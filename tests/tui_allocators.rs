@@ -174,7 +174,7 @@ fn the_detail_pane_splits_nvml_used_and_marks_steps_and_the_oom() {
         ),
         "{text}"
     );
-    let alloc = text.lines().find(|l| l.contains("alloc ")).unwrap();
+    let alloc = text.lines().find(|l| l.contains("│ alloc ")).unwrap();
     assert!(alloc.contains('▲'), "the spike is marked: {alloc}");
     assert!(text.contains("▲ 29.0 GiB 30s ago"), "{text}");
     let ticks = text.lines().find(|l| l.contains("steps")).unwrap();
@@ -182,7 +182,7 @@ fn the_detail_pane_splits_nvml_used_and_marks_steps_and_the_oom() {
     assert!(ticks.matches('╵').count() >= 10, "{ticks}");
     assert!(
         text.contains(
-            "15s ago  OOM  step 111  backward/model.lm_head  wanted 8.00 GiB, 512 MiB free"
+            "15s ago  OOM caught  step 111  wanted 8.00 GiB, 512 MiB free, alloc 20.0 GiB, resv 26.0 GiB  backward"
         ),
         "{text}"
     );
@@ -251,7 +251,7 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
     let text = screen(&m, &ui, 120, 40);
     assert!(text.contains("│ ended (killed)"), "{text}");
     assert!(
-        text.contains("15s ago  OOM  step 111"),
+        text.contains("15s ago  OOM caught  step 111"),
         "the OOM that killed it:\n{text}"
     );
 }

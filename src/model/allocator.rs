@@ -4,6 +4,7 @@
 
 use super::absent::Reading;
 use super::foresight::{Forecast, StepPeaks};
+use super::host::HostProcess;
 use super::writer_fold::{Oom, PeakAt, WriterFold};
 use serde::Serialize;
 use std::sync::Arc;
@@ -28,6 +29,16 @@ pub struct WriterIdentity {
     /// Interval peaks are exact (the writer resets the framework's peak counters).
     pub exact_peaks: bool,
     pub sample_period_us: u32,
+}
+
+impl WriterIdentity {
+    /// The writer process's start time (clock ticks since boot, the same in every pid
+    /// namespace), from its file's name `<pid>-<starttime>.vsc`; `None` for another form.
+    pub fn starttime(&self) -> Option<u64> {
+        let stem = self.file.strip_suffix(".vsc")?;
+        let (_, start) = stem.split_once('-')?;
+        start.parse().ok()
+    }
 }
 
 /// Whether the writer is still there.
@@ -406,17 +417,53 @@ impl AllocatorSnapshot {
     }
 }
 
-/// Of the channels written by one pid, the one its process row joins. A live process joins
-/// only a channel not ended; an exited one prefers an ended channel, else the first: a pid
-/// reused after an instrumented process died must not show the dead one's figures.
+/// The process a row stands for, as the join with its channels needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowProcess {
+    /// NVML lists it; `starttime` is the one the host read for it, when it did.
+    Listed { starttime: Option<u64> },
+    /// NVML lists it no more (exited, or it left the GPU), or still lists it although the
+    /// host found no such process (NVML is a moment behind its exit).
+    Unlisted,
+}
+
+impl RowProcess {
+    /// The process of a row NVML lists, with what the host read of it (`None`: not yet).
+    pub fn listed(host: Option<&HostProcess>) -> RowProcess {
+        match host {
+            // The host looked and found no such process: it is gone.
+            Some(h) if h.local_pid.is_none() && h.starttime.is_none() => RowProcess::Unlisted,
+            _ => RowProcess::Listed {
+                starttime: host.and_then(|h| h.starttime),
+            },
+        }
+    }
+}
+
+/// Of the channels written by one pid, the one its process row joins. A listed process
+/// joins a channel not ended, else an ended one written by that very process (same start
+/// time): a writer marks itself ended on its uncaught error, while its process is still
+/// tearing down and NVML still lists it. An unlisted one prefers an ended channel, else the
+/// first. A pid reused after an instrumented process died never shows the dead one's figures:
+/// its start time differs.
 pub fn joined_channel<'a, T: 'a>(
     channels: impl IntoIterator<Item = &'a T>,
     liveness: impl Fn(&T) -> WriterLiveness,
-    process_alive: bool,
+    starttime: impl Fn(&T) -> Option<u64>,
+    process: RowProcess,
 ) -> Option<&'a T> {
-    let mut channels = channels.into_iter();
-    if process_alive {
-        return channels.find(|c| !liveness(c).is_ended());
+    let channels = channels.into_iter();
+    if let RowProcess::Listed { starttime: listed } = process {
+        let mut same_process = None;
+        for channel in channels {
+            if !liveness(channel).is_ended() {
+                return Some(channel);
+            }
+            if listed.is_some() && starttime(channel) == listed {
+                same_process = same_process.or(Some(channel));
+            }
+        }
+        return same_process;
     }
     let mut first = None;
     for channel in channels {

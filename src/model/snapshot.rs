@@ -2,7 +2,7 @@
 //! tables are built from. Recording and the exporter will read the same type.
 
 use super::absent::Reading;
-use super::allocator::joined_channel;
+use super::allocator::{RowProcess, joined_channel};
 use super::host::by_pid;
 use super::writer_fold::{Oom, PeakAt};
 use super::{
@@ -64,6 +64,27 @@ pub struct ProcessAllocator {
     pub step: Option<u64>,
     pub label: String,
     pub liveness: WriterLiveness,
+    /// The writer's rank in its job (torchrun's `RANK`), when it says.
+    pub rank: Option<i32>,
+}
+
+/// A (process, GPU) pair NVML listed recently and lists no more. The snapshot carries it
+/// so that the table, a paused screen, replay and the exporter's grace period all read the
+/// same dead writer's last figures and OOMs, joined once.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExitedRow {
+    pub gpu_index: u32,
+    pub gpu_uuid: Arc<str>,
+    pub pid: u32,
+    /// When NVML last listed it.
+    pub last_listed_ms: u64,
+    /// Its process still runs: it left the GPU, it did not exit.
+    pub left_gpu: bool,
+    /// The last user and command the host read for it.
+    pub user: Option<String>,
+    pub command: Option<String>,
+    /// What its allocator last published for this GPU (`RowProcess::Unlisted` join).
+    pub allocator: Option<ProcessAllocator>,
 }
 
 /// Everything vramscope knows at one moment.
@@ -75,6 +96,8 @@ pub struct Snapshot {
     pub nvml_problem: Option<NvmlProblem>,
     pub devices: Vec<DeviceSnapshot>,
     pub processes: Vec<ProcessRow>,
+    /// Rows NVML listed recently and no longer lists, GPU index then pid order.
+    pub exited: Vec<ExitedRow>,
     pub host_memory: Option<Reading<HostMemory>>,
     /// Every instrumented process vramscope reads a channel from, live or ended.
     pub allocators: Vec<AllocatorSnapshot>,
@@ -100,12 +123,14 @@ impl Snapshot {
             };
             let gpu_uuid: Arc<str> = Arc::from(device.info.key());
             for process in processes {
+                let host = by_pid(host, process.pid).cloned();
+                let listed = RowProcess::listed(host.as_deref());
                 rows.push(ProcessRow {
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),
-                    host: by_pid(host, process.pid).cloned(),
-                    allocator: allocator_of(allocators, process.pid, device.info.index, true),
+                    allocator: allocator_of(allocators, process.pid, device.info.index, listed),
+                    host,
                 });
             }
         }
@@ -120,9 +145,9 @@ pub fn allocator_of(
     allocators: &[AllocatorSnapshot],
     pid: u32,
     gpu_index: u32,
-    process_alive: bool,
+    process: RowProcess,
 ) -> Option<ProcessAllocator> {
-    let channel = channel_of(allocators, pid, process_alive)?;
+    let channel = channel_of(allocators, pid, process)?;
     Some(ProcessAllocator {
         device: channel.on_gpu(gpu_index)?.clone(),
         peak: channel.peak_on_gpu(gpu_index).cloned(),
@@ -130,6 +155,7 @@ pub fn allocator_of(
         step: channel.step,
         label: channel.label.clone(),
         liveness: channel.liveness,
+        rank: channel.identity.rank,
     })
 }
 
@@ -138,10 +164,15 @@ pub fn allocator_of(
 pub fn channel_of(
     allocators: &[AllocatorSnapshot],
     pid: u32,
-    process_alive: bool,
+    process: RowProcess,
 ) -> Option<&AllocatorSnapshot> {
     let candidates = allocators.iter().filter(|a| a.host_pid == Some(pid));
-    joined_channel(candidates, |a| a.liveness, process_alive)
+    joined_channel(
+        candidates,
+        |a| a.liveness,
+        |a| a.identity.starttime(),
+        process,
+    )
 }
 
 /// Reserved bytes of live instrumented processes on `gpu_index`, summed over the GPU's

@@ -2,6 +2,7 @@
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};
+use crate::model::writer_fold::Oom;
 use crate::model::{AllocatorEvent, AllocatorSnapshot, Snapshot};
 use serde_json::{Map, Value as Json, json};
 
@@ -86,9 +87,29 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "writer": a.liveness.label(), "step": a.step, "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
-        "ooms": a.ooms,
+        "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
+}
+
+/// One OOM, however many events told of it: its figures as every figure is (`null` with
+/// the reason when absent), where it happened and whether it killed the program.
+fn oom(o: &Oom) -> Json {
+    let figure = |r: &crate::model::Reading<u64>| r.clone().map(Value::Int);
+    let mut value = object(&[
+        ("requested", figure(&o.requested)),
+        ("device_free", figure(&o.device_free)),
+        ("device_total", figure(&o.device_total)),
+        ("allocated", figure(&o.allocated)),
+        ("reserved", figure(&o.reserved)),
+    ]);
+    value["at_ms"] = json!(o.at_ms);
+    value["slot"] = json!(o.slot);
+    value["step"] = json!(o.step);
+    value["phase"] = json!(o.phase);
+    value["outcome"] = json!(o.outcome);
+    value["message"] = json!(o.message);
+    value
 }
 
 fn event(e: &AllocatorEvent) -> Json {

@@ -51,7 +51,7 @@ const PROCESS: &[Metric<P>] = &[
     ),
     counter(
         "vramscope_process_allocator_ooms_total",
-        "Out-of-memory errors the process's allocator raised.",
+        "Out-of-memory errors of the process on this GPU: its allocator's counter, or the OOMs it reported (the one that killed it included) if more.",
         |p| alloc(p, |a| a.ooms),
     ),
     counter(

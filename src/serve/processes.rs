@@ -6,9 +6,9 @@
 //! `channel_of` as `--json` and the TUI join it: the pid a file merely claims is never a
 //! label, or any user could raise an OOM alert under root's job.
 
-use crate::model::snapshot::channel_of;
-use crate::model::writer_fold::PeakAt;
-use crate::model::{AllocatorDevice, AllocatorSnapshot, ProcessRow, Snapshot};
+use crate::model::allocator::RowProcess;
+use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
+use crate::model::{AllocatorSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
 /// a label is stored with every sample.
@@ -63,20 +63,25 @@ pub struct AllocatorFigures {
     pub reserved: Option<u64>,
     /// The highest allocated seen in any sample since the channel opened.
     pub peak: Option<u64>,
+    /// The writer's OOM counter, or the OOMs the monitor saw it report on this GPU if more
+    /// (an explicit OOM report, or the OOM that killed it before its counter was published).
     pub ooms: Option<u64>,
     pub retries: Option<u64>,
     pub step: Option<u64>,
 }
 
 impl AllocatorFigures {
-    fn of(device: &AllocatorDevice, peak: Option<&PeakAt>, step: Option<u64>) -> Self {
+    fn of(allocator: &ProcessAllocator) -> Self {
+        let device = &allocator.device;
+        let counted = device.ooms.as_ref().ok().copied();
+        let seen = (!allocator.ooms.is_empty()).then_some(allocator.ooms.len() as u64);
         Self {
             allocated: device.allocated.as_ref().ok().copied(),
             reserved: device.reserved.as_ref().ok().copied(),
-            peak: peak.map(|p| p.value),
-            ooms: device.ooms.as_ref().ok().copied(),
+            peak: allocator.peak.as_ref().map(|p| p.value),
+            ooms: counted.max(seen),
             retries: device.alloc_retries.as_ref().ok().copied(),
-            step,
+            step: allocator.step,
         }
     }
 }
@@ -94,6 +99,21 @@ pub struct ProcessEntry {
     pub sm_util_percent: Option<u32>,
     pub host_rss_bytes: Option<u64>,
     pub allocator: Option<AllocatorFigures>,
+}
+
+impl ProcessLabels {
+    /// These labels, with what they lack taken from `newer`: a label is never dropped or
+    /// changed (that would start a new series), only one that was missing is added.
+    pub fn filled_from(&self, newer: &ProcessLabels) -> ProcessLabels {
+        ProcessLabels {
+            user: self.user.clone().or_else(|| newer.user.clone()),
+            command: self.command.clone().or_else(|| newer.command.clone()),
+            rank: self.rank.or(newer.rank),
+            local_rank: self.local_rank.or(newer.local_rank),
+            job: self.job.clone().or_else(|| newer.job.clone()),
+            ..self.clone()
+        }
+    }
 }
 
 impl ProcessEntry {
@@ -117,7 +137,9 @@ impl ProcessEntry {
     }
 }
 
-/// Every process to export now, in GPU then pid order.
+/// Every process to export now, in GPU then pid order: those NVML lists, running channels
+/// it lists on no GPU, and (marked not running) those it listed recently, with their last
+/// figures, for `Retention` to keep through the grace period.
 pub fn from_snapshot(snapshot: &Snapshot) -> Vec<ProcessEntry> {
     let mut entries: Vec<ProcessEntry> = snapshot
         .processes
@@ -125,6 +147,13 @@ pub fn from_snapshot(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         .map(|row| from_row(row, &snapshot.allocators))
         .collect();
     entries.extend(unlisted_channels(snapshot));
+    entries.extend(
+        snapshot
+            .exited
+            .iter()
+            .filter(|row| !row.left_gpu)
+            .map(|row| from_exited(row, snapshot)),
+    );
     entries.sort_by_key(|e| (e.labels.gpu, e.labels.pid));
     entries
 }
@@ -135,7 +164,11 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     let command = host.and_then(|h| h.command.as_ref().ok().cloned());
     // The channel the row's allocator figures come from: its rank and job label the process
     // on every GPU, published for or not.
-    let channel = channel_of(allocators, row.nvml.pid, true);
+    let channel = channel_of(
+        allocators,
+        row.nvml.pid,
+        RowProcess::listed(host.map(|h| &**h)),
+    );
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {
@@ -152,11 +185,37 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         used_bytes: row.nvml.used_memory.as_ref().ok().copied(),
         sm_util_percent: row.nvml.sm_util.as_ref().ok().copied(),
         host_rss_bytes: host.and_then(|h| h.rss_bytes.as_ref().ok().copied()),
-        allocator: row
-            .allocator
-            .as_ref()
-            .map(|a| AllocatorFigures::of(&a.device, a.peak.as_ref(), a.step)),
+        allocator: row.allocator.as_ref().map(AllocatorFigures::of),
     }
+}
+
+/// A process NVML listed recently and lists no more, labelled as while it ran (rank and job
+/// from the channel its exited row joined).
+fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
+    let channel = channel_of(&snapshot.allocators, row.pid, RowProcess::Unlisted);
+    ProcessEntry {
+        labels: ProcessLabels {
+            gpu: row.gpu_index,
+            uuid: row.gpu_uuid.to_string(),
+            pid: row.pid,
+            user: row.user.clone(),
+            command: row
+                .command
+                .clone()
+                .or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
+            rank: channel.and_then(|c| c.identity.rank),
+            local_rank: channel.and_then(|c| c.identity.local_rank),
+            job: channel.and_then(|c| non_empty(&c.identity.job_id)),
+        },
+        running: false,
+        host_known: true,
+        used_bytes: None,
+        sm_util_percent: None,
+        host_rss_bytes: None,
+        allocator: row.allocator.as_ref().map(AllocatorFigures::of),
+    }
+    // What it held is gone, whatever its writer last said.
+    .exited()
 }
 
 /// Running channels publishing for a GPU on which NVML lists no row for their pid. Only
@@ -172,14 +231,16 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         let Some(pid) = channel.host_pid else {
             continue;
         };
-        let joined = channel_of(&snapshot.allocators, pid, true);
+        let joined = channel_of(
+            &snapshot.allocators,
+            pid,
+            RowProcess::Listed { starttime: None },
+        );
         if !joined.is_some_and(|j| std::ptr::eq(j, channel)) {
             continue;
         }
         let id = &channel.identity;
-        let slots = channel.devices.iter().zip(&channel.gpu_indices);
-        for ((device, gpu), peak) in slots.zip(&channel.peaks) {
-            let Some(gpu) = *gpu else { continue };
+        for gpu in channel.gpu_indices.iter().flatten().copied() {
             let listed = snapshot
                 .processes
                 .iter()
@@ -205,7 +266,14 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                 used_bytes: None,
                 sm_util_percent: None,
                 host_rss_bytes: None,
-                allocator: Some(AllocatorFigures::of(device, peak.as_ref(), channel.step)),
+                allocator: allocator_of(
+                    &snapshot.allocators,
+                    pid,
+                    gpu,
+                    RowProcess::Listed { starttime: None },
+                )
+                .as_ref()
+                .map(AllocatorFigures::of),
             });
         }
     }
@@ -256,8 +324,8 @@ mod tests {
     /// with the pid the channel sampler verified (if any), and NVML listing nothing.
     fn exported_pids(verified: Option<u32>) -> Vec<u32> {
         use crate::model::{
-            Absent, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo, WriterIdentity,
-            WriterLiveness,
+            Absent, AllocatorDevice, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo,
+            WriterIdentity, WriterLiveness,
         };
         use crate::sources::runner::SourceEvent;
         use crate::state::{Monitor, StaleAfter};

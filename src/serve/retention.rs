@@ -50,6 +50,10 @@ impl Retention {
         let mut seen = HashSet::new();
         for entry in current {
             let key = entry.key();
+            if !entry.running {
+                self.refresh_exited(entry, unreadable);
+                continue;
+            }
             seen.insert(key.clone());
             match self.kept.get_mut(&key) {
                 Some(kept) => {
@@ -94,6 +98,28 @@ impl Retention {
         self.bound_exited(&mut out);
         out.sort_by_key(|e| (e.labels.gpu, e.labels.pid));
         out
+    }
+
+    /// The last figures of a process no longer listed, as the snapshot joined them this
+    /// tick: an OOM its writer reported as it died may arrive after NVML stopped listing
+    /// it. They refresh the kept entry only; its grace runs from when it was last listed,
+    /// and one not kept (gone before this server saw it, or past its grace) stays out.
+    fn refresh_exited(&mut self, entry: ProcessEntry, unreadable: &[String]) {
+        let key = entry.key();
+        // An unreadable list is not an exit (`update`).
+        if unreadable.contains(&key.0) {
+            return;
+        }
+        let Some(kept) = self.kept.get_mut(&key) else {
+            return;
+        };
+        let labels = kept.entry.labels.filled_from(&entry.labels);
+        let allocator = entry.allocator.or(kept.entry.allocator);
+        kept.entry = ProcessEntry {
+            labels,
+            allocator,
+            ..entry
+        };
     }
 
     /// Forgets the longest-gone exited processes beyond `MAX_EXITED`.
@@ -179,6 +205,35 @@ mod tests {
         let out = r.update(vec![entry(1, true)], &[], 61_001);
         assert_eq!(pids(&out), [(1, true)]);
         assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn an_exited_rows_last_figures_refresh_the_kept_entry_but_not_its_grace() {
+        let mut r = Retention::new(Duration::from_secs(60));
+        let mut listed = entry(1, true);
+        listed.allocator = None;
+        r.update(vec![listed], &[], 1_000);
+        // NVML lists it no more; its writer's OOM and rank arrive with its exited row.
+        let mut gone = entry(1, true);
+        gone.running = false;
+        gone.labels.rank = Some(3);
+        gone.allocator = Some(AllocatorFigures {
+            ooms: Some(1),
+            ..AllocatorFigures::default()
+        });
+        let out = r.update(vec![gone.clone()], &[], 2_000);
+        assert_eq!(pids(&out), [(1, false)]);
+        assert_eq!(out[0].labels.rank, Some(3));
+        assert_eq!(out[0].allocator.unwrap().ooms, Some(1));
+        // Its grace runs from when it was last listed, however long its row is kept.
+        assert_eq!(
+            pids(&r.update(vec![gone.clone()], &[], 61_000)),
+            [(1, false)]
+        );
+        assert!(r.update(vec![gone.clone()], &[], 61_001).is_empty());
+        // One this server never saw running is not exported at all.
+        let mut fresh = Retention::new(Duration::from_secs(60));
+        assert!(fresh.update(vec![gone], &[], 0).is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! before a crash are what the user came for.
 
 use crate::history::{Retained, Series, SeriesConfig};
-use crate::model::allocator::joined_channel;
+use crate::model::allocator::{RowProcess, joined_channel};
 use crate::model::writer_fold::{SlotFold, WriterFold};
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
 
@@ -139,13 +139,14 @@ impl Allocators {
 
     /// The channel of the process NVML lists as `host_pid`: the one its row joins in the
     /// snapshot (`joined_channel`), so the detail pane shows the same writer.
-    pub fn for_pid(&self, host_pid: u32, process_alive: bool) -> Option<&ChannelState> {
+    pub fn for_pid(&self, host_pid: u32, process: RowProcess) -> Option<&ChannelState> {
         let candidates = self
             .channels
             .iter()
             .map(|(_, state)| state)
             .filter(|s| s.fold.host_pid == Some(host_pid) && s.fold.identity.is_some());
-        joined_channel(candidates, |s| s.fold.liveness, process_alive)
+        let starttime = |s: &ChannelState| s.fold.identity.as_ref().and_then(|i| i.starttime());
+        joined_channel(candidates, |s| s.fold.liveness, starttime, process)
     }
 
     /// Resolves every channel's GPUs (`WriterFold::resolve_gpus`); `listed_on(pid)` gives
@@ -183,6 +184,8 @@ mod tests {
     use crate::model::writer_fold::test_support::{device, info, point, poll};
     use crate::model::{Gone, WriterLiveness};
 
+    const LISTED: RowProcess = RowProcess::Listed { starttime: None };
+
     #[test]
     fn a_spike_between_two_polls_sets_the_true_peak_and_the_plotted_maximum() {
         let mut state = Allocators::default();
@@ -206,7 +209,7 @@ mod tests {
         let peak = snap[0].peaks[0].as_ref().unwrap();
         assert_eq!((peak.value, peak.located), (12 << 30, false));
         assert_eq!(snap[0].gpu_indices, vec![Some(4)]);
-        let channel = state.for_pid(7, true).unwrap();
+        let channel = state.for_pid(7, LISTED).unwrap();
         let peak = channel.slots[0].allocated.peak().unwrap();
         assert_eq!((peak.value, peak.at_ms), (900.0, 1_050));
         assert_eq!(channel.slots[0].reserved.last(), Some((1_100, 220.0)));
@@ -228,8 +231,8 @@ mod tests {
         });
         // A live process with that pid (a reused one) must not show the ended writer's
         // figures; the exited row does.
-        assert!(state.for_pid(7, true).is_none());
-        let channel = state.for_pid(7, false).unwrap();
+        assert!(state.for_pid(7, LISTED).is_none());
+        let channel = state.for_pid(7, RowProcess::Unlisted).unwrap();
         assert_eq!(
             channel.fold.liveness,
             WriterLiveness::Ended {
@@ -238,6 +241,31 @@ mod tests {
             }
         );
         assert_eq!(state.rejected(), ["x.vsc: wrong magic"]);
+    }
+
+    #[test]
+    fn a_listed_process_joins_its_own_ended_channel_never_a_dead_namesakes() {
+        let mut state = Allocators::default();
+        let mut ended = poll(vec![], vec![]);
+        ended.liveness = WriterLiveness::Ended {
+            crashed: false,
+            error: true,
+        };
+        state.ingest(ChannelBatch {
+            at_ms: 1_000,
+            polls: vec![ended],
+            ..ChannelBatch::default()
+        });
+        // The writer ended on its error; NVML still lists the process while it tears down:
+        // the same process (the file `7-9.vsc` says start time 9) keeps its figures.
+        let same = RowProcess::Listed { starttime: Some(9) };
+        assert!(state.for_pid(7, same).is_some());
+        // Pid 7 reused by a process started later: not the dead writer's.
+        let reused = RowProcess::Listed {
+            starttime: Some(10),
+        };
+        assert!(state.for_pid(7, reused).is_none());
+        assert!(state.for_pid(7, LISTED).is_none());
     }
 
     #[test]
@@ -258,7 +286,7 @@ mod tests {
             ..ChannelBatch::default()
         });
         state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], |_| vec![]);
-        let channel = state.for_pid(7, true).unwrap();
+        let channel = state.for_pid(7, LISTED).unwrap();
         assert_eq!(channel.slots.len(), 3);
         assert!(channel.slots[0].allocated.peak().is_none());
         assert_eq!(channel.slots[2].allocated.peak().unwrap().value, 700.0);

@@ -4,11 +4,12 @@ use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
+use crate::model::allocator::RowProcess;
 use crate::model::host;
-use crate::model::snapshot::instrumented_reserved;
+use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{
-    DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostMemory, HostProcess, HostSample,
-    NvmlProblem, Reading, Snapshot,
+    AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostMemory,
+    HostProcess, HostSample, NvmlProblem, ProcessRow, Reading, Snapshot,
 };
 use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
@@ -278,6 +279,7 @@ impl Monitor {
             .collect();
         let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
         let processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        let exited = self.exited_rows(&processes, &allocators, now_ms);
         let devices = devices
             .into_iter()
             .map(|device| DeviceSnapshot {
@@ -290,11 +292,53 @@ impl Monitor {
             driver: self.driver.clone(),
             nvml_problem: self.problem.clone(),
             processes,
+            exited,
             devices,
             host_memory: self.host.as_ref().map(|h| h.memory.clone()),
             rejected_channels: self.allocators.rejected().to_vec(),
             allocators,
         }
+    }
+
+    /// The processes seen recently that NVML no longer lists (`listed`), each joined with
+    /// the channel its pid wrote, as an unlisted process joins (`RowProcess::Unlisted`).
+    fn exited_rows(
+        &self,
+        listed: &[ProcessRow],
+        allocators: &[AllocatorSnapshot],
+        now_ms: u64,
+    ) -> Vec<ExitedRow> {
+        // Sorted and binary-searched: cheaper than hashing a UUID twice per row.
+        let mut live: Vec<(u32, &str)> =
+            listed.iter().map(|p| (p.nvml.pid, &*p.gpu_uuid)).collect();
+        live.sort_unstable();
+        let mut rows: Vec<ExitedRow> = self
+            .process_series
+            .iter_seen()
+            // A snapshot of an earlier moment (replay seeking) has not seen later processes.
+            .filter(|(key, _, seen)| {
+                *seen <= now_ms && live.binary_search(&(key.pid, &*key.gpu_uuid)).is_err()
+            })
+            .map(|(key, series, seen)| ExitedRow {
+                gpu_index: series.gpu_index,
+                gpu_uuid: Arc::clone(&key.gpu_uuid),
+                pid: key.pid,
+                last_listed_ms: seen,
+                // The monitor drops the identity once the process is gone.
+                left_gpu: series.identity.is_some(),
+                user: series.user.clone(),
+                command: series.command.clone(),
+                // A dead writer's last figures stay with its row: often they are why it died.
+                allocator: allocator_of(
+                    allocators,
+                    key.pid,
+                    series.gpu_index,
+                    RowProcess::Unlisted,
+                ),
+            })
+            .collect();
+        rows.sort_by_key(|r| (r.gpu_index, r.pid));
+        rows
     }
 
     /// Resolves the channels' GPUs (`WriterFold::resolve_gpus`) against NVML's latest

@@ -283,7 +283,7 @@ impl App {
     }
 
     fn rows(&self, snapshot: &Snapshot) -> Vec<TableRow> {
-        table_rows(snapshot, &self.monitor, &self.ui, snapshot.taken_at_ms)
+        table_rows(snapshot, &self.monitor, &self.ui)
     }
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {

@@ -2,7 +2,7 @@
 //! the UI (quitting, sending a signal, changing the sampling period) comes back as an
 //! `Outcome` for the event loop to carry out.
 
-use super::rows::TableRow;
+use super::rows::{TableRow, ranked};
 use super::ui_state::{KillRequest, KillSignal, Mode, UiState};
 use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -146,7 +146,9 @@ fn normal_key(
             Outcome::Interval(step_interval(ui.interval_ms, true))
         }
         KeyCode::Char('s') => {
-            ui.sort = ui.sort.next(!snapshot.allocators.is_empty());
+            ui.sort = ui
+                .sort
+                .next(!snapshot.allocators.is_empty(), ranked(snapshot));
             ui.sort_descending = ui.sort.default_descending();
             Outcome::Redraw
         }

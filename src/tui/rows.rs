@@ -5,7 +5,7 @@
 use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
-use crate::model::snapshot::allocator_of;
+use crate::model::allocator::RowProcess;
 use crate::model::{Absent, HostProcess, ProcessAllocator, Reading, Snapshot};
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
@@ -79,6 +79,16 @@ impl TableRow {
         self.exited_at.is_some()
     }
 
+    /// The row's process as the join with its channels sees it, so that the detail pane
+    /// reads the channel the snapshot joined to this row (`joined_channel`).
+    pub fn process(&self) -> RowProcess {
+        if self.is_exited() {
+            RowProcess::Unlisted
+        } else {
+            RowProcess::listed(self.host.as_deref())
+        }
+    }
+
     /// `exited 2m ago`, or `left GPU 2m ago` for a process that still runs; `short` drops
     /// the `ago` (`left GPU 10m ago` is wider than the table's VRAM column).
     pub fn gone_label(&self, now_ms: u64, short: bool) -> Option<String> {
@@ -110,6 +120,11 @@ impl TableRow {
         self.allocator.as_ref()?.step
     }
 
+    /// The rank its writer reports.
+    pub fn rank(&self) -> Option<i32> {
+        self.allocator.as_ref()?.rank
+    }
+
     fn matches(&self, filter: &Filter) -> bool {
         if !filter.on_gpu(self.gpu_index) {
             return false;
@@ -126,24 +141,19 @@ impl TableRow {
     }
 }
 
+/// Some writer reports a rank: the table shows RANK (a torchrun job's rows all have the same
+/// command, and only the rank tells them apart).
+pub fn ranked(snapshot: &Snapshot) -> bool {
+    snapshot
+        .allocators
+        .iter()
+        .any(|a| a.identity.rank.is_some())
+}
+
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
 /// filtered by `ui.filter` and sorted by `ui.sort`.
-/// `now_ms` is the moment the screen shows (the pause time while paused).
-pub fn table_rows(
-    snapshot: &Snapshot,
-    monitor: &Monitor,
-    ui: &UiState,
-    now_ms: u64,
-) -> Vec<TableRow> {
+pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<TableRow> {
     let mut rows: Vec<TableRow> = Vec::with_capacity(snapshot.processes.len());
-    // Sorted and binary-searched: cheaper than hashing a UUID twice per row every frame.
-    let mut live: Vec<(u32, &str)> = snapshot
-        .processes
-        .iter()
-        .map(|p| (p.nvml.pid, &*p.gpu_uuid))
-        .collect();
-    live.sort_unstable();
-
     for p in &snapshot.processes {
         let key = ProcessKey {
             pid: p.nvml.pid,
@@ -185,32 +195,27 @@ pub fn table_rows(
         });
     }
 
-    for (key, series, seen) in monitor.processes() {
-        if live.binary_search(&(key.pid, &*key.gpu_uuid)).is_ok() {
-            continue;
-        }
-        // While paused the monitor runs ahead of the frozen snapshot: a process first seen
-        // after the pause has not "exited" at the moment the screen shows.
-        if seen > now_ms {
-            continue;
-        }
+    // Exited rows come with the snapshot, joined once: a paused screen shows those of the
+    // moment it froze.
+    for gone in &snapshot.exited {
+        let key = ProcessKey {
+            pid: gone.pid,
+            gpu_uuid: Arc::clone(&gone.gpu_uuid),
+        };
         rows.push(TableRow {
-            key: key.clone(),
-            remembered_user: series.user.clone(),
-            remembered_command: series.command.clone(),
-            gpu_index: series.gpu_index,
+            remembered_user: gone.user.clone(),
+            remembered_command: gone.command.clone(),
+            gpu_index: gone.gpu_index,
             // The process is gone: its current figures do not exist, only its peak does.
             vram: Err(Absent::NotAvailable),
             vram_pct: None,
-            vram_peak: series.vram.peak(),
+            vram_peak: monitor.process_series(&key).and_then(|s| s.vram.peak()),
             sm: Err(Absent::NotAvailable),
             host: None,
-            exited_at: Some(seen),
-            // The monitor drops the identity once the process is gone.
-            left_gpu: series.identity.is_some(),
-            // A dead writer's last figures stay with its row: often they are why it died.
-            allocator: allocator_of(&snapshot.allocators, key.pid, series.gpu_index, false)
-                .map(Box::new),
+            exited_at: Some(gone.last_listed_ms),
+            left_gpu: gone.left_gpu,
+            allocator: gone.allocator.clone().map(Box::new),
+            key,
         });
     }
 
@@ -231,6 +236,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Pid => Some(a.key.pid.cmp(&b.key.pid)),
             SortColumn::User => compare_opt(a.user(), b.user()),
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
+            SortColumn::Rank => compare_opt(a.rank(), b.rank()),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
             SortColumn::VramPeak => {
                 compare_opt(a.vram_peak.map(|p| p.value), b.vram_peak.map(|p| p.value))
@@ -269,6 +275,7 @@ fn compare_opt<T: PartialOrd>(a: Option<T>, b: Option<T>) -> Option<Ordering> {
 fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
     let has = |r: &TableRow| match column {
         SortColumn::Pid | SortColumn::Gpu => true,
+        SortColumn::Rank => r.rank().is_some(),
         SortColumn::User => r.user().is_some(),
         SortColumn::Vram => r.vram.is_ok(),
         SortColumn::VramPeak => r.vram_peak.is_some(),

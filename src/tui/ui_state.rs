@@ -11,6 +11,8 @@ pub enum SortColumn {
     Pid,
     User,
     Gpu,
+    /// The writer's rank, shown only while some writer reports one.
+    Rank,
     #[default]
     Vram,
     VramPeak,
@@ -26,10 +28,11 @@ pub enum SortColumn {
 }
 
 impl SortColumn {
-    pub const ALL: [SortColumn; 13] = [
+    pub const ALL: [SortColumn; 14] = [
         SortColumn::Pid,
         SortColumn::User,
         SortColumn::Gpu,
+        SortColumn::Rank,
         SortColumn::Vram,
         SortColumn::VramPeak,
         SortColumn::Sm,
@@ -42,12 +45,14 @@ impl SortColumn {
         SortColumn::Command,
     ];
 
-    /// The next column to sort by; allocator columns only when they are on screen.
-    pub fn next(self, allocator_columns: bool) -> Self {
+    /// The next column to sort by; allocator columns and RANK only when they are on screen.
+    pub fn next(self, allocator_columns: bool, rank_column: bool) -> Self {
         let at = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
         (1..=Self::ALL.len())
             .map(|step| Self::ALL[(at + step) % Self::ALL.len()])
-            .find(|c| allocator_columns || !c.is_allocator())
+            .find(|c| {
+                (allocator_columns || !c.is_allocator()) && (rank_column || *c != SortColumn::Rank)
+            })
             .unwrap_or(self)
     }
 
@@ -63,6 +68,7 @@ impl SortColumn {
             SortColumn::Pid => "PID",
             SortColumn::User => "USER",
             SortColumn::Gpu => "GPU",
+            SortColumn::Rank => "RANK",
             SortColumn::Vram => "VRAM",
             SortColumn::VramPeak => "PEAK",
             SortColumn::Sm => "SM%",
@@ -80,7 +86,11 @@ impl SortColumn {
     pub fn default_descending(self) -> bool {
         !matches!(
             self,
-            SortColumn::Pid | SortColumn::User | SortColumn::Gpu | SortColumn::Command
+            SortColumn::Pid
+                | SortColumn::User
+                | SortColumn::Gpu
+                | SortColumn::Rank
+                | SortColumn::Command
         )
     }
 }

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod oom;
 pub mod prometheus;
 pub mod storm;
 

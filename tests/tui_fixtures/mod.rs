@@ -323,7 +323,7 @@ pub fn ui() -> UiState {
 /// Draws the whole screen at `width` x `height` and returns the buffer.
 pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -> Buffer {
     let snapshot = snapshot(m);
-    let rows = table_rows(&snapshot, m, ui, NOW);
+    let rows = table_rows(&snapshot, m, ui);
     let view = View {
         snapshot: &snapshot,
         monitor: m,
@@ -365,7 +365,7 @@ pub fn screen(m: &Monitor, ui: &UiState, width: u16, height: u16) -> String {
 /// Pids of the table rows in display order, for the given UI state.
 pub fn row_pids(m: &Monitor, ui: &UiState) -> Vec<u32> {
     let snapshot = snapshot(m);
-    table_rows(&snapshot, m, ui, NOW)
+    table_rows(&snapshot, m, ui)
         .iter()
         .map(|r| r.key.pid)
         .collect()

@@ -4,7 +4,7 @@
 
 use super::{command, fmt, put};
 use crate::model::units;
-use crate::tui::rows::TableRow;
+use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
 use crate::tui::ui_state::SortColumn;
 use crate::tui::view::View;
@@ -56,6 +56,9 @@ const ALLOCATOR_COLUMNS: [Col; 4] = [
     col(SortColumn::Step, 6, Some(4)),
 ];
 
+/// Shown, after GPU, while some writer reports a rank; it goes after PEAK, before RESV.
+const RANK_COLUMN: Col = col(SortColumn::Rank, 4, Some(7));
+
 /// COMMAND keeps at least this many cells before any other column is given up.
 const MIN_COMMAND: u16 = 20;
 
@@ -64,7 +67,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         return;
     }
     let theme = view.theme;
-    let columns = fit_columns(area.width, !view.snapshot.allocators.is_empty());
+    let columns = fit_columns(
+        area.width,
+        !view.snapshot.allocators.is_empty(),
+        ranked(view.snapshot),
+    );
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
     let fixed: u16 = kinds.iter().map(|(_, w)| w + 1).sum();
     kinds.push((SortColumn::Command, area.width.saturating_sub(fixed)));
@@ -224,8 +231,15 @@ fn put_row(
     }
 }
 /// Drops the least important columns until COMMAND has room.
-fn fit_columns(width: u16, allocator_columns: bool) -> Vec<&'static Col> {
+fn fit_columns(width: u16, allocator_columns: bool, rank_column: bool) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().collect();
+    if rank_column {
+        let after_gpu = kept
+            .iter()
+            .position(|c| c.kind == SortColumn::Gpu)
+            .map_or(kept.len(), |i| i + 1);
+        kept.insert(after_gpu, &RANK_COLUMN);
+    }
     if allocator_columns {
         // After CPU%, before COMMAND.
         kept.extend(ALLOCATOR_COLUMNS.iter());
@@ -354,6 +368,10 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             None => Span::styled(fmt::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
+        // Blank for a process without one, as the allocator columns are.
+        SortColumn::Rank => Cell::right(Span::raw(
+            row.rank().map(|r| r.to_string()).unwrap_or_default(),
+        )),
         SortColumn::Vram if row.is_exited() => Cell::right(Span::raw(
             row.gone_label(view.now_ms, true).unwrap_or_default(),
         )),
