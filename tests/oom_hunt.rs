@@ -173,11 +173,9 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
     // The leak of 16 MiB a step, seen through the spike: an OOM foreseen, 80 GiB away.
     let forecast = &device["forecast"];
     assert_eq!(forecast["kind"], json!("oom_in"), "{forecast}");
-    assert_eq!(
-        forecast["bytes_per_step"],
-        json!((16 * MIB) as f64),
-        "{forecast}"
-    );
+    // A least-squares slope: 16 MiB to within a byte (it read 16777216.000000007 once).
+    let slope = forecast["bytes_per_step"].as_f64().unwrap_or(f64::NAN);
+    assert!((slope - (16 * MIB) as f64).abs() < 1.0, "{forecast}");
     let ooms = writer["ooms"].as_array().unwrap();
     assert_eq!(
         ooms.len(),
