@@ -149,6 +149,41 @@ fn once_prints_a_table_with_na_for_absent_figures() {
 }
 
 #[test]
+fn once_with_pcie_shows_the_link_s_throughput_in_table_json_and_csv() {
+    let (scenario, _) = two_gpus();
+    let plain = stdout(&scenario.run(&["--once"]));
+    assert!(!plain.contains("PCIE"), "no column unless asked:\n{plain}");
+    let out = scenario.run(&["--once", "--pcie"]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let header = text
+        .lines()
+        .find(|l| l.contains("MEMORY USED"))
+        .expect("GPU header");
+    assert!(header.ends_with("PCIE TX/RX"), "{header}");
+    // 1000 and 2000 KB/s in the scenario; GPU 1 reports none.
+    let row = |i: usize| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{i}  NVIDIA")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row(0).ends_with(" 1000K/2.0M/s"), "{text}");
+    assert!(row(1).ends_with(" n/a"), "{text}");
+    let doc: Value =
+        serde_json::from_slice(&scenario.run(&["--json", "--pcie"]).stdout).expect("JSON");
+    assert_eq!(doc["devices"][0]["pcie_tx_kbs"], 1000);
+    assert_eq!(doc["devices"][0]["pcie_rx_kbs"], 2000);
+    let csv = stdout(&scenario.run(&["--csv", "--pcie"]));
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let first: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).expect(name);
+    assert_eq!(first[col("pcie_tx_kbs")], "1000", "{csv}");
+    assert_eq!(first[col("pcie_rx_kbs")], "2000", "{csv}");
+}
+
+#[test]
 fn loop_prints_one_json_line_per_period_following_the_timeline() {
     let mut gpu = h100(0);
     gpu["timeline"] = json!([

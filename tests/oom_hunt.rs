@@ -173,9 +173,12 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
     // The leak of 16 MiB a step, seen through the spike: an OOM foreseen, 80 GiB away.
     let forecast = &device["forecast"];
     assert_eq!(forecast["kind"], json!("oom_in"), "{forecast}");
-    // A least-squares slope: 16 MiB to within a byte (it read 16777216.000000007 once).
-    let slope = forecast["bytes_per_step"].as_f64().unwrap_or(f64::NAN);
-    assert!((slope - (16 * MIB) as f64).abs() < 1.0, "{forecast}");
+    let per_step = forecast["bytes_per_step"].as_f64().unwrap();
+    // A least-squares fit over exact figures: exact but for the float's last bits.
+    assert!(
+        (per_step / (16 * MIB) as f64 - 1.0).abs() < 1e-9,
+        "{forecast}"
+    );
     let ooms = writer["ooms"].as_array().unwrap();
     assert_eq!(
         ooms.len(),

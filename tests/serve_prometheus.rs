@@ -10,7 +10,7 @@ use common::*;
 use serde_json::{Value, json};
 use serve_support::prometheus::Prometheus;
 use serve_support::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use vramscope::channel::{DeviceFigures, SampleFields, Writer};
 
 const DASHBOARD: &str = include_str!("../assets/grafana-dashboard.json");
@@ -299,6 +299,7 @@ fn prometheus_keeps_the_oom_that_killed_a_rank_with_its_labels_through_the_grace
             .is_empty()
     });
     serve_support::oom::die_of_an_oom(writer);
+    let died = Instant::now();
     // NVML lists it a few scrapes more, then no longer.
     std::thread::sleep(Duration::from_secs(3));
     scenario.rewrite(&two_gpus(1, None));
@@ -322,9 +323,11 @@ fn prometheus_keeps_the_oom_that_killed_a_rank_with_its_labels_through_the_grace
             "{metric}"
         );
     }
-    // The series never lost its labels: no series of this pid without a rank.
+    // Since the death the series never lost its labels: no sample of this pid without a
+    // rank (before its channel was first read, one may have had none).
+    let since = died.elapsed().as_secs().max(1);
     let unranked = prometheus.query(&format!(
-        "count_over_time(vramscope_process_running{{pid=\"{pid}\",rank=\"\"}}[1h])"
+        "count_over_time(vramscope_process_running{{pid=\"{pid}\",rank=\"\"}}[{since}s])"
     ));
     assert!(unranked.is_empty(), "{unranked:?}");
     // The dashboard's OOM annotation marks it.

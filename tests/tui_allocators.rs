@@ -260,13 +260,19 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
 fn zooming_widens_and_narrows_every_charts_time_window() {
     let m = two_gpus();
     let mut ui = ui();
-    let plain = screen(&m, &ui, 120, 40);
-    // At 120 columns the charts span 109 s: one interval per column.
-    assert!(plain.contains("109s ▅"), "{plain}");
+    let plain = screen(&m, &ui, 120, 24);
+    // At 120 columns the charts span 109 s, one interval per column, rounded up to 2 minutes.
+    assert!(plain.contains("  2m ▅"), "{plain}");
     ui.zoom = 2;
-    let wide = screen(&m, &ui, 120, 40);
-    assert!(wide.contains("  7m ▅"), "four times as long:\n{wide}");
+    let wide = screen(&m, &ui, 120, 24);
+    assert!(
+        wide.contains(" 10m ▅"),
+        "four times as long (7m16s), rounded:\n{wide}"
+    );
     ui.zoom = -1;
-    let narrow = screen(&m, &ui, 120, 40);
-    assert!(narrow.contains(" 54s ▅"), "half as long:\n{narrow}");
+    let narrow = screen(&m, &ui, 120, 24);
+    assert!(
+        narrow.contains("  1m ▅"),
+        "half as long (54s), rounded:\n{narrow}"
+    );
 }

@@ -10,11 +10,21 @@ use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
-/// Blank cells between the first and the last drawn cell of the `util` sparkline.
+/// The bottom row of the `util` chart (its only row when the chart is one row tall): the row
+/// ending in the current value.
+fn util_bottom_row(screen: &str) -> Option<&str> {
+    screen
+        .lines()
+        .skip_while(|l| !l.starts_with("util "))
+        .find(|l| l.trim_end().ends_with('%'))
+}
+
+/// Blank cells between the first and the last drawn cell of the `util` chart's bottom row.
 fn blanks_inside_util_chart(screen: &str) -> Option<usize> {
-    let line = screen.lines().find(|l| l.starts_with("util "))?;
-    // The chart, then a space and the current value.
-    let chart = line["util ".len()..].trim_end();
+    let line = util_bottom_row(screen)?;
+    // The label (or its blank cells), the chart, then a space and the current value.
+    let chart: String = line.chars().skip("util ".len()).collect();
+    let chart = chart.trim_end();
     let chart = &chart[..chart.rfind(' ')?];
     let cells: Vec<char> = chart.trim().chars().collect();
     Some(cells.iter().filter(|c| **c == ' ').count())
@@ -37,9 +47,7 @@ fn zoomed_in_chart_has_no_blank_columns_between_samples() {
     std::thread::sleep(2 * SECOND);
     // Any frame after the window filled: the line must be unbroken in every one of them.
     let (ok, screen) = t.wait_for(5 * SECOND, |s| {
-        s.lines()
-            .find(|l| l.starts_with("util "))
-            .is_some_and(|l| l.chars().filter(|c| *c != ' ').count() > 100)
+        util_bottom_row(s).is_some_and(|l| l.chars().filter(|c| *c != ' ').count() > 100)
     });
     assert!(ok, "the zoomed chart fills its width:\n{screen}");
     for _ in 0..5 {

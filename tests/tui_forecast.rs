@@ -11,6 +11,7 @@ use vramscope::model::{
     WriterLiveness,
 };
 use vramscope::sources::runner::SourceEvent;
+use vramscope::tui::ui_state::Mode;
 
 const MIB: u64 = 1024 * 1024;
 
@@ -21,9 +22,9 @@ fn device() -> AllocatorDevice {
         uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
         pci_bus_id: None,
         total: Ok(80 * GIB),
-        allocated: Ok(9 * GIB),
+        allocated: Ok(20 * GIB),
         allocated_peak: Err(Absent::NotSupported),
-        reserved: Ok(10 * GIB),
+        reserved: Ok(26 * GIB),
         reserved_peak: Err(Absent::NotSupported),
         active: Err(Absent::NotSupported),
         inactive_split: Err(Absent::NotSupported),
@@ -90,14 +91,27 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
 }
 
 #[test]
-fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line() {
-    // 1 GiB a step from 9 GiB: 80 GiB is about 12 steps after the last one.
-    let text = screen(&stepping(GIB), &ui(), 160, 40);
+fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line_and_in_the_detail_pane() {
+    // 1 GiB a step, 68 GiB at the last one. NVML counts 30 GiB for the process, the
+    // allocator reserves 26: 4 GiB are outside it (the CUDA context, libraries), so the
+    // allocator can grow to 76 of the GPU's 80 GiB: 8 steps, a second each.
+    let m = stepping(GIB);
+    let text = screen(&m, &ui(), 160, 40);
     let status = text.lines().last().unwrap();
     assert!(
-        status.contains("pid 4242 GPU 0: OOM in about 12 steps (12 s)"),
+        status.contains("pid 4242 GPU 0: OOM in about 8 steps (8 s)"),
         "{status}"
     );
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 160, 40);
+    let peak = text
+        .lines()
+        .find(|l| l.contains("A.PEAK") && !l.contains("COMMAND"))
+        .unwrap();
+    assert!(peak.contains("OOM in about 8 steps (8 s)"), "{peak}");
 }
 
 #[test]

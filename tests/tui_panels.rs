@@ -28,7 +28,7 @@ fn two_gpus_at_80x24() {
     );
     let plot = text
         .lines()
-        .find(|l| l.trim_start().starts_with("69s"))
+        .find(|l| l.trim_start().starts_with("2m "))
         .expect("memory plot row");
     assert_eq!(
         plot.matches('▲').count(),
@@ -49,12 +49,11 @@ fn two_gpus_at_80x24() {
 fn absent_figures_render_as_na_never_zero() {
     let text = screen(&two_gpus(), &ui(), 120, 40);
     insta::assert_snapshot!("two_gpus_120x40", text);
-    let gpu1: Vec<&str> = text
+    let stats = text
         .lines()
         .skip_while(|l| !l.contains("GPU 1 NVIDIA A100"))
-        .take(6)
-        .collect();
-    let stats = gpu1.last().expect("GPU 1 stats line");
+        .find(|l| l.starts_with("temp "))
+        .expect("GPU 1 stats line");
     for expected in ["temp n/a", "power n/a", "fan n/a", "enc/dec n/a", "thr n/a"] {
         assert!(stats.contains(expected), "{expected} in {stats}");
     }
@@ -153,14 +152,154 @@ fn wide_terminal_puts_panels_side_by_side() {
 fn eight_gpus_at_80x24_are_compact_and_leave_room_for_processes() {
     let text = screen(&many_gpus(8), &ui(), 80, 24);
     insta::assert_snapshot!("eight_gpus_80x24", text);
+    // The one model is said once, above the rows, not on each of them.
+    assert_eq!(text.matches("H100 80GB HBM3").count(), 1, "{text}");
+    assert!(text.contains("8 GPUs: NVIDIA H100 80GB HBM3"), "{text}");
     for i in 0..8 {
         assert!(
-            text.lines()
-                .any(|l| l.starts_with(&format!("{i} H100 80GB HBM3"))),
-            "GPU {i}"
+            text.lines().any(|l| l.starts_with(&format!("{i} ▕"))),
+            "GPU {i}:\n{text}"
         );
     }
     assert!(text.lines().filter(|l| l.contains("python worker")).count() >= 5);
+}
+
+#[test]
+fn compact_rows_keep_ecc_and_thermal_alarms() {
+    let m = eight_gpus_with_alarms();
+    for width in [80, 100] {
+        let text = screen(&m, &ui(), width, 24);
+        let row = |i: usize| {
+            text.lines()
+                .find(|l| l.starts_with(&format!("{i} ")))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            row(3).contains("ECC 2 corr 1 uncorr"),
+            "{width} columns:\n{text}"
+        );
+        assert!(
+            row(5).contains("thr hw-thermal"),
+            "{width} columns:\n{text}"
+        );
+        // Idle clocks are routine: no alarm on the others.
+        assert!(!row(0).contains("thr"), "{width} columns:\n{text}");
+    }
+}
+
+/// The three lines of the small panel titled `title`, cut to its columns.
+fn tile_rows(text: &str, title: &str) -> [String; 3] {
+    let lines: Vec<Vec<char>> = text.lines().map(|l| l.chars().collect()).collect();
+    let title: Vec<char> = title.chars().collect();
+    let found = lines.iter().enumerate().find_map(|(row, l)| {
+        l.windows(title.len())
+            .position(|w| w == title.as_slice())
+            .map(|col| (row, col))
+    });
+    let Some((row, col)) = found else {
+        panic!("no panel titled {title:?}:\n{text}");
+    };
+    // Up to the next panel's column, or the line's end.
+    let width = lines[row][col + title.len()..]
+        .windows(5)
+        .position(|w| w.iter().collect::<String>() == "   GP")
+        .map_or(usize::MAX, |end| end + title.len());
+    std::array::from_fn(|i| {
+        let line = lines.get(row + 1 + i).map_or(&[][..], Vec::as_slice);
+        line.iter()
+            .skip(col)
+            .take(width)
+            .collect::<String>()
+            .trim_end()
+            .to_string()
+    })
+}
+
+/// The lines of the screen from the one containing `from` up to (not including) the first
+/// after it containing `to`.
+fn lines_between<'a>(text: &'a str, from: &str, to: &str) -> Vec<&'a str> {
+    text.lines()
+        .skip_while(|l| !l.contains(from))
+        .skip(1)
+        .take_while(|l| !l.contains(to))
+        .collect()
+}
+
+#[test]
+fn eight_gpus_at_200x50_are_a_grid_with_history_and_room_for_processes() {
+    let text = screen(&eight_gpus_with_alarms(), &ui(), 200, 50);
+    insta::assert_snapshot!("eight_gpus_grid_200x50", text);
+    assert_eq!(
+        text.matches("H100 80GB HBM3").count(),
+        1,
+        "the model said once:\n{text}"
+    );
+    let tile = |i: usize| tile_rows(&text, &format!(" GPU {i} "));
+    for i in 0..8 {
+        let [memory, util, _] = tile(i);
+        assert!(
+            memory.starts_with("mem  ") && util.starts_with("util "),
+            "GPU {i}: memory and utilisation charts:\n{text}"
+        );
+        let bars = |s: &str| s.chars().filter(|c| "▁▂▃▄▅▆▇█".contains(*c)).count();
+        assert!(
+            bars(&memory) > 40 && bars(&util) > 40,
+            "GPU {i} history:\n{text}"
+        );
+    }
+    // GPU 6's spike 30 s ago is marked on its memory chart; utilisation swings, so its
+    // peak is marked too.
+    assert!(tile(6)[0].contains('▲'), "{:?}", tile(6));
+    assert!(tile(6)[1].contains('▲'), "{:?}", tile(6));
+    assert!(tile(6)[2].contains("▲79.0G 30s"), "{:?}", tile(6));
+    assert!(tile(3)[2].contains("ECC 2 corr 1 uncorr"), "{:?}", tile(3));
+    assert!(tile(5)[2].contains("thr hw-thermal"), "{:?}", tile(5));
+    // The table keeps most of the screen: every process and room to spare.
+    let table = lines_between(&text, "COMMAND", "all figures readable");
+    assert_eq!(
+        table.iter().filter(|l| l.contains("python worker")).count(),
+        8
+    );
+    assert!(table.len() >= 30, "{} table rows:\n{text}", table.len());
+}
+
+#[test]
+fn one_gpu_at_200x50_grows_its_charts_with_round_time_ticks() {
+    let text = screen(&one_gpu(), &ui(), 200, 50);
+    insta::assert_snapshot!("one_gpu_200x50", text);
+    // Eight rows of memory chart between the memory bar and the peak label.
+    let memory = lines_between(&text, "mem  ▕", "(max of");
+    assert_eq!(memory.len(), 8, "{text}");
+    assert!(
+        memory[0].starts_with("  5m "),
+        "a round window: {}",
+        memory[0]
+    );
+    let util = lines_between(&text, "(max of", "╵");
+    assert_eq!(util.len(), 8, "{text}");
+    assert!(util[0].starts_with("util "), "{text}");
+    // The axis: ticks at round ages only, newest `now`.
+    let axis = text.lines().find(|l| l.contains('╵')).expect("time axis");
+    assert!(axis.trim_end().ends_with("now"), "{axis}");
+    let ticks: Vec<&str> = axis
+        .split('╵')
+        .skip(1)
+        .map(|t| t.split_whitespace().next().unwrap_or(""))
+        .collect();
+    assert!(ticks.len() >= 4, "{axis}");
+    for tick in &ticks {
+        assert!(
+            ["5m", "4m", "3m", "2m", "1m"].contains(tick),
+            "{tick} in {axis}"
+        );
+    }
+    // The spike 90 s ago is marked at the top of its column and labelled.
+    assert!(text.contains("▲ 76.0 GiB 1m ago (max of 5m)"), "{text}");
+    assert_eq!(memory[0].matches('▲').count(), 1, "{}", memory[0]);
+    // The table still has most of the lower half.
+    let table = lines_between(&text, "COMMAND", "? help");
+    assert!(table.len() >= 20, "{} table rows:\n{text}", table.len());
 }
 
 #[test]
@@ -463,6 +602,9 @@ fn every_size_draws_without_panicking() {
         faulty_gpus(),
         no_nvml(),
         Monitor::new(T0),
+        one_gpu(),
+        eight_gpus_with_alarms(),
+        many_gpus(24),
     ];
     let modes = [
         Mode::Normal,
@@ -486,7 +628,9 @@ fn every_size_draws_without_panicking() {
         (40, 10),
         (80, 24),
         (120, 40),
+        (200, 50),
         (200, 60),
+        (400, 120),
     ];
     for m in &monitors {
         for mode in &modes {
@@ -790,4 +934,36 @@ fn a_process_away_from_its_gpu_leaves_a_break_in_its_vram_chart() {
     assert!(cols[..10].iter().all(Option::is_some), "{cols:?}");
     assert!(cols[10..20].iter().all(Option::is_none), "away: {cols:?}");
     assert!(cols[20..].iter().all(Option::is_some), "{cols:?}");
+}
+
+#[test]
+fn pcie_throughput_shows_on_the_gpu_panel_and_tile_only_when_sampled() {
+    let with_pcie = |m: &mut Monitor, count: u32| {
+        for i in 0..count {
+            let s = vramscope::model::DeviceSample {
+                pcie_tx_kbs: Some(Ok(1000)),
+                pcie_rx_kbs: Some(Ok(2000)),
+                ecc_uncorrected: Ok(u64::from(i == 3)),
+                ..sample(i, NOW, 20 * GIB, 80 * GIB, 50)
+            };
+            m.ingest(SourceEvent::Device(Box::new(s)));
+        }
+    };
+    let mut one = one_gpu();
+    let before = screen(&one, &ui(), 120, 40);
+    assert!(!before.contains("PCIe"), "not asked, not shown:\n{before}");
+    with_pcie(&mut one, 1);
+    let text = screen(&one, &ui(), 120, 40);
+    assert!(
+        text.contains("P0  PCIe tx 1000 KiB/s rx 1.95 MiB/s  thr power-cap"),
+        "{text}"
+    );
+    let mut eight = eight_gpus_with_alarms();
+    with_pcie(&mut eight, 8);
+    let text = screen(&eight, &ui(), 200, 50);
+    let [.., figures] = tile_rows(&text, " GPU 0 ");
+    assert!(figures.contains("  PCIe 1000K/2.0M/s  "), "{figures}");
+    // Alarms still outrank it.
+    let [.., figures] = tile_rows(&text, " GPU 3 ");
+    assert!(figures.contains("ECC 0 corr 1 uncorr"), "{figures}");
 }

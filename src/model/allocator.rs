@@ -3,9 +3,9 @@
 //! reader's records into these, so nothing above the sampler knows the file format.
 
 use super::absent::Reading;
-use super::foresight::{Forecast, StepPeaks};
+use super::foresight::{Forecast, Room, StepPeaks};
 use super::host::HostProcess;
-use super::writer_fold::{Oom, PeakAt, WriterFold};
+use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -394,6 +394,22 @@ impl AllocatorSnapshot {
     /// The figures for the device NVML knows as `gpu_index`.
     pub fn on_gpu(&self, gpu_index: u32) -> Option<&AllocatorDevice> {
         self.devices.get(self.position(gpu_index)?)
+    }
+
+    /// The forecast on `gpu_index` in the room the writer's figures and `outside` leave.
+    pub fn forecast_on_gpu(&self, gpu_index: u32, outside: Option<u64>) -> Forecast {
+        match (self.position(gpu_index), outside) {
+            (Some(i), None) => self.forecasts[i].clone(),
+            (Some(i), outside) => self.step_peaks[i].foresee(room_of(&self.devices[i], outside)),
+            (None, _) => StepPeaks::default().foresee(Room::default()),
+        }
+    }
+
+    /// The recent step peaks on `gpu_index`.
+    pub fn step_peaks_on_gpu(&self, gpu_index: u32) -> StepPeaks {
+        self.position(gpu_index)
+            .and_then(|i| self.step_peaks.get(i).cloned())
+            .unwrap_or_default()
     }
 
     /// The true peak on `gpu_index`, and where it happened.

@@ -3,8 +3,9 @@
 
 use super::absent::Reading;
 use super::allocator::{RowProcess, joined_channel};
+use super::foresight::{Forecast, StepPeaks};
 use super::host::by_pid;
-use super::writer_fold::{Oom, PeakAt};
+use super::writer_fold::{Oom, PeakAt, room_of};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
@@ -66,6 +67,25 @@ pub struct ProcessAllocator {
     pub liveness: WriterLiveness,
     /// The writer's rank in its job (torchrun's `RANK`), when it says.
     pub rank: Option<i32>,
+    /// What the step peaks say about an OOM to come on this GPU.
+    pub forecast: Forecast,
+    /// The recent step peaks the forecast stands on.
+    #[serde(skip)]
+    pub step_peaks: StepPeaks,
+}
+
+impl ProcessAllocator {
+    /// The forecast again, in the room NVML's figure for the process leaves: what it holds
+    /// beyond the allocator's reserved bytes (CUDA context, libraries) is not the allocator's
+    /// to grow into.
+    pub fn seen_by_nvml(mut self, used: Option<u64>) -> Self {
+        let reserved = self.device.reserved.as_ref().ok().copied();
+        let outside = used.zip(reserved).map(|(u, r)| u.saturating_sub(r));
+        if outside.is_some() {
+            self.forecast = self.step_peaks.foresee(room_of(&self.device, outside));
+        }
+        self
+    }
 }
 
 /// A (process, GPU) pair NVML listed recently and lists no more. The snapshot carries it
@@ -129,7 +149,8 @@ impl Snapshot {
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),
-                    allocator: allocator_of(allocators, process.pid, device.info.index, listed),
+                    allocator: allocator_of(allocators, process.pid, device.info.index, listed)
+                        .map(|a| a.seen_by_nvml(process.used_memory.as_ref().ok().copied())),
                     host,
                 });
             }
@@ -156,6 +177,8 @@ pub fn allocator_of(
         label: channel.label.clone(),
         liveness: channel.liveness,
         rank: channel.identity.rank,
+        forecast: channel.forecast_on_gpu(gpu_index, None),
+        step_peaks: channel.step_peaks_on_gpu(gpu_index),
     })
 }
 

@@ -115,15 +115,11 @@ impl SlotFold {
     /// What the step peaks say about an OOM to come, in the room the latest figures give
     /// (`outside`: device memory NVML counts beyond the allocator's reserved, when known).
     pub fn forecast(&self, outside: Option<u64>) -> Forecast {
-        let device = self.device.as_ref();
-        let figure = |f: fn(&AllocatorDevice) -> &Reading<u64>| {
-            device.and_then(|d| f(d).as_ref().ok().copied())
-        };
-        self.step_peaks.foresee(Room {
-            total: figure(|d| &d.total),
-            limit: figure(|d| &d.limit),
-            outside,
-        })
+        let room = self
+            .device
+            .as_ref()
+            .map_or(Room::default(), |d| room_of(d, outside));
+        self.step_peaks.foresee(room)
     }
 
     /// `witness` ranks how well the candidate knows where it happened: the framework's
@@ -536,6 +532,16 @@ impl WriterFold {
             slot.peak = None;
             slot.peak_witness = 0;
         }
+    }
+}
+
+/// The memory a slot's allocator can grow into: the device's total and the allocator's
+/// limit as the writer gave them, less `outside` (NVML's figure beyond reserved) when known.
+pub fn room_of(device: &AllocatorDevice, outside: Option<u64>) -> Room {
+    Room {
+        total: device.total.as_ref().ok().copied(),
+        limit: device.limit.as_ref().ok().copied(),
+        outside,
     }
 }
 

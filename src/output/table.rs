@@ -1,7 +1,7 @@
 //! `--once`: a compact table of GPUs and processes for people, in the spirit of nvidia-smi
 //! but narrow enough for 80 columns. Absent figures print `n/a`.
 
-use crate::model::units::{bytes, watts};
+use crate::model::units::{bytes, short_bytes, watts};
 use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
 
@@ -22,13 +22,24 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) 
             .and_then(|d| d.cuda_label())
             .unwrap_or_else(|| NA.into()),
     );
+    // PCIe throughput is read only when `--pcie` asks for it; its column comes with it.
+    let pcie = snapshot.devices.iter().any(|d| {
+        d.sample
+            .as_ref()
+            .is_some_and(|s| s.pcie_tx_kbs.is_some() || s.pcie_rx_kbs.is_some())
+    });
+    let pcie_head = if pcie {
+        format!(" {:>15}", "PCIE TX/RX")
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{:>3}  {:<24} {:>21} {:>5} {:>5} {:>11} {:>4}",
+        "{:>3}  {:<24} {:>21} {:>5} {:>5} {:>11} {:>4}{pcie_head}",
         "GPU", "NAME", "MEMORY USED / TOTAL", "UTIL", "TEMP", "POWER", "PST"
     );
     for d in &snapshot.devices {
-        out += &device_line(d);
+        out += &device_line(d, pcie);
     }
     let cpu = if cpu_column { "  CPU%" } else { "" };
     let _ = writeln!(
@@ -142,7 +153,7 @@ fn elsewhere(a: &crate::model::AllocatorSnapshot) -> Option<String> {
     })
 }
 
-fn device_line(d: &DeviceSnapshot) -> String {
+fn device_line(d: &DeviceSnapshot, pcie_column: bool) -> String {
     let name: String = d.info.display_name().chars().take(24).collect();
     let Some(s) = &d.sample else {
         return format!("{:>3}  {name:<24} (no sample)\n", d.info.index);
@@ -157,14 +168,33 @@ fn device_line(d: &DeviceSnapshot) -> String {
     } else {
         ""
     };
+    let pcie = if pcie_column {
+        format!(" {:>15}", pcie_rates(s))
+    } else {
+        String::new()
+    };
     format!(
-        "{:>3}  {name:<24} {memory:>21} {:>5} {:>5} {:>11} {:>4}{flag}\n",
+        "{:>3}  {name:<24} {memory:>21} {:>5} {:>5} {:>11} {:>4}{pcie}{flag}\n",
         d.info.index,
         or_na(&s.gpu_util, |u| format!("{u}%")),
         or_na(&s.temperature_c, |t| format!("{t}C")),
         power(&s.power_mw, &s.power_limit_mw),
         or_na(&s.pstate, |p| format!("P{p}")),
     )
+}
+
+/// `977K/1.9M/s`: transmit and receive, bytes per second, each `n/a` when unreadable (one
+/// `n/a` when both are).
+fn pcie_rates(s: &crate::model::DeviceSample) -> String {
+    let rate = |r: Option<&Reading<u32>>| match r {
+        Some(Ok(kbs)) => short_bytes(u64::from(*kbs).saturating_mul(1024)),
+        _ => NA.into(),
+    };
+    let (tx, rx) = (rate(s.pcie_tx_kbs.as_ref()), rate(s.pcie_rx_kbs.as_ref()));
+    if tx == NA && rx == NA {
+        return NA.into();
+    }
+    format!("{tx}/{rx}/s")
 }
 
 fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {

@@ -60,6 +60,21 @@ const PROCESS: &[Metric<P>] = &[
         |p| alloc(p, |a| a.retries),
     ),
     gauge(
+        "vramscope_process_allocator_oom_forecast_steps",
+        "Steps until the process's per-step allocated peaks, rising steadily, reach the memory its allocator can grow into; present only while the trend is confident.",
+        |p| alloc(p, |a| a.oom_in_steps),
+    ),
+    gauge(
+        "vramscope_process_allocator_oom_forecast_seconds",
+        "The same forecast in seconds, at the recent time per step.",
+        |p| {
+            p.allocator
+                .as_ref()
+                .and_then(|a| a.oom_in_ms)
+                .map(|ms| Number::Float(ms as f64 / 1000.0))
+        },
+    ),
+    gauge(
         "vramscope_process_step",
         "The training step the process last reported.",
         |p| alloc(p, |a| a.step),

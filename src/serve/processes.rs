@@ -7,6 +7,7 @@
 //! label, or any user could raise an OOM alert under root's job.
 
 use crate::model::allocator::RowProcess;
+use crate::model::foresight::Forecast;
 use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
 use crate::model::{AllocatorSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 
@@ -68,6 +69,10 @@ pub struct AllocatorFigures {
     pub ooms: Option<u64>,
     pub retries: Option<u64>,
     pub step: Option<u64>,
+    /// Steps, and seconds, until the step peaks reach the room the allocator has, when the
+    /// forecast is confident (`model::foresight`); absent otherwise.
+    pub oom_in_steps: Option<u64>,
+    pub oom_in_ms: Option<u64>,
 }
 
 impl AllocatorFigures {
@@ -82,6 +87,14 @@ impl AllocatorFigures {
             ooms: counted.max(seen),
             retries: device.alloc_retries.as_ref().ok().copied(),
             step: allocator.step,
+            oom_in_steps: match &allocator.forecast {
+                Forecast::OomIn { steps, .. } if allocator.liveness.is_running() => Some(*steps),
+                _ => None,
+            },
+            oom_in_ms: match &allocator.forecast {
+                Forecast::OomIn { eta_ms, .. } if allocator.liveness.is_running() => *eta_ms,
+                _ => None,
+            },
         }
     }
 }
@@ -132,6 +145,9 @@ impl ProcessEntry {
         if let Some(a) = &mut self.allocator {
             a.allocated = None;
             a.reserved = None;
+            // A process that ended will not run out of memory.
+            a.oom_in_steps = None;
+            a.oom_in_ms = None;
         }
         self
     }
@@ -430,6 +446,8 @@ mod tests {
                 ooms: Some(4),
                 retries: Some(5),
                 step: Some(6),
+                oom_in_steps: Some(7),
+                oom_in_ms: Some(8),
             }),
         };
         let gone = entry.exited();
@@ -447,6 +465,8 @@ mod tests {
                 ooms: Some(4),
                 retries: Some(5),
                 step: Some(6),
+                oom_in_steps: None,
+                oom_in_ms: None,
             })
         );
     }

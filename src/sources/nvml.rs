@@ -134,6 +134,7 @@ impl NvmlSession {
             has_fan,
             pcie_every,
             pcie_last: None,
+            pcie_readings: (None, None),
             r535_process_bug: self.r535_process_bug,
             memory,
             lists: ListBuffers::default(),
@@ -151,6 +152,9 @@ pub struct DeviceSampler {
     has_fan: bool,
     pcie_every: Option<Duration>,
     pcie_last: Option<Instant>,
+    // The last PCIe readings (transmit, receive), carried between their slower reads as the
+    // slow figures are, so every sample says what the link last did instead of nothing.
+    pcie_readings: (Option<Reading<u32>>, Option<Reading<u32>>),
     r535_process_bug: bool,
     memory: MemoryReader,
     lists: ListBuffers,
@@ -246,8 +250,8 @@ impl DeviceSampler {
         let memory = self.memory.read(device).map_err(absent);
         let utilization = device.utilization_rates().map_err(absent);
         let throttle = device.current_throttle_reasons().map_err(absent);
-        let (pcie_tx_kbs, pcie_rx_kbs) = if pcie_due {
-            (
+        if pcie_due {
+            self.pcie_readings = (
                 Some(
                     device
                         .pcie_throughput(PcieUtilCounter::Send)
@@ -258,10 +262,9 @@ impl DeviceSampler {
                         .pcie_throughput(PcieUtilCounter::Receive)
                         .map_err(absent),
                 ),
-            )
-        } else {
-            (None, None)
-        };
+            );
+        }
+        let (pcie_tx_kbs, pcie_rx_kbs) = self.pcie_readings.clone();
         let (processes, list_gaps) = processes(
             device,
             &mut self.lists,

@@ -5,8 +5,12 @@
 //! │ header: vramscope [PAUSED] driver, CUDA     node-7  every 1.0s  08:04:32 CET  │ 1 row
 //! ├──────────────────────────────────────────────────────────────────────────────┤
 //! │ GPU area, one of:                                                            │
-//! │  - full panels, 6 rows each (two columns from 160 cells wide)                │ 6 x rows
-//! │  - compact list, one row per GPU (8+ GPUs, or no room for full panels)       │ 1 x GPUs
+//! │  - full panels, under 8 GPUs (two columns from 160 cells wide): 6 rows each, │ 6 x rows
+//! │    their charts growing up to 8 rows with a time axis into the upper half    │ .. 21 x rows
+//! │  - a grid of small panels (memory and utilisation charts, alarms), as many   │ 4 x rows
+//! │    columns as fit 56 cells, when the table keeps 8 rows (8+ GPUs at 120x40)  │
+//! │  - compact list, one row per GPU (small panes)                               │ 1 x GPUs
+//! │    grid and list name the model once, on a caption row, when all share it   │ + 1
 //! │  - the NVML problem box (cause + hint)                                       │ 5 rows
 //! ├──────────────────────────────────────────────────────────────────────────────┤
 //! │ host line: host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap ...   filter "py"   │ 1 row
@@ -22,7 +26,7 @@
 //! whatever fits, down to nothing at 0x0).
 
 use super::panels::{
-    detail, gpu_compact, gpu_panel, header, help, host_line, kill_confirm, nvml_problem,
+    detail, gpu_compact, gpu_panel, gpu_tile, header, help, host_line, kill_confirm, nvml_problem,
     process_table, reasons_overlay, status_line,
 };
 use super::ui_state::Mode;
@@ -37,26 +41,53 @@ pub const MIN_HEIGHT: u16 = 5;
 
 /// From this width, full GPU panels sit two to a row.
 const TWO_COLUMNS_FROM: u16 = 160;
-/// From this many GPUs the compact list is used whatever the size.
-const COMPACT_FROM_GPUS: usize = 8;
+/// From this many GPUs, full panels give way to the grid of small ones (or the compact list).
+const GRID_FROM_GPUS: usize = 8;
 /// Rows the process table keeps (header and three processes) before GPU panels may grow.
 const TABLE_MIN_FOR_FULL: u16 = 4;
+/// Rows the process table keeps (header and seven processes) beside a grid of small panels:
+/// below that, the one-line list, which leaves the table more.
+const TABLE_MIN_FOR_GRID: u16 = 8;
+/// Rows the process table keeps (header and five processes) when the compact list spends a
+/// row naming the GPUs' one model.
+const TABLE_MIN_FOR_CAPTION: u16 = 6;
+/// Full panels' charts grow up to this many rows (nvitop's graphs are eight rows too).
+const MAX_CHART_ROWS: u16 = 8;
 
 /// How the GPU area is drawn and how tall it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum GpuArea {
     Problem(u16),
     Waiting,
-    Full { columns: u16, rows: u16 },
-    Compact(u16),
+    Full {
+        columns: u16,
+        rows: u16,
+        chart_rows: u16,
+    },
+    /// Small panels, `columns` to a row; `caption`: a row naming the GPUs' one model first.
+    Grid {
+        columns: u16,
+        rows: u16,
+        caption: bool,
+    },
+    Compact {
+        rows: u16,
+        caption: bool,
+    },
 }
 
 impl GpuArea {
     fn height(self) -> u16 {
         match self {
-            GpuArea::Problem(h) | GpuArea::Compact(h) => h,
+            GpuArea::Problem(h) => h,
             GpuArea::Waiting => 1,
-            GpuArea::Full { rows, .. } => rows.saturating_mul(gpu_panel::HEIGHT),
+            GpuArea::Full {
+                rows, chart_rows, ..
+            } => rows.saturating_mul(gpu_panel::height_for(chart_rows)),
+            GpuArea::Grid { rows, caption, .. } => rows
+                .saturating_mul(gpu_tile::HEIGHT)
+                .saturating_add(u16::from(caption)),
+            GpuArea::Compact { rows, caption } => rows.saturating_add(u16::from(caption)),
         }
     }
 }
@@ -105,7 +136,9 @@ pub fn draw(frame: &mut Frame, view: &View) -> Option<Position> {
     cursor
 }
 
-/// Full panels when they fit beside a usable table and the GPUs are few; else one line each.
+/// Full panels when they fit beside a usable table and the GPUs are few, their charts as tall
+/// as half the screen allows; else a grid of small panels when they leave the table room;
+/// else one line each.
 fn plan_gpus(view: &View, width: u16, body: u16) -> GpuArea {
     if view.snapshot.nvml_problem.is_some() {
         // Keep at least two table rows (header and one process) when the screen is short.
@@ -115,18 +148,48 @@ fn plan_gpus(view: &View, width: u16, body: u16) -> GpuArea {
     if count == 0 {
         return GpuArea::Waiting;
     }
+    let count16 = u16::try_from(count).unwrap_or(u16::MAX);
     let columns: u16 = if width >= TWO_COLUMNS_FROM && count >= 2 {
         2
     } else {
         1
     };
-    let count16 = u16::try_from(count).unwrap_or(u16::MAX);
     let rows = count16.div_ceil(columns);
     let full_height = rows.saturating_mul(gpu_panel::HEIGHT);
-    if count < COMPACT_FROM_GPUS && full_height.saturating_add(TABLE_MIN_FOR_FULL) <= body {
-        return GpuArea::Full { columns, rows };
+    if count < GRID_FROM_GPUS && full_height.saturating_add(TABLE_MIN_FOR_FULL) <= body {
+        // Charts grow into the upper half of the screen; the table keeps the lower half.
+        let room = (body / 2).max(full_height);
+        let chart_rows = (1..=MAX_CHART_ROWS)
+            .rev()
+            .find(|&h| rows.saturating_mul(gpu_panel::height_for(h)) <= room)
+            .unwrap_or(1);
+        return GpuArea::Full {
+            columns,
+            rows,
+            chart_rows,
+        };
     }
-    GpuArea::Compact(count16.min(body.saturating_sub(2)).max(1))
+    let caption = gpu_compact::shared_model(view).is_some();
+    let columns = ((width.saturating_add(2)) / (gpu_tile::MIN_WIDTH + 2)).min(count16);
+    if columns >= 1 {
+        let grid = GpuArea::Grid {
+            columns,
+            rows: count16.div_ceil(columns),
+            caption,
+        };
+        if grid.height().saturating_add(TABLE_MIN_FOR_GRID) <= body {
+            return grid;
+        }
+    }
+    let caption = caption
+        && count16
+            .saturating_add(1)
+            .saturating_add(TABLE_MIN_FOR_CAPTION)
+            <= body;
+    let rows = count16
+        .min(body.saturating_sub(2 + u16::from(caption)))
+        .max(1);
+    GpuArea::Compact { rows, caption }
 }
 
 fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
@@ -140,23 +203,70 @@ fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
             let text = Line::styled("waiting for the first GPU sample...", view.theme.dim);
             frame.render_widget(Paragraph::new(text), area);
         }
-        GpuArea::Compact(_) => gpu_compact::render(frame, area, view),
-        GpuArea::Full { columns, rows } => {
-            let row_areas = Layout::vertical(vec![
-                Constraint::Length(gpu_panel::HEIGHT);
-                usize::from(rows)
-            ])
-            .split(area);
-            let mut devices = view.snapshot.devices.iter();
-            for row_area in row_areas.iter() {
-                let cells = Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])
-                    .spacing(2)
-                    .split(*row_area);
-                for cell in cells.iter() {
-                    if let Some(device) = devices.next() {
-                        gpu_panel::render(frame, *cell, view, device);
-                    }
-                }
+        GpuArea::Compact { caption, .. } => {
+            let model = gpu_compact::shared_model(view).filter(|_| caption);
+            gpu_compact::render(frame, area, view, model.as_deref());
+        }
+        GpuArea::Full {
+            columns,
+            rows,
+            chart_rows,
+        } => {
+            let height = gpu_panel::height_for(chart_rows);
+            panels_in(
+                area,
+                (columns, rows, height),
+                view,
+                |frame, cell, device| gpu_panel::render(frame, cell, view, device),
+                frame,
+            );
+        }
+        GpuArea::Grid {
+            columns,
+            rows,
+            caption,
+        } => {
+            let mut area = area;
+            let model = gpu_compact::shared_model(view).filter(|_| caption);
+            if let Some(model) = &model {
+                let [top, rest] =
+                    Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
+                let line =
+                    gpu_compact::models_caption(view.theme, view.snapshot.devices.len(), model);
+                frame.render_widget(Paragraph::new(line), top);
+                area = rest;
+            }
+            let named = model.is_none();
+            panels_in(
+                area,
+                (columns, rows, gpu_tile::HEIGHT),
+                view,
+                |frame, cell, device| gpu_tile::render(frame, cell, view, device, named),
+                frame,
+            );
+        }
+    }
+}
+
+/// Lays the GPUs out in `rows` of `columns` cells `height` rows tall, two blank columns
+/// between cells, and draws each with `draw`.
+fn panels_in(
+    area: Rect,
+    (columns, rows, height): (u16, u16, u16),
+    view: &View,
+    mut draw: impl FnMut(&mut Frame, Rect, &crate::model::DeviceSnapshot),
+    frame: &mut Frame,
+) {
+    let row_areas =
+        Layout::vertical(vec![Constraint::Length(height); usize::from(rows)]).split(area);
+    let mut devices = view.snapshot.devices.iter();
+    for row_area in row_areas.iter() {
+        let cells = Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])
+            .spacing(2)
+            .split(*row_area);
+        for cell in cells.iter() {
+            if let Some(device) = devices.next() {
+                draw(frame, *cell, device);
             }
         }
     }

@@ -370,3 +370,80 @@ pub fn row_pids(m: &Monitor, ui: &UiState) -> Vec<u32> {
         .map(|r| r.key.pid)
         .collect()
 }
+
+/// One H100 over ten minutes whose memory climbs in steps through a training run and falls
+/// back at its end, with a 250 ms-wide spike 90 s ago; utilisation follows the steps.
+pub fn one_gpu() -> Monitor {
+    let mut m = Monitor::new(T0);
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices: vec![info(0, "NVIDIA H100 80GB HBM3", 80 * GIB)],
+    });
+    let mut t = T0;
+    while t <= NOW {
+        let ago = NOW - t;
+        // 20 s steps of 4 GiB from 8 GiB, back to 8 GiB every 3 minutes.
+        let step = (t - T0) / 20_000 % 9;
+        let mut used = (8 + step * 4) * GIB;
+        if ago == 90_000 {
+            used = 76 * GIB;
+        }
+        let util = u32::try_from(20 + step * 10).unwrap_or(100);
+        let mut s = sample(0, t, used, 80 * GIB, util);
+        s.processes = Ok(vec![gpu_process(4242, used - 2 * GIB, Ok(util))]);
+        m.ingest(SourceEvent::Device(Box::new(s)));
+        let host = host_sample(
+            t,
+            vec![host_process(
+                4242,
+                "alice",
+                "python train.py",
+                9 * GIB,
+                100.0,
+            )],
+        );
+        m.ingest(SourceEvent::Host(Box::new(host)));
+        t += INTERVAL_MS;
+    }
+    m
+}
+
+/// An 8-GPU node like [`many_gpus`], where GPU 3 counts ECC errors (2 corrected, 1 not),
+/// GPU 5 throttles for heat and GPU 6's memory spiked 30 s ago.
+pub fn eight_gpus_with_alarms() -> Monitor {
+    let count = 8;
+    let mut m = Monitor::new(T0);
+    let devices = (0..count)
+        .map(|i| info(i, "NVIDIA H100 80GB HBM3", 80 * GIB))
+        .collect();
+    m.ingest(SourceEvent::Started {
+        driver: driver(),
+        devices,
+    });
+    let mut t = NOW - 120_000;
+    while t <= NOW {
+        for i in 0..count {
+            let mut used = (10 + u64::from(i) * 8) * GIB;
+            if i == 6 && NOW - t == 30_000 {
+                used = 79 * GIB;
+            }
+            // Each GPU's utilisation swings on its own period, so the charts differ.
+            let phase = (t / 1_000 + u64::from(i) * 7) % 40;
+            let util = if phase < 20 { 90 } else { 30 + i * 5 };
+            let mut s = sample(i, t, used, 80 * GIB, util);
+            s.throttle_reasons = Ok(if i == 5 { 0x40 } else { 0x01 });
+            if i == 3 {
+                s.ecc_corrected = Ok(2);
+                s.ecc_uncorrected = Ok(1);
+            }
+            s.processes = Ok(vec![gpu_process(1000 + i, used, Ok(util))]);
+            m.ingest(SourceEvent::Device(Box::new(s)));
+        }
+        let hosts = (0..count)
+            .map(|i| host_process(1000 + i, "alice", "python worker.py", GIB, 50.0))
+            .collect();
+        m.ingest(SourceEvent::Host(Box::new(host_sample(t, hosts))));
+        t += INTERVAL_MS;
+    }
+    m
+}

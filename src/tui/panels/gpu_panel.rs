@@ -10,10 +10,25 @@
 //! ```
 //!
 //! Both sparklines share one width and so one time axis; memory is scaled to the GPU's total
-//! (a full plot means a full GPU), utilisation to 100 %.
+//! (a full plot means a full GPU), utilisation to 100 %. Given more rows, both charts grow
+//! to as many rows each (the window's length on the first) and a time axis with round ticks
+//! follows them:
+//!
+//! ```text
+//!   5m                                       ▲
+//!      ▂▂▂▂▂▂▅▅▅▅▅▅▅█████                   █         ▂▂▂▂▂▂▅▅▅▅▅▅
+//!      ██████████████████▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇▇█▇▇▇▇▇▇▇▇▇████████████ 20.0G
+//!      ▲ 76.0 GiB 1m ago (max of 5m) │ all-time 76.0 GiB 1m ago
+//! util         ▂▂▂▂▂▂█████                                 ▂▂▂▂▂▂
+//!      ███████████████████▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅▅██████████   50%
+//!      ╵5m          ╵4m          ╵3m          ╵2m          ╵1m      now
+//! ```
+//!
+//! PCIe throughput joins the last line when `--pcie` asks for it.
 
 use super::fmt::{self, Rank};
-use super::{put, spark};
+use super::spark::Plot;
+use super::{put, spark, time_axis};
 use crate::model::device::throttle_reason_names;
 use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
@@ -24,12 +39,32 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders};
 
-/// Rows a full panel takes: the title border and five lines.
+/// Rows a full panel takes with one-row charts: the title border and five lines.
 pub const HEIGHT: u16 = 6;
+
+/// Rows a full panel takes with charts `chart_rows` tall: each chart grows, and charts of
+/// more than one row get a time axis under them.
+pub fn height_for(chart_rows: u16) -> u16 {
+    let extra = chart_rows.saturating_sub(1);
+    let axis = u16::from(chart_rows > 1);
+    HEIGHT
+        .saturating_add(extra.saturating_mul(2))
+        .saturating_add(axis)
+}
+
+/// The tallest charts a panel `height` rows high has room for ([`height_for`]'s inverse).
+fn chart_rows_in(height: u16) -> u16 {
+    if height >= height_for(2) {
+        height.saturating_sub(HEIGHT - 1) / 2
+    } else {
+        1
+    }
+}
 
 /// Cells after each sparkline for its current value.
 const VALUE_W: u16 = 6;
 
+/// Draws the panel in `area`; its charts take the rows `area` has beyond [`HEIGHT`].
 pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapshot) {
     let theme = view.theme;
     let block = Block::new()
@@ -43,9 +78,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     };
     let inner = block.inner(area);
     frame.render_widget(block, area);
+    let chart_rows = chart_rows_in(area.height);
 
     let sample = device.sample.as_ref();
-    let mut lines = Vec::with_capacity(5);
+    let mut lines = Vec::with_capacity(usize::from(area.height));
     lines.push(memory_line(theme, device, inner.width));
 
     let chart_w = inner.width.saturating_sub(spark::LABEL_W + VALUE_W);
@@ -53,42 +89,49 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     match view.monitor.device_series(&device.info.key()) {
         Some(series) => {
             let total = device.memory_total().map(|t| t as f64);
-            let [mut plot, label] = spark::chart_with_peak(
-                view,
-                &series.memory_used,
-                range,
-                (chart_w, total, theme.sparkline),
-            );
-            plot.spans.push(Span::styled(
-                format!(
-                    " {:>5}",
-                    device
-                        .memory_used()
-                        .map_or(fmt::NA.into(), units::short_bytes)
-                ),
-                theme.value,
-            ));
-            lines.push(plot);
-            lines.push(label);
+            let plot = Plot {
+                width: chart_w,
+                height: chart_rows,
+                scale: total,
+                style: theme.sparkline,
+            };
+            let mut memory = spark::tall_chart_with_peak(view, &series.memory_used, range, plot);
+            let now = device
+                .memory_used()
+                .map_or(fmt::NA.into(), units::short_bytes);
+            // The current value ends the chart's bottom row, just above the peak label.
+            let bottom = memory.len().saturating_sub(2);
+            if let Some(row) = memory.get_mut(bottom) {
+                row.spans
+                    .push(Span::styled(format!(" {now:>5}"), theme.value));
+            }
+            lines.extend(memory);
 
             // Utilisation is routinely pinned at 100 %: its peak says little, so no marker.
-            let util = spark::spark(
-                theme,
-                &series.gpu_util,
-                range,
-                chart_w,
-                Some(100.0),
-                theme.sparkline_alt,
-                false,
-            );
-            let mut line = vec![Span::styled("util ", theme.label)];
-            line.extend(util.line.spans);
-            let now = sample.map(|s| &s.gpu_util);
-            line.push(match now {
-                Some(Ok(u)) => Span::styled(format!(" {:>4}%", u), theme.value),
-                _ => Span::styled(format!(" {:>5}", fmt::NA), theme.dim),
-            });
-            lines.push(Line::from(line));
+            let plot = Plot {
+                scale: Some(100.0),
+                style: theme.sparkline_alt,
+                ..plot
+            };
+            let util = spark::spark(theme, &series.gpu_util, range, plot, false);
+            let last = util.rows.len().saturating_sub(1);
+            for (i, row) in util.rows.into_iter().enumerate() {
+                let head = if i == 0 { "util " } else { "     " };
+                let mut line = vec![Span::styled(head, theme.label)];
+                line.extend(row.spans);
+                if i == last {
+                    line.push(match sample.map(|s| &s.gpu_util) {
+                        Some(Ok(u)) => Span::styled(format!(" {:>4}%", u), theme.value),
+                        _ => Span::styled(format!(" {:>5}", fmt::NA), theme.dim),
+                    });
+                }
+                lines.push(Line::from(line));
+            }
+            if chart_rows > 1 {
+                let mut axis = vec![Span::raw(" ".repeat(usize::from(spark::LABEL_W)))];
+                axis.extend(time_axis::axis(theme, range, chart_w).spans);
+                lines.push(Line::from(axis));
+            }
         }
         None => lines.push(Line::styled("no history yet", theme.dim)),
     }
@@ -229,6 +272,68 @@ fn stats_line(
         ),
         Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "pstate"), na()]),
     });
+    figures.extend(pcie_figure(theme, s, false));
+    figures.extend(alarm_figures(theme, s, true));
+    let shown = fmt::fitting_ranked(figures, usize::from(width));
+    Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
+}
+
+/// `PCIe tx 1000 KiB/s rx 1.95 MiB/s`, or with `short` `PCIe 1000K/2.0M/s` (transmit, then
+/// receive): only when `--pcie` asked for it, so only then sampled.
+pub fn pcie_figure(
+    theme: &Theme,
+    s: &DeviceSample,
+    short: bool,
+) -> Option<(Rank, Vec<Span<'static>>)> {
+    let (tx, rx) = (s.pcie_tx_kbs.as_ref()?, s.pcie_rx_kbs.as_ref()?);
+    let rate = |r: &Reading<u32>| match r {
+        Ok(kbs) => {
+            let bytes = u64::from(*kbs).saturating_mul(1024);
+            let text = if short {
+                units::short_bytes(bytes)
+            } else {
+                format!("{}/s", units::bytes(bytes))
+            };
+            Span::styled(text, theme.value)
+        }
+        Err(_) => Span::styled(fmt::NA, theme.dim),
+    };
+    let rank = if tx.is_err() && rx.is_err() {
+        Rank::Absent
+    } else {
+        Rank::Figure
+    };
+    let spans = if short {
+        vec![
+            Span::raw("  "),
+            fmt::label(theme, "PCIe"),
+            rate(tx),
+            Span::styled("/", theme.label),
+            rate(rx),
+            Span::styled("/s", theme.value),
+        ]
+    } else {
+        vec![
+            Span::raw("  "),
+            fmt::label(theme, "PCIe tx"),
+            rate(tx),
+            Span::styled(" rx ", theme.label),
+            rate(rx),
+        ]
+    };
+    Some((rank, spans))
+}
+
+/// Throttle reasons and ECC errors, each a figure led by two blanks: a costly throttle or
+/// any ECC error is an alarm. `routine` keeps benign reasons (idle, app clocks) and an
+/// unreadable throttle state as figures; without it, only alarms come back.
+pub fn alarm_figures(
+    theme: &Theme,
+    s: &DeviceSample,
+    routine: bool,
+) -> Vec<(Rank, Vec<Span<'static>>)> {
+    let gap = || Span::raw("  ");
+    let mut figures = Vec::with_capacity(2);
     match &s.throttle_reasons {
         Ok(bits) => {
             let names = throttle_reason_names(*bits);
@@ -240,17 +345,27 @@ fn stats_line(
                 } else {
                     (theme.warn, Rank::Alarm)
                 };
-                figures.push((
-                    rank,
-                    vec![
-                        gap(),
-                        fmt::label(theme, "thr"),
-                        Span::styled(names.join(","), style),
-                    ],
-                ));
+                if routine || rank == Rank::Alarm {
+                    figures.push((
+                        rank,
+                        vec![
+                            gap(),
+                            fmt::label(theme, "thr"),
+                            Span::styled(names.join(","), style),
+                        ],
+                    ));
+                }
             }
         }
-        Err(_) => figures.push((Rank::Absent, vec![gap(), fmt::label(theme, "thr"), na()])),
+        Err(_) if routine => figures.push((
+            Rank::Absent,
+            vec![
+                gap(),
+                fmt::label(theme, "thr"),
+                Span::styled(fmt::NA, theme.dim),
+            ],
+        )),
+        Err(_) => {}
     }
     // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().ok().copied();
@@ -277,8 +392,7 @@ fn stats_line(
             ],
         ));
     }
-    let shown = fmt::fitting_ranked(figures, usize::from(width));
-    Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
+    figures
 }
 
 /// A figure made of `readings` is absent only when none of them can be read.

@@ -2,13 +2,16 @@
 //! where it needs one, the item it draws): it reads, draws into its `Rect`, and changes nothing.
 //! `tui::layout` decides where each goes.
 
+pub mod allocator_breakdown;
 pub mod allocator_detail;
+pub mod allocator_pins;
 pub mod clock;
 pub mod command;
 pub mod detail;
 pub mod fmt;
 pub mod gpu_compact;
 pub mod gpu_panel;
+pub mod gpu_tile;
 pub mod header;
 pub mod help;
 pub mod host_line;
@@ -20,6 +23,7 @@ pub mod reasons;
 pub mod reasons_overlay;
 pub mod spark;
 pub mod status_line;
+pub mod time_axis;
 
 use ratatui::layout::Rect;
 use ratatui::style::Style;

@@ -106,28 +106,44 @@ pub fn collect(snapshot: &Snapshot, now_ms: u64, channels_in_one: bool) -> Vec<R
 }
 
 /// Every running writer whose step peaks foresee an OOM: `pid 4242 GPU 0: OOM in about
-/// 120 steps (4 min)`. A leak with the ceiling far off, or silence, says nothing here.
+/// 120 steps (4 min)`. A leak with the ceiling far off, or silence, says nothing here. A
+/// process row's forecast counts what NVML sees outside the allocator, as its detail pane
+/// does; a writer without a row has only its own figures.
 fn forecasts(snapshot: &Snapshot) -> Vec<String> {
     let mut out = Vec::new();
-    for writer in snapshot
-        .allocators
-        .iter()
-        .filter(|a| a.liveness.is_running())
-    {
+    let mut say = |who: String, gpu: Option<u32>, forecast: &Forecast| {
+        if let (Forecast::OomIn { .. }, Some(words)) = (forecast, describe(forecast)) {
+            let gpu = gpu.map_or(String::new(), |g| format!(" GPU {g}"));
+            out.push(format!("{who}{gpu}: {words}"));
+        }
+    };
+    let running = |liveness: &crate::model::WriterLiveness| liveness.is_running();
+    for row in &snapshot.processes {
+        if let Some(a) = row.allocator.as_ref().filter(|a| running(&a.liveness)) {
+            say(
+                format!("pid {}", row.nvml.pid),
+                Some(row.gpu_index),
+                &a.forecast,
+            );
+        }
+    }
+    for writer in snapshot.allocators.iter().filter(|a| running(&a.liveness)) {
+        let has_row = |gpu: &Option<u32>| {
+            snapshot.processes.iter().any(|r| {
+                Some(r.nvml.pid) == writer.host_pid
+                    && Some(r.gpu_index) == *gpu
+                    && r.allocator.is_some()
+            })
+        };
         let who = match (writer.host_pid, writer.identity.rank) {
             (Some(pid), _) => format!("pid {pid}"),
             (None, Some(rank)) => format!("rank {rank}"),
             (None, None) => writer.identity.file.clone(),
         };
         for (forecast, gpu) in writer.forecasts.iter().zip(&writer.gpu_indices) {
-            if !matches!(forecast, Forecast::OomIn { .. }) {
-                continue;
+            if !has_row(gpu) {
+                say(who.clone(), *gpu, forecast);
             }
-            let Some(words) = describe(forecast) else {
-                continue;
-            };
-            let gpu = gpu.map_or(String::new(), |g| format!(" GPU {g}"));
-            out.push(format!("{who}{gpu}: {words}"));
         }
     }
     out

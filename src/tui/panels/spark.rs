@@ -2,7 +2,7 @@
 //! column's maximum so a short spike survives downsampling, with the window's peak marked on the
 //! plot itself and a label line saying how high and how long ago; and horizontal fill bars.
 
-use super::fmt;
+use super::time_axis;
 use crate::history::{Peak, Series, column_of};
 use crate::model::units;
 use crate::tui::theme::Theme;
@@ -15,8 +15,8 @@ use ratatui::text::{Line, Span};
 const MIN_WINDOW_MS: u64 = 60_000;
 
 /// The time span `[from_ms, to_ms)` a chart `width` columns wide covers: one interval per
-/// column, at least a minute, times the zoom (`z`, `Z`), ending just after the moment the
-/// screen shows.
+/// column, at least a minute, times the zoom (`z`, `Z`), rounded up to a length people use
+/// (`2m`, not `88s`), ending just after the moment the screen shows.
 pub fn window(view: &View, width: u16) -> (u64, u64) {
     let usual = u64::from(width)
         .saturating_mul(view.ui.interval_ms)
@@ -26,34 +26,59 @@ pub fn window(view: &View, width: u16) -> (u64, u64) {
     } else {
         (usual >> -view.ui.zoom).max(1_000)
     };
+    let window = super::time_axis::round_span(window);
     let to = view.now_ms.saturating_add(1);
     (to.saturating_sub(window), to)
 }
 
-/// A drawn sparkline and the peak it marks.
+/// How a chart is drawn: `width` x `height` cells, scaled to `0..=scale` (to the window's own
+/// peak when `None`), in `style`.
+#[derive(Clone, Copy)]
+pub struct Plot {
+    pub width: u16,
+    pub height: u16,
+    pub scale: Option<f64>,
+    pub style: Style,
+}
+
+impl Plot {
+    /// A one-row sparkline.
+    pub fn row(width: u16, scale: Option<f64>, style: Style) -> Self {
+        Plot {
+            width,
+            height: 1,
+            scale,
+            style,
+        }
+    }
+}
+
+/// A drawn chart and the peak it marks.
 pub struct Spark {
-    pub line: Line<'static>,
+    /// Its rows, top first.
+    pub rows: Vec<Line<'static>>,
     pub peak: Option<Peak>,
     /// Every reading in the window was the same: there is no peak worth pointing at.
     pub flat: bool,
 }
 
-/// Draws `series` over `[from_ms, to_ms)` in `width` cells, scaled to `0..=scale_max` (or to
-/// the window's own peak when `None`). With `mark_peak`, the window's peak is drawn at its
-/// column unless the window is flat (a marker on a flat line only adds noise).
+/// Draws `series` over `[from_ms, to_ms)` as `plot` says: one row is a sparkline, more rows
+/// stack the same levels into columns of blocks, so a tall chart reads finer. With
+/// `mark_peak`, the window's peak is marked at its column, just above its top (on it when the
+/// column is full), unless the window is flat (a marker on a flat line only adds noise).
 pub fn spark(
     theme: &Theme,
     series: &Series,
     (from_ms, to_ms): (u64, u64),
-    width: u16,
-    scale_max: Option<f64>,
-    style: Style,
+    plot: Plot,
     mark_peak: bool,
 ) -> Spark {
-    let columns = usize::from(width);
+    let columns = usize::from(plot.width);
+    let height = usize::from(plot.height.max(1));
     let peak = series.window_peak(from_ms, to_ms);
     let data = series.query_held(from_ms, to_ms, columns);
-    let scale = scale_max
+    let scale = plot
+        .scale
         .filter(|m| *m > 0.0)
         .or(peak.map(|p| p.value))
         .unwrap_or(0.0);
@@ -67,28 +92,50 @@ pub fn spark(
         .filter(|_| mark_peak && !flat)
         .and_then(|p| column_of(p.at_ms, from_ms, to_ms, columns));
     let glyphs = &theme.glyphs;
-
-    // At most three spans (before, marker, after): one allocation per run, not per cell.
-    let mut spans = Vec::with_capacity(3);
-    let mut run = String::with_capacity(columns * 3);
-    for (col, cell) in data.iter().enumerate() {
-        if Some(col) == marker_col {
-            spans.push(Span::styled(std::mem::take(&mut run), style));
-            spans.push(Span::styled(glyphs.peak, theme.peak_marker));
-            continue;
+    let visible = glyphs.spark.len().saturating_sub(1);
+    let blank = glyphs.spark.first().copied().unwrap_or(" ");
+    // Each column's height in levels over all rows; 0 is no data.
+    let levels: Vec<usize> = data
+        .iter()
+        .map(|cell| cell.map_or(0, |c| stacked_level(c.max, scale, visible * height)))
+        .collect();
+    // The marker sits in the row just above its column's top, or on the top row.
+    let marker_row = marker_col
+        .and_then(|col| levels.get(col))
+        .map(|level| level.div_ceil(visible.max(1)).min(height - 1));
+    let mut rows = Vec::with_capacity(height);
+    for row in (0..height).rev() {
+        // At most three spans (before, marker, after): one allocation per run, not per cell.
+        let mut spans = Vec::with_capacity(3);
+        let mut run = String::with_capacity(columns * 3);
+        for (col, &level) in levels.iter().enumerate() {
+            if Some(col) == marker_col && Some(row) == marker_row {
+                spans.push(Span::styled(std::mem::take(&mut run), plot.style));
+                spans.push(Span::styled(glyphs.peak, theme.peak_marker));
+                continue;
+            }
+            let in_row = level.saturating_sub(row * visible).min(visible);
+            run.push_str(glyphs.spark.get(in_row).copied().unwrap_or(blank));
         }
-        let glyph = match cell {
-            Some(c) => glyphs.spark_level(c.max, scale),
-            None => glyphs.spark.first().copied().unwrap_or(" "),
-        };
-        run.push_str(glyph);
+        spans.push(Span::styled(run, plot.style));
+        rows.push(Line::from(spans));
     }
-    spans.push(Span::styled(run, style));
-    Spark {
-        line: Line::from(spans),
-        peak,
-        flat,
+    Spark { rows, peak, flat }
+}
+
+/// `value` on a `0..=max` scale in `levels` steps, at least 1 so any reading, zero too, shows
+/// and stays distinguishable from no data; rounded up so a non-zero reading is taller than
+/// a zero one.
+fn stacked_level(value: f64, max: f64, levels: usize) -> usize {
+    if levels == 0 {
+        return 0;
     }
+    let fraction = if max > 0.0 && value.is_finite() {
+        (value / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    ((fraction * levels as f64).ceil() as usize).clamp(1, levels)
 }
 
 /// Cells before a chart for its label (`mem  `, `util `), or for the window length
@@ -104,6 +151,20 @@ pub fn chart_with_peak(
     range: (u64, u64),
     (width, scale, style): (u16, Option<f64>, Style),
 ) -> [Line<'static>; 2] {
+    let mut lines = tall_chart_with_peak(view, series, range, Plot::row(width, scale, style));
+    let label = lines.pop().unwrap_or_default();
+    let plot = lines.pop().unwrap_or_default();
+    [plot, label]
+}
+
+/// [`chart_with_peak`] `plot.height` rows tall: the plot's rows, top first, the first
+/// labelled with the window's length, then the peak label.
+pub fn tall_chart_with_peak(
+    view: &View,
+    series: &Series,
+    range: (u64, u64),
+    plot: Plot,
+) -> Vec<Line<'static>> {
     let theme = view.theme;
     let window_ms = range.1.saturating_sub(range.0);
     // What the label speaks for: the window, or the part of it the history reaches into.
@@ -111,7 +172,7 @@ pub fn chart_with_peak(
         .first_at()
         .map_or(range.0, |first| first.max(range.0));
     let seen_ms = range.1.saturating_sub(seen_from).max(1);
-    let drawn = spark(theme, series, range, width, scale, style, true);
+    let drawn = spark(theme, series, range, plot, true);
     let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
     label.extend(
         peak_label(theme, &drawn, series.peak(), seen_ms, view.now_ms, |v| {
@@ -119,12 +180,19 @@ pub fn chart_with_peak(
         })
         .spans,
     );
-    let mut plot = vec![Span::styled(
-        format!("{:>4} ", fmt::span_label(window_ms)),
-        theme.dim,
-    )];
-    plot.extend(drawn.line.spans);
-    [Line::from(plot), Line::from(label)]
+    let mut lines = Vec::with_capacity(drawn.rows.len() + 1);
+    for (i, row) in drawn.rows.iter().enumerate() {
+        let head = if i == 0 {
+            format!("{:>4} ", time_axis::age_label(window_ms))
+        } else {
+            " ".repeat(usize::from(LABEL_W))
+        };
+        let mut spans = vec![Span::styled(head, theme.dim)];
+        spans.extend(row.spans.iter().cloned());
+        lines.push(Line::from(spans));
+    }
+    lines.push(Line::from(label));
+    lines
 }
 
 /// A bar `width` cells wide (brackets included) filled to `fraction`; nothing if too narrow.
@@ -168,7 +236,7 @@ pub fn peak_label(
             spans.push(Span::styled("flat at ", theme.label));
             spans.push(Span::styled(format(p.value), theme.value));
             spans.push(Span::styled(
-                format!(" over the last {}", fmt::span_label(window_ms)),
+                format!(" over the last {}", time_axis::age_label(window_ms)),
                 theme.label,
             ));
         }
@@ -176,12 +244,16 @@ pub fn peak_label(
             spans.push(Span::styled(theme.glyphs.peak, theme.peak_marker));
             spans.push(Span::styled(format!(" {}", format(p.value)), theme.value));
             spans.push(Span::styled(
-                format!(" {} (max of {})", age(p.at_ms), fmt::span_label(window_ms)),
+                format!(
+                    " {} (max of {})",
+                    age(p.at_ms),
+                    time_axis::age_label(window_ms)
+                ),
                 theme.label,
             ));
         }
         None => spans.push(Span::styled(
-            format!("no data in the last {}", fmt::span_label(window_ms)),
+            format!("no data in the last {}", time_axis::age_label(window_ms)),
             theme.dim,
         )),
     }
@@ -213,8 +285,30 @@ mod tests {
         let theme = Theme::new(true, false);
         let mut series = Series::default();
         series.push(10, 5.0);
-        let s = spark(&theme, &series, (0, 100), 0, None, theme.sparkline, true);
-        assert_eq!(s.line.width(), 0);
+        let plot = Plot::row(0, None, theme.sparkline);
+        let s = spark(&theme, &series, (0, 100), plot, true);
+        assert_eq!(s.rows.iter().map(Line::width).sum::<usize>(), 0);
         assert!(s.peak.is_some());
+    }
+
+    #[test]
+    fn tall_charts_stack_levels_and_mark_the_peak_above_its_column() {
+        let theme = Theme::new(false, false);
+        let mut series = Series::default();
+        // Four one-second columns: half, a break, a quarter, the peak at three quarters.
+        series.push(0, 50.0);
+        series.push_gap(1_000);
+        series.push(2_000, 25.0);
+        series.push(3_000, 75.0);
+        let plot = Plot {
+            width: 4,
+            height: 4,
+            scale: Some(100.0),
+            style: theme.sparkline,
+        };
+        let drawn = spark(&theme, &series, (0, 4_000), plot, true);
+        let rows: Vec<String> = drawn.rows.iter().map(|r| r.to_string()).collect();
+        // Top first: 75 % of four rows is three full rows, the marker in the fourth.
+        assert_eq!(rows, ["   ▲", "   █", "█  █", "█ ██"]);
     }
 }
