@@ -283,7 +283,6 @@ fn hunt_replay() -> (tempfile::TempDir, Replay) {
 /// At the OOM's frame the process's row, which NVML still lists, shows its allocator
 /// section with the OOM (the detail pane's).
 #[test]
-#[ignore = "a row NVML still lists after its writer ended joins that channel only by the host start time, which a recording never holds (record::wire skips it so that replay can never verify a pid for a signal): the join needs a rule for recorded rows"]
 fn the_hunts_oom_is_in_the_rows_allocator_section() {
     let (_dir, mut replay) = hunt_replay();
     let mut monitor = replay.fresh_monitor();
