@@ -2,6 +2,7 @@
 //! that draw a `View`.
 
 mod cell_diff;
+pub mod contrast;
 mod event_loop;
 mod feed;
 pub mod filter;

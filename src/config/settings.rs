@@ -1,0 +1,150 @@
+//! Which options are settings, and how a configuration file's values become them. A setting is
+//! a global option of the command line known by its long name: the file's key is that name
+//! (`read-only`), its variable `VRAMSCOPE_` and the name upper-cased with `_` (`VRAMSCOPE_READ_ONLY`).
+//! Values from the file are checked by the option's own parser and then become the option's
+//! default, so clap itself applies the order: command line, then environment, then file, then
+//! the built-in default.
+
+use super::file::{ConfigFile, Entry, FileValue};
+use clap::{Arg, ArgAction, Command};
+
+/// The options a configuration file may set, by their long name; an option becomes a setting
+/// (a file key and a `VRAMSCOPE_*` variable) with one line here.
+pub const SETTINGS: &[&str] = &[
+    "interval",
+    "pcie",
+    "nvml-lib",
+    "read-only",
+    "ascii",
+    "theme",
+    "sort",
+    "sort-order",
+];
+
+/// The environment variable of the option `long`: `VRAMSCOPE_READ_ONLY` for `read-only`.
+pub fn env_name(long: &str) -> String {
+    format!("VRAMSCOPE_{}", long.to_uppercase().replace('-', "_"))
+}
+
+/// Whether clap's argument `id` is a setting.
+pub fn is_setting_id(command: &Command, id: &str) -> bool {
+    command
+        .get_arguments()
+        .any(|a| a.get_id() == id && a.get_long().is_some_and(|l| SETTINGS.contains(&l)))
+}
+
+/// The command line's definition with every setting readable from its variable.
+pub fn with_environment(command: Command) -> Command {
+    SETTINGS.iter().fold(command, |command, long| {
+        let Some(id) = id_of(&command, long) else {
+            return command;
+        };
+        command.mut_arg(id, |arg| {
+            if arg.get_env().is_some() {
+                arg
+            } else {
+                arg.env(env_name(long))
+            }
+        })
+    })
+}
+
+fn id_of(command: &Command, long: &str) -> Option<String> {
+    command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .map(|a| a.get_id().to_string())
+}
+
+/// `command` with the file's values as the settings' defaults, each checked first: the first
+/// unknown key, value of the wrong type or bad value is the error, one line naming the file,
+/// the line and the key.
+pub fn apply(command: Command, file: &ConfigFile) -> Result<Command, String> {
+    let mut command = command;
+    for entry in &file.entries {
+        let values = check(&command, entry).map_err(|problem| file.problem(entry, &problem))?;
+        let Some(id) = id_of(&command, &entry.key) else {
+            continue;
+        };
+        command = command.mut_arg(id, |arg| arg.default_values(values));
+    }
+    Ok(command)
+}
+
+/// The values `entry` gives its option, as the command line would spell them.
+fn check(command: &Command, entry: &Entry) -> Result<Vec<String>, String> {
+    let arg = command
+        .get_arguments()
+        .find(|a| a.get_long() == Some(entry.key.as_str()))
+        .filter(|_| SETTINGS.contains(&entry.key.as_str()))
+        .ok_or_else(|| format!("unknown key (the keys: {})", SETTINGS.join(", ")))?;
+    let flag = matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse);
+    let list = matches!(arg.get_action(), ArgAction::Append);
+    let values = match (&entry.value, flag, list) {
+        (FileValue::Bool(b), true, _) => vec![b.to_string()],
+        (other, true, _) => {
+            return Err(format!(
+                "wrong type: true or false expected, not {}",
+                other.kind()
+            ));
+        }
+        (FileValue::Text(text), false, _) => split(arg, text),
+        (FileValue::List(items), false, true) => items.iter().flat_map(|i| split(arg, i)).collect(),
+        (other, false, _) => {
+            return Err(format!(
+                "wrong type: {} expected, not {}",
+                if list {
+                    "text or a list"
+                } else {
+                    "text or a number"
+                },
+                other.kind()
+            ));
+        }
+    };
+    // A flag's boolean needs no parsing; a flag takes no value on the command line.
+    if !flag {
+        for value in &values {
+            parse(arg, value)?;
+        }
+    }
+    Ok(values)
+}
+
+/// A value as the command line would split it (`--columns pid,vram`).
+fn split(arg: &Arg, text: &str) -> Vec<String> {
+    match arg.get_value_delimiter() {
+        Some(delimiter) => text.split(delimiter).map(str::to_string).collect(),
+        None => vec![text.to_string()],
+    }
+}
+
+/// Runs the option's own parser on `value`, as a command line holding only this option would
+/// (not its variable, which is another layer); the reason it refuses it, in one line.
+fn parse(arg: &Arg, value: &str) -> Result<(), String> {
+    use clap::error::{ContextKind, ContextValue};
+    let long = arg.get_long().unwrap_or_default();
+    let alone = Command::new("vramscope")
+        .no_binary_name(true)
+        .arg(arg.clone().env(None).global(false));
+    let error = match alone.try_get_matches_from([format!("--{long}={value}")]) {
+        Ok(_) => return Ok(()),
+        Err(error) => error,
+    };
+    let shown = crate::text::clean(value);
+    if let Some(reason) = std::error::Error::source(&error) {
+        return Err(format!("bad value: {}", one_line(&reason.to_string())));
+    }
+    if let Some(ContextValue::Strings(valid)) = error.get(ContextKind::ValidValue) {
+        return Err(format!(
+            "bad value `{shown}` (one of: {})",
+            valid.join(", ")
+        ));
+    }
+    Err(format!("bad value `{shown}`"))
+}
+
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or_default();
+    crate::text::clean(first).into_owned()
+}
