@@ -73,7 +73,7 @@ fn the_command_line_beats_the_environment_which_beats_the_file_which_beats_the_d
     assert_eq!(setting(&file_only, "ascii"), "ascii = false  # default");
 
     let env = run(
-        &[("VRAMSCOPE_INTERVAL", "3s"), ("VRAMSCOPE_ASCII", "true")],
+        &[("VRAMSCOPE_INTERVAL", "3s"), ("VRAMSCOPE_ASCII", "yes")],
         &[],
     );
     assert_eq!(

@@ -40,10 +40,16 @@ pub fn with_environment(command: Command) -> Command {
             return command;
         };
         command.mut_arg(id, |arg| {
-            if arg.get_env().is_some() {
+            let arg = if arg.get_env().is_some() {
                 arg
             } else {
                 arg.env(env_name(long))
+            };
+            // A flag's variable reads as people write them: 1, yes, on as well as true.
+            if matches!(arg.get_action(), ArgAction::SetTrue) {
+                arg.value_parser(clap::builder::BoolishValueParser::new())
+            } else {
+                arg
             }
         })
     })
@@ -60,9 +66,19 @@ fn id_of(command: &Command, long: &str) -> Option<String> {
 /// unknown key, value of the wrong type or bad value is the error, one line naming the file,
 /// the line and the key.
 pub fn apply(command: Command, file: &ConfigFile) -> Result<Command, String> {
+    apply_settings(command, file, SETTINGS)
+}
+
+/// `apply` with `settings` as the options a file may set.
+fn apply_settings(
+    command: Command,
+    file: &ConfigFile,
+    settings: &[&str],
+) -> Result<Command, String> {
     let mut command = command;
     for entry in &file.entries {
-        let values = check(&command, entry).map_err(|problem| file.problem(entry, &problem))?;
+        let values =
+            check(&command, entry, settings).map_err(|problem| file.problem(entry, &problem))?;
         let Some(id) = id_of(&command, &entry.key) else {
             continue;
         };
@@ -72,12 +88,12 @@ pub fn apply(command: Command, file: &ConfigFile) -> Result<Command, String> {
 }
 
 /// The values `entry` gives its option, as the command line would spell them.
-fn check(command: &Command, entry: &Entry) -> Result<Vec<String>, String> {
+fn check(command: &Command, entry: &Entry, settings: &[&str]) -> Result<Vec<String>, String> {
     let arg = command
         .get_arguments()
         .find(|a| a.get_long() == Some(entry.key.as_str()))
-        .filter(|_| SETTINGS.contains(&entry.key.as_str()))
-        .ok_or_else(|| format!("unknown key (the keys: {})", SETTINGS.join(", ")))?;
+        .filter(|_| settings.contains(&entry.key.as_str()))
+        .ok_or_else(|| format!("unknown key (the keys: {})", settings.join(", ")))?;
     let flag = matches!(arg.get_action(), ArgAction::SetTrue | ArgAction::SetFalse);
     let list = matches!(arg.get_action(), ArgAction::Append);
     let values = match (&entry.value, flag, list) {
@@ -147,4 +163,80 @@ fn parse(arg: &Arg, value: &str) -> Result<(), String> {
 fn one_line(text: &str) -> String {
     let first = text.lines().next().unwrap_or_default();
     crate::text::clean(first).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::builder::PossibleValuesParser;
+    use std::path::Path;
+
+    /// A list option such as the table's `--columns pid,vram`: one line in the settings makes
+    /// it a key taking a list or a comma-separated text.
+    fn with_columns() -> Command {
+        Command::new("t").no_binary_name(true).arg(
+            Arg::new("columns")
+                .long("columns")
+                .action(ArgAction::Append)
+                .value_delimiter(',')
+                .value_parser(PossibleValuesParser::new(["pid", "user", "vram"])),
+        )
+    }
+
+    fn columns(text: &str) -> Result<Vec<String>, String> {
+        let file = super::super::file::parse(Path::new("c.toml"), text)?;
+        let command = apply_settings(with_columns(), &file, &["columns"])?;
+        let matches = command.try_get_matches_from(Vec::<String>::new()).unwrap();
+        Ok(matches
+            .get_many::<String>("columns")
+            .unwrap()
+            .cloned()
+            .collect())
+    }
+
+    #[test]
+    fn a_list_option_takes_a_list_or_the_command_lines_spelling() {
+        assert_eq!(
+            columns("columns = [\"pid\", \"vram\"]\n").unwrap(),
+            ["pid", "vram"]
+        );
+        assert_eq!(
+            columns("columns = \"user,pid\"\n").unwrap(),
+            ["user", "pid"]
+        );
+        assert_eq!(
+            columns("columns = [\"pid\", \"colour\"]\n").unwrap_err(),
+            "c.toml line 1: columns: bad value `colour` (one of: pid, user, vram)"
+        );
+        assert_eq!(
+            columns("columns = true\n").unwrap_err(),
+            "c.toml line 1: columns: wrong type: text or a list expected, not a boolean"
+        );
+        // The command line still replaces the file's list.
+        let file = super::super::file::parse(Path::new("c.toml"), "columns = [\"pid\"]\n").unwrap();
+        let matches = apply_settings(with_columns(), &file, &["columns"])
+            .unwrap()
+            .try_get_matches_from(["--columns", "vram,user"])
+            .unwrap();
+        let given: Vec<&String> = matches.get_many::<String>("columns").unwrap().collect();
+        assert_eq!(given, ["vram", "user"]);
+    }
+
+    #[test]
+    fn every_setting_is_a_global_option_with_its_variable() {
+        let command = crate::config::command();
+        for long in SETTINGS {
+            let arg = command
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .unwrap_or_else(|| panic!("no option --{long}"));
+            assert!(arg.is_global_set(), "--{long}");
+            assert_eq!(
+                arg.get_env(),
+                Some(std::ffi::OsStr::new(&env_name(long))),
+                "--{long}"
+            );
+        }
+        assert_eq!(env_name("sort-order"), "VRAMSCOPE_SORT_ORDER");
+    }
 }

@@ -69,7 +69,13 @@ pub fn settings_text(resolved: &Resolved) -> String {
                 out.push_str(&format!("# {long}: not set ({source})\n"));
                 continue;
             }
-            ([one], true) => one.clone(),
+            // As read, not as written (`VRAMSCOPE_ASCII=yes`): the file takes true or false.
+            (_, true) => resolved
+                .matches
+                .get_one::<bool>(id)
+                .copied()
+                .unwrap_or_default()
+                .to_string(),
             ([one], false) => quoted(one),
             (many, _) => format!(
                 "[{}]",
