@@ -207,6 +207,12 @@ mod tests {
                 "--nvml-lib",
                 "`vramscope man`",
             ),
+            (&["config", "--once"][..], "--once", "`vramscope config`"),
+            (
+                &["serve", "--theme", "light"][..],
+                "--theme",
+                "`vramscope serve`",
+            ),
         ] {
             assert_eq!(
                 check(args),
@@ -236,6 +242,28 @@ mod tests {
             &["report", "f", "--json"][..],
             &["replay", "f", "--ascii", "--read-only"][..],
             &["demo", "--ascii"][..],
+            &[
+                "replay",
+                "f",
+                "--theme",
+                "light",
+                "--sort",
+                "pid",
+                "--sort-order",
+                "asc",
+            ][..],
+            // `config` shows every setting, and the file is read whatever the mode.
+            &[
+                "config",
+                "--interval",
+                "2s",
+                "--theme",
+                "light",
+                "--nvml-lib",
+                "/x",
+                "--ascii",
+            ][..],
+            &["report", "f", "--config", "none"][..],
             &["run", "--json", "--", "python", "x.py"][..],
             &["run", "--ascii", "--interval", "2s", "--", "python", "x.py"][..],
             &["export", "f"][..],
