@@ -355,17 +355,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn periods_parse_in_every_spelling() {
-        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_interval("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_interval("50ms").unwrap_err().contains("100 ms"));
-        assert!(parse_interval("fast").is_err());
-        assert!(parse_interval("NaN").is_err());
-    }
-
-    #[test]
     fn sort_columns_are_named_by_their_heading_in_any_case() {
         assert_eq!(parse_sort("vram"), Ok(SortColumn::Vram));
         assert_eq!(parse_sort("SM%"), Ok(SortColumn::Sm));
@@ -379,5 +368,16 @@ mod tests {
         for column in SortColumn::ALL {
             assert_eq!(parse_sort(&sort_name(column)), Ok(column));
         }
+    }
+
+    #[test]
+    fn periods_parse_in_every_spelling() {
+        assert_eq!(parse_interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_interval("0.5"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_interval("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_interval("50ms").unwrap_err().contains("100 ms"));
+        assert!(parse_interval("fast").is_err());
+        assert!(parse_interval("NaN").is_err());
     }
 }
