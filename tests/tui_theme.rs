@@ -8,7 +8,7 @@ mod tui_fixtures;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 use tui_fixtures::*;
-use vramscope::tui::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
+use vramscope::tui::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
 use vramscope::tui::theme::{Theme, ThemeName};
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode};
 

@@ -2,7 +2,6 @@
 //! that draw a `View`.
 
 mod cell_diff;
-pub mod contrast;
 mod event_loop;
 mod feed;
 pub mod filter;

@@ -4,6 +4,8 @@
 //! whatever the palette, when only modifiers such as bold and reverse are used) and ASCII (for
 //! terminals and fonts without block characters: every glyph then has a plain 7-bit stand-in).
 
+pub mod contrast;
+
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::border;
 
@@ -335,7 +337,7 @@ mod tests {
     /// background it is drawn on (its own, else white), graphics 3:1.
     #[test]
     fn light_palette_is_readable_on_white_in_every_role() {
-        use crate::tui::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
+        use crate::tui::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
         let t = Theme::named(ThemeName::Light, true, false);
         let white = [255, 255, 255];
         let text = TEXT_MINIMUM;
