@@ -222,6 +222,24 @@ mod tests {
         assert_eq!(given, ["vram", "user"]);
     }
 
+    /// Global options that are no setting, by their long name: they say what one run does
+    /// (print once, record to a file), or name the configuration file itself.
+    const NOT_SETTINGS: [&str; 6] = ["once", "json", "csv", "loop", "record", "config"];
+
+    /// A new global option has to be placed: a setting (one line in SETTINGS, and its key in
+    /// assets/config.toml) or one of the few that are not.
+    #[test]
+    fn every_global_option_is_a_setting_or_said_not_to_be() {
+        let command = crate::config::command();
+        for arg in command.get_arguments().filter(|a| a.is_global_set()) {
+            let long = arg.get_long().unwrap_or_default();
+            assert!(
+                SETTINGS.contains(&long) != NOT_SETTINGS.contains(&long),
+                "--{long}: add it to SETTINGS (and assets/config.toml) or to NOT_SETTINGS"
+            );
+        }
+    }
+
     #[test]
     fn every_setting_is_a_global_option_with_its_variable() {
         let command = crate::config::command();
