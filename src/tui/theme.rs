@@ -116,12 +116,12 @@ impl Glyphs {
 /// The palettes `--theme` and the configuration file's `theme` key choose from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ThemeName {
-    /// For a dark terminal background: the terminal's own sixteen colours.
+    /// For a dark terminal background (the terminal's own colours).
     #[default]
     Dark,
-    /// For a white or light background: colours of the 256-colour palette, whose values are
-    /// fixed (unlike the sixteen, which each terminal redefines), so their contrast against
-    /// white is known; every role is checked for it.
+    /// For a white or light terminal background.
+    // Colours of the 256-colour palette, whose values are fixed (unlike the first sixteen,
+    // which each terminal redefines), so their contrast against white is known and checked.
     Light,
 }
 
