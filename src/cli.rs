@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::sources::runner::SamplingConfig;
+use crate::tui::theme::ThemeName;
+use crate::tui::ui_state::SortColumn;
 
 /// A live monitor of NVIDIA GPU memory, utilisation and processes.
 #[derive(Debug, Parser)]
@@ -69,6 +71,61 @@ pub struct Cli {
     /// `vramscope record` to record without a screen.
     #[arg(long, value_name = "FILE", global = true, conflicts_with_all = ["once", "json", "csv", "loop"])]
     pub record: Option<PathBuf>,
+
+    /// Read settings from FILE instead of $XDG_CONFIG_HOME/vramscope/config.toml (else
+    /// ~/.config/vramscope/config.toml); `none`: from no file. `vramscope config` shows them.
+    #[arg(long, value_name = "FILE", env = "VRAMSCOPE_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+
+    /// Colours for a dark or a light terminal background (NO_COLOR still means none).
+    #[arg(long, value_name = "NAME", value_enum, default_value_t, global = true)]
+    pub theme: ThemeName,
+
+    /// The process table's column to sort by at the start (`s` moves on), by its heading:
+    /// vram, pid, user, cpu, command, ...
+    #[arg(long, value_name = "COLUMN", default_value = "vram", value_parser = parse_sort, global = true)]
+    pub sort: SortColumn,
+
+    /// Sort order [default: the column's own: figures largest first, names from A].
+    #[arg(long, value_name = "ORDER", value_enum, global = true)]
+    pub sort_order: Option<SortOrder>,
+}
+
+/// Which way the process table is sorted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortOrder {
+    #[value(alias = "asc")]
+    Ascending,
+    #[value(alias = "desc")]
+    Descending,
+}
+
+/// A process table column by its heading, ignoring case and punctuation (`sm`, `SM%`,
+/// `a.peak`), so a column added to the table can be sorted by with no list to update here.
+pub fn parse_sort(text: &str) -> Result<SortColumn, String> {
+    let plain = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let wanted = plain(text);
+    SortColumn::ALL
+        .into_iter()
+        .find(|c| plain(c.label()) == wanted)
+        .ok_or_else(|| {
+            let names: Vec<String> = SortColumn::ALL.iter().map(|c| sort_name(*c)).collect();
+            format!(
+                "no column `{}` (columns: {})",
+                crate::text::clean(text),
+                names.join(", ")
+            )
+        })
+}
+
+/// The name `--sort` and the configuration file write a column by: its heading in lower case.
+pub fn sort_name(column: SortColumn) -> String {
+    column.label().to_lowercase()
 }
 
 /// What to do instead of monitoring every GPU.
@@ -161,6 +218,14 @@ pub enum Command {
     },
     /// Print the man page (roff): `vramscope man > ~/.local/share/man/man1/vramscope.1`.
     Man,
+    /// Print the settings this command line runs with, as a configuration file, each with
+    /// where it comes from: an option, the environment, the configuration file or the default.
+    Config {
+        /// Print the documented default configuration file instead:
+        /// `vramscope config --default > ~/.config/vramscope/config.toml`.
+        #[arg(long)]
+        default: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -321,6 +386,25 @@ fn parse_period(text: &str, min_seconds: f64) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sort_columns_are_named_by_their_heading_in_any_case() {
+        assert_eq!(parse_sort("vram"), Ok(SortColumn::Vram));
+        assert_eq!(parse_sort("SM%"), Ok(SortColumn::Sm));
+        assert_eq!(parse_sort("sm"), Ok(SortColumn::Sm));
+        assert_eq!(parse_sort("a.peak"), Ok(SortColumn::AllocPeak));
+        assert_eq!(parse_sort("Command"), Ok(SortColumn::Command));
+        let wrong = parse_sort("colour\u{202e}").unwrap_err();
+        assert!(wrong.starts_with("no column `colour"), "{wrong}");
+        assert!(
+            wrong.contains("pid, user, gpu, rank, type, vram"),
+            "{wrong}"
+        );
+        assert!(!wrong.contains('\u{202e}'), "foreign text cleaned: {wrong}");
+        for column in SortColumn::ALL {
+            assert_eq!(parse_sort(&sort_name(column)), Ok(column));
+        }
+    }
 
     #[test]
     fn periods_parse_in_every_spelling() {

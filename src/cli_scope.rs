@@ -16,6 +16,8 @@ const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
+/// `vramscope config` shows every setting: it reads them all (`config::settings`).
+const CONFIG: Mode = Some("config");
 /// `run --no-monitor` only runs the job: it reads none of the monitor's options.
 const RUN_JOB_ONLY: Mode = Some("run --no-monitor");
 
@@ -25,7 +27,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 12] = [
+const READ_BY: [(&str, &str, &[Mode]); 15] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
@@ -42,6 +44,9 @@ const READ_BY: [(&str, &str, &[Mode]); 12] = [
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO]),
+    ("theme", "--theme", &[MONITOR, RUN, REPLAY, DEMO]),
+    ("sort", "--sort", &[MONITOR, RUN, REPLAY, DEMO]),
+    ("sort_order", "--sort-order", &[MONITOR, RUN, REPLAY, DEMO]),
 ];
 
 /// One line naming the first option given on the command line that the chosen mode would
@@ -61,8 +66,11 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
             None => format!("{flag} does not apply to {what}"),
         })
     };
+    let shown_by_config = |id| {
+        mode == CONFIG && crate::config::settings::is_setting_id(&crate::config::command(), id)
+    };
     for (id, flag, read_by) in READ_BY {
-        if given(matches, id) && !read_by.contains(&mode) {
+        if given(matches, id) && !read_by.contains(&mode) && !shown_by_config(id) {
             return refused(flag);
         }
     }
@@ -126,6 +134,10 @@ mod tests {
     use crate::cli::Cli;
     use clap::{CommandFactory, FromArgMatches};
 
+    /// Global options every mode reads, so none is refused: the configuration file holds
+    /// settings for all of them.
+    const READ_BY_EVERY_MODE: [&str; 1] = ["config"];
+
     fn check(args: &[&str]) -> Result<(), String> {
         let matches = Cli::command()
             .try_get_matches_from(std::iter::once("vramscope").chain(args.iter().copied()))
@@ -147,7 +159,7 @@ mod tests {
         }
         // And every global option is in the table.
         let globals = cmd.get_arguments().filter(|a| a.is_global_set()).count();
-        assert_eq!(globals, READ_BY.len());
+        assert_eq!(globals, READ_BY.len() + READ_BY_EVERY_MODE.len());
     }
 
     #[test]
@@ -228,6 +240,12 @@ mod tests {
                 "--nvml-lib",
                 "`vramscope man`",
             ),
+            (&["config", "--once"][..], "--once", "`vramscope config`"),
+            (
+                &["serve", "--theme", "light"][..],
+                "--theme",
+                "`vramscope serve`",
+            ),
         ] {
             assert_eq!(
                 check(args),
@@ -257,6 +275,28 @@ mod tests {
             &["report", "f", "--json"][..],
             &["replay", "f", "--ascii", "--read-only"][..],
             &["demo", "--ascii"][..],
+            &[
+                "replay",
+                "f",
+                "--theme",
+                "light",
+                "--sort",
+                "pid",
+                "--sort-order",
+                "asc",
+            ][..],
+            // `config` shows every setting, and the file is read whatever the mode.
+            &[
+                "config",
+                "--interval",
+                "2s",
+                "--theme",
+                "light",
+                "--nvml-lib",
+                "/x",
+                "--ascii",
+            ][..],
+            &["report", "f", "--config", "none"][..],
             &["run", "--json", "--", "python", "x.py"][..],
             &["run", "--ascii", "--interval", "2s", "--", "python", "x.py"][..],
             &["export", "f"][..],

@@ -14,6 +14,8 @@ pub mod cli;
 #[cfg(feature = "monitor")]
 pub mod cli_scope;
 #[cfg(feature = "monitor")]
+pub mod config;
+#[cfg(feature = "monitor")]
 pub mod demo;
 #[cfg(feature = "monitor")]
 pub mod export;
@@ -127,6 +129,8 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
         Some(cli::Command::Man) => return shell_docs::man(),
+        // main answers it: it needs the layers, not only the options they made.
+        Some(cli::Command::Config { .. }) => {}
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
                 Ok(json) => match output::stdout::print(&format!("{json}\n")) {

@@ -1,4 +1,3 @@
-use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -8,25 +7,19 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let started = Instant::now();
-    let mut command = vramscope::cli::Cli::command();
-    let matches = match command.try_get_matches_from_mut(std::env::args_os()) {
-        Ok(matches) => matches,
-        // `--help` and `--version` to a pipe or file end as every printing command does
-        // (output::stdout); clap would report success having written nothing.
-        Err(e) if !e.use_stderr() => {
-            return match vramscope::output::stdout::print(&e.render().to_string()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(status) => status,
-            };
-        }
-        Err(e) => e.exit(),
+    let args: Vec<_> = std::env::args_os().collect();
+    // The command line over the environment over the configuration file (src/config).
+    let resolved = match vramscope::config::parse(&args) {
+        Ok(resolved) => resolved,
+        Err(status) => return status,
     };
-    let cli = vramscope::cli::Cli::from_arg_matches(&matches)
-        .unwrap_or_else(|e| e.format(&mut command).exit());
     // An option the chosen mode would ignore is refused, as clap refuses an unknown one.
-    if let Err(message) = vramscope::cli_scope::refuse_ignored(&matches) {
+    if let Err(message) = vramscope::cli_scope::refuse_ignored(&resolved.matches) {
         eprintln!("vramscope: {message}");
         return ExitCode::from(2);
     }
-    vramscope::run(&cli, started)
+    if let Some(vramscope::cli::Command::Config { default }) = resolved.cli.command {
+        return vramscope::config::show::run(&resolved, default);
+    }
+    vramscope::run(&resolved.cli, started)
 }

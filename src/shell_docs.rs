@@ -2,14 +2,12 @@
 //! from the same clap definition that parses the command line, so neither can fall behind a
 //! new option or subcommand.
 
-use crate::cli::Cli;
-use clap::CommandFactory;
 use clap_complete::Shell;
 use std::process::ExitCode;
 
 /// The completion script for `shell`, on standard output.
 pub fn completions(shell: Shell) -> ExitCode {
-    let mut command = Cli::command();
+    let mut command = crate::config::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "vramscope", &mut script);
     print(&script)
@@ -28,7 +26,7 @@ pub fn man() -> ExitCode {
 }
 
 fn man_page() -> std::io::Result<Vec<u8>> {
-    let command = Cli::command();
+    let command = crate::config::command();
     let mut page = Vec::new();
     clap_mangen::Man::new(command.clone()).render(&mut page)?;
     for sub in command.get_subcommands() {

@@ -283,7 +283,6 @@ fn hunt_replay() -> (tempfile::TempDir, Replay) {
 /// At the OOM's frame the process's row, which NVML still lists, shows its allocator
 /// section with the OOM (the detail pane's).
 #[test]
-#[ignore = "the row NVML still lists when the writer has ended joins its channel only by the host start time, which recordings never hold (record::wire skips it): needs h13live's join and a rule for replay"]
 fn the_hunts_oom_is_in_the_rows_allocator_section() {
     let (_dir, mut replay) = hunt_replay();
     let mut monitor = replay.fresh_monitor();
@@ -305,7 +304,6 @@ fn the_hunts_oom_is_in_the_rows_allocator_section() {
 /// The demo's own OOM: `o` shows it in the status line with its figures, and the detail
 /// pane's allocator section of its process holds it.
 #[test]
-#[ignore = "passes once h13live (a listed row joins its own ended channel) is merged"]
 fn the_demos_oom_is_in_its_detail_pane() {
     let mut replay = vramscope::demo::replay().unwrap();
     let mut monitor = replay.fresh_monitor();

@@ -252,6 +252,7 @@ fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
     );
     // Reserved in the sample that carries the spike (12.5 GiB) minus the spike itself.
     assert_eq!(a["cache_at_peak"], json!(512 * MIB));
+    assert_eq!(doc["version"], json!(2), "each OOM once, with its outcome");
     let ooms = doc["ooms"].as_array().unwrap();
     assert_eq!(ooms.len(), 1, "{ooms:?}");
     let oom = &ooms[0];

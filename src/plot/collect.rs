@@ -1,7 +1,9 @@
 //! One pass over a recording, keeping what the plot draws: per GPU NVML's used memory, per
 //! process on it NVML's used memory, per instrumented process its allocated and reserved
-//! bytes, every OOM and every step. Each series is downsampled as it is read, so memory stays
-//! bounded by the number of GPUs, processes and writers, never by the recording's length.
+//! bytes and every step; each writer's GPUs, true peak and OOMs (one per failure) from the
+//! one fold of its stream (`record::folds`). Each series is downsampled as it is read, so
+//! memory stays bounded by the number of GPUs, processes and writers, never by the
+//! recording's length.
 
 use super::downsample::MaxBuckets;
 use super::steps::StepTracker;

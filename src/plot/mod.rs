@@ -1,8 +1,9 @@
 //! `vramscope plot FILE -o timeline.svg|png`: a recording as a timeline a person reads at a
 //! glance. One chart per GPU, wall-clock time across, GiB up to the device's limit: NVML's
 //! used memory for the GPU; for each instrumented process its NVML used, allocated and
-//! reserved bytes; each series' peak marked with its value; OOMs as red crosses; every other
-//! training step shaded.
+//! reserved bytes; each series' peak marked with its value (the allocator's true peak also
+//! with its step and phase); one red cross per OOM, with its request, free memory, place
+//! and outcome; every other training step shaded.
 //!
 //! - `collect`: one pass over the recording into a `Timeline`, each series downsampled as it
 //!   is read (`downsample`, keeping every bucket's maximum) with its steps (`steps`).

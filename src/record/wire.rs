@@ -491,8 +491,11 @@ pub struct HostProcessDef {
     cpu_percent: Reading<f32>,
     container: Option<String>,
     uid: Option<u32>,
-    /// Never recorded: a recording's processes are never signalled.
-    #[serde(skip)]
+    /// Recorded so that replay joins a process NVML still lists to the channel its writer
+    /// ended, as the live monitor does (same start time: not a reused pid). Never used to
+    /// signal: replay refuses every signal whatever it holds (`tui::keys`). Absent from
+    /// recordings made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     starttime: Option<u64>,
 }
 

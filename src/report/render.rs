@@ -253,7 +253,9 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
     line
 }
 
-/// The summary as JSON, schema `vramscope.report` version 1; bytes and ms throughout.
+/// The summary as JSON, schema `vramscope.report` version 2 (each OOM once, with its
+/// `outcome`, `phase`, `message` and `explanation`; version 1 had one per event, with
+/// `caught` and `label`); bytes and ms throughout.
 /// `scope`: what part of the recording it covers (`record::scope::Told::json`).
 pub fn json(report: &Report, scope: serde_json::Value) -> String {
     let at = |a: Option<&At>| {
@@ -262,7 +264,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
     let reading = |r: &Reading<u64>| r.as_ref().ok().copied();
     let doc = json!({
         "schema": "vramscope.report",
-        "version": 1,
+        "version": 2,
         "recorded_by": report.header.vramscope_version,
         "host": report.header.host,
         "interval_ms": report.header.interval_ms,

@@ -140,7 +140,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     let mut app = App {
         monitor,
         ui: UiState::new(interval_ms, cli.ascii, cli.read_only),
-        theme: Theme::from_env(cli.ascii),
+        theme: Theme::from_env_named(cli.theme, cli.ascii),
         feed,
         exit_with_job,
         recording,
@@ -151,6 +151,12 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
     app.ui.clock = Clock::Local;
+    app.ui.sort = cli.sort;
+    app.ui.sort_descending = cli
+        .sort_order
+        .map_or(cli.sort.default_descending(), |order| {
+            order == crate::cli::SortOrder::Descending
+        });
     app.ui.host = app.feed.host();
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.

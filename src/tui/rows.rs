@@ -27,6 +27,9 @@ pub struct TableRow {
     pub kind: Option<ProcessKind>,
     /// Host RSS as a percentage of the host's RAM.
     pub host_mem_pct: Option<f64>,
+    /// When the process started (ms since the epoch); `None` in a replay, whose start times
+    /// count from another boot than this machine's.
+    pub started_ms: Option<u64>,
     /// What the host pass read of the process, shared with the snapshot rather than copied;
     /// `None` for an exited process or one the host pass has not matched.
     host: Option<Arc<HostProcess>>,
@@ -62,11 +65,6 @@ impl TableRow {
     /// Host RSS, when read.
     pub fn rss(&self) -> Option<u64> {
         self.host.as_ref()?.rss_bytes.as_ref().ok().copied()
-    }
-
-    /// When the process started (ms since the epoch), from the host pass's start time.
-    pub fn started_ms(&self) -> Option<u64> {
-        crate::model::host::started_ms(self.host.as_ref()?.starttime?)
     }
 
     /// Host CPU %, when read.
@@ -210,6 +208,10 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             sm: p.nvml.sm_util.clone(),
             kind: Some(p.nvml.kind),
             host_mem_pct,
+            started_ms: host
+                .and_then(|h| h.starttime)
+                .filter(|_| !ui.time_cursor)
+                .and_then(crate::model::host::started_ms),
             host: host.cloned(),
             exited_at: None,
             left_gpu: false,
@@ -236,6 +238,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             sm: Err(Absent::NotAvailable),
             kind: None,
             host_mem_pct: None,
+            started_ms: None,
             host: None,
             exited_at: Some(gone.last_listed_ms),
             left_gpu: gone.left_gpu,
@@ -270,7 +273,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Gpu => Some(a.gpu_index.cmp(&b.gpu_index)),
             SortColumn::Type => compare_opt(a.kind.map(|k| k.letter()), b.kind.map(|k| k.letter())),
             // Longest running first when descending: the earliest start.
-            SortColumn::Elapsed => compare_opt(b.started_ms(), a.started_ms()),
+            SortColumn::Elapsed => compare_opt(b.started_ms, a.started_ms),
             SortColumn::HostMem => compare_opt(a.host_mem_pct, b.host_mem_pct),
             SortColumn::Rank => compare_opt(a.rank(), b.rank()),
             SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
@@ -314,7 +317,7 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
         SortColumn::Pid | SortColumn::Gpu => true,
         SortColumn::Rank => r.rank().is_some(),
         SortColumn::Type => r.kind.is_some(),
-        SortColumn::Elapsed => r.started_ms().is_some(),
+        SortColumn::Elapsed => r.started_ms.is_some(),
         SortColumn::HostMem => r.host_mem_pct.is_some(),
         SortColumn::User => r.user().is_some(),
         SortColumn::Vram => r.vram.is_ok(),

@@ -1,7 +1,10 @@
 //! Every style and glyph the panels draw with, one field per UI role, so panels never pick a
-//! colour or a character themselves. Two switches shape it: colour (off under `NO_COLOR`, when
-//! only modifiers such as bold and reverse are used) and ASCII (for terminals and fonts without
-//! block characters: every glyph then has a plain 7-bit stand-in).
+//! colour or a character themselves. Three switches shape it: the palette (`--theme`: `dark`
+//! for a dark terminal background, `light` for a white one), colour (off under `NO_COLOR`,
+//! whatever the palette, when only modifiers such as bold and reverse are used) and ASCII (for
+//! terminals and fonts without block characters: every glyph then has a plain 7-bit stand-in).
+
+pub mod contrast;
 
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::border;
@@ -110,6 +113,18 @@ impl Glyphs {
     }
 }
 
+/// The palettes `--theme` and the configuration file's `theme` key choose from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ThemeName {
+    /// For a dark terminal background (the terminal's own colours).
+    #[default]
+    Dark,
+    /// For a white or light terminal background.
+    // Colours of the 256-colour palette, whose values are fixed (unlike the first sixteen,
+    // which each terminal redefines), so their contrast against white is known and checked.
+    Light,
+}
+
 /// One style per UI role.
 #[derive(Clone, Debug)]
 pub struct Theme {
@@ -144,7 +159,13 @@ pub struct Theme {
 }
 
 impl Theme {
+    /// The dark palette (the default).
     pub fn new(color: bool, ascii: bool) -> Self {
+        Theme::named(ThemeName::Dark, color, ascii)
+    }
+
+    /// The palette `name`; without colour every palette is the same modifiers-only theme.
+    pub fn named(name: ThemeName, color: bool, ascii: bool) -> Self {
         let glyphs = if ascii {
             Glyphs::ascii()
         } else {
@@ -178,6 +199,9 @@ impl Theme {
                 glyphs,
             };
         }
+        if name == ThemeName::Light {
+            return light(ascii, glyphs);
+        }
         Theme {
             color,
             ascii,
@@ -203,10 +227,17 @@ impl Theme {
         }
     }
 
-    /// Colour unless `NO_COLOR` is set to a non-empty value (no-color.org).
+    /// The dark palette in colour unless `NO_COLOR` is set to a non-empty value
+    /// (no-color.org).
     pub fn from_env(ascii: bool) -> Self {
+        Theme::from_env_named(ThemeName::Dark, ascii)
+    }
+
+    /// The palette `name` in colour unless `NO_COLOR` is set to a non-empty value: NO_COLOR
+    /// outranks a chosen theme.
+    pub fn from_env_named(name: ThemeName, ascii: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR");
-        Theme::new(color_allowed(no_color.as_deref()), ascii)
+        Theme::named(name, color_allowed(no_color.as_deref()), ascii)
     }
 
     /// Bar colour by how full something is: calm, then warning from 75 %, critical from 90 %.
@@ -218,6 +249,40 @@ impl Theme {
         } else {
             self.bar_fill
         }
+    }
+}
+
+/// The light palette: every colour from the fixed part of the 256-colour palette (16-255) and
+/// dark enough on white (tests below check each role's contrast ratio).
+fn light(ascii: bool, glyphs: Glyphs) -> Theme {
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let fg = |index: u8| Style::new().fg(Color::Indexed(index));
+    let black = Color::Indexed(16);
+    let white = Color::Indexed(231);
+    let blue = 25;
+    let red = 160;
+    Theme {
+        color: true,
+        ascii,
+        title: bold.fg(Color::Indexed(blue)),
+        label: fg(238),
+        value: fg(16),
+        dim: fg(242),
+        warn: fg(130),
+        crit: bold.fg(Color::Indexed(red)),
+        ok: fg(28),
+        selected: Style::new().bg(Color::Indexed(153)).fg(black),
+        header_row: bold.fg(white).bg(Color::Indexed(blue)),
+        bar_fill: fg(28),
+        bar_empty: fg(246),
+        sparkline: fg(31),
+        sparkline_alt: fg(90),
+        peak_marker: bold.fg(Color::Indexed(red)),
+        status_error: fg(red),
+        border: fg(245),
+        key: bold.fg(Color::Indexed(94)),
+        paused: bold.fg(black).bg(Color::Indexed(220)),
+        glyphs,
     }
 }
 
@@ -266,5 +331,59 @@ mod tests {
             assert_eq!(style.fg, None);
             assert_eq!(style.bg, None);
         }
+    }
+
+    /// Each role of the light palette with what it draws: text must reach 4.5:1 against the
+    /// background it is drawn on (its own, else white), graphics 3:1.
+    #[test]
+    fn light_palette_is_readable_on_white_in_every_role() {
+        use crate::tui::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
+        let t = Theme::named(ThemeName::Light, true, false);
+        let white = [255, 255, 255];
+        let text = TEXT_MINIMUM;
+        let graphic = GRAPHIC_MINIMUM;
+        for (role, style, minimum) in [
+            ("title", t.title, text),
+            ("label", t.label, text),
+            ("value", t.value, text),
+            ("dim", t.dim, text),
+            ("warn", t.warn, text),
+            ("crit", t.crit, text),
+            ("ok", t.ok, text),
+            ("selected", t.selected, text),
+            ("header_row", t.header_row, text),
+            ("bar_fill", t.bar_fill, graphic),
+            ("bar_empty", t.bar_empty, graphic),
+            ("sparkline", t.sparkline, graphic),
+            ("sparkline_alt", t.sparkline_alt, graphic),
+            ("peak_marker", t.peak_marker, text),
+            ("status_error", t.status_error, text),
+            ("border", t.border, graphic),
+            ("key", t.key, text),
+            ("paused", t.paused, text),
+        ] {
+            let fg = style.fg.and_then(rgb);
+            let fg = fg.unwrap_or_else(|| panic!("{role}: no fixed foreground: {style:?}"));
+            let bg = style.bg.map_or(Some(white), rgb);
+            let bg = bg.unwrap_or_else(|| panic!("{role}: background not fixed: {style:?}"));
+            let r = ratio(fg, bg);
+            assert!(r >= minimum, "{role}: contrast {r:.2} < {minimum}");
+        }
+    }
+
+    #[test]
+    fn no_color_outranks_the_light_palette() {
+        let light = Theme::named(ThemeName::Light, false, false);
+        let dark = Theme::named(ThemeName::Dark, false, false);
+        for (a, b) in [
+            (light.title, dark.title),
+            (light.selected, dark.selected),
+            (light.header_row, dark.header_row),
+            (light.paused, dark.paused),
+        ] {
+            assert_eq!(a, b);
+            assert_eq!((a.fg, a.bg), (None, None));
+        }
+        assert!(!light.color);
     }
 }

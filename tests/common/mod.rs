@@ -54,6 +54,7 @@ impl Scenario {
             // load no NVML (report, clean, ...), the variable never is.
             .env("VRAMSCOPE_NVML_LIB", fake_nvml())
             .env(ISOLATED_SHM.0, self.dir().join(ISOLATED_SHM.1))
+            .env(NO_CONFIG.0, NO_CONFIG.1)
             .env_remove("XDG_RUNTIME_DIR");
         cmd
     }
@@ -110,6 +111,10 @@ pub fn without_nvml_line() -> String {
 /// otherwise read every user's channels on the machine, and another user's running job
 /// would change what the tests see. `.ci/run` plants such a channel to prove it does not.
 pub const ISOLATED_SHM: (&str, &str) = ("VRAMSCOPE_SHM", "no-shm");
+
+/// No configuration file: the machine's ~/.config/vramscope/config.toml must not change what
+/// the tests see. A test of the file gives `--config`, which outranks the variable.
+pub const NO_CONFIG: (&str, &str) = ("VRAMSCOPE_CONFIG", "none");
 
 pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;

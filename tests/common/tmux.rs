@@ -28,10 +28,12 @@ impl Tmux {
         let pid_file = dir.join("pid");
         // Isolated from the machine's channels, as `Scenario::command` is.
         let wrapped = format!(
-            "echo $$ > {}; unset XDG_RUNTIME_DIR; export {}={}; exec {shell_command}",
+            "echo $$ > {}; unset XDG_RUNTIME_DIR; export {}={} {}={}; exec {shell_command}",
             pid_file.display(),
             super::ISOLATED_SHM.0,
             dir.join(super::ISOLATED_SHM.1).display(),
+            super::NO_CONFIG.0,
+            super::NO_CONFIG.1,
         );
         let t = Tmux { socket, pid_file };
         t.tmux(&[

@@ -452,7 +452,7 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
         SortColumn::Elapsed => figure(
             theme,
             row,
-            row.started_ms()
+            row.started_ms
                 .map(|start| view.now_ms.saturating_sub(start))
                 .as_ref(),
             |ms| fmt::elapsed(*ms),
