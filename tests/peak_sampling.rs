@@ -166,8 +166,12 @@ fn the_tui_peak_label_shows_a_spike_between_refreshes_unless_the_fast_sampling_i
     assert!(ok, "the chart's peak label names the spike:\n{screen}");
     drop(t);
 
+    // A folder of its own, so a tmux server of its own (the socket is named after the folder):
+    // the first one may still be shutting down.
+    let off_dir = scenario.dir().join("off");
+    std::fs::create_dir(&off_dir).unwrap();
     let off = Tmux::start(
-        scenario.dir(),
+        &off_dir,
         120,
         40,
         &scenario.monitor_line("--peak-interval off"),
