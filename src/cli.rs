@@ -363,7 +363,7 @@ mod tests {
         assert_eq!(parse_sort("Command"), Ok(SortColumn::Command));
         let wrong = parse_sort("colour\u{202e}").unwrap_err();
         assert!(wrong.starts_with("no column `colour"), "{wrong}");
-        assert!(wrong.contains("pid, user, gpu, vram"), "{wrong}");
+        assert!(wrong.contains("pid, user, gpu, rank, vram"), "{wrong}");
         assert!(!wrong.contains('\u{202e}'), "foreign text cleaned: {wrong}");
         for column in SortColumn::ALL {
             assert_eq!(parse_sort(&sort_name(column)), Ok(column));

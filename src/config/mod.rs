@@ -234,7 +234,7 @@ mod tests {
             ),
             (
                 "sort = \"colour\"\n",
-                "/c/config.toml line 1: sort: bad value: no column `colour` (columns: pid, user, gpu, vram",
+                "/c/config.toml line 1: sort: bad value: no column `colour` (columns: pid, user, gpu, rank, vram",
             ),
             (
                 "sort-order = \"up\"\n",
