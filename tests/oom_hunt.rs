@@ -65,9 +65,10 @@ impl Job {
     }
 }
 
-/// One H100 on which NVML lists the job with 11 GiB.
+/// One 16 GiB GPU on which NVML lists the job with 11 GiB.
 fn scenario(pid: u32) -> Scenario {
     let mut gpu = h100(0);
+    gpu["memory_total"] = json!(16 * GIB);
     gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 11 * GIB }] }]);
     Scenario::new(&json!({ "devices": [gpu] }))
 }
@@ -170,7 +171,7 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
         (&at["step"], &at["phase"]),
         (&json!(40), &json!("backward"))
     );
-    // The leak of 16 MiB a step, seen through the spike: an OOM foreseen, 80 GiB away.
+    // The leak of 16 MiB a step, seen through the spike: an OOM foreseen.
     let forecast = &device["forecast"];
     assert_eq!(forecast["kind"], json!("oom_in"), "{forecast}");
     let per_step = forecast["bytes_per_step"].as_f64().unwrap();
@@ -191,7 +192,7 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
     let step80 = 9 * GIB + 80 * 16 * MIB;
     assert_eq!(
         bytes_of(&oom["device_free"]),
-        Some(80 * GIB - step80 - 3 * GIB)
+        Some(16 * GIB - step80 - 3 * GIB)
     );
     assert_eq!(
         (&oom["step"], &oom["phase"]),

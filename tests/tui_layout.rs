@@ -214,13 +214,15 @@ fn a_replay_zoomed_in_has_no_blank_column_between_samples() {
     let t = Tmux::start(scenario.dir(), 140, 40, &command);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("replay run.jsonl.zst"));
     assert!(ok, "the banner:\n{screen}");
-    // To the peak half a minute in, then zoomed in to several columns per sample.
+    // To the allocator's true peak half a minute in, then zoomed in to several columns per
+    // sample.
     t.keys(&["p"]);
-    // The recording has a writer: `p` goes to its allocator's true peak.
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("true peak"));
     assert!(ok, "{screen}");
     t.keys(&["z", "z", "z"]);
-    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.lines().any(|l| l.starts_with(" 30s")));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains("charts span 1/8") && s.lines().any(|l| l.trim_end() == " 30s")
+    });
     assert!(ok, "zoomed in:\n{screen}");
     let (memory, util) = bottom_rows(&screen).expect("tall charts");
     assert_eq!(blanks_inside(&memory), 0, "memory:\n{screen}");

@@ -1,8 +1,8 @@
 """A simulated training run for the OOM hunt's end-to-end test (tests/oom_hunt.rs), through
-vramscope's explicit API: 9 GiB steady, a 16 MiB-per-step leak, a 30 ms spike to 12 GiB
-inside backward at step 40 (between two of the monitor's polls), and at step 80 a 6 GiB
-request that fails inside forward (reported as the allocator's observer would, then raised
-uncaught), which kills the job.
+vramscope's explicit API on a 16 GiB GPU: 9 GiB steady, a 16 MiB-per-step leak, a 30 ms
+spike to 12 GiB inside backward at step 40 (between two of the monitor's polls), and at
+step 80 a 6 GiB request that fails inside forward with 2.7 GiB free (reported as the
+allocator's observer would, then raised uncaught), which kills the job.
 
 Waits for a line on stdin before the first step, so that the monitors are watching."""
 
@@ -15,7 +15,7 @@ import vramscope
 GIB = 1 << 30
 MIB = 1 << 20
 UUID = os.environ["HUNT_UUID"]
-TOTAL = 80 * GIB
+TOTAL = 16 * GIB
 OUTSIDE = 2 * GIB  # the CUDA context and libraries
 STEP_S = float(os.environ.get("HUNT_STEP_S", "0.05"))
 
