@@ -51,6 +51,8 @@ pub mod sources;
 pub mod state;
 pub mod text;
 #[cfg(feature = "monitor")]
+pub mod threads;
+#[cfg(feature = "monitor")]
 pub mod tui;
 
 #[cfg(feature = "monitor")]

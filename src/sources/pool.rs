@@ -20,6 +20,7 @@ use super::host::HostSampler;
 use super::nvml::DeviceSampler;
 use super::runner::SourceEvent;
 use super::schedule::Schedule;
+use crate::threads::{self, SpawnFailed};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -173,7 +174,7 @@ where
         tx: Sender<E>,
         interval_ms: Arc<AtomicU64>,
         schedule: Schedule,
-    ) -> Self {
+    ) -> Result<Self, SpawnFailed> {
         let shared = Arc::new(Shared {
             host: Mutex::new(HostJob {
                 sampler: HostSampler::new(),
@@ -194,11 +195,9 @@ where
         {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
-            let _ = thread::Builder::new()
-                .name("sampling-watchdog".into())
-                .spawn(move || watchdog(shared, tx));
+            threads::spawn("sampling-watchdog", move || watchdog(shared, tx))?;
         }
-        Pool { shared, tx }
+        Ok(Pool { shared, tx })
     }
 
     /// Adds NVML's GPUs: they are sampled once at once, with the host facts (user, command)
