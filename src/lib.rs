@@ -6,6 +6,9 @@
 //! `channel` (the shared-memory channel's writer and reader) needs only libc; everything else
 //! is the monitor, behind the default `monitor` feature.
 
+// The lint policy (Cargo.toml [lints]): no unwrap, expect or panic outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod channel;
 #[cfg(feature = "monitor")]
 pub mod clean;
