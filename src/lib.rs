@@ -33,6 +33,8 @@ pub mod job_signals;
 #[cfg(feature = "monitor")]
 pub mod launch;
 #[cfg(feature = "monitor")]
+pub mod log_file;
+#[cfg(feature = "monitor")]
 pub mod model;
 #[cfg(feature = "monitor")]
 pub mod output;
@@ -67,10 +69,26 @@ use std::time::Instant;
 /// first-frame benchmark.
 #[cfg(feature = "monitor")]
 pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
+    // Asked for, so a log that cannot be written stops the start rather than going unseen.
+    if let Err(message) = open_log(cli) {
+        eprintln!("vramscope: {message}");
+        return ExitCode::from(2);
+    }
     let code = dispatch(cli, started);
     // Every orderly exit passes here: NVML sees its session end.
     sources::nvml::shutdown();
     code
+}
+
+#[cfg(feature = "monitor")]
+fn open_log(cli: &cli::Cli) -> Result<(), String> {
+    let Some(arg) = &cli.monitor_log else {
+        return Ok(());
+    };
+    let state_home = std::env::var("XDG_STATE_HOME").ok();
+    let home = std::env::var("HOME").ok();
+    let path = log_file::resolve(arg, state_home.as_deref(), home.as_deref())?;
+    log_file::open(&path)
 }
 
 #[cfg(feature = "monitor")]

@@ -19,6 +19,7 @@ pub const SETTINGS: &[&str] = &[
     "theme",
     "sort",
     "sort-order",
+    "monitor-log",
 ];
 
 /// The environment variable of the option `long`: `VRAMSCOPE_READ_ONLY` for `read-only`.

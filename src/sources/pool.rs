@@ -367,6 +367,9 @@ where
             .min();
         drop(workers);
         if all_stuck && room {
+            crate::log_file::note(
+                "a driver call is stuck: a spare sampling worker takes over the other jobs",
+            );
             spawn_worker(&shared, tx.clone());
             // Looks again later in case the thread could not be made; a new worker's first
             // tick replaces this setting with its own.

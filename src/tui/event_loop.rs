@@ -306,6 +306,11 @@ impl App {
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
+        crate::log_file::reasons(|| {
+            let now = self.feed.now_ms();
+            let all = super::panels::reasons::collect(&snapshot, now, false);
+            all.into_iter().map(|r| r.text).collect()
+        });
         let rows = self.rows(&snapshot);
         self.ui.banner = self.feed.banner();
         focus_job(&mut self.ui, &rows);
