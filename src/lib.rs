@@ -85,6 +85,16 @@ fn open_log(cli: &cli::Cli) -> Result<(), String> {
     let Some(arg) = &cli.monitor_log else {
         return Ok(());
     };
+    // Only the modes that sample (cli_scope's READ_BY): a log set in the configuration file
+    // is not opened by `report` or `plot`.
+    let samples = match &cli.command {
+        None | Some(cli::Command::Record(_)) | Some(cli::Command::Serve(_)) => true,
+        Some(cli::Command::Run(args)) => !args.no_monitor,
+        Some(_) => false,
+    };
+    if !samples {
+        return Ok(());
+    }
     let state_home = std::env::var("XDG_STATE_HOME").ok();
     let home = std::env::var("HOME").ok();
     let path = log_file::resolve(arg, state_home.as_deref(), home.as_deref())?;

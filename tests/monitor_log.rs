@@ -127,3 +127,36 @@ fn reasons_refused_channels_and_stuck_calls_are_logged_with_times_and_not_shown(
     );
     t.keys(&["q"]);
 }
+
+/// A log set in the configuration file is opened by the modes that sample, not by `report`.
+#[test]
+fn the_configuration_file_sets_the_log_for_sampling_modes_only() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let log = scenario.dir().join("v.log");
+    let config = scenario.dir().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("monitor-log = {:?}\n", log.display().to_string()),
+    )
+    .unwrap();
+    let report = scenario
+        .command()
+        .arg("--config")
+        .arg(&config)
+        .arg("report")
+        .arg(scenario.dir().join("missing.vsr"))
+        .output()
+        .unwrap();
+    assert!(!report.status.success());
+    assert!(!log.exists(), "report opened the log");
+    let once = scenario
+        .command()
+        .arg("--config")
+        .arg(&config)
+        .arg("--once")
+        .output()
+        .unwrap();
+    assert!(once.status.success(), "{once:?}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(" UTC vramscope 0.1.0 started"), "{text}");
+}
