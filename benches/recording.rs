@@ -292,7 +292,7 @@ mod replay_rss {
 
     /// Runs `command` to its end; its peak RSS in kB (the kernel's count, from `wait4`) and
     /// what it printed.
-    #[allow(
+    #[expect(
         clippy::zombie_processes,
         reason = "waited for by wait4, which also gives its peak RSS"
     )]

@@ -72,6 +72,13 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", global = true, conflicts_with_all = ["once", "json", "csv", "loop"])]
     pub record: Option<PathBuf>,
 
+    /// Keep a log of the monitor's own: with times, the reason for every n/a and refused
+    /// channel as it appears or clears, and every restart of a stuck driver call; rotated at
+    /// 10 MiB, two old files kept. `auto`: $XDG_STATE_HOME/vramscope/vramscope.log (else
+    /// ~/.local/state/vramscope/vramscope.log).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub monitor_log: Option<PathBuf>,
+
     /// Read settings from FILE instead of $XDG_CONFIG_HOME/vramscope/config.toml (else
     /// ~/.config/vramscope/config.toml); `none`: from no file. `vramscope config` shows them.
     #[arg(long, value_name = "FILE", env = "VRAMSCOPE_CONFIG", global = true)]

@@ -27,7 +27,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 15] = [
+const READ_BY: [(&str, &str, &[Mode]); 16] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
@@ -47,6 +47,11 @@ const READ_BY: [(&str, &str, &[Mode]); 15] = [
     ("theme", "--theme", &[MONITOR, RUN, REPLAY, DEMO]),
     ("sort", "--sort", &[MONITOR, RUN, REPLAY, DEMO]),
     ("sort_order", "--sort-order", &[MONITOR, RUN, REPLAY, DEMO]),
+    (
+        "monitor_log",
+        "--monitor-log",
+        &[MONITOR, RUN, RECORD, SERVE],
+    ),
 ];
 
 /// One line naming the first option given on the command line that the chosen mode would

@@ -8,7 +8,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::Sender;
-use std::thread;
 
 /// Where the job's output goes.
 pub enum JobOutput {
@@ -111,12 +110,14 @@ impl Job {
     }
 
     /// Waits on a thread of its own and sends the end to `tx`.
-    pub fn watch<E: From<JobEnd> + Send + 'static>(self, tx: Sender<E>) {
-        let _ = thread::Builder::new()
-            .name("job-wait".into())
-            .spawn(move || {
-                let _ = tx.send(self.wait().into());
-            });
+    pub fn watch<E: From<JobEnd> + Send + 'static>(
+        self,
+        tx: Sender<E>,
+    ) -> Result<(), crate::threads::SpawnFailed> {
+        crate::threads::spawn("job-wait", move || {
+            let _ = tx.send(self.wait().into());
+        })?;
+        Ok(())
     }
 
     /// Blocks until the job ends.

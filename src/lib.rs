@@ -6,6 +6,9 @@
 //! `channel` (the shared-memory channel's writer and reader) needs only libc; everything else
 //! is the monitor, behind the default `monitor` feature.
 
+// The lint policy (Cargo.toml [lints]): no unwrap, expect or panic outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod channel;
 #[cfg(feature = "monitor")]
 pub mod clean;
@@ -30,6 +33,8 @@ pub mod job_signals;
 #[cfg(feature = "monitor")]
 pub mod launch;
 #[cfg(feature = "monitor")]
+pub mod log_file;
+#[cfg(feature = "monitor")]
 pub mod model;
 #[cfg(feature = "monitor")]
 pub mod output;
@@ -51,6 +56,8 @@ pub mod sources;
 pub mod state;
 pub mod text;
 #[cfg(feature = "monitor")]
+pub mod threads;
+#[cfg(feature = "monitor")]
 pub mod tui;
 
 #[cfg(feature = "monitor")]
@@ -62,10 +69,36 @@ use std::time::Instant;
 /// first-frame benchmark.
 #[cfg(feature = "monitor")]
 pub fn run(cli: &cli::Cli, started: Instant) -> ExitCode {
+    // Asked for, so a log that cannot be written stops the start rather than going unseen.
+    if let Err(message) = open_log(cli) {
+        eprintln!("vramscope: {message}");
+        return ExitCode::from(2);
+    }
     let code = dispatch(cli, started);
     // Every orderly exit passes here: NVML sees its session end.
     sources::nvml::shutdown();
     code
+}
+
+#[cfg(feature = "monitor")]
+fn open_log(cli: &cli::Cli) -> Result<(), String> {
+    let Some(arg) = &cli.monitor_log else {
+        return Ok(());
+    };
+    // Only the modes that sample (cli_scope's READ_BY): a log set in the configuration file
+    // is not opened by `report` or `plot`.
+    let samples = match &cli.command {
+        None | Some(cli::Command::Record(_)) | Some(cli::Command::Serve(_)) => true,
+        Some(cli::Command::Run(args)) => !args.no_monitor,
+        Some(_) => false,
+    };
+    if !samples {
+        return Ok(());
+    }
+    let state_home = std::env::var("XDG_STATE_HOME").ok();
+    let home = std::env::var("HOME").ok();
+    let path = log_file::resolve(arg, state_home.as_deref(), home.as_deref())?;
+    log_file::open(&path)
 }
 
 #[cfg(feature = "monitor")]

@@ -1,3 +1,6 @@
+// The lint policy (Cargo.toml [lints]): no unwrap, expect or panic outside tests.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::process::ExitCode;
 use std::time::Instant;
 

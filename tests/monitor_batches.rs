@@ -4,7 +4,10 @@
 //! asked about fewer processes does not blank the facts of the others.
 
 // Shares the rendering tests' builders; most of them draw screens, which this file does not.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 mod tui_fixtures;
 
 use std::sync::Arc;

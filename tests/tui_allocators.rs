@@ -1,7 +1,10 @@
 //! The allocator view: what an instrumented process publishes, drawn beside NVML's figures.
 //! The monitor is fed the same model events the channel sampler sends, at fixed times.
 
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 mod tui_fixtures;
 
 use std::sync::Arc;

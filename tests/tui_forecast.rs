@@ -1,7 +1,10 @@
 //! The forecast on the monitor's status line: a writer whose step peaks climb steadily
 //! towards its GPU's memory is named there with the steps and time left; a flat one is not.
 
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 mod tui_fixtures;
 
 use std::sync::Arc;

@@ -3,7 +3,10 @@
 //! OOM with its figures pinned above the scrolling events, whether or not the writer could
 //! name its GPU, and also in the moment NVML still lists the dying process.
 
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 mod tui_fixtures;
 
 use std::sync::Arc;

@@ -2,7 +2,10 @@
 //! every screen checked for contrast against the background it lands on (a white terminal
 //! where the theme sets none), since a role readable alone may not be on another's background.
 
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 mod tui_fixtures;
 
 use ratatui::buffer::Buffer;

@@ -7,7 +7,10 @@
 //! readers of /proc return `None` once the process is gone: each benchmark decides whether
 //! that is an error or a zero.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several bench crates, each of which uses a different part"
+)]
 
 use serde_json::{Value, json};
 use std::process::{Child, Command};

@@ -21,6 +21,7 @@ pub const SETTINGS: &[&str] = &[
     "sort-order",
     "peak-interval",
     "columns",
+    "monitor-log",
 ];
 
 /// The environment variable of the option `long`: `VRAMSCOPE_READ_ONLY` for `read-only`.

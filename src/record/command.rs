@@ -74,7 +74,13 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
         eprintln!("vramscope: cannot watch signals: {e}");
         return ExitCode::from(1);
     }
-    let mut sampling = Sampling::start(cli.sampling(), tx);
+    let mut sampling = match Sampling::start(cli.sampling(), tx) {
+        Ok(sampling) => sampling,
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(1);
+        }
+    };
     eprintln!("recording to {}; Ctrl-C stops", path.display());
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + d);

@@ -84,7 +84,13 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
     };
     let latest = Arc::new(published::Latest::default());
     let (tx, rx) = channel();
-    let sampling = Sampling::start(cli.sampling(), tx);
+    let sampling = match Sampling::start(cli.sampling(), tx) {
+        Ok(sampling) => sampling,
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
     let settings = owner::Settings {
         interval: cli.interval,
         grace: args.grace,

@@ -27,6 +27,7 @@ use super::host::HostSampler;
 use super::nvml::DeviceSampler;
 use super::runner::SourceEvent;
 use super::schedule::{Schedule, Tick};
+use crate::threads::{self, SpawnFailed};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
@@ -184,7 +185,7 @@ where
         interval_ms: Arc<AtomicU64>,
         peek_every: Option<Duration>,
         schedule: Schedule,
-    ) -> Self {
+    ) -> Result<Self, SpawnFailed> {
         let shared = Arc::new(Shared {
             host: Mutex::new(HostJob {
                 sampler: HostSampler::new(),
@@ -206,11 +207,9 @@ where
         {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
-            let _ = thread::Builder::new()
-                .name("sampling-watchdog".into())
-                .spawn(move || watchdog(shared, tx));
+            threads::spawn("sampling-watchdog", move || watchdog(shared, tx))?;
         }
-        Pool { shared, tx }
+        Ok(Pool { shared, tx })
     }
 
     /// Adds NVML's GPUs: they are sampled once at once, with the host facts (user, command)
@@ -405,6 +404,9 @@ where
             .min();
         drop(workers);
         if all_stuck && room {
+            crate::log_file::note(
+                "a driver call is stuck: a spare sampling worker takes over the other jobs",
+            );
             spawn_worker(&shared, tx.clone());
             // Looks again later in case the thread could not be made; a new worker's first
             // tick replaces this setting with its own.

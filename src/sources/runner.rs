@@ -6,11 +6,11 @@ use super::schedule::Schedule;
 use crate::model::{
     ChannelBatch, DeviceInfo, DeviceSample, DriverInfo, ForeignText, HostSample, NvmlProblem,
 };
+use crate::threads::{self, SpawnFailed};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// What samplers send to the state owner.
@@ -72,7 +72,7 @@ pub struct Sampling {
 
 impl Sampling {
     /// Starts every sampler; events arrive on `tx` for as long as the receiver lives.
-    pub fn start<E>(config: SamplingConfig, tx: Sender<E>) -> Self
+    pub fn start<E>(config: SamplingConfig, tx: Sender<E>) -> Result<Self, SpawnFailed>
     where
         E: From<SourceEvent> + Send + 'static,
     {
@@ -87,15 +87,13 @@ impl Sampling {
             interval_ms.clone(),
             config.peak_every,
             schedule,
-        );
-        let _ = thread::Builder::new()
-            .name("nvml-open".into())
-            .spawn(move || nvml_start(config, tx, pool));
-        Sampling {
+        )?;
+        threads::spawn("nvml-open", move || nvml_start(config, tx, pool))?;
+        Ok(Sampling {
             interval_ms,
             pids: pid_tx,
             sent_pids: Vec::new(),
-        }
+        })
     }
 
     pub fn set_interval(&self, interval: Duration) {

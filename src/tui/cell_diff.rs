@@ -156,7 +156,7 @@ impl<'a> Iterator for Changes<'a> {
 /// The common case, decided without a width lookup: the same symbol, one known to be one
 /// column wide, in the same style, with nothing that asks for special treatment. False only
 /// means "look closer".
-#[allow(deprecated)] // `skip` is still honoured by ratatui's own diff
+#[expect(deprecated, reason = "`skip` is still honoured by ratatui's own diff")]
 fn unchanged_narrow(cell: &Cell, before: &Cell) -> bool {
     same_narrow_symbol(cell.symbol().as_bytes(), before.symbol().as_bytes())
         // Field by field: through `style()` each colour is wrapped in an `Option` and every
@@ -183,7 +183,7 @@ fn same_narrow_symbol(now: &[u8], was: &[u8]) -> bool {
 }
 
 /// A cell some other widget owns (an image, say): never sent.
-#[allow(deprecated)]
+#[expect(deprecated, reason = "`skip` is still honoured by ratatui's own diff")]
 fn skipped(cell: &Cell) -> bool {
     cell.diff_option == CellDiffOption::Skip
         || (cell.skip && cell.diff_option == CellDiffOption::None)
@@ -300,7 +300,7 @@ mod tests {
             if rng.below(8) == 0 {
                 cell.modifier = Modifier::REVERSED;
             }
-            #[allow(deprecated)] // still honoured by ratatui's diff, so by ours
+            #[expect(deprecated, reason = "still honoured by ratatui's diff, so by ours")]
             if rng.below(40) == 0 {
                 cell.skip = true;
             }
@@ -337,7 +337,7 @@ mod tests {
                 next.content[i] = other.content[i].clone();
             } else if rng.below(20) == 0 {
                 // The same cell, only its skip flag turned: that alone must be sent.
-                #[allow(deprecated)]
+                #[expect(deprecated, reason = "still honoured by ratatui's diff, so by ours")]
                 {
                     next.content[i].skip = !next.content[i].skip;
                 }

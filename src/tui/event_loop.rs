@@ -23,7 +23,6 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// Data never redraws more often than this, whatever the refresh period. (A tick's samples
@@ -107,7 +106,13 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     let (feed, monitor, interval_ms) = match replay {
         Some(replay) => Feed::replay(replay),
         None => {
-            let sampling = Sampling::start(cli.sampling(), tx.clone());
+            let sampling = match Sampling::start(cli.sampling(), tx.clone()) {
+                Ok(sampling) => sampling,
+                Err(e) => {
+                    eprintln!("vramscope: {e}");
+                    return ExitCode::from(1);
+                }
+            };
             (Feed::Live(sampling), Monitor::new(now_ms()), interval_ms)
         }
     };
@@ -120,16 +125,23 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
             log.display()
         ))
     });
-    let job_view = job.map(|RunJob { job, .. }| {
-        let view = JobView {
+    let mut job_view = None;
+    if let Some(RunJob { job, .. }) = job {
+        job_view = Some(JobView {
             pid: job.pid,
             end: None,
             focused: false,
-        };
-        job.watch(tx.clone());
-        view
-    });
-    spawn_input_reader(tx);
+        });
+        if let Err(e) = job.watch(tx.clone()) {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    // Before the terminal is taken over, so a failure leaves it as it was.
+    if let Err(e) = spawn_input_reader(tx) {
+        eprintln!("vramscope: {e}");
+        return ExitCode::from(1);
+    }
     let mut guard = match TerminalGuard::enter() {
         Ok(g) => g,
         Err(e) => {
@@ -295,6 +307,11 @@ impl App {
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
+        crate::log_file::reasons(|| {
+            let now = self.feed.now_ms();
+            let all = super::panels::reasons::collect(&snapshot, now, false);
+            all.into_iter().map(|r| r.text).collect()
+        });
         let rows = self.rows(&snapshot);
         self.ui.banner = self.feed.banner();
         focus_job(&mut self.ui, &rows);
@@ -476,8 +493,8 @@ fn follow_selection(ui: &mut UiState, rows: &[TableRow]) {
 }
 
 /// Terminal input on its own thread, so the loop waits on a single channel.
-fn spawn_input_reader(tx: Sender<Event>) {
-    let _ = thread::Builder::new().name("input".into()).spawn(move || {
+fn spawn_input_reader(tx: Sender<Event>) -> Result<(), crate::threads::SpawnFailed> {
+    crate::threads::spawn("input", move || {
         loop {
             let event = match term_event::read() {
                 Ok(e) => Event::Input(e),
@@ -488,7 +505,8 @@ fn spawn_input_reader(tx: Sender<Event>) {
                 return;
             }
         }
-    });
+    })?;
+    Ok(())
 }
 
 /// Benchmark hook: with VRAMSCOPE_FIRST_FRAME_FILE set, writes the µs from start to the first

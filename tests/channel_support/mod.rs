@@ -1,7 +1,10 @@
 //! Shared by the channel tests: private channel directories, writers with small rings, and
 //! raw edits of channel files (a test owns its files and may rewrite any byte).
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};

@@ -1,7 +1,10 @@
 //! Shared by the end-to-end tests: finding the fake NVML library that `cargo test` builds
 //! (it is a dev-dependency), writing scenarios, and running the real binary against them.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 
 pub mod tmux;
 

@@ -1,7 +1,10 @@
 //! Shared by the recording tests: events of every kind, with absent figures of every reason,
 //! and reading a recording back whole.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 
 use std::path::Path;
 use std::sync::Arc;

@@ -8,7 +8,10 @@
 //! - a caught OOM at T0+45.5 s asking for 8 GiB, step 11, phase `forward` (module
 //!   `forward/model.attn`), caught: step 11 ends at T0+48 s.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 
 pub mod hunt;
 

@@ -2,7 +2,10 @@
 //! it, reading the text format, finding Prometheus's tools, and the scenario and channel
 //! writer the end-to-end tests share.
 
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
 
 pub mod oom;
 pub mod prometheus;
