@@ -58,6 +58,46 @@ pub fn duration_label(ms: u64) -> String {
     }
 }
 
+/// Time spacings a reader counts in without effort, 1 ms to a week, shortest first: the
+/// plot's time axis and the monitor's chart axis both pick their ticks from it.
+pub const ROUND_STEPS_MS: [u64; 29] = {
+    const SECOND: u64 = 1000;
+    const MINUTE: u64 = 60 * SECOND;
+    const HOUR: u64 = 60 * MINUTE;
+    const DAY: u64 = 24 * HOUR;
+    [
+        1,
+        2,
+        5,
+        10,
+        20,
+        50,
+        100,
+        200,
+        500,
+        SECOND,
+        2 * SECOND,
+        5 * SECOND,
+        10 * SECOND,
+        15 * SECOND,
+        30 * SECOND,
+        MINUTE,
+        2 * MINUTE,
+        5 * MINUTE,
+        10 * MINUTE,
+        15 * MINUTE,
+        30 * MINUTE,
+        HOUR,
+        2 * HOUR,
+        3 * HOUR,
+        6 * HOUR,
+        12 * HOUR,
+        DAY,
+        2 * DAY,
+        7 * DAY,
+    ]
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

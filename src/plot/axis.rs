@@ -1,52 +1,19 @@
 //! The time axis: tick marks on round wall-clock times (every 5 s, 10 min, 6 h...) labelled
 //! `HH:MM:SS` in UTC, like the report's times.
 
-use crate::model::time::utc_label;
+use crate::model::time::{ROUND_STEPS_MS, utc_label};
 
 const SECOND: u64 = 1000;
 const MINUTE: u64 = 60 * SECOND;
 const HOUR: u64 = 60 * MINUTE;
 const DAY: u64 = 24 * HOUR;
 
-/// Tick spacings a reader counts in without effort.
-const STEPS: [u64; 29] = [
-    1,
-    2,
-    5,
-    10,
-    20,
-    50,
-    100,
-    200,
-    500,
-    SECOND,
-    2 * SECOND,
-    5 * SECOND,
-    10 * SECOND,
-    15 * SECOND,
-    30 * SECOND,
-    MINUTE,
-    2 * MINUTE,
-    5 * MINUTE,
-    10 * MINUTE,
-    15 * MINUTE,
-    30 * MINUTE,
-    HOUR,
-    2 * HOUR,
-    3 * HOUR,
-    6 * HOUR,
-    12 * HOUR,
-    DAY,
-    2 * DAY,
-    7 * DAY,
-];
-
 /// Tick times between `first_ms` and `last_ms` (at most `max_ticks` + 1 of them) and their
 /// spacing.
 pub fn ticks(first_ms: u64, last_ms: u64, max_ticks: u64) -> (Vec<u64>, u64) {
     let span = last_ms.saturating_sub(first_ms);
     let max_ticks = max_ticks.max(1);
-    let step = STEPS
+    let step = ROUND_STEPS_MS
         .iter()
         .copied()
         .find(|s| span / s <= max_ticks)

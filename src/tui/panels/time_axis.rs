@@ -6,6 +6,7 @@
 //! ╵2m                   ╵1m30s                ╵1m                   ╵30s              now
 //! ```
 
+use crate::model::time::ROUND_STEPS_MS;
 use crate::tui::theme::Theme;
 use ratatui::text::{Line, Span};
 
@@ -29,28 +30,6 @@ const ROUND_SPANS: &[u64] = &[
     10 * MINUTE,
     15 * MINUTE,
     20 * MINUTE,
-    30 * MINUTE,
-    HOUR,
-    2 * HOUR,
-    3 * HOUR,
-    6 * HOUR,
-    12 * HOUR,
-    DAY,
-];
-
-/// Distances between ticks, shortest first; past the last, whole days.
-const TICK_STEPS: &[u64] = &[
-    SECOND,
-    2 * SECOND,
-    5 * SECOND,
-    10 * SECOND,
-    15 * SECOND,
-    30 * SECOND,
-    MINUTE,
-    2 * MINUTE,
-    5 * MINUTE,
-    10 * MINUTE,
-    15 * MINUTE,
     30 * MINUTE,
     HOUR,
     2 * HOUR,
@@ -92,8 +71,12 @@ pub fn age_label(ms: u64) -> String {
 fn tick_step(window_ms: u64, width: u16) -> u64 {
     let width = u64::from(width).max(1);
     let fits = |step: u64| step.saturating_mul(width) >= MIN_TICK_CELLS.saturating_mul(window_ms);
-    match TICK_STEPS.iter().find(|&&s| fits(s)) {
-        Some(&s) => s,
+    // Whole seconds up to a day; past that, whole days.
+    let steps = ROUND_STEPS_MS
+        .iter()
+        .filter(|&&s| (SECOND..=DAY).contains(&s));
+    match steps.copied().find(|&s| fits(s)) {
+        Some(s) => s,
         None => {
             let days = (MIN_TICK_CELLS.saturating_mul(window_ms) / width).div_ceil(DAY);
             days.max(1).saturating_mul(DAY)
