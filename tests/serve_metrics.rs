@@ -501,7 +501,12 @@ fn without_nvml_it_keeps_serving_and_says_why() {
     let all = samples(&text);
     assert_eq!(value(&all, "vramscope_nvml_available", &[]), Some(0.0));
     assert!(find(&all, "DCGM_FI_DEV_FB_USED", &[]).is_empty(), "{text}");
-    let said = std::iter::from_fn(|| served.stderr.recv_timeout(Duration::from_secs(10)).ok())
+    let later = std::iter::from_fn(|| served.stderr.recv_timeout(Duration::from_secs(10)).ok());
+    let said = served
+        .early
+        .iter()
+        .cloned()
+        .chain(later)
         .find(|line| line.starts_with("vramscope: "))
         .expect("vramscope says why on stderr");
     assert!(said.starts_with("vramscope: "), "{said}");

@@ -74,6 +74,9 @@ pub struct Served {
     pub addr: SocketAddr,
     /// stderr lines after the address line, for failure messages.
     pub stderr: mpsc::Receiver<String>,
+    /// stderr lines before the address line (NVML's start, on its own thread, may say
+    /// why it failed before or after the listener says where it listens).
+    pub early: Vec<String>,
 }
 
 impl Served {
@@ -128,6 +131,7 @@ impl Served {
             child,
             addr,
             stderr: rx,
+            early: seen,
         }
     }
 
