@@ -247,10 +247,9 @@ mod tests {
     fn every_setting_is_a_global_option_with_its_variable() {
         let command = crate::config::command();
         for long in SETTINGS {
-            let arg = command
-                .get_arguments()
-                .find(|a| a.get_long() == Some(long))
-                .unwrap_or_else(|| panic!("no option --{long}"));
+            let arg = command.get_arguments().find(|a| a.get_long() == Some(long));
+            assert!(arg.is_some(), "no option --{long}");
+            let Some(arg) = arg else { continue };
             assert!(arg.is_global_set(), "--{long}");
             assert_eq!(
                 arg.get_env(),
