@@ -65,6 +65,9 @@ pub struct Monitor {
     process_series: Retained<ProcessKey, ProcessSeries>,
     host_used: Series,
     allocators: Allocators,
+    /// A channel batch or a changed GPU process list arrived: the channels' GPUs are
+    /// resolved again once the event (a whole batch) is in.
+    gpus_unresolved: bool,
     started_ms: u64,
 }
 
@@ -108,6 +111,9 @@ impl Monitor {
         if let Some(at_ms) = self.apply(event) {
             self.evict(at_ms);
         }
+        if std::mem::take(&mut self.gpus_unresolved) {
+            self.resolve_gpus();
+        }
     }
 
     /// One event into the state, without eviction; the time of its newest device sample.
@@ -129,7 +135,7 @@ impl Monitor {
             SourceEvent::Host(sample) => self.ingest_host(*sample),
             SourceEvent::Channels(batch) => {
                 self.allocators.ingest(*batch);
-                self.resolve_gpus();
+                self.gpus_unresolved = true;
             }
             SourceEvent::Batch(events) => {
                 return events.into_iter().filter_map(|e| self.apply(e)).max();
@@ -189,8 +195,14 @@ impl Monitor {
                 }
             }
         }
+        let pids = |s: &DeviceSample| -> Option<Vec<u32>> {
+            Some(s.processes.as_ref().ok()?.iter().map(|p| p.pid).collect())
+        };
+        let previous = self.latest.get(&sample.index);
+        if previous.is_none_or(|p| pids(p) != pids(&sample)) {
+            self.gpus_unresolved = true;
+        }
         self.latest.insert(sample.index, sample);
-        self.resolve_gpus();
     }
 
     fn ingest_host(&mut self, sample: HostSample) {
