@@ -715,6 +715,7 @@ impl Simulation {
             list_gaps: Default::default(),
             memory_peak: None,
             lost: false,
+            mig: None,
         }
     }
 

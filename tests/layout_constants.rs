@@ -233,6 +233,7 @@ fn table() -> Vec<Row> {
             c: None,
         },
         int!(device::FLAG_UUID_VALID, Some("DEVICE_UUID_VALID"), None),
+        int!(device::FLAG_UUID_MIG, Some("DEVICE_UUID_MIG"), None),
         int!(
             device::FLAG_PCI_BUS_ID_VALID,
             Some("DEVICE_PCI_VALID"),

@@ -178,7 +178,7 @@ def report(
 
     `peak` and `reserved_peak` are running peak counters, like PyTorch's
     `max_memory_allocated`: the writer compares successive values (a rise is a new
-    high-water mark, a fall a reset). `uuid` (16 bytes or "GPU-..." text), `pci_bus_id` and
+    high-water mark, a fall a reset). `uuid` (16 bytes, "GPU-..." or "MIG-..." text), `pci_bus_id` and
     `total` identify the GPU and are taken from the first report of each `device`. Starts
     the writer if it is not running.
     """
@@ -198,7 +198,9 @@ def report(
             device_free=_figure(free),
             limit=_figure(limit),
         )
-        info = DeviceInfo(int(device), uuid_bytes(uuid), pci_bus_id, _figure(total))
+        # A "MIG-..." text names a MIG device whatever CUDA_VISIBLE_DEVICES says.
+        mig = True if isinstance(uuid, str) and uuid.strip().startswith("MIG-") else None
+        info = DeviceInfo(int(device), uuid_bytes(uuid), pci_bus_id, _figure(total), mig)
     except Exception as e:
         _rt().internal_error(e)
         return

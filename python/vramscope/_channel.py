@@ -188,6 +188,8 @@ class Channel:
         if info.uuid is not None and len(info.uuid) == L.UUID_SIZE:
             uuid = bytes(info.uuid)
             flags |= L.DEVICE_UUID_VALID
+            if getattr(info, "mig", False):
+                flags |= L.DEVICE_UUID_MIG
         pci = b""
         if info.pci_bus_id:
             pci = fit_utf8(info.pci_bus_id, L.PCI_SIZE)

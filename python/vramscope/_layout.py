@@ -86,6 +86,8 @@ D_TOTAL = 0x30
 D_FIGURES = 0x38
 DEVICE_UUID_VALID = 1 << 0
 DEVICE_PCI_VALID = 1 << 1
+# The UUID names a MIG device (`MIG-...`), not a whole GPU.
+DEVICE_UUID_MIG = 1 << 2
 UUID_SIZE = 16
 PCI_SIZE = 16
 # The [M] figures from +0x38 to +0xB8, in file order.

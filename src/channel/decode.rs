@@ -81,6 +81,7 @@ pub fn device_slot(index: usize, b: &[u8]) -> DeviceSlot {
         index,
         ordinal: u32_at(b, device::ORDINAL),
         uuid,
+        uuid_is_mig: flags & device::FLAG_UUID_MIG != 0,
         pci_bus_id,
         total: f(device::TOTAL),
         read_at_ns: f(device::READ_AT),

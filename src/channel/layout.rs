@@ -183,6 +183,10 @@ pub mod device {
     pub const FIGURES: usize = 15;
     pub const FLAG_UUID_VALID: u32 = 1 << 0;
     pub const FLAG_PCI_BUS_ID_VALID: u32 = 1 << 1;
+    /// The UUID names a MIG device (a `MIG-` UUID, as CUDA_VISIBLE_DEVICES gives it), not a
+    /// whole GPU. A reader that does not know the bit prints it as `GPU-`; the join by UUID
+    /// compares the 16 bytes either way.
+    pub const FLAG_UUID_MIG: u32 = 1 << 2;
 }
 
 /// A phase name: `u8` length then UTF-8.

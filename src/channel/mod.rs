@@ -40,5 +40,5 @@ pub use model::{DeviceSlot, EventRecord, Identity, Liveness, SampleRecord, Statu
 pub use reader::{Channel, Policy, Rejected};
 pub use sections::{Capacities, Section, Sections};
 pub use sys::{euid, monotonic_ns, pid_ns_inode, starttime, thread_cpu_ns};
-pub use text::{parse_uuid, sanitize, uuid_string};
+pub use text::{parse_uuid, sanitize, slot_uuid_string, uuid_string};
 pub use writer::Writer;

@@ -51,6 +51,8 @@ pub struct DeviceSlot {
     pub index: usize,
     pub ordinal: u32,
     pub uuid: Option<[u8; 16]>,
+    /// `uuid` names a MIG device (`device::FLAG_UUID_MIG`).
+    pub uuid_is_mig: bool,
     pub pci_bus_id: Option<String>,
     pub total: Option<u64>,
     pub read_at_ns: Option<u64>,

@@ -7,7 +7,7 @@
 
 use super::absent::{Absent, Reading};
 use super::allocator::{AllocatorDevice, AllocatorEvent, ChannelBatch, WriterIdentity};
-use super::device::{DeviceInfo, DriverInfo};
+use super::device::{DeviceInfo, DeviceSample, DriverInfo};
 use super::host::{HostProcess, HostSample};
 use super::problem::NvmlProblem;
 use crate::text::{clean_in_place, is_clean};
@@ -68,6 +68,19 @@ impl ForeignText for DeviceInfo {
         self.name.clean_text();
         self.uuid.clean_text();
         self.pci_bus_id.clean_text();
+    }
+}
+
+/// A sample's figures are numbers; its MIG instances carry NVML's strings (UUID, profile).
+impl ForeignText for DeviceSample {
+    fn clean_text(&mut self) {
+        let Some(Ok(instances)) = self.mig.as_mut().map(|m| &mut m.instances) else {
+            return;
+        };
+        for instance in instances {
+            instance.uuid.clean_text();
+            instance.profile.clean_text();
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
 pub mod host;
+pub mod mig;
 pub mod oom_explain;
 pub mod problem;
 pub mod snapshot;
@@ -26,6 +27,7 @@ pub use device::{
 };
 pub use foreign::ForeignText;
 pub use host::{HostLoad, HostMemory, HostProcess, HostSample};
+pub use mig::{MigInstance, MigProcess, MigState};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 pub use time::now_ms;

@@ -20,6 +20,7 @@ use super::allocator::{
     WriterLiveness,
 };
 use super::device::DeviceInfo;
+use super::mig::{MigUuid, legacy_parent_uuid};
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -470,16 +471,21 @@ impl WriterFold {
         }
     }
 
-    /// Resolves each slot's GPU among NVML's `devices`; `listed_on` are the GPUs NVML lists
-    /// the writer's pid on now (empty when it is not listed, or dead).
-    pub fn resolve_gpus(&mut self, devices: &[DeviceInfo], listed_on: &[u32]) {
+    /// Resolves each slot's GPU among NVML's `devices` and MIG `instances`; `listed_on` are
+    /// the GPUs NVML lists the writer's pid on now (empty when it is not listed, or dead).
+    pub fn resolve_gpus(
+        &mut self,
+        devices: &[DeviceInfo],
+        instances: &[MigUuid],
+        listed_on: &[u32],
+    ) {
         for slot in &mut self.slots {
             let Some(device) = &slot.device else {
                 continue;
             };
             if device.uuid.is_some() || device.pci_bus_id.is_some() {
-                slot.gpu =
-                    gpu_index_of(device, devices).or(slot.gpu.filter(|_| devices.is_empty()));
+                slot.gpu = gpu_index_of(device, devices, instances)
+                    .or(slot.gpu.filter(|_| devices.is_empty()));
             }
         }
         // A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id): its one
@@ -570,11 +576,30 @@ fn push_capped<T>(queue: &mut VecDeque<T>, item: T, cap: usize) {
 /// names a UUID is joined by it alone: a UUID NVML does not list is a GPU elsewhere (another
 /// host's file on a shared `/dev/shm`, a container with other GPUs) whose bus id may match
 /// one of ours by chance. The PCI bus id is for writers that give no UUID.
-pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
+///
+/// A writer on a MIG device names it by its `MIG-<uuid>` (what CUDA and
+/// `CUDA_VISIBLE_DEVICES` call it): that joins to the GPU NVML lists the instance on
+/// (`instances`), and the instance itself is found by the same UUID in that GPU's sample
+/// (`MigState::instance_by_uuid`). The legacy `MIG-GPU-<uuid>/<GI>/<CI>` joins by the GPU's
+/// UUID in it.
+pub fn gpu_index_of(
+    device: &AllocatorDevice,
+    devices: &[DeviceInfo],
+    instances: &[MigUuid],
+) -> Option<u32> {
     if let Some(uuid) = &device.uuid {
+        if let Some(gpu_uuid) = legacy_parent_uuid(uuid) {
+            return devices
+                .iter()
+                .find(|d| d.uuid.as_ref().is_ok_and(|u| same_uuid(u, gpu_uuid)))
+                .map(|d| d.index);
+        }
+        if let Some(instance) = instances.iter().find(|i| same_uuid(&i.uuid, uuid)) {
+            return Some(instance.gpu);
+        }
         return devices
             .iter()
-            .find(|d| d.uuid.as_ref().is_ok_and(|u| u.eq_ignore_ascii_case(uuid)))
+            .find(|d| d.uuid.as_ref().is_ok_and(|u| same_uuid(u, uuid)))
             .map(|d| d.index);
     }
     let wanted = device.pci_bus_id.as_deref().and_then(parse_pci)?;
@@ -588,6 +613,21 @@ pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<
                 .is_some_and(|p| p == wanted)
         })
         .map(|d| d.index)
+}
+
+/// Whether two UUIDs name the same device: the same 16 bytes, whatever their `GPU-` or
+/// `MIG-` prefix and case. A writer that cannot tell a MIG device publishes its UUID's bytes
+/// under `GPU-`; UUIDs are random, so the bytes alone never join two devices.
+fn same_uuid(a: &str, b: &str) -> bool {
+    fn body(s: &str) -> &str {
+        for prefix in ["GPU-", "MIG-"] {
+            if s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case(prefix)) {
+                return &s[4..];
+            }
+        }
+        s
+    }
+    body(a).eq_ignore_ascii_case(body(b))
 }
 
 /// `(domain, bus, device, function)` from `0000:18:00.0` or NVML's `00000000:18:00.0`.
@@ -731,19 +771,49 @@ mod tests {
             info(1, "GPU-b", "00000000:3B:00.0"),
         ];
         assert_eq!(
-            gpu_index_of(&device(Some("gpu-B"), None), &devices),
+            gpu_index_of(&device(Some("gpu-B"), None), &devices, &[]),
             Some(1)
         );
         assert_eq!(
-            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices),
+            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices, &[]),
             Some(0)
         );
         // A UUID that is not here names a GPU elsewhere, whatever its bus id says.
         assert_eq!(
-            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices),
+            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices, &[]),
             None
         );
-        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices), None);
+        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices, &[]), None);
+    }
+
+    #[test]
+    fn a_mig_uuid_joins_the_gpu_its_instance_is_on() {
+        let devices = [
+            info(0, "GPU-a", "00000000:18:00.0"),
+            info(1, "GPU-b", "00000000:3B:00.0"),
+        ];
+        let instances = [MigUuid {
+            uuid: "MIG-1111".into(),
+            gpu: 1,
+        }];
+        assert_eq!(
+            gpu_index_of(&device(Some("mig-1111"), None), &devices, &instances),
+            Some(1)
+        );
+        // An instance NVML does not list (destroyed, or on another host) joins nothing.
+        assert_eq!(
+            gpu_index_of(&device(Some("MIG-2222"), None), &devices, &instances),
+            None
+        );
+        assert_eq!(
+            gpu_index_of(&device(Some("MIG-GPU-a/1/0"), None), &devices, &[]),
+            Some(0)
+        );
+        // A writer that printed the MIG device's bytes under `GPU-` joins by the bytes.
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-1111"), None), &devices, &instances),
+            Some(1)
+        );
     }
 
     #[test]
@@ -888,12 +958,12 @@ mod tests {
         p.devices[0].uuid = None;
         let mut fold = folded(vec![p]);
         let devices = [info(0, "GPU-a", "x"), info(1, "GPU-b", "y")];
-        fold.resolve_gpus(&devices, &[0, 1]);
+        fold.resolve_gpus(&devices, &[], &[0, 1]);
         assert_eq!(fold.slots[0].gpu, None, "two GPUs: ambiguous");
-        fold.resolve_gpus(&devices, &[1]);
+        fold.resolve_gpus(&devices, &[], &[1]);
         assert_eq!(fold.slots[0].gpu, Some(1));
         // Dead: NVML lists it nowhere; the last GPU known stays.
-        fold.resolve_gpus(&devices, &[]);
+        fold.resolve_gpus(&devices, &[], &[]);
         assert_eq!(fold.slots[0].gpu, Some(1));
     }
 

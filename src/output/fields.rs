@@ -2,6 +2,7 @@
 //! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
 //! names and the values cannot drift apart either.
 
+use crate::model::mig::{MigState, RowInstance};
 use crate::model::{
     Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, MemoryPeak,
     ProcessAllocator, ProcessKind, ProcessRow, Reading,
@@ -93,6 +94,31 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     ("graphics_process_count", |d| {
         sampled(d, |s| list_count(s, ProcessKind::Graphics))
     }),
+    ("mig_mode", |d| {
+        sampled(d, |s| {
+            let on = s.mig.as_ref().is_some_and(|m| m.enabled);
+            Ok(Value::Text(if on { "enabled" } else { "disabled" }.into()))
+        })
+    }),
+    ("mig_pending", |d| {
+        sampled(d, |s| {
+            s.mig
+                .as_ref()
+                .and_then(MigState::pending_note)
+                .map(Value::Text)
+                .ok_or_else(|| Absent::Error("no MIG mode change pending".into()))
+        })
+    }),
+    ("mig_instance_count", |d| {
+        sampled(d, |s| match s.mig_enabled() {
+            Some(m) => m
+                .instances
+                .as_ref()
+                .map(|i| Value::Int(i.len() as u64))
+                .map_err(Clone::clone),
+            None => Err(not_mig()),
+        })
+    }),
 ];
 
 /// Every field of a process on one GPU, in output order.
@@ -154,6 +180,12 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     ("writer", |p| {
         allocator(p, |a| Ok(Value::Text(a.liveness.label().into())))
     }),
+    ("mig_profile", |p| instance(p, |i| text(&i.profile))),
+    ("gpu_instance_id", |p| instance(p, |i| int(&i.gpu_instance_id))),
+    ("compute_instance_id", |p| {
+        instance(p, |i| int(&i.compute_instance_id))
+    }),
+    ("mig_uuid", |p| instance(p, |i| text(&i.uuid))),
 ];
 
 /// Every figure an allocator publishes for one GPU, in output order.
@@ -245,6 +277,15 @@ fn list_count(s: &DeviceSample, list: ProcessKind) -> Reading<Value> {
         .filter(|p| p.kind == list || p.kind == ProcessKind::ComputeAndGraphics)
         .count();
     Ok(Value::Int(count as u64))
+}
+
+fn not_mig() -> Absent {
+    Absent::Error("GPU not in MIG mode".into())
+}
+
+/// A figure of the MIG instance the process runs in.
+fn instance(p: &ProcessRow, read: impl Fn(&RowInstance) -> Reading<Value>) -> Reading<Value> {
+    p.mig.as_ref().map_or_else(|| Err(not_mig()), read)
 }
 
 fn no_sample() -> Absent {

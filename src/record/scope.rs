@@ -207,9 +207,16 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
     // (GPU, pid) pairs NVML listed: few, however long the recording.
     let mut on_gpu: BTreeSet<(u32, u32)> = BTreeSet::new();
     let mut writer_gpus: BTreeSet<u32> = BTreeSet::new();
+    // MIG device UUIDs seen: a writer on a MIG device names it so.
+    let mut instances: Vec<crate::model::mig::MigUuid> = Vec::new();
     let _ending = recording.each_event(|_, event| match event {
         SourceEvent::Started { devices: d, .. } => devices = d,
         SourceEvent::Device(sample) => {
+            for instance in crate::model::mig::mig_uuids(&sample) {
+                if !instances.contains(&instance) {
+                    instances.push(instance);
+                }
+            }
             if let Ok(processes) = &sample.processes {
                 on_gpu.extend(processes.iter().map(|p| (sample.index, p.pid)));
             }
@@ -222,7 +229,9 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
                     writer_gpus.extend(
                         poll.devices
                             .iter()
-                            .filter_map(|d| crate::model::writer_fold::gpu_index_of(d, &devices)),
+                            .filter_map(|d| {
+                                crate::model::writer_fold::gpu_index_of(d, &devices, &instances)
+                            }),
                     );
                 }
             }

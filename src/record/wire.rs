@@ -42,6 +42,7 @@ impl<'a> From<&'a Absent> for AbsentOut<'a> {
             Absent::NotAvailable => ("not_available", None),
             Absent::GpuLost => ("gpu_lost", None),
             Absent::Timeout => ("timeout", None),
+            Absent::MigMode => ("mig_mode", None),
             Absent::MissingFunction(name) => ("missing_function", Some(name.as_str())),
             Absent::Error(text) => ("error", Some(text.as_str())),
         };
@@ -60,6 +61,7 @@ impl From<AbsentWire> for Absent {
             "not_available" => Absent::NotAvailable,
             "gpu_lost" => Absent::GpuLost,
             "timeout" => Absent::Timeout,
+            "mig_mode" => Absent::MigMode,
             "missing_function" => Absent::MissingFunction(detail),
             "error" => Absent::Error(detail),
             // A reason a later version added: still absent, never a zero.
@@ -155,7 +157,7 @@ mod optional_reading {
 
 /// Device memory as `[total, reserved, used, free]`; `reserved` is null where the driver
 /// counted it in `used`.
-mod memory {
+pub(super) mod memory {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Reading<MemoryInfo>, s: S) -> Result<S::Ok, S::Error> {
@@ -476,6 +478,13 @@ pub struct DeviceSampleDef {
     #[serde(skip)]
     list_gaps: ListGaps,
     lost: bool,
+    /// Left out for a GPU without MIG (and in recordings made before MIG was recorded).
+    #[serde(
+        with = "super::wire_mig::optional_mig",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    mig: Option<crate::model::MigState>,
 }
 
 #[derive(Serialize, Deserialize)]

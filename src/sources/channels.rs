@@ -7,7 +7,7 @@ use super::dir_watch::DirWatch;
 use crate::channel::discover::{self, Owners};
 use crate::channel::{
     Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
-    WriterKind, WriterState, monotonic_ns, uuid_string,
+    WriterKind, WriterState, monotonic_ns, slot_uuid_string,
 };
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
@@ -529,7 +529,10 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
     AllocatorDevice {
         slot: u16::try_from(slot.index).unwrap_or(u16::MAX),
         ordinal: slot.ordinal,
-        uuid: slot.uuid.as_ref().map(uuid_string),
+        uuid: slot
+            .uuid
+            .as_ref()
+            .map(|raw| slot_uuid_string(raw, slot.uuid_is_mig)),
         pci_bus_id: slot.pci_bus_id.clone(),
         total: figure(slot.total),
         allocated: figure(slot.allocated),

@@ -10,6 +10,7 @@ pub mod nvml;
 pub mod nvml_errors;
 mod nvml_lists;
 mod nvml_memory;
+mod nvml_mig;
 pub mod oneshot;
 pub mod pool;
 pub mod process_meter;

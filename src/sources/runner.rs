@@ -40,8 +40,9 @@ impl ForeignText for SourceEvent {
             }
             SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
             // NVML's per-tick figures are numbers; their absence reasons are our own words
-            // (a recording's are cleaned where they are read, `record::wire`).
-            SourceEvent::Device(_) => {}
+            // (a recording's are cleaned where they are read, `record::wire`). MIG instances
+            // carry NVML's strings.
+            SourceEvent::Device(sample) => sample.clean_text(),
             SourceEvent::Host(sample) => sample.clean_text(),
             SourceEvent::Channels(batch) => batch.clean_text(),
             SourceEvent::Batch(events) => events.iter_mut().for_each(SourceEvent::clean_text),

@@ -5,6 +5,7 @@
 
 use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
 
@@ -151,10 +152,15 @@ impl Allocators {
 
     /// Resolves every channel's GPUs (`WriterFold::resolve_gpus`); `listed_on(pid)` gives
     /// the GPUs NVML lists a pid on now.
-    pub fn resolve_gpus(&mut self, devices: &[DeviceInfo], listed_on: impl Fn(u32) -> Vec<u32>) {
+    pub fn resolve_gpus(
+        &mut self,
+        devices: &[DeviceInfo],
+        instances: &[MigUuid],
+        listed_on: impl Fn(u32) -> Vec<u32>,
+    ) {
         for (_, state) in self.channels.iter_mut() {
             let listed = state.fold.host_pid.map(&listed_on).unwrap_or_default();
-            state.fold.resolve_gpus(devices, &listed);
+            state.fold.resolve_gpus(devices, instances, &listed);
         }
     }
 
@@ -201,7 +207,7 @@ mod tests {
             polls: vec![p],
             ..ChannelBatch::default()
         });
-        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], |_| vec![]);
+        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], &[], |_| vec![]);
         let snap = state.snapshot();
         assert_eq!(snap.len(), 1);
         // The framework's own peak counter (12 GiB) is higher still, and it wins, but where
@@ -285,7 +291,7 @@ mod tests {
             polls: vec![p],
             ..ChannelBatch::default()
         });
-        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], |_| vec![]);
+        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], &[], |_| vec![]);
         let channel = state.for_pid(7, LISTED).unwrap();
         assert_eq!(channel.slots.len(), 3);
         assert!(channel.slots[0].allocated.peak().is_none());

@@ -6,6 +6,7 @@ use crate::history::{Retained, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
 use crate::model::host;
+use crate::model::mig::{MigUuid, mig_uuids};
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
@@ -199,7 +200,9 @@ impl Monitor {
             Some(s.processes.as_ref().ok()?.iter().map(|p| p.pid).collect())
         };
         let previous = self.latest.get(&sample.index);
-        if previous.is_none_or(|p| pids(p) != pids(&sample)) {
+        // A MIG instance created or destroyed changes which writer slots name this GPU.
+        if previous.is_none_or(|p| pids(p) != pids(&sample) || mig_uuids(p) != mig_uuids(&sample))
+        {
             self.gpus_unresolved = true;
         }
         self.latest.insert(sample.index, sample);
@@ -378,7 +381,9 @@ impl Monitor {
                 .map(|s| s.index)
                 .collect()
         };
-        self.allocators.resolve_gpus(&self.devices, listed_on);
+        let instances: Vec<MigUuid> = latest.values().flat_map(mig_uuids).collect();
+        self.allocators
+            .resolve_gpus(&self.devices, &instances, listed_on);
     }
 
     /// Every GPU has sent a sample, or NVML has said why it cannot: the screen is complete.

@@ -106,6 +106,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
         list_gaps: Default::default(),
         memory_peak: None,
         lost: false,
+        mig: None,
     }
 }
 
@@ -136,6 +137,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
         list_gaps: Default::default(),
         memory_peak: None,
         lost: true,
+        mig: None,
     }
 }
 

@@ -91,6 +91,7 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
         list_gaps: Default::default(),
         memory_peak: None,
         lost: false,
+        mig: None,
     }))
 }
 

@@ -2,6 +2,7 @@
 
 pub mod device;
 pub mod metrics;
+pub mod mig;
 pub mod process;
 pub mod system;
 
@@ -41,6 +42,12 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "nvmlDeviceGetDriverModel",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetConfComputeMemSizeInfo",
+    // mig.rs
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
     // metrics.rs
     "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetTemperature",
