@@ -34,6 +34,20 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         ),
         theme.title,
     )];
+    // The MIG instance the process runs in, as its own process list names it.
+    let instance = view
+        .snapshot
+        .devices
+        .iter()
+        .find(|d| d.info.index == row.gpu_index)
+        .and_then(|d| d.sample.as_ref()?.mig_enabled()?.instance_of_pid(row.key.pid));
+    if let Some(instance) = instance {
+        let profile = instance.profile.as_deref().unwrap_or(fmt::NA);
+        title.push(Span::styled(
+            format!("MIG {profile} {} ", instance.ids_label()),
+            theme.title,
+        ));
+    }
     if let Some(gone) = row.gone_label(view.now_ms, false) {
         title.push(Span::styled(format!("{gone} "), theme.warn));
     }

@@ -16,6 +16,7 @@ pub mod header;
 pub mod help;
 pub mod host_line;
 pub mod kill_confirm;
+pub mod mig_lines;
 pub mod nvml_problem;
 pub mod process_table;
 pub mod put;
