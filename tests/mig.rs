@@ -354,3 +354,64 @@ fn the_python_writer_publishes_the_mig_uuid_of_cuda_visible_devices() {
     assert_eq!(ours["mig_profile"], "3g.40gb");
     assert_eq!(ours["allocated"], 3 * GIB, "{ours}");
 }
+
+#[test]
+fn once_lists_the_instances_under_their_gpu_and_the_pending_change() {
+    let scenario = Scenario::new(&two_instances(4_100_001, 4_100_002));
+    let out = scenario.run(&["--once"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let gpu0 = lines
+        .iter()
+        .position(|l| l.contains("NVIDIA A100-SXM4-80GB"))
+        .expect("GPU 0's line");
+    assert!(lines[gpu0].contains(" n/a "), "util n/a: {}", lines[gpu0]);
+    assert_eq!(
+        lines[gpu0 + 1].split_whitespace().collect::<Vec<_>>(),
+        ["MIG", "3g.40gb", "GI", "1", "CI", "0", "4.00", "GiB", "/", "40.0", "GiB", "pids", "4100001"]
+    );
+    assert!(lines[gpu0 + 2].contains("1g.10gb") && lines[gpu0 + 2].ends_with("4100002"));
+    let gpu1 = lines.iter().position(|l| l.contains("NVIDIA H100")).unwrap();
+    assert_eq!(
+        lines[gpu1 + 1].trim(),
+        "MIG pending: reset the GPU to turn it on"
+    );
+    assert!(
+        text.contains("GPU 0 util: NVML does not support it in MIG mode"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_monitor_shows_the_instances_in_place_of_the_utilisation_chart() {
+    use common::tmux::{self, Tmux};
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&two_instances(4_100_001, 4_100_002));
+    let line = scenario.monitor_line("--interval 200ms");
+    // Tall enough for charts of three rows: two instances and the note take their place.
+    let t = Tmux::start(scenario.dir(), 120, 60, &line);
+    let (ok, screen) = t.wait_for(Duration::from_secs(5), |s| {
+        s.contains("1g.10gb  GI 2 CI 0")
+    });
+    assert!(ok, "the instances:\n{screen}");
+    let instance = screen
+        .lines()
+        .find(|l| l.contains("3g.40gb"))
+        .unwrap_or_default();
+    assert!(
+        instance.contains("4.00 GiB / 40.0 GiB") && instance.contains("pid 4100001"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("util n/a: NVML does not support utilisation in MIG mode"),
+        "{screen}"
+    );
+    assert!(screen.contains("[MIG]"), "{screen}");
+    assert!(
+        screen.contains("[MIG pending: reset the GPU to turn it on]"),
+        "{screen}"
+    );
+}

@@ -7,8 +7,9 @@
 //!      util n/a: NVML does not support utilisation in MIG mode
 //! ```
 //!
-//! With one row only the instances share it (`MIG 3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`)
-//! and the reason goes; more instances than rows end with `+N more`.
+//! The note comes when a row is left for it (the `w` overlay says the same). With one row
+//! and several instances they share it (`MIG 3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`); more
+//! instances than rows end with `+N more`.
 
 use super::fmt;
 use crate::model::mig::MigInstance;
@@ -39,32 +40,32 @@ pub fn lines(theme: &Theme, mig: &MigState, rows: u16) -> Vec<Line<'static>> {
         ])];
     }
     let note = || Line::from(vec![Span::raw("     "), Span::styled(UTIL_NOTE, theme.dim)]);
-    // Rows for instances: all but the note's, and one of them says how many did not fit.
-    let room = rows - 1;
-    if rows == 1 || (room == 1 && instances.len() > 1) {
-        let mut out = vec![packed(theme, instances)];
-        if rows > 1 {
+    // One line per instance while they fit, the note after them when a row is left; else as
+    // many as fit and how many did not, or all of them on one line.
+    if instances.len() <= rows {
+        let mut out: Vec<Line<'static>> = instances
+            .iter()
+            .enumerate()
+            .map(|(i, instance)| instance_line(theme, instance, i == 0))
+            .collect();
+        if out.len() < rows {
             out.push(note());
         }
         return out;
     }
-    let shown = if instances.len() <= room {
-        instances.len()
-    } else {
-        room - 1
-    };
+    if rows == 1 {
+        return vec![packed(theme, instances)];
+    }
+    let shown = rows - 1;
     let mut out: Vec<Line<'static>> = instances[..shown]
         .iter()
         .enumerate()
         .map(|(i, instance)| instance_line(theme, instance, i == 0))
         .collect();
-    if shown < instances.len() {
-        out.push(Line::styled(
-            format!("     +{} more", instances.len() - shown),
-            theme.dim,
-        ));
-    }
-    out.push(note());
+    out.push(Line::styled(
+        format!("     +{} more", instances.len() - shown),
+        theme.dim,
+    ));
     out
 }
 
