@@ -415,3 +415,48 @@ fn the_monitor_shows_the_instances_in_place_of_the_utilisation_chart() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_recording_carries_the_instances_and_reads_back_the_same() {
+    use vramscope::record::Recording;
+    use vramscope::sources::runner::SourceEvent;
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("mig.jsonl");
+    let scenario = Scenario::new(&two_instances(4_100_001, 4_100_002));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", work.path().join("none"))
+        .args(["--interval", "100ms", "record", "-o"])
+        .arg(&file)
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The file says it in words: instances, profiles, and why utilisation is absent.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"profile\":\"1g.10gb\""), "{text}");
+    assert!(text.contains("{\"absent\":\"mig_mode\"}"), "{text}");
+    let recording = Recording::open(&file).expect("open");
+    let mut samples = recording
+        .events()
+        .map(|e| e.expect("event").1)
+        .flat_map(|e| match e {
+            SourceEvent::Batch(events) => events,
+            other => vec![other],
+        })
+        .filter_map(|e| match e {
+            SourceEvent::Device(s) if s.index == 0 => Some(s),
+            _ => None,
+        });
+    let sample = samples.next().expect("a sample of GPU 0");
+    let mig = sample.mig.as_ref().expect("its MIG state");
+    assert!(mig.enabled && mig.pending.is_none());
+    let instances = mig.instances.as_ref().unwrap();
+    assert_eq!(instances.len(), 2);
+    assert_eq!(instances[1].profile.as_deref(), Ok("1g.10gb"));
+    assert_eq!(instances[1].uuid.as_deref(), Ok(MIG_B));
+    assert_eq!(instances[1].gpu_instance_id, Ok(2));
+    assert_eq!(instances[1].memory.as_ref().unwrap().used, GIB);
+    assert_eq!(instances[1].processes.as_ref().unwrap()[0].pid, 4_100_002);
+    assert_eq!(sample.gpu_util, Err(vramscope::model::Absent::MigMode));
+}
