@@ -53,7 +53,14 @@ fn scenario_with(instances: Vec<Value>) -> Value {
 
 fn two_instances(pid_a: u32, pid_b: u32) -> Value {
     scenario_with(vec![
-        instance(1, "3g.40gb", MIG_A, (4 * GIB, 40 * GIB), &[pid_a], (0.0, None)),
+        instance(
+            1,
+            "3g.40gb",
+            MIG_A,
+            (4 * GIB, 40 * GIB),
+            &[pid_a],
+            (0.0, None),
+        ),
         instance(2, "1g.10gb", MIG_B, (GIB, 10 * GIB), &[pid_b], (0.0, None)),
     ])
 }
@@ -120,7 +127,10 @@ fn json_lists_the_instances_their_memory_and_processes_and_says_why_utilisation_
     );
     assert_eq!(instances[0]["compute_instance_id"], 0);
     assert_eq!(instances[0]["memory_free"], 36 * GIB);
-    assert_eq!(instances[0]["processes"], json!([{ "pid": 4_100_001, "used_memory": GIB, "unavailable": {} }]));
+    assert_eq!(
+        instances[0]["processes"],
+        json!([{ "pid": 4_100_001, "used_memory": GIB, "unavailable": {} }])
+    );
     assert_eq!(instances[1]["processes"][0]["pid"], 4_100_002);
     // No utilisation in MIG mode: absent with the reason, never 0, on the GPU, on each
     // instance and on each process.
@@ -150,8 +160,14 @@ fn json_lists_the_instances_their_memory_and_processes_and_says_why_utilisation_
         "MIG pending: reset the GPU to turn it on"
     );
     assert_eq!(d1["mig"]["instances"], json!([]));
-    assert_eq!(d1["unavailable"]["mig_instance_count"], "GPU not in MIG mode");
-    assert_eq!(doc["devices"][0]["unavailable"]["mig_pending"], "no MIG mode change pending");
+    assert_eq!(
+        d1["unavailable"]["mig_instance_count"],
+        "GPU not in MIG mode"
+    );
+    assert_eq!(
+        doc["devices"][0]["unavailable"]["mig_pending"],
+        "no MIG mode change pending"
+    );
 }
 
 #[test]
@@ -168,11 +184,7 @@ fn once_and_csv_carry_the_instance_of_each_process() {
             .position(|h| *h == name)
             .unwrap_or_else(|| panic!("no {name} in {header:?}"))
     };
-    let (pid, profile, gi) = (
-        col("pid"),
-        col("mig_profile"),
-        col("gpu_instance_id"),
-    );
+    let (pid, profile, gi) = (col("pid"), col("mig_profile"), col("gpu_instance_id"));
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     let ours = rows
         .iter()
@@ -208,7 +220,13 @@ fn profiles(doc: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("instances unreadable: {doc}"))
         .iter()
-        .map(|i| format!("{}@{}", i["profile"].as_str().unwrap(), i["uuid"].as_str().unwrap()))
+        .map(|i| {
+            format!(
+                "{}@{}",
+                i["profile"].as_str().unwrap(),
+                i["uuid"].as_str().unwrap()
+            )
+        })
         .collect()
 }
 
@@ -216,9 +234,30 @@ fn profiles(doc: &Value) -> Vec<String> {
 fn instances_destroyed_and_created_while_running_leave_no_stale_row_and_no_error() {
     // B lives until 1.5 s, C from 1.5 s; each instance's process with it. A stays.
     let scenario = Scenario::new(&scenario_with(vec![
-        instance(1, "3g.40gb", MIG_A, (4 * GIB, 40 * GIB), &[4_200_001], (0.0, None)),
-        instance(2, "1g.10gb", MIG_B, (GIB, 10 * GIB), &[4_200_002], (0.0, Some(1.5))),
-        instance(3, "2g.20gb", MIG_C, (2 * GIB, 20 * GIB), &[4_200_003], (1.5, None)),
+        instance(
+            1,
+            "3g.40gb",
+            MIG_A,
+            (4 * GIB, 40 * GIB),
+            &[4_200_001],
+            (0.0, None),
+        ),
+        instance(
+            2,
+            "1g.10gb",
+            MIG_B,
+            (GIB, 10 * GIB),
+            &[4_200_002],
+            (0.0, Some(1.5)),
+        ),
+        instance(
+            3,
+            "2g.20gb",
+            MIG_C,
+            (2 * GIB, 20 * GIB),
+            &[4_200_003],
+            (1.5, None),
+        ),
     ]));
     let (mut child, lines) = looping(&scenario, "0.1");
     let a = format!("3g.40gb@{MIG_A}");
@@ -369,10 +408,16 @@ fn once_lists_the_instances_under_their_gpu_and_the_pending_change() {
     assert!(lines[gpu0].contains(" n/a "), "util n/a: {}", lines[gpu0]);
     assert_eq!(
         lines[gpu0 + 1].split_whitespace().collect::<Vec<_>>(),
-        ["MIG", "3g.40gb", "GI", "1", "CI", "0", "4.00", "GiB", "/", "40.0", "GiB", "pids", "4100001"]
+        [
+            "MIG", "3g.40gb", "GI", "1", "CI", "0", "4.00", "GiB", "/", "40.0", "GiB", "pids",
+            "4100001"
+        ]
     );
     assert!(lines[gpu0 + 2].contains("1g.10gb") && lines[gpu0 + 2].ends_with("4100002"));
-    let gpu1 = lines.iter().position(|l| l.contains("NVIDIA H100")).unwrap();
+    let gpu1 = lines
+        .iter()
+        .position(|l| l.contains("NVIDIA H100"))
+        .unwrap();
     assert_eq!(
         lines[gpu1 + 1].trim(),
         "MIG pending: reset the GPU to turn it on"
@@ -393,9 +438,7 @@ fn the_monitor_shows_the_instances_in_place_of_the_utilisation_chart() {
     let line = scenario.monitor_line("--interval 200ms");
     // Tall enough for charts of three rows: two instances and the note take their place.
     let t = Tmux::start(scenario.dir(), 120, 60, &line);
-    let (ok, screen) = t.wait_for(Duration::from_secs(5), |s| {
-        s.contains("1g.10gb  GI 2 CI 0")
-    });
+    let (ok, screen) = t.wait_for(Duration::from_secs(5), |s| s.contains("1g.10gb  GI 2 CI 0"));
     assert!(ok, "the instances:\n{screen}");
     let instance = screen
         .lines()

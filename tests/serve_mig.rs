@@ -76,12 +76,19 @@ fn instances_are_labelled_as_dcgm_exporter_labels_them() {
         Some(40_960.0)
     );
     assert_eq!(
-        value(&all, "DCGM_FI_DEV_FB_FREE", &[("gpu", "0"), ("GPU_I_ID", "2")]),
+        value(
+            &all,
+            "DCGM_FI_DEV_FB_FREE",
+            &[("gpu", "0"), ("GPU_I_ID", "2")]
+        ),
         Some(9216.0)
     );
     // NVML has no utilisation in MIG mode: no sample, never a 0.
     assert_eq!(value(&all, "DCGM_FI_DEV_GPU_UTIL", &[("gpu", "0")]), None);
-    assert_eq!(value(&all, "DCGM_FI_DEV_GPU_UTIL", &[("gpu", "1")]), Some(87.0));
+    assert_eq!(
+        value(&all, "DCGM_FI_DEV_GPU_UTIL", &[("gpu", "1")]),
+        Some(87.0)
+    );
     // The GPU without MIG keeps its whole-GPU framebuffer sample, without instance labels.
     let fb1 = find(&all, "DCGM_FI_DEV_FB_USED", &[("gpu", "1")]);
     assert_eq!(fb1.len(), 1);
@@ -91,7 +98,11 @@ fn instances_are_labelled_as_dcgm_exporter_labels_them() {
         value(
             &all,
             "vramscope_mig_memory_used_bytes",
-            &[("gpu", "0"), ("GPU_I_PROFILE", "3g.40gb"), ("mig_uuid", MIG_A)]
+            &[
+                ("gpu", "0"),
+                ("GPU_I_PROFILE", "3g.40gb"),
+                ("mig_uuid", MIG_A)
+            ]
         ),
         Some((4 * GIB) as f64)
     );
@@ -141,8 +152,8 @@ fn promtool_accepts_the_instance_families() {
         .write_all(snake.as_bytes())
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let report = String::from_utf8_lossy(&out.stdout).into_owned()
-        + &String::from_utf8_lossy(&out.stderr);
+    let report =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && report.trim().is_empty(),
         "promtool: {report}"

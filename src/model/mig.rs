@@ -37,11 +37,11 @@ impl MigState {
 
     /// The instance whose processes include `pid`.
     pub fn instance_of_pid(&self, pid: u32) -> Option<&MigInstance> {
-        self.instances
-            .as_ref()
-            .ok()?
-            .iter()
-            .find(|i| i.processes.as_ref().is_ok_and(|p| p.iter().any(|p| p.pid == pid)))
+        self.instances.as_ref().ok()?.iter().find(|i| {
+            i.processes
+                .as_ref()
+                .is_ok_and(|p| p.iter().any(|p| p.pid == pid))
+        })
     }
 
     /// The instance with MIG device UUID `uuid`.
@@ -73,7 +73,10 @@ pub struct MigInstance {
 impl MigInstance {
     /// `GI 1 / CI 0`-style label, `n/a` parts where an id was unreadable.
     pub fn ids_label(&self) -> String {
-        let id = |r: &Reading<u32>| r.as_ref().map_or_else(|_| "n/a".to_string(), u32::to_string);
+        let id = |r: &Reading<u32>| {
+            r.as_ref()
+                .map_or_else(|_| "n/a".to_string(), u32::to_string)
+        };
         format!(
             "GI {} CI {}",
             id(&self.gpu_instance_id),
@@ -135,7 +138,10 @@ pub fn mig_uuids(sample: &super::device::DeviceSample) -> Vec<MigUuid> {
 /// The parent GPU's UUID in a legacy MIG device name, `MIG-GPU-<uuid>/<GI>/<CI>` (drivers
 /// before R470 named MIG devices so in `CUDA_VISIBLE_DEVICES`).
 pub fn legacy_parent_uuid(uuid: &str) -> Option<&str> {
-    let rest = uuid.get(..8).filter(|p| p.eq_ignore_ascii_case("MIG-GPU-")).map(|_| &uuid[4..])?;
+    let rest = uuid
+        .get(..8)
+        .filter(|p| p.eq_ignore_ascii_case("MIG-GPU-"))
+        .map(|_| &uuid[4..])?;
     rest.split('/').next()
 }
 
@@ -171,7 +177,10 @@ mod tests {
             legacy_parent_uuid("MIG-GPU-5c6b9d3e-0000-1111-2222-333344445555/1/0"),
             Some("GPU-5c6b9d3e-0000-1111-2222-333344445555")
         );
-        assert_eq!(legacy_parent_uuid("MIG-5c6b9d3e-0000-1111-2222-333344445555"), None);
+        assert_eq!(
+            legacy_parent_uuid("MIG-5c6b9d3e-0000-1111-2222-333344445555"),
+            None
+        );
         assert_eq!(legacy_parent_uuid("GPU-5c6b"), None);
         assert_eq!(legacy_parent_uuid("MIG-"), None);
     }

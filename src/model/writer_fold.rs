@@ -20,8 +20,8 @@ use super::allocator::{
     WriterLiveness,
 };
 use super::device::DeviceInfo;
-use super::mig::{MigUuid, legacy_parent_uuid};
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
+use super::mig::{MigUuid, legacy_parent_uuid};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -783,7 +783,10 @@ mod tests {
             gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices, &[]),
             None
         );
-        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices, &[]), None);
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-zz"), None), &devices, &[]),
+            None
+        );
     }
 
     #[test]

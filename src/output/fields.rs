@@ -181,7 +181,9 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
         allocator(p, |a| Ok(Value::Text(a.liveness.label().into())))
     }),
     ("mig_profile", |p| instance(p, |i| text(&i.profile))),
-    ("gpu_instance_id", |p| instance(p, |i| int(&i.gpu_instance_id))),
+    ("gpu_instance_id", |p| {
+        instance(p, |i| int(&i.gpu_instance_id))
+    }),
     ("compute_instance_id", |p| {
         instance(p, |i| int(&i.compute_instance_id))
     }),

@@ -93,7 +93,10 @@ fn mig(m: &MigState) -> Json {
 
 fn instance(i: &MigInstance) -> Json {
     let memory = |pick: fn(&crate::model::MemoryInfo) -> u64| {
-        i.memory.as_ref().map(|m| Value::Int(pick(m))).map_err(Clone::clone)
+        i.memory
+            .as_ref()
+            .map(|m| Value::Int(pick(m)))
+            .map_err(Clone::clone)
     };
     let int = |r: &Reading<u32>| r.clone().map(|v| Value::Int(u64::from(v)));
     let mut value = object(&[

@@ -226,13 +226,9 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
                 let wanted = asked_pids.contains(&pid_of(poll)) || selection.poll(poll);
                 if wanted {
                     selection.pids.insert(pid_of(poll));
-                    writer_gpus.extend(
-                        poll.devices
-                            .iter()
-                            .filter_map(|d| {
-                                crate::model::writer_fold::gpu_index_of(d, &devices, &instances)
-                            }),
-                    );
+                    writer_gpus.extend(poll.devices.iter().filter_map(|d| {
+                        crate::model::writer_fold::gpu_index_of(d, &devices, &instances)
+                    }));
                 }
             }
         }

@@ -14,8 +14,11 @@ use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 
+/// A framebuffer family's name and the figure it exports.
+type FbFamily = (&'static str, fn(&MemoryInfo) -> u64);
+
 /// dcgm-exporter's framebuffer families (MiB), per instance.
-const DCGM_FB: &[(&str, fn(&MemoryInfo) -> u64)] = &[
+const DCGM_FB: &[FbFamily] = &[
     ("DCGM_FI_DEV_FB_USED", |m| m.used),
     ("DCGM_FI_DEV_FB_FREE", |m| m.free),
     ("DCGM_FI_DEV_FB_TOTAL", |m| m.total),
@@ -83,7 +86,12 @@ pub fn dcgm_samples(published: &Published, name: &str) -> Vec<Sample> {
         return Vec::new();
     };
     let mut samples = Vec::new();
-    for (d, labels) in published.snapshot.devices.iter().zip(&published.device_labels) {
+    for (d, labels) in published
+        .snapshot
+        .devices
+        .iter()
+        .zip(&published.device_labels)
+    {
         for instance in instances(d).unwrap_or_default() {
             if let Ok(m) = &instance.memory {
                 samples.push(Sample {
@@ -99,7 +107,12 @@ pub fn dcgm_samples(published: &Published, name: &str) -> Vec<Sample> {
 /// vramscope's per-instance families.
 pub fn families(published: &Published) -> Vec<Family> {
     let mut items: Vec<(Labels, InstanceItem)> = Vec::new();
-    for (d, labels) in published.snapshot.devices.iter().zip(&published.device_labels) {
+    for (d, labels) in published
+        .snapshot
+        .devices
+        .iter()
+        .zip(&published.device_labels)
+    {
         for instance in instances(d).unwrap_or_default() {
             let mut pairs = with_instance(labels.pairs(), instance);
             if let Ok(uuid) = &instance.uuid {

@@ -381,7 +381,11 @@ fn with_instance_processes(
         Err(_) if !instances.is_empty() => Vec::new(),
         Err(why) => return Err(why),
     };
-    for p in instances.iter().filter_map(|i| i.processes.as_ref().ok()).flatten() {
+    for p in instances
+        .iter()
+        .filter_map(|i| i.processes.as_ref().ok())
+        .flatten()
+    {
         if rows.iter().any(|r| r.pid == p.pid) {
             continue;
         }

@@ -79,7 +79,10 @@ impl MigReader {
         if self.unsupported {
             return None;
         }
-        if self.mode_read_at.is_none_or(|at| at.elapsed() >= MODE_EVERY) {
+        if self
+            .mode_read_at
+            .is_none_or(|at| at.elapsed() >= MODE_EVERY)
+        {
             self.mode_read_at = Some(Instant::now());
             match device.mig_mode() {
                 Ok(m) => self.mode = Some((m.current != 0, m.pending != 0)),
@@ -148,7 +151,8 @@ impl Known {
         Known {
             uuid,
             profile: handle.name().map_err(absent).and_then(|name| {
-                profile_from_name(&name).ok_or_else(|| Absent::Error(format!("no profile in {name:?}")))
+                profile_from_name(&name)
+                    .ok_or_else(|| Absent::Error(format!("no profile in {name:?}")))
             }),
             gpu_instance_id: instance_id(handle, Id::Gpu).map_err(absent),
             compute_instance_id: instance_id(handle, Id::Compute).map_err(absent),
@@ -188,7 +192,9 @@ impl Known {
 
 /// The processes of an instance's lists, one per pid (a process in both lists is one
 /// context: its memory is counted once), pid order.
-fn merge(list: impl IntoIterator<Item = nvml_wrapper::struct_wrappers::device::ProcessInfo>) -> Vec<MigProcess> {
+fn merge(
+    list: impl IntoIterator<Item = nvml_wrapper::struct_wrappers::device::ProcessInfo>,
+) -> Vec<MigProcess> {
     let mut out: Vec<MigProcess> = Vec::new();
     for p in list {
         let used_memory = match p.used_gpu_memory {

@@ -201,8 +201,7 @@ impl Monitor {
         };
         let previous = self.latest.get(&sample.index);
         // A MIG instance created or destroyed changes which writer slots name this GPU.
-        if previous.is_none_or(|p| pids(p) != pids(&sample) || mig_uuids(p) != mig_uuids(&sample))
-        {
+        if previous.is_none_or(|p| pids(p) != pids(&sample) || mig_uuids(p) != mig_uuids(&sample)) {
             self.gpus_unresolved = true;
         }
         self.latest.insert(sample.index, sample);

@@ -40,7 +40,12 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         .devices
         .iter()
         .find(|d| d.info.index == row.gpu_index)
-        .and_then(|d| d.sample.as_ref()?.mig_enabled()?.instance_of_pid(row.key.pid));
+        .and_then(|d| {
+            d.sample
+                .as_ref()?
+                .mig_enabled()?
+                .instance_of_pid(row.key.pid)
+        });
     if let Some(instance) = instance {
         let profile = instance.profile.as_deref().unwrap_or(fmt::NA);
         title.push(Span::styled(

@@ -98,7 +98,11 @@ fn profile(instance: &MigInstance) -> String {
 
 fn short_memory(instance: &MigInstance) -> String {
     match &instance.memory {
-        Ok(m) => format!("{}/{}", units::short_bytes(m.used), units::short_bytes(m.total)),
+        Ok(m) => format!(
+            "{}/{}",
+            units::short_bytes(m.used),
+            units::short_bytes(m.total)
+        ),
         Err(_) => fmt::NA.to_string(),
     }
 }
@@ -110,15 +114,17 @@ fn instance_line(theme: &Theme, instance: &MigInstance, first: bool) -> Line<'st
     } else {
         Span::raw("     ")
     }];
-    spans.push(Span::styled(format!("{:<8}", profile(instance)), theme.value));
-    spans.push(Span::styled(format!(" {}", instance.ids_label()), theme.dim));
+    spans.push(Span::styled(
+        format!("{:<8}", profile(instance)),
+        theme.value,
+    ));
+    spans.push(Span::styled(
+        format!(" {}", instance.ids_label()),
+        theme.dim,
+    ));
     spans.push(match &instance.memory {
         Ok(m) => Span::styled(
-            format!(
-                "  {:>9} / {}",
-                units::bytes(m.used),
-                units::bytes(m.total)
-            ),
+            format!("  {:>9} / {}", units::bytes(m.used), units::bytes(m.total)),
             theme.value,
         ),
         Err(why) => Span::styled(format!("  mem {} ({why})", fmt::NA), theme.dim),

@@ -168,7 +168,9 @@ pub fn on_any(
     handle: NvmlDevice,
     body: impl FnOnce(&Ctx, &DeviceSpec) -> CallResult,
 ) -> NvmlReturn {
-    run(name, Target::AnyHandle(handle), |ctx| body(ctx, ctx.device()?))
+    run(name, Target::AnyHandle(handle), |ctx| {
+        body(ctx, ctx.device()?)
+    })
 }
 
 /// A value that may be absent from the scenario: absent -> `NOT_SUPPORTED`.

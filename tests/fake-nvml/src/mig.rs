@@ -150,5 +150,7 @@ impl MigInstanceSpec {
 
 /// Whether MIG mode is on now on `d` (by `mig` or the older `mig_mode`).
 pub fn mig_enabled(d: &DeviceSpec) -> bool {
-    d.mig.as_ref().map_or(d.mig_mode == Some(true), |m| m.current)
+    d.mig
+        .as_ref()
+        .map_or(d.mig_mode == Some(true), |m| m.current)
 }

@@ -3,11 +3,11 @@
 
 use std::ffi::c_uint;
 
+use crate::call::Ctx;
 use crate::ffi::{
     NO_INSTANCE, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS, ProcessDetail,
     ProcessInfo, ProcessInfoV1, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
 };
-use crate::call::Ctx;
 use crate::mig::MigInstanceSpec;
 use crate::scenario::{DeviceSpec, Point, Process, ProcessLists, UtilSample};
 

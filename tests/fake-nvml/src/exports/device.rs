@@ -23,10 +23,12 @@ pub extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    on_any("nvmlDeviceGetName", device, |ctx, d| match ctx.mig_instance() {
-        // NVML's name for a MIG device: the GPU's name and the profile.
-        Some(inst) => put_str(name, length, &format!("{} MIG {}", d.name, inst.profile)),
-        None => put_str(name, length, &d.name),
+    on_any("nvmlDeviceGetName", device, |ctx, d| {
+        match ctx.mig_instance() {
+            // NVML's name for a MIG device: the GPU's name and the profile.
+            Some(inst) => put_str(name, length, &format!("{} MIG {}", d.name, inst.profile)),
+            None => put_str(name, length, &d.name),
+        }
     })
 }
 
@@ -36,9 +38,11 @@ pub extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    on_any("nvmlDeviceGetUUID", device, |ctx, d| match ctx.mig_instance() {
-        Some(inst) => put_str(uuid, length, &inst.uuid),
-        None => put_str(uuid, length, &d.uuid),
+    on_any("nvmlDeviceGetUUID", device, |ctx, d| {
+        match ctx.mig_instance() {
+            Some(inst) => put_str(uuid, length, &inst.uuid),
+            None => put_str(uuid, length, &d.uuid),
+        }
     })
 }
 

@@ -83,9 +83,7 @@ pub extern "C" fn nvmlDeviceGetComputeInstanceId(
     on_any("nvmlDeviceGetComputeInstanceId", device, |ctx, _| {
         put(
             id,
-            ctx.mig_instance()
-                .ok_or(NOT_SUPPORTED)?
-                .compute_instance_id,
+            ctx.mig_instance().ok_or(NOT_SUPPORTED)?.compute_instance_id,
         )
     })
 }

@@ -5,14 +5,16 @@
 use std::ffi::{c_uint, c_ulonglong};
 
 use crate::call::{get, on_any, put, put_list};
-use crate::mig::mig_enabled;
 use crate::ffi::{
     ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, NvmlDevice, NvmlReturn,
     PROCESS_DETAIL_LIST_V1_VERSION, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS,
     ProcessDetail, ProcessDetailList, ProcessInfo, ProcessInfoV1, ProcessUtilizationSample,
 };
+use crate::mig::mig_enabled;
 use crate::scenario::Process;
-use crate::timeline::{process_detail, process_info, process_info_v1, processes_for, samples_after};
+use crate::timeline::{
+    process_detail, process_info, process_info_v1, processes_for, samples_after,
+};
 
 /// A process list export: the list of `mode` (`NVML_PROCESS_MODE_*`), each process written as
 /// `entry` lays it out (24 bytes for `_v3` and `_v2`, 16 for the unversioned calls).

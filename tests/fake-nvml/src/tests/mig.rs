@@ -59,7 +59,11 @@ fn mig_handle(parent: usize, index: u32) -> (u32, NvmlDevice) {
 fn text(f: impl FnOnce(*mut c_char, c_uint) -> u32) -> String {
     let mut buf = [0 as c_char; 96];
     assert_eq!(f(buf.as_mut_ptr(), 96), 0);
-    let bytes: Vec<u8> = buf.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
     String::from_utf8(bytes).expect("utf8")
 }
 
@@ -121,7 +125,10 @@ fn a_mig_handle_names_its_instance() {
     assert_eq!((gi, ci), (2, 0));
     assert_eq!(nvmlDeviceGetGpuInstanceId(handle(0), &mut gi), 3);
     let mut parent: NvmlDevice = ptr::null_mut();
-    assert_eq!(nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h, &mut parent), 0);
+    assert_eq!(
+        nvmlDeviceGetDeviceHandleFromMigDeviceHandle(h, &mut parent),
+        0
+    );
     assert_eq!(parent, handle(0));
     assert_eq!(
         nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle(0), &mut parent),
@@ -145,7 +152,11 @@ fn processes_carry_their_instance_and_the_parent_lists_them_all() {
     let first = compute(mig_handle(0, 0).1);
     assert_eq!(first.len(), 1);
     assert_eq!(
-        (first[0].pid, first[0].gpu_instance_id, first[0].compute_instance_id),
+        (
+            first[0].pid,
+            first[0].gpu_instance_id,
+            first[0].compute_instance_id
+        ),
         (100, 1, 0)
     );
     assert_eq!(first[0].used_gpu_memory, 3 * GIB);
@@ -160,13 +171,20 @@ fn utilisation_is_not_supported_in_mig_mode() {
     let mut u = Utilization::default();
     assert_eq!(nvmlDeviceGetUtilizationRates(handle(0), &mut u), 3);
     assert_eq!(nvmlDeviceGetUtilizationRates(mig_handle(0, 0).1, &mut u), 3);
-    assert_eq!(nvmlDeviceGetUtilizationRates(handle(2), &mut u), 3, "no timeline");
+    assert_eq!(
+        nvmlDeviceGetUtilizationRates(handle(2), &mut u),
+        3,
+        "no timeline"
+    );
     let mut count = 0;
     let rc = nvmlDeviceGetProcessUtilization(handle(0), ptr::null_mut(), &mut count, 0);
     assert_eq!(rc, 3);
     // Calls that do not apply to a MIG device refuse its handle; the GPU still answers.
     let mut temp = 0;
-    assert_eq!(nvmlDeviceGetTemperature(mig_handle(0, 0).1, 0, &mut temp), 3);
+    assert_eq!(
+        nvmlDeviceGetTemperature(mig_handle(0, 0).1, 0, &mut temp),
+        3
+    );
     assert_eq!(nvmlDeviceGetTemperature(handle(0), 0, &mut temp), 0);
     assert_eq!(temp, 40);
 }
@@ -211,13 +229,17 @@ fn a_rewritten_scenario_destroys_instances_too() {
 
 #[test]
 fn scenario_checks_mig() {
-    let both = with_devices(vec![device(json!({"mig_mode": true, "mig": {"current": true}}))]);
+    let both = with_devices(vec![device(
+        json!({"mig_mode": true, "mig": {"current": true}}),
+    )]);
     let err = crate::Scenario::from_json(&both.to_string()).unwrap_err();
     assert!(err.contains("not both"), "{err}");
     let bad_time = with_devices(vec![device(json!({"mig": {"current": true, "instances": [
         {"gpu_instance_id": 1, "compute_instance_id": 0, "profile": "1g.10gb",
          "uuid": "MIG-x", "memory_total": 1, "from": -1}]}}))]);
     assert!(crate::Scenario::from_json(&bad_time.to_string()).is_err());
-    let typo = with_devices(vec![device(json!({"mig": {"current": true, "instance": []}}))]);
+    let typo = with_devices(vec![device(
+        json!({"mig": {"current": true, "instance": []}}),
+    )]);
     assert!(crate::Scenario::from_json(&typo.to_string()).is_err());
 }
