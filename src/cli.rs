@@ -43,6 +43,12 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5", value_parser = parse_interval, global = true)]
     pub pcie: Option<Duration>,
 
+    /// Read the SM utilisation of each MIG instance through GPM (Hopper and newer), which NVML's
+    /// utilisation call cannot give in MIG mode. Off by default: GPM sampling can contend with
+    /// DCGM's profiling (dcgm-exporter) on the same GPU.
+    #[arg(long, global = true)]
+    pub gpm: bool,
+
     /// Read each GPU's used memory alone this often between refreshes, to catch spikes
     /// shorter than the interval (one cheap NVML call per GPU); `off` reads it only with the
     /// refresh. The highest reading of each interval goes to the charts, --json and the
@@ -341,6 +347,7 @@ impl Cli {
             interval: self.interval,
             pcie_every: self.pcie,
             peak_every: self.peak_interval.0,
+            gpm: self.gpm,
         }
     }
 }

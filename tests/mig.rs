@@ -503,3 +503,76 @@ fn a_recording_carries_the_instances_and_reads_back_the_same() {
     assert_eq!(instances[1].processes.as_ref().unwrap()[0].pid, 4_100_002);
     assert_eq!(sample.gpu_util, Err(vramscope::model::Absent::MigMode));
 }
+
+/// GPU 0 with GPM (an H100) whose first instance's SMs are 42 % busy; GPU 1 in MIG mode
+/// without GPM (an A100).
+fn with_gpm() -> Value {
+    let mut s = two_instances(4_100_001, 4_100_002);
+    s["devices"][0]["mig"]["gpm"] = json!(true);
+    s["devices"][0]["mig"]["instances"][0]["timeline"][0]["sm_util"] = json!(42.4);
+    s["devices"][1]["mig"] = json!({ "current": true, "instances": [
+        instance(1, "7g.80gb", MIG_C, (GIB, 80 * GIB), &[], (0.0, None)) ] });
+    s
+}
+
+#[test]
+fn with_gpm_each_instance_has_its_sm_utilisation_and_without_it_gpm_is_never_called() {
+    let scenario = Scenario::new(&with_gpm());
+    let counts = scenario.dir().join("counts.json");
+    let (mut child, lines) = {
+        let mut child = scenario
+            .command()
+            .env("FAKE_NVML_COUNTS", &counts)
+            .args(["--json", "--loop", "0.1", "--gpm"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        (child, BufReader::new(stdout).lines())
+    };
+    let mut found = None;
+    for line in lines.take(50) {
+        let doc: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if doc["devices"][0]["mig"]["instances"][0]["sm_util"].is_number() {
+            found = Some(doc);
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let doc = found.expect("an instance's SM utilisation from GPM");
+    let i0 = &doc["devices"][0]["mig"]["instances"][0];
+    assert_eq!(i0["sm_util"], 42, "{i0}");
+    // An instance whose timeline has no figure: absent, with GPM's word.
+    let i1 = &doc["devices"][0]["mig"]["instances"][1];
+    assert_eq!(i1["sm_util"], Value::Null);
+    assert_eq!(i1["unavailable"]["sm_util"], "not supported", "{i1}");
+    // The GPU's own utilisation stays absent: GPM gives instances, NVML's call gives none.
+    assert_eq!(doc["devices"][0]["gpu_util"], Value::Null);
+    let other = &doc["devices"][1]["mig"]["instances"][0];
+    assert_eq!(
+        other["unavailable"]["sm_util"],
+        "no GPM on this GPU (Hopper or newer has it)"
+    );
+
+    // Without --gpm, no GPM call at all: it could contend with DCGM's profiling.
+    let counts_off = scenario.dir().join("counts-off.json");
+    let out = scenario
+        .command()
+        .env("FAKE_NVML_COUNTS", &counts_off)
+        .args(["--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let calls = common::read_counts(&counts_off);
+    assert!(
+        calls.contains_key("nvmlDeviceGetMigDeviceHandleByIndex"),
+        "{calls:?}"
+    );
+    assert!(calls.keys().all(|k| !k.starts_with("nvmlGpm")), "{calls:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        doc["devices"][0]["mig"]["instances"][0]["unavailable"]["sm_util"],
+        "NVML does not support it in MIG mode"
+    );
+}

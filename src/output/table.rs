@@ -101,9 +101,14 @@ fn mig_lines(d: &DeviceSnapshot) -> String {
                     }
                     Err(why) => format!("processes {NA} ({why})"),
                 };
+                // SM utilisation only where GPM gave it (`--gpm`).
+                let sm = i
+                    .sm_util
+                    .as_ref()
+                    .map_or(String::new(), |v| format!("  sm {v}%"));
                 let _ = writeln!(
                     out,
-                    "     MIG {:<8} {}  {memory:>21}  {pids}",
+                    "     MIG {:<8} {}  {memory:>21}{sm}  {pids}",
                     i.profile.as_deref().unwrap_or(NA),
                     i.ids_label(),
                 );

@@ -28,6 +28,7 @@ const DCGM_FB: &[FbFamily] = &[
 pub struct InstanceItem {
     memory: Option<MemoryInfo>,
     processes: Option<u64>,
+    sm_util: Option<u32>,
 }
 
 const OWN: &[Metric<InstanceItem>] = &[
@@ -40,6 +41,11 @@ const OWN: &[Metric<InstanceItem>] = &[
         "vramscope_mig_memory_total_bytes",
         "Memory of the MIG instance in total.",
         |i| i.memory.map(|m| Number::Int(m.total)),
+    ),
+    gauge(
+        "vramscope_mig_sm_utilization_ratio",
+        "Share of time the MIG instance's SMs were busy (0 to 1), from GPM; only with --gpm on a GPU that has GPM (Hopper or newer).",
+        |i| i.sm_util.map(|v| Number::Float(f64::from(v) / 100.0)),
     ),
     gauge(
         "vramscope_mig_processes",
@@ -121,6 +127,7 @@ pub fn families(published: &Published) -> Vec<Family> {
             let item = InstanceItem {
                 memory: instance.memory.as_ref().ok().copied(),
                 processes: instance.processes.as_ref().ok().map(|p| p.len() as u64),
+                sm_util: instance.sm_util.as_ref().ok().copied(),
             };
             items.push((Arc::from(pairs), item));
         }

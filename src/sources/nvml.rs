@@ -63,15 +63,17 @@ pub struct OpenedGpus {
 }
 
 /// Opens NVML and every GPU; fails with the reason when NVML cannot be used at all.
-/// `pcie_every` enables the slow PCIe throughput call at that period.
+/// `pcie_every` enables the slow PCIe throughput call at that period; `gpm` reads MIG
+/// instances' SM utilisation through GPM.
 pub fn open_gpus(
     lib: Option<&Path>,
     pcie_every: Option<Duration>,
+    gpm: bool,
 ) -> Result<OpenedGpus, NvmlProblem> {
     let session = NvmlSession::open(lib)?;
     let count = session.device_count()?;
     let (devices, samplers) = (0..count)
-        .map(|index| session.device(index, pcie_every))
+        .map(|index| session.device(index, pcie_every, gpm))
         .unzip();
     Ok(OpenedGpus {
         driver: session.driver,
@@ -120,7 +122,12 @@ impl NvmlSession {
 
     /// Opens device `index` and reads its static facts. A device that cannot be opened still
     /// gets a sampler, which reports every figure as absent with the reason.
-    fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
+    fn device(
+        &self,
+        index: u32,
+        pcie_every: Option<Duration>,
+        gpm: bool,
+    ) -> (DeviceInfo, DeviceSampler) {
         let device = self.nvml.device_by_index(index);
         // Shared with the sampler, so the call found to answer here is the one it starts with.
         let mut memory = MemoryReader::default();
@@ -143,7 +150,7 @@ impl NvmlSession {
             lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
-            mig: MigReader::default(),
+            mig: MigReader::new(gpm),
         };
         (info, sampler)
     }

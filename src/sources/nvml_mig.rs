@@ -9,7 +9,10 @@
 //! instance went away since the walk: the walk is made again at once, so a destroyed instance
 //! never leaves a stale row and never shows as an error.
 //!
-//! Utilisation is not read: NVML does not support it in MIG mode (see `model::mig`).
+//! Utilisation is not read from NVML's utilisation call: it does not support MIG mode (see
+//! `model::mig`). With `--gpm`, each instance's SM utilisation comes from GPM instead
+//! (Hopper and newer): a GPM sample of its GPU instance per tick, compared with the one
+//! before. Off by default, since GPM sampling can contend with DCGM's profiling module.
 
 use super::nvml_errors::absent;
 use super::nvml_lists::{ListKind, ProcessList};
@@ -18,7 +21,9 @@ use crate::model::mig::{MigInstance, MigProcess, MigState, mig_util_absent, prof
 use crate::model::{Absent, Reading};
 use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::{NvmlError, nvml_sym, nvml_try};
+use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
 use std::time::{Duration, Instant};
 
 /// The mode changes only by an administrator's hand (and a reset): read it this often.
@@ -29,6 +34,10 @@ const WALKS: usize = 2;
 /// One GPU's MIG reader, owned by its device sampler.
 #[derive(Default)]
 pub struct MigReader {
+    /// Read SM utilisation through GPM (`--gpm`).
+    gpm: bool,
+    /// GPM answered that this GPU has none: not asked again.
+    gpm_unsupported: Option<Absent>,
     /// The GPU or the driver has no MIG: never asked again.
     unsupported: bool,
     mode_read_at: Option<Instant>,
@@ -46,6 +55,8 @@ struct Known {
     memory: MemoryReader,
     compute: ProcessList,
     graphics: ProcessList,
+    /// The previous GPM sample of its GPU instance (`--gpm`).
+    gpm_last: Option<GpmSample<'static>>,
 }
 
 /// A stale handle (`InvalidArg`) or a slot emptied under us (`NotFound`).
@@ -54,6 +65,14 @@ fn went_away(e: &NvmlError) -> bool {
 }
 
 impl MigReader {
+    /// A reader; `gpm`: read SM utilisation through GPM.
+    pub fn new(gpm: bool) -> Self {
+        Self {
+            gpm,
+            ..Self::default()
+        }
+    }
+
     /// The GPU's MIG state; `None` when it has no MIG, or MIG is off with nothing pending.
     pub fn read(&mut self, device: &Device<'static>) -> Option<MigState> {
         let (current, pending) = self.mode(device)?;
@@ -135,7 +154,12 @@ impl MigReader {
                 None => Known::read(handle, uuid),
             };
             match entry.sample(handle) {
-                Ok(instance) => out.push(instance),
+                Ok(mut instance) => {
+                    if self.gpm {
+                        instance.sm_util = entry.gpm_sm_util(device, &mut self.gpm_unsupported);
+                    }
+                    out.push(instance);
+                }
                 Err(e) if went_away(&e) => return Ok(None),
                 Err(e) => return Err(e),
             }
@@ -159,6 +183,7 @@ impl Known {
             memory: MemoryReader::default(),
             compute: ProcessList::new(ListKind::Compute),
             graphics: ProcessList::new(ListKind::Graphics),
+            gpm_last: None,
         }
     }
 
@@ -187,6 +212,50 @@ impl Known {
             processes,
             sm_util: Err(mig_util_absent()),
         })
+    }
+}
+
+impl Known {
+    /// The instance's SM utilisation since the previous tick, from two GPM samples of its GPU
+    /// instance on `parent`. The first tick has no interval yet; a GPU without GPM says so
+    /// once and is not asked again (`unsupported`).
+    fn gpm_sm_util(
+        &mut self,
+        parent: &Device<'static>,
+        unsupported: &mut Option<Absent>,
+    ) -> Reading<u32> {
+        if let Some(why) = unsupported {
+            return Err(why.clone());
+        }
+        let gi = self.gpu_instance_id.clone()?;
+        let sample = match parent.gpm_mig_sample(gi) {
+            Ok(s) => s,
+            Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => {
+                let why = Absent::Error("no GPM on this GPU (Hopper or newer has it)".into());
+                *unsupported = Some(why.clone());
+                return Err(why);
+            }
+            Err(e) => {
+                self.gpm_last = None;
+                return Err(absent(e));
+            }
+        };
+        let Some(previous) = self.gpm_last.replace(sample) else {
+            return Err(Absent::NotAvailable);
+        };
+        let Some(latest) = &self.gpm_last else {
+            return Err(Absent::NotAvailable);
+        };
+        let results = gpm_metrics_get(parent.nvml(), &previous, latest, &[GpmMetricId::SmUtil])
+            .map_err(absent)?;
+        match results.into_iter().next() {
+            Some(Ok(m)) if m.value.is_finite() && (0.0..=100.0).contains(&m.value) => {
+                Ok(m.value.round() as u32)
+            }
+            Some(Ok(m)) => Err(Absent::Error(format!("GPM gave {} %", m.value))),
+            Some(Err(e)) => Err(absent(e)),
+            None => Err(Absent::NotAvailable),
+        }
     }
 }
 

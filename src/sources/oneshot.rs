@@ -32,8 +32,9 @@ impl OneShot {
         pcie_every: Option<Duration>,
         repeated: bool,
         peek_every: Option<Duration>,
+        gpm: bool,
     ) -> Result<Self, NvmlProblem> {
-        let mut gpus = open_gpus(nvml_lib, pcie_every)?;
+        let mut gpus = open_gpus(nvml_lib, pcie_every, gpm)?;
         let peek_every = peek_every.filter(|_| repeated);
         if peek_every.is_some() {
             gpus.samplers

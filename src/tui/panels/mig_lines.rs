@@ -129,6 +129,10 @@ fn instance_line(theme: &Theme, instance: &MigInstance, first: bool) -> Line<'st
         ),
         Err(why) => Span::styled(format!("  mem {} ({why})", fmt::NA), theme.dim),
     });
+    // From GPM (`--gpm`) only: NVML's utilisation call has none in MIG mode.
+    if let Ok(sm) = &instance.sm_util {
+        spans.push(Span::styled(format!("  sm {sm:>3}%"), theme.value));
+    }
     spans.push(match &instance.processes {
         Ok(list) if list.is_empty() => Span::styled("  no processes", theme.dim),
         Ok(list) => {

@@ -22,6 +22,10 @@ pub struct MigSpec {
     /// `nvmlDeviceGetMaxMigDeviceCount` while MIG is enabled (7 on an A100 or H100).
     #[serde(default = "default_max_devices")]
     pub max_devices: u32,
+    /// GPM (Hopper and newer) answers per GPU instance (`nvmlGpmMigSampleGet`); false: it
+    /// answers 3 `NOT_SUPPORTED`, as on an A100.
+    #[serde(default)]
+    pub gpm: bool,
     /// Instances (GPU instance + compute instance pairs), each alive from `from` until
     /// `until`. Only while `current` is true do they exist.
     #[serde(default)]
@@ -64,6 +68,9 @@ pub struct MigPoint {
     /// Bytes used in the instance.
     #[serde(default)]
     pub memory_used: Option<u64>,
+    /// GPM's `NVML_GPM_METRIC_SM_UTIL` over an interval ending here, percent.
+    #[serde(default)]
+    pub sm_util: Option<f64>,
 }
 
 fn default_max_devices() -> u32 {
@@ -138,6 +145,15 @@ impl MigSpec {
 }
 
 impl MigInstanceSpec {
+    /// GPM's SM utilisation at `t`: the last point up to `t` that sets it.
+    pub fn sm_util_at(&self, t: f64) -> Option<f64> {
+        self.timeline
+            .iter()
+            .take_while(|p| p.t <= t)
+            .filter_map(|p| p.sm_util)
+            .last()
+    }
+
     /// Used memory at `t`: the last point up to `t` that sets it.
     pub fn memory_used_at(&self, t: f64) -> Option<u64> {
         self.timeline

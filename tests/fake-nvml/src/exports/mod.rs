@@ -1,6 +1,7 @@
 //! The exported C symbols, split by area.
 
 pub mod device;
+pub mod gpm;
 pub mod metrics;
 pub mod mig;
 pub mod process;
@@ -48,6 +49,11 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
     "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeInstanceId",
+    // gpm.rs
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmMigSampleGet",
+    "nvmlGpmMetricsGet",
     // metrics.rs
     "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetTemperature",

@@ -243,3 +243,88 @@ fn scenario_checks_mig() {
     )]);
     assert!(crate::Scenario::from_json(&typo.to_string()).is_err());
 }
+
+mod gpm {
+    use super::*;
+    use crate::exports::gpm::{
+        nvmlGpmMetricsGet, nvmlGpmMigSampleGet, nvmlGpmSampleAlloc, nvmlGpmSampleFree,
+    };
+    use crate::ffi::{GPM_METRIC_SM_UTIL, GpmMetricsGet};
+    use std::ffi::c_void;
+
+    fn with_gpm() -> serde_json::Value {
+        let mut s = scenario();
+        s["devices"][0]["mig"]["gpm"] = json!(true);
+        s["devices"][0]["mig"]["instances"][0]["timeline"] = json!([{"t": 0, "memory_used": 4 * GIB, "sm_util": 40.0},
+                   {"t": 2, "sm_util": 75.5}]);
+        s
+    }
+
+    fn alloc() -> *mut c_void {
+        let mut h: *mut c_void = ptr::null_mut();
+        assert_eq!(nvmlGpmSampleAlloc(&mut h), 0);
+        h
+    }
+
+    fn metrics(a: *mut c_void, b: *mut c_void, ids: &[u32]) -> (u32, Box<GpmMetricsGet>) {
+        // SAFETY: all-zero is a valid GpmMetricsGet (integers, floats, null pointers).
+        let mut request: Box<GpmMetricsGet> = Box::new(unsafe { std::mem::zeroed() });
+        request.version = 1;
+        request.num_metrics = ids.len() as u32;
+        request.sample1 = a;
+        request.sample2 = b;
+        for (m, id) in request.metrics.iter_mut().zip(ids) {
+            m.metric_id = *id;
+        }
+        let rc = nvmlGpmMetricsGet(&mut *request);
+        (rc, request)
+    }
+
+    #[test]
+    fn two_samples_give_the_instances_sm_utilisation() {
+        let f = Fake::init(&with_gpm());
+        let (a, b) = (alloc(), alloc());
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 1, a), 0);
+        f.at(2.5);
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 1, b), 0);
+        let (rc, got) = metrics(a, b, &[GPM_METRIC_SM_UTIL, 1]);
+        assert_eq!(rc, 0);
+        assert_eq!(
+            (got.metrics[0].nvml_return, got.metrics[0].value),
+            (0, 75.5)
+        );
+        assert_eq!(
+            got.metrics[1].nvml_return, 3,
+            "other metrics: not supported"
+        );
+        // Unknown GPU instance, a MIG handle, a freed sample.
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 9, a), 2);
+        assert_eq!(nvmlGpmMigSampleGet(mig_handle(0, 0).1, 1, a), 3);
+        assert_eq!(nvmlGpmSampleFree(a), 0);
+        assert_eq!(nvmlGpmSampleFree(a), 2);
+        assert_eq!(metrics(a, b, &[GPM_METRIC_SM_UTIL]).0, 2);
+        assert_eq!(nvmlGpmSampleFree(b), 0);
+    }
+
+    #[test]
+    fn without_gpm_the_gpu_says_not_supported() {
+        let _f = Fake::init(&scenario());
+        let a = alloc();
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 1, a), 3);
+        assert_eq!(nvmlGpmMigSampleGet(handle(2), 1, a), 3, "no MIG at all");
+        assert_eq!(nvmlGpmSampleFree(a), 0);
+    }
+
+    #[test]
+    fn samples_of_two_instances_do_not_compare() {
+        let _f = Fake::init(&with_gpm());
+        let (a, b) = (alloc(), alloc());
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 1, a), 0);
+        assert_eq!(nvmlGpmMigSampleGet(handle(0), 2, b), 0);
+        assert_eq!(metrics(a, b, &[GPM_METRIC_SM_UTIL]).0, 2);
+        let (rc, mut req) = metrics(a, a, &[GPM_METRIC_SM_UTIL]);
+        assert_eq!(rc, 0);
+        req.version = 2;
+        assert_eq!(nvmlGpmMetricsGet(&mut *req), 25);
+    }
+}
