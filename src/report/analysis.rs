@@ -9,7 +9,7 @@ use crate::model::foresight::Forecast;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
@@ -66,6 +66,8 @@ pub struct ProcessSummary {
     pub gpu_index: u32,
     pub command: Option<String>,
     pub user: Option<String>,
+    /// The Kubernetes pod it ran in, as last recorded.
+    pub pod: Option<PodInfo>,
     pub peak_nvml: Option<At>,
     pub allocator: Option<AllocatorSummary>,
 }
@@ -138,7 +140,7 @@ struct Analysis {
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
     /// reached the recorder.
     used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
-    hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
+    hosts: BTreeMap<u32, (Option<String>, Option<String>, Option<PodInfo>)>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -223,6 +225,9 @@ impl Analysis {
             }
             if let Ok(user) = &p.user {
                 entry.1 = Some(user.clone());
+            }
+            if p.pod.is_some() {
+                entry.2.clone_from(&p.pod);
             }
         }
     }
@@ -371,12 +376,13 @@ impl Analysis {
             .process_peaks
             .iter()
             .map(|(&(pid, gpu_index), peak)| {
-                let (command, user) = self.hosts.get(&pid).cloned().unwrap_or_default();
+                let (command, user, pod) = self.hosts.get(&pid).cloned().unwrap_or_default();
                 ProcessSummary {
                     pid,
                     gpu_index,
                     command,
                     user,
+                    pod,
                     peak_nvml: peak.clone(),
                     allocator: self.allocator_of(pid, gpu_index),
                 }

@@ -4,6 +4,7 @@
 pub mod alarm;
 pub mod channels;
 pub mod container;
+pub mod pod;
 mod dir_watch;
 pub mod host;
 pub mod nvml;

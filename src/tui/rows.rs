@@ -6,7 +6,9 @@ use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::allocator::RowProcess;
-use crate::model::{Absent, HostProcess, ProcessAllocator, ProcessKind, Reading, Snapshot};
+use crate::model::{
+    Absent, HostProcess, PodInfo, ProcessAllocator, ProcessKind, Reading, Snapshot,
+};
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -87,6 +89,11 @@ impl TableRow {
         self.host.as_ref()?.container.as_deref()
     }
 
+    /// The Kubernetes pod it runs in.
+    pub fn pod(&self) -> Option<&PodInfo> {
+        self.host.as_ref()?.pod.as_ref()
+    }
+
     /// No longer on its GPU's list: exited, or (see `left_gpu`) still running elsewhere.
     pub fn is_exited(&self) -> bool {
         self.exited_at.is_some()
@@ -151,6 +158,12 @@ impl TableRow {
             || self.user().is_some_and(hit)
             || self.command().is_some_and(hit)
             || self.container().is_some_and(hit)
+            || self.pod().is_some_and(|pod| {
+                let names = [&pod.namespace, &pod.name, &pod.container];
+                hit(&pod.label())
+                    || hit(&pod.uid)
+                    || names.iter().any(|n| n.as_deref().is_ok_and(hit))
+            })
     }
 }
 
@@ -161,6 +174,14 @@ pub fn ranked(snapshot: &Snapshot) -> bool {
         .allocators
         .iter()
         .any(|a| a.identity.rank.is_some())
+}
+
+/// Some process runs in a Kubernetes pod: the table shows POD (when chosen, as by default).
+pub fn in_pods(snapshot: &Snapshot) -> bool {
+    snapshot
+        .processes
+        .iter()
+        .any(|p| p.host.as_ref().is_some_and(|h| h.pod.is_some()))
 }
 
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
@@ -287,6 +308,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
                 compare_opt(a.allocator_figure(column), b.allocator_figure(column))
             }
             SortColumn::Step => compare_opt(a.allocator_step(), b.allocator_step()),
+            SortColumn::Pod => compare_opt(a.pod().map(pod_key), b.pod().map(pod_key)),
             SortColumn::Command => compare_opt(a.command(), b.command()),
         };
         // `None` means one side lacks a value: that order is final, whatever the direction.
@@ -301,6 +323,20 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))
     });
+}
+
+/// A pod's order: namespace, pod, container; unnamed (deleted) pods by uid, after named ones.
+fn pod_key(pod: &PodInfo) -> (bool, &str, &str, &str) {
+    fn name(r: &Reading<String>) -> &str {
+        r.as_deref().unwrap_or("")
+    }
+    let ns = pod.namespace.as_deref().ok();
+    (
+        ns.is_none(),
+        ns.unwrap_or(&pod.uid),
+        name(&pod.name),
+        name(&pod.container),
+    )
 }
 
 /// Compares two optional values; `None` when exactly one is absent (decided by `absent_last`).
@@ -329,6 +365,7 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
             r.allocator_figure(column).is_some()
         }
         SortColumn::Step => r.allocator_step().is_some(),
+        SortColumn::Pod => r.pod().is_some(),
         SortColumn::Command => r.command().is_some(),
     };
     // true (has a value) before false.

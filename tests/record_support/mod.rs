@@ -159,6 +159,7 @@ pub fn host(at_ms: u64) -> HostSample {
                 rss_bytes: Ok(12 * GIB),
                 cpu_percent: Ok(101.5),
                 container: Some("3f2a9c1b".into()),
+                pod: None,
                 uid: Some(1000),
                 starttime: None,
             },

@@ -4,7 +4,7 @@
 
 use super::{command, fmt, put};
 use crate::model::units;
-use crate::tui::rows::{TableRow, ranked};
+use crate::tui::rows::{TableRow, in_pods, ranked};
 use crate::tui::theme::Theme;
 use crate::tui::ui_state::SortColumn;
 use crate::tui::view::View;
@@ -63,6 +63,11 @@ const ALLOCATOR_COLUMNS: [Col; 4] = [
 /// Shown, after GPU, while some writer reports a rank; it goes after PEAK, before RESV.
 const RANK_COLUMN: Col = col(SortColumn::Rank, 4, Some(7));
 
+/// Shown right before COMMAND while some process runs in a Kubernetes pod (and POD is
+/// chosen, as by default): `namespace/pod:container`. It outlasts USER, which in a container
+/// is mostly root and says less than the pod does.
+const POD_COLUMN: Col = col(SortColumn::Pod, 24, Some(3));
+
 /// COMMAND keeps at least this many cells before any other column is given up.
 const MIN_COMMAND: u16 = 20;
 
@@ -75,6 +80,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         area.width,
         !view.snapshot.allocators.is_empty(),
         ranked(view.snapshot),
+        in_pods(view.snapshot) && view.ui.shows(SortColumn::Pod),
         |c| view.ui.shows(c),
     );
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
@@ -307,6 +313,7 @@ fn fit_columns(
     width: u16,
     allocator_columns: bool,
     rank_column: bool,
+    pod_column: bool,
     chosen: impl Fn(SortColumn) -> bool,
 ) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).collect();
@@ -320,6 +327,9 @@ fn fit_columns(
     if allocator_columns {
         // After CPU%, before COMMAND.
         kept.extend(ALLOCATOR_COLUMNS.iter());
+    }
+    if pod_column {
+        kept.push(&POD_COLUMN);
     }
     let need =
         |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
@@ -482,6 +492,7 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
         }
         SortColumn::Step => allocator_cell(theme, row, row.allocator_step().map(|s| s.to_string())),
+        SortColumn::Pod => pod_cell(view, row, usize::from(POD_COLUMN.width)),
         SortColumn::Command => command_cell(view, row),
     }
 }
@@ -494,6 +505,33 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
         (Some(_), Some(text)) => Span::raw(text),
         (Some(_), None) => Span::styled(fmt::NA, theme.dim),
     })
+}
+
+/// `ml-team/trainer-0:trainer`, or `ml-team/trainer-0` when the container's name does not
+/// fit too; a pod whose names are gone (deleted while its process lives) shows its uid,
+/// dimmed. Blank for a process in no pod, as RANK is for one without a rank.
+fn pod_cell<'a>(view: &View, row: &'a TableRow, width: usize) -> Cell<'a> {
+    let theme = view.theme;
+    let Some(pod) = row.pod() else {
+        return Cell::left(Span::raw(""));
+    };
+    let label = pod.label();
+    let text = match (&pod.namespace, &pod.name, &pod.container) {
+        (Ok(_), Ok(_), Ok(container)) => {
+            let full = format!("{label}:{container}");
+            if full.chars().count() <= width {
+                Span::raw(full)
+            } else {
+                Span::raw(label)
+            }
+        }
+        (Ok(_), Ok(_), Err(_)) => Span::raw(label),
+        _ => Span::styled(label, theme.dim),
+    };
+    Cell {
+        cut_mark: Some(theme.glyphs.cut),
+        ..Cell::left(text)
+    }
 }
 
 /// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row; the
