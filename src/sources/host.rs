@@ -165,6 +165,12 @@ impl HostSampler {
             let starttime = crate::channel::starttime(Some(local_pid)).ok();
             // By the NVML (host) pid: the pod's files are the node's.
             let pod = self.pods.resolve(pid);
+            let mut view = view;
+            // The pod's cgroup, read through the node's root, names the container the pod
+            // names: the short id shown beside the pod agrees with it.
+            if let Some(id) = pod.as_ref().and_then(|p| p.container_id.as_deref()) {
+                view.container = id.get(..12).map(str::to_string);
+            }
             self.watched.insert(
                 pid,
                 Watched {

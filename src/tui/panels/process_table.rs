@@ -4,7 +4,8 @@
 
 use super::{command, fmt, put};
 use crate::model::units;
-use crate::tui::rows::{TableRow, in_pods, ranked};
+use crate::model::PodInfo;
+use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
 use crate::tui::ui_state::SortColumn;
 use crate::tui::view::View;
@@ -64,9 +65,28 @@ const ALLOCATOR_COLUMNS: [Col; 4] = [
 const RANK_COLUMN: Col = col(SortColumn::Rank, 4, Some(7));
 
 /// Shown right before COMMAND while some process runs in a Kubernetes pod (and POD is
-/// chosen, as by default): `namespace/pod:container`. It outlasts USER, which in a container
-/// is mostly root and says less than the pod does.
-const POD_COLUMN: Col = col(SortColumn::Pod, 24, Some(3));
+/// chosen, as by default): `namespace/pod:container`, in the narrowest of these that holds
+/// the longest one (pods of a Deployment have long names). It outlasts USER, which in a
+/// container is mostly root and says less than the pod does.
+const POD_COLUMNS: [Col; 4] = [
+    col(SortColumn::Pod, 16, Some(3)),
+    col(SortColumn::Pod, 24, Some(3)),
+    col(SortColumn::Pod, 32, Some(3)),
+    col(SortColumn::Pod, 40, Some(3)),
+];
+
+/// The POD column for `rows`, when one of them runs in a pod.
+fn pod_column(rows: &[TableRow]) -> Option<&'static Col> {
+    let longest = rows
+        .iter()
+        .filter_map(TableRow::pod)
+        .map(|pod| pod_text(pod).chars().count())
+        .max()?;
+    POD_COLUMNS
+        .iter()
+        .find(|c| usize::from(c.width) >= longest)
+        .or(POD_COLUMNS.last())
+}
 
 /// COMMAND keeps at least this many cells before any other column is given up.
 const MIN_COMMAND: u16 = 20;
@@ -80,7 +100,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         area.width,
         !view.snapshot.allocators.is_empty(),
         ranked(view.snapshot),
-        in_pods(view.snapshot) && view.ui.shows(SortColumn::Pod),
+        pod_column(rows).filter(|_| view.ui.shows(SortColumn::Pod)),
         |c| view.ui.shows(c),
     );
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
@@ -124,7 +144,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
             style = style.patch(theme.selected);
         }
         cells.clear();
-        cells.extend(kinds.iter().map(|(kind, _)| cell(view, *kind, row)));
+        cells.extend(kinds.iter().map(|(kind, width)| cell(view, *kind, *width, row)));
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
     let row_offset = lines[..offset.min(lines.len())]
@@ -313,7 +333,7 @@ fn fit_columns(
     width: u16,
     allocator_columns: bool,
     rank_column: bool,
-    pod_column: bool,
+    pod_column: Option<&'static Col>,
     chosen: impl Fn(SortColumn) -> bool,
 ) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).collect();
@@ -328,9 +348,7 @@ fn fit_columns(
         // After CPU%, before COMMAND.
         kept.extend(ALLOCATOR_COLUMNS.iter());
     }
-    if pod_column {
-        kept.push(&POD_COLUMN);
-    }
+    kept.extend(pod_column);
     let need =
         |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
     while need(&kept) > width {
@@ -439,7 +457,7 @@ fn figure<T>(
     })
 }
 
-fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
+fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     match kind {
         SortColumn::Pid => {
@@ -492,7 +510,7 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
         }
         SortColumn::Step => allocator_cell(theme, row, row.allocator_step().map(|s| s.to_string())),
-        SortColumn::Pod => pod_cell(view, row, usize::from(POD_COLUMN.width)),
+        SortColumn::Pod => pod_cell(view, row, usize::from(width)),
         SortColumn::Command => command_cell(view, row),
     }
 }
@@ -507,26 +525,30 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
     })
 }
 
+/// `ml-team/trainer-0:trainer`: what the POD column shows at its widest; `pod <uid>` for a
+/// pod whose names are gone (deleted while its process lives).
+fn pod_text(pod: &PodInfo) -> String {
+    match (&pod.name, &pod.container) {
+        (Ok(_), Ok(container)) => format!("{}:{container}", pod.label()),
+        _ => pod.label(),
+    }
+}
+
 /// `ml-team/trainer-0:trainer`, or `ml-team/trainer-0` when the container's name does not
-/// fit too; a pod whose names are gone (deleted while its process lives) shows its uid,
-/// dimmed. Blank for a process in no pod, as RANK is for one without a rank.
+/// fit too; a pod without names shows its uid, dimmed. Blank for a process in no pod, as
+/// RANK is for one without a rank.
 fn pod_cell<'a>(view: &View, row: &'a TableRow, width: usize) -> Cell<'a> {
     let theme = view.theme;
     let Some(pod) = row.pod() else {
         return Cell::left(Span::raw(""));
     };
-    let label = pod.label();
-    let text = match (&pod.namespace, &pod.name, &pod.container) {
-        (Ok(_), Ok(_), Ok(container)) => {
-            let full = format!("{label}:{container}");
-            if full.chars().count() <= width {
-                Span::raw(full)
-            } else {
-                Span::raw(label)
-            }
-        }
-        (Ok(_), Ok(_), Err(_)) => Span::raw(label),
-        _ => Span::styled(label, theme.dim),
+    let full = pod_text(pod);
+    let text = if pod.name.is_err() {
+        Span::styled(full, theme.dim)
+    } else if full.chars().count() <= width {
+        Span::raw(full)
+    } else {
+        Span::raw(pod.label())
     };
     Cell {
         cut_mark: Some(theme.glyphs.cut),
