@@ -92,8 +92,13 @@ impl Node {
     fn pod(&self, namespace: &str, name: &str, uid: &str, containers: &[(&str, Option<&str>)]) {
         let pod_dir = format!("{namespace}_{name}_{uid}");
         for (container, id) in containers {
-            fs::create_dir_all(self.root().join("var/log/pods").join(&pod_dir).join(container))
-                .unwrap();
+            fs::create_dir_all(
+                self.root()
+                    .join("var/log/pods")
+                    .join(&pod_dir)
+                    .join(container),
+            )
+            .unwrap();
             if let Some(id) = id {
                 let link = self.root().join(format!(
                     "var/log/containers/{name}_{namespace}_{container}-{id}.log"
@@ -227,7 +232,7 @@ fn assert_clean(what: &str, text: &str) {
     }
 }
 
-fn process<'a>(doc: &'a Value, pid: u32) -> &'a Value {
+fn process(doc: &Value, pid: u32) -> &Value {
     doc["processes"]
         .as_array()
         .and_then(|list| list.iter().find(|p| p["pid"] == pid))
@@ -251,7 +256,10 @@ fn json_csv_and_once_name_every_pod() {
     let server = process(&doc, pids.server);
     assert_eq!(server["pod"], "server-1");
     assert_eq!(server["namespace"], "inference");
-    assert_eq!(server["container_name"], "server", "the pod's only container");
+    assert_eq!(
+        server["container_name"], "server",
+        "the pod's only container"
+    );
     assert_eq!(server["pod_qos"], "besteffort");
 
     let gone = process(&doc, pids.gone);
@@ -285,7 +293,10 @@ fn json_csv_and_once_name_every_pod() {
     let row_of = |pid: u32| -> Vec<String> {
         csv.lines()
             .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
-            .find(|cells| cells.first().map(String::as_str) == Some("process") && cells[column("pid")] == pid.to_string())
+            .find(|cells| {
+                cells.first().map(String::as_str) == Some("process")
+                    && cells[column("pid")] == pid.to_string()
+            })
             .unwrap_or_else(|| panic!("pid {pid} in {csv}"))
     };
     let trainer_row = row_of(pids.trainer);
@@ -320,9 +331,10 @@ fn the_exporter_labels_processes_as_dcgm_exporter_does() {
         cmd
     });
     let series = |text: &str, pid: u32| {
-        samples(text)
-            .into_iter()
-            .find(|l| l.name == "vramscope_process_memory_used_bytes" && l.label("pid") == Some(&pid.to_string()))
+        samples(text).into_iter().find(|l| {
+            l.name == "vramscope_process_memory_used_bytes"
+                && l.label("pid") == Some(&pid.to_string())
+        })
     };
     let text = served.scrape_until(Duration::from_secs(15), |t| {
         [pids.trainer, pids.gone, pids.evil, pids.host]
@@ -420,7 +432,8 @@ fn the_table_shows_pods_the_filter_finds_them_and_the_detail_pane_names_them() {
     };
     let wait = Duration::from_secs(10);
     let (ok, screen) = t.wait_for(wait, |s| {
-        s.lines().any(|l| l.trim_start().starts_with("PID") && l.contains("POD"))
+        s.lines()
+            .any(|l| l.trim_start().starts_with("PID") && l.contains("POD"))
             && row(s, pids.trainer).is_some_and(|r| r.contains("ml-team/trainer-0:trainer"))
     });
     assert!(ok, "the POD column:\n{screen}");
@@ -452,5 +465,8 @@ fn the_table_shows_pods_the_filter_finds_them_and_the_detail_pane_names_them() {
         s.contains(&format!("pod uid {UID_TRAINER}")) && s.contains("qos burstable")
     });
     assert!(ok, "the detail pane:\n{screen}");
-    assert!(screen.contains("pod ml-team/trainer-0  container trainer"), "{screen}");
+    assert!(
+        screen.contains("pod ml-team/trainer-0  container trainer"),
+        "{screen}"
+    );
 }

@@ -136,7 +136,9 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     ("pod", |p| pod(p, |pod| text(&pod.name))),
     ("namespace", |p| pod(p, |pod| text(&pod.namespace))),
     ("container_name", |p| pod(p, |pod| text(&pod.container))),
-    ("pod_uid", |p| pod(p, |pod| Ok(Value::Text(pod.uid.clone())))),
+    ("pod_uid", |p| {
+        pod(p, |pod| Ok(Value::Text(pod.uid.clone())))
+    }),
     ("pod_qos", |p| {
         pod(p, |pod| {
             pod.qos

@@ -508,7 +508,11 @@ pub struct HostProcessDef {
     container: Option<String>,
     /// The Kubernetes pod; left out for a process in none, and absent from recordings made
     /// before it was recorded.
-    #[serde(with = "optional_pod", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        with = "optional_pod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pod: Option<PodInfo>,
     uid: Option<u32>,
     /// Recorded so that replay joins a process NVML still lists to the channel its writer

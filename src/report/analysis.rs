@@ -72,6 +72,14 @@ pub struct ProcessSummary {
     pub allocator: Option<AllocatorSummary>,
 }
 
+/// What the host said of a pid, the latest readable of each.
+#[derive(Clone, Debug, Default)]
+struct HostFacts {
+    command: Option<String>,
+    user: Option<String>,
+    pod: Option<PodInfo>,
+}
+
 /// One OOM as the fold merged it, with the writer's pid and the GPU it happened on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OomSummary {
@@ -140,7 +148,7 @@ struct Analysis {
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
     /// reached the recorder.
     used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
-    hosts: BTreeMap<u32, (Option<String>, Option<String>, Option<PodInfo>)>,
+    hosts: BTreeMap<u32, HostFacts>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -221,13 +229,13 @@ impl Analysis {
         for p in &sample.processes {
             let entry = self.hosts.entry(p.pid).or_default();
             if let Ok(command) = &p.command {
-                entry.0 = Some(command.clone());
+                entry.command = Some(command.clone());
             }
             if let Ok(user) = &p.user {
-                entry.1 = Some(user.clone());
+                entry.user = Some(user.clone());
             }
             if p.pod.is_some() {
-                entry.2.clone_from(&p.pod);
+                entry.pod.clone_from(&p.pod);
             }
         }
     }
@@ -376,7 +384,8 @@ impl Analysis {
             .process_peaks
             .iter()
             .map(|(&(pid, gpu_index), peak)| {
-                let (command, user, pod) = self.hosts.get(&pid).cloned().unwrap_or_default();
+                let HostFacts { command, user, pod } =
+                    self.hosts.get(&pid).cloned().unwrap_or_default();
                 ProcessSummary {
                     pid,
                     gpu_index,

@@ -210,7 +210,9 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         p.user
             .as_deref()
             .map_or(String::new(), |u| format!(" ({})", shown(u, markdown))),
-        p.pod.as_ref().map_or(String::new(), |pod| in_pod(pod, markdown)),
+        p.pod
+            .as_ref()
+            .map_or(String::new(), |pod| in_pod(pod, markdown)),
         at(p.peak_nvml.as_ref(), markdown)
     );
     let Some(a) = &p.allocator else { return };

@@ -199,9 +199,8 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         RowProcess::listed(host.map(|h| &**h)),
     );
     let pod = host.and_then(|h| h.pod.as_ref());
-    let pod_name = |read: fn(&PodInfo) -> &Reading<String>| {
-        pod.and_then(|p| read(p).as_ref().ok().cloned())
-    };
+    let pod_name =
+        |read: fn(&PodInfo) -> &Reading<String>| pod.and_then(|p| read(p).as_ref().ok().cloned());
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {

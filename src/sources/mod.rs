@@ -4,7 +4,6 @@
 pub mod alarm;
 pub mod channels;
 pub mod container;
-pub mod pod;
 mod dir_watch;
 pub mod host;
 pub mod nvml;
@@ -12,6 +11,7 @@ pub mod nvml_errors;
 mod nvml_lists;
 mod nvml_memory;
 pub mod oneshot;
+pub mod pod;
 pub mod pool;
 pub mod process_meter;
 pub mod runner;

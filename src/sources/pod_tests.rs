@@ -7,7 +7,12 @@ const UID: &str = "8e7f6a5b-4c3d-2e1f-0a9b-8c7d6e5f4a3b";
 /// The uid as the systemd driver writes it in a slice name.
 const UID_: &str = "8e7f6a5b_4c3d_2e1f_0a9b_8c7d6e5f4a3b";
 
-fn pod(uid: &str, qos: Option<&'static str>, id: Option<&str>, runtime: Option<&'static str>) -> CgroupPod {
+fn pod(
+    uid: &str,
+    qos: Option<&'static str>,
+    id: Option<&str>,
+    runtime: Option<&'static str>,
+) -> CgroupPod {
     CgroupPod {
         uid: uid.into(),
         qos,
@@ -20,11 +25,15 @@ fn pod(uid: &str, qos: Option<&'static str>, id: Option<&str>, runtime: Option<&
 fn cgroup_v2_systemd_driver_for_each_runtime_and_qos() {
     let cases = [
         (
-            format!("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"),
+            format!(
+                "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"
+            ),
             pod(UID, Some("burstable"), Some(ID), Some("containerd")),
         ),
         (
-            format!("0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"),
+            format!(
+                "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"
+            ),
             pod(UID, Some("besteffort"), Some(ID), Some("cri-o")),
         ),
         (
@@ -80,7 +89,8 @@ fn cgroup_v1_systemd_driver_prefers_a_line_naming_the_container() {
 
 #[test]
 fn paths_from_another_cgroup_namespace_and_static_pods() {
-    let relative = format!("0::/../../kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope");
+    let relative =
+        format!("0::/../../kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope");
     assert_eq!(
         parse_cgroup(&relative),
         Some(pod(UID, Some("besteffort"), Some(ID), Some("containerd")))
@@ -135,7 +145,9 @@ impl Node {
         let dir = self.root().join(format!("proc/{pid}"));
         fs::create_dir_all(&dir).unwrap();
         // A command with `)` and spaces, as anyone may name a process.
-        let stat = format!("{pid} (evil) x (y) S 1 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 {starttime} 1 1\n");
+        let stat = format!(
+            "{pid} (evil) x (y) S 1 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 {starttime} 1 1\n"
+        );
         fs::write(dir.join("stat"), stat).unwrap();
         fs::write(dir.join("cgroup"), cgroup).unwrap();
     }
@@ -147,9 +159,9 @@ impl Node {
         for (container, id) in containers {
             fs::create_dir_all(dir.join(container)).unwrap();
             if let Some(id) = id {
-                let link = self
-                    .root()
-                    .join(format!("var/log/containers/{name}_{namespace}_{container}-{id}.log"));
+                let link = self.root().join(format!(
+                    "var/log/containers/{name}_{namespace}_{container}-{id}.log"
+                ));
                 // Absolute, as the kubelet writes it: the node's path, not the test's.
                 let target = format!("/var/log/pods/{dir_name}/{container}/0.log");
                 std::os::unix::fs::symlink(target, link).unwrap();
@@ -174,7 +186,11 @@ fn names_come_from_the_kubelets_directories_and_links() {
         "ml-team",
         "trainer-7d9f-0",
         UID,
-        &[("init-data", Some(&other)), ("trainer", Some(ID)), ("sidecar", None)],
+        &[
+            ("init-data", Some(&other)),
+            ("trainer", Some(ID)),
+            ("sidecar", None),
+        ],
     );
     node.process(4242, 777, &containerd_cgroup(UID, ID));
     let mut resolver = PodResolver::new(node.root());
@@ -197,18 +213,26 @@ fn a_pod_with_one_container_needs_no_link_and_several_do() {
     node.process(10, 1, &format!("0::/kubepods/burstable/pod{UID}/{ID}\n"));
     node.process(11, 1, &format!("0::/kubepods/burstable/pod{uid2}/{ID}\n"));
     let mut resolver = PodResolver::new(node.root());
-    assert_eq!(resolver.resolve(10).unwrap().container.as_deref(), Ok("main"));
+    assert_eq!(
+        resolver.resolve(10).unwrap().container.as_deref(),
+        Ok("main")
+    );
     let duo = resolver.resolve(11).unwrap();
     assert_eq!(duo.name.as_deref(), Ok("duo"));
     let why = duo.container.unwrap_err().reason();
-    assert!(why.contains("no /var/log/containers link for container 3f5c2a1b9d8e"), "{why}");
+    assert!(
+        why.contains("no /var/log/containers link for container 3f5c2a1b9d8e"),
+        "{why}"
+    );
 }
 
 #[test]
 fn a_deleted_pod_keeps_its_uid_and_says_why_its_names_are_gone() {
     let node = Node::new();
     node.process(4242, 777, &containerd_cgroup(UID, ID));
-    let found = PodResolver::new(node.root()).resolve(4242).expect("in a pod");
+    let found = PodResolver::new(node.root())
+        .resolve(4242)
+        .expect("in a pod");
     assert_eq!(found.uid, UID);
     for reading in [&found.namespace, &found.name, &found.container] {
         let why = reading.as_ref().unwrap_err().reason();
@@ -250,7 +274,10 @@ fn hostile_names_are_cleaned() {
     // Bytes that are not UTF-8 in a directory name, too.
     let node = Node::new();
     let raw = [b"ns\xff_pod_".as_slice(), UID.as_bytes()].concat();
-    let dir = node.root().join("var/log/pods").join(std::ffi::OsString::from_vec(raw));
+    let dir = node
+        .root()
+        .join("var/log/pods")
+        .join(std::ffi::OsString::from_vec(raw));
     fs::create_dir_all(dir).unwrap();
     node.process(8, 1, &containerd_cgroup(UID, ID));
     let found = PodResolver::new(node.root()).resolve(8).unwrap();

@@ -104,7 +104,10 @@ mod tests {
         assert!(!ColumnChoice::default().shows(SortColumn::Type, false));
         assert!(ColumnChoice::default().shows(SortColumn::Cpu, false));
         assert!(ColumnChoice::default().shows(SortColumn::Pod, false));
-        assert!(!choice.shows(SortColumn::Pod, false), "named or not, like any other");
+        assert!(
+            !choice.shows(SortColumn::Pod, false),
+            "named or not, like any other"
+        );
         assert!(parse("pod").unwrap().shows(SortColumn::Pod, false));
     }
 

@@ -3,8 +3,8 @@
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
 use super::{command, fmt, put};
-use crate::model::units;
 use crate::model::PodInfo;
+use crate::model::units;
 use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
 use crate::tui::ui_state::SortColumn;
@@ -144,7 +144,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
             style = style.patch(theme.selected);
         }
         cells.clear();
-        cells.extend(kinds.iter().map(|(kind, width)| cell(view, *kind, *width, row)));
+        cells.extend(
+            kinds
+                .iter()
+                .map(|(kind, width)| cell(view, *kind, *width, row)),
+        );
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
     let row_offset = lines[..offset.min(lines.len())]
