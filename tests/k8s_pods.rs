@@ -119,6 +119,25 @@ struct Pids {
     host: u32,
 }
 
+/// One GPU listing the cluster's processes, the trainer only when `trainer`.
+fn gpu_listing(pids: &Pids, trainer: bool) -> Value {
+    let mut gpu = h100(0);
+    let listed = [
+        (pids.trainer, 20),
+        (pids.server, 4),
+        (pids.gone, 3),
+        (pids.evil, 2),
+        (pids.host, 1),
+    ];
+    let compute: Vec<Value> = listed
+        .iter()
+        .filter(|(pid, _)| trainer || *pid != pids.trainer)
+        .map(|(pid, gib)| json!({ "pid": pid, "used_memory": gib * GIB }))
+        .collect();
+    gpu["processes"] = json!([{ "t": 0, "compute": compute }]);
+    json!({ "devices": [gpu] })
+}
+
 struct Cluster {
     scenario: Scenario,
     node: Node,
@@ -185,25 +204,18 @@ impl Cluster {
             &[(EVIL_CONTAINER, Some(&id('d'))), ("other", None)],
         );
         // The test process runs in no pod: the node has no `proc/` entry for it.
-        let mut gpu = h100(0);
-        let listed = [
-            (pids.trainer, 20),
-            (pids.server, 4),
-            (pids.gone, 3),
-            (pids.evil, 2),
-            (pids.host, 1),
-        ];
-        let compute: Vec<Value> = listed
-            .iter()
-            .map(|(pid, gib)| json!({ "pid": pid, "used_memory": gib * GIB }))
-            .collect();
-        gpu["processes"] = json!([{ "t": 0, "compute": compute }]);
+        let scenario = Scenario::new(&gpu_listing(&pids, true));
         Cluster {
-            scenario: Scenario::new(&json!({ "devices": [gpu] })),
+            scenario,
             node,
             pids,
             _sleepers: sleepers,
         }
+    }
+
+    /// NVML stops listing the trainer (it still runs: it left the GPU).
+    fn trainer_leaves(&self) {
+        self.scenario.rewrite(&gpu_listing(&self.pids, false));
     }
 
     fn command(&self) -> Command {
@@ -469,4 +481,13 @@ fn the_table_shows_pods_the_filter_finds_them_and_the_detail_pane_names_them() {
         screen.contains("pod ml-team/trainer-0  container trainer"),
         "{screen}"
     );
+
+    // A row NVML no longer lists keeps its pod.
+    t.keys(&["Escape"]);
+    cluster.trainer_leaves();
+    let (ok, screen) = t.wait_for(wait, |s| {
+        row(s, pids.trainer)
+            .is_some_and(|r| r.contains("left GPU") && r.contains("ml-team/trainer-0:trainer"))
+    });
+    assert!(ok, "the row that left its GPU:\n{screen}");
 }

@@ -199,8 +199,6 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         RowProcess::listed(host.map(|h| &**h)),
     );
     let pod = host.and_then(|h| h.pod.as_ref());
-    let pod_name =
-        |read: fn(&PodInfo) -> &Reading<String>| pod.and_then(|p| read(p).as_ref().ok().cloned());
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {
@@ -209,9 +207,9 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
             pid: row.nvml.pid,
             user,
             command: command.or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
-            pod: pod_name(|p| &p.name),
-            namespace: pod_name(|p| &p.namespace),
-            container: pod_name(|p| &p.container),
+            pod: pod_name(pod, |p| &p.name),
+            namespace: pod_name(pod, |p| &p.namespace),
+            container: pod_name(pod, |p| &p.container),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -238,10 +236,9 @@ fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
                 .command
                 .clone()
                 .or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
-            // Kept from while it ran (`Retention` fills labels, never drops them).
-            pod: None,
-            namespace: None,
-            container: None,
+            pod: pod_name(row.pod.as_ref(), |p| &p.name),
+            namespace: pod_name(row.pod.as_ref(), |p| &p.namespace),
+            container: pod_name(row.pod.as_ref(), |p| &p.container),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -320,6 +317,11 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         }
     }
     entries
+}
+
+/// One of a pod's names, when the pod's names are known.
+fn pod_name(pod: Option<&PodInfo>, read: fn(&PodInfo) -> &Reading<String>) -> Option<String> {
+    pod.and_then(|p| read(p).as_ref().ok().cloned())
 }
 
 fn non_empty(text: &str) -> Option<String> {

@@ -38,6 +38,8 @@ pub struct TableRow {
     /// The last user and command seen, for rows whose host facts lack them (exited ones).
     remembered_user: Option<String>,
     remembered_command: Option<String>,
+    /// The pod of an exited row, which has no host facts any more.
+    remembered_pod: Option<PodInfo>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
     /// A row no longer listed whose process still runs: it left the GPU, it did not exit.
@@ -91,7 +93,10 @@ impl TableRow {
 
     /// The Kubernetes pod it runs in.
     pub fn pod(&self) -> Option<&PodInfo> {
-        self.host.as_ref()?.pod.as_ref()
+        match &self.host {
+            Some(host) => host.pod.as_ref(),
+            None => self.remembered_pod.as_ref(),
+        }
     }
 
     /// No longer on its GPU's list: exited, or (see `left_gpu`) still running elsewhere.
@@ -178,10 +183,8 @@ pub fn ranked(snapshot: &Snapshot) -> bool {
 
 /// Some process runs in a Kubernetes pod: the table shows POD (when chosen, as by default).
 pub fn in_pods(snapshot: &Snapshot) -> bool {
-    snapshot
-        .processes
-        .iter()
-        .any(|p| p.host.as_ref().is_some_and(|h| h.pod.is_some()))
+    let listed = |p: &crate::model::ProcessRow| p.host.as_ref().is_some_and(|h| h.pod.is_some());
+    snapshot.processes.iter().any(listed) || snapshot.exited.iter().any(|e| e.pod.is_some())
 }
 
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
@@ -222,6 +225,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
         rows.push(TableRow {
             remembered_user: remembered(host.map(|h| &h.user), |s| &s.user),
             remembered_command: remembered(host.map(|h| &h.command), |s| &s.command),
+            remembered_pod: None,
             gpu_index: p.gpu_index,
             vram,
             vram_pct,
@@ -251,6 +255,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
         rows.push(TableRow {
             remembered_user: gone.user.clone(),
             remembered_command: gone.command.clone(),
+            remembered_pod: gone.pod.clone(),
             gpu_index: gone.gpu_index,
             // The process is gone: its current figures do not exist, only its peak does.
             vram: Err(Absent::NotAvailable),
