@@ -1,6 +1,7 @@
 //! Host sampler: RAM and swap, and a targeted read of only the processes NVML listed.
 //! A process's identity (user, command line, container, Kubernetes pod) is read once, when
-//! NVML first lists it; each tick then costs one `pread` of its `/proc/PID/stat` (see `process_meter`).
+//! NVML first lists it; each tick then costs one `pread` of its `/proc/PID/stat` (see
+//! `process_meter`).
 
 use super::container;
 use super::pod::PodResolver;
