@@ -7,7 +7,7 @@
 //!   (`kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid with _>.slice/
 //!   cri-containerd-<id>.scope`, `crio-<id>.scope`, `docker-<id>.scope`) and the cgroupfs
 //!   driver (`kubepods/burstable/pod<uid>/<id>`); guaranteed pods sit right under
-//!   `kubepods`. Segments are matched wherever they are, so a path seen from another cgroup
+//!   `kubepods`, and a kubelet given a cgroup root prefixes the slices (`kubelet-kubepods-…`). Segments are matched wherever they are, so a path seen from another cgroup
 //!   namespace (`/../../kubepods-…`) reads too.
 //! - The names come from the kubelet's log directories, which it makes for every pod and
 //!   container before the container starts, whatever the runtime:
@@ -98,11 +98,19 @@ fn parse_path(path: &str) -> Option<CgroupPod> {
 fn pod_segment(segment: &str, parent: Option<&str>) -> Option<(String, Option<&'static str>)> {
     if let Some(slice) = segment.strip_suffix(".slice") {
         let (level, uid) = slice.rsplit_once("-pod")?;
-        let qos = match level {
-            "kubepods" => "guaranteed",
-            "kubepods-burstable" => "burstable",
-            "kubepods-besteffort" => "besteffort",
-            _ => return None,
+        // A kubelet given a cgroup root names its slices after it too: kind's nodes have
+        // `kubelet-kubepods-burstable-pod<uid>.slice`.
+        let is = |name: &str| {
+            level == name || level.strip_suffix(name).is_some_and(|p| p.ends_with('-'))
+        };
+        let qos = if is("kubepods") {
+            "guaranteed"
+        } else if is("kubepods-burstable") {
+            "burstable"
+        } else if is("kubepods-besteffort") {
+            "besteffort"
+        } else {
+            return None;
         };
         let uid = uid.replace('_', "-");
         return is_uid(&uid).then_some((uid, Some(qos)));

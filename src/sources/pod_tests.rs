@@ -95,6 +95,26 @@ fn paths_from_another_cgroup_namespace_and_static_pods() {
         parse_cgroup(&relative),
         Some(pod(UID, Some("besteffort"), Some(ID), Some("containerd")))
     );
+    // A kubelet with `--cgroup-root=/kubelet` (kind's nodes) prefixes its slices.
+    let kind = format!(
+        "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod{UID_}.slice/cri-containerd-{ID}.scope"
+    );
+    assert_eq!(
+        parse_cgroup(&kind),
+        Some(pod(UID, Some("besteffort"), Some(ID), Some("containerd")))
+    );
+    let kind_guaranteed = format!(
+        "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod{UID_}.slice/cri-containerd-{ID}.scope"
+    );
+    assert_eq!(
+        parse_cgroup(&kind_guaranteed).and_then(|p| p.qos),
+        Some("guaranteed")
+    );
+    // Not a kubelet's: `mykubepods` is no level.
+    assert_eq!(
+        parse_cgroup(&format!("0::/mykubepods-pod{UID_}.slice")),
+        None
+    );
     // A static pod's uid is the hash of its manifest: 32 hex digits, no dashes.
     let hash = "6f1f6d3c8f9e4b2a9d7c5e3b1a0f2e4d";
     let static_pod = format!("0::/kubepods/burstable/pod{hash}/{ID}");
