@@ -90,6 +90,14 @@ impl PodInfo {
             _ => format!("pod {}", self.uid),
         }
     }
+
+    /// `namespace/pod:container`, or `label` where the container's name is unknown.
+    pub fn full_label(&self) -> String {
+        match (&self.name, &self.container) {
+            (Ok(_), Ok(container)) => format!("{}:{container}", self.label()),
+            _ => self.label(),
+        }
+    }
 }
 
 /// When a process started, in ms since the Unix epoch, from its `/proc/PID/stat` start time

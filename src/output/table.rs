@@ -223,10 +223,7 @@ fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> 
     let mut command = host.map_or(NA.into(), |h| or_na(&h.command, Clone::clone));
     // A pod names the process better than its container's id does.
     if let Some(pod) = host.and_then(|h| h.pod.as_ref()) {
-        command = match &pod.container {
-            Ok(container) if pod.name.is_ok() => format!("[{}:{container}] {command}", pod.label()),
-            _ => format!("[{}] {command}", pod.label()),
-        };
+        command = format!("[{}] {command}", pod.full_label());
     } else if let Some(container) = host.and_then(|h| h.container.as_ref()) {
         command = format!("[{container}] {command}");
     }

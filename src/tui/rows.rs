@@ -164,10 +164,8 @@ impl TableRow {
             || self.command().is_some_and(hit)
             || self.container().is_some_and(hit)
             || self.pod().is_some_and(|pod| {
-                let names = [&pod.namespace, &pod.name, &pod.container];
-                hit(&pod.label())
-                    || hit(&pod.uid)
-                    || names.iter().any(|n| n.as_deref().is_ok_and(hit))
+                // As the POD column shows it (`ml-team/trainer-0:trainer`), and the uid.
+                hit(&pod.full_label()) || hit(&pod.uid)
             })
     }
 }

@@ -3,7 +3,6 @@
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
 use super::{command, fmt, put};
-use crate::model::PodInfo;
 use crate::model::units;
 use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
@@ -80,7 +79,7 @@ fn pod_column(rows: &[TableRow]) -> Option<&'static Col> {
     let longest = rows
         .iter()
         .filter_map(TableRow::pod)
-        .map(|pod| pod_text(pod).chars().count())
+        .map(|pod| pod.full_label().chars().count())
         .max()?;
     POD_COLUMNS
         .iter()
@@ -110,7 +109,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     let buf = frame.buffer_mut();
     let mut cells: Vec<Cell> = columns
         .iter()
-        .map(|c| header_cell(view, c.kind, true))
+        // Labels sit at their column's right; POD's, over a wide column of names, at its left.
+        .map(|c| header_cell(view, c.kind, c.kind != SortColumn::Pod))
         .collect();
     cells.push(header_cell(view, SortColumn::Command, false));
     put_row(buf, area, 0, theme.header_row, &kinds, &cells);
@@ -332,7 +332,8 @@ fn put_row(
         x = x.saturating_add(width + 1);
     }
 }
-/// Drops the least important columns until COMMAND has room.
+/// Drops the least important columns until COMMAND has room; POD narrows before any column
+/// that outranks it goes.
 fn fit_columns(
     width: u16,
     allocator_columns: bool,
@@ -361,6 +362,16 @@ fn fit_columns(
             .enumerate()
             .filter_map(|(i, c)| c.drop_rank.map(|r| (r, i)))
             .min();
+        // Before a column as important as POD goes, POD narrows: a pod's name cut short
+        // still tells the rows apart.
+        if let Some((rank, _)) = victim
+            && Some(rank) >= POD_COLUMNS[0].drop_rank
+            && let Some(at) = kept.iter().position(|c| c.kind == SortColumn::Pod)
+            && let Some(narrower) = POD_COLUMNS.iter().rev().find(|c| c.width < kept[at].width)
+        {
+            kept[at] = narrower;
+            continue;
+        }
         match victim {
             Some((_, i)) => {
                 kept.remove(i);
@@ -529,15 +540,6 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
     })
 }
 
-/// `ml-team/trainer-0:trainer`: what the POD column shows at its widest; `pod <uid>` for a
-/// pod whose names are gone (deleted while its process lives).
-fn pod_text(pod: &PodInfo) -> String {
-    match (&pod.name, &pod.container) {
-        (Ok(_), Ok(container)) => format!("{}:{container}", pod.label()),
-        _ => pod.label(),
-    }
-}
-
 /// `ml-team/trainer-0:trainer`, or `ml-team/trainer-0` when the container's name does not
 /// fit too; a pod without names shows its uid, dimmed. Blank for a process in no pod, as
 /// RANK is for one without a rank.
@@ -546,7 +548,7 @@ fn pod_cell<'a>(view: &View, row: &'a TableRow, width: usize) -> Cell<'a> {
     let Some(pod) = row.pod() else {
         return Cell::left(Span::raw(""));
     };
-    let full = pod_text(pod);
+    let full = pod.full_label();
     let text = if pod.name.is_err() {
         Span::styled(full, theme.dim)
     } else if full.chars().count() <= width {
