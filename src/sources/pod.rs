@@ -301,15 +301,19 @@ fn linked_container(containers: &Path, id: &str, uid: &str) -> Option<String> {
         let Ok(target) = std::fs::read_link(entry.path()) else {
             continue;
         };
-        let container_dir = target.parent()?;
-        let pod_dir = container_dir.file_name().and(container_dir.parent())?;
-        let pod_name = pod_dir.file_name().map(OsStr::as_bytes)?;
-        if !pod_name.ends_with(format!("_{uid}").as_bytes()) {
-            continue;
+        // Another link for the same id (a truncated name, a stale link) may still match.
+        let container_dir = target.parent();
+        let container = container_dir.and_then(Path::file_name);
+        let pod_name = container_dir
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .map(OsStr::as_bytes);
+        match (container, pod_name) {
+            (Some(container), Some(pod)) if pod.ends_with(format!("_{uid}").as_bytes()) => {
+                return Some(clean_bytes(container.as_bytes()));
+            }
+            _ => continue,
         }
-        return container_dir
-            .file_name()
-            .map(|name| clean_bytes(name.as_bytes()));
     }
     None
 }

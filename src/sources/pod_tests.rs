@@ -247,6 +247,29 @@ fn a_pod_with_one_container_needs_no_link_and_several_do() {
 }
 
 #[test]
+fn a_link_into_another_pod_or_nowhere_is_passed_over() {
+    let node = Node::new();
+    let uid2 = "11111111-2222-3333-4444-555555555555";
+    node.pod("default", "duo", UID, &[("a", None), ("b", None)]);
+    let links = node.root().join("var/log/containers");
+    // A stale link for the same id from a pod of the past, and one that points nowhere.
+    std::os::unix::fs::symlink(
+        format!("/var/log/pods/default_old_{uid2}/a/0.log"),
+        links.join(format!("old_default_a-{ID}.log")),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("x.log", links.join(format!("odd-{ID}.log"))).unwrap();
+    std::os::unix::fs::symlink(
+        format!("/var/log/pods/default_duo_{UID}/b/0.log"),
+        links.join(format!("duo_default_b-{ID}.log")),
+    )
+    .unwrap();
+    node.process(3, 1, &containerd_cgroup(UID, ID));
+    let found = PodResolver::new(node.root()).resolve(3).unwrap();
+    assert_eq!(found.container.as_deref(), Ok("b"));
+}
+
+#[test]
 fn a_deleted_pod_keeps_its_uid_and_says_why_its_names_are_gone() {
     let node = Node::new();
     node.process(4242, 777, &containerd_cgroup(UID, ID));
