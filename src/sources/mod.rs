@@ -12,6 +12,7 @@ mod nvml_lists;
 mod nvml_memory;
 mod nvml_mig;
 pub mod oneshot;
+pub mod pod;
 pub mod pool;
 pub mod process_meter;
 pub mod runner;
