@@ -159,3 +159,33 @@ fn promtool_accepts_the_instance_families() {
         "promtool: {report}"
     );
 }
+
+#[test]
+fn with_gpm_the_instances_sm_utilisation_is_a_ratio() {
+    let mut s = mig_gpu();
+    s["devices"][0]["mig"]["gpm"] = json!(true);
+    s["devices"][0]["mig"]["instances"][0]["timeline"][0]["sm_util"] = json!(25.0);
+    let scenario = Scenario::new(&s);
+    let served = Served::start(&scenario, &["--interval", "250ms", "--gpm"], &[]);
+    let text = served.scrape_until(Duration::from_secs(20), |text| {
+        text.contains("vramscope_mig_sm_utilization_ratio{")
+    });
+    let all = samples(&text);
+    assert_eq!(
+        value(
+            &all,
+            "vramscope_mig_sm_utilization_ratio",
+            &[("GPU_I_ID", "1")]
+        ),
+        Some(0.25)
+    );
+    // The other instance's timeline has no figure: no sample, never a 0.
+    assert_eq!(
+        value(
+            &all,
+            "vramscope_mig_sm_utilization_ratio",
+            &[("GPU_I_ID", "2")]
+        ),
+        None
+    );
+}
