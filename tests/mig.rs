@@ -576,3 +576,25 @@ fn with_gpm_each_instance_has_its_sm_utilisation_and_without_it_gpm_is_never_cal
         "NVML does not support it in MIG mode"
     );
 }
+
+#[test]
+fn an_instances_hostile_profile_and_uuid_reach_no_output_raw() {
+    let scenario = Scenario::new(&scenario_with(vec![instance(
+        1,
+        "1g.10gb\u{1b}]52;c;cHduZWQ=\u{7}\u{202e}",
+        "MIG-\u{1b}[2Jaaaa",
+        (GIB, 10 * GIB),
+        &[4_100_001],
+        (0.0, None),
+    )]));
+    for args in [&["--json"][..], &["--once"], &["--csv"]] {
+        let out = scenario.run(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{202e}') && !text.contains('\u{7}'),
+            "{args:?}: {text:?}"
+        );
+        assert!(text.contains("1g.10gb\u{fffd}"), "{args:?}: {text}");
+    }
+}
