@@ -598,3 +598,55 @@ fn an_instances_hostile_profile_and_uuid_reach_no_output_raw() {
         assert!(text.contains("1g.10gb\u{fffd}"), "{args:?}: {text}");
     }
 }
+
+#[test]
+fn a_handle_gone_stale_in_the_middle_of_a_refresh_is_walked_again_not_shown_as_an_error() {
+    // B ends at 1 s. From 0.3 s to 1 s every UUID read sleeps 0.4 s (wall clock) first, so
+    // a refresh that got B's handle before 1 s reads its UUID after: the handle is stale.
+    let mut s = scenario_with(vec![
+        instance(
+            1,
+            "3g.40gb",
+            MIG_A,
+            (4 * GIB, 40 * GIB),
+            &[4_200_001],
+            (0.0, None),
+        ),
+        instance(
+            2,
+            "1g.10gb",
+            MIG_B,
+            (GIB, 10 * GIB),
+            &[4_200_002],
+            (0.0, Some(1.0)),
+        ),
+    ]);
+    s["blocks"] = json!([{ "function": "nvmlDeviceGetUUID", "device": 0, "from": 0.3,
+                           "until": 1.0, "seconds": 0.4 }]);
+    let scenario = Scenario::new(&s);
+    let (mut child, lines) = looping(&scenario, "0.1");
+    let a = format!("3g.40gb@{MIG_A}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut docs = 0;
+    loop {
+        let left = deadline
+            .checked_duration_since(Instant::now())
+            .expect("B never left");
+        let doc: Value = serde_json::from_str(&lines.recv_timeout(left).unwrap()).unwrap();
+        docs += 1;
+        let instances = &doc["devices"][0]["mig"]["instances"];
+        assert!(instances.is_array(), "instances unreadable: {doc}");
+        for i in instances.as_array().unwrap() {
+            assert!(
+                i["memory_used"].is_number(),
+                "an instance with an error: {i}"
+            );
+        }
+        if profiles(&doc) == [a.clone()] {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(docs >= 2, "B was seen before it left");
+}
