@@ -40,7 +40,9 @@ pub fn request_snapshot(path: &Path, euid: u32) -> Result<u64, String> {
     read_exact_at(&file, &mut head, 0)?;
     validate::header(&head, meta.len())?;
     if u32_at(&head, header::FLAGS) & flags::SITES == 0 {
-        return Err("its writer records no allocation history: start it with vramscope run --sites".into());
+        return Err(
+            "its writer records no allocation history: start it with vramscope run --sites".into(),
+        );
     }
     let st = u64_at(&head, header::STATE);
     if st != state::RUNNING {
@@ -66,8 +68,7 @@ pub fn snapshot_path(channel: &Path, name: &str, intact: bool) -> Result<PathBuf
     if name.is_empty() {
         return Err("snapshot name refused: empty".into());
     }
-    if name.contains('/') || name.contains('\0') || name.contains("..") || name.starts_with('.')
-    {
+    if name.contains('/') || name.contains('\0') || name.contains("..") || name.starts_with('.') {
         return Err(format!(
             "snapshot name refused: {name:?} is not a plain file name"
         ));

@@ -293,7 +293,10 @@ mod tests {
         });
         assert!(headline(&short, 1).contains("(not exact: 2.00 GiB short)"));
         let note = exactness_note(&short).unwrap();
-        assert!(note.contains("max_entries 400000 would have covered it"), "{note}");
+        assert!(
+            note.contains("max_entries 400000 would have covered it"),
+            "{note}"
+        );
         assert_eq!(exactness_note(&held(SitesExactness::Exact)), None);
     }
 }

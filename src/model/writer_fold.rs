@@ -569,9 +569,10 @@ impl WriterFold {
     /// The newest snapshot of the peak on `slot` (dumped at a new high or on request, not at
     /// an OOM): what held the memory at the run's peak as the writer last saw it.
     pub fn peak_snapshot(&self, slot: usize) -> Option<&SnapshotNote> {
-        self.snapshots.iter().rev().find(|n| {
-            !n.at_oom() && n.slot.is_none_or(|s| usize::from(s) == slot)
-        })
+        self.snapshots
+            .iter()
+            .rev()
+            .find(|n| !n.at_oom() && n.slot.is_none_or(|s| usize::from(s) == slot))
     }
 
     /// The snapshot that an OOM left: the OOM observer's dump, written within moments of it

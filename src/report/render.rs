@@ -177,7 +177,11 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
     section(out, "What held the memory (allocation sites)", markdown);
     let bullet = if markdown { "- " } else { "  " };
     for (p, note) in processes {
-        let _ = writeln!(out, "{bullet}pid {} on GPU {}, at its peak:", p.pid, p.gpu_index);
+        let _ = writeln!(
+            out,
+            "{bullet}pid {} on GPU {}, at its peak:",
+            p.pid, p.gpu_index
+        );
         held_lines(out, note, markdown);
     }
     for (o, note) in ooms {
@@ -215,7 +219,11 @@ fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
                 let _ = writeln!(out, "{inner}{}", shown(&text, markdown));
             }
             if let Some(fit) = &held.oom {
-                let _ = writeln!(out, "{inner}why it did not fit: {}", shown(&oom_words(fit), markdown));
+                let _ = writeln!(
+                    out,
+                    "{inner}why it did not fit: {}",
+                    shown(&oom_words(fit), markdown)
+                );
             }
         }
         SitesState::Failed { why } => {

@@ -58,7 +58,11 @@ pub fn reduce(job: &SitesJob) -> SitesState {
             };
         }
     };
-    let moment = if job.at_oom { Moment::Oom } else { Moment::Peak };
+    let moment = if job.at_oom {
+        Moment::Oom
+    } else {
+        Moment::Peak
+    };
     match sites::held(&snap, moment, job.recorded_peak, TOP_SITES) {
         Ok(held) => SitesState::Reduced(Box::new(convert(&held))),
         Err(e) => SitesState::Failed {
@@ -105,7 +109,9 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read the snapshot: {e}"))?;
     if bytes.len() as u64 > max {
-        return Err(format!("refused: the snapshot grew past the {max}-byte bound"));
+        return Err(format!(
+            "refused: the snapshot grew past the {max}-byte bound"
+        ));
     }
     Ok(bytes)
 }

@@ -7,8 +7,8 @@ use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
 use crate::model::held_sites::SitesState;
 use crate::model::writer_fold::{SlotFold, WriterFold};
-use crate::sources::sites::SitesJob;
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
+use crate::sources::sites::SitesJob;
 
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;

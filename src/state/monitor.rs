@@ -1,11 +1,11 @@
 //! Ingests samples, keeps history, and answers what the view and outputs need.
 
 use super::allocators::Allocators;
-use crate::model::held_sites::SitesState;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
+use crate::model::held_sites::SitesState;
 use crate::model::host;
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{

@@ -214,7 +214,8 @@ fn ask_snapshot(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
         return Outcome::Redraw;
     }
     if ui.time_cursor {
-        ui.flash = Some("a replay shows recorded processes: snapshots come only from live ones".into());
+        ui.flash =
+            Some("a replay shows recorded processes: snapshots come only from live ones".into());
         return Outcome::Redraw;
     }
     let Some(row) = rows.get(ui.selected) else {

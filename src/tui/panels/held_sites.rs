@@ -61,7 +61,10 @@ pub fn lines(
                 out.push(Line::styled(format!("  {note}"), theme.warn));
             }
             if let Some(fit) = &held.oom {
-                out.push(Line::styled(format!("  at the OOM: {}", oom_words(fit)), theme.crit));
+                out.push(Line::styled(
+                    format!("  at the OOM: {}", oom_words(fit)),
+                    theme.crit,
+                ));
             }
         }
     }
