@@ -51,6 +51,8 @@ pub mod serve;
 #[cfg(feature = "monitor")]
 pub mod shell_docs;
 #[cfg(feature = "monitor")]
+pub mod sites;
+#[cfg(feature = "monitor")]
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
