@@ -993,6 +993,66 @@ mod tests {
         assert_eq!(fold.slots[0].gpu, Some(1));
     }
 
+    fn snapshot(at_ms: u64, reason: u64, path: Reading<String>) -> AllocatorEvent {
+        event(
+            at_ms,
+            EventKind::SnapshotWritten {
+                path,
+                size: Ok(100),
+                peak: Ok(9 << 30),
+                reason: Ok(reason),
+                allocated: Ok(8 << 30),
+                max_entries: Ok(1000),
+                deleted: Ok(0),
+            },
+            "7-9.vsc.snap-1-peak.pickle",
+        )
+    }
+
+    #[test]
+    fn snapshots_are_kept_newest_few_with_the_oom_s_preferred_and_a_refused_name_failed() {
+        let path = |n: u32| Ok(format!("/dev/shm/vramscope-0/7-9.vsc.snap-{n}.pickle"));
+        let mut fold = folded(vec![poll(
+            vec![],
+            vec![
+                snapshot(1_000, 1, path(1)),
+                event(1_100, oom(6 << 30), "backward"),
+                snapshot(1_101, 0, path(2)),
+                snapshot(1_200, 1, path(3)),
+            ],
+        )]);
+        assert_eq!(fold.snapshots.len(), 3);
+        // A newer peak's snapshot does not hide the OOM's.
+        let relevant = fold.relevant_snapshot().unwrap();
+        assert_eq!(relevant.path, path(2));
+        assert_eq!(relevant.sites, SitesState::NotRead);
+        let oom = fold.ooms[0].clone();
+        assert_eq!(fold.snapshot_of(&oom).unwrap().path, path(2));
+        assert_eq!(fold.peak_snapshot(0).unwrap().path, path(3));
+        assert!(fold.set_sites(
+            "/dev/shm/vramscope-0/7-9.vsc.snap-2.pickle",
+            SitesState::Reading
+        ));
+        assert!(!fold.set_sites("/elsewhere", SitesState::Reading));
+        assert_eq!(fold.relevant_snapshot().unwrap().sites, SitesState::Reading);
+        // One asked for wins; a refused name is its own answer.
+        let refused = Err(Absent::Error("snapshot name refused: \"../x\"".into()));
+        fold.ingest(
+            poll(
+                vec![],
+                vec![snapshot(2_000, 1, refused), snapshot(2_100, 2, path(5))],
+            ),
+            12_000,
+        );
+        assert_eq!(fold.relevant_snapshot().unwrap().path, path(5));
+        let failed = &fold.snapshots[fold.snapshots.len() - 2];
+        assert!(matches!(&failed.sites, SitesState::Failed { why } if why.contains("refused")));
+        for n in 0..20 {
+            fold.ingest(poll(vec![], vec![snapshot(3_000 + n, 1, path(9))]), 13_000);
+        }
+        assert_eq!(fold.snapshots.len(), KEPT_SNAPSHOTS);
+    }
+
     #[test]
     fn resetting_peaks_ignores_the_frameworks_counter_until_it_rises_again() {
         let mut fold = WriterFold::default();

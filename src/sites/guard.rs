@@ -131,7 +131,12 @@ pub struct Census {
 }
 
 /// Walks `bytes` as a pickle without building it; see the module's comment.
-pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::time::Duration) -> Result<Census, SitesError> {
+pub fn check(
+    bytes: &[u8],
+    max_values: u64,
+    started: Instant,
+    deadline: std::time::Duration,
+) -> Result<Census, SitesError> {
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
     let mut stack: Vec<Slot> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
@@ -143,7 +148,9 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
     loop {
         let at = pos;
         let Some(&code) = bytes.get(pos) else {
-            return not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
+            return not(format!(
+                "not a memory snapshot: the pickle is truncated at byte {at}"
+            ));
         };
         pos += 1;
         let Some((op, arg)) = opcode(code) else {
@@ -154,7 +161,9 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
         let (arg_bytes, next) = match take(bytes, pos, arg) {
             Some(taken) => taken,
             None => {
-                return not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
+                return not(format!(
+                    "not a memory snapshot: the pickle is truncated at byte {at}"
+                ));
             }
         };
         pos = next;
@@ -162,7 +171,10 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
         if ops % (1 << 20) == 0 && started.elapsed() > deadline {
             return Err(SitesError::new(
                 ErrorKind::Limit,
-                format!("gave up reading after {} s (the deadline)", deadline.as_secs()),
+                format!(
+                    "gave up reading after {} s (the deadline)",
+                    deadline.as_secs()
+                ),
             ));
         }
         let underflow = || {
@@ -217,7 +229,10 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
             }
             Op::Scalar | Op::Empty => {
                 made += 1;
-                stack.push(Slot { weight: 1, memo: None });
+                stack.push(Slot {
+                    weight: 1,
+                    memo: None,
+                });
             }
             Op::Text => {
                 let weight = 1 + text_len(arg_bytes, arg) / 64;
@@ -268,7 +283,11 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
                 } else {
                     match memo_id(arg_bytes, arg) {
                         Some(id) => id,
-                        None => return not(format!("not a memory snapshot: a bad memo id at byte {at}")),
+                        None => {
+                            return not(format!(
+                                "not a memory snapshot: a bad memo id at byte {at}"
+                            ));
+                        }
                     }
                 };
                 let Some(top) = stack.last_mut() else {
@@ -279,7 +298,10 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
                     None => top.weight,
                 };
                 memo.insert(id, weight);
-                *top = Slot { weight: 1, memo: Some(id) };
+                *top = Slot {
+                    weight: 1,
+                    memo: Some(id),
+                };
             }
             Op::Get => {
                 let Some(id) = memo_id(arg_bytes, arg) else {
@@ -292,7 +314,10 @@ pub fn check(bytes: &[u8], max_values: u64, started: Instant, deadline: std::tim
                 }
                 *gets.entry(id).or_insert(0) += 1;
                 made += 1;
-                stack.push(Slot { weight: 1, memo: Some(id) });
+                stack.push(Slot {
+                    weight: 1,
+                    memo: Some(id),
+                });
             }
         }
         if made > max_values {
@@ -391,7 +416,8 @@ mod tests {
     #[test]
     fn a_plain_dict_passes_and_counts_its_values() {
         // pickle.dumps({'a': [1, 2]}, protocol=4)
-        let bytes = b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
+        let bytes =
+            b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
         assert_eq!(run(bytes).unwrap().values, 5);
     }
 

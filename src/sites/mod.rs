@@ -17,9 +17,9 @@
 
 mod diff;
 mod error;
+mod guard;
 mod held;
 mod limits;
-mod guard;
 mod snapshot;
 
 pub use diff::{Change, SiteChange, SitesDiff, diff};
@@ -27,8 +27,8 @@ pub use error::{ErrorKind, SitesError};
 pub use held::{BlockAt, Exactness, Held, Moment, OomWhy, Site};
 pub use limits::Limits;
 pub use snapshot::{
-    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot,
-    Segment, Stack, TraceEntry, VramscopeKey,
+    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,
+    Stack, TraceEntry, VramscopeKey,
 };
 
 use std::path::Path;
