@@ -179,6 +179,11 @@ pub enum Command {
         /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
         file: PathBuf,
     },
+    /// What held the memory: the allocation sites live at the peak, at an OOM or at the dump,
+    /// read from a PyTorch memory snapshot (the pickle `vramscope run --sites` or
+    /// `torch.cuda.memory._dump_snapshot` writes); with two files, which sites grew from
+    /// the first to the second (`--json`: schema `vramscope.sites`).
+    Sites(crate::sites::command::SitesArgs),
     /// Remove channel files whose writers ended over an hour ago, yours only (the monitor
     /// does this every minute), and print each one removed.
     Clean {

@@ -161,6 +161,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             };
             return report::run(file, format, &scope.asked());
         }
+        Some(cli::Command::Sites(args)) => return sites::command::run(args, cli.json),
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
         Some(cli::Command::Man) => return shell_docs::man(),

@@ -1,20 +1,17 @@
-//! The pickle checked opcode by opcode before serde-pickle reads it. serde-pickle never runs
-//! code, but it builds what a pickle asks for: `DUP` copies the stack's top and every memo
-//! reference copies what it names, so a small crafted file can ask for more memory than
-//! any machine has. This walk, which builds nothing, refuses:
+//! The pickle checked opcode by opcode before the pickle crate reads it. The crate never
+//! runs code, but it builds whatever a pickle asks for, and a pickle asking for objects is
+//! a pickle made to run code in Python. This walk, which builds nothing, refuses:
 //! - every opcode a snapshot never holds: globals (`GLOBAL`, `STACK_GLOBAL`, `INST`, `OBJ`,
-//!   `NEWOBJ`, `REDUCE`, `BUILD`, the extension registry, persistent ids, out-of-band
-//!   buffers: what would run code in Python), and `DUP` (which Python's pickler never
-//!   writes);
-//! - a pickle that would make the reader build more than `Limits::max_values` values,
-//!   counting each value once where it is made and again every time a memo reference
-//!   copies it;
-//! - a truncated pickle, or bytes after its end.
+//!   `NEWOBJ`, `REDUCE`, `BUILD`, the extension registry), persistent ids, out-of-band
+//!   buffers and bytearrays;
+//! - a pickle that would make the reader build more than `Limits::max_values` values (a
+//!   memo reference is one value: the crate shares what it names rather than copying it);
+//! - a truncated pickle, a stack that underflows, or bytes after the pickle's end;
 //!
-//! It only counts: the stack holds one weight per value, not the value.
+//! and so says in one line what is wrong with the file before any of it is built.
 
 use super::error::{ErrorKind, SitesError};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::time::Instant;
 
 /// How an opcode's argument is written after it.
@@ -115,18 +112,10 @@ fn opcode(code: u8) -> Option<(Op, Arg)> {
     })
 }
 
-/// A value on the walk's stack: its weight, and the memo entry it stands for when it is a
-/// memoized container (whose weight grows as items go into it).
-#[derive(Clone, Copy)]
-struct Slot {
-    weight: u64,
-    memo: Option<u32>,
-}
-
 /// What a checked pickle will cost to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Census {
-    /// Values the reader will build, copies included.
+    /// Values the reader will build.
     pub values: u64,
 }
 
@@ -138,45 +127,36 @@ pub fn check(
     deadline: std::time::Duration,
 ) -> Result<Census, SitesError> {
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
-    let mut stack: Vec<Slot> = Vec::new();
+    // Only the stack's depth and the marks matter: a value's content is never looked at.
+    let mut depth = 0usize;
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: HashMap<u32, u64> = HashMap::new();
-    let mut gets: HashMap<u32, u64> = HashMap::new();
-    let mut made: u64 = 0;
+    let mut memo: HashSet<u32> = HashSet::new();
+    let mut values: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
     loop {
         let at = pos;
+        let truncated = || not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
         let Some(&code) = bytes.get(pos) else {
-            return not(format!(
-                "not a memory snapshot: the pickle is truncated at byte {at}"
-            ));
+            return truncated();
         };
-        pos += 1;
         let Some((op, arg)) = opcode(code) else {
             return not(format!(
                 "not a memory snapshot: byte {at} is not a pickle opcode (0x{code:02x})"
             ));
         };
-        let (arg_bytes, next) = match take(bytes, pos, arg) {
-            Some(taken) => taken,
-            None => {
-                return not(format!(
-                    "not a memory snapshot: the pickle is truncated at byte {at}"
-                ));
-            }
+        let Some((arg_bytes, next)) = take(bytes, pos + 1, arg) else {
+            return truncated();
         };
         pos = next;
         ops += 1;
         if ops % (1 << 20) == 0 && started.elapsed() > deadline {
             return Err(SitesError::new(
                 ErrorKind::Limit,
-                format!(
-                    "gave up reading after {} s (the deadline)",
-                    deadline.as_secs()
-                ),
+                format!("gave up reading after {} s (the deadline)", deadline.as_secs()),
             ));
         }
+        let floor = marks.last().copied().unwrap_or(0);
         let underflow = || {
             not(format!(
                 "not a memory snapshot: the pickle's stack underflows at byte {at}"
@@ -198,10 +178,9 @@ pub fn check(
                 ));
             }
             Op::Stop => {
-                if stack.len() != 1 || !marks.is_empty() {
+                if depth != 1 || !marks.is_empty() {
                     return not(format!(
-                        "not a memory snapshot: the pickle ends at byte {at} with {} values on its stack",
-                        stack.len()
+                        "not a memory snapshot: the pickle ends at byte {at} with {depth} values on its stack"
                     ));
                 }
                 if pos != bytes.len() {
@@ -210,74 +189,75 @@ pub fn check(
                         bytes.len() - pos
                     ));
                 }
-                break;
+                return Ok(Census { values });
             }
             Op::Nothing => {}
-            Op::Mark => marks.push(stack.len()),
+            Op::Mark => marks.push(depth),
             Op::Pop => {
-                if marks.last() == Some(&stack.len()) {
+                if marks.last() == Some(&depth) {
                     marks.pop();
-                } else if stack.pop().is_none() {
+                } else if depth == 0 {
                     return underflow();
+                } else {
+                    depth -= 1;
                 }
             }
             Op::PopMark => {
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
-                stack.truncate(mark);
+                depth = mark;
             }
-            Op::Scalar | Op::Empty => {
-                made += 1;
-                stack.push(Slot {
-                    weight: 1,
-                    memo: None,
-                });
+            Op::Scalar | Op::Empty | Op::Text => {
+                values += 1;
+                depth += 1;
             }
-            Op::Text => {
-                let weight = 1 + text_len(arg_bytes, arg) / 64;
-                made += weight;
-                stack.push(Slot { weight, memo: None });
+            Op::Get => {
+                let Some(id) = memo_id(arg_bytes, arg) else {
+                    return not(format!("not a memory snapshot: a bad memo id at byte {at}"));
+                };
+                if !memo.contains(&id) {
+                    return not(format!(
+                        "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
+                    ));
+                }
+                values += 1;
+                depth += 1;
             }
             Op::FromMark => {
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
-                if mark > stack.len() {
-                    return underflow();
-                }
-                let weight = 1 + stack.drain(mark..).map(|s| s.weight).sum::<u64>();
-                made += 1;
-                stack.push(Slot { weight, memo: None });
+                values += 1;
+                depth = mark + 1;
             }
             Op::Tuple(n) => {
-                if stack.len() < n + marks.last().copied().unwrap_or(0) {
+                if depth < floor + n {
                     return underflow();
                 }
-                let from = stack.len() - n;
-                let weight = 1 + stack.drain(from..).map(|s| s.weight).sum::<u64>();
-                made += 1;
-                stack.push(Slot { weight, memo: None });
+                values += 1;
+                depth = depth - n + 1;
             }
             Op::Into(n) => {
-                if stack.len() < n + 1 + marks.last().copied().unwrap_or(0) {
+                if depth < floor + n + 1 {
                     return underflow();
                 }
-                let from = stack.len() - n;
-                let added: u64 = stack.drain(from..).map(|s| s.weight).sum();
-                grow(&mut stack, &mut memo, added);
+                depth -= n;
             }
             Op::IntoFromMark => {
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
-                if mark == 0 || mark > stack.len() {
+                // The container sits under the mark, above the mark before it.
+                if mark <= marks.last().copied().unwrap_or(0) {
                     return underflow();
                 }
-                let added: u64 = stack.drain(mark..).map(|s| s.weight).sum();
-                grow(&mut stack, &mut memo, added);
+                depth = mark;
             }
             Op::Memoize | Op::Put => {
+                if depth == floor {
+                    return underflow();
+                }
                 let id = if op == Op::Memoize {
                     u32::try_from(memo.len()).unwrap_or(u32::MAX)
                 } else {
@@ -290,72 +270,16 @@ pub fn check(
                         }
                     }
                 };
-                let Some(top) = stack.last_mut() else {
-                    return underflow();
-                };
-                let weight = match top.memo {
-                    Some(other) => memo.get(&other).copied().unwrap_or(1),
-                    None => top.weight,
-                };
-                memo.insert(id, weight);
-                *top = Slot {
-                    weight: 1,
-                    memo: Some(id),
-                };
-            }
-            Op::Get => {
-                let Some(id) = memo_id(arg_bytes, arg) else {
-                    return not(format!("not a memory snapshot: a bad memo id at byte {at}"));
-                };
-                if !memo.contains_key(&id) {
-                    return not(format!(
-                        "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
-                    ));
-                }
-                *gets.entry(id).or_insert(0) += 1;
-                made += 1;
-                stack.push(Slot {
-                    weight: 1,
-                    memo: Some(id),
-                });
+                memo.insert(id);
             }
         }
-        if made > max_values {
-            return too_many(max_values);
-        }
-    }
-    // Each reference may make the reader copy what it names (serde-pickle resolves a memo
-    // reference by cloning its value while other references to it remain).
-    let mut values = made;
-    for (id, count) in gets {
-        let weight = memo.get(&id).copied().unwrap_or(1);
-        values = values.saturating_add(count.saturating_mul(weight));
         if values > max_values {
-            return too_many(max_values);
-        }
-    }
-    Ok(Census { values })
-}
-
-fn too_many<T>(max_values: u64) -> Result<T, SitesError> {
-    Err(SitesError::new(
-        ErrorKind::Limit,
-        format!(
-            "refused: reading this pickle would build more than {max_values} values (the limit on a snapshot's size in memory)"
-        ),
-    ))
-}
-
-/// Adds `added` to the container now on top of the stack (or to its memo entry).
-fn grow(stack: &mut [Slot], memo: &mut HashMap<u32, u64>, added: u64) {
-    if let Some(top) = stack.last_mut() {
-        match top.memo {
-            Some(id) => {
-                if let Some(weight) = memo.get_mut(&id) {
-                    *weight = weight.saturating_add(added);
-                }
-            }
-            None => top.weight = top.weight.saturating_add(added),
+            return Err(SitesError::new(
+                ErrorKind::Limit,
+                format!(
+                    "refused: reading this pickle would build more than {max_values} values (the limit on a snapshot's size in memory)"
+                ),
+            ));
         }
     }
 }
@@ -387,10 +311,6 @@ fn take(bytes: &[u8], pos: usize, arg: Arg) -> Option<(&[u8], usize)> {
     }
 }
 
-fn text_len(arg_bytes: &[u8], _arg: Arg) -> u64 {
-    u64::try_from(arg_bytes.len()).unwrap_or(u64::MAX)
-}
-
 fn memo_id(arg_bytes: &[u8], arg: Arg) -> Option<u32> {
     match arg {
         Arg::Line => std::str::from_utf8(arg_bytes).ok()?.trim().parse().ok(),
@@ -415,9 +335,8 @@ mod tests {
 
     #[test]
     fn a_plain_dict_passes_and_counts_its_values() {
-        // pickle.dumps({'a': [1, 2]}, protocol=4)
-        let bytes =
-            b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
+        // pickle.dumps({'a': [1, 2]}, protocol=4): a dict, a key, a list, two ints.
+        let bytes = b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
         assert_eq!(run(bytes).unwrap().values, 5);
     }
 
@@ -432,17 +351,19 @@ mod tests {
     }
 
     #[test]
-    fn memo_copies_count_against_the_limit() {
-        // A list of 100 ints memoized, then referenced 20 times: 2,000 copied values.
+    fn more_values_than_the_limit_are_refused_before_any_is_built() {
         let mut p = b"\x80\x04](".to_vec();
-        p.extend(std::iter::repeat_n(*b"K\x01", 100).flatten());
-        p.extend_from_slice(b"e\x94](");
-        for _ in 0..20 {
-            p.extend_from_slice(b"h\x00");
-        }
+        p.extend(std::iter::repeat_n(*b"K\x01", 2_000).flatten());
         p.extend_from_slice(b"e.");
         let e = run(&p).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
+        assert!(e.to_string().contains("more than 1000 values"), "{e}");
+    }
+
+    #[test]
+    fn memo_references_must_name_a_stored_value() {
+        let e = run(b"\x80\x04]h\x07.").unwrap_err();
+        assert!(e.to_string().contains("memo 7"), "{e}");
     }
 
     #[test]

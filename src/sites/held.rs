@@ -140,4 +140,12 @@ pub struct Held {
     pub all_sites: Vec<Site>,
     /// What the limits cut from the snapshot (trace entries, blocks, frames).
     pub cut: super::snapshot::Cut,
+    /// Bytes reserved from the device (the segments) at the moment.
+    pub reserved: u64,
+    /// The figure the exactness check compared with, and whether it counts requested
+    /// bytes (else blocks' allocated bytes).
+    pub recorded_peak: Option<u64>,
+    pub recorded_is_requested: bool,
+    /// Steps of the walk the history contradicted (passed over); 0 in a consistent file.
+    pub mismatches: u64,
 }

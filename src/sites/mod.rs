@@ -15,37 +15,82 @@
 //! (what `diff` compares) and `cut`; `SitesError::kind` says whether the file was
 //! unreadable or the question unanswerable.
 
+mod answer;
+pub mod command;
 mod diff;
 mod error;
+mod exact;
 mod guard;
 mod held;
 mod limits;
+mod oom;
+mod read;
+pub mod render;
+mod site;
 mod snapshot;
+mod walk;
 
 pub use diff::{Change, SiteChange, SitesDiff, diff};
 pub use error::{ErrorKind, SitesError};
 pub use held::{BlockAt, Exactness, Held, Moment, OomWhy, Site};
 pub use limits::Limits;
 pub use snapshot::{
-    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,
-    Stack, TraceEntry, VramscopeKey,
+    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot,
+    Segment, Stack, TraceEntry, VramscopeKey,
 };
 
 use std::path::Path;
 
-/// Reads a snapshot file within `limits`.
-pub fn read_file(_path: &Path, _limits: &Limits) -> Result<MemorySnapshot, SitesError> {
-    Err(SitesError::new(ErrorKind::Io, "not yet"))
+/// Reads a snapshot file within `limits`: a file over `max_file_bytes` is refused before
+/// it is read.
+pub fn read_file(path: &Path, limits: &Limits) -> Result<MemorySnapshot, SitesError> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let io = |e: std::io::Error| SitesError::new(ErrorKind::Io, format!("cannot read {name}: {e}"));
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    if len > limits.max_file_bytes {
+        return Err(too_big(len, limits));
+    }
+    // A file that grows while it is read is still read only up to the limit.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(limits.max_file_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    read_bytes(&bytes, limits)
+}
+
+fn too_big(len: u64, limits: &Limits) -> SitesError {
+    SitesError::new(
+        ErrorKind::Limit,
+        format!(
+            "refused: the file is {len} bytes, over the {}-byte limit on a snapshot",
+            limits.max_file_bytes
+        ),
+    )
 }
 
 /// Reads a snapshot from bytes within `limits`.
-pub fn read_bytes(_bytes: &[u8], _limits: &Limits) -> Result<MemorySnapshot, SitesError> {
-    Err(SitesError::new(ErrorKind::NotASnapshot, "not yet"))
+pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, SitesError> {
+    let started = std::time::Instant::now();
+    let len = bytes.len() as u64;
+    if len > limits.max_file_bytes {
+        return Err(too_big(len, limits));
+    }
+    if bytes.is_empty() {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            "not a memory snapshot: the file is empty",
+        ));
+    }
+    guard::check(bytes, limits.max_values, started, limits.deadline)?;
+    read::snapshot(bytes, limits, started)
 }
 
 /// What held the memory at `moment` on the snapshot's own device (the `vramscope` key's,
 /// else the lowest). `recorded_peak`: the allocator's `allocated_bytes.all.peak` (the
-/// channel's figure), else the key's.
+/// channel's figure), else the key's; the key's `peak_requested`, when present, is
+/// compared with first (see `exact.rs`). `top`: how many sites to list.
 pub fn held(
     snap: &MemorySnapshot,
     moment: Moment,
@@ -57,11 +102,11 @@ pub fn held(
 
 /// `held` on `device` (a CUDA ordinal); `None`: the snapshot's own.
 pub fn held_on(
-    _snap: &MemorySnapshot,
-    _device: Option<u32>,
-    _moment: Moment,
-    _recorded_peak: Option<u64>,
-    _top: usize,
+    snap: &MemorySnapshot,
+    device: Option<u32>,
+    moment: Moment,
+    recorded_peak: Option<u64>,
+    top: usize,
 ) -> Result<Held, SitesError> {
-    Err(SitesError::new(ErrorKind::NotInSnapshot, "not yet"))
+    answer::held_on(snap, device, moment, recorded_peak, top)
 }
