@@ -253,14 +253,13 @@ fn a_request_raises_the_channels_count_only_where_the_writer_records_history() {
     assert_eq!(std::fs::read(&junk).unwrap(), vec![0u8; 4096]);
 }
 
-/// Records `channels` (with the history already in their rings) for about two seconds with
-/// GPU 0 listing this process.
+/// Records `channels` for about two seconds with GPU 0 listing this process.
 fn record(scenario: &Scenario, channels: &Path) -> PathBuf {
     let path = scenario.dir().join("run.jsonl");
     let mut child = scenario
         .command()
         .env("VRAMSCOPE_DIR", channels)
-        .args(["record", "--history", "--interval", "0.2", "-o"])
+        .args(["record", "--interval", "0.2", "-o"])
         .arg(&path)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -303,7 +302,8 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
     let recording = record(&scenario, &channels);
     // The OOM's file is gone by the time of the report (the writer keeps the newest few).
     std::fs::remove_file(channels.join(&oom)).unwrap();
-    let out = report(&[recording.to_str().unwrap()]);
+    // The snapshots were announced before the recording began: `--history` keeps them.
+    let out = report(&[recording.to_str().unwrap(), "--history"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let section = text
@@ -311,13 +311,22 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
         .nth(1)
         .unwrap_or_else(|| panic!("no section:\n{text}"));
     assert!(
-        section.contains("held at the peak (exact): 67% proj/model.py:123 attention 4.00 GiB"),
+        section.contains("held at the peak (exact): 6.00 GiB in 3 blocks"),
+        "{text}"
+    );
+    let first = section
+        .lines()
+        .position(|l| l.contains("held at the peak"))
+        .unwrap();
+    assert!(
+        section.lines().nth(first + 1).unwrap().trim()
+            == "67% proj/model.py:123 attention 4.00 GiB in 1 block",
         "{text}"
     );
     assert!(section.contains("OOM of pid"), "{text}");
     assert!(section.contains("the file no longer exists"), "{text}");
 
-    let out = report(&[recording.to_str().unwrap(), "--json"]);
+    let out = report(&[recording.to_str().unwrap(), "--history", "--json"]);
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = doc["processes"]
         .as_array()

@@ -148,6 +148,22 @@ impl SnapshotNote {
 /// `held at the peak (exact): 41% model.py:123 attention 5.00 GiB, 22% ...` for the `top`
 /// biggest sites.
 pub fn headline(held: &HeldSites, top: usize) -> String {
+    let sites: Vec<String> = held.sites.iter().take(top).map(site_words).collect();
+    let list = if sites.is_empty() {
+        "nothing held".to_string()
+    } else {
+        sites.join(", ")
+    };
+    format!("{}: {list}; {}", moment_words(held), totals(held))
+}
+
+/// `held at the peak (exact): 6.00 GiB in 3 blocks`, for a list of the sites to follow.
+pub fn summary(held: &HeldSites) -> String {
+    format!("{}: {}", moment_words(held), totals(held))
+}
+
+/// `held at the peak (exact)`, `held at the OOM (not exact: 1.00 GiB short)`.
+fn moment_words(held: &HeldSites) -> String {
     let moment = match held.moment.as_str() {
         "oom" => "at the OOM",
         "end" => "at the dump",
@@ -160,17 +176,25 @@ pub fn headline(held: &HeldSites, top: usize) -> String {
         }
         SitesExactness::Unknown { .. } => "exactness unknown".to_string(),
     };
-    let sites: Vec<String> = held.sites.iter().take(top).map(site_words).collect();
-    let list = if sites.is_empty() {
-        "nothing held".to_string()
-    } else {
-        sites.join(", ")
-    };
+    format!("held {moment} ({exact})")
+}
+
+/// `6.00 GiB in 3 blocks`.
+fn totals(held: &HeldSites) -> String {
     format!(
-        "held {moment} ({exact}): {list}; {} in {} blocks",
+        "{} in {}",
         units::bytes(held.total_bytes),
-        held.blocks
+        blocks(held.blocks)
     )
+}
+
+/// `1 block`, `3 blocks`.
+pub fn blocks(n: u64) -> String {
+    if n == 1 {
+        "1 block".into()
+    } else {
+        format!("{n} blocks")
+    }
 }
 
 /// `41% model.py:123 attention 5.00 GiB`.

@@ -5,7 +5,7 @@ use super::analysis::{At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
 use crate::model::held_sites::{
-    SitesState, SnapshotNote, exactness_note, headline, oom_words, site_words,
+    SitesState, SnapshotNote, blocks, exactness_note, headline, oom_words, site_words, summary,
 };
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
@@ -206,13 +206,13 @@ fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
     let _ = writeln!(out, "{inner}{about}");
     match &note.sites {
         SitesState::Reduced(held) => {
-            let _ = writeln!(out, "{inner}{}", shown(&headline(held, 3), markdown));
+            let _ = writeln!(out, "{inner}{}", shown(&summary(held), markdown));
             for site in &held.sites {
                 let _ = writeln!(
                     out,
-                    "{inner}  {} in {} blocks",
+                    "{inner}  {} in {}",
                     shown(&site_words(site), markdown),
-                    site.blocks
+                    blocks(site.blocks)
                 );
             }
             if let Some(text) = exactness_note(held) {
