@@ -213,6 +213,10 @@ class Sites:
             dumps.append(("request", self.request_device()))
         device = self._peak_due(session, now)
         if device is not None and not dumps:
+            # Marked now, under the lock: a second sampler pass plans no second dump.
+            self._peaks[device].dumped = self._peaks[device].last_high
+            self._peaks[device].pending_since = None
+            self._last_peak_dump = (now, session.step)
             dumps.append(("peak", device))
         return resize, dumps
 
@@ -343,7 +347,6 @@ class Sites:
             peak_time_us = (time.time_ns() - (session.clock() - high_t)) // 1000
         self._seq += 1
         name = "%s%d-%s.pickle" % (self._prefix, self._seq, reason)
-        now = self.clock()
         peak = self._peaks.get(device)
         if peak is None:
             peak = self._peaks[device] = _Peak()
@@ -351,8 +354,6 @@ class Sites:
         if high is not None and high > peak.dumped:
             peak.dumped = high
             peak.pending_since = None
-        if reason == "peak":
-            self._last_peak_dump = (now, session.step)
         return {
             "name": name,
             "path": os.path.join(session.channel.directory, name),
