@@ -81,9 +81,9 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
         "test_real_torch",
         "test_real_torch_sites",
     ])
-        .current_dir(Path::new(REPO).join("python/tests"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env_remove("PYTHONPATH");
+    .current_dir(Path::new(REPO).join("python/tests"))
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env_remove("PYTHONPATH");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("VRAMSCOPE_") {
             cmd.env_remove(name);
