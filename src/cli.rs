@@ -257,6 +257,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_monitor: bool,
 
+    /// Allocation sites (PyTorch): the job's writer records the allocator's history and
+    /// dumps memory snapshots beside its channel file at an OOM, a new peak and on request
+    /// (sets VRAMSCOPE_SITES=1 for the job; `vramscope sites FILE` reads them).
+    #[arg(long)]
+    pub sites: bool,
+
     /// The program and its arguments.
     #[arg(
         required = true,
