@@ -341,3 +341,120 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
     assert_eq!(oom_held["name"], json!(oom), "{doc}");
     assert_eq!(oom_held["sites"]["state"], json!("failed"));
 }
+
+/// A program on the real torch (its CUDA driver calls simulated, `python/tests/
+/// _simulated_cuda.py`) with sites on: keeps 1 GiB, makes a 4 GiB temporary in
+/// `temporary()`, writes its channel's path to `argv[1]`, then runs until `argv[2]` exists.
+const TORCH_SCRIPT: &str = r#"
+import os, sys, time
+sys.path[:0] = [os.path.join(sys.argv[3], "python"), os.path.join(sys.argv[3], "python", "tests")]
+import torch
+from _simulated_cuda import GIB, SimulatedCuda
+import vramscope
+
+cuda = SimulatedCuda(torch).install()
+assert vramscope.start(framework="torch", sites=True, hz=10)
+
+def temporary():
+    address = cuda.alloc(4 * GIB)  # the site
+    cuda.free(address=address)
+
+kept = cuda.alloc(GIB)
+temporary()
+open(sys.argv[1] + ".tmp", "w").write(vramscope.channel_path())
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.05)
+vramscope.stop()
+"#;
+
+#[test]
+fn the_python_writer_answers_a_request_with_a_snapshot_json_reduces_exactly() {
+    let Some(python) = std::env::var("VRAMSCOPE_REAL_PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+    else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch"
+        );
+        eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON, a python with the real torch");
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let (ready, stop) = (work.path().join("ready"), work.path().join("stop"));
+    let script = work.path().join("train.py");
+    std::fs::write(&script, TORCH_SCRIPT).unwrap();
+    let line = TORCH_SCRIPT
+        .lines()
+        .position(|l| l.contains("# the site"))
+        .unwrap()
+        + 1;
+    let mut child = Command::new(&python)
+        .arg(&script)
+        .arg(&ready)
+        .arg(&stop)
+        .arg(env!("CARGO_MANIFEST_DIR"))
+        .env("VRAMSCOPE_DIR", &channels)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let channel = loop {
+        if let Ok(path) = std::fs::read_to_string(&ready) {
+            break PathBuf::from(path);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the program never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // What the `m` key does.
+    assert_eq!(
+        request_snapshot(&channel, vramscope::channel::euid()),
+        Ok(1)
+    );
+    let requested = loop {
+        let found = std::fs::read_dir(&channels)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.ends_with("-request.pickle"));
+        if let Some(name) = found {
+            break name;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot answered the request"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let doc = scenario.json_reading(&channels);
+    std::fs::write(&stop, "").unwrap();
+    assert!(child.wait().unwrap().success());
+    let a = allocator(&doc);
+    assert_eq!(a["sites"], json!(true), "{a}");
+    let snaps = a["snapshots"].as_array().unwrap();
+    let s = snaps
+        .iter()
+        .find(|s| s["reason"] == json!("request"))
+        .unwrap_or_else(|| panic!("{a}"));
+    assert_eq!(s["name"], json!(requested));
+    let sites = &s["sites"];
+    assert_eq!(sites["state"], json!("reduced"), "{sites}");
+    assert_eq!(sites["exactness"]["exactness"], json!("exact"), "{sites}");
+    assert_eq!(sites["total_bytes"], json!(5 * GIB), "{sites}");
+    let top = &sites["sites"][0];
+    assert_eq!(
+        (
+            top["line"].clone(),
+            top["function"].clone(),
+            top["bytes"].clone()
+        ),
+        (json!(line), json!("temporary"), json!(4 * GIB)),
+        "{sites}"
+    );
+}
