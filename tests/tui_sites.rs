@@ -129,12 +129,13 @@ fn detail(m: &Monitor) -> String {
 }
 
 /// What the monitor's loop does: hand the wanted reductions to the worker thread, and put
-/// its answers into the state.
-fn reduce_on_the_worker(m: &mut Monitor) {
+/// its answers into the state; `meanwhile` sees the state while the worker reads.
+fn reduce_on_the_worker(m: &mut Monitor, meanwhile: impl Fn(&Monitor)) {
     let (tx, rx) = channel::<SitesDone>();
     let worker = SitesWorker::start(tx).unwrap();
     let jobs = m.reductions_wanted();
     assert_eq!(jobs.len(), 1);
+    meanwhile(m);
     for job in jobs {
         assert!(worker.submit(job).is_none());
     }
@@ -157,12 +158,13 @@ fn the_detail_pane_shows_reading_then_the_top_site_at_the_peak_and_that_it_is_ex
         "4242-99.vsc.snap-1-peak.pickle",
         1,
     );
-    let before = detail(&m);
-    assert!(
-        before.contains("HELD reading snapshot 4242-99.vsc.snap-1-peak.pickle ..."),
-        "{before}"
-    );
-    reduce_on_the_worker(&mut m);
+    reduce_on_the_worker(&mut m, |m| {
+        let before = detail(m);
+        assert!(
+            before.contains("HELD reading snapshot 4242-99.vsc.snap-1-peak.pickle ..."),
+            "{before}"
+        );
+    });
     let text = detail(&m);
     assert!(
         text.contains("HELD held at the peak (exact): 67% proj/model.py:123 attention 4.00 GiB"),
@@ -173,6 +175,25 @@ fn the_detail_pane_shows_reading_then_the_top_site_at_the_peak_and_that_it_is_ex
         "{text}"
     );
     assert!(!text.contains("reading snapshot"), "{text}");
+}
+
+#[test]
+fn a_replay_reads_no_snapshot_and_says_so() {
+    let m = announcing(
+        Ok("/dev/shm/vramscope-1000/4242-99.vsc.snap-1-peak.pickle".into()),
+        "4242-99.vsc.snap-1-peak.pickle",
+        1,
+    );
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    ui.time_cursor = true;
+    let text = screen(&m, &ui, 200, 50);
+    assert!(
+        text.contains("HELD snapshot 4242-99.vsc.snap-1-peak.pickle: not read in a replay"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -188,7 +209,7 @@ fn at_an_oom_the_pane_says_what_was_live_and_why_the_request_did_not_fit() {
         "4242-99.vsc.snap-2-oom.pickle",
         0,
     );
-    reduce_on_the_worker(&mut m);
+    reduce_on_the_worker(&mut m, |_| {});
     let text = detail(&m);
     assert!(text.contains("HELD held at the OOM"), "{text}");
     assert!(
@@ -220,7 +241,7 @@ fn a_refused_name_or_a_missing_file_is_one_line_and_nothing_is_read() {
         "4242-99.vsc.snap-1-peak.pickle",
         1,
     );
-    reduce_on_the_worker(&mut m);
+    reduce_on_the_worker(&mut m, |_| {});
     let text = detail(&m);
     assert!(text.contains("the file no longer exists"), "{text}");
 }

@@ -58,6 +58,7 @@ pub fn lines(
             theme,
             state.fold.relevant_snapshot(),
             sites_on,
+            view.ui.time_cursor,
             view.now_ms,
         ));
     }

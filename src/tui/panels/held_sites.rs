@@ -1,7 +1,8 @@
 //! What held the memory, pinned in the detail pane under the peak and the OOMs: the top
 //! allocation sites of the newest relevant memory snapshot (the OOM's, the peak's, the one
 //! asked for), whether that answer is exact, and at an OOM why the request did not fit.
-//! While the worker reduces it: "reading snapshot ..."; a file that failed: its one line.
+//! While the worker reduces it: "reading snapshot ..."; a file that failed: its one line; in
+//! a replay, that it is not read there.
 
 use crate::model::held_sites::{
     SitesExactness, SitesState, SnapshotNote, exactness_note, headline, oom_words,
@@ -19,10 +20,11 @@ pub fn lines(
     theme: &Theme,
     note: Option<&SnapshotNote>,
     sites_on: bool,
+    replay: bool,
     now_ms: u64,
 ) -> Vec<Line<'static>> {
     let Some(note) = note else {
-        if sites_on {
+        if sites_on && !replay {
             return vec![Line::from(vec![
                 super::fmt::label(theme, "HELD"),
                 Span::styled("no snapshot yet (m asks for one)", theme.dim),
@@ -40,6 +42,17 @@ pub fn lines(
         about.push_str(&format!(", step {step}"));
     }
     match &note.sites {
+        // A replay reads no files: they are of another time, perhaps another machine.
+        SitesState::NotRead if replay => out.push(Line::from(vec![
+            super::fmt::label(theme, "HELD"),
+            Span::styled(
+                format!(
+                    "snapshot {}: not read in a replay (vramscope report reads it)",
+                    note.name
+                ),
+                theme.dim,
+            ),
+        ])),
         SitesState::NotRead | SitesState::Reading => out.push(Line::from(vec![
             super::fmt::label(theme, "HELD"),
             Span::styled(format!("reading snapshot {} ...", note.name), theme.dim),
