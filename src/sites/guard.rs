@@ -21,6 +21,8 @@ enum Arg {
     Fixed(usize),
     /// Up to a newline.
     Line,
+    /// Two lines (a global's module and name).
+    TwoLines,
     /// A little-endian length of this many bytes, then that many bytes.
     Counted(usize),
 }
@@ -85,8 +87,8 @@ fn opcode(code: u8) -> Option<(Op, Arg)> {
         b's' => (Op::Into(2), Arg::None),
         b'e' | b'u' | 0x90 => (Op::IntoFromMark, Arg::None),
         b'b' => (Op::Refused(object), Arg::None),
-        b'c' => (Op::Refused(global), Line),
-        b'i' => (Op::Refused(object), Line),
+        b'c' => (Op::Refused(global), Arg::TwoLines),
+        b'i' => (Op::Refused(object), Arg::TwoLines),
         b'o' | 0x81 | 0x92 => (Op::Refused(object), Arg::None),
         0x93 => (Op::Refused(global), Arg::None),
         0x82 => (Op::Refused(global), Fixed(1)),
@@ -296,6 +298,11 @@ fn take(bytes: &[u8], pos: usize, arg: Arg) -> Option<(&[u8], usize)> {
             let rest = bytes.get(pos..)?;
             let nl = rest.iter().position(|&b| b == b'\n')?;
             Some((&rest[..nl], pos + nl + 1))
+        }
+        Arg::TwoLines => {
+            let (_, next) = take(bytes, pos, Arg::Line)?;
+            let (_, end) = take(bytes, next, Arg::Line)?;
+            Some((bytes.get(pos..end - 1)?, end))
         }
         Arg::Counted(width) => {
             let len_end = pos.checked_add(width)?;
