@@ -314,11 +314,11 @@ fn files_that_are_not_snapshots_are_one_clear_line() {
         ("sys.stdout.buffer.write(pickle.dumps({'segments': 'x'}))", "a list of segments"),
         (
             "sys.stdout.buffer.write(pickle.dumps({'segments': [{'total_size': 'big'}]}))",
-            "an integer for `total_size`",
+            "segments[0].total_size is a string, not an integer",
         ),
         (
             "sys.stdout.buffer.write(pickle.dumps({'segments': [], 'device_traces': [[{'action': 'alloc', 'size': -5}]]}))",
-            "`size` is negative",
+            "device_traces[0][0].size is negative (-5)",
         ),
     ] {
         let e = refused(&python_bytes(code), &limits);
