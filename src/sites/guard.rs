@@ -11,7 +11,7 @@
 //! and so says in one line what is wrong with the file before any of it is built.
 
 use super::error::{ErrorKind, SitesError};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::time::Instant;
 
 /// How an opcode's argument is written after it.
@@ -21,6 +21,8 @@ enum Arg {
     Fixed(usize),
     /// Up to a newline.
     Line,
+    /// Two lines (a global's module and name).
+    TwoLines,
     /// A little-endian length of this many bytes, then that many bytes.
     Counted(usize),
 }
@@ -85,8 +87,8 @@ fn opcode(code: u8) -> Option<(Op, Arg)> {
         b's' => (Op::Into(2), Arg::None),
         b'e' | b'u' | 0x90 => (Op::IntoFromMark, Arg::None),
         b'b' => (Op::Refused(object), Arg::None),
-        b'c' => (Op::Refused(global), Line),
-        b'i' => (Op::Refused(object), Line),
+        b'c' => (Op::Refused(global), Arg::TwoLines),
+        b'i' => (Op::Refused(object), Arg::TwoLines),
         b'o' | 0x81 | 0x92 => (Op::Refused(object), Arg::None),
         0x93 => (Op::Refused(global), Arg::None),
         0x82 => (Op::Refused(global), Fixed(1)),
@@ -119,6 +121,33 @@ pub struct Census {
     pub values: u64,
 }
 
+/// Values nest no deeper than this: a snapshot nests seven deep (the root, the traces,
+/// a device's trace, an entry, its frames, a frame, a value). The bound keeps every
+/// recursive walk and drop of the parsed values far from the end of the stack.
+pub const MAX_NESTING: u32 = 64;
+
+/// A value on the walk's stack: how deeply it nests, the memo id it was stored under, and
+/// whether this slot is a reference to a value stored earlier (`GET`, `DUP`).
+#[derive(Clone, Copy)]
+struct Slot {
+    nesting: u32,
+    memo: Option<u32>,
+    reference: bool,
+}
+
+const LEAF: Slot = Slot {
+    nesting: 0,
+    memo: None,
+    reference: false,
+};
+
+/// A stored value: how deeply it nests, and how often it has been referenced.
+#[derive(Clone, Copy, Default)]
+struct Stored {
+    nesting: u32,
+    references: u32,
+}
+
 /// Walks `bytes` as a pickle without building it; see the module's comment.
 pub fn check(
     bytes: &[u8],
@@ -127,16 +156,16 @@ pub fn check(
     deadline: std::time::Duration,
 ) -> Result<Census, SitesError> {
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
-    // Only the stack's depth and the marks matter: a value's content is never looked at.
-    let mut depth = 0usize;
+    let mut stack: Vec<Slot> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: HashSet<u32> = HashSet::new();
+    let mut memo: HashMap<u32, Stored> = HashMap::new();
     let mut values: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
     loop {
         let at = pos;
-        let truncated = || not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
+        let truncated =
+            || not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
         let Some(&code) = bytes.get(pos) else {
             return truncated();
         };
@@ -166,7 +195,7 @@ pub fn check(
             Op::Refused(what) => {
                 let named = if code == b'c' || code == b'i' {
                     let name = String::from_utf8_lossy(arg_bytes).replace('\n', ".");
-                    format!(" (`{}`)", name.trim_end_matches('.'))
+                    format!(" (`{name}`)")
                 } else {
                     String::new()
                 };
@@ -178,9 +207,10 @@ pub fn check(
                 ));
             }
             Op::Stop => {
-                if depth != 1 || !marks.is_empty() {
+                if stack.len() != 1 || !marks.is_empty() {
                     return not(format!(
-                        "not a memory snapshot: the pickle ends at byte {at} with {depth} values on its stack"
+                        "not a memory snapshot: the pickle ends at byte {at} with {} values on its stack",
+                        stack.len()
                     ));
                 }
                 if pos != bytes.len() {
@@ -192,57 +222,69 @@ pub fn check(
                 return Ok(Census { values });
             }
             Op::Nothing => {}
-            Op::Mark => marks.push(depth),
+            Op::Mark => marks.push(stack.len()),
             Op::Pop => {
-                if marks.last() == Some(&depth) {
+                if marks.last() == Some(&stack.len()) {
                     marks.pop();
-                } else if depth == 0 {
+                } else if stack.pop().is_none() {
                     return underflow();
-                } else {
-                    depth -= 1;
                 }
             }
             Op::PopMark => {
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
-                depth = mark;
+                stack.truncate(mark);
             }
-            Op::Scalar | Op::Empty | Op::Text => {
+            Op::Scalar | Op::Text => {
                 values += 1;
-                depth += 1;
+                stack.push(LEAF);
+            }
+            Op::Empty => {
+                values += 1;
+                stack.push(Slot { nesting: 1, ..LEAF });
             }
             Op::Get => {
                 let Some(id) = memo_id(arg_bytes, arg) else {
                     return not(format!("not a memory snapshot: a bad memo id at byte {at}"));
                 };
-                if !memo.contains(&id) {
+                let Some(stored) = memo.get_mut(&id) else {
                     return not(format!(
                         "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
                     ));
-                }
+                };
+                stored.references = stored.references.saturating_add(1);
                 values += 1;
-                depth += 1;
+                stack.push(Slot {
+                    nesting: stored.nesting,
+                    memo: Some(id),
+                    reference: true,
+                });
             }
             Op::FromMark => {
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
+                let nesting = 1 + deepest(stack.drain(mark..));
                 values += 1;
-                depth = mark + 1;
+                stack.push(Slot { nesting, ..LEAF });
             }
             Op::Tuple(n) => {
-                if depth < floor + n {
+                if stack.len() < floor + n {
                     return underflow();
                 }
+                let from = stack.len() - n;
+                let nesting = 1 + deepest(stack.drain(from..));
                 values += 1;
-                depth = depth - n + 1;
+                stack.push(Slot { nesting, ..LEAF });
             }
             Op::Into(n) => {
-                if depth < floor + n + 1 {
+                if stack.len() < floor + n + 1 {
                     return underflow();
                 }
-                depth -= n;
+                let from = stack.len() - n;
+                let child = deepest(stack.drain(from..));
+                fill(&mut stack, &mut memo, child, at)?;
             }
             Op::IntoFromMark => {
                 let Some(mark) = marks.pop() else {
@@ -252,12 +294,10 @@ pub fn check(
                 if mark <= marks.last().copied().unwrap_or(0) {
                     return underflow();
                 }
-                depth = mark;
+                let child = deepest(stack.drain(mark..));
+                fill(&mut stack, &mut memo, child, at)?;
             }
             Op::Memoize | Op::Put => {
-                if depth == floor {
-                    return underflow();
-                }
                 let id = if op == Op::Memoize {
                     u32::try_from(memo.len()).unwrap_or(u32::MAX)
                 } else {
@@ -270,7 +310,23 @@ pub fn check(
                         }
                     }
                 };
-                memo.insert(id);
+                if stack.len() == floor {
+                    return underflow();
+                }
+                // Python's pickler never stores twice under one id; reusing one would let a
+                // value be filled after a reference to it went unseen.
+                if memo.contains_key(&id) {
+                    return not(format!(
+                        "not a memory snapshot: memo {id} is stored twice (byte {at})"
+                    ));
+                }
+                let Some(top) = stack.last_mut() else {
+                    return underflow();
+                };
+                memo.insert(id, Stored { nesting: top.nesting, references: 0 });
+                if !top.reference {
+                    top.memo = Some(id);
+                }
             }
         }
         if values > max_values {
@@ -282,6 +338,45 @@ pub fn check(
             ));
         }
     }
+}
+
+fn deepest(slots: impl Iterator<Item = Slot>) -> u32 {
+    slots.map(|s| s.nesting).max().unwrap_or(0)
+}
+
+/// Puts values nesting `child` deep into the container on top of the stack. Python's
+/// pickler fills a container through the slot that made it, before anything refers to it;
+/// filling one through a reference, or after a reference to it, is how a pickle makes a
+/// cycle or hides how deep it nests, so it is refused.
+fn fill(
+    stack: &mut [Slot],
+    memo: &mut HashMap<u32, Stored>,
+    child: u32,
+    at: usize,
+) -> Result<(), SitesError> {
+    let Some(top) = stack.last_mut() else {
+        return Ok(());
+    };
+    let stored = top.memo.and_then(|id| memo.get_mut(&id));
+    if top.reference || stored.as_ref().is_some_and(|s| s.references > 0) {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!(
+                "not a memory snapshot: the pickle fills a value it already refers to at byte {at} (a cycle)"
+            ),
+        ));
+    }
+    top.nesting = top.nesting.max(child.saturating_add(1));
+    if top.nesting > MAX_NESTING {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!("not a memory snapshot: values nest deeper than {MAX_NESTING} at byte {at}"),
+        ));
+    }
+    if let Some(stored) = stored {
+        stored.nesting = top.nesting;
+    }
+    Ok(())
 }
 
 /// The argument of an opcode at `pos`, and where the next opcode starts.
@@ -296,6 +391,11 @@ fn take(bytes: &[u8], pos: usize, arg: Arg) -> Option<(&[u8], usize)> {
             let rest = bytes.get(pos..)?;
             let nl = rest.iter().position(|&b| b == b'\n')?;
             Some((&rest[..nl], pos + nl + 1))
+        }
+        Arg::TwoLines => {
+            let (_, next) = take(bytes, pos, Arg::Line)?;
+            let (_, end) = take(bytes, next, Arg::Line)?;
+            Some((bytes.get(pos..end - 1)?, end))
         }
         Arg::Counted(width) => {
             let len_end = pos.checked_add(width)?;
@@ -358,6 +458,22 @@ mod tests {
         let e = run(&p).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
         assert!(e.to_string().contains("more than 1000 values"), "{e}");
+    }
+
+    #[test]
+    fn cycles_and_deep_nesting_are_refused() {
+        // l = []; l.append(l): a list filled with a reference to itself.
+        let e = run(b"\x80\x04]\x94h\x00a.").unwrap_err();
+        assert!(e.to_string().contains("(a cycle)"), "{e}");
+        // 100 lists, each in the one before.
+        let mut p = b"\x80\x04".to_vec();
+        p.extend(std::iter::repeat_n(b']', 100));
+        p.extend(std::iter::repeat_n(b'a', 99));
+        p.push(b'.');
+        let e = run(&p).unwrap_err();
+        assert!(e.to_string().contains("nest deeper than 64"), "{e}");
+        // A shared frame, as torch writes them, is fine: [f, f] with f memoized.
+        assert!(run(b"\x80\x04](}\x94h\x00e.").is_ok());
     }
 
     #[test]

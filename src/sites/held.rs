@@ -62,6 +62,9 @@ impl Site {
     /// `file:line function`, the file's last component only, as memory_viz shows it.
     pub fn label(&self) -> String {
         let file = self.file.rsplit('/').next().unwrap_or(&self.file);
+        if file.is_empty() {
+            return self.function.clone();
+        }
         if self.line == 0 {
             return format!("{file} {}", self.function);
         }
