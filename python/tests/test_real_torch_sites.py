@@ -157,6 +157,15 @@ class History(SitesCase):
         self.assertIsNone(vramscope.snapshot())
 
 
+    def test_sites_without_pytorch_are_one_warning(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertTrue(vramscope.start(framework="python", sites=True))
+        self.assertEqual([str(w.message) for w in caught], ["allocation sites need PyTorch; python publishes without them"])
+        self.assertEqual(S.Snapshot(self.raw()).header.flags & FLAG_SITES, 0)
+        self.assertIsNone(vramscope.snapshot())
+
+
 class Ring(SitesCase):
     def steps(self, pairs, count):
         """`count` steps of `pairs` allocations freed again (3 trace entries each), each
