@@ -157,6 +157,15 @@ class History(SitesCase):
         self.assertIsNone(vramscope.snapshot())
 
 
+    def test_sites_without_pytorch_are_one_warning(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertTrue(vramscope.start(framework="python", sites=True))
+        self.assertEqual([str(w.message) for w in caught], ["allocation sites need PyTorch; python publishes without them"])
+        self.assertEqual(S.Snapshot(self.raw()).header.flags & FLAG_SITES, 0)
+        self.assertIsNone(vramscope.snapshot())
+
+
 class Ring(SitesCase):
     def steps(self, pairs, count):
         """`count` steps of `pairs` allocations freed again (3 trace entries each), each
@@ -398,11 +407,14 @@ class FailingDumps(SitesCase):
 # (EFBIG; SIGXFSZ ignored so it is an error, not a kill) once the channel file exists.
 FULL_DISK = r"""
 import os, resource, signal, sys, torch, vramscope
+from vramscope import _runtime
 sys.path.insert(0, sys.argv[1])
 from _simulated_cuda import GIB, SimulatedCuda
 cuda = SimulatedCuda(torch).install()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 vramscope.start(framework="torch", sites=True)
+# No peak dump of its own before the limit is set (the mark settles a second after it rose).
+_runtime.current().sampler.stop()
 for _ in range(10000):  # a trace of about 1.5 MB
     cuda.free(address=cuda.alloc(1 << 20))
 # Above the channel file's 401,408 bytes, which it already has.

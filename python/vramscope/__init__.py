@@ -268,17 +268,19 @@ def snapshot():
     failed (one warning). The file is `torch.cuda.memory._snapshot()` pickled, which
     PyTorch's memory_viz opens, plus a "vramscope" key; `vramscope sites FILE` reads it.
     """
-    sites = _rt().run(_fresh_reading)
-    if sites is None:
+    found = _rt().run(_fresh_reading)
+    if found is None:
         return None
-    return sites.take("request", sites.request_device())
+    sites, device = found
+    return sites.take("request", device)
 
 
 def _fresh_reading(rt):
     sites = getattr(rt.adapter, "sites", None)
-    if sites is not None:
-        rt.adapter.tick(rt.session, True)
-    return sites
+    if sites is None:
+        return None
+    rt.adapter.tick(rt.session, True)
+    return sites, sites.request_device()
 
 
 def enabled():

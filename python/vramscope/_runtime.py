@@ -219,6 +219,8 @@ def start_adapter(framework, config):
             from ._adapters import make_adapter
 
             adapter = make_adapter(framework, config)
+            if config.sites and getattr(adapter, "sites", None) is None and framework != "torch":
+                warn_once("sites", "allocation sites need PyTorch; %s publishes without them" % framework)
             identity = Identity(
                 adapter.kind,
                 framework=adapter.framework,
