@@ -133,6 +133,8 @@ fn json_carries_each_snapshot_and_the_top_sites_at_the_peak_exactly() {
         "{sites}"
     );
     assert_eq!(top["bytes"], json!(4 * GIB));
+    assert_eq!(sites["largest"][0]["bytes"], json!(4 * GIB), "{sites}");
+    assert_eq!(sites["largest"][0]["line"], json!(123), "{sites}");
     let headline = sites["headline"].as_str().unwrap();
     assert!(
         headline.starts_with("held at the peak (exact): 67% proj/model.py:123 attention 4.00 GiB"),
@@ -321,6 +323,10 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
     assert!(
         section.lines().nth(first + 1).unwrap().trim()
             == "67% proj/model.py:123 attention 4.00 GiB in 1 block",
+        "{text}"
+    );
+    assert!(
+        section.contains("largest blocks: 4.00 GiB at proj/model.py:123 attention, 1.00 GiB at"),
         "{text}"
     );
     assert!(section.contains("OOM of pid"), "{text}");

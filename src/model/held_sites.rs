@@ -54,6 +54,15 @@ pub struct HeldSite {
     pub share: f64,
 }
 
+/// One of the largest single blocks live at the moment, and where it was allocated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeldBlock {
+    pub bytes: u64,
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
 /// Whether the reconstructed moment is the allocator's recorded peak.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "exactness")]
@@ -95,6 +104,8 @@ pub struct HeldSites {
     pub blocks: u64,
     /// Biggest first.
     pub sites: Vec<HeldSite>,
+    /// The largest single blocks, biggest first.
+    pub largest: Vec<HeldBlock>,
     pub exactness: SitesExactness,
     pub oom: Option<OomFit>,
     pub trace_entries: usize,
@@ -213,6 +224,21 @@ pub fn site_words(site: &HeldSite) -> String {
     )
 }
 
+/// `4.00 GiB at proj/model.py:123 attention`.
+pub fn block_words(block: &HeldBlock) -> String {
+    let function = if block.function.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", block.function)
+    };
+    format!(
+        "{} at {}:{}{function}",
+        units::bytes(block.bytes),
+        short_file(&block.file),
+        block.line
+    )
+}
+
 /// The file's last two path components: where a reader recognises it.
 fn short_file(file: &str) -> &str {
     let mut cut = file.len();
@@ -294,6 +320,12 @@ mod tests {
                     share: 0.3,
                 },
             ],
+            largest: vec![HeldBlock {
+                bytes: 5 << 30,
+                file: "/home/u/proj/model.py".into(),
+                line: 123,
+                function: "attention".into(),
+            }],
             exactness,
             oom: None,
             trace_entries: 100,
@@ -322,5 +354,10 @@ mod tests {
             "{note}"
         );
         assert_eq!(exactness_note(&held(SitesExactness::Exact)), None);
+        let exact = held(SitesExactness::Exact);
+        assert_eq!(
+            block_words(&exact.largest[0]),
+            "5.00 GiB at proj/model.py:123 attention"
+        );
     }
 }

@@ -5,7 +5,8 @@ use super::analysis::{At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
 use crate::model::held_sites::{
-    SitesState, SnapshotNote, blocks, exactness_note, headline, oom_words, site_words, summary,
+    SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
+    summary,
 };
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
@@ -213,6 +214,14 @@ fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
                     "{inner}  {} in {}",
                     shown(&site_words(site), markdown),
                     blocks(site.blocks)
+                );
+            }
+            if !held.largest.is_empty() {
+                let largest: Vec<String> = held.largest.iter().map(block_words).collect();
+                let _ = writeln!(
+                    out,
+                    "{inner}largest blocks: {}",
+                    shown(&largest.join(", "), markdown)
                 );
             }
             if let Some(text) = exactness_note(held) {

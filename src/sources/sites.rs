@@ -5,7 +5,7 @@
 //! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
 
 use crate::model::held_sites::{
-    HeldSite, HeldSites, OomFit, SitesExactness, SitesState, SnapshotNote,
+    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesState, SnapshotNote,
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::{File, OpenOptions};
@@ -15,6 +15,8 @@ use std::path::Path;
 
 /// Sites kept per reduction: the screen shows a few, `--json` and the report all of these.
 pub const TOP_SITES: usize = 10;
+/// The largest single blocks kept per reduction.
+const LARGEST_BLOCKS: usize = 5;
 
 /// One snapshot to reduce.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,6 +139,17 @@ pub fn convert(held: &Held) -> HeldSites {
                 bytes: s.bytes,
                 blocks: s.blocks,
                 share: s.share,
+            })
+            .collect(),
+        largest: held
+            .largest
+            .iter()
+            .take(LARGEST_BLOCKS)
+            .map(|b| HeldBlock {
+                bytes: b.bytes,
+                file: b.site.file.clone(),
+                line: b.site.line,
+                function: b.site.function.clone(),
             })
             .collect(),
         exactness: match &held.exactness {
