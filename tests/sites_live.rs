@@ -185,6 +185,7 @@ fn hostile_names_and_a_symlinked_snapshot_are_refused_in_one_line() {
         event::SNAPSHOT_PEAK,
         6 * GIB,
     );
+    announce(&mut w, "nul\0.pickle", 10, event::SNAPSHOT_PEAK, 6 * GIB);
     // A valid snapshot outside the directory, and a symlink to it in place of the file.
     let elsewhere = work.path().join("elsewhere.pickle");
     let size = make_snapshot(&elsewhere, "peak");
@@ -194,7 +195,7 @@ fn hostile_names_and_a_symlinked_snapshot_are_refused_in_one_line() {
     let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
     let doc = scenario.json_reading(&channels);
     let snaps = allocator(&doc)["snapshots"].as_array().unwrap().clone();
-    assert_eq!(snaps.len(), 3, "{snaps:?}");
+    assert_eq!(snaps.len(), 4, "{snaps:?}");
     let why = |s: &Value| s["sites"]["why"].as_str().unwrap().to_string();
     assert!(
         snaps.iter().all(|s| s["sites"]["state"] == json!("failed")),
@@ -213,7 +214,12 @@ fn hostile_names_and_a_symlinked_snapshot_are_refused_in_one_line() {
     );
     // Nothing of the escape reaches the output.
     assert!(!doc.to_string().contains('\u{1b}'));
-    assert!(why(&snaps[2]).contains("symlink"), "{}", why(&snaps[2]));
+    assert!(
+        why(&snaps[2]).contains("control characters"),
+        "{}",
+        why(&snaps[2])
+    );
+    assert!(why(&snaps[3]).contains("symlink"), "{}", why(&snaps[3]));
     for s in &snaps {
         assert!(!why(s).contains('\n'));
     }

@@ -244,4 +244,21 @@ fn a_refused_name_or_a_missing_file_is_one_line_and_nothing_is_read() {
     reduce_on_the_worker(&mut m, |_| {});
     let text = detail(&m);
     assert!(text.contains("the file no longer exists"), "{text}");
+
+    // Not a pickle at all, and a pickle that would run code when Python loads it.
+    for bytes in [&b"not a pickle"[..], &b"cos\nsystem\n(S'echo hi'\ntR."[..]] {
+        std::fs::write(&gone, bytes).unwrap();
+        let mut m = announcing(
+            Ok(gone.to_string_lossy().into_owned()),
+            "4242-99.vsc.snap-1-peak.pickle",
+            1,
+        );
+        reduce_on_the_worker(&mut m, |_| {});
+        let text = detail(&m);
+        let line = text
+            .lines()
+            .find(|l| l.contains("HELD snapshot 4242-99.vsc.snap-1-peak.pickle: "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(!line.contains("held at"), "{line}");
+    }
 }
