@@ -320,15 +320,17 @@ fn real_python() -> Option<String> {
 const MEMORY_VIZ: &str = r#"
 import json, pickle, sys
 from torch.cuda import _memory_viz as viz
-snap = pickle.load(open(sys.argv[1], "rb"))
-lines = viz.memory(snap, format_flamegraph=lambda text: text).splitlines()
-def total(pred):
-    return sum(int(l.rsplit(" ", 1)[1]) for l in lines if pred(l))
-active = total(lambda l: ";active_allocated;" in l and not l.rsplit(" ", 1)[0].endswith("<gaps>"))
-everything = total(lambda l: True)
-viz.segsum(snap)
-entries = [int(l.split()[0]) for l in viz.trace(snap).splitlines() if l.endswith(" entries")]
-print(json.dumps({"active_requested": active, "reserved": everything, "entries": entries}))
+out = []
+for path in sys.argv[1:]:
+    snap = pickle.load(open(path, "rb"))
+    lines = viz.memory(snap, format_flamegraph=lambda text: text).splitlines()
+    def total(pred):
+        return sum(int(l.rsplit(" ", 1)[1]) for l in lines if pred(l))
+    active = total(lambda l: ";active_allocated;" in l and not l.rsplit(" ", 1)[0].endswith("<gaps>"))
+    viz.segsum(snap)
+    entries = [int(l.split()[0]) for l in viz.trace(snap).splitlines() if l.endswith(" entries")]
+    out.append({"active_requested": active, "reserved": total(lambda l: True), "entries": entries})
+print(json.dumps(out))
 "#;
 
 #[test]
@@ -336,24 +338,25 @@ fn totals_agree_with_pytorchs_memory_viz() {
     let Some(python) = real_python() else {
         return;
     };
-    for name in [
+    let names = [
         "after_peak",
         "oom_fragmented",
         "leak_6",
         "outside_ring",
         "no_key",
-    ] {
-        let out = Command::new(&python)
-            .args(["-c", MEMORY_VIZ])
-            .arg(path(name))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let viz: Value = serde_json::from_slice(&out.stdout).unwrap();
+    ];
+    let out = Command::new(&python)
+        .args(["-c", MEMORY_VIZ])
+        .args(names.map(path))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let viz: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (name, viz) in names.iter().zip(viz.as_array().unwrap()) {
         let end = at(name, Moment::End);
         assert_eq!(end.total_bytes, u(&viz["active_requested"]), "{name}");
         assert_eq!(end.reserved, u(&viz["reserved"]), "{name}");
