@@ -12,7 +12,10 @@ use vramscope::sites::{
     self, Change, ErrorKind, Exactness, Held, Limits, MemorySnapshot, Moment, SitesError,
 };
 
-const SIMULATE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sites_support/simulate.py");
+const SIMULATE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/sites_support/simulate.py"
+);
 const BIN: &str = env!("CARGO_BIN_EXE_vramscope");
 
 /// The fixtures, made once per test binary.
@@ -68,18 +71,29 @@ fn the_top_sites_at_a_peak_between_two_dumps_are_exact() {
     assert_eq!(held.sites.len(), expected.len(), "{:?}", held.sites);
     for site in &held.sites {
         let w = &expected[&key(site)];
-        assert_eq!((site.bytes, site.blocks), (u(&w[0]), u(&w[1])), "{}", key(site));
+        assert_eq!(
+            (site.bytes, site.blocks),
+            (u(&w[0]), u(&w[1])),
+            "{}",
+            key(site)
+        );
     }
     // The oversized temporary in the attention is the top site the program wrote.
     let top = held.sites.iter().find(|s| !s.file.is_empty()).unwrap();
-    assert_eq!((top.file.as_str(), top.line, top.function.as_str()), ("/home/u/model.py", 123, "attention"));
+    assert_eq!(
+        (top.file.as_str(), top.line, top.function.as_str()),
+        ("/home/u/model.py", 123, "attention")
+    );
     assert!((top.share - 25_165_947.0 / held.total_bytes as f64).abs() < 1e-9);
     assert_eq!(held.largest[0].bytes, 24 * (1 << 20) + 123);
     assert_eq!(held.largest[0].site.line, 123);
 
     // The dump before the peak knows nothing of it, and is exact about its own.
     let before = at("before_peak", Moment::Peak);
-    assert_eq!(before.total_bytes, u(&answer("before_peak")["peak_requested"]));
+    assert_eq!(
+        before.total_bytes,
+        u(&answer("before_peak")["peak_requested"])
+    );
     assert_eq!(before.exactness, Exactness::Exact);
     assert!(before.sites.iter().all(|s| s.line != 123));
 }
@@ -88,7 +102,10 @@ fn the_top_sites_at_a_peak_between_two_dumps_are_exact() {
 fn an_allocated_bytes_peak_is_compared_with_the_blocks_sizes() {
     let held = at("allocated_only", Moment::Peak);
     assert_eq!(held.exactness, Exactness::Exact);
-    assert_eq!(held.recorded_peak, Some(u(&answer("after_peak")["peak_allocated"])));
+    assert_eq!(
+        held.recorded_peak,
+        Some(u(&answer("after_peak")["peak_allocated"]))
+    );
     assert!(!held.recorded_is_requested);
 }
 
@@ -99,19 +116,35 @@ fn a_peak_outside_the_ring_is_not_exact_and_says_by_how_much() {
     let (peak, window) = (u(&want["peak_requested"]), u(&want["window_max"]));
     assert!(window < peak);
     assert_eq!(held.total_bytes, window);
-    let Exactness::Short { recorded_peak, reconstructed, shortfall, suggested_max_entries } =
-        held.exactness.clone()
+    let Exactness::Short {
+        recorded_peak,
+        reconstructed,
+        shortfall,
+        suggested_max_entries,
+    } = held.exactness.clone()
     else {
         panic!("{:?}", held.exactness);
     };
-    assert_eq!((recorded_peak, reconstructed, shortfall), (peak, window, peak - window));
+    assert_eq!(
+        (recorded_peak, reconstructed, shortfall),
+        (peak, window, peak - window)
+    );
     // The ring needed to hold every entry since the peak; the suggestion does, with margin.
     let needed = u(&want["entries_since_peak"]);
     let suggested = suggested_max_entries.unwrap();
-    assert!(suggested >= needed && suggested <= 2 * needed, "{suggested} for {needed}");
+    assert!(
+        suggested >= needed && suggested <= 2 * needed,
+        "{suggested} for {needed}"
+    );
     let words = sites::render::exactness_words(&held);
-    assert!(words.starts_with("not exact: the peak 71.0 MiB fell outside the history"), "{words}");
-    assert!(words.contains(&format!("max_entries ~ {suggested}")), "{words}");
+    assert!(
+        words.starts_with("not exact: the peak 71.0 MiB fell outside the history"),
+        "{words}"
+    );
+    assert!(
+        words.contains(&format!("max_entries ~ {suggested}")),
+        "{words}"
+    );
 }
 
 #[test]
@@ -148,7 +181,12 @@ fn an_oom_with_fragmentation_is_explained() {
     assert_eq!(oom.cached_free, u(&want["cached_free"]));
     assert_eq!(oom.largest_free_block, u(&want["largest_free_block"]));
     assert!(oom.cached_free >= oom.requested && oom.largest_free_block < oom.requested);
-    assert!(oom.verdict.starts_with("fragmentation: 10.0 MiB of the cache is free"), "{}", oom.verdict);
+    assert!(
+        oom.verdict
+            .starts_with("fragmentation: 10.0 MiB of the cache is free"),
+        "{}",
+        oom.verdict
+    );
     assert_eq!(held.total_bytes, u(&want["live_requested"]));
     // A snapshot with no OOM cannot answer for one.
     let e = sites::held(&read("after_peak"), Moment::Oom, None, 10).unwrap_err();
@@ -161,9 +199,15 @@ fn the_diff_of_two_dumps_finds_the_growing_site() {
     let d = sites::diff(&a, &b, 10);
     let want = answer("leak");
     let top = &d.rows[0];
-    assert_eq!(format!("{}:{}:{}", top.file, top.line, top.function), want["site"].as_str().unwrap());
+    assert_eq!(
+        format!("{}:{}:{}", top.file, top.line, top.function),
+        want["site"].as_str().unwrap()
+    );
     assert_eq!(top.growth(), i128::from(u(&want["growth_bytes"])));
-    assert_eq!(top.after_blocks - top.before_blocks, u(&want["growth_blocks"]));
+    assert_eq!(
+        top.after_blocks - top.before_blocks,
+        u(&want["growth_blocks"])
+    );
     assert_eq!(top.change, Change::Grew);
     assert_eq!(d.rows.len(), 1, "nothing else changed: {:?}", d.rows);
     assert_eq!(d.after_total - d.before_total, u(&want["growth_bytes"]));
@@ -184,9 +228,18 @@ fn the_command_prints_the_answer_as_text_and_json() {
     let file = file.to_str().unwrap();
     let (code, out, err) = vramscope(&["sites", file]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("device 0, at the peak; dumped at request, pid 4242, step 7, phase backward"), "{out}");
-    assert!(out.contains("exact: equals the allocator's recorded peak 71.0 MiB (requested bytes)"), "{out}");
-    assert!(out.contains("33.8%    24.0 MiB       1  model.py:123 attention"), "{out}");
+    assert!(
+        out.contains("device 0, at the peak; dumped at request, pid 4242, step 7, phase backward"),
+        "{out}"
+    );
+    assert!(
+        out.contains("exact: equals the allocator's recorded peak 71.0 MiB (requested bytes)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("33.8%    24.0 MiB       1  model.py:123 attention"),
+        "{out}"
+    );
 
     let (code, out, _) = vramscope(&["sites", file, "--json", "--top", "2"]);
     assert_eq!(code, 0);
@@ -199,12 +252,24 @@ fn the_command_prints_the_answer_as_text_and_json() {
     let oom = path("oom_fragmented");
     let (code, out, _) = vramscope(&["sites", oom.to_str().unwrap(), "--at", "oom"]);
     assert_eq!(code, 0);
-    assert!(out.contains("OOM: 4.00 MiB requested") && out.contains("fragmentation"), "{out}");
+    assert!(
+        out.contains("OOM: 4.00 MiB requested") && out.contains("fragmentation"),
+        "{out}"
+    );
 
     let (a, b) = (path("leak_2"), path("leak_6"));
-    let (code, out, _) = vramscope(&["sites", a.to_str().unwrap(), b.to_str().unwrap(), "--at", "end"]);
+    let (code, out, _) = vramscope(&[
+        "sites",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--at",
+        "end",
+    ]);
     assert_eq!(code, 0);
-    assert!(out.contains("+4.00 MiB    3.00 MiB    7.00 MiB        3->7  leak.py:7 cache (grew)"), "{out}");
+    assert!(
+        out.contains("+4.00 MiB    3.00 MiB    7.00 MiB        3->7  leak.py:7 cache (grew)"),
+        "{out}"
+    );
 
     let (code, out, _) = vramscope(&["sites", file, "--at", "peak", "--against", "end"]);
     assert_eq!(code, 0);
@@ -255,15 +320,17 @@ fn real_python() -> Option<String> {
 const MEMORY_VIZ: &str = r#"
 import json, pickle, sys
 from torch.cuda import _memory_viz as viz
-snap = pickle.load(open(sys.argv[1], "rb"))
-lines = viz.memory(snap, format_flamegraph=lambda text: text).splitlines()
-def total(pred):
-    return sum(int(l.rsplit(" ", 1)[1]) for l in lines if pred(l))
-active = total(lambda l: ";active_allocated;" in l and not l.rsplit(" ", 1)[0].endswith("<gaps>"))
-everything = total(lambda l: True)
-viz.segsum(snap)
-entries = [int(l.split()[0]) for l in viz.trace(snap).splitlines() if l.endswith(" entries")]
-print(json.dumps({"active_requested": active, "reserved": everything, "entries": entries}))
+out = []
+for path in sys.argv[1:]:
+    snap = pickle.load(open(path, "rb"))
+    lines = viz.memory(snap, format_flamegraph=lambda text: text).splitlines()
+    def total(pred):
+        return sum(int(l.rsplit(" ", 1)[1]) for l in lines if pred(l))
+    active = total(lambda l: ";active_allocated;" in l and not l.rsplit(" ", 1)[0].endswith("<gaps>"))
+    viz.segsum(snap)
+    entries = [int(l.split()[0]) for l in viz.trace(snap).splitlines() if l.endswith(" entries")]
+    out.append({"active_requested": active, "reserved": total(lambda l: True), "entries": entries})
+print(json.dumps(out))
 "#;
 
 #[test]
@@ -271,18 +338,33 @@ fn totals_agree_with_pytorchs_memory_viz() {
     let Some(python) = real_python() else {
         return;
     };
-    for name in ["after_peak", "oom_fragmented", "leak_6", "outside_ring", "no_key"] {
-        let out = Command::new(&python)
-            .args(["-c", MEMORY_VIZ])
-            .arg(path(name))
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let viz: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names = [
+        "after_peak",
+        "oom_fragmented",
+        "leak_6",
+        "outside_ring",
+        "no_key",
+    ];
+    let out = Command::new(&python)
+        .args(["-c", MEMORY_VIZ])
+        .args(names.map(path))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let viz: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (name, viz) in names.iter().zip(viz.as_array().unwrap()) {
         let end = at(name, Moment::End);
         assert_eq!(end.total_bytes, u(&viz["active_requested"]), "{name}");
         assert_eq!(end.reserved, u(&viz["reserved"]), "{name}");
-        assert_eq!(viz["entries"][0].as_u64(), Some(end.trace_entries as u64), "{name}");
+        assert_eq!(
+            viz["entries"][0].as_u64(),
+            Some(end.trace_entries as u64),
+            "{name}"
+        );
     }
 }
 
@@ -293,7 +375,11 @@ fn python_bytes(code: &str) -> Vec<u8> {
         .args(["-c", &format!("import pickle, sys, os\n{code}")])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out.stdout
 }
 
@@ -307,11 +393,24 @@ fn files_that_are_not_snapshots_are_one_clear_line() {
     let whole = std::fs::read(path("after_peak")).unwrap();
     let e = refused(&whole[..whole.len() / 2], &limits);
     assert_eq!(e.kind(), ErrorKind::NotASnapshot);
-    assert!(e.to_string().starts_with("not a memory snapshot: the pickle is truncated at byte"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("not a memory snapshot: the pickle is truncated at byte"),
+        "{e}"
+    );
     for (code, says) in [
-        ("sys.stdout.buffer.write(pickle.dumps([1, 2, 3]))", "a dict with `segments`"),
-        ("sys.stdout.buffer.write(pickle.dumps({'device_traces': []}))", "without `segments`"),
-        ("sys.stdout.buffer.write(pickle.dumps({'segments': 'x'}))", "a list of segments"),
+        (
+            "sys.stdout.buffer.write(pickle.dumps([1, 2, 3]))",
+            "a dict with `segments`",
+        ),
+        (
+            "sys.stdout.buffer.write(pickle.dumps({'device_traces': []}))",
+            "without `segments`",
+        ),
+        (
+            "sys.stdout.buffer.write(pickle.dumps({'segments': 'x'}))",
+            "a list of segments",
+        ),
         (
             "sys.stdout.buffer.write(pickle.dumps({'segments': [{'total_size': 'big'}]}))",
             "segments[0].total_size is a string, not an integer",
@@ -349,7 +448,11 @@ fn a_pickle_that_would_run_code_is_refused_and_never_runs() {
         let file = dir.path().join(format!("evil{protocol}.pickle"));
         std::fs::write(&file, &bytes).unwrap();
         let (code, out, err) = vramscope(&["sites", file.to_str().unwrap()]);
-        assert_eq!((code, out.as_str(), err.lines().count()), (1, "", 1), "{err}");
+        assert_eq!(
+            (code, out.as_str(), err.lines().count()),
+            (1, "", 1),
+            "{err}"
+        );
         assert!(err.contains("never runs code"), "{err}");
     }
     // Protocol 0 names the global in the file: the line says which.
@@ -357,7 +460,11 @@ fn a_pickle_that_would_run_code_is_refused_and_never_runs() {
         "class Evil:\n    def __reduce__(self):\n        return (os.system, ('true',))\n\
          sys.stdout.buffer.write(pickle.dumps(Evil(), protocol=0))",
     );
-    assert!(refused(&bytes, &Limits::default()).to_string().contains("(`posix.system`)"));
+    assert!(
+        refused(&bytes, &Limits::default())
+            .to_string()
+            .contains("(`posix.system`)")
+    );
     assert!(!marker.exists(), "the pickle's code ran");
 }
 
@@ -379,7 +486,10 @@ fn foreign_text_in_frames_never_reaches_the_output_raw() {
         let (code, out, err) = vramscope(&args);
         assert_eq!(code, 0, "{err}");
         assert!(out.contains("1000"), "{out}");
-        assert!(!out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'), "{out:?}");
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'),
+            "{out:?}"
+        );
     }
 }
 
@@ -403,15 +513,39 @@ fn ten_million_trace_entries_are_cut_or_refused_by_the_limits() {
     assert_eq!(snap.cut.trace_entries, 9_999_000);
     let held = sites::held(&snap, Moment::Peak, None, 5).unwrap();
     let text = sites::render::text(&held, &file, "");
-    assert!(text.contains("(9999000 older ones cut by the limits)"), "{text}");
+    assert!(
+        text.contains("(9999000 older ones cut by the limits)"),
+        "{text}"
+    );
 
     // A bound on values refuses it before anything is built; so do the size and the clock.
-    let e = sites::read_file(&file, &Limits { max_values: 1_000_000, ..Limits::default() }).unwrap_err();
+    let e = sites::read_file(
+        &file,
+        &Limits {
+            max_values: 1_000_000,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
     assert!(e.to_string().contains("more than 1000000 values"), "{e}");
-    let e = sites::read_file(&file, &Limits { max_file_bytes: 1 << 20, ..Limits::default() }).unwrap_err();
+    let e = sites::read_file(
+        &file,
+        &Limits {
+            max_file_bytes: 1 << 20,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("over the 1048576-byte limit"), "{e}");
-    let e = sites::read_file(&file, &Limits { deadline: Duration::ZERO, ..Limits::default() }).unwrap_err();
+    let e = sites::read_file(
+        &file,
+        &Limits {
+            deadline: Duration::ZERO,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
     assert!(e.to_string().contains("deadline"), "{e}");
 }
@@ -429,6 +563,10 @@ fn limits_on_blocks_and_frames_cut_and_say_so() {
     assert!(snap.cut.blocks > 0 && snap.cut.frames > 0, "{:?}", snap.cut);
     // Two frames are the two torch frames: the site falls back to the innermost.
     let held = sites::held(&snap, Moment::Peak, None, 5).unwrap();
-    assert!(held.sites.iter().any(|s| s.file.ends_with("linear.py")), "{:?}", held.sites);
+    assert!(
+        held.sites.iter().any(|s| s.file.ends_with("linear.py")),
+        "{:?}",
+        held.sites
+    );
     assert!(Path::new(&path("after_peak")).exists());
 }

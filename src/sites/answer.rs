@@ -25,12 +25,18 @@ fn pick_device(snap: &MemorySnapshot, asked: Option<u32>) -> Result<Option<u32>,
             ErrorKind::NotInSnapshot,
             format!(
                 "the snapshot has nothing on device {device} (devices: {})",
-                if list.is_empty() { "none".to_string() } else { list.join(", ") }
+                if list.is_empty() {
+                    "none".to_string()
+                } else {
+                    list.join(", ")
+                }
             ),
         ));
     }
     let own = snap.vramscope.as_ref().and_then(|k| k.device);
-    Ok(own.filter(|d| devices.contains(d)).or(devices.first().copied()))
+    Ok(own
+        .filter(|d| devices.contains(d))
+        .or(devices.first().copied()))
 }
 
 pub(crate) fn held_on(
@@ -127,7 +133,11 @@ pub(crate) fn held_on(
 }
 
 /// The live set by site (all, and the top `top`), and its largest blocks.
-fn group(state: &State, finder: &mut SiteFinder, top: usize) -> (Vec<Site>, Vec<Site>, Vec<BlockAt>) {
+fn group(
+    state: &State,
+    finder: &mut SiteFinder,
+    top: usize,
+) -> (Vec<Site>, Vec<Site>, Vec<BlockAt>) {
     let mut by_key: HashMap<u32, (u64, u64)> = HashMap::new();
     let mut blocks: Vec<(u64, u64, u32, Option<i64>)> = Vec::with_capacity(state.live.len());
     for (&address, live) in &state.live {

@@ -4,9 +4,9 @@
 
 use super::error::SitesError;
 use super::held::{Held, Moment};
-use super::snapshot::MemorySnapshot;
 use super::limits::Limits;
 use super::render;
+use super::snapshot::MemorySnapshot;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -99,9 +99,18 @@ pub fn diff(before: &Held, after: &Held, top: usize) -> SitesDiff {
         .filter(|row| row.change != Change::Same)
         .collect();
     let order = |a: &SiteChange, b: &SiteChange| {
-        (a.file.as_str(), a.line, a.function.as_str()).cmp(&(b.file.as_str(), b.line, b.function.as_str()))
+        (a.file.as_str(), a.line, a.function.as_str()).cmp(&(
+            b.file.as_str(),
+            b.line,
+            b.function.as_str(),
+        ))
     };
-    rows.sort_by(|a, b| b.growth().abs().cmp(&a.growth().abs()).then_with(|| order(a, b)));
+    rows.sort_by(|a, b| {
+        b.growth()
+            .abs()
+            .cmp(&a.growth().abs())
+            .then_with(|| order(a, b))
+    });
     rows.truncate(top);
     rows.sort_by(|a, b| b.growth().cmp(&a.growth()).then_with(|| order(a, b)));
     SitesDiff {

@@ -59,8 +59,7 @@ pub(crate) fn judge(
     history: &History,
 ) -> Exactness {
     let Some(recorded) = recorded else {
-        if walked.starts_empty && history.cut == 0 && walked.mismatches == 0 && history.kept > 0
-        {
+        if walked.starts_empty && history.cut == 0 && walked.mismatches == 0 && history.kept > 0 {
             return Exactness::Exact;
         }
         return Exactness::Unknown {

@@ -164,8 +164,11 @@ pub fn check(
     let mut ops = 0u64;
     loop {
         let at = pos;
-        let truncated =
-            || not(format!("not a memory snapshot: the pickle is truncated at byte {at}"));
+        let truncated = || {
+            not(format!(
+                "not a memory snapshot: the pickle is truncated at byte {at}"
+            ))
+        };
         let Some(&code) = bytes.get(pos) else {
             return truncated();
         };
@@ -179,10 +182,13 @@ pub fn check(
         };
         pos = next;
         ops += 1;
-        if ops % (1 << 20) == 0 && started.elapsed() > deadline {
+        if ops.is_multiple_of(1 << 20) && started.elapsed() > deadline {
             return Err(SitesError::new(
                 ErrorKind::Limit,
-                format!("gave up reading after {} s (the deadline)", deadline.as_secs()),
+                format!(
+                    "gave up reading after {} s (the deadline)",
+                    deadline.as_secs()
+                ),
             ));
         }
         let floor = marks.last().copied().unwrap_or(0);
@@ -323,7 +329,13 @@ pub fn check(
                 let Some(top) = stack.last_mut() else {
                     return underflow();
                 };
-                memo.insert(id, Stored { nesting: top.nesting, references: 0 });
+                memo.insert(
+                    id,
+                    Stored {
+                        nesting: top.nesting,
+                        references: 0,
+                    },
+                );
                 if !top.reference {
                     top.memo = Some(id);
                 }
@@ -436,7 +448,8 @@ mod tests {
     #[test]
     fn a_plain_dict_passes_and_counts_its_values() {
         // pickle.dumps({'a': [1, 2]}, protocol=4): a dict, a key, a list, two ints.
-        let bytes = b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
+        let bytes =
+            b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
         assert_eq!(run(bytes).unwrap().values, 5);
     }
 

@@ -35,8 +35,8 @@ pub use error::{ErrorKind, SitesError};
 pub use held::{BlockAt, Exactness, Held, Moment, OomWhy, Site};
 pub use limits::Limits;
 pub use snapshot::{
-    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot,
-    Segment, Stack, TraceEntry, VramscopeKey,
+    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,
+    Stack, TraceEntry, VramscopeKey,
 };
 
 use std::path::Path;

@@ -9,8 +9,8 @@
 use super::error::{ErrorKind, SitesError};
 use super::limits::Limits;
 use super::snapshot::{
-    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot,
-    Segment, Stack, TraceEntry, VramscopeKey,
+    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,
+    Stack, TraceEntry, VramscopeKey,
 };
 use pickled::{Dict, HashableValue, Value};
 use std::collections::HashMap;
@@ -169,7 +169,7 @@ fn dict<T>(
 impl Walk<'_> {
     fn tick(&mut self) -> Result<(), Failed> {
         self.seen += 1;
-        if self.seen % 4096 == 0 && self.started.elapsed() > self.limits.deadline {
+        if self.seen.is_multiple_of(4096) && self.started.elapsed() > self.limits.deadline {
             self.late = true;
             return Err("the deadline passed".to_string());
         }
@@ -325,7 +325,9 @@ impl Walk<'_> {
         let at = || "`device_traces`".to_string();
         items(v, &at, "a list of device traces", |devices| {
             if devices.len() > MAX_DEVICES {
-                return Err(format!("`device_traces` lists more than {MAX_DEVICES} devices"));
+                return Err(format!(
+                    "`device_traces` lists more than {MAX_DEVICES} devices"
+                ));
             }
             let mut traces = Vec::with_capacity(devices.len());
             for (d, trace) in devices.iter().enumerate() {
@@ -435,9 +437,7 @@ impl Walk<'_> {
                 Some("filename") => filename = text(v, at)?,
                 Some("name") => name = text(v, at)?,
                 Some("line") => {
-                    line = int(v, at)?
-                        .and_then(|l| u32::try_from(l).ok())
-                        .unwrap_or(0);
+                    line = int(v, at)?.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
                 }
                 _ => {}
             }

@@ -73,7 +73,10 @@ pub fn exactness_words(held: &Held) -> String {
         } => {
             let advice = match suggested_max_entries {
                 Some(n) => format!("; max_entries ~ {n} would have covered it"),
-                None => "; the history began after the peak, so a larger ring would not have reached it".to_string(),
+                None => {
+                    "; the history began after the peak, so a larger ring would not have reached it"
+                        .to_string()
+                }
             };
             format!(
                 "not exact: the peak {} fell outside the history (reconstructed {}, {} short){advice}",
@@ -100,7 +103,11 @@ fn site_row(out: &mut String, site: &Site) {
 /// The answer as text.
 pub fn text(held: &Held, file: &Path, context: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "vramscope sites: {}", clean(&file.display().to_string()));
+    let _ = writeln!(
+        out,
+        "vramscope sites: {}",
+        clean(&file.display().to_string())
+    );
     let device = held
         .device
         .map_or_else(|| "no device".to_string(), |d| format!("device {d}"));
@@ -115,7 +122,11 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
     let _ = writeln!(out, "{}", exactness_words(held));
     let mut history = format!("history: {} entries", held.trace_entries);
     if held.cut.trace_entries > 0 {
-        let _ = write!(history, " ({} older ones cut by the limits)", held.cut.trace_entries);
+        let _ = write!(
+            history,
+            " ({} older ones cut by the limits)",
+            held.cut.trace_entries
+        );
     }
     if held.cut.blocks > 0 || held.cut.frames > 0 {
         let _ = write!(
@@ -260,7 +271,13 @@ fn signed(delta: i128) -> String {
 }
 
 /// Two answers compared, as text or JSON.
-pub fn diff(before: &Held, after: &Held, files: (&Path, &Path), top: usize, json_out: bool) -> String {
+pub fn diff(
+    before: &Held,
+    after: &Held,
+    files: (&Path, &Path),
+    top: usize,
+    json_out: bool,
+) -> String {
     let d: SitesDiff = compare(before, after, top);
     let (a, b) = (
         clean(&files.0.display().to_string()).into_owned(),
@@ -309,7 +326,10 @@ pub fn diff(before: &Held, after: &Held, files: (&Path, &Path), top: usize, json
         let _ = writeln!(out, "no site changed ({} compared)", d.sites_compared);
         return out;
     }
-    let _ = writeln!(out, "      change      before       after      blocks  site");
+    let _ = writeln!(
+        out,
+        "      change      before       after      blocks  site"
+    );
     for row in &d.rows {
         let _ = writeln!(
             out,
