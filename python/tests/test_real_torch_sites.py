@@ -213,6 +213,7 @@ class Ring(SitesCase):
 class Dumps(SitesCase):
     def test_an_oom_is_dumped_before_the_exception_unwinds(self):
         self.start(sites=True)
+        self.cuda.fraction = 0.5  # the observer is told the allowed 40 GiB, not the total
         weights = self.cuda.alloc(30 * GIB)
         vramscope.step()
         seen = []

@@ -108,7 +108,10 @@ class TorchHooks:
             try:
                 rt = _runtime.current()
                 if rt is not None and self._mine(rt) and self._adapter.sites is not None:
-                    self._adapter.sites.on_oom(int(device), alloc, device_total, device_free)
+                    # The third argument is the allowed maximum under a memory fraction.
+                    total = self._adapter._total(int(device))
+                    total = device_total if total is None else total
+                    self._adapter.sites.on_oom(int(device), alloc, total, device_free)
             except Exception:
                 pass
 
