@@ -739,6 +739,7 @@ impl Simulation {
                         rng.float(0.0, 12.0) as f32
                     }),
                     container: i.is_multiple_of(3).then(|| "3f2a9c1b7d4e".into()),
+                    pod: None,
                     uid: Some(1000 + (i % 4) as u32),
                     starttime: None,
                 }

@@ -51,8 +51,9 @@ pub struct Cli {
     pub peak_interval: PeakInterval,
 
     /// The process table's columns, a comma list of pid, user, gpu, type (C, G or C+G), vram,
-    /// peak, sm, rss, mem (host RSS as % of RAM), cpu, elapsed, command; PID, VRAM and
-    /// COMMAND always show. Default: user,gpu,peak,sm,rss,cpu. `x` shows every column.
+    /// peak, sm, rss, mem (host RSS as % of RAM), cpu, elapsed, pod (Kubernetes namespace/pod,
+    /// while some process runs in one), command; PID, VRAM and COMMAND always show. Default:
+    /// user,gpu,peak,sm,rss,cpu,pod. `x` shows every column.
     #[arg(long, value_name = "LIST", value_parser = crate::tui::columns::parse, global = true)]
     pub columns: Option<crate::tui::columns::ColumnChoice>,
 

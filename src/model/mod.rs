@@ -26,7 +26,7 @@ pub use device::{
     DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak, ProcessKind,
 };
 pub use foreign::ForeignText;
-pub use host::{HostLoad, HostMemory, HostProcess, HostSample};
+pub use host::{HostLoad, HostMemory, HostProcess, HostSample, PodInfo};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 pub use time::now_ms;

@@ -103,6 +103,8 @@ pub struct ExitedRow {
     /// The last user and command the host read for it.
     pub user: Option<String>,
     pub command: Option<String>,
+    /// The Kubernetes pod it ran in, when it ran in one.
+    pub pod: Option<super::PodInfo>,
     /// What its allocator last published for this GPU (`RowProcess::Unlisted` join).
     pub allocator: Option<ProcessAllocator>,
 }

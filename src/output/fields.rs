@@ -131,6 +131,22 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .map(Value::Text)
             .ok_or(Absent::NotAvailable)
     }),
+    // `container` above stays the container id it has been within version 1; the name
+    // dcgm-exporter calls `container` is `container_name` here.
+    ("pod", |p| pod(p, |pod| text(&pod.name))),
+    ("namespace", |p| pod(p, |pod| text(&pod.namespace))),
+    ("container_name", |p| pod(p, |pod| text(&pod.container))),
+    ("pod_uid", |p| {
+        pod(p, |pod| Ok(Value::Text(pod.uid.clone())))
+    }),
+    ("pod_qos", |p| {
+        pod(p, |pod| {
+            pod.qos
+                .clone()
+                .map(Value::Text)
+                .ok_or_else(|| Absent::Error("the cgroup path does not say".into()))
+        })
+    }),
     ("allocated", |p| allocator(p, |a| int(&a.device.allocated))),
     ("reserved", |p| allocator(p, |a| int(&a.device.reserved))),
     ("true_peak", |p| {
@@ -297,6 +313,16 @@ fn host(
     read: impl Fn(&crate::model::HostProcess) -> Reading<Value>,
 ) -> Reading<Value> {
     p.host.as_deref().map_or_else(|| Err(not_visible()), read)
+}
+
+/// A fact of the process's Kubernetes pod; absent when it runs in none, or when the host
+/// cannot see the process at all (then for that reason).
+fn pod(p: &ProcessRow, read: impl Fn(&crate::model::PodInfo) -> Reading<Value>) -> Reading<Value> {
+    host(p, |h| match &h.pod {
+        Some(pod) => read(pod),
+        None if h.local_pid.is_none() => Err(h.user.clone().err().unwrap_or_else(not_visible)),
+        None => Err(Absent::Error("not in a Kubernetes pod".into())),
+    })
 }
 
 /// An allocator figure; absent when the process publishes none.

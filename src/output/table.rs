@@ -221,7 +221,10 @@ fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> 
         .take(10)
         .collect();
     let mut command = host.map_or(NA.into(), |h| or_na(&h.command, Clone::clone));
-    if let Some(container) = host.and_then(|h| h.container.as_ref()) {
+    // A pod names the process better than its container's id does.
+    if let Some(pod) = host.and_then(|h| h.pod.as_ref()) {
+        command = format!("[{}] {command}", pod.full_label());
+    } else if let Some(container) = host.and_then(|h| h.container.as_ref()) {
         command = format!("[{container}] {command}");
     }
     if let Some(mark) = command_cut

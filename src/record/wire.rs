@@ -10,7 +10,7 @@
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
     GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, MemoryPeak, NvmlProblem,
-    ProcessKind, Reading, WriterIdentity, WriterLiveness,
+    PodInfo, ProcessKind, Reading, WriterIdentity, WriterLiveness,
 };
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -269,6 +269,20 @@ shadow_list!(identity, WriterIdentity, WriterIdentityDef);
 shadow_list!(allocator_devices, AllocatorDevice, AllocatorDeviceDef);
 shadow_list!(allocator_events, AllocatorEvent, AllocatorEventDef);
 shadow_list!(gpu_processes, GpuProcess, GpuProcessDef);
+shadow_list!(pods, PodInfo, PodInfoDef);
+
+/// A process's pod, left out for a process in none.
+mod optional_pod {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<PodInfo>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().map(pods::Ref).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PodInfo>, D::Error> {
+        Ok(Option::<pods::Own>::deserialize(d)?.map(|own| own.0))
+    }
+}
 
 /// NVML's process list, or why it could not be read.
 mod processes {
@@ -492,6 +506,14 @@ pub struct HostProcessDef {
     #[serde(with = "reading")]
     cpu_percent: Reading<f32>,
     container: Option<String>,
+    /// The Kubernetes pod; left out for a process in none, and absent from recordings made
+    /// before it was recorded.
+    #[serde(
+        with = "optional_pod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pod: Option<PodInfo>,
     uid: Option<u32>,
     /// Recorded so that replay joins a process NVML still lists to the channel its writer
     /// ended, as the live monitor does (same start time: not a reused pid). Never used to
@@ -499,6 +521,22 @@ pub struct HostProcessDef {
     /// recordings made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     starttime: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "PodInfo")]
+pub struct PodInfoDef {
+    uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    qos: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    container_id: Option<String>,
+    #[serde(with = "reading")]
+    namespace: Reading<String>,
+    #[serde(with = "reading")]
+    name: Reading<String>,
+    #[serde(with = "reading")]
+    container: Reading<String>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use crate::model::held_sites::SnapshotNote;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
@@ -70,8 +70,18 @@ pub struct ProcessSummary {
     pub gpu_index: u32,
     pub command: Option<String>,
     pub user: Option<String>,
+    /// The Kubernetes pod it ran in, as last recorded.
+    pub pod: Option<PodInfo>,
     pub peak_nvml: Option<At>,
     pub allocator: Option<AllocatorSummary>,
+}
+
+/// What the host said of a pid, the latest readable of each.
+#[derive(Clone, Debug, Default)]
+struct HostFacts {
+    command: Option<String>,
+    user: Option<String>,
+    pod: Option<PodInfo>,
 }
 
 /// One OOM as the fold merged it, with the writer's pid and the GPU it happened on.
@@ -144,7 +154,7 @@ struct Analysis {
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
     /// reached the recorder.
     used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
-    hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
+    hosts: BTreeMap<u32, HostFacts>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -225,10 +235,13 @@ impl Analysis {
         for p in &sample.processes {
             let entry = self.hosts.entry(p.pid).or_default();
             if let Ok(command) = &p.command {
-                entry.0 = Some(command.clone());
+                entry.command = Some(command.clone());
             }
             if let Ok(user) = &p.user {
-                entry.1 = Some(user.clone());
+                entry.user = Some(user.clone());
+            }
+            if p.pod.is_some() {
+                entry.pod.clone_from(&p.pod);
             }
         }
     }
@@ -377,12 +390,14 @@ impl Analysis {
             .process_peaks
             .iter()
             .map(|(&(pid, gpu_index), peak)| {
-                let (command, user) = self.hosts.get(&pid).cloned().unwrap_or_default();
+                let HostFacts { command, user, pod } =
+                    self.hosts.get(&pid).cloned().unwrap_or_default();
                 ProcessSummary {
                     pid,
                     gpu_index,
                     command,
                     user,
+                    pod,
                     peak_nvml: peak.clone(),
                     allocator: self.allocator_of(pid, gpu_index),
                 }

@@ -10,7 +10,7 @@ use crate::model::held_sites::{
 };
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
-use crate::model::{NA, Reading};
+use crate::model::{NA, PodInfo, Reading};
 use serde_json::json;
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -273,17 +273,37 @@ fn at(a: Option<&At>, markdown: bool) -> String {
     }
 }
 
+/// ` in pod ml-team/trainer-0, container trainer`, or ` in pod <uid> (names n/a: why)`.
+fn in_pod(pod: &PodInfo, markdown: bool) -> String {
+    match (&pod.namespace, &pod.name) {
+        (Ok(_), Ok(_)) => {
+            let container = pod.container.as_ref().map_or(String::new(), |c| {
+                format!(", container {}", shown(c, markdown))
+            });
+            format!(" in pod {}{container}", shown(&pod.label(), markdown))
+        }
+        (Err(why), _) | (_, Err(why)) => format!(
+            " in pod {} (names {NA}: {})",
+            shown(&pod.uid, markdown),
+            shown(&why.reason(), markdown)
+        ),
+    }
+}
+
 fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
     let bullet = if markdown { "- " } else { "  " };
     let _ = writeln!(
         out,
-        "{bullet}pid {} on GPU {}: {}{}: NVML used {}",
+        "{bullet}pid {} on GPU {}: {}{}{}: NVML used {}",
         p.pid,
         p.gpu_index,
         shown(p.command.as_deref().unwrap_or(NA), markdown),
         p.user
             .as_deref()
             .map_or(String::new(), |u| format!(" ({})", shown(u, markdown))),
+        p.pod
+            .as_ref()
+            .map_or(String::new(), |pod| in_pod(pod, markdown)),
         at(p.peak_nvml.as_ref(), markdown)
     );
     let Some(a) = &p.allocator else { return };
@@ -388,6 +408,10 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
         })).collect::<Vec<_>>(),
         "processes": report.processes.iter().map(|p| json!({
             "pid": p.pid, "gpu_index": p.gpu_index, "command": p.command, "user": p.user,
+            "pod": p.pod.as_ref().and_then(|pod| pod.name.as_ref().ok()),
+            "namespace": p.pod.as_ref().and_then(|pod| pod.namespace.as_ref().ok()),
+            "container_name": p.pod.as_ref().and_then(|pod| pod.container.as_ref().ok()),
+            "pod_uid": p.pod.as_ref().map(|pod| &pod.uid),
             "peak_nvml_used": at(p.peak_nvml.as_ref()),
             "allocator": p.allocator.as_ref().map(|a| json!({
                 "kind": a.kind, "framework": a.framework, "rank": a.rank,

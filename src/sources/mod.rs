@@ -11,6 +11,7 @@ pub mod nvml_errors;
 mod nvml_lists;
 mod nvml_memory;
 pub mod oneshot;
+pub mod pod;
 pub mod pool;
 pub mod process_meter;
 pub mod runner;

@@ -237,6 +237,9 @@ impl Monitor {
             if let Ok(user) = &host.user {
                 series.user = Some(user.clone());
             }
+            if host.pod.is_some() && series.pod != host.pod {
+                series.pod.clone_from(&host.pod);
+            }
             if let (Some(local), Some(start)) = (host.local_pid, host.starttime) {
                 series.identity = Some((local, start));
             }
@@ -351,6 +354,7 @@ impl Monitor {
                 left_gpu: series.identity.is_some(),
                 user: series.user.clone(),
                 command: series.command.clone(),
+                pod: series.pod.clone(),
                 // A dead writer's last figures stay with its row: often they are why it died.
                 allocator: allocator_of(
                     allocators,

@@ -2,7 +2,7 @@
 //! the UI (quitting, sending a signal, changing the sampling period) comes back as an
 //! `Outcome` for the event loop to carry out.
 
-use super::rows::{TableRow, ranked};
+use super::rows::{TableRow, in_pods, ranked};
 use super::ui_state::{KillRequest, KillSignal, Mode, SortColumn, UiState};
 use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -152,8 +152,12 @@ fn normal_key(
         }
         KeyCode::Char('s') => {
             let (allocators, rank) = (!snapshot.allocators.is_empty(), ranked(snapshot));
+            let pods = in_pods(snapshot);
             ui.sort = ui.sort.next(|c| {
-                ui.shows(c) && (allocators || !c.is_allocator()) && (rank || c != SortColumn::Rank)
+                ui.shows(c)
+                    && (allocators || !c.is_allocator())
+                    && (rank || c != SortColumn::Rank)
+                    && (pods || c != SortColumn::Pod)
             });
             ui.sort_descending = ui.sort.default_descending();
             Outcome::Redraw

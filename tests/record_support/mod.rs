@@ -11,7 +11,7 @@ use std::sync::Arc;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
     DeviceSample, DriverInfo, EventKind, Gone, GpuProcess, HostMemory, HostProcess, HostSample,
-    MemoryInfo, NvmlProblem, ProcessKind, WriterIdentity, WriterLiveness,
+    MemoryInfo, NvmlProblem, PodInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder, Recording};
 use vramscope::sources::runner::SourceEvent;
@@ -159,6 +159,15 @@ pub fn host(at_ms: u64) -> HostSample {
                 rss_bytes: Ok(12 * GIB),
                 cpu_percent: Ok(101.5),
                 container: Some("3f2a9c1b".into()),
+                // A pod whose container name could not be found: recorded with the reason.
+                pod: Some(PodInfo {
+                    uid: "8e7f6a5b-4c3d-2e1f-0a9b-8c7d6e5f4a3b".into(),
+                    qos: Some("burstable".into()),
+                    container_id: Some(format!("3f2a9c1b{}", "0".repeat(56))),
+                    namespace: Ok("ml-team".into()),
+                    name: Ok("trainer-0".into()),
+                    container: Err(Absent::Error("no /var/log/containers link".into())),
+                }),
                 uid: Some(1000),
                 starttime: None,
             },

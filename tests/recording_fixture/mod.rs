@@ -188,6 +188,7 @@ pub fn write_recording(path: &Path) {
                     rss_bytes: Ok(4 * GIB),
                     cpu_percent: Ok(100.0),
                     container: None,
+                    pod: None,
                     uid: Some(1000),
                     starttime: None,
                 }],

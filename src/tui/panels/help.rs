@@ -19,7 +19,7 @@ pub const KEYS: &[(&str, &str)] = &[
         "Enter",
         "details of the selected process (Enter/Esc closes)",
     ),
-    ("/", "filter: pid user command container gpu:N"),
+    ("/", "filter: pid user command container pod gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
     ("x", "every column (TYPE, %MEM, ELAPSED) / the chosen ones"),
