@@ -417,6 +417,7 @@ impl Rank {
                 allocator_config: "expandable_segments:True".into(),
                 exact_peaks: true,
                 sample_period_us: 20_000,
+                sites: false,
             }),
             base,
             per_token: (0..48)

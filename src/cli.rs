@@ -186,6 +186,11 @@ pub enum Command {
         /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
         file: PathBuf,
     },
+    /// What held the memory: the allocation sites live at the peak, at an OOM or at the dump,
+    /// read from a PyTorch memory snapshot (the pickle `vramscope run --sites` or
+    /// `torch.cuda.memory._dump_snapshot` writes); with two files, which sites grew from
+    /// the first to the second (`--json`: schema `vramscope.sites`).
+    Sites(crate::sites::command::SitesArgs),
     /// Remove channel files whose writers ended over an hour ago, yours only (the monitor
     /// does this every minute), and print each one removed.
     Clean {
@@ -258,6 +263,12 @@ pub struct RunArgs {
     /// monitor (watch it from another vramscope).
     #[arg(long)]
     pub no_monitor: bool,
+
+    /// Allocation sites (PyTorch): the job's writer records the allocator's history and
+    /// dumps memory snapshots beside its channel file at an OOM, a new peak and on request
+    /// (sets VRAMSCOPE_SITES=1 for the job; `vramscope sites FILE` reads them).
+    #[arg(long)]
+    pub sites: bool,
 
     /// The program and its arguments.
     #[arg(

@@ -16,6 +16,7 @@ const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
+const SITES: Mode = Some("sites");
 /// `vramscope config` shows every setting: it reads them all (`config::settings`).
 const CONFIG: Mode = Some("config");
 /// `run --no-monitor` only runs the job: it reads none of the monitor's options.
@@ -26,7 +27,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
-/// JSON, and `export --csv` names the one format `export` writes.
+/// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
 const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
@@ -38,7 +39,7 @@ const READ_BY: [(&str, &str, &[Mode]); 17] = [
         &[MONITOR, RUN, RECORD, SERVE],
     ),
     ("once", "--once", &[MONITOR, RUN]),
-    ("json", "--json", &[MONITOR, RUN, REPORT]),
+    ("json", "--json", &[MONITOR, RUN, REPORT, SITES]),
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),

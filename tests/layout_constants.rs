@@ -115,6 +115,7 @@ fn table() -> Vec<Row> {
             Some("FLAG_MODULE_ATTRIBUTION"),
             Some("VSC_FLAG_MODULE_ATTRIBUTION")
         ),
+        int!(flags::SITES, Some("FLAG_SITES"), Some("VSC_FLAG_SITES")),
         int!(
             kind::PYTORCH,
             Some("KIND_PYTORCH"),
@@ -179,6 +180,11 @@ fn table() -> Vec<Row> {
         int!(control::SAMPLES_HEAD, Some("C_SAMPLES_HEAD"), None),
         int!(control::EVENTS_HEAD, Some("C_EVENTS_HEAD"), None),
         int!(control::STRINGS_IN_USE, Some("C_STRINGS"), None),
+        int!(
+            control::SNAPSHOT_REQUESTS,
+            Some("C_SNAPSHOT_REQUESTS"),
+            None
+        ),
         int!(status::OFFSET, Some("STATUS"), None),
         int!(status::SIZE, Some("STATUS_SIZE"), None),
         int!(status::SEQ, None, None),
@@ -347,6 +353,9 @@ fn table() -> Vec<Row> {
             Some("EV_EMPTY_CACHE"),
             Some("VSC_EV_EMPTY_CACHE")
         ),
+        int!(event::SNAPSHOT_OOM, Some("SNAPSHOT_OOM"), None),
+        int!(event::SNAPSHOT_PEAK, Some("SNAPSHOT_PEAK"), None),
+        int!(event::SNAPSHOT_REQUEST, Some("SNAPSHOT_REQUEST"), None),
         int!(liveness::STALL_MIN_NS, None, None),
         int!(liveness::STALL_PERIODS, None, None),
         int!(liveness::STALE_TTL_NS, None, None),

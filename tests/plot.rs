@@ -129,6 +129,7 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     });
     for s in 0..seconds {
         let at = T0 + s * 1000;

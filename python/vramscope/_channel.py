@@ -250,6 +250,15 @@ class Channel:
     def heartbeat(self, t):
         self._q[L.H_HEARTBEAT >> 3] = t
 
+    def snapshot_requests(self):
+        """The readers' snapshot request count (control 0x220): the one field they write."""
+        return self._q[L.C_SNAPSHOT_REQUESTS >> 3]
+
+    def directory_fd(self):
+        """A descriptor of its own on the channel's directory (the caller closes it): files
+        written beside the channel go where it is, whatever the path names by then."""
+        return os.dup(self._dir_fd)
+
     # -- rings ------------------------------------------------------------------------------
 
     def append_sample(self, t, slot, allocated, reserved, peak, active, step, flags, phase):

@@ -152,6 +152,8 @@ pub fn event(b: &[u8]) -> EventRecord {
         *a = u64_at(b, event::ARGS + 8 * i);
     }
     let slot = u16_at(b, event::SLOT);
+    let raw = bytes_at(b, event::TEXT, len);
+    let text = sanitize(raw);
     EventRecord {
         t_ns: u64_at(b, event::T),
         kind: EventKind::from_code(u16_at(b, event::KIND)),
@@ -159,7 +161,8 @@ pub fn event(b: &[u8]) -> EventRecord {
         phase: u16_at(b, event::PHASE),
         step: figure(u64_at(b, event::STEP)),
         args,
-        text: sanitize(bytes_at(b, event::TEXT, len)),
+        text_intact: text.as_bytes() == raw,
+        text,
     }
 }
 

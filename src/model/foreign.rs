@@ -273,6 +273,7 @@ mod tests {
             allocator_config: hostile(),
             exact_peaks: false,
             sample_period_us: 1,
+            sites: false,
         };
         let na = || Err(Absent::NotAvailable);
         let mut batch = ChannelBatch {

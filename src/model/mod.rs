@@ -8,6 +8,7 @@ pub mod foreign;
 pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
+pub mod held_sites;
 pub mod host;
 pub mod mig;
 pub mod oom_explain;

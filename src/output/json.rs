@@ -2,6 +2,7 @@
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};
+use crate::model::held_sites::{SitesState, SnapshotNote, exactness_note, headline};
 use crate::model::writer_fold::Oom;
 use crate::model::{
     AllocatorEvent, AllocatorSnapshot, DeviceSnapshot, MigInstance, MigState, Reading, Snapshot,
@@ -155,6 +156,8 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
         "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
+        "sites": id.sites,
+        "snapshots": a.snapshots.iter().map(snapshot).collect::<Vec<_>>(),
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
 }
@@ -176,6 +179,33 @@ fn oom(o: &Oom) -> Json {
     value["phase"] = json!(o.phase);
     value["outcome"] = json!(o.outcome);
     value["message"] = json!(o.message);
+    value
+}
+
+/// One memory snapshot the writer announced, and what reducing it said: `sites` is
+/// `{"state": "reduced", "sites": [...], "exactness": {...}, "oom": ...}`, or `not_read`,
+/// `reading`, `failed` with `why`.
+fn snapshot(n: &SnapshotNote) -> Json {
+    let figure = |r: &crate::model::Reading<u64>| r.clone().map(Value::Int);
+    let mut value = object(&[
+        ("path", n.path.clone().map(Value::Text)),
+        ("size", figure(&n.size)),
+        ("peak", figure(&n.peak)),
+        ("allocated", figure(&n.allocated)),
+        ("max_entries", figure(&n.max_entries)),
+        ("deleted", figure(&n.deleted)),
+    ]);
+    value["name"] = json!(n.name);
+    value["at_ms"] = json!(n.at_ms);
+    value["slot"] = json!(n.slot);
+    value["reason"] = json!(n.reason);
+    value["step"] = json!(n.step);
+    value["phase"] = json!(n.phase);
+    value["sites"] = serde_json::to_value(&n.sites).unwrap_or(Json::Null);
+    if let SitesState::Reduced(held) = &n.sites {
+        value["sites"]["headline"] = json!(headline(held, 3));
+        value["sites"]["exactness_note"] = json!(exactness_note(held));
+    }
     value
 }
 

@@ -416,6 +416,7 @@ mod tests {
                 allocator_config: String::new(),
                 exact_peaks: false,
                 sample_period_us: 20_000,
+                sites: false,
             }),
             host_pid: Some(pid),
             liveness: WriterLiveness::Live,

@@ -576,6 +576,9 @@ pub struct WriterIdentityDef {
     allocator_config: String,
     exact_peaks: bool,
     sample_period_us: u32,
+    // Absent from recordings made before writers could record allocation history.
+    #[serde(default)]
+    sites: bool,
 }
 
 /// Every `state` of `WriterLivenessDef`: any other was added by a later version.
@@ -693,7 +696,23 @@ pub enum EventKindDef {
     Exit {
         error: bool,
     },
-    SnapshotWritten,
+    // Recordings made before snapshots carried their figures read them as not available.
+    SnapshotWritten {
+        #[serde(default = "not_recorded", with = "reading")]
+        path: Reading<String>,
+        #[serde(default = "not_recorded", with = "reading")]
+        size: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        peak: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        reason: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        allocated: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        max_entries: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        deleted: Reading<u64>,
+    },
     ForeignPeakReset {
         #[serde(with = "reading")]
         before: Reading<u64>,
@@ -709,6 +728,11 @@ pub enum EventKindDef {
     Unknown {
         code: u16,
     },
+}
+
+/// A figure an older recording did not keep.
+fn not_recorded<T>() -> Reading<T> {
+    Err(Absent::NotAvailable)
 }
 
 #[derive(Serialize, Deserialize)]

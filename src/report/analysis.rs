@@ -6,6 +6,7 @@
 
 use super::spikes::{Rise, RiseTracker};
 use crate::model::foresight::Forecast;
+use crate::model::held_sites::SnapshotNote;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
@@ -13,6 +14,7 @@ use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
+use crate::sources::sites::{SitesJob, reduce};
 use std::collections::BTreeMap;
 
 /// A value and where it happened.
@@ -58,6 +60,8 @@ pub struct AllocatorSummary {
     pub allocator_config: String,
     /// What its step peaks say: a leak, an OOM to come, or nothing confident.
     pub forecast: Forecast,
+    /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
+    pub held: Option<SnapshotNote>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -89,6 +93,8 @@ pub struct OomSummary {
     /// Why it happened (`oom_explain`): asked against free, the cache, outside the
     /// allocator, what `expandable_segments` would have changed.
     pub explanation: Vec<String>,
+    /// The snapshot the writer dumped at it, reduced (`--sites`).
+    pub held: Option<SnapshotNote>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -443,6 +449,7 @@ impl Analysis {
                     gpu_index: oom_gpu(fold, oom),
                     oom: oom.clone(),
                     explanation: self.explain(path, fold, oom),
+                    held: fold.snapshot_of(oom).map(|n| reduced(path, n)),
                 });
             }
         }
@@ -493,9 +500,20 @@ impl Analysis {
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
+                    held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                 })
             })
     }
+}
+
+/// `note` with its snapshot read and reduced now, if the file is still there (a file gone is
+/// said so in its `sites`, not an error).
+fn reduced(channel: &str, note: &SnapshotNote) -> SnapshotNote {
+    let mut note = note.clone();
+    if let Some(job) = SitesJob::of(channel, &note) {
+        note.sites = reduce(&job);
+    }
+    note
 }
 
 /// Keeps the first time the highest value was reached; true when `value` is the new peak.

@@ -431,6 +431,7 @@ mod tests {
                 allocator_config: String::new(),
                 exact_peaks: false,
                 sample_period_us: 50_000,
+                sites: false,
             }),
             host_pid: verified,
             liveness: WriterLiveness::Live,

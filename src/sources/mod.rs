@@ -17,3 +17,5 @@ pub mod pool;
 pub mod process_meter;
 pub mod runner;
 pub mod schedule;
+pub mod sites;
+pub mod sites_worker;

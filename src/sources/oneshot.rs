@@ -94,6 +94,12 @@ impl OneShot {
         if let Some(batch) = self.channels.sample() {
             self.monitor.ingest(SourceEvent::Channels(Box::new(batch)));
         }
+        // Each writer's relevant memory snapshot, reduced here: a one-shot run has no screen
+        // to keep responsive. Once per snapshot, however many takes `--loop` makes.
+        for job in self.monitor.reductions_wanted() {
+            let sites = super::sites::reduce(&job);
+            self.monitor.sites_done(&job.channel, &job.path, sites);
+        }
         self.monitor.snapshot(now_ms(), StaleAfter::NEVER)
     }
 }

@@ -5,9 +5,11 @@
 
 use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
+use crate::sources::sites::SitesJob;
 
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;
@@ -170,6 +172,32 @@ impl Allocators {
             .iter()
             .filter_map(|(_, state)| AllocatorSnapshot::of(&state.fold))
             .collect()
+    }
+
+    /// The snapshots to reduce now: each channel's relevant one (`relevant_snapshot`) not
+    /// yet read, marked as being read.
+    pub fn reductions_wanted(&mut self) -> Vec<SitesJob> {
+        let mut jobs = Vec::new();
+        for (path, state) in self.channels.iter_mut() {
+            let Some(note) = state.fold.relevant_snapshot() else {
+                continue;
+            };
+            if note.sites != SitesState::NotRead {
+                continue;
+            }
+            if let Some(job) = SitesJob::of(path, note) {
+                state.fold.set_sites(&job.path, SitesState::Reading);
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
+    /// What reducing a snapshot said (or, `NotRead`, that it was not done after all).
+    pub fn sites_done(&mut self, channel: &str, path: &str, sites: SitesState) {
+        if let Some(state) = self.channels.get_mut(&channel.to_string()) {
+            state.fold.set_sites(path, sites);
+        }
     }
 
     /// Forget true peaks (the `r` key), as for NVML's peaks.

@@ -5,6 +5,7 @@ use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
+use crate::model::held_sites::SitesState;
 use crate::model::host;
 use crate::model::mig::{MigUuid, mig_uuids};
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
@@ -420,6 +421,16 @@ impl Monitor {
     /// What instrumented programs published.
     pub fn allocators(&self) -> &Allocators {
         &self.allocators
+    }
+
+    /// The channels' snapshots to reduce now, marked as being read (`Allocators`).
+    pub fn reductions_wanted(&mut self) -> Vec<crate::sources::sites::SitesJob> {
+        self.allocators.reductions_wanted()
+    }
+
+    /// What reducing a snapshot said, into the state the snapshot is taken from.
+    pub fn sites_done(&mut self, channel: &str, path: &str, sites: SitesState) {
+        self.allocators.sites_done(channel, path, sites);
     }
 
     pub fn host_used(&self) -> &Series {

@@ -201,6 +201,7 @@ pub fn identity(pid: u32) -> Arc<WriterIdentity> {
         allocator_config: "expandable_segments:True".into(),
         exact_peaks: true,
         sample_period_us: 20_000,
+        sites: false,
     })
 }
 
@@ -270,7 +271,15 @@ pub fn every_event_kind(at_ms: u64) -> Vec<AllocatorEvent> {
         },
         EventKind::AllocRetry { retries: r(3) },
         EventKind::Exit { error: true },
-        EventKind::SnapshotWritten,
+        EventKind::SnapshotWritten {
+            path: Ok("/dev/shm/vramscope-1000/7-9.vsc.snap-1-peak.pickle".into()),
+            size: r(4096),
+            peak: r(13 * GIB),
+            reason: r(1),
+            allocated: r(12 * GIB),
+            max_entries: r(100_000),
+            deleted: r(2),
+        },
         EventKind::ForeignPeakReset {
             before: r(9),
             after: r(1),

@@ -85,6 +85,7 @@ fn identity() -> Arc<WriterIdentity> {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     })
 }
 

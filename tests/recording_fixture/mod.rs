@@ -162,6 +162,7 @@ pub fn write_recording(path: &Path) {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     });
     for s in 0..60u64 {
         let at = T0 + s * 1000;

@@ -30,6 +30,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("z / Z", "zoom the charts' time window in / out"),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
+    (
+        "m",
+        "ask the selected process for a memory snapshot (--sites)",
+    ),
     ("w", "why figures are n/a: every reason in full"),
     ("Ctrl-L", "repaint the screen"),
     ("Ctrl-Z", "suspend"),

@@ -13,6 +13,7 @@ pub mod gpu_compact;
 pub mod gpu_panel;
 pub mod gpu_tile;
 pub mod header;
+pub mod held_sites;
 pub mod help;
 pub mod host_line;
 pub mod kill_confirm;
