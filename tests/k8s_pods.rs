@@ -203,7 +203,8 @@ impl Cluster {
             UID_EVIL,
             &[(EVIL_CONTAINER, Some(&id('d'))), ("other", None)],
         );
-        // The test process runs in no pod: the node has no `proc/` entry for it.
+        // The test process runs in no pod: its cgroup names none.
+        node.process(pids.host, "0::/user.slice/user-1000.slice/session-1.scope\n");
         let scenario = Scenario::new(&gpu_listing(&pids, true));
         Cluster {
             scenario,
@@ -423,6 +424,32 @@ fn recordings_keep_pods_and_the_report_names_them() {
 
 /// Esc while typing clears the filter; the next key waits until every row is back, so that
 /// it does not follow Esc closely enough to read as Alt and a key.
+#[test]
+fn a_process_whose_cgroup_cannot_be_read_is_unknown_not_podless() {
+    // A wrong root (or no host pid namespace, or `hidepid`): whether it runs in a pod is not
+    // known, and the output says why rather than "not in a Kubernetes pod".
+    let cluster = Cluster::new();
+    let empty = tempfile::tempdir().expect("tempdir");
+    let out = cluster
+        .command()
+        .env(NO_NODE.0, empty.path())
+        .arg("--json")
+        .output()
+        .expect("run vramscope");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    for pid in [cluster.pids.trainer, cluster.pids.host] {
+        let p = process(&doc, pid);
+        for field in ["pod", "namespace", "pod_uid"] {
+            assert_eq!(p[field], Value::Null, "{field}");
+            assert_eq!(
+                p["unavailable"][field], "cgroup unreadable: No such file or directory",
+                "{field} of {pid}"
+            );
+        }
+    }
+}
+
 fn clear_filter(t: &Tmux) {
     t.keys(&["/", "Escape"]);
     let (ok, screen) = t.wait_for(Duration::from_secs(10), |s| s.contains("rows 1-5 of 5"));

@@ -44,6 +44,7 @@ fn host_sample(at_ms: u64) -> SourceEvent {
             rss_bytes: Ok(4 * GIB),
             cpu_percent: Ok(100.0),
             container: None,
+            pod_unreadable: None,
             pod: None,
             uid: Some(1000),
             starttime: None,

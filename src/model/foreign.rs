@@ -246,6 +246,7 @@ mod tests {
                 rss_bytes: Ok(1),
                 cpu_percent: Ok(1.0),
                 container: Some(hostile()),
+                pod_unreadable: None,
                 pod: Some(PodInfo {
                     uid: hostile(),
                     qos: Some(hostile()),

@@ -31,6 +31,10 @@ pub struct HostProcess {
     /// The Kubernetes pod it runs in (`sources::pod`); `None` when its cgroup names no pod
     /// (not on a Kubernetes node, or not in a pod's cgroup).
     pub pod: Option<PodInfo>,
+    /// Why `pod` is unknown rather than "no pod": the process's cgroup could not be read
+    /// (`cgroup unreadable: Permission denied`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_unreadable: Option<Absent>,
     /// Uid owning the process, for the kill permission check.
     pub uid: Option<u32>,
     /// Its start time (clock ticks since boot, `/proc/PID/stat` field 22) when first seen:
@@ -57,6 +61,7 @@ impl HostProcess {
             cpu_percent: Err(why),
             container,
             pod: None,
+            pod_unreadable: None,
             uid: None,
             starttime: None,
         }

@@ -364,7 +364,10 @@ fn pod(p: &ProcessRow, read: impl Fn(&crate::model::PodInfo) -> Reading<Value>) 
     host(p, |h| match &h.pod {
         Some(pod) => read(pod),
         None if h.local_pid.is_none() => Err(h.user.clone().err().unwrap_or_else(not_visible)),
-        None => Err(Absent::Error("not in a Kubernetes pod".into())),
+        None => Err(h
+            .pod_unreadable
+            .clone()
+            .unwrap_or_else(|| Absent::Error("not in a Kubernetes pod".into()))),
     })
 }
 

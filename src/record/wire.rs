@@ -523,6 +523,9 @@ pub struct HostProcessDef {
         skip_serializing_if = "Option::is_none"
     )]
     pod: Option<PodInfo>,
+    /// Not recorded (a note about this host's `/proc`, not a fact of the process).
+    #[serde(skip)]
+    pod_unreadable: Option<crate::model::Absent>,
     uid: Option<u32>,
     /// Recorded so that replay joins a process NVML still lists to the channel its writer
     /// ended, as the live monitor does (same start time: not a reused pid). Never used to

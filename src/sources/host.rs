@@ -35,6 +35,7 @@ struct Watched {
     starttime: Option<u64>,
     command: Result<String, Absent>,
     pod: Option<PodInfo>,
+    pod_unreadable: Option<Absent>,
     meter: ProcessMeter,
 }
 
@@ -165,7 +166,10 @@ impl HostSampler {
             // the meter's reads (ESRCH) and is read afresh, so this stays its start time.
             let starttime = crate::channel::starttime(Some(local_pid)).ok();
             // By the NVML (host) pid: the pod's files are the node's.
-            let pod = self.pods.resolve(pid);
+            let (pod, pod_unreadable) = match self.pods.lookup(pid) {
+                Ok(pod) => (pod, None),
+                Err(why) => (None, Some(Absent::Error(why))),
+            };
             let mut view = view;
             // The pod's cgroup, read through the node's root, names the container the pod
             // names: the short id shown beside the pod agrees with it.
@@ -182,6 +186,7 @@ impl HostSampler {
                     starttime,
                     command,
                     pod,
+                    pod_unreadable,
                     meter,
                 },
             );
@@ -215,6 +220,7 @@ impl HostSampler {
             cpu_percent,
             container: watched.view.container.clone(),
             pod: watched.pod.clone(),
+            pod_unreadable: watched.pod_unreadable.clone(),
             uid: watched.uid,
             starttime: watched.starttime,
         }

@@ -174,9 +174,16 @@ impl PodResolver {
         Self::new(root)
     }
 
-    /// The pod of host pid `pid`, or `None` when its cgroup names none (or cannot be read:
-    /// the process is gone, or not visible under the root).
+    /// The pod of host pid `pid`, or `None` when its cgroup names none or cannot be read
+    /// (`lookup` says which).
     pub fn resolve(&mut self, pid: u32) -> Option<PodInfo> {
+        self.lookup(pid).ok().flatten()
+    }
+
+    /// The pod of host pid `pid`: `Ok(None)` when its cgroup names none, `Err` with the reason
+    /// when the cgroup cannot be read (a wrong root, no host pid namespace, `hidepid`): then
+    /// whether it runs in a pod is unknown, not "no".
+    pub fn lookup(&mut self, pid: u32) -> Result<Option<PodInfo>, String> {
         let proc_dir = self.root.join("proc").join(pid.to_string());
         let starttime = std::fs::read_to_string(proc_dir.join("stat"))
             .ok()
@@ -184,9 +191,10 @@ impl PodResolver {
         if let Some(key) = starttime.map(|t| (pid, t))
             && let Some(known) = self.cache.get(&key)
         {
-            return known.clone();
+            return Ok(known.clone());
         }
-        let cgroup = std::fs::read_to_string(proc_dir.join("cgroup")).ok()?;
+        let cgroup = std::fs::read_to_string(proc_dir.join("cgroup"))
+            .map_err(|e| format!("cgroup unreadable: {}", io_text(&e)))?;
         let pod = parse_cgroup(&cgroup).map(|found| self.names(found));
         if let Some(starttime) = starttime {
             if self.cache.len() >= CACHE_LIMIT {
@@ -194,7 +202,7 @@ impl PodResolver {
             }
             self.cache.insert((pid, starttime), pod.clone());
         }
-        pod
+        Ok(pod)
     }
 
     /// How many processes are remembered (for tests of the bound).
@@ -221,6 +229,15 @@ impl PodResolver {
             name,
             container,
         }
+    }
+}
+
+/// An I/O error's text without Rust's `(os error N)` tail: `Permission denied`.
+fn io_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.find(" (os error") {
+        Some(at) => text[..at].to_string(),
+        None => text,
     }
 }
 

@@ -366,6 +366,18 @@ fn gone_or_hidden_processes_have_no_pod() {
 }
 
 #[test]
+fn an_unreadable_cgroup_is_unknown_with_its_reason() {
+    let node = Node::new();
+    let mut resolver = PodResolver::new(node.root());
+    assert_eq!(
+        resolver.lookup(31337),
+        Err("cgroup unreadable: No such file or directory".to_string())
+    );
+    node.process(31338, 5, "0::/user.slice\n");
+    assert_eq!(resolver.lookup(31338), Ok(None), "readable, in no pod");
+}
+
+#[test]
 fn the_starttime_is_field_22_after_the_command() {
     let stat = "42 (a) b) c) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 123456 9 9\n";
     assert_eq!(stat_starttime(stat), Some(123_456));

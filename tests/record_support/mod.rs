@@ -161,6 +161,7 @@ pub fn host(at_ms: u64) -> HostSample {
                 rss_bytes: Ok(12 * GIB),
                 cpu_percent: Ok(101.5),
                 container: Some("3f2a9c1b".into()),
+                pod_unreadable: None,
                 // A pod whose container name could not be found: recorded with the reason.
                 pod: Some(PodInfo {
                     uid: "8e7f6a5b-4c3d-2e1f-0a9b-8c7d6e5f4a3b".into(),

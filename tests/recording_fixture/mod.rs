@@ -189,6 +189,7 @@ pub fn write_recording(path: &Path) {
                     rss_bytes: Ok(4 * GIB),
                     cpu_percent: Ok(100.0),
                     container: None,
+                    pod_unreadable: None,
                     pod: None,
                     uid: Some(1000),
                     starttime: None,

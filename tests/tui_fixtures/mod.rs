@@ -138,6 +138,7 @@ pub fn host_process(pid: u32, user: &str, command: &str, rss: u64, cpu: f32) -> 
         rss_bytes: Ok(rss),
         cpu_percent: Ok(cpu),
         container: None,
+        pod_unreadable: None,
         pod: None,
         uid: Some(1000),
         starttime: None,
