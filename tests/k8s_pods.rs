@@ -204,7 +204,10 @@ impl Cluster {
             &[(EVIL_CONTAINER, Some(&id('d'))), ("other", None)],
         );
         // The test process runs in no pod: its cgroup names none.
-        node.process(pids.host, "0::/user.slice/user-1000.slice/session-1.scope\n");
+        node.process(
+            pids.host,
+            "0::/user.slice/user-1000.slice/session-1.scope\n",
+        );
         let scenario = Scenario::new(&gpu_listing(&pids, true));
         Cluster {
             scenario,

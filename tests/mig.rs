@@ -650,3 +650,44 @@ fn a_handle_gone_stale_in_the_middle_of_a_refresh_is_walked_again_not_shown_as_a
     let _ = child.wait();
     assert!(docs >= 2, "B was seen before it left");
 }
+
+#[test]
+fn a_mig_mode_that_cannot_be_read_is_unknown_not_disabled() {
+    // NVML refuses the mode (no permission) on a GPU in MIG mode: the mode is n/a with the
+    // reason, never "disabled", and the instances, found by walking them anyway, are shown.
+    let work = tempfile::tempdir().unwrap();
+    let mut doc = two_instances(4_100_001, 4_100_002);
+    doc["faults"] = json!([
+        { "function": "nvmlDeviceGetMigMode", "error": "NoPermission" }
+    ]);
+    let scenario = Scenario::new(&doc);
+    let doc = json_of(&scenario, work.path());
+    let d0 = &doc["devices"][0];
+    assert_eq!(d0["mig_mode"], Value::Null, "{d0:#}");
+    assert_eq!(
+        d0["unavailable"]["mig_mode"],
+        "MIG mode unreadable: no permission"
+    );
+    assert_eq!(d0["mig"]["enabled"], Value::Null);
+    assert_eq!(
+        d0["mig_instance_count"], 2,
+        "the instances are walked anyway"
+    );
+    assert_eq!(
+        d0["unavailable"]["gpu_util"],
+        "NVML does not support it in MIG mode"
+    );
+    assert_eq!(row(&doc, 4_100_001)["mig_profile"], "3g.40gb");
+    // GPU 1 has no instances: its mode is as unknown, and its utilisation says so too.
+    let d1 = &doc["devices"][1];
+    assert_eq!(d1["mig_mode"], Value::Null);
+    assert_eq!(
+        d1["unavailable"]["mig_mode"],
+        "MIG mode unreadable: no permission"
+    );
+
+    let csv = scenario.run(&["--csv"]);
+    assert!(csv.status.success(), "{}", stderr(&csv));
+    let text = String::from_utf8_lossy(&csv.stdout);
+    assert!(!text.contains("disabled"), "no mode made up:\n{text}");
+}

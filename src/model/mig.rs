@@ -24,9 +24,22 @@ pub struct MigState {
     /// The instances (a GPU instance and a compute instance each), MIG device index order;
     /// empty while MIG is off.
     pub instances: Reading<Vec<MigInstance>>,
+    /// Why the mode could not be read (`nvmlDeviceGetMigMode` refused: no permission...):
+    /// then `enabled` says only whether instances were found by walking them anyway, and
+    /// every output gives the mode as n/a with this reason rather than "disabled".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode_unread: Option<Absent>,
 }
 
 impl MigState {
+    /// Why the mode is unknown, in words for every output: `MIG mode unreadable: no
+    /// permission`.
+    pub fn mode_unread_reason(&self) -> Option<Absent> {
+        self.mode_unread
+            .as_ref()
+            .map(|why| Absent::Error(format!("MIG mode unreadable: {}", why.reason())))
+    }
+
     /// The pending change in words, for every output: `MIG pending: reset the GPU to turn it
     /// on`.
     pub fn pending_note(&self) -> Option<String> {
@@ -191,6 +204,7 @@ mod tests {
             enabled: false,
             pending: Some(true),
             instances: Ok(Vec::new()),
+            mode_unread: None,
         };
         assert_eq!(
             state.pending_note().as_deref(),

@@ -96,6 +96,9 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     }),
     ("mig_mode", |d| {
         sampled(d, |s| {
+            if let Some(why) = s.mig.as_ref().and_then(MigState::mode_unread_reason) {
+                return Err(why);
+            }
             let on = s.mig.as_ref().is_some_and(|m| m.enabled);
             Ok(Value::Text(if on { "enabled" } else { "disabled" }.into()))
         })

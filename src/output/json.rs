@@ -80,15 +80,21 @@ fn mig(m: &MigState) -> Json {
         Ok(list) => json!(list.iter().map(instance).collect::<Vec<_>>()),
         Err(_) => Json::Null,
     };
+    let mut unavailable = serde_json::Map::new();
+    if let Err(why) = &m.instances {
+        unavailable.insert("instances".into(), json!(why.reason()));
+    }
+    let unread = m.mode_unread_reason();
+    if let Some(why) = &unread {
+        unavailable.insert("enabled".into(), json!(why.reason()));
+    }
     json!({
-        "enabled": m.enabled,
+        // Unknown, not false, where the mode could not be read.
+        "enabled": if unread.is_some() { Json::Null } else { json!(m.enabled) },
         "pending": m.pending,
         "pending_note": m.pending_note(),
         "instances": instances,
-        "unavailable": match &m.instances {
-            Err(why) => json!({ "instances": why.reason() }),
-            Ok(_) => json!({}),
-        },
+        "unavailable": unavailable,
     })
 }
 

@@ -79,6 +79,9 @@ fn mig_lines(d: &DeviceSnapshot) -> String {
     if let Some(note) = mig.pending_note() {
         let _ = writeln!(out, "     {note}");
     }
+    if let Some(why) = &mig.mode_unread {
+        let _ = writeln!(out, "     MIG mode {NA} ({why})");
+    }
     if !mig.enabled {
         return out;
     }

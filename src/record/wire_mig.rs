@@ -13,6 +13,9 @@ pub struct MigStateDef {
     pending: Option<bool>,
     #[serde(with = "instances")]
     instances: Reading<Vec<MigInstance>>,
+    /// Why the mode was not read; recorded as the instances' reason where none were found.
+    #[serde(skip)]
+    mode_unread: Option<crate::model::Absent>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -282,8 +282,7 @@ impl DeviceSampler {
         let memory = self.memory.read(device).map_err(absent);
         let memory_peak = take_memory_peak(&mut self.peeks, &memory, at_ms);
         let mig = self.mig.read(device);
-        let in_mig = mig.as_ref().is_some_and(|m| m.enabled);
-        let utilization = in_mig_mode(device.utilization_rates().map_err(absent), in_mig);
+        let utilization = in_mig_mode(device.utilization_rates().map_err(absent), mig.as_ref());
         let throttle = device.current_throttle_reasons().map_err(absent);
         if pcie_due {
             self.pcie_readings = (
@@ -364,11 +363,16 @@ impl DeviceSampler {
     }
 }
 
-/// A figure NVML refuses in MIG mode says why: not the device's lack but the mode's.
-fn in_mig_mode<T>(reading: Reading<T>, in_mig: bool) -> Reading<T> {
-    match reading {
-        Err(Absent::NotSupported) if in_mig => Err(mig_util_absent()),
-        other => other,
+/// A figure NVML refuses in MIG mode says why: not the device's lack but the mode's; where
+/// the mode could not be read, that it may be the mode's.
+fn in_mig_mode<T>(reading: Reading<T>, mig: Option<&MigState>) -> Reading<T> {
+    match (reading, mig) {
+        (Err(Absent::NotSupported), Some(m)) if m.enabled => Err(mig_util_absent()),
+        (Err(Absent::NotSupported), Some(m)) => match m.mode_unread_reason() {
+            Some(why) => Err(Absent::Error(format!("not supported ({})", why.reason()))),
+            None => Err(Absent::NotSupported),
+        },
+        (other, _) => other,
     }
 }
 

@@ -43,6 +43,8 @@ pub struct MigReader {
     mode_read_at: Option<Instant>,
     /// `(current, pending)` as last read.
     mode: Option<(bool, bool)>,
+    /// Why the mode has never been read (refused with something other than not supported).
+    mode_error: Option<Absent>,
     known: Vec<Known>,
 }
 
@@ -75,7 +77,10 @@ impl MigReader {
 
     /// The GPU's MIG state; `None` when it has no MIG, or MIG is off with nothing pending.
     pub fn read(&mut self, device: &Device<'static>) -> Option<MigState> {
-        let (current, pending) = self.mode(device)?;
+        let (current, pending) = match self.mode(device) {
+            Ok(mode) => mode?,
+            Err(why) => return Some(self.unknown_mode(device, why)),
+        };
         if !current && !pending {
             self.known.clear();
             return None;
@@ -90,13 +95,30 @@ impl MigReader {
             enabled: current,
             pending: (pending != current).then_some(pending),
             instances,
+            mode_unread: None,
         })
     }
 
-    /// The mode, read at most every `MODE_EVERY`.
-    fn mode(&mut self, device: &Device<'static>) -> Option<(bool, bool)> {
+    /// The mode could not be read: MIG is not assumed off. The instances are walked anyway
+    /// (an unprivileged caller may list them); any found means MIG is on.
+    fn unknown_mode(&mut self, device: &Device<'static>, why: Absent) -> MigState {
+        let instances = self.instances(device);
+        let found = instances.as_ref().is_ok_and(|list| !list.is_empty());
+        if !found {
+            self.known.clear();
+        }
+        MigState {
+            enabled: found,
+            pending: None,
+            instances: if found { instances } else { Err(why.clone()) },
+            mode_unread: Some(why),
+        }
+    }
+
+    /// The mode, read at most every `MODE_EVERY`; `Err` while it has never been read.
+    fn mode(&mut self, device: &Device<'static>) -> Result<Option<(bool, bool)>, Absent> {
         if self.unsupported {
-            return None;
+            return Ok(None);
         }
         if self
             .mode_read_at
@@ -104,16 +126,22 @@ impl MigReader {
         {
             self.mode_read_at = Some(Instant::now());
             match device.mig_mode() {
-                Ok(m) => self.mode = Some((m.current != 0, m.pending != 0)),
+                Ok(m) => {
+                    self.mode = Some((m.current != 0, m.pending != 0));
+                    self.mode_error = None;
+                }
                 Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => {
                     self.unsupported = true;
                     self.mode = None;
                 }
-                // Unreadable this time: what was read before stands.
-                Err(_) => {}
+                // Unreadable this time: what was read before stands; never read, unknown.
+                Err(e) => self.mode_error = Some(absent(e)),
             }
         }
-        self.mode
+        match (self.mode, &self.mode_error) {
+            (None, Some(why)) => Err(why.clone()),
+            (mode, _) => Ok(mode),
+        }
     }
 
     fn instances(&mut self, device: &Device<'static>) -> Reading<Vec<MigInstance>> {
