@@ -63,6 +63,8 @@ enum GpuArea {
         columns: u16,
         rows: u16,
         chart_rows: u16,
+        /// Rows added to each panel for MIG instances beyond the utilisation chart's.
+        mig_extra: u16,
     },
     /// Small panels, `columns` to a row; `caption`: a row naming the GPUs' one model first.
     Grid {
@@ -82,8 +84,11 @@ impl GpuArea {
             GpuArea::Problem(h) => h,
             GpuArea::Waiting => 1,
             GpuArea::Full {
-                rows, chart_rows, ..
-            } => rows.saturating_mul(gpu_panel::height_for(chart_rows)),
+                rows,
+                chart_rows,
+                mig_extra,
+                ..
+            } => rows.saturating_mul(gpu_panel::height_for(chart_rows).saturating_add(mig_extra)),
             GpuArea::Grid { rows, caption, .. } => rows
                 .saturating_mul(gpu_tile::HEIGHT)
                 .saturating_add(u16::from(caption)),
@@ -163,10 +168,25 @@ fn plan_gpus(view: &View, width: u16, body: u16) -> GpuArea {
             .rev()
             .find(|&h| rows.saturating_mul(gpu_panel::height_for(h)) <= room)
             .unwrap_or(1);
+        // A MIG GPU's instances take the utilisation chart's rows; where they want more, the
+        // panel grows while the table keeps its rows beside a grid.
+        let wanted = view
+            .snapshot
+            .devices
+            .iter()
+            .map(gpu_panel::mig_rows_wanted)
+            .max()
+            .unwrap_or(0);
+        let spare = body
+            .saturating_sub(rows.saturating_mul(gpu_panel::height_for(chart_rows)))
+            .saturating_sub(TABLE_MIN_FOR_GRID)
+            / rows;
+        let mig_extra = wanted.saturating_sub(chart_rows).min(spare);
         return GpuArea::Full {
             columns,
             rows,
             chart_rows,
+            mig_extra,
         };
     }
     let caption = gpu_compact::shared_model(view).is_some();
@@ -211,13 +231,14 @@ fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
             columns,
             rows,
             chart_rows,
+            mig_extra,
         } => {
-            let height = gpu_panel::height_for(chart_rows);
+            let height = gpu_panel::height_for(chart_rows).saturating_add(mig_extra);
             panels_in(
                 area,
                 (columns, rows, height),
                 view,
-                |frame, cell, device| gpu_panel::render(frame, cell, view, device),
+                |frame, cell, device| gpu_panel::render(frame, cell, view, device, chart_rows),
                 frame,
             );
         }

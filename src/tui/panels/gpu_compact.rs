@@ -238,11 +238,21 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
         ));
     }
     let sample = device.sample.as_ref();
-    figures.push(reading(
-        theme,
-        (sample.map(|s| &s.gpu_util), "  util ", ""),
-        |u| format!("{u:>3}%"),
-    ));
+    // In MIG mode NVML has no utilisation: the instances, counted, in its place.
+    match sample
+        .and_then(crate::model::DeviceSample::mig_enabled)
+        .and_then(super::mig_lines::summary)
+    {
+        Some(mig) => figures.push((
+            Rank::Figure,
+            vec![Span::styled(format!("  {mig}"), theme.value)],
+        )),
+        None => figures.push(reading(
+            theme,
+            (sample.map(|s| &s.gpu_util), "  util ", ""),
+            |u| format!("{u:>3}%"),
+        )),
+    }
     figures.push(reading(
         theme,
         (sample.map(|s| &s.temperature_c), "  ", "temp "),

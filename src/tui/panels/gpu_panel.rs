@@ -52,6 +52,17 @@ pub fn height_for(chart_rows: u16) -> u16 {
         .saturating_add(axis)
 }
 
+/// Rows a MIG GPU's instances want in a full panel: one each and one for the note; `0` for
+/// a GPU not in MIG mode (or whose instances could not be read: one line says so).
+pub fn mig_rows_wanted(device: &DeviceSnapshot) -> u16 {
+    device
+        .sample
+        .as_ref()
+        .and_then(DeviceSample::mig_enabled)
+        .and_then(|m| m.instances.as_ref().ok())
+        .map_or(0, |list| u16::try_from(list.len() + 1).unwrap_or(u16::MAX))
+}
+
 /// The tallest charts a panel `height` rows high has room for ([`height_for`]'s inverse).
 fn chart_rows_in(height: u16) -> u16 {
     if height >= height_for(2) {
@@ -64,8 +75,15 @@ fn chart_rows_in(height: u16) -> u16 {
 /// Cells after each sparkline for its current value.
 const VALUE_W: u16 = 6;
 
-/// Draws the panel in `area`; its charts take the rows `area` has beyond [`HEIGHT`].
-pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapshot) {
+/// Draws the panel in `area` with charts `chart_rows` tall; a MIG GPU's instances take
+/// every row left between its memory chart and its last line.
+pub fn render(
+    frame: &mut Frame,
+    area: Rect,
+    view: &View,
+    device: &DeviceSnapshot,
+    chart_rows: u16,
+) {
     let theme = view.theme;
     let block = Block::new()
         .borders(Borders::TOP)
@@ -78,7 +96,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     };
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let chart_rows = chart_rows_in(area.height);
+    let chart_rows = chart_rows.clamp(1, chart_rows_in(area.height));
 
     let sample = device.sample.as_ref();
     let mut lines = Vec::with_capacity(usize::from(area.height));
@@ -107,14 +125,18 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             }
             lines.extend(memory);
 
-            // In MIG mode NVML has no utilisation: the instances take the chart's rows.
+            // In MIG mode NVML has no utilisation: the instances take the chart's rows, and
+            // any the layout added for them. The time axis belongs to the memory chart: it
+            // goes under it, never under the instances.
             if let Some(mig) = sample.and_then(DeviceSample::mig_enabled) {
-                lines.extend(mig_lines::lines(theme, mig, chart_rows));
                 if chart_rows > 1 {
                     let mut axis = vec![Span::raw(" ".repeat(usize::from(spark::LABEL_W)))];
                     axis.extend(time_axis::axis(theme, range, chart_w).spans);
                     lines.push(Line::from(axis));
                 }
+                let used = u16::try_from(lines.len() + 1).unwrap_or(u16::MAX);
+                let rows = inner.height.saturating_sub(used).max(1);
+                lines.extend(mig_lines::lines(theme, mig, rows, inner.width));
                 lines.push(last_line(theme, device, sample, inner.width));
                 put::lines_in(frame.buffer_mut(), inner, &lines);
                 return;

@@ -8,10 +8,10 @@
 //! ```
 //!
 //! The note comes when a row is left for it (the `w` overlay says the same). With one row
-//! and several instances they share it (`MIG 3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`); more
-//! instances than rows end with `+N more`.
+//! and several instances they share it (`MIG 3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`), as many
+//! as the width holds and then `+N more`; more instances than rows end with `+N more`.
 
-use super::fmt;
+use super::{fmt, put};
 use crate::model::mig::MigInstance;
 use crate::model::{MigState, units};
 use crate::tui::theme::Theme;
@@ -20,8 +20,8 @@ use ratatui::text::{Line, Span};
 /// The note in place of the utilisation figure.
 pub const UTIL_NOTE: &str = "util n/a: NVML does not support utilisation in MIG mode";
 
-/// `rows` lines for a GPU in MIG mode.
-pub fn lines(theme: &Theme, mig: &MigState, rows: u16) -> Vec<Line<'static>> {
+/// `rows` lines `width` cells wide for a GPU in MIG mode.
+pub fn lines(theme: &Theme, mig: &MigState, rows: u16, width: u16) -> Vec<Line<'static>> {
     let rows = usize::from(rows.max(1));
     let instances = match &mig.instances {
         Ok(list) => list,
@@ -54,7 +54,7 @@ pub fn lines(theme: &Theme, mig: &MigState, rows: u16) -> Vec<Line<'static>> {
         return out;
     }
     if rows == 1 {
-        return vec![packed(theme, instances)];
+        return vec![packed(theme, instances, usize::from(width))];
     }
     let shown = rows - 1;
     let mut out: Vec<Line<'static>> = instances[..shown]
@@ -69,12 +69,25 @@ pub fn lines(theme: &Theme, mig: &MigState, rows: u16) -> Vec<Line<'static>> {
     out
 }
 
-/// Every instance on one line: `MIG  3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`.
-fn packed(theme: &Theme, instances: &[MigInstance]) -> Line<'static> {
+/// The instances on one line, `MIG  3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`, as many as fit
+/// `width` cells whole; those that do not are counted (`+3 more`), never cut at the edge.
+fn packed(theme: &Theme, instances: &[MigInstance], width: usize) -> Line<'static> {
     let mut spans = vec![head(theme)];
+    let mut used = put::cells(&spans[0]);
     for (i, instance) in instances.iter().enumerate() {
+        let sep = if i > 0 { " │ " } else { "" };
+        let text = format!("{} {}", profile(instance), short_memory(instance));
+        let cells = sep.chars().count() + put::cells(&Span::raw(text.as_str()));
+        let left = instances.len() - i - 1;
+        // Room for this one, and for the count of the rest after it unless it is the last.
+        let tail = if left > 0 { more(left).len() } else { 0 };
+        if used + cells + tail > width {
+            spans.push(Span::styled(more(instances.len() - i), theme.dim));
+            return Line::from(spans);
+        }
+        used += cells;
         if i > 0 {
-            spans.push(Span::styled(" │ ", theme.border));
+            spans.push(Span::styled(sep, theme.border));
         }
         spans.push(Span::styled(profile(instance), theme.label));
         spans.push(Span::styled(
@@ -83,6 +96,31 @@ fn packed(theme: &Theme, instances: &[MigInstance]) -> Line<'static> {
         ));
     }
     Line::from(spans)
+}
+
+/// ` +3 more`.
+fn more(count: usize) -> String {
+    format!("  +{count} more")
+}
+
+/// `MIG 7 inst 38.5/70.0G`: the instances counted and their memory summed, for the compact
+/// list's one row per GPU; `None` unless the instances were read.
+pub fn summary(mig: &MigState) -> Option<String> {
+    let list = mig.instances.as_ref().ok()?;
+    let (used, total) = list
+        .iter()
+        .filter_map(|i| i.memory.as_ref().ok())
+        .fold((0u64, 0u64), |(u, t), m| (u + m.used, t + m.total));
+    let memory = if total > 0 {
+        format!(
+            " {}/{}",
+            units::short_bytes(used),
+            units::short_bytes(total)
+        )
+    } else {
+        String::new()
+    };
+    Some(format!("MIG {} inst{memory}", list.len()))
 }
 
 fn head(theme: &Theme) -> Span<'static> {
