@@ -66,12 +66,14 @@ const RANK_COLUMN: Col = col(SortColumn::Rank, 4, Some(7));
 /// Shown right before COMMAND while some process runs in a Kubernetes pod (and POD is
 /// chosen, as by default): `namespace/pod:container`, in the narrowest of these that holds
 /// the longest one (pods of a Deployment have long names). It outlasts USER, which in a
-/// container is mostly root and says less than the pod does.
+/// container is mostly root and says less than the pod does, and STEP and A.PEAK (rank 5,
+/// a tie that A.PEAK, further left, loses first): on a shared node which pod a process
+/// belongs to says more than its step.
 const POD_COLUMNS: [Col; 4] = [
-    col(SortColumn::Pod, 16, Some(3)),
-    col(SortColumn::Pod, 24, Some(3)),
-    col(SortColumn::Pod, 32, Some(3)),
-    col(SortColumn::Pod, 40, Some(3)),
+    col(SortColumn::Pod, 16, Some(5)),
+    col(SortColumn::Pod, 24, Some(5)),
+    col(SortColumn::Pod, 32, Some(5)),
+    col(SortColumn::Pod, 40, Some(5)),
 ];
 
 /// The POD column for `rows`, when one of them runs in a pod.
