@@ -408,6 +408,9 @@ fn a_writer_naming_a_gpu_this_host_lacks_joins_none_even_when_its_bus_id_matches
     assert_eq!(doc["devices"][0]["instrumented_reserved"], Value::Null);
     let row = process_row(&doc, pid).expect("NVML's row");
     assert_eq!(row["allocated"], Value::Null);
+    // Not "not instrumented": it is, for a GPU that is not here, as --once says.
+    let why = format!("its GPU {elsewhere} is not on this host");
+    assert_eq!(row["unavailable"]["allocated"], json!(why), "{row:#}");
 
     let once = scenario.stdout_reading(&channels, &["--once"]);
     assert!(!once.contains("instrumented (allocator figures)"), "{once}");

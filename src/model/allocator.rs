@@ -472,6 +472,25 @@ impl AllocatorSnapshot {
     }
 }
 
+impl AllocatorSnapshot {
+    /// How a writer whose named GPUs all match none of NVML's names the first: its UUID, or
+    /// "with an unknown PCI bus id" (the id is the writer's text, not worth echoing); `None`
+    /// when one of its GPUs is on this host.
+    pub fn gpu_elsewhere(&self) -> Option<String> {
+        if self.gpu_indices.iter().any(Option::is_some) {
+            return None;
+        }
+        let named = self
+            .devices
+            .iter()
+            .find(|d| d.uuid.is_some() || d.pci_bus_id.is_some())?;
+        Some(match &named.uuid {
+            Some(uuid) => uuid.clone(),
+            None => "with an unknown PCI bus id".into(),
+        })
+    }
+}
+
 /// The process a row stands for, as the join with its channels needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowProcess {

@@ -55,6 +55,11 @@ pub struct ProcessRow {
     pub allocator: Option<ProcessAllocator>,
     /// The MIG instance it runs in, on a GPU in MIG mode.
     pub mig: Option<RowInstance>,
+    /// Why `allocator` is empty although the process publishes a channel: every GPU its
+    /// writer names is unknown here (`its GPU MIG-1234... is not on this host`), as `--once`
+    /// says. `None` when it publishes none, or its figures joined.
+    #[serde(skip)]
+    pub unjoined: Option<String>,
 }
 
 /// An instrumented process's allocator figures on one GPU.
@@ -156,13 +161,22 @@ impl Snapshot {
                     .mig_enabled()
                     .and_then(|m| m.instance_of_pid(process.pid))
                     .map(RowInstance::from);
+                let allocator = allocator_of(allocators, process.pid, device.info.index, listed)
+                    .map(|a| a.seen_by_nvml(process.used_memory.as_ref().ok().copied()));
+                let unjoined = match allocator {
+                    Some(_) => None,
+                    None => channel_of(allocators, process.pid, listed)
+                        .filter(|c| !c.liveness.is_ended())
+                        .and_then(AllocatorSnapshot::gpu_elsewhere)
+                        .map(|gpu| format!("its GPU {gpu} is not on this host")),
+                };
                 rows.push(ProcessRow {
                     mig,
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),
-                    allocator: allocator_of(allocators, process.pid, device.info.index, listed)
-                        .map(|a| a.seen_by_nvml(process.used_memory.as_ref().ok().copied())),
+                    allocator,
+                    unjoined,
                     host,
                 });
             }

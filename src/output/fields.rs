@@ -376,7 +376,10 @@ fn pod(p: &ProcessRow, read: impl Fn(&crate::model::PodInfo) -> Reading<Value>) 
 
 /// An allocator figure; absent when the process publishes none.
 fn allocator(p: &ProcessRow, read: impl Fn(&ProcessAllocator) -> Reading<Value>) -> Reading<Value> {
-    p.allocator
-        .as_ref()
-        .map_or_else(|| Err(Absent::Error("not instrumented".into())), read)
+    match (&p.allocator, &p.unjoined) {
+        (Some(a), _) => read(a),
+        // Its writer publishes, for a GPU that is not here: said as `--once` says it.
+        (None, Some(why)) => Err(Absent::Error(why.clone())),
+        (None, None) => Err(Absent::Error("not instrumented".into())),
+    }
 }

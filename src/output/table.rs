@@ -167,7 +167,7 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         if rows.iter().any(|r| Some(r.nvml.pid) == a.host_pid) {
             continue;
         }
-        let why = match (a.host_pid, a.liveness.is_ended(), elsewhere(a)) {
+        let why = match (a.host_pid, a.liveness.is_ended(), a.gpu_elsewhere()) {
             (_, true, _) => a.liveness.label().to_string(),
             // Said before the pid: another host's pid means nothing here either.
             (_, false, Some(gpu)) => format!("its GPU {gpu} is not on this host"),
@@ -188,22 +188,6 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         out += &unshown;
     }
     out
-}
-
-/// How a writer whose named GPUs all match none of NVML's names the first: its UUID, or
-/// "with an unknown PCI bus id" (the id is the writer's text, not worth echoing).
-fn elsewhere(a: &crate::model::AllocatorSnapshot) -> Option<String> {
-    if a.gpu_indices.iter().any(Option::is_some) {
-        return None;
-    }
-    let named = a
-        .devices
-        .iter()
-        .find(|d| d.uuid.is_some() || d.pci_bus_id.is_some())?;
-    Some(match &named.uuid {
-        Some(uuid) => uuid.clone(),
-        None => "with an unknown PCI bus id".into(),
-    })
 }
 
 fn device_line(d: &DeviceSnapshot, pcie_column: bool) -> String {
