@@ -691,3 +691,22 @@ fn a_mig_mode_that_cannot_be_read_is_unknown_not_disabled() {
     let text = String::from_utf8_lossy(&csv.stdout);
     assert!(!text.contains("disabled"), "no mode made up:\n{text}");
 }
+
+#[test]
+fn a_single_json_run_with_gpm_has_each_instances_sm_utilisation() {
+    // One run, no --loop: it takes GPM's two samples itself, a short interval apart.
+    let scenario = Scenario::new(&with_gpm());
+    let out = scenario
+        .command()
+        .args(["--json", "--gpm"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let i0 = &doc["devices"][0]["mig"]["instances"][0];
+    assert_eq!(i0["sm_util"], 42, "{i0}");
+    let once = scenario.run(&["--once", "--gpm"]);
+    assert!(once.status.success(), "{}", stderr(&once));
+    let text = String::from_utf8_lossy(&once.stdout);
+    assert!(text.contains("sm 42%"), "{text}");
+}

@@ -20,7 +20,14 @@ pub struct OneShot {
     channels: ChannelSampler,
     /// The fast memory sampling's period between takes; `None`: off.
     peek_every: Option<Duration>,
+    /// `--gpm` and no take yet: GPM's figures are the difference of two samples, so the
+    /// first take samples twice, [`GPM_PRIME`] apart (`prime_gpm`).
+    gpm_unprimed: bool,
 }
+
+/// Between the two GPM samples of a single run: long enough for a meaningful SM share,
+/// short enough not to slow `--json` noticeably.
+const GPM_PRIME: Duration = Duration::from_millis(100);
 
 impl OneShot {
     /// Opens NVML; fails with the reason when it cannot be used at all. `repeated` when
@@ -56,7 +63,25 @@ impl OneShot {
                 ChannelSampler::unwatched()
             },
             peek_every,
+            gpm_unprimed: gpm,
         })
+    }
+
+    /// Before the first take with `--gpm`: one sample of every GPU, not shown, whose GPM
+    /// samples the take's are compared with; a wait of [`GPM_PRIME`] only where a GPU is in
+    /// MIG mode (GPM is read for instances only). Without it a single run never has an
+    /// instance's SM utilisation.
+    fn prime_gpm(&mut self) {
+        if !std::mem::take(&mut self.gpm_unprimed) {
+            return;
+        }
+        let mut mig = false;
+        for sampler in &mut self.samplers {
+            mig |= sampler.sample().mig_enabled().is_some();
+        }
+        if mig {
+            std::thread::sleep(GPM_PRIME);
+        }
     }
 
     /// Waits `rest` before the next `take`, reading each GPU's used memory alone every
@@ -83,6 +108,7 @@ impl OneShot {
 
     /// Samples every GPU and the host once and returns the joined snapshot.
     pub fn take(&mut self) -> Snapshot {
+        self.prime_gpm();
         for sampler in &mut self.samplers {
             let sample = sampler.sample();
             self.monitor.ingest(SourceEvent::Device(Box::new(sample)));
