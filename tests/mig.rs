@@ -710,3 +710,34 @@ fn a_single_json_run_with_gpm_has_each_instances_sm_utilisation() {
     let text = String::from_utf8_lossy(&once.stdout);
     assert!(text.contains("sm 42%"), "{text}");
 }
+
+#[test]
+fn a_recording_holds_an_instances_hostile_profile_and_uuid_cleaned() {
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("mig.jsonl");
+    let scenario = Scenario::new(&scenario_with(vec![instance(
+        1,
+        "1g.10gb\u{1b}]52;c;cHduZWQ=\u{7}\u{202e}",
+        "MIG-\u{1b}[2Jaaaa\u{202e}",
+        (GIB, 10 * GIB),
+        &[4_100_001],
+        (0.0, None),
+    )]));
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", work.path().join("none"))
+        .args(["--interval", "100ms", "record", "-o"])
+        .arg(&file)
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("1g.10gb\u{fffd}"), "{text}");
+    for raw in ['\u{202e}', '\u{1b}', '\u{7}'] {
+        assert!(!text.contains(raw), "U+{:04X} in:\n{text}", raw as u32);
+    }
+    for escaped in ["\\u001b", "\\u0007"] {
+        assert!(!text.contains(escaped), "{escaped} in:\n{text}");
+    }
+}

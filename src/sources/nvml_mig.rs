@@ -19,6 +19,7 @@ use super::nvml_lists::{ListKind, ProcessList};
 use super::nvml_memory::MemoryReader;
 use crate::model::mig::{MigInstance, MigProcess, MigState, mig_util_absent, profile_from_name};
 use crate::model::{Absent, Reading};
+use crate::text::clean;
 use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::gpm::GpmMetricId;
@@ -202,7 +203,10 @@ impl Known {
     fn read(handle: &Device<'static>, uuid: String) -> Self {
         Known {
             uuid,
+            // NVML's strings are foreign text: cleaned here, at the source, so that what is
+            // recorded (written before any consumer cleans) is as safe as what is shown.
             profile: handle.name().map_err(absent).and_then(|name| {
+                let name = clean(&name);
                 profile_from_name(&name)
                     .ok_or_else(|| Absent::Error(format!("no profile in {name:?}")))
             }),
@@ -234,7 +238,8 @@ impl Known {
         Ok(MigInstance {
             gpu_instance_id: self.gpu_instance_id.clone(),
             compute_instance_id: self.compute_instance_id.clone(),
-            uuid: Ok(self.uuid.clone()),
+            // The raw UUID stays the key (`walk`); the one published is cleaned.
+            uuid: Ok(clean(&self.uuid).into_owned()),
             profile: self.profile.clone(),
             memory,
             processes,
