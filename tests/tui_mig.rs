@@ -12,6 +12,7 @@ use tui_fixtures::*;
 use vramscope::model::{MemoryInfo, MigInstance, MigProcess, MigState};
 use vramscope::sources::runner::SourceEvent;
 use vramscope::state::Monitor;
+use vramscope::tui::ui_state::Mode;
 
 /// Seven `1g.10gb` instances, 5.5 GiB used of 10 GiB each (38.5 GiB in all), one process each.
 fn seven_instances(gpu: u32) -> MigState {
@@ -58,6 +59,15 @@ fn mig_gpus(count: u32) -> Monitor {
             let mut s = sample(i, t, 40 * GIB, 80 * GIB, 0);
             s.gpu_util = Err(vramscope::model::Absent::MigMode);
             s.mig = Some(seven_instances(i));
+            s.processes = Ok((0..7)
+                .map(|n| {
+                    gpu_process(
+                        9000 + i * 10 + n,
+                        GIB,
+                        Err(vramscope::model::Absent::MigMode),
+                    )
+                })
+                .collect());
             m.ingest(SourceEvent::Device(Box::new(s)));
         }
         t += INTERVAL_MS;
@@ -119,4 +129,24 @@ fn one_mig_gpu_gets_rows_for_its_instances_and_no_axis_under_them() {
             .any(|l| l.trim_end().ends_with("now")),
         "{screen}"
     );
+}
+
+#[test]
+fn a_mig_process_share_is_of_its_instance_and_the_filter_finds_its_profile_and_gi() {
+    let m = mig_gpus(1);
+    let mut ui = ui();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 100, 30);
+    // 1 GiB of its 10 GiB instance, not 1.25 % of the 80 GiB GPU.
+    assert!(text.contains("(10% of its instance)"), "{text}");
+    let mut ui = tui_fixtures::ui();
+    for (filter, pids) in [
+        ("1g.10gb", (9000..9007).collect::<Vec<u32>>()),
+        ("GI 8", vec![9001]),
+        ("gi 13", vec![9006]),
+        ("2g.20gb", vec![]),
+    ] {
+        ui.filter = filter.into();
+        assert_eq!(row_pids(&m, &ui), pids, "filter {filter}");
+    }
 }

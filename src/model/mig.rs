@@ -105,6 +105,9 @@ pub struct RowInstance {
     pub compute_instance_id: Reading<u32>,
     pub profile: Reading<String>,
     pub uuid: Reading<String>,
+    /// The instance's memory: what a process in it can use, so what its VRAM share is of.
+    #[serde(skip)]
+    pub memory_total: Reading<u64>,
 }
 
 impl From<&MigInstance> for RowInstance {
@@ -114,6 +117,7 @@ impl From<&MigInstance> for RowInstance {
             compute_instance_id: i.compute_instance_id.clone(),
             profile: i.profile.clone(),
             uuid: i.uuid.clone(),
+            memory_total: i.memory.as_ref().map(|m| m.total).map_err(Clone::clone),
         }
     }
 }

@@ -20,8 +20,11 @@ pub struct TableRow {
     pub key: ProcessKey,
     pub gpu_index: u32,
     pub vram: Reading<u64>,
-    /// VRAM as a percentage of the GPU's total memory.
+    /// VRAM as a percentage of the GPU's total memory, or of its MIG instance's (`mig`).
     pub vram_pct: Option<f64>,
+    /// The MIG instance it runs in, on a GPU in MIG mode: its VRAM share is of the
+    /// instance, all it can use.
+    pub mig: Option<crate::model::mig::RowInstance>,
     /// Highest VRAM seen for this process on this GPU.
     pub vram_peak: Option<Peak>,
     pub sm: Reading<u32>,
@@ -167,6 +170,13 @@ impl TableRow {
                 // As the POD column shows it (`ml-team/trainer-0:trainer`), and the uid.
                 hit(&pod.full_label()) || hit(&pod.uid)
             })
+            || self.mig.as_ref().is_some_and(|i| {
+                // Its MIG instance: the profile (`1g.10gb`) or the GPU instance (`GI 3`).
+                i.profile.as_deref().is_ok_and(hit)
+                    || i.gpu_instance_id
+                        .as_ref()
+                        .is_ok_and(|gi| hit(&format!("GI {gi}")))
+            })
     }
 }
 
@@ -194,11 +204,14 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             pid: p.nvml.pid,
             gpu_uuid: Arc::clone(&p.gpu_uuid),
         };
-        let total = snapshot
-            .devices
-            .iter()
-            .find(|d| d.info.index == p.gpu_index)
-            .and_then(|d| d.memory_total());
+        let total = match &p.mig {
+            Some(instance) => instance.memory_total.as_ref().ok().copied(),
+            None => snapshot
+                .devices
+                .iter()
+                .find(|d| d.info.index == p.gpu_index)
+                .and_then(|d| d.memory_total()),
+        };
         let vram = p.nvml.used_memory.clone();
         let vram_pct = match (&vram, total) {
             (Ok(used), Some(total)) if total > 0 => Some(*used as f64 * 100.0 / total as f64),
@@ -227,6 +240,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             gpu_index: p.gpu_index,
             vram,
             vram_pct,
+            mig: p.mig.clone(),
             vram_peak: series.and_then(|s| s.vram.peak()),
             sm: p.nvml.sm_util.clone(),
             kind: Some(p.nvml.kind),
@@ -258,6 +272,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             // The process is gone: its current figures do not exist, only its peak does.
             vram: Err(Absent::NotAvailable),
             vram_pct: None,
+            mig: None,
             vram_peak: monitor.process_series(&key).and_then(|s| s.vram.peak()),
             sm: Err(Absent::NotAvailable),
             kind: None,

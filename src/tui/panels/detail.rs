@@ -90,8 +90,14 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         (Err(a), false) => Span::styled(format!("{} ({a})", fmt::NA), theme.dim),
     });
     if let Some(pct) = row.vram_pct {
+        // A MIG process can use its instance's memory only: its share is of that.
+        let of = if row.mig.is_some() {
+            "of its instance"
+        } else {
+            "of the GPU"
+        };
         vram.push(Span::styled(
-            format!(" ({} of the GPU)", fmt::percent(pct)),
+            format!(" ({} {of})", fmt::percent(pct)),
             theme.label,
         ));
     }
