@@ -14,12 +14,22 @@ use std::time::Duration;
 const MIG_A: &str = "MIG-aaaaaaaa-1111-2222-3333-000000000001";
 const MIG_B: &str = "MIG-bbbbbbbb-1111-2222-3333-000000000002";
 
+/// The pid listed in instance `gi`: the second runs this test's own process, so the host
+/// pass reads it and the exporter has a process series for it.
+fn pid(gi: u32) -> u32 {
+    if gi == 2 {
+        std::process::id()
+    } else {
+        4_300_000 + gi
+    }
+}
+
 fn mig_gpu() -> serde_json::Value {
     let instance = |gi: u32, profile: &str, uuid: &str, used: u64, total: u64| {
         json!({
             "gpu_instance_id": gi, "compute_instance_id": 0, "profile": profile, "uuid": uuid,
             "memory_total": total, "timeline": [{ "t": 0, "memory_used": used }],
-            "processes": [{ "t": 0, "compute": [{ "pid": 4_300_000 + gi, "used_memory": GIB }] }],
+            "processes": [{ "t": 0, "compute": [{ "pid": pid(gi), "used_memory": GIB }] }],
         })
     };
     let mut gpu0 = h100(0);
@@ -118,6 +128,15 @@ fn instances_are_labelled_as_dcgm_exporter_labels_them() {
         value(&all, "vramscope_gpu_mig_pending", &[("gpu", "0")]),
         Some(0.0)
     );
+    // A process on a MIG GPU carries its instance's labels, so it joins the instance.
+    let process = find(
+        &all,
+        "vramscope_process_memory_used_bytes",
+        &[("pid", &std::process::id().to_string())],
+    );
+    assert_eq!(process.len(), 1, "{text}");
+    assert_eq!(process[0].label("GPU_I_PROFILE"), Some("1g.10gb"));
+    assert_eq!(process[0].label("GPU_I_ID"), Some("2"));
     // The whole GPU's memory is still vramscope's to give.
     assert_eq!(
         value(&all, "vramscope_gpu_memory_used_bytes", &[("gpu", "0")]),

@@ -29,6 +29,10 @@ pub struct ProcessLabels {
     pub pod: Option<String>,
     pub namespace: Option<String>,
     pub container: Option<String>,
+    /// The MIG instance a process on a MIG GPU runs in, labelled as dcgm-exporter labels
+    /// the instance's own series (`GPU_I_PROFILE`, `GPU_I_ID`), so they join.
+    pub mig_profile: Option<String>,
+    pub mig_gi: Option<u32>,
     pub rank: Option<i32>,
     pub local_rank: Option<i32>,
     pub job: Option<String>,
@@ -47,11 +51,15 @@ impl ProcessLabels {
             ("pod", &self.pod),
             ("namespace", &self.namespace),
             ("container", &self.container),
+            ("GPU_I_PROFILE", &self.mig_profile),
         ];
         pairs.extend(
             text.iter()
                 .filter_map(|(n, v)| Some((*n, cut(v.as_ref()?)))),
         );
+        if let Some(gi) = self.mig_gi {
+            pairs.push(("GPU_I_ID", gi.to_string()));
+        }
         let numbers = [("rank", self.rank), ("local_rank", self.local_rank)];
         pairs.extend(
             numbers
@@ -134,6 +142,11 @@ impl ProcessLabels {
             pod: self.pod.clone().or_else(|| newer.pod.clone()),
             namespace: self.namespace.clone().or_else(|| newer.namespace.clone()),
             container: self.container.clone().or_else(|| newer.container.clone()),
+            mig_profile: self
+                .mig_profile
+                .clone()
+                .or_else(|| newer.mig_profile.clone()),
+            mig_gi: self.mig_gi.or(newer.mig_gi),
             rank: self.rank.or(newer.rank),
             local_rank: self.local_rank.or(newer.local_rank),
             job: self.job.clone().or_else(|| newer.job.clone()),
@@ -210,6 +223,14 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
             pod: pod_name(pod, |p| &p.name),
             namespace: pod_name(pod, |p| &p.namespace),
             container: pod_name(pod, |p| &p.container),
+            mig_profile: row
+                .mig
+                .as_ref()
+                .and_then(|i| i.profile.as_ref().ok().cloned()),
+            mig_gi: row
+                .mig
+                .as_ref()
+                .and_then(|i| i.gpu_instance_id.as_ref().ok().copied()),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -239,6 +260,8 @@ fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
             pod: pod_name(row.pod.as_ref(), |p| &p.name),
             namespace: pod_name(row.pod.as_ref(), |p| &p.namespace),
             container: pod_name(row.pod.as_ref(), |p| &p.container),
+            mig_profile: None,
+            mig_gi: None,
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -295,6 +318,8 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                     pod: None,
                     namespace: None,
                     container: None,
+                    mig_profile: None,
+                    mig_gi: None,
                     rank: id.rank,
                     local_rank: id.local_rank,
                     job: non_empty(&id.job_id),
@@ -347,6 +372,8 @@ mod tests {
             pod: None,
             namespace: None,
             container: None,
+            mig_profile: None,
+            mig_gi: None,
             rank: Some(3),
             local_rank: None,
             job: Some("job-7".into()),

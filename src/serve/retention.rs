@@ -170,6 +170,8 @@ mod tests {
                 pod: None,
                 namespace: None,
                 container: None,
+                mig_profile: None,
+                mig_gi: None,
                 rank: None,
                 local_rank: None,
                 job: None,
