@@ -502,6 +502,27 @@ fn a_recording_carries_the_instances_and_reads_back_the_same() {
     assert_eq!(instances[1].memory.as_ref().unwrap().used, GIB);
     assert_eq!(instances[1].processes.as_ref().unwrap()[0].pid, 4_100_002);
     assert_eq!(sample.gpu_util, Err(vramscope::model::Absent::MigMode));
+
+    // The report names each process's instance, and its --json carries it.
+    let report = scenario.run(&["report", file.to_str().unwrap()]);
+    assert!(report.status.success(), "{}", stderr(&report));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("pid 4100002 on GPU 0 (MIG 1g.10gb GI 2)"),
+        "{text}"
+    );
+    let json_out = scenario.run(&["report", "--json", file.to_str().unwrap()]);
+    assert!(json_out.status.success(), "{}", stderr(&json_out));
+    let doc: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    let p = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 4_100_001)
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(p["mig_profile"], "3g.40gb", "{p}");
+    assert_eq!(p["gpu_instance_id"], 1);
+    assert_eq!(p["mig_uuid"], MIG_A);
 }
 
 /// GPU 0 with GPM (an H100) whose first instance's SMs are 42 % busy; GPU 1 in MIG mode

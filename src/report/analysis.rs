@@ -7,6 +7,7 @@
 use super::spikes::{Rise, RiseTracker};
 use crate::model::foresight::Forecast;
 use crate::model::held_sites::SnapshotNote;
+use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
@@ -72,6 +73,8 @@ pub struct ProcessSummary {
     pub user: Option<String>,
     /// The Kubernetes pod it ran in, as last recorded.
     pub pod: Option<PodInfo>,
+    /// The MIG instance it ran in, as last recorded (a GPU in MIG mode).
+    pub mig: Option<RowInstance>,
     pub peak_nvml: Option<At>,
     pub allocator: Option<AllocatorSummary>,
 }
@@ -151,6 +154,8 @@ struct Analysis {
     process_peaks: BTreeMap<(u32, u32), Option<At>>,
     /// NVML's latest used figure per (pid, GPU).
     process_used: BTreeMap<(u32, u32), u64>,
+    /// The MIG instance each (pid, GPU) was last listed in.
+    process_mig: BTreeMap<(u32, u32), RowInstance>,
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
     /// reached the recorder.
     used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
@@ -214,6 +219,13 @@ impl Analysis {
                 .entry(sample.index)
                 .or_default()
                 .push(sample.at_ms, memory.used);
+        }
+        let instances = sample.mig_enabled().and_then(|m| m.instances.as_ref().ok());
+        for instance in instances.into_iter().flatten() {
+            for p in instance.processes.as_ref().into_iter().flatten() {
+                self.process_mig
+                    .insert((p.pid, sample.index), RowInstance::from(instance));
+            }
         }
         if let Ok(processes) = &sample.processes {
             for p in processes {
@@ -398,6 +410,7 @@ impl Analysis {
                     command,
                     user,
                     pod,
+                    mig: self.process_mig.get(&(pid, gpu_index)).cloned(),
                     peak_nvml: peak.clone(),
                     allocator: self.allocator_of(pid, gpu_index),
                 }

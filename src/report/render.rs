@@ -290,13 +290,27 @@ fn in_pod(pod: &PodInfo, markdown: bool) -> String {
     }
 }
 
+/// ` (MIG 1g.10gb GI 2)`: the instance a process ran in, where it was recorded.
+fn in_instance(p: &ProcessSummary, markdown: bool) -> String {
+    let Some(i) = &p.mig else {
+        return String::new();
+    };
+    let profile = i.profile.as_deref().unwrap_or(NA);
+    let gi = i
+        .gpu_instance_id
+        .as_ref()
+        .map_or(NA.to_string(), u32::to_string);
+    format!(" (MIG {} GI {gi})", shown(profile, markdown))
+}
+
 fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
     let bullet = if markdown { "- " } else { "  " };
     let _ = writeln!(
         out,
-        "{bullet}pid {} on GPU {}: {}{}{}: NVML used {}",
+        "{bullet}pid {} on GPU {}{}: {}{}{}: NVML used {}",
         p.pid,
         p.gpu_index,
+        in_instance(p, markdown),
         shown(p.command.as_deref().unwrap_or(NA), markdown),
         p.user
             .as_deref()
@@ -412,6 +426,9 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
             "namespace": p.pod.as_ref().and_then(|pod| pod.namespace.as_ref().ok()),
             "container_name": p.pod.as_ref().and_then(|pod| pod.container.as_ref().ok()),
             "pod_uid": p.pod.as_ref().map(|pod| &pod.uid),
+            "mig_profile": p.mig.as_ref().and_then(|i| i.profile.as_ref().ok()),
+            "gpu_instance_id": p.mig.as_ref().and_then(|i| i.gpu_instance_id.as_ref().ok()),
+            "mig_uuid": p.mig.as_ref().and_then(|i| i.uuid.as_ref().ok()),
             "peak_nvml_used": at(p.peak_nvml.as_ref()),
             "allocator": p.allocator.as_ref().map(|a| json!({
                 "kind": a.kind, "framework": a.framework, "rank": a.rank,
