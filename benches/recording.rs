@@ -741,6 +741,7 @@ impl Simulation {
                     }),
                     container: i.is_multiple_of(3).then(|| "3f2a9c1b7d4e".into()),
                     pod: None,
+                    pod_unreadable: None,
                     uid: Some(1000 + (i % 4) as u32),
                     starttime: None,
                 }
