@@ -28,10 +28,11 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 16] = [
+const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
+    ("gpm", "--gpm", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "peak_interval",
         "--peak-interval",

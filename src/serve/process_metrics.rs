@@ -1,5 +1,6 @@
 //! Per-process families: what dcgm-exporter cannot give. Labels `gpu`, `uuid`, `pid`,
-//! `user`, `command`, and `rank`, `local_rank`, `job_id` where the process's channel says.
+//! `user`, `command`; `pod`, `namespace`, `container` (dcgm-exporter's names) for a process in
+//! a Kubernetes pod; and `rank`, `local_rank`, `job_id` where the process's channel says.
 //! Base units throughout; the counters are the allocator's own, cumulative since the
 //! process started.
 
