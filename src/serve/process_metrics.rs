@@ -1,5 +1,6 @@
 //! Per-process families: what dcgm-exporter cannot give. Labels `gpu`, `uuid`, `pid`,
-//! `user`, `command`, and `rank`, `local_rank`, `job_id` where the process's channel says.
+//! `user`, `command`, and `rank`, `local_rank`, `job_id` where the process's channel says,
+//! and the node's `hostname`, so that a rank's series name its node whoever scrapes them.
 //! Base units throughout; the counters are the allocator's own, cumulative since the
 //! process started.
 
@@ -86,7 +87,13 @@ pub fn families(published: &Published) -> Vec<Family> {
     let items: Vec<(Labels, &P)> = published
         .processes
         .iter()
-        .map(|p| (Arc::from(p.labels.pairs()), p))
+        .map(|p| {
+            let mut pairs = p.labels.pairs();
+            if let Some(host) = &published.hostname {
+                pairs.push(("hostname", host.clone()));
+            }
+            (Arc::from(pairs), p)
+        })
         .collect();
     PROCESS.iter().map(|m| m.family(&items)).collect()
 }
