@@ -68,7 +68,7 @@ pub async fn fetch(source: &Source, first: bool) -> Fetched {
         Source::Prometheus(prometheus) => {
             let history = async {
                 if first {
-                    Some(prometheus.history(at_ms / 1000).await)
+                    Some(prometheus.history(at_ms).await)
                 } else {
                     None
                 }

@@ -11,7 +11,7 @@ use super::fetch::{Fetched, Origin};
 use super::normalise::{
     GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key,
 };
-use super::prometheus::Past;
+use super::prometheus::{HISTORY_SPAN_S, Past};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What is missing longer than this is dropped.
@@ -175,7 +175,8 @@ impl Cluster {
             self.update_process(key, reading, at);
         }
         if !fetched.history.is_empty() {
-            self.take_history(&fetched.history);
+            let window_start = at.saturating_sub(HISTORY_SPAN_S * 1000);
+            self.take_history(&fetched.history, window_start, at);
         }
         self.forget(at);
     }
@@ -220,8 +221,10 @@ impl Cluster {
     }
 
     /// The range query's past: older peaks for the growth, and when each OOM counter last
-    /// rose.
-    fn take_history(&mut self, history: &[Past]) {
+    /// rose. A counter above what the past shows rose just now (after the past's last point).
+    fn take_history(&mut self, history: &[Past], window_start: u64, at: u64) {
+        let mut known = BTreeSet::new();
+        let mut last_counts: BTreeMap<ProcKey, f64> = BTreeMap::new();
         for past in history {
             let Some(key) = proc_key(&past.series) else {
                 continue;
@@ -229,19 +232,27 @@ impl Cluster {
             let Some(p) = self.processes.get_mut(&key) else {
                 continue;
             };
+            known.insert(key.clone());
             match past.series.name.as_str() {
                 "vramscope_process_allocator_peak_bytes" => {
+                    let first = p.peaks.front().map(|f| f.0);
                     let mut older: VecDeque<(u64, u64)> = past
                         .points
                         .iter()
-                        .filter(|(t, v)| v.is_finite() && *v >= 0.0 && p.peaks.front().is_none_or(|f| *t < f.0))
+                        .filter(|(t, v)| v.is_finite() && *v >= 0.0 && first.is_none_or(|f| *t < f))
                         .map(|(t, v)| (*t, v.round() as u64))
                         .collect();
                     older.extend(p.peaks.drain(..));
                     p.peaks = older;
                 }
                 "vramscope_process_allocator_ooms_total" => {
-                    let mut last_rise = None;
+                    // A counter that appears during the window with OOMs already counted
+                    // (a writer that publishes no count until its first OOM) rose then.
+                    let appeared = past
+                        .points
+                        .first()
+                        .filter(|(t, v)| *v > 0.0 && *t > window_start);
+                    let mut last_rise = appeared.map(|(t, _)| *t);
                     for pair in past.points.windows(2) {
                         if pair[1].1 > pair[0].1 {
                             last_rise = Some(pair[1].0);
@@ -250,8 +261,20 @@ impl Cluster {
                     if last_rise.is_some() {
                         p.oom_at_ms = last_rise;
                     }
+                    if let Some((_, v)) = past.points.last() {
+                        last_counts.insert(key, *v);
+                    }
                 }
                 _ => {}
+            }
+        }
+        for key in known {
+            let Some(p) = self.processes.get_mut(&key) else {
+                continue;
+            };
+            let now = p.reading.ooms.unwrap_or(0) as f64;
+            if now > last_counts.get(&key).copied().unwrap_or(0.0) {
+                p.oom_at_ms = Some(at);
             }
         }
     }

@@ -23,7 +23,7 @@ const HISTORY_NAMES: &str =
 
 /// How far back the start reads, and at what resolution.
 pub const HISTORY_SPAN_S: u64 = 300;
-const HISTORY_STEP_S: u64 = 15;
+const HISTORY_STEP_S: u64 = 5;
 
 /// The largest answer read (a fleet of 2,048 ranks answers about 10 MiB).
 const MAX_ANSWER: usize = 256 << 20;
@@ -59,12 +59,18 @@ impl Prometheus {
             .collect())
     }
 
-    /// The peaks' and OOM counters' last `HISTORY_SPAN_S` seconds up to `now_s`.
-    pub async fn history(&self, now_s: u64) -> Result<Vec<Past>, String> {
+    /// The peaks' and OOM counters' last `HISTORY_SPAN_S` seconds up to `now_ms`; the last
+    /// point is at `now_ms` itself, so it holds what an instant query now would.
+    pub async fn history(&self, now_ms: u64) -> Result<Vec<Past>, String> {
         let query = format!("{{__name__=~\"{HISTORY_NAMES}\"}}");
-        let start = now_s.saturating_sub(HISTORY_SPAN_S);
+        let end = format!("{}.{:03}", now_ms / 1000, now_ms % 1000);
+        let start = format!(
+            "{}.{:03}",
+            (now_ms / 1000).saturating_sub(HISTORY_SPAN_S),
+            now_ms % 1000
+        );
         let path = format!(
-            "{}/api/v1/query_range?query={}&start={start}&end={now_s}&step={HISTORY_STEP_S}",
+            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={HISTORY_STEP_S}",
             self.url.path,
             encode_component(&query)
         );

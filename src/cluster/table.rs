@@ -11,13 +11,13 @@ pub fn render(screen: &Screen) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "vramscope cluster: {} at {}, {} node{}, {} quer{} a refresh",
+        "vramscope cluster: {} at {}, {} node{}, {} request{} a refresh",
         screen.source,
         clock(screen.now_ms),
         screen.nodes.len(),
         if screen.nodes.len() == 1 { "" } else { "s" },
         screen.last_requests,
-        if screen.last_requests == 1 { "y" } else { "ies" }
+        if screen.last_requests == 1 { "" } else { "s" }
     );
     for p in &screen.problems {
         let _ = writeln!(out, "! {p}");

@@ -85,7 +85,7 @@ fn header<'a>(screen: &Screen, ui: &Ui, theme: &Theme) -> TextLine<'a> {
         Span::styled(format!("{} nodes, {ranks} ranks", screen.nodes.len()), theme.label),
         Span::raw("  "),
         Span::styled(
-            format!("{} queries/refresh", screen.last_requests),
+            format!("{} requests/refresh", screen.last_requests),
             theme.dim,
         ),
         Span::raw("  "),
