@@ -8,6 +8,8 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+pub mod page;
+
 use crate::common::{GIB, NO_CONFIG, Scenario, h100};
 use crate::serve_support::{Served, samples, value};
 use serde_json::{Value, json};
