@@ -51,6 +51,18 @@ fn scraping_the_exporters_directly_shows_every_rank_where_it_runs() {
     // One request per target.
     assert_eq!(doc["requests_per_refresh"], 3);
     assert_eq!(doc["source"], "3 targets scraped directly");
+    // What the exporter serves for that: dcgm-exporter's host label in both spellings, and
+    // `hostname` on vramscope's own families, all from `--hostname`.
+    let all = serve_support::samples(&fleet.nodes[1].served.scrape());
+    let fb = serve_support::find(&all, "DCGM_FI_DEV_FB_USED", &[("gpu", "0")]);
+    assert_eq!(
+        (fb[0].label("Hostname"), fb[0].label("hostname")),
+        (Some("node-b"), Some("node-b"))
+    );
+    let step = serve_support::find(&all, "vramscope_process_step", &[("rank", "2")]);
+    assert_eq!(step[0].label("hostname"), Some("node-b"), "{step:?}");
+    let used = serve_support::find(&all, "vramscope_gpu_memory_used_bytes", &[("gpu", "1")]);
+    assert_eq!(used[0].label("hostname"), Some("node-b"), "{used:?}");
 }
 
 #[test]
@@ -74,7 +86,10 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         assert_eq!(g0["memory_used_bytes"], 65037 * MIB);
         assert_eq!(g0["memory_total_bytes"], (65037 + 15521) * MIB);
         assert_eq!(g0["utilization_percent"], 96.0);
-        assert_eq!((&g0["pod"], &g0["namespace"], &g0["container"]), (&json!("llama-train-0"), &json!("ml"), &json!("trainer")));
+        assert_eq!(
+            (&g0["pod"], &g0["namespace"], &g0["container"]),
+            (&json!("llama-train-0"), &json!("ml"), &json!("trainer"))
+        );
         let g1 = &gpus[1];
         // An idle GPU's 0 is the exporter's figure; its empty pod labels are no pod.
         assert_eq!(g1["memory_used_bytes"], 0);
@@ -91,7 +106,10 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         .unwrap();
     let text = stdout(&out);
     assert!(text.contains("pod ml/llama-train-0 (trainer)"), "{text}");
-    assert!(text.lines().any(|l| l.starts_with("dgx-a100-07  2 ")), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("dgx-a100-07  2 ")),
+        "{text}"
+    );
 }
 
 #[test]
@@ -107,13 +125,36 @@ fn targets_that_hang_refuse_or_send_garbage_are_named_and_the_rest_shown() {
     assert_eq!(status, Some(0), "{doc:#}");
     // The hanging target costs its deadline, not more.
     assert!(took < Duration::from_secs(5), "{took:?}");
-    assert_eq!(node(&doc, "dgx-a100-08")["gpus"].as_array().unwrap().len(), 2);
-    let problems: Vec<&str> = doc["problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
+    assert_eq!(
+        node(&doc, "dgx-a100-08")["gpus"].as_array().unwrap().len(),
+        2
+    );
+    let problems: Vec<&str> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
     assert_eq!(problems.len(), 3, "{problems:?}");
-    let about = |addr: &str| problems.iter().find(|p| p.starts_with(addr)).copied().unwrap_or_else(|| panic!("nothing on {addr}: {problems:?}"));
-    assert!(about(&hang.addr.to_string()).contains("no answer within 1 s (missing since"), "{problems:?}");
-    assert!(about(&refused).contains("connection refused"), "{problems:?}");
-    assert!(about(&garbage.addr.to_string()).contains("not a metrics page"), "{problems:?}");
+    let about = |addr: &str| {
+        problems
+            .iter()
+            .find(|p| p.starts_with(addr))
+            .copied()
+            .unwrap_or_else(|| panic!("nothing on {addr}: {problems:?}"))
+    };
+    assert!(
+        about(&hang.addr.to_string()).contains("no answer within 1 s (missing since"),
+        "{problems:?}"
+    );
+    assert!(
+        about(&refused).contains("connection refused"),
+        "{problems:?}"
+    );
+    assert!(
+        about(&garbage.addr.to_string()).contains("not a metrics page"),
+        "{problems:?}"
+    );
     for p in &problems {
         assert!(vramscope::text::is_clean(p), "{p:?}");
     }
@@ -149,20 +190,33 @@ fn a_target_that_goes_away_keeps_its_last_figures_marked_with_since_when() {
     assert!(ok, "{shown}");
     // Open the first node: its GPUs with their pods.
     screen.keys(&["Down", "Enter"]);
-    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| s.contains("pod ml/llama-train-0 (trainer)"));
+    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
+        s.contains("pod ml/llama-train-0 (trainer)")
+    });
     assert!(ok, "{shown}");
     drop(goes);
     let (ok, shown) = screen.wait_for(Duration::from_secs(10), |s| {
         s.contains("! dgx-a100-07") && s.contains("connection refused (missing since")
     });
     assert!(ok, "{shown}");
-    let stale = shown.lines().find(|l| l.starts_with("dgx-a100-07")).unwrap_or_else(|| panic!("{shown}"));
-    assert!(stale.contains("63.5/157 GiB") && stale.contains("STALE"), "{stale}");
-    let fresh = shown.lines().find(|l| l.starts_with("dgx-a100-08")).unwrap_or_else(|| panic!("{shown}"));
+    let stale = shown
+        .lines()
+        .find(|l| l.starts_with("dgx-a100-07"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        stale.contains("63.5/157 GiB") && stale.contains("STALE"),
+        "{stale}"
+    );
+    let fresh = shown
+        .lines()
+        .find(|l| l.starts_with("dgx-a100-08"))
+        .unwrap_or_else(|| panic!("{shown}"));
     assert!(!fresh.contains("STALE"), "{fresh}");
     // The screen follows keys while a target is gone: the help, then quit.
     screen.keys(&["?"]);
-    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| s.contains("vramscope cluster: help"));
+    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
+        s.contains("vramscope cluster: help")
+    });
     assert!(ok, "{shown}");
     screen.keys(&["Escape", "q"]);
 }

@@ -53,7 +53,10 @@ fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
         .unwrap();
     assert!(once.status.success());
     let text = stdout(&once);
-    assert!(text.contains("job job-7: 4 ranks, median step 10"), "{text}");
+    assert!(
+        text.contains("job job-7: 4 ranks, median step 10"),
+        "{text}"
+    );
     assert!(text.contains("straggler -4"), "{text}");
 
     // The screen, in a real terminal.
@@ -94,7 +97,10 @@ fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
         if fleet.served(rank3, "vramscope_process_allocator_ooms_total") == Some(1.0) {
             break Instant::now();
         }
-        assert!(Instant::now() < deadline, "the exporter never served the OOM");
+        assert!(
+            Instant::now() < deadline,
+            "the exporter never served the OOM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let doc = json_until(&args, Duration::from_secs(10), |doc| {
@@ -106,9 +112,22 @@ fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
         took <= SCRAPE_INTERVAL + Duration::from_millis(800),
         "the OOM took {took:?} to appear"
     );
-    let job = doc["jobs"].as_array().unwrap().iter().find(|j| j["job"] == JOB).unwrap();
+    let job = doc["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == JOB)
+        .unwrap();
     let oom = &job["ooms"][0];
-    assert_eq!((oom["rank"].as_u64(), oom["node"].as_str(), oom["gpu"].as_u64()), (Some(3), Some("node-c"), Some(1)), "{job}");
+    assert_eq!(
+        (
+            oom["rank"].as_u64(),
+            oom["node"].as_str(),
+            oom["gpu"].as_u64()
+        ),
+        (Some(3), Some("node-c"), Some(1)),
+        "{job}"
+    );
     assert!(oom["at_ms"].is_u64(), "{oom}");
     let (ok, shown) = screen.wait_for(Duration::from_secs(10), |s| {
         s.contains("OOM in job job-7: rank 3 on node-c GPU 1 at")

@@ -7,7 +7,16 @@ use crate::model::time::duration_label;
 use crate::model::units;
 
 pub const RANK_HEADINGS: [&str; 11] = [
-    "RANK", "NODE", "GPU", "ALLOC", "RESERVED", "PEAK", "PEAK GROWTH", "STEP", "OOM IN", "OOMS",
+    "RANK",
+    "NODE",
+    "GPU",
+    "ALLOC",
+    "RESERVED",
+    "PEAK",
+    "PEAK GROWTH",
+    "STEP",
+    "OOM IN",
+    "OOMS",
     "STATE",
 ];
 
@@ -87,15 +96,22 @@ pub fn job_title(j: &JobGroup) -> String {
     let median = j
         .median_step
         .map_or_else(String::new, |m| format!(", median step {m}"));
-    format!("job {}: {n} rank{}{median}", j.job, if n == 1 { "" } else { "s" })
+    format!(
+        "job {}: {n} rank{}{median}",
+        j.job,
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// `OOM in job-42: rank 3 on node-b GPU 1 at 12:03:04 (1 OOM)`.
 pub fn oom_line(job: &str, o: &OomNote) -> String {
-    let rank = o.rank.map_or_else(|| "a process".to_string(), |r| format!("rank {r}"));
-    let at = o
-        .at_ms
-        .map_or_else(|| "before the view started".to_string(), |t| format!("at {}", clock(t)));
+    let rank = o
+        .rank
+        .map_or_else(|| "a process".to_string(), |r| format!("rank {r}"));
+    let at = o.at_ms.map_or_else(
+        || "before the view started".to_string(),
+        |t| format!("at {}", clock(t)),
+    );
     format!(
         "OOM in job {job}: {rank} on {} GPU {} {at} ({} OOM{})",
         o.node,
@@ -111,7 +127,8 @@ pub fn node_cells(n: &NodeRow) -> [String; 6] {
         n.node.clone(),
         n.gpus.len().to_string(),
         memory(n.used_bytes, n.total_bytes),
-        n.util_percent.map_or_else(|| NA.to_string(), |u| format!("{u:.0}%")),
+        n.util_percent
+            .map_or_else(|| NA.to_string(), |u| format!("{u:.0}%")),
         ranks.to_string(),
         freshness(&n.fresh),
     ]
@@ -132,8 +149,14 @@ pub fn gpu_line(g: &GpuRow) -> String {
         parts.push(format!("ranks {}", list.join(",")));
     }
     if let Some(pod) = &r.pod {
-        let ns = r.namespace.as_deref().map_or_else(String::new, |n| format!("{n}/"));
-        let container = r.container.as_deref().map_or_else(String::new, |c| format!(" ({c})"));
+        let ns = r
+            .namespace
+            .as_deref()
+            .map_or_else(String::new, |n| format!("{n}/"));
+        let container = r
+            .container
+            .as_deref()
+            .map_or_else(String::new, |c| format!(" ({c})"));
         parts.push(format!("pod {ns}{pod}{container}"));
     }
     if r.lost {

@@ -29,8 +29,7 @@ pub fn parse(text: &str, instance: &str, wanted: impl Fn(&str) -> bool) -> Page 
             Some((name, labels, value)) => {
                 page.good_lines += 1;
                 if wanted(name) {
-                    page.series
-                        .push(Series::new(name, labels, value, instance));
+                    page.series.push(Series::new(name, labels, value, instance));
                 }
             }
             None => page.bad_lines += 1,
@@ -59,7 +58,10 @@ fn sample(line: &str) -> Option<(&str, Labels, f64)> {
         .find(|c: char| c == '{' || c.is_ascii_whitespace())
         .unwrap_or(line.len());
     let name = &line[..name_end];
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
     {
         return None;
     }

@@ -35,8 +35,13 @@ impl Source {
 /// Who answered, or why not.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Origin {
-    Prometheus { problem: Option<String> },
-    Target { instance: String, problem: Option<String> },
+    Prometheus {
+        problem: Option<String>,
+    },
+    Target {
+        instance: String,
+        problem: Option<String>,
+    },
 }
 
 /// One refresh's answers.

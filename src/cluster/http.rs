@@ -89,7 +89,11 @@ fn connect_error(e: &std::io::Error) -> String {
 
 /// Foreign text cut to one clean line of at most 160 characters.
 pub fn short(text: &str) -> String {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let clean = crate::text::clean(line);
     let mut out: String = clean.chars().take(160).collect();
     if clean.chars().count() > 160 {

@@ -8,9 +8,7 @@
 //! until `FORGET_MS` has passed.
 
 use super::fetch::{Fetched, Origin};
-use super::normalise::{
-    GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key,
-};
+use super::normalise::{GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key};
 use super::prometheus::{HISTORY_SPAN_S, Past};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -96,15 +94,13 @@ impl Cluster {
         let mut answered: Option<Vec<String>> = Some(Vec::new());
         for origin in &fetched.origins {
             match origin {
-                Origin::Prometheus { problem } => {
-                    match problem {
-                        Some(text) => {
-                            keep_since(&mut self.source_problem, text, at);
-                            answered = None;
-                        }
-                        None => self.source_problem = None,
+                Origin::Prometheus { problem } => match problem {
+                    Some(text) => {
+                        keep_since(&mut self.source_problem, text, at);
+                        answered = None;
                     }
-                }
+                    None => self.source_problem = None,
+                },
                 Origin::Target { instance, problem } => {
                     let entry = self.instances.entry(instance.clone()).or_default();
                     match problem {
@@ -144,7 +140,11 @@ impl Cluster {
         if prometheus {
             for instance in &fetched.down {
                 if let Some(entry) = self.instances.get_mut(instance) {
-                    keep_since(&mut entry.problem, "its last scrape by Prometheus failed", at);
+                    keep_since(
+                        &mut entry.problem,
+                        "its last scrape by Prometheus failed",
+                        at,
+                    );
                 }
             }
             // A target that vanished from Prometheus altogether.
@@ -327,5 +327,168 @@ fn keep_since(slot: &mut Option<Problem>, text: &str, at: u64) {
                 since_ms: at,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::series::Series;
+
+    fn s(name: &str, labels: &[(&str, &str)], value: f64, instance: &str) -> Series {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Series::new(name, labels, value, instance)
+    }
+
+    fn rank(instance: &str, host: &str, peak: f64, ooms: Option<f64>) -> Vec<Series> {
+        let l = [
+            ("gpu", "0"),
+            ("pid", "7"),
+            ("rank", "1"),
+            ("job_id", "j"),
+            ("hostname", host),
+        ];
+        let mut out = vec![
+            s(
+                "DCGM_FI_DEV_FB_USED",
+                &[("gpu", "0"), ("hostname", host)],
+                10.0,
+                instance,
+            ),
+            s("vramscope_process_allocator_peak_bytes", &l, peak, instance),
+        ];
+        out.extend(ooms.map(|n| s("vramscope_process_allocator_ooms_total", &l, n, instance)));
+        out
+    }
+
+    fn targets(at_ms: u64, answers: Vec<(&str, Result<Vec<Series>, &str>)>) -> Fetched {
+        let mut f = Fetched {
+            at_ms,
+            ..Fetched::default()
+        };
+        for (instance, answer) in answers {
+            let problem = match answer {
+                Ok(series) => {
+                    f.series.extend(series);
+                    None
+                }
+                Err(why) => Some(why.to_string()),
+            };
+            f.origins.push(Origin::Target {
+                instance: instance.into(),
+                problem,
+            });
+        }
+        f
+    }
+
+    #[test]
+    fn a_target_that_fails_keeps_its_last_figures_with_its_problem_since_first_failure() {
+        let mut c = Cluster::default();
+        c.ingest(targets(
+            1_000,
+            vec![
+                ("a:1", Ok(rank("a:1", "na", 5.0, Some(0.0)))),
+                ("b:1", Ok(rank("b:1", "nb", 6.0, None))),
+            ],
+        ));
+        assert_eq!(c.processes.len(), 2);
+        c.ingest(targets(
+            2_000,
+            vec![
+                ("a:1", Err("connection refused")),
+                ("b:1", Ok(rank("b:1", "nb", 6.0, None))),
+            ],
+        ));
+        c.ingest(targets(
+            3_000,
+            vec![("a:1", Err("no answer within 2 s")), ("b:1", Ok(vec![]))],
+        ));
+        let a = &c.processes[&("a:1".to_string(), 0, 7)];
+        assert_eq!(a.seen.seen_ms, 1_000);
+        assert_eq!(a.seen.missing_since_ms, None);
+        assert_eq!(a.reading.peak, Some(5));
+        let problem = c.instances["a:1"].problem.clone().unwrap();
+        assert_eq!(
+            (problem.text.as_str(), problem.since_ms),
+            ("no answer within 2 s", 2_000)
+        );
+        // b answered without its process: missing since then, last figures kept.
+        let b = &c.processes[&("b:1".to_string(), 0, 7)];
+        assert_eq!(b.seen.missing_since_ms, Some(3_000));
+        assert_eq!(b.reading.peak, Some(6));
+        // Forgotten after FORGET_MS.
+        c.ingest(targets(
+            3_000 + FORGET_MS + 1,
+            vec![("a:1", Err("x")), ("b:1", Ok(vec![]))],
+        ));
+        assert!(c.processes.is_empty());
+    }
+
+    #[test]
+    fn a_rising_oom_counter_is_timed_and_the_peak_growth_measured() {
+        let mut c = Cluster::default();
+        c.ingest(targets(
+            10_000,
+            vec![("a:1", Ok(rank("a:1", "na", 1e9, None)))],
+        ));
+        let key = ("a:1".to_string(), 0, 7);
+        assert_eq!(c.processes[&key].peak_growth(), None);
+        c.ingest(targets(
+            12_000,
+            vec![("a:1", Ok(rank("a:1", "na", 1.2e9, Some(1.0))))],
+        ));
+        let p = &c.processes[&key];
+        assert_eq!(p.oom_at_ms, Some(12_000));
+        assert_eq!(p.peak_growth(), Some(1e8));
+        c.ingest(targets(
+            13_000,
+            vec![("a:1", Ok(rank("a:1", "na", 1.2e9, Some(1.0))))],
+        ));
+        assert_eq!(c.processes[&key].oom_at_ms, Some(12_000));
+    }
+
+    #[test]
+    fn prometheus_down_marks_everything_and_its_history_times_past_ooms() {
+        let mut c = Cluster::default();
+        let mut f = Fetched {
+            at_ms: 400_000,
+            series: rank("a:1", "na", 2e9, Some(2.0)),
+            origins: vec![Origin::Prometheus { problem: None }],
+            ..Fetched::default()
+        };
+        let labels = rank("a:1", "na", 0.0, Some(0.0));
+        f.history = vec![
+            Past {
+                series: labels[2].clone(),
+                points: vec![
+                    (100_000, 0.0),
+                    (200_000, 1.0),
+                    (300_000, 2.0),
+                    (400_000, 2.0),
+                ],
+            },
+            Past {
+                series: labels[1].clone(),
+                points: vec![(100_000, 1e9), (300_000, 1.5e9)],
+            },
+        ];
+        c.ingest(f);
+        let key = ("a:1".to_string(), 0, 7);
+        assert_eq!(c.processes[&key].oom_at_ms, Some(300_000));
+        assert_eq!(c.processes[&key].peak_growth(), Some(1e9 / 300.0));
+        c.ingest(Fetched {
+            at_ms: 401_000,
+            origins: vec![Origin::Prometheus {
+                problem: Some("connection refused".into()),
+            }],
+            ..Fetched::default()
+        });
+        assert_eq!(c.source_problem.as_ref().map(|p| p.since_ms), Some(401_000));
+        assert_eq!(c.last_good_ms, Some(400_000));
+        assert_eq!(c.processes[&key].seen.seen_ms, 400_000);
     }
 }

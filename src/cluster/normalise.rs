@@ -252,15 +252,37 @@ mod tests {
         let r = normalise(&[
             s(
                 "DCGM_FI_DEV_FB_USED",
-                &[("gpu", "0"), ("Hostname", "old-node"), ("UUID", "GPU-a"), ("pod", "dcgm-exporter-x"), ("exported_pod", "train-0"), ("exported_namespace", "ml")],
+                &[
+                    ("gpu", "0"),
+                    ("Hostname", "old-node"),
+                    ("UUID", "GPU-a"),
+                    ("pod", "dcgm-exporter-x"),
+                    ("exported_pod", "train-0"),
+                    ("exported_namespace", "ml"),
+                ],
                 1024.0,
                 "10.0.0.1:9400",
             ),
-            s("DCGM_FI_DEV_FB_FREE", &[("gpu", "0")], 3072.0, "10.0.0.1:9400"),
-            s("DCGM_FI_DEV_GPU_UTIL", &[("gpu", "0")], 87.0, "10.0.0.1:9400"),
+            s(
+                "DCGM_FI_DEV_FB_FREE",
+                &[("gpu", "0")],
+                3072.0,
+                "10.0.0.1:9400",
+            ),
+            s(
+                "DCGM_FI_DEV_GPU_UTIL",
+                &[("gpu", "0")],
+                87.0,
+                "10.0.0.1:9400",
+            ),
             s(
                 "DCGM_FI_DEV_FB_USED",
-                &[("gpu", "1"), ("hostname", "new-node"), ("pod_name", "old-style"), ("pod_namespace", "ns")],
+                &[
+                    ("gpu", "1"),
+                    ("hostname", "new-node"),
+                    ("pod_name", "old-style"),
+                    ("pod_namespace", "ns"),
+                ],
                 2.0,
                 "10.0.0.2:9400",
             ),
@@ -275,7 +297,10 @@ mod tests {
         assert_eq!(g.namespace.as_deref(), Some("ml"));
         let g = &r.gpus[&("10.0.0.2:9400".to_string(), 1)];
         assert_eq!(g.node, "new-node");
-        assert_eq!((g.pod.as_deref(), g.namespace.as_deref()), (Some("old-style"), Some("ns")));
+        assert_eq!(
+            (g.pod.as_deref(), g.namespace.as_deref()),
+            (Some("old-style"), Some("ns"))
+        );
         // No total, no free: absent, not zero; no utilisation either.
         assert_eq!((g.total_bytes, g.util_percent), (None, None));
         assert_eq!(r.gpus[&("10.0.0.3:9400".to_string(), 0)].node, "10.0.0.3");
@@ -285,21 +310,62 @@ mod tests {
     fn vramscope_bytes_win_over_mib_and_processes_take_their_node() {
         let i = "127.0.0.1:9401";
         let r = normalise(&[
-            s("DCGM_FI_DEV_FB_USED", &[("gpu", "0"), ("hostname", "n1")], 1.0, i),
-            s("vramscope_gpu_memory_used_bytes", &[("gpu", "0"), ("uuid", "GPU-x")], 1_500_000.0, i),
+            s(
+                "DCGM_FI_DEV_FB_USED",
+                &[("gpu", "0"), ("hostname", "n1")],
+                1.0,
+                i,
+            ),
+            s(
+                "vramscope_gpu_memory_used_bytes",
+                &[("gpu", "0"), ("uuid", "GPU-x")],
+                1_500_000.0,
+                i,
+            ),
             s("vramscope_gpu_memory_total_bytes", &[("gpu", "0")], 8e9, i),
-            s("vramscope_process_allocator_allocated_bytes", &[("gpu", "0"), ("pid", "42"), ("rank", "3"), ("job_id", "j")], 9e9, i),
-            s("vramscope_process_allocator_ooms_total", &[("gpu", "0"), ("pid", "42")], 1.0, i),
-            s("vramscope_process_step", &[("gpu", "0"), ("pid", "42")], 40.0, i),
-            s("vramscope_process_step", &[("gpu", "0"), ("pid", "x")], 40.0, i),
-            s("vramscope_snapshot_timestamp_seconds", &[], 1_700_000_000.25, i),
+            s(
+                "vramscope_process_allocator_allocated_bytes",
+                &[("gpu", "0"), ("pid", "42"), ("rank", "3"), ("job_id", "j")],
+                9e9,
+                i,
+            ),
+            s(
+                "vramscope_process_allocator_ooms_total",
+                &[("gpu", "0"), ("pid", "42")],
+                1.0,
+                i,
+            ),
+            s(
+                "vramscope_process_step",
+                &[("gpu", "0"), ("pid", "42")],
+                40.0,
+                i,
+            ),
+            s(
+                "vramscope_process_step",
+                &[("gpu", "0"), ("pid", "x")],
+                40.0,
+                i,
+            ),
+            s(
+                "vramscope_snapshot_timestamp_seconds",
+                &[],
+                1_700_000_000.25,
+                i,
+            ),
         ]);
         let g = &r.gpus[&(i.to_string(), 0)];
-        assert_eq!((g.used_bytes, g.total_bytes), (Some(1_500_000), Some(8_000_000_000)));
+        assert_eq!(
+            (g.used_bytes, g.total_bytes),
+            (Some(1_500_000), Some(8_000_000_000))
+        );
         let p = &r.processes[&(i.to_string(), 0, 42)];
         assert_eq!(p.node, "n1");
         assert_eq!((p.rank, p.job.as_deref()), (Some(3), Some("j")));
-        assert_eq!((p.allocated, p.ooms, p.step), (Some(9_000_000_000), Some(1), Some(40)));
+        assert_eq!(
+            (p.allocated, p.ooms, p.step),
+            (Some(9_000_000_000), Some(1), Some(40))
+        );
         assert_eq!(p.uuid.as_deref(), Some("GPU-x"));
         assert_eq!(p.reserved, None);
         assert_eq!(r.processes.len(), 1);

@@ -142,7 +142,7 @@ struct Answer {
     error: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Data {
     #[serde(rename = "resultType")]
     result_type: String,
@@ -150,7 +150,7 @@ struct Data {
     result: Vec<Entry>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Deserialize)]
 struct Entry {
     #[serde(default)]
     metric: HashMap<String, String>,
@@ -196,12 +196,22 @@ mod tests {
         let data = decode(body).unwrap();
         assert_eq!(data.result_type, "vector");
         let s = series(data.result.into_iter().next().unwrap().metric).unwrap();
-        assert_eq!((s.name.as_str(), s.instance.as_str()), ("DCGM_FI_DEV_FB_USED", "n:9400"));
+        assert_eq!(
+            (s.name.as_str(), s.instance.as_str()),
+            ("DCGM_FI_DEV_FB_USED", "n:9400")
+        );
         assert_eq!(s.label("Hostname"), Some("a"));
         assert_eq!(s.label("instance"), None);
         let error = decode(br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3\u001b[2J"}"#)
             .unwrap_err();
-        assert_eq!(error, "query failed: bad_data: parse error at char 3\u{FFFD}[2J");
-        assert!(decode(b"<html>502 Bad Gateway</html>").unwrap_err().starts_with("not a Prometheus answer"));
+        assert_eq!(
+            error,
+            "query failed: bad_data: parse error at char 3\u{FFFD}[2J"
+        );
+        assert!(
+            decode(b"<html>502 Bad Gateway</html>")
+                .unwrap_err()
+                .starts_with("not a Prometheus answer")
+        );
     }
 }

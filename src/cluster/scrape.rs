@@ -43,7 +43,10 @@ impl Targets {
         let mut urls = Vec::new();
         for line in text.lines() {
             let line = line.split('#').next().unwrap_or("");
-            for entry in line.split([',', ' ', '\t']).filter(|e| !e.trim().is_empty()) {
+            for entry in line
+                .split([',', ' ', '\t'])
+                .filter(|e| !e.trim().is_empty())
+            {
                 let mut url = Url::parse(entry, DEFAULT_PORT)?;
                 if url.path.is_empty() {
                     url.path = "/metrics".into();
@@ -122,7 +125,10 @@ mod tests {
             .map(|u| format!("{}{}", u.authority(), u.path))
             .collect();
         assert_eq!(shown, ["a:9400/metrics", "b:9400/metrics", "d:8000/m"]);
-        assert_eq!(Targets::parse_list(" # none\n").unwrap_err(), "no targets given");
+        assert_eq!(
+            Targets::parse_list(" # none\n").unwrap_err(),
+            "no targets given"
+        );
         assert!(Targets::parse_list("a:x").is_err());
     }
 }

@@ -32,7 +32,11 @@ pub fn render(screen: &Screen) -> String {
         aligned(&mut out, &RANK_HEADINGS, &rows);
     }
     out.push('\n');
-    let rows: Vec<Vec<String>> = screen.nodes.iter().map(|n| node_cells(n).to_vec()).collect();
+    let rows: Vec<Vec<String>> = screen
+        .nodes
+        .iter()
+        .map(|n| node_cells(n).to_vec())
+        .collect();
     aligned(&mut out, &NODE_HEADINGS, &rows);
     for n in &screen.nodes {
         let _ = writeln!(out, "{}", n.node);

@@ -103,7 +103,10 @@ mod tests {
             ("127.0.0.1", 9090, "/prom")
         );
         let u = Url::parse("node-3:9400", 80).unwrap();
-        assert_eq!((u.host.as_str(), u.port, u.path.as_str()), ("node-3", 9400, ""));
+        assert_eq!(
+            (u.host.as_str(), u.port, u.path.as_str()),
+            ("node-3", 9400, "")
+        );
         assert_eq!(u.authority(), "node-3:9400");
         let u = Url::parse("http://[::1]:9400", 80).unwrap();
         assert_eq!((u.host.as_str(), u.port), ("::1", 9400));

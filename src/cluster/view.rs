@@ -127,13 +127,19 @@ pub struct StaleAfter {
 
 /// Builds the views at `now_ms`.
 pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAfter) -> Screen {
-    let fresh = |instance: &str, seen: &Seen| freshness(cluster, instance, seen, now_ms, stale_after);
+    let fresh =
+        |instance: &str, seen: &Seen| freshness(cluster, instance, seen, now_ms, stale_after);
     let mut problems = Vec::new();
     if let Some(p) = &cluster.source_problem {
-        let last = cluster
-            .last_good_ms
-            .map_or_else(|| "nothing read yet".to_string(), |t| format!("figures from {}", clock(t)));
-        problems.push(format!("{source}: {} (since {}; {last})", p.text, clock(p.since_ms)));
+        let last = cluster.last_good_ms.map_or_else(
+            || "nothing read yet".to_string(),
+            |t| format!("figures from {}", clock(t)),
+        );
+        problems.push(format!(
+            "{source}: {} (since {}; {last})",
+            p.text,
+            clock(p.since_ms)
+        ));
     }
     for (instance, entry) in &cluster.instances {
         if let Some(Problem { text, since_ms }) = &entry.problem {
@@ -142,7 +148,10 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
             } else {
                 format!("{} ({instance})", entry.node)
             };
-            problems.push(format!("{node}: {text} (missing since {})", clock(*since_ms)));
+            problems.push(format!(
+                "{node}: {text} (missing since {})",
+                clock(*since_ms)
+            ));
         }
     }
     // Jobs.
@@ -177,29 +186,43 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
             fresh: fresh(instance, &p.seen),
         });
     }
-    let mut jobs: Vec<JobGroup> = by_job.into_iter().map(|(job, ranks)| group(job, ranks)).collect();
+    let mut jobs: Vec<JobGroup> = by_job
+        .into_iter()
+        .map(|(job, ranks)| group(job, ranks))
+        .collect();
     // Jobs with an OOM first.
     jobs.sort_by_key(|j| j.ooms.is_empty());
     // Nodes.
     let mut ranks_on: BTreeMap<(String, u32), Vec<u32>> = BTreeMap::new();
     for ((instance, gpu, _), p) in &cluster.processes {
         if let Some(rank) = p.reading.rank {
-            ranks_on.entry((instance.clone(), *gpu)).or_default().push(rank);
+            ranks_on
+                .entry((instance.clone(), *gpu))
+                .or_default()
+                .push(rank);
         }
     }
     let mut by_node: BTreeMap<String, Vec<GpuRow>> = BTreeMap::new();
     for ((instance, gpu), g) in &cluster.gpus {
-        let mut ranks = ranks_on.remove(&(instance.clone(), *gpu)).unwrap_or_default();
+        let mut ranks = ranks_on
+            .remove(&(instance.clone(), *gpu))
+            .unwrap_or_default();
         ranks.sort_unstable();
-        by_node.entry(g.reading.node.clone()).or_default().push(GpuRow {
-            gpu: *gpu,
-            instance: instance.clone(),
-            reading: g.reading.clone(),
-            ranks,
-            fresh: fresh(instance, &g.seen),
-        });
+        by_node
+            .entry(g.reading.node.clone())
+            .or_default()
+            .push(GpuRow {
+                gpu: *gpu,
+                instance: instance.clone(),
+                reading: g.reading.clone(),
+                ranks,
+                fresh: fresh(instance, &g.seen),
+            });
     }
-    let nodes = by_node.into_iter().map(|(node, gpus)| node_row(node, gpus)).collect();
+    let nodes = by_node
+        .into_iter()
+        .map(|(node, gpus)| node_row(node, gpus))
+        .collect();
     Screen {
         source: source.to_string(),
         now_ms,
@@ -227,7 +250,10 @@ fn freshness(
     } else if let Some(sampled) = entry.and_then(|e| e.sampled_ms)
         && now.saturating_sub(sampled) > stale_after.sampled_ms
     {
-        Some(format!("its exporter's figures are {} old", crate::model::time::duration_label(now - sampled)))
+        Some(format!(
+            "its exporter's figures are {} old",
+            crate::model::time::duration_label(now - sampled)
+        ))
     } else if age_ms > stale_after.unread_ms {
         Some("not refreshed".to_string())
     } else {
@@ -353,4 +379,77 @@ fn node_row(node: String, gpus: Vec<GpuRow>) -> NodeRow {
 /// A moment as the person's clock shows it.
 pub fn clock(ms: u64) -> String {
     crate::tui::panels::clock::time_of_day(ms, crate::tui::ui_state::Clock::Local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(rank: u32, step: u64, oom_in: Option<u64>, growth: Option<f64>) -> RankRow {
+        RankRow {
+            job: "j".into(),
+            rank: Some(rank),
+            local_rank: None,
+            node: format!("n{rank}"),
+            instance: "i".into(),
+            gpu: 0,
+            uuid: None,
+            pid: rank,
+            running: Some(true),
+            allocated: None,
+            reserved: None,
+            peak: Some(u64::from(rank)),
+            peak_growth: growth,
+            step: Some(step),
+            oom_in_steps: oom_in,
+            ooms: None,
+            oom_at_ms: None,
+            behind: None,
+            nearest_oom: false,
+            fastest_growth: false,
+            fresh: Freshness {
+                age_ms: 0,
+                stale: None,
+                missing_since_ms: None,
+            },
+        }
+    }
+
+    #[test]
+    fn the_nearest_to_oom_then_the_fastest_growing_come_first_and_stragglers_are_marked() {
+        let g = group(
+            "j".into(),
+            vec![
+                row(0, 40, None, Some(0.0)),
+                row(1, 40, Some(30), Some(1.0)),
+                row(2, 37, None, Some(5e6)),
+                row(3, 41, Some(12), None),
+                row(4, 39, None, None),
+            ],
+        );
+        let order: Vec<u32> = g.ranks.iter().filter_map(|r| r.rank).collect();
+        assert_eq!(order, [3, 1, 2, 0, 4]);
+        assert_eq!(g.median_step, Some(40));
+        let by_rank = |n: u32| g.ranks.iter().find(|r| r.rank == Some(n)).unwrap();
+        assert!(by_rank(3).nearest_oom && !by_rank(1).nearest_oom);
+        assert!(by_rank(2).fastest_growth && !by_rank(1).fastest_growth);
+        assert_eq!(by_rank(2).behind, Some(3));
+        // One step behind is in step, not a straggler.
+        assert_eq!(by_rank(4).behind, None);
+    }
+
+    #[test]
+    fn a_stale_rank_does_not_move_the_median() {
+        let mut stale = row(2, 1, None, None);
+        stale.fresh.stale = Some("connection refused".into());
+        let g = group(
+            "j".into(),
+            vec![row(0, 50, None, None), row(1, 50, None, None), stale],
+        );
+        assert_eq!(g.median_step, Some(50));
+        assert_eq!(
+            g.ranks.iter().find(|r| r.rank == Some(2)).unwrap().behind,
+            Some(49)
+        );
+    }
 }

@@ -46,14 +46,14 @@ pub struct Rank {
 }
 
 impl Rank {
-    fn start(channels: &Path, (rank, node, gpu, alloc_gib, steps): (u32, usize, u32, u64, u32)) -> Rank {
+    fn start(
+        channels: &Path,
+        (rank, node, gpu, alloc_gib, steps): (u32, usize, u32, u64, u32),
+    ) -> Rank {
         let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/drivers/cluster_rank.py");
         let uuid = h100(gpu)["uuid"].as_str().unwrap().to_string();
-        let local_rank = LAYOUT
-            .iter()
-            .filter(|l| l.1 == node && l.0 < rank)
-            .count();
+        let local_rank = LAYOUT.iter().filter(|l| l.1 == node && l.0 < rank).count();
         let mut child = Command::new("python3")
             .arg(script)
             .env("PYTHONPATH", &package)
@@ -182,7 +182,12 @@ impl Fleet {
             node.served.scrape_until(Duration::from_secs(30), |text| {
                 let all = samples(text);
                 ranks.iter().all(|r| {
-                    value(&all, "vramscope_process_allocator_allocated_bytes", &[("rank", r)]).is_some()
+                    value(
+                        &all,
+                        "vramscope_process_allocator_allocated_bytes",
+                        &[("rank", r)],
+                    )
+                    .is_some()
                         && value(&all, "vramscope_process_step", &[("rank", r)]).is_some()
                 })
             });
@@ -196,7 +201,11 @@ impl Fleet {
     }
 
     pub fn targets(&self) -> String {
-        let addrs: Vec<String> = self.nodes.iter().map(|n| n.served.addr.to_string()).collect();
+        let addrs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| n.served.addr.to_string())
+            .collect();
         addrs.join(",")
     }
 }
@@ -222,10 +231,7 @@ pub fn cluster_json(args: &[&str]) -> (Value, Option<i32>) {
 
 /// The row of `rank` in `job`, if the output has it.
 pub fn rank_row<'a>(doc: &'a Value, job: &str, rank: u32) -> Option<&'a Value> {
-    doc["jobs"]
-        .as_array()?
-        .iter()
-        .find(|j| j["job"] == job)?["ranks"]
+    doc["jobs"].as_array()?.iter().find(|j| j["job"] == job)?["ranks"]
         .as_array()?
         .iter()
         .find(|r| r["rank"] == rank)
@@ -250,17 +256,34 @@ pub fn json_until(args: &[&str], timeout: Duration, done: impl Fn(&Value) -> boo
 /// Every rank of the fleet on its node and GPU with the figures its exporter serves.
 pub fn check_every_rank(doc: &Value, fleet: &Fleet) {
     for r in &fleet.ranks {
-        let row = rank_row(doc, JOB, r.rank).unwrap_or_else(|| panic!("no rank {} in {doc:#}", r.rank));
+        let row =
+            rank_row(doc, JOB, r.rank).unwrap_or_else(|| panic!("no rank {} in {doc:#}", r.rank));
         let (_, node, gpu, alloc, steps) = LAYOUT[r.rank as usize];
         assert_eq!(row["node"], NODES[node], "rank {}: {row}", r.rank);
         assert_eq!(row["gpu"], gpu, "rank {}: {row}", r.rank);
         assert_eq!(row["pid"], r.pid(), "rank {}: {row}", r.rank);
-        assert_eq!(row["allocated_bytes"], alloc * GIB, "rank {}: {row}", r.rank);
-        assert_eq!(row["reserved_bytes"], (alloc + 1) * GIB, "rank {}: {row}", r.rank);
+        assert_eq!(
+            row["allocated_bytes"],
+            alloc * GIB,
+            "rank {}: {row}",
+            r.rank
+        );
+        assert_eq!(
+            row["reserved_bytes"],
+            (alloc + 1) * GIB,
+            "rank {}: {row}",
+            r.rank
+        );
         assert_eq!(row["step"], steps, "rank {}: {row}", r.rank);
         for (field, family) in [
-            ("allocated_bytes", "vramscope_process_allocator_allocated_bytes"),
-            ("reserved_bytes", "vramscope_process_allocator_reserved_bytes"),
+            (
+                "allocated_bytes",
+                "vramscope_process_allocator_allocated_bytes",
+            ),
+            (
+                "reserved_bytes",
+                "vramscope_process_allocator_reserved_bytes",
+            ),
             ("peak_bytes", "vramscope_process_allocator_peak_bytes"),
             ("step", "vramscope_process_step"),
             ("ooms", "vramscope_process_allocator_ooms_total"),
@@ -292,7 +315,11 @@ pub fn check_every_rank(doc: &Value, fleet: &Fleet) {
             let index = g["gpu"].as_u64().unwrap() as u32;
             assert_eq!(g["memory_used_bytes"], used_gib(i, index) * GIB, "{g}");
             assert_eq!(g["memory_total_bytes"], 80 * GIB, "{g}");
-            assert_eq!(g["utilization_percent"], 50.0 + 10.0 * i as f64 + f64::from(index), "{g}");
+            assert_eq!(
+                g["utilization_percent"],
+                50.0 + 10.0 * i as f64 + f64::from(index),
+                "{g}"
+            );
             let ranks: Vec<u64> = LAYOUT
                 .iter()
                 .filter(|l| l.1 == i && l.2 == index)

@@ -14,9 +14,15 @@ const KEYS: [(&str, &str); 13] = [
     ("Up/Down, j/k", "select a rank or node"),
     ("PgUp/PgDn, Home/End", "select further"),
     ("Enter", "open or close the selected node's GPUs"),
-    ("/", "filter: words matched against job, node, target and rank:N; gpu:N keeps GPU N"),
+    (
+        "/",
+        "filter: words matched against job, node, target and rank:N; gpu:N keeps GPU N",
+    ),
     ("Esc", "clear the filter"),
-    ("s", "sort ranks by: risk, rank, node, alloc, peak, peak growth, step"),
+    (
+        "s",
+        "sort ranks by: risk, rank, node, alloc, peak, peak growth, step",
+    ),
     ("S", "reverse the order"),
     ("space", "pause the screen (reading goes on)"),
     ("Ctrl-L", "redraw the whole screen"),
@@ -24,11 +30,23 @@ const KEYS: [(&str, &str); 13] = [
 ];
 
 const MARKS: [(&str, &str); 6] = [
-    ("nearest OOM", "the rank whose steps-to-OOM forecast is the smallest in its job"),
-    ("fastest growth", "the rank whose peak grew fastest over the last minutes"),
+    (
+        "nearest OOM",
+        "the rank whose steps-to-OOM forecast is the smallest in its job",
+    ),
+    (
+        "fastest growth",
+        "the rank whose peak grew fastest over the last minutes",
+    ),
     ("straggler -N", "N steps behind the job's median step"),
-    ("STALE age: why", "figures not current: their source stopped answering, or its exporter stopped sampling"),
-    ("missing since T", "the source answers but no longer lists it; last figures shown"),
+    (
+        "STALE age: why",
+        "figures not current: their source stopped answering, or its exporter stopped sampling",
+    ),
+    (
+        "missing since T",
+        "the source answers but no longer lists it; last figures shown",
+    ),
     ("n/a", "no exporter gives this figure (never shown as 0)"),
 ];
 
@@ -54,7 +72,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ui: &Ui, theme: &Theme) {
         .border_style(theme.border)
         .title(Span::styled(" vramscope cluster: help ", theme.title));
     frame.render_widget(
-        Paragraph::new(lines).block(block).scroll((ui.help_scroll, 0)),
+        Paragraph::new(lines)
+            .block(block)
+            .scroll((ui.help_scroll, 0)),
         area,
     );
 }

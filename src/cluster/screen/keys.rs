@@ -81,7 +81,10 @@ fn normal(code: KeyCode, ui: &mut Ui, screen: &Screen, lines: &[Line]) -> Outcom
         KeyCode::Enter => {
             let node = lines
                 .iter()
-                .find(|l| l.key(screen).is_some_and(|k| Some(&k) == ui.selected.as_ref()))
+                .find(|l| {
+                    l.key(screen)
+                        .is_some_and(|k| Some(&k) == ui.selected.as_ref())
+                })
                 .and_then(|l| match l {
                     Line::Node(i) => screen.nodes.get(*i).map(|n| n.node.clone()),
                     _ => None,

@@ -82,7 +82,10 @@ fn header<'a>(screen: &Screen, ui: &Ui, theme: &Theme) -> TextLine<'a> {
         Span::raw("  "),
         Span::styled(clock(screen.now_ms), theme.value),
         Span::raw("  "),
-        Span::styled(format!("{} nodes, {ranks} ranks", screen.nodes.len()), theme.label),
+        Span::styled(
+            format!("{} nodes, {ranks} ranks", screen.nodes.len()),
+            theme.label,
+        ),
         Span::raw("  "),
         Span::styled(
             format!("{} requests/refresh", screen.last_requests),
@@ -118,12 +121,18 @@ fn status<'a>(ui: &Ui, theme: &Theme) -> TextLine<'a> {
         spans.push(Span::styled(key, theme.key));
         spans.push(Span::styled(format!(" {what}  "), theme.dim));
     }
-    spans.push(Span::styled(format!("sort: {}", ui.sort.label()), theme.label));
+    spans.push(Span::styled(
+        format!("sort: {}", ui.sort.label()),
+        theme.label,
+    ));
     if ui.reversed {
         spans.push(Span::styled(" (reversed)", theme.label));
     }
     if !ui.filter.is_empty() {
-        spans.push(Span::styled(format!("  filter: {}", ui.filter), theme.label));
+        spans.push(Span::styled(
+            format!("  filter: {}", ui.filter),
+            theme.label,
+        ));
     }
     TextLine::from(spans)
 }
@@ -157,9 +166,10 @@ fn body_lines(
     let rank_widths = widths(&RANK_HEADINGS, rank_cells_of.iter().flatten());
     let node_widths = widths(&NODE_HEADINGS, node_cells_of.iter().flatten());
     // Keep the selection in sight.
-    let selected_at = lines
-        .iter()
-        .position(|l| l.key(screen).is_some_and(|k| Some(&k) == ui.selected.as_ref()));
+    let selected_at = lines.iter().position(|l| {
+        l.key(screen)
+            .is_some_and(|k| Some(&k) == ui.selected.as_ref())
+    });
     if let Some(at) = selected_at {
         if at < ui.scroll {
             ui.scroll = at;
@@ -183,8 +193,16 @@ fn body_lines(
                     theme.crit.add_modifier(Modifier::BOLD),
                 )))
             }),
-            Line::RankHeadings => Some(columns(&RANK_HEADINGS.map(String::from), &rank_widths, theme.header_row)),
-            Line::NodeHeadings => Some(columns(&NODE_HEADINGS.map(String::from), &node_widths, theme.header_row)),
+            Line::RankHeadings => Some(columns(
+                &RANK_HEADINGS.map(String::from),
+                &rank_widths,
+                theme.header_row,
+            )),
+            Line::NodeHeadings => Some(columns(
+                &NODE_HEADINGS.map(String::from),
+                &node_widths,
+                theme.header_row,
+            )),
             Line::Rank(r) => rank_cells_of[i].as_ref().map(|cells| {
                 let style = if r.ooms.is_some_and(|n| n > 0) || r.nearest_oom {
                     theme.crit
@@ -196,13 +214,27 @@ fn body_lines(
                 columns(cells, &rank_widths, style)
             }),
             Line::Node(n) => node_cells_of[i].as_ref().map(|cells| {
-                let current = screen.nodes.get(*n).is_some_and(|node| node.fresh.is_current());
-                columns(cells, &node_widths, if current { theme.value } else { theme.warn })
+                let current = screen
+                    .nodes
+                    .get(*n)
+                    .is_some_and(|node| node.fresh.is_current());
+                columns(
+                    cells,
+                    &node_widths,
+                    if current { theme.value } else { theme.warn },
+                )
             }),
             Line::Gpu(n, g) => screen.nodes.get(*n).and_then(|node| {
                 let gpu = node.gpus.get(*g)?;
-                let style = if gpu.fresh.is_current() && !gpu.reading.lost { theme.dim } else { theme.warn };
-                Some(TextLine::from(Span::styled(format!("    {}", gpu_line(gpu)), style)))
+                let style = if gpu.fresh.is_current() && !gpu.reading.lost {
+                    theme.dim
+                } else {
+                    theme.warn
+                };
+                Some(TextLine::from(Span::styled(
+                    format!("    {}", gpu_line(gpu)),
+                    style,
+                )))
             }),
         };
         let mut shown = shown.unwrap_or_default();
@@ -214,7 +246,10 @@ fn body_lines(
     frame.render_widget(Paragraph::new(text), body);
 }
 
-fn widths<'a, const N: usize>(headings: &[&str; N], rows: impl Iterator<Item = &'a [String; N]>) -> [usize; N] {
+fn widths<'a, const N: usize>(
+    headings: &[&str; N],
+    rows: impl Iterator<Item = &'a [String; N]>,
+) -> [usize; N] {
     let mut w = headings.map(|h| h.chars().count());
     for row in rows {
         for (w, cell) in w.iter_mut().zip(row) {
@@ -224,7 +259,11 @@ fn widths<'a, const N: usize>(headings: &[&str; N], rows: impl Iterator<Item = &
     w
 }
 
-fn columns<'a, const N: usize>(cells: &[String; N], widths: &[usize; N], style: Style) -> TextLine<'a> {
+fn columns<'a, const N: usize>(
+    cells: &[String; N],
+    widths: &[usize; N],
+    style: Style,
+) -> TextLine<'a> {
     let mut text = String::new();
     for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
         if i > 0 {
@@ -232,7 +271,10 @@ fn columns<'a, const N: usize>(cells: &[String; N], widths: &[usize; N], style: 
         }
         text.push_str(cell);
         if i + 1 < N {
-            text.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count())));
+            text.extend(std::iter::repeat_n(
+                ' ',
+                w.saturating_sub(cell.chars().count()),
+            ));
         }
     }
     TextLine::from(Span::styled(text, style))

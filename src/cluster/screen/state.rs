@@ -111,7 +111,10 @@ impl Line {
     /// The key a selectable line is remembered by.
     pub fn key(&self, screen: &Screen) -> Option<String> {
         match self {
-            Line::Rank(r) => Some(format!("{}\u{0}{}\u{0}{}\u{0}{}", r.job, r.instance, r.gpu, r.pid)),
+            Line::Rank(r) => Some(format!(
+                "{}\u{0}{}\u{0}{}\u{0}{}",
+                r.job, r.instance, r.gpu, r.pid
+            )),
             Line::Node(i) => screen.nodes.get(*i).map(|n| format!("node\u{0}{}", n.node)),
             _ => None,
         }
@@ -135,7 +138,10 @@ pub fn lines(screen: &Screen, ui: &Ui) -> Vec<Line> {
                     .iter()
                     .filter(|r| {
                         let rank = r.rank.map_or_else(String::new, |n| format!("rank:{n}"));
-                        matches(&format!("{} {} {} {rank}", r.job, r.node, r.instance), Some(r.gpu))
+                        matches(
+                            &format!("{} {} {} {rank}", r.job, r.node, r.instance),
+                            Some(r.gpu),
+                        )
                     })
                     .cloned()
                     .collect();
@@ -177,7 +183,9 @@ fn order(ranks: &mut [RankRow], sort: RankSort, reversed: bool) {
     match sort {
         RankSort::Risk => sort_by_risk(ranks),
         RankSort::Rank => ranks.sort_by_key(|r| (r.rank, r.pid)),
-        RankSort::Node => ranks.sort_by(|a, b| (&a.node, a.gpu, a.rank).cmp(&(&b.node, b.gpu, b.rank))),
+        RankSort::Node => {
+            ranks.sort_by(|a, b| (&a.node, a.gpu, a.rank).cmp(&(&b.node, b.gpu, b.rank)))
+        }
         RankSort::Allocated => ranks.sort_by_key(|r| std::cmp::Reverse(r.allocated)),
         RankSort::Peak => ranks.sort_by_key(|r| std::cmp::Reverse(r.peak)),
         RankSort::Growth => ranks.sort_by(|a, b| {
