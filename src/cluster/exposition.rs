@@ -77,11 +77,12 @@ fn sample(line: &str) -> Option<(&str, Labels, f64)> {
     // An optional timestamp, then nothing (OpenMetrics may add an exemplar after `#`).
     match fields.next() {
         None => {}
-        Some(ts) if ts.parse::<f64>().is_ok() => {
-            if fields.next().is_some_and(|f| !f.starts_with('#')) {
-                return None;
-            }
+        Some(ts)
+            if ts.parse::<f64>().is_ok() && fields.next().is_some_and(|f| !f.starts_with('#')) =>
+        {
+            return None;
         }
+        Some(ts) if ts.parse::<f64>().is_ok() => {}
         Some(f) if f.starts_with('#') => {}
         Some(_) => return None,
     }

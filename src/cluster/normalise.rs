@@ -61,6 +61,9 @@ pub struct ProcessReading {
     pub oom_in_steps: Option<u64>,
 }
 
+/// dcgm-exporter's used, free and total MiB of one GPU.
+type MibFigures = (Option<f64>, Option<f64>, Option<f64>);
+
 /// Everything one answer held, normalised.
 #[derive(Debug, Default)]
 pub struct Readings {
@@ -112,7 +115,7 @@ pub fn normalise(series: &[Series]) -> Readings {
             .clone()
     };
     // dcgm-exporter's MiB figures, used only where vramscope's bytes are absent.
-    let mut fb: HashMap<GpuKey, (Option<f64>, Option<f64>, Option<f64>)> = HashMap::new();
+    let mut fb: HashMap<GpuKey, MibFigures> = HashMap::new();
     for s in series {
         if !s.value.is_finite() {
             continue;
