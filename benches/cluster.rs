@@ -73,7 +73,14 @@ fn main() {
     let url = prometheus.base.clone();
     let queries = || prometheus.api_requests();
     // The backfilled figures are as old as the backfill: not stale for this.
-    let source = ["--prometheus", url.as_str(), "--stale-after", "30m"];
+    let source = [
+        "--prometheus",
+        url.as_str(),
+        "--stale-after",
+        "30m",
+        "--timeout",
+        "30s",
+    ];
     let figures = measure(&bin, work.path(), &source, seconds, &queries);
     figures.print("Prometheus, 256 nodes x 8 GPUs, 2,048 ranks");
     drop(prometheus);
@@ -119,6 +126,10 @@ fn measure(
     seconds: u64,
     requests: &dyn Fn() -> u64,
 ) -> Figures {
+    if std::env::var_os("VRAMSCOPE_BENCH_HOLD").is_some() {
+        eprintln!("holding: {source:?}");
+        std::thread::sleep(Duration::from_secs(600));
+    }
     let began = Instant::now();
     let out = Command::new(bin)
         .env("VRAMSCOPE_CONFIG", "none")
@@ -134,9 +145,11 @@ fn measure(
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    let ranks = doc["jobs"]
-        .as_array()
-        .map_or(0, |j| j.iter().map(|j| j["ranks"].as_array().map_or(0, Vec::len)).sum());
+    let ranks = doc["jobs"].as_array().map_or(0, |j| {
+        j.iter()
+            .map(|j| j["ranks"].as_array().map_or(0, Vec::len))
+            .sum()
+    });
 
     let first = dir.join("first-frame");
     let _ = std::fs::remove_file(&first);
@@ -154,14 +167,27 @@ fn measure(
             .output()
             .expect("tmux")
     };
-    tmux(&["new-session", "-d", "-x", "200", "-y", "50", "sh", "-c", &line]);
+    tmux(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "sh",
+        "-c",
+        &line,
+    ]);
     let pid: u32 = String::from_utf8_lossy(&tmux(&["display", "-p", "#{pane_pid}"]).stdout)
         .trim()
         .parse()
         .expect("the screen's pid");
     let deadline = Instant::now() + Duration::from_secs(60);
     let first_us = loop {
-        if let Some(us) = std::fs::read_to_string(&first).ok().and_then(|t| t.trim().parse::<f64>().ok()) {
+        if let Some(us) = std::fs::read_to_string(&first)
+            .ok()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+        {
             break us;
         }
         assert!(Instant::now() < deadline, "no first screen in 60 s");
@@ -206,21 +232,24 @@ fn write_fleet(path: &Path) -> (usize, usize) {
     let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
     let mut series = 0;
     let mut samples = 0;
-    let mut family = |out: &mut dyn Write, name: &str, each: &dyn Fn(usize, usize, u64, usize) -> Option<(String, f64)>| {
-        for node in 0..NODES {
-            for gpu in 0..GPUS {
-                let mut wrote = false;
-                for (k, t) in times.iter().enumerate() {
-                    if let Some((labels, value)) = each(node, gpu, *t, k) {
-                        let _ = writeln!(out, "{name}{{{labels}}} {value} {t}");
-                        samples += 1;
-                        wrote = true;
+    let mut family =
+        |out: &mut dyn Write,
+         name: &str,
+         each: &dyn Fn(usize, usize, u64, usize) -> Option<(String, f64)>| {
+            for node in 0..NODES {
+                for gpu in 0..GPUS {
+                    let mut wrote = false;
+                    for (k, t) in times.iter().enumerate() {
+                        if let Some((labels, value)) = each(node, gpu, *t, k) {
+                            let _ = writeln!(out, "{name}{{{labels}}} {value} {t}");
+                            samples += 1;
+                            wrote = true;
+                        }
                     }
+                    series += usize::from(wrote);
                 }
-                series += usize::from(wrote);
             }
-        }
-    };
+        };
     let host = |n: usize| format!("gpu-node-{n:03}");
     let instance = |n: usize| format!("10.1.{}.{}:9400", n / 250, n % 250 + 1);
     let uuid = |n: usize, g: usize| format!("GPU-{n:08x}-0000-0000-0000-{g:012x}");
@@ -264,31 +293,88 @@ fn write_fleet(path: &Path) -> (usize, usize) {
         (k as u64) * 20 + if r == 77 { 0 } else { 5 }
     };
     let used = |n: usize, g: usize, k: usize| allocated(n, g, k) + 6 * GIB;
-    family(&mut out, "DCGM_FI_DEV_FB_USED", &|n, g, _, k| Some((dcgm(n, g), (used(n, g, k) / MIB) as f64)));
-    family(&mut out, "DCGM_FI_DEV_FB_FREE", &|n, g, _, k| Some((dcgm(n, g), ((80 * GIB - used(n, g, k)) / MIB) as f64)));
-    family(&mut out, "DCGM_FI_DEV_FB_TOTAL", &|n, g, _, _| Some((dcgm(n, g), (80 * GIB / MIB) as f64)));
-    family(&mut out, "DCGM_FI_DEV_GPU_UTIL", &|n, g, _, k| Some((dcgm(n, g), ((n + g + k) % 30 + 70) as f64)));
-    family(&mut out, "vramscope_gpu_memory_used_bytes", &|n, g, _, k| Some((own(n, g), used(n, g, k) as f64)));
-    family(&mut out, "vramscope_gpu_memory_total_bytes", &|n, g, _, _| Some((own(n, g), (80 * GIB) as f64)));
-    family(&mut out, "vramscope_gpu_stale", &|n, g, _, _| Some((own(n, g), 0.0)));
-    family(&mut out, "vramscope_gpu_lost", &|n, g, _, _| Some((own(n, g), 0.0)));
-    family(&mut out, "vramscope_process_running", &|n, g, _, _| Some((proc_labels(n, g), 1.0)));
-    family(&mut out, "vramscope_process_memory_used_bytes", &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + 4 * GIB) as f64)));
-    family(&mut out, "vramscope_process_allocator_allocated_bytes", &|n, g, _, k| Some((proc_labels(n, g), allocated(n, g, k) as f64)));
-    family(&mut out, "vramscope_process_allocator_reserved_bytes", &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + 2 * GIB) as f64)));
-    family(&mut out, "vramscope_process_allocator_peak_bytes", &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + GIB) as f64)));
-    family(&mut out, "vramscope_process_allocator_ooms_total", &|n, g, _, k| {
-        // Rank 2047 ran out of memory two scrapes before the end.
-        let oom = rank_of(n, g) == 2047 && k as u64 >= HISTORY_POINTS - 2;
-        Some((proc_labels(n, g), if oom { 1.0 } else { 0.0 }))
+    family(&mut out, "DCGM_FI_DEV_FB_USED", &|n, g, _, k| {
+        Some((dcgm(n, g), (used(n, g, k) / MIB) as f64))
     });
-    family(&mut out, "vramscope_process_allocator_oom_forecast_steps", &|n, g, _, k| {
-        (rank_of(n, g) == 1234).then(|| (proc_labels(n, g), (200 - k as u64 * 5) as f64))
+    family(&mut out, "DCGM_FI_DEV_FB_FREE", &|n, g, _, k| {
+        Some((dcgm(n, g), ((80 * GIB - used(n, g, k)) / MIB) as f64))
     });
-    family(&mut out, "vramscope_process_step", &|n, g, _, k| Some((proc_labels(n, g), step(n, g, k) as f64)));
-    family(&mut out, "vramscope_snapshot_timestamp_seconds", &|n, g, t, _| {
-        (g == 0).then(|| (format!("instance=\"{}\",job=\"vramscope\"", instance(n)), t as f64))
+    family(&mut out, "DCGM_FI_DEV_FB_TOTAL", &|n, g, _, _| {
+        Some((dcgm(n, g), (80 * GIB / MIB) as f64))
     });
+    family(&mut out, "DCGM_FI_DEV_GPU_UTIL", &|n, g, _, k| {
+        Some((dcgm(n, g), ((n + g + k) % 30 + 70) as f64))
+    });
+    family(
+        &mut out,
+        "vramscope_gpu_memory_used_bytes",
+        &|n, g, _, k| Some((own(n, g), used(n, g, k) as f64)),
+    );
+    family(
+        &mut out,
+        "vramscope_gpu_memory_total_bytes",
+        &|n, g, _, _| Some((own(n, g), (80 * GIB) as f64)),
+    );
+    family(&mut out, "vramscope_gpu_stale", &|n, g, _, _| {
+        Some((own(n, g), 0.0))
+    });
+    family(&mut out, "vramscope_gpu_lost", &|n, g, _, _| {
+        Some((own(n, g), 0.0))
+    });
+    family(&mut out, "vramscope_process_running", &|n, g, _, _| {
+        Some((proc_labels(n, g), 1.0))
+    });
+    family(
+        &mut out,
+        "vramscope_process_memory_used_bytes",
+        &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + 4 * GIB) as f64)),
+    );
+    family(
+        &mut out,
+        "vramscope_process_allocator_allocated_bytes",
+        &|n, g, _, k| Some((proc_labels(n, g), allocated(n, g, k) as f64)),
+    );
+    family(
+        &mut out,
+        "vramscope_process_allocator_reserved_bytes",
+        &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + 2 * GIB) as f64)),
+    );
+    family(
+        &mut out,
+        "vramscope_process_allocator_peak_bytes",
+        &|n, g, _, k| Some((proc_labels(n, g), (allocated(n, g, k) + GIB) as f64)),
+    );
+    family(
+        &mut out,
+        "vramscope_process_allocator_ooms_total",
+        &|n, g, _, k| {
+            // Rank 2047 ran out of memory two scrapes before the end.
+            let oom = rank_of(n, g) == 2047 && k as u64 >= HISTORY_POINTS - 2;
+            Some((proc_labels(n, g), if oom { 1.0 } else { 0.0 }))
+        },
+    );
+    family(
+        &mut out,
+        "vramscope_process_allocator_oom_forecast_steps",
+        &|n, g, _, k| {
+            (rank_of(n, g) == 1234).then(|| (proc_labels(n, g), (200 - k as u64 * 5) as f64))
+        },
+    );
+    family(&mut out, "vramscope_process_step", &|n, g, _, k| {
+        Some((proc_labels(n, g), step(n, g, k) as f64))
+    });
+    family(
+        &mut out,
+        "vramscope_snapshot_timestamp_seconds",
+        &|n, g, t, _| {
+            (g == 0).then(|| {
+                (
+                    format!("instance=\"{}\",job=\"vramscope\"", instance(n)),
+                    t as f64,
+                )
+            })
+        },
+    );
     let _ = writeln!(out, "# EOF");
     out.flush().expect("write the fleet");
     (series, samples)
@@ -333,7 +419,10 @@ impl Prometheus {
     fn api_requests(&self) -> u64 {
         let text = get(&format!("{}/metrics", self.base)).unwrap_or_default();
         text.lines()
-            .filter(|l| l.starts_with("prometheus_http_requests_total{") && l.contains("handler=\"/api/v1/query"))
+            .filter(|l| {
+                l.starts_with("prometheus_http_requests_total{")
+                    && l.contains("handler=\"/api/v1/query")
+            })
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
     }
@@ -422,7 +511,10 @@ fn node_page(n: usize) -> String {
     let host = format!("scrape-node-{n:02}");
     let mut page = String::new();
     let gpu_labels = |g: usize| {
-        format!("gpu=\"{g}\",UUID=\"GPU-{n:08x}-0000-0000-0000-{g:012x}\",pci_bus_id=\"00000000:{:02X}:00.0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{host}\",hostname=\"{host}\"", 0x18 + g)
+        format!(
+            "gpu=\"{g}\",UUID=\"GPU-{n:08x}-0000-0000-0000-{g:012x}\",pci_bus_id=\"00000000:{:02X}:00.0\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{host}\",hostname=\"{host}\"",
+            0x18 + g
+        )
     };
     for (name, value) in [
         ("DCGM_FI_DEV_FB_USED", 50_000.0),

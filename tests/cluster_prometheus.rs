@@ -143,3 +143,42 @@ fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
     assert!(shown.contains("OOM in job job-7: rank 3"), "{shown}");
     screen.keys(&["q"]);
 }
+
+#[test]
+fn a_fleet_running_only_dcgm_exporter_is_read_from_prometheus() {
+    if !tool_available("prometheus", "--version", "apt-get install prometheus") {
+        return;
+    }
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/cluster_fixtures/dcgm-exporter-Hostname.txt"),
+    )
+    .unwrap();
+    let exporter =
+        cluster_support::page::PageServer::start(cluster_support::page::Answer::Page(page));
+    let prometheus = Prometheus::start_all(&[exporter.addr]);
+    let url = prometheus.url().to_string();
+    let doc = json_until(&["--prometheus", &url], Duration::from_secs(60), |doc| {
+        doc["nodes"].as_array().is_some_and(|n| n.len() == 1)
+    });
+    let node = &doc["nodes"][0];
+    assert_eq!(node["node"], "dgx-a100-07", "{doc:#}");
+    assert_eq!(
+        node["instances"],
+        serde_json::json!([exporter.addr.to_string()])
+    );
+    let g0 = &node["gpus"][0];
+    assert_eq!(g0["memory_used_bytes"], 65037 * MIB, "{g0}");
+    assert_eq!(g0["memory_total_bytes"], (65037 + 15521) * MIB, "{g0}");
+    assert_eq!(g0["utilization_percent"], 96.0, "{g0}");
+    assert_eq!(g0["pod"], "llama-train-0", "{g0}");
+    assert_eq!(doc["jobs"], serde_json::json!([]));
+    // The exporter stops: Prometheus marks its scrape failed, and the view keeps its last
+    // figures, saying since when they are missing.
+    drop(exporter);
+    let doc = json_until(&["--prometheus", &url], Duration::from_secs(20), |doc| {
+        doc["problems"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(problem.contains("missing since"), "{problem}");
+}

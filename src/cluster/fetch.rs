@@ -51,8 +51,8 @@ pub struct Fetched {
     pub at_ms: u64,
     pub series: Vec<Series>,
     pub origins: Vec<Origin>,
-    /// Targets Prometheus says are down.
-    pub down: Vec<String>,
+    /// Targets Prometheus says are down, with their node's name when known.
+    pub down: Vec<(String, Option<String>)>,
     /// The recent past, read once at the start from Prometheus.
     pub history: Vec<Past>,
     /// HTTP requests made.
@@ -115,7 +115,7 @@ pub async fn fetch(source: &Source, first: bool) -> Fetched {
     fetched
 }
 
-/// The families a direct scrape keeps: those `prometheus::NAMES` asks Prometheus for.
+/// The families a direct scrape keeps: those `prometheus::PRESENT` asks Prometheus for.
 pub fn wanted(name: &str) -> bool {
     const EXACT: [&str; 5] = [
         "DCGM_FI_DEV_FB_USED",

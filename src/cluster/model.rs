@@ -138,14 +138,18 @@ impl Cluster {
             }
         }
         if prometheus {
-            for instance in &fetched.down {
-                if let Some(entry) = self.instances.get_mut(instance) {
-                    keep_since(
-                        &mut entry.problem,
-                        "its last scrape by Prometheus failed",
-                        at,
-                    );
+            for (instance, node) in &fetched.down {
+                let entry = self.instances.entry(instance.clone()).or_default();
+                if entry.node.is_empty()
+                    && let Some(node) = node
+                {
+                    entry.node = node.clone();
                 }
+                keep_since(
+                    &mut entry.problem,
+                    "its last scrape by Prometheus failed",
+                    at,
+                );
             }
             // A target that vanished from Prometheus altogether.
             for (instance, entry) in &mut self.instances {

@@ -14,8 +14,25 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// The families the view reads, as one regular expression over `__name__`.
-pub const NAMES: &str = "DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_FB_FREE|DCGM_FI_DEV_FB_TOTAL|DCGM_FI_DEV_GPU_UTIL|vramscope_gpu_memory_(used|total)_bytes|vramscope_gpu_(stale|lost)|vramscope_snapshot_timestamp_seconds|vramscope_process_(running|memory_used_bytes|step|allocator_(allocated_bytes|reserved_bytes|peak_bytes|ooms_total|oom_forecast_steps))";
+/// Every series the view reads, in one instant query. Only what is shown is asked for, to
+/// keep the answer small (about 3 KB a rank): dcgm-exporter's MiB figures only for GPUs no
+/// vramscope exporter gives in bytes, and vramscope's stale and lost marks only where set.
+/// `or` matches series on their labels without the metric name, so each part gets a label
+/// of its own (`part`), or a GPU's `DCGM_FI_DEV_FB_USED` would be taken for its
+/// `DCGM_FI_DEV_GPU_UTIL` and dropped.
+pub const PRESENT: &str = concat!(
+    "{__name__=~\"DCGM_FI_DEV_GPU_UTIL|vramscope_gpu_memory_(used|total)_bytes",
+    "|vramscope_snapshot_timestamp_seconds|vramscope_process_(running|step|allocator_",
+    "(allocated_bytes|reserved_bytes|peak_bytes|ooms_total|oom_forecast_steps))\"}",
+    " or label_replace({__name__=~\"DCGM_FI_DEV_FB_(USED|FREE|TOTAL)\"}",
+    " unless on (instance, gpu) vramscope_gpu_memory_used_bytes, \"part\", \"fb\", \"\", \"\")",
+    " or label_replace(vramscope_gpu_stale > 0, \"part\", \"stale\", \"\", \"\")",
+    " or label_replace(vramscope_gpu_lost > 0, \"part\", \"lost\", \"\", \"\")"
+);
+
+/// GPU exporters (any target with a GPU series in the last 10 minutes) whose last scrape
+/// failed.
+const DOWN: &str = "group by (instance, hostname, Hostname) (last_over_time(DCGM_FI_DEV_GPU_UTIL[10m])) and on (instance) (up == 0)";
 
 /// The families whose recent past the start reads.
 const HISTORY_NAMES: &str =
@@ -45,17 +62,21 @@ pub struct Past {
 impl Prometheus {
     /// Every series the view reads, as of now.
     pub async fn present(&self) -> Result<Vec<Series>, String> {
-        let query = format!("{{__name__=~\"{NAMES}\"}}");
-        self.instant(&query).await
+        self.instant(PRESENT).await
     }
 
-    /// The instances whose last scrape failed.
-    pub async fn down(&self) -> Result<Vec<String>, String> {
+    /// The GPU exporters whose last scrape failed, with their node's name where their
+    /// series of the last 10 minutes gave one: not every failing target of the server, only
+    /// those that served GPUs.
+    pub async fn down(&self) -> Result<Vec<(String, Option<String>)>, String> {
         Ok(self
-            .instant("up == 0")
+            .instant(DOWN)
             .await?
             .into_iter()
-            .map(|s| s.instance)
+            .map(|s| {
+                let node = super::normalise::host_label(&s).map(str::to_string);
+                (s.instance, node)
+            })
             .collect())
     }
 
