@@ -22,6 +22,8 @@ const GROWTH_SPAN_MS: u64 = 5 * 60 * 1000;
 pub struct Problem {
     pub text: String,
     pub since_ms: u64,
+    /// When a refresh last found it: a problem no refresh finds any more is forgotten.
+    pub last_ms: u64,
 }
 
 /// When an entity was last in an answer, and since when answers lack it.
@@ -307,7 +309,7 @@ impl Cluster {
             entry
                 .problem
                 .as_ref()
-                .is_some_and(|p| now.saturating_sub(p.since_ms) <= FORGET_MS)
+                .is_some_and(|p| now.saturating_sub(p.last_ms) <= FORGET_MS)
                 || listed.contains(instance.as_str())
         });
     }
@@ -320,15 +322,21 @@ fn push_peak(peaks: &mut VecDeque<(u64, u64)>, at: u64, peak: u64) {
     peaks.push_back((at, peak));
 }
 
-/// Sets `slot` to `text` since `at`, keeping the older start when the text is unchanged.
+/// Sets `slot` to `text` as found at `at`; its start stays that of the first problem in a
+/// row, whatever the text has become since.
 fn keep_since(slot: &mut Option<Problem>, text: &str, at: u64) {
     match slot {
-        Some(p) if p.text == text => {}
-        Some(p) => p.text = text.to_string(),
+        Some(p) => {
+            if p.text != text {
+                p.text = text.to_string();
+            }
+            p.last_ms = at;
+        }
         None => {
             *slot = Some(Problem {
                 text: text.to_string(),
                 since_ms: at,
+                last_ms: at,
             });
         }
     }

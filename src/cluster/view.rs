@@ -142,7 +142,7 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
         ));
     }
     for (instance, entry) in &cluster.instances {
-        if let Some(Problem { text, since_ms }) = &entry.problem {
+        if let Some(Problem { text, since_ms, .. }) = &entry.problem {
             let node = if entry.node.is_empty() {
                 instance.clone()
             } else {
