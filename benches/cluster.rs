@@ -94,6 +94,10 @@ fn main() {
 }
 
 struct Figures {
+    /// Seconds a refresh took on average (1 when each fits its interval).
+    refresh_s: f64,
+    /// Requests per refresh by vramscope's own count.
+    sent_per_refresh: f64,
     json_ms: f64,
     json_bytes: usize,
     ranks: usize,
@@ -113,8 +117,13 @@ impl Figures {
             self.json_bytes as f64 / 1e6
         );
         println!(
-            "  screen: first screen {:.0} ms after start; {:.2} requests per refresh; CPU {:.1} ms per refresh; peak RSS {:.1} MB",
-            self.first_screen_ms, self.requests_per_refresh, self.cpu_ms_per_refresh, self.rss_mb
+            "  screen: first screen {:.0} ms after start; a refresh every {:.2} s; {:.2} requests per refresh answered ({:.2} sent); CPU {:.1} ms per refresh; peak RSS {:.1} MB",
+            self.first_screen_ms,
+            self.refresh_s,
+            self.requests_per_refresh,
+            self.sent_per_refresh,
+            self.cpu_ms_per_refresh,
+            self.rss_mb
         );
     }
 }
@@ -153,10 +162,21 @@ fn measure(
 
     let first = dir.join("first-frame");
     let _ = std::fs::remove_file(&first);
+    let counts = dir.join("refreshes");
+    let _ = std::fs::remove_file(&counts);
+    // The screen's own count: refreshes taken in, and the requests they made.
+    let refreshes = || -> (f64, f64) {
+        let text = std::fs::read_to_string(&counts).unwrap_or_default();
+        let mut words = text
+            .split_whitespace()
+            .map(|w| w.parse::<f64>().unwrap_or(0.0));
+        (words.next().unwrap_or(0.0), words.next().unwrap_or(0.0))
+    };
     let socket = format!("vramscope-cluster-bench-{}", std::process::id());
     let line = format!(
-        "exec env VRAMSCOPE_CONFIG=none VRAMSCOPE_FIRST_FRAME_FILE={} {} cluster {} --interval 1s",
+        "exec env VRAMSCOPE_CONFIG=none VRAMSCOPE_FIRST_FRAME_FILE={} VRAMSCOPE_REFRESH_FILE={} {} cluster {} --interval 1s",
         first.display(),
+        counts.display(),
         bin.display(),
         source.join(" ")
     );
@@ -197,16 +217,19 @@ fn measure(
     std::thread::sleep(Duration::from_secs(3));
     let cpu0 = support::cpu_ns(pid).expect("cpu");
     let req0 = requests();
+    let (fetches0, sent0) = refreshes();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs(seconds));
     let cpu1 = support::cpu_ns(pid).expect("cpu");
     let req1 = requests();
+    let (fetches1, sent1) = refreshes();
     let window = t0.elapsed().as_secs_f64();
     let rss_kb = support::peak_rss_kb(pid).unwrap_or(0.0);
     tmux(&["kill-server"]);
-    // One refresh a second (each takes less than that; see the JSON wall time).
-    let refreshes = window.floor();
+    let refreshes = (fetches1 - fetches0).max(1.0);
     Figures {
+        refresh_s: window / refreshes,
+        sent_per_refresh: (sent1 - sent0) / refreshes,
         json_ms,
         json_bytes: out.stdout.len(),
         ranks,

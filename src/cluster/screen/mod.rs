@@ -97,6 +97,9 @@ pub fn run(
     let mut cluster = Cluster::default();
     let mut screen = view::build(&cluster, &describe, now_ms(), stale_after);
     let mut first_frame = std::env::var_os("VRAMSCOPE_FIRST_FRAME_FILE");
+    // Benchmark hook: the refreshes taken in and the HTTP requests they made, rewritten
+    // after each, so requests per refresh are counted, not inferred from the time.
+    let refresh_file = std::env::var_os("VRAMSCOPE_REFRESH_FILE");
     let status = loop {
         if !ui.paused {
             screen = view::build(&cluster, &describe, now_ms(), stale_after);
@@ -126,7 +129,13 @@ pub fn run(
         let mut quit = None;
         while let Some(event) = next {
             match event {
-                Event::Fetched(f) => cluster.ingest(*f),
+                Event::Fetched(f) => {
+                    cluster.ingest(*f);
+                    if let Some(file) = &refresh_file {
+                        let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
+                        let _ = std::fs::write(file, counts);
+                    }
+                }
                 Event::Input(TermEvent::Key(key)) => {
                     match keys::handle(key, &mut ui, &screen, &lines) {
                         Outcome::Quit => quit = Some(Ok(())),

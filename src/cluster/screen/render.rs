@@ -149,22 +149,6 @@ fn body_lines(
     if height == 0 {
         return;
     }
-    let rank_cells_of: Vec<Option<[String; 11]>> = lines
-        .iter()
-        .map(|l| match l {
-            Line::Rank(r) => Some(rank_cells(r)),
-            _ => None,
-        })
-        .collect();
-    let node_cells_of: Vec<Option<[String; 6]>> = lines
-        .iter()
-        .map(|l| match l {
-            Line::Node(i) => screen.nodes.get(*i).map(node_cells),
-            _ => None,
-        })
-        .collect();
-    let rank_widths = widths(&RANK_HEADINGS, rank_cells_of.iter().flatten());
-    let node_widths = widths(&NODE_HEADINGS, node_cells_of.iter().flatten());
     // Keep the selection in sight.
     let selected_at = lines.iter().position(|l| {
         l.key(screen)
@@ -178,6 +162,24 @@ fn body_lines(
         }
     }
     ui.scroll = ui.scroll.min(lines.len().saturating_sub(height));
+    // Cells of the lines in sight only: a job of thousands of ranks shows a screenful.
+    let visible = ui.scroll..(ui.scroll + height).min(lines.len());
+    let rank_cells_of: Vec<Option<[String; 11]>> = lines[visible.clone()]
+        .iter()
+        .map(|l| match l {
+            Line::Rank(r) => Some(rank_cells(r)),
+            _ => None,
+        })
+        .collect();
+    let node_cells_of: Vec<Option<[String; 6]>> = lines[visible]
+        .iter()
+        .map(|l| match l {
+            Line::Node(i) => screen.nodes.get(*i).map(node_cells),
+            _ => None,
+        })
+        .collect();
+    let rank_widths = widths(&RANK_HEADINGS, rank_cells_of.iter().flatten());
+    let node_widths = widths(&NODE_HEADINGS, node_cells_of.iter().flatten());
     let mut text = Vec::with_capacity(height);
     for (i, line) in lines.iter().enumerate().skip(ui.scroll).take(height) {
         let selected = Some(i) == selected_at;
@@ -203,7 +205,7 @@ fn body_lines(
                 &node_widths,
                 theme.header_row,
             )),
-            Line::Rank(r) => rank_cells_of[i].as_ref().map(|cells| {
+            Line::Rank(r) => rank_cells_of[i - ui.scroll].as_ref().map(|cells| {
                 let style = if r.ooms.is_some_and(|n| n > 0) || r.nearest_oom {
                     theme.crit
                 } else if !r.fresh.is_current() || r.behind.is_some() || r.fastest_growth {
@@ -213,7 +215,7 @@ fn body_lines(
                 };
                 columns(cells, &rank_widths, style)
             }),
-            Line::Node(n) => node_cells_of[i].as_ref().map(|cells| {
+            Line::Node(n) => node_cells_of[i - ui.scroll].as_ref().map(|cells| {
                 let current = screen
                     .nodes
                     .get(*n)
