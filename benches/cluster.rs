@@ -72,6 +72,38 @@ fn main() {
     let prometheus = Prometheus::start(work.path(), &data);
     let url = prometheus.base.clone();
     let queries = || prometheus.api_requests();
+    // Prometheus alone: the refresh's big query, asked directly, three times.
+    let alone: Vec<String> = (0..3)
+        .map(|_| {
+            let began = Instant::now();
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .timeout_global(Some(Duration::from_secs(60)))
+                .build()
+                .into();
+            let body = agent
+                .get(format!("{url}/api/v1/query"))
+                .query("query", vramscope::cluster::PRESENT)
+                .call()
+                .ok()
+                .and_then(|mut r| {
+                    r.body_mut()
+                        .with_config()
+                        .limit(1 << 30)
+                        .read_to_string()
+                        .ok()
+                })
+                .unwrap_or_default();
+            format!(
+                "{:.0} ms ({:.1} MB)",
+                began.elapsed().as_secs_f64() * 1000.0,
+                body.len() as f64 / 1e6
+            )
+        })
+        .collect();
+    println!(
+        "Prometheus answering the refresh's instant query alone: {}",
+        alone.join(", ")
+    );
     // The backfilled figures are as old as the backfill: not stale for this.
     let source = [
         "--prometheus",

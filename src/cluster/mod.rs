@@ -39,6 +39,8 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_NO_SOURCE: u8 = 1;
 
 pub use json::{SCHEMA, VERSION};
+/// The instant query of each refresh (for the benchmark, which times Prometheus alone).
+pub use prometheus::PRESENT;
 
 /// Runs `vramscope cluster`; `started` is when the process began, for the first-screen
 /// benchmark.
