@@ -11,7 +11,6 @@ use super::http::{self, short};
 use super::series::Series;
 use super::url::{Url, encode_component};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::time::Duration;
 
 /// Every series the view reads, in one instant query. Only what is shown is asked for, to
@@ -174,11 +173,39 @@ struct Data {
 #[derive(Debug, Deserialize)]
 struct Entry {
     #[serde(default)]
-    metric: HashMap<String, String>,
+    metric: Labels,
     #[serde(default)]
     value: Option<(f64, String)>,
     #[serde(default)]
     values: Vec<(f64, String)>,
+}
+
+/// A result's labels in the order given: read into a list, with no hashing, since each is
+/// looked at once.
+#[derive(Debug, Default)]
+struct Labels(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Labels;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of label names to values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Labels, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(pair) = map.next_entry::<String, String>()? {
+                    pairs.push(pair);
+                }
+                Ok(Labels(pairs))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
 }
 
 fn decode(body: &[u8]) -> Result<Data, String> {
@@ -198,12 +225,18 @@ fn decode(body: &[u8]) -> Result<Data, String> {
 
 /// A result's labels as a `Series` (value 0 until set); `None` without an instance, which
 /// every scraped series has.
-fn series(mut metric: HashMap<String, String>) -> Option<Series> {
-    let name = metric.remove("__name__").unwrap_or_default();
-    let instance = metric.remove("instance")?;
-    let mut labels: Vec<(String, String)> = metric.into_iter().collect();
-    labels.sort();
-    Some(Series::new(&name, labels, 0.0, &instance))
+fn series(metric: Labels) -> Option<Series> {
+    let mut name = String::new();
+    let mut instance = None;
+    let mut labels = Vec::with_capacity(metric.0.len());
+    for (k, v) in metric.0 {
+        match k.as_str() {
+            "__name__" => name = v,
+            "instance" => instance = Some(v),
+            _ => labels.push((k, v)),
+        }
+    }
+    Some(Series::new(&name, labels, 0.0, &instance?))
 }
 
 #[cfg(test)]

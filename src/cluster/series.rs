@@ -46,7 +46,10 @@ impl Series {
 const MAX_TEXT: usize = 256;
 
 fn clean(mut text: String) -> String {
-    crate::text::clean_in_place(&mut text);
+    // Nearly every label is printable ASCII: that needs no character-by-character check.
+    if !text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        crate::text::clean_in_place(&mut text);
+    }
     if text.len() > MAX_TEXT {
         let mut end = MAX_TEXT;
         while !text.is_char_boundary(end) {
