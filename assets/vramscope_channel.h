@@ -84,7 +84,9 @@ enum {
     VSC_KIND_RUST = 17
 };
 
-enum { VSC_FLAG_PEAK_RESET = 1u << 0, VSC_FLAG_MODULE_ATTRIBUTION = 1u << 1 };
+/* VSC_FLAG_SITES: the writer records allocation history and answers snapshot requests (the
+   C writer does neither and never sets it; a reader raises the count at 0x220 to ask). */
+enum { VSC_FLAG_PEAK_RESET = 1u << 0, VSC_FLAG_MODULE_ATTRIBUTION = 1u << 1, VSC_FLAG_SITES = 1u << 2 };
 
 enum {
     VSC_SAMPLE_PEAK_EXACT = 1u << 0,

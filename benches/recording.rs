@@ -417,6 +417,7 @@ impl Rank {
                 allocator_config: "expandable_segments:True".into(),
                 exact_peaks: true,
                 sample_period_us: 20_000,
+                sites: false,
             }),
             base,
             per_token: (0..48)
@@ -715,6 +716,7 @@ impl Simulation {
             list_gaps: Default::default(),
             memory_peak: None,
             lost: false,
+            mig: None,
         }
     }
 
@@ -738,6 +740,7 @@ impl Simulation {
                         rng.float(0.0, 12.0) as f32
                     }),
                     container: i.is_multiple_of(3).then(|| "3f2a9c1b7d4e".into()),
+                    pod: None,
                     uid: Some(1000 + (i % 4) as u32),
                     starttime: None,
                 }

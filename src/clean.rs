@@ -1,5 +1,6 @@
 //! `vramscope clean`: removes now the channel files whose writers ended over an hour ago,
-//! and says which. The monitor does the same every minute, for the files of the user it runs
+//! and the memory snapshots left an hour or more by writers whose channel is gone, and says
+//! which. The monitor does the same every minute, for the files of the user it runs
 //! as only: as root it reads every user's channels but removes none of theirs uninvited.
 //! `--all-users` is how an administrator asks for the rest.
 
@@ -24,7 +25,7 @@ pub fn run(all_users: bool) -> ExitCode {
         Owners::Ours
     };
     let mut said = String::new();
-    let mut removed = 0_usize;
+    let (mut removed, mut snapshots) = (0_usize, 0_usize);
     for dir in discover::channel_dirs(euid) {
         for path in discover::remove_stale(&dir, euid, STALE_AFTER, owners) {
             // A file's name is its owner's text: no control character reaches the terminal.
@@ -32,7 +33,11 @@ pub fn run(all_users: bool) -> ExitCode {
                 "removed {}\n",
                 sanitize(path.as_os_str().as_bytes())
             ));
-            removed += 1;
+            if path.extension().is_some_and(|e| e == "pickle") {
+                snapshots += 1;
+            } else {
+                removed += 1;
+            }
         }
     }
     let whose = if all_users {
@@ -40,8 +45,13 @@ pub fn run(all_users: bool) -> ExitCode {
     } else {
         "this user's"
     };
+    let snapshots = if snapshots > 0 {
+        format!(" and {snapshots} memory snapshot(s) of ended writers")
+    } else {
+        String::new()
+    };
     said.push_str(&format!(
-        "{removed} ended channel file(s) of {whose} removed\n"
+        "{removed} ended channel file(s){snapshots} of {whose} removed\n"
     ));
     // Said once the files are gone: a full disk or a closed pipe ends it as any printing
     // command ends (`output::stdout`), never in a panic.

@@ -43,6 +43,12 @@ pub struct Cli {
     #[arg(long, value_name = "SECS", num_args = 0..=1, default_missing_value = "5", value_parser = parse_interval, global = true)]
     pub pcie: Option<Duration>,
 
+    /// Read the SM utilisation of each MIG instance through GPM (Hopper and newer), which NVML's
+    /// utilisation call cannot give in MIG mode. Off by default: GPM sampling can contend with
+    /// DCGM's profiling (dcgm-exporter) on the same GPU.
+    #[arg(long, global = true)]
+    pub gpm: bool,
+
     /// Read each GPU's used memory alone this often between refreshes, to catch spikes
     /// shorter than the interval (one cheap NVML call per GPU); `off` reads it only with the
     /// refresh. The highest reading of each interval goes to the charts, --json and the
@@ -51,8 +57,9 @@ pub struct Cli {
     pub peak_interval: PeakInterval,
 
     /// The process table's columns, a comma list of pid, user, gpu, type (C, G or C+G), vram,
-    /// peak, sm, rss, mem (host RSS as % of RAM), cpu, elapsed, command; PID, VRAM and
-    /// COMMAND always show. Default: user,gpu,peak,sm,rss,cpu. `x` shows every column.
+    /// peak, sm, rss, mem (host RSS as % of RAM), cpu, elapsed, pod (Kubernetes namespace/pod,
+    /// while some process runs in one), command; PID, VRAM and COMMAND always show. Default:
+    /// user,gpu,peak,sm,rss,cpu,pod. `x` shows every column.
     #[arg(long, value_name = "LIST", value_parser = crate::tui::columns::parse, global = true)]
     pub columns: Option<crate::tui::columns::ColumnChoice>,
 
@@ -179,6 +186,11 @@ pub enum Command {
         /// A `.vsc` file, e.g. /dev/shm/vramscope-1000/4242-123456.vsc.
         file: PathBuf,
     },
+    /// What held the memory: the allocation sites live at the peak, at an OOM or at the dump,
+    /// read from a PyTorch memory snapshot (the pickle `vramscope run --sites` or
+    /// `torch.cuda.memory._dump_snapshot` writes); with two files, which sites grew from
+    /// the first to the second (`--json`: schema `vramscope.sites`).
+    Sites(crate::sites::command::SitesArgs),
     /// Remove channel files whose writers ended over an hour ago, yours only (the monitor
     /// does this every minute), and print each one removed.
     Clean {
@@ -256,6 +268,12 @@ pub struct RunArgs {
     /// monitor (watch it from another vramscope).
     #[arg(long)]
     pub no_monitor: bool,
+
+    /// Allocation sites (PyTorch): the job's writer records the allocator's history and
+    /// dumps memory snapshots beside its channel file at an OOM, a new peak and on request
+    /// (sets VRAMSCOPE_SITES=1 for the job; `vramscope sites FILE` reads them).
+    #[arg(long)]
+    pub sites: bool,
 
     /// The program and its arguments.
     #[arg(
@@ -395,6 +413,7 @@ impl Cli {
             interval: self.interval,
             pcie_every: self.pcie,
             peak_every: self.peak_interval.0,
+            gpm: self.gpm,
         }
     }
 }

@@ -17,6 +17,7 @@ const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
 const CLUSTER: Mode = Some("cluster");
+const SITES: Mode = Some("sites");
 /// `vramscope config` shows every setting: it reads them all (`config::settings`).
 const CONFIG: Mode = Some("config");
 /// `run --no-monitor` only runs the job: it reads none of the monitor's options.
@@ -27,8 +28,8 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
-/// JSON, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 16] = [
+/// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
+const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "interval",
@@ -36,13 +37,14 @@ const READ_BY: [(&str, &str, &[Mode]); 16] = [
         &[MONITOR, RUN, RECORD, SERVE, CLUSTER],
     ),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
+    ("gpm", "--gpm", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "peak_interval",
         "--peak-interval",
         &[MONITOR, RUN, RECORD, SERVE],
     ),
     ("once", "--once", &[MONITOR, RUN, CLUSTER]),
-    ("json", "--json", &[MONITOR, RUN, REPORT, CLUSTER]),
+    ("json", "--json", &[MONITOR, RUN, REPORT, SITES, CLUSTER]),
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),

@@ -45,6 +45,7 @@ package!(
     "_runtime.py",
     "_sampler.py",
     "_session.py",
+    "_sites.py",
     "_torch.py",
     "_torch_boot.py",
     "_torch_hooks.py",

@@ -4,10 +4,14 @@
 
 use crate::cli::{Cli, RunArgs};
 use crate::job::{Job, JobOutput, ScratchDir};
+use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+
+/// Turns allocation sites on in the Python writer (`python/vramscope/_config.py`).
+const SITES_VAR: &str = "VRAMSCOPE_SITES";
 
 pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     // The monitor owns the terminal: the job's output goes to a file.
@@ -42,6 +46,12 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
             Vec::new()
         }
     };
+    let mut env = env;
+    if args.sites {
+        // Set whether or not the writer could be injected: a job that starts vramscope
+        // itself reads it too.
+        env.push((SITES_VAR.to_string(), OsString::from("1")));
+    }
     let output = if tui {
         JobOutput::File(args.log.clone().unwrap_or_else(default_log))
     } else if args.no_monitor {

@@ -53,6 +53,8 @@ pub mod serve;
 #[cfg(feature = "monitor")]
 pub mod shell_docs;
 #[cfg(feature = "monitor")]
+pub mod sites;
+#[cfg(feature = "monitor")]
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
@@ -162,6 +164,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             };
             return report::run(file, format, &scope.asked());
         }
+        Some(cli::Command::Sites(args)) => return sites::command::run(args, cli.json),
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
         Some(cli::Command::Man) => return shell_docs::man(),

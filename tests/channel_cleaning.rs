@@ -128,3 +128,63 @@ fn a_live_writer_among_thousands_of_junk_files_is_shown() {
     assert_eq!(rejected[0], json!(note));
     drop(live);
 }
+
+/// Memory snapshots (issue 14) are tens of MB each, in `/dev/shm` host memory: once their
+/// channel is gone and an hour has passed, `clean` (and the monitor) removes them; a fresh
+/// one stays for `vramscope sites` and the report, as does one whose writer still has its
+/// channel, and a symlink under a snapshot's name is never followed nor removed.
+#[test]
+fn clean_removes_old_snapshots_of_gone_channels_only() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let shm = scenario.dir().join("shm");
+    let euid = Policy::current().euid;
+    let dir = user_dir(&shm, euid);
+    let live = writer(&dir, small(1, 0, 8, 8));
+    let live_name = live
+        .path()
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 3600);
+    let snapshot = |name: &str, old: bool| {
+        let path = write_file(&dir, name, b"not read: only its name and age count");
+        if old {
+            fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(hour_ago)
+                .unwrap();
+        }
+        path
+    };
+    let orphan_old = snapshot("33-33.vsc.snap-1-peak.pickle", true);
+    let orphan_new = snapshot("44-44.vsc.snap-2-oom.pickle", false);
+    let of_live = snapshot(&format!("{live_name}.snap-1-request.pickle"), true);
+    let target = scenario.dir().join("precious");
+    fs::write(&target, "x").unwrap();
+    let link = dir.join("55-55.vsc.snap-1-peak.pickle");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+
+    let out = scenario
+        .command()
+        .env("VRAMSCOPE_SHM", &shm)
+        .arg("clean")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "removed {}\n0 ended channel file(s) and 1 memory snapshot(s) of ended writers of this user's removed\n",
+            orphan_old.display()
+        )
+    );
+    assert!(!orphan_old.exists());
+    assert!(orphan_new.exists(), "a fresh snapshot stays for an hour");
+    assert!(of_live.exists(), "a live writer's snapshot stays");
+    assert!(fs::symlink_metadata(&link).is_ok() && target.exists());
+    drop(live);
+}

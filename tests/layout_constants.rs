@@ -115,6 +115,7 @@ fn table() -> Vec<Row> {
             Some("FLAG_MODULE_ATTRIBUTION"),
             Some("VSC_FLAG_MODULE_ATTRIBUTION")
         ),
+        int!(flags::SITES, Some("FLAG_SITES"), Some("VSC_FLAG_SITES")),
         int!(
             kind::PYTORCH,
             Some("KIND_PYTORCH"),
@@ -179,6 +180,11 @@ fn table() -> Vec<Row> {
         int!(control::SAMPLES_HEAD, Some("C_SAMPLES_HEAD"), None),
         int!(control::EVENTS_HEAD, Some("C_EVENTS_HEAD"), None),
         int!(control::STRINGS_IN_USE, Some("C_STRINGS"), None),
+        int!(
+            control::SNAPSHOT_REQUESTS,
+            Some("C_SNAPSHOT_REQUESTS"),
+            None
+        ),
         int!(status::OFFSET, Some("STATUS"), None),
         int!(status::SIZE, Some("STATUS_SIZE"), None),
         int!(status::SEQ, None, None),
@@ -233,6 +239,7 @@ fn table() -> Vec<Row> {
             c: None,
         },
         int!(device::FLAG_UUID_VALID, Some("DEVICE_UUID_VALID"), None),
+        int!(device::FLAG_UUID_MIG, Some("DEVICE_UUID_MIG"), None),
         int!(
             device::FLAG_PCI_BUS_ID_VALID,
             Some("DEVICE_PCI_VALID"),
@@ -346,6 +353,9 @@ fn table() -> Vec<Row> {
             Some("EV_EMPTY_CACHE"),
             Some("VSC_EV_EMPTY_CACHE")
         ),
+        int!(event::SNAPSHOT_OOM, Some("SNAPSHOT_OOM"), None),
+        int!(event::SNAPSHOT_PEAK, Some("SNAPSHOT_PEAK"), None),
+        int!(event::SNAPSHOT_REQUEST, Some("SNAPSHOT_REQUEST"), None),
         int!(liveness::STALL_MIN_NS, None, None),
         int!(liveness::STALL_PERIODS, None, None),
         int!(liveness::STALE_TTL_NS, None, None),

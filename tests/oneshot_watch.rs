@@ -37,13 +37,13 @@ fn a_single_take_lists_the_channel_directories_without_watching_them() {
         std::env::remove_var("XDG_RUNTIME_DIR");
     }
     let lib = fake_nvml();
-    let mut once = OneShot::open(Some(&lib), None, false, None).unwrap();
+    let mut once = OneShot::open(Some(&lib), None, false, None, false).unwrap();
     let snapshot = once.take();
     assert_eq!(snapshot.devices.len(), 1);
     assert!(!watched(&channels), "a one-shot run watches nothing");
     drop(once);
 
-    let mut repeated = OneShot::open(Some(&lib), None, true, None).unwrap();
+    let mut repeated = OneShot::open(Some(&lib), None, true, None, false).unwrap();
     repeated.take();
     assert!(watched(&channels), "--loop watches its directories");
 }

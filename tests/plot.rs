@@ -44,6 +44,7 @@ fn host_sample(at_ms: u64) -> SourceEvent {
             rss_bytes: Ok(4 * GIB),
             cpu_percent: Ok(100.0),
             container: None,
+            pod: None,
             uid: Some(1000),
             starttime: None,
         }],
@@ -128,6 +129,7 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     });
     for s in 0..seconds {
         let at = T0 + s * 1000;

@@ -74,10 +74,16 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
         return;
     };
     let mut cmd = Command::new(&python);
-    cmd.args(["-m", "unittest", "-v", "test_real_torch"])
-        .current_dir(Path::new(REPO).join("python/tests"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env_remove("PYTHONPATH");
+    cmd.args([
+        "-m",
+        "unittest",
+        "-v",
+        "test_real_torch",
+        "test_real_torch_sites",
+    ])
+    .current_dir(Path::new(REPO).join("python/tests"))
+    .env("PYTHONDONTWRITEBYTECODE", "1")
+    .env_remove("PYTHONPATH");
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("VRAMSCOPE_") {
             cmd.env_remove(name);
@@ -90,7 +96,7 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
     let last = log.trim_end().lines().last().unwrap_or_default();
     assert_eq!(last, "OK", "{log}");
     let ran = tests_ran(&log);
-    assert!(ran >= 8, "only {ran} tests ran:\n{log}");
+    assert!(ran >= 30, "only {ran} tests ran:\n{log}");
 }
 
 #[test]

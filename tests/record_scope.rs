@@ -2,7 +2,8 @@
 //! record` against the fake NVML while three writer processes (this test binary, run again)
 //! publish through real channels. Two of them had published before the recording began: A
 //! an OOM and a 30 GiB peak 47 s earlier, C (ended before the recording) an OOM and a 50 GiB
-//! peak 15 minutes earlier, which the recorder's first poll reads from their rings. During
+//! peak 15 minutes earlier (less on a machine up for less than that: the monotonic clock
+//! starts at boot), which the recorder's first poll reads from their rings. During
 //! the recording A (job `job-a`, GPU 0) has an OOM asking 4 GiB, then B (job `job-b`, GPU 1)
 //! one asking 2 GiB.
 
@@ -42,6 +43,12 @@ fn monotonic_ns() -> u64 {
         0
     );
     ts.tv_sec as u64 * SEC + ts.tv_nsec as u64
+}
+
+/// How far back C's history lies: 15 minutes, or less on a machine booted more recently, since
+/// a monotonic time before boot does not exist (it once underflowed here on a fresh machine).
+fn c_history_back_ns() -> u64 {
+    (15 * MIN).min(monotonic_ns().saturating_sub(5 * SEC))
 }
 
 fn wall_ms() -> u64 {
@@ -108,8 +115,8 @@ fn child(role: &str, channels: &Path, control: &Path) {
         .expect("a slot");
     let now = monotonic_ns();
     let history = match role {
-        "a" => Some((now - 47 * SEC, 30 * GIB, 8 * GIB)),
-        "c" => Some((now - 15 * MIN, 50 * GIB, 16 * GIB)),
+        "a" => Some((now.saturating_sub(47 * SEC), 30 * GIB, 8 * GIB)),
+        "c" => Some((now - c_history_back_ns(), 50 * GIB, 16 * GIB)),
         _ => None,
     };
     if let Some((at, peak, asked)) = history {
@@ -340,7 +347,11 @@ fn the_report_covers_what_happened_while_it_recorded_and_says_what_it_left_out()
     assert_eq!(history["samples"], json!(20));
     let earliest = history["earliest_ms"].as_u64().unwrap();
     let before = m.started_ms - earliest;
-    assert!((15 * 60_000..16 * 60_000).contains(&before), "{before}");
+    let back_ms = c_history_back_ns() / 1_000_000;
+    assert!(
+        (back_ms.saturating_sub(60_000)..back_ms + 60_000).contains(&before),
+        "{before} ms before the recording, C's history lies {back_ms} ms back"
+    );
 
     let out = vramscope(&["report", m.file.to_str().unwrap()]);
     let text = stdout(&out);

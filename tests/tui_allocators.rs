@@ -106,6 +106,7 @@ fn instrumented() -> vramscope::state::Monitor {
             allocator_config: "expandable_segments:True".into(),
             exact_peaks: false,
             sample_period_us: 100_000,
+            sites: false,
         }),
         host_pid: Some(4242),
         liveness: WriterLiveness::Live,
@@ -210,6 +211,7 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
             allocator_config: String::new(),
             exact_peaks: false,
             sample_period_us: 100_000,
+            sites: false,
         }),
         host_pid: Some(4242),
         liveness: WriterLiveness::Ended {

@@ -73,6 +73,7 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
             allocator_config: String::new(),
             exact_peaks: true,
             sample_period_us: 100_000,
+            sites: false,
         }),
         host_pid: Some(4242),
         liveness: WriterLiveness::Live,

@@ -74,6 +74,7 @@ fn poll(uuid: Option<&str>, liveness: WriterLiveness) -> ChannelPoll {
             allocator_config: String::new(),
             exact_peaks: false,
             sample_period_us: 50_000,
+            sites: false,
         }),
         host_pid: Some(PID),
         liveness,

@@ -38,6 +38,7 @@ __all__ = [
     "note",
     "report",
     "oom",
+    "snapshot",
     "enabled",
     "channel_path",
     "VramscopeWarning",
@@ -46,7 +47,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def start(framework=None, hz=None, peak=None, modules=None):
+def start(framework=None, hz=None, peak=None, modules=None, sites=None):
     """Starts publishing; idempotent. Returns True when publishing (or waiting for CUDA).
 
     `framework`: "torch", "jax", "cupy" or "python" (the explicit API only); by default
@@ -54,10 +55,12 @@ def start(framework=None, hz=None, peak=None, modules=None):
     if imported, else "python". `hz`: sampling rate, 10 to 100 (VRAMSCOPE_HZ, default 20).
     `peak="reset"`: exact interval peaks by resetting PyTorch's peak counters, hidden from
     the program's own calls (VRAMSCOPE_PEAK). `modules=True`: module attribution
-    (VRAMSCOPE_MODULES).
+    (VRAMSCOPE_MODULES). `sites=True`: allocation sites, PyTorch only (VRAMSCOPE_SITES):
+    the allocator's history is recorded and memory snapshots are dumped beside the channel
+    at an OOM, a new peak and on request (`snapshot()`, or the monitor's).
     """
     try:
-        config = _rt().config_from(hz, peak, modules)
+        config = _rt().config_from(hz, peak, modules, sites)
     except Exception as e:
         _rt().internal_error(e)
         return False
@@ -178,7 +181,7 @@ def report(
 
     `peak` and `reserved_peak` are running peak counters, like PyTorch's
     `max_memory_allocated`: the writer compares successive values (a rise is a new
-    high-water mark, a fall a reset). `uuid` (16 bytes or "GPU-..." text), `pci_bus_id` and
+    high-water mark, a fall a reset). `uuid` (16 bytes, "GPU-..." or "MIG-..." text), `pci_bus_id` and
     `total` identify the GPU and are taken from the first report of each `device`. Starts
     the writer if it is not running.
     """
@@ -198,7 +201,9 @@ def report(
             device_free=_figure(free),
             limit=_figure(limit),
         )
-        info = DeviceInfo(int(device), uuid_bytes(uuid), pci_bus_id, _figure(total))
+        # A "MIG-..." text names a MIG device whatever CUDA_VISIBLE_DEVICES says.
+        mig = True if isinstance(uuid, str) and uuid.strip().startswith("MIG-") else None
+        info = DeviceInfo(int(device), uuid_bytes(uuid), pci_bus_id, _figure(total), mig)
     except Exception as e:
         _rt().internal_error(e)
         return
@@ -256,6 +261,28 @@ def _oom(rt, device, requested, free):
         if state is None:
             return
     session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free), explicit=True)
+
+
+def snapshot():
+    """Dumps a memory snapshot now (allocation sites must be on: `start(sites=True)`).
+
+    Returns the file's path, beside the channel file, or None when sites are off or the dump
+    failed (one warning). The file is `torch.cuda.memory._snapshot()` pickled, which
+    PyTorch's memory_viz opens, plus a "vramscope" key; `vramscope sites FILE` reads it.
+    """
+    found = _rt().run(_fresh_reading)
+    if found is None:
+        return None
+    sites, device = found
+    return sites.take("request", device)
+
+
+def _fresh_reading(rt):
+    sites = getattr(rt.adapter, "sites", None)
+    if sites is None:
+        return None
+    rt.adapter.tick(rt.session, True)
+    return sites, sites.request_device()
 
 
 def enabled():

@@ -188,6 +188,8 @@ class Channel:
         if info.uuid is not None and len(info.uuid) == L.UUID_SIZE:
             uuid = bytes(info.uuid)
             flags |= L.DEVICE_UUID_VALID
+            if getattr(info, "mig", False):
+                flags |= L.DEVICE_UUID_MIG
         pci = b""
         if info.pci_bus_id:
             pci = fit_utf8(info.pci_bus_id, L.PCI_SIZE)
@@ -247,6 +249,15 @@ class Channel:
 
     def heartbeat(self, t):
         self._q[L.H_HEARTBEAT >> 3] = t
+
+    def snapshot_requests(self):
+        """The readers' snapshot request count (control 0x220): the one field they write."""
+        return self._q[L.C_SNAPSHOT_REQUESTS >> 3]
+
+    def directory_fd(self):
+        """A descriptor of its own on the channel's directory (the caller closes it): files
+        written beside the channel go where it is, whatever the path names by then."""
+        return os.dup(self._dir_fd)
 
     # -- rings ------------------------------------------------------------------------------
 

@@ -110,6 +110,49 @@ def command_line():
     return " ".join(args)
 
 
+def _mig_uuid_bytes(entry):
+    """The 16 bytes of a `MIG-<uuid>` entry; None for anything else (a GPU index or UUID,
+    or the legacy `MIG-GPU-<uuid>/<GI>/<CI>`, which names no MIG device UUID)."""
+    if not entry.startswith("MIG-") or entry.startswith("MIG-GPU-"):
+        return None
+    text = entry[4:].replace("-", "")
+    try:
+        raw = bytes.fromhex(text)
+    except ValueError:
+        return None
+    return raw if len(raw) == 16 else None
+
+
+def visible_mig_uuids(env=None):
+    """The MIG device UUIDs CUDA_VISIBLE_DEVICES names, in its order (CUDA numbers the
+    visible devices so): 16 raw bytes each, None at a position that names something else."""
+    env = os.environ if env is None else env
+    value = env.get("CUDA_VISIBLE_DEVICES", "")
+    if "MIG-" not in value:
+        return []
+    return [_mig_uuid_bytes(e.strip()) for e in value.split(",")]
+
+
+def mig_identity(ordinal, uuid, env=None):
+    """(uuid, is_mig) for CUDA device `ordinal` whose framework gave `uuid` (16 bytes or
+    None). A UUID that CUDA_VISIBLE_DEVICES names as a MIG device is one. A framework whose
+    CUDA reports the parent GPU's UUID for a MIG device (older runtimes) gives way to the MIG
+    UUID at the device's place in CUDA_VISIBLE_DEVICES, so the monitor still finds the
+    instance."""
+    migs = visible_mig_uuids(env)
+    if not migs:
+        return uuid, False
+    if uuid is not None and bytes(uuid) in migs:
+        return uuid, True
+    try:
+        at = migs[int(ordinal)] if 0 <= int(ordinal) < len(migs) else None
+    except (TypeError, ValueError):
+        at = None
+    if at is not None:
+        return at, True
+    return uuid, False
+
+
 def fit_utf8(text, size):
     """`text` as UTF-8 cut to at most `size` bytes without splitting a character."""
     raw = text.encode("utf-8", "replace")

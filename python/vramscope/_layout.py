@@ -43,6 +43,8 @@ ALLOC_CONF_SIZE = 64
 
 FLAG_PEAK_RESET = 1 << 0
 FLAG_MODULE_ATTRIBUTION = 1 << 1
+# The writer records the allocator's history and answers snapshot requests (0x220).
+FLAG_SITES = 1 << 2
 
 STATE_STARTING = 0
 STATE_RUNNING = 1
@@ -63,6 +65,8 @@ C_DEVICES = 0x200
 C_SAMPLES_HEAD = 0x208
 C_EVENTS_HEAD = 0x210
 C_STRINGS = 0x218
+# The one field a reader writes: snapshot requests, a count it increments.
+C_SNAPSHOT_REQUESTS = 0x220
 
 # Status (section 2.4).
 STATUS = 0x240
@@ -86,6 +90,8 @@ D_TOTAL = 0x30
 D_FIGURES = 0x38
 DEVICE_UUID_VALID = 1 << 0
 DEVICE_PCI_VALID = 1 << 1
+# The UUID names a MIG device (`MIG-...`), not a whole GPU.
+DEVICE_UUID_MIG = 1 << 2
 UUID_SIZE = 16
 PCI_SIZE = 16
 # The [M] figures from +0x38 to +0xB8, in file order.
@@ -135,6 +141,11 @@ EV_EXIT = 9
 EV_SNAPSHOT_WRITTEN = 10
 EV_FOREIGN_PEAK_RESET = 11
 EV_EMPTY_CACHE = 12
+
+# SNAPSHOT_WRITTEN's a2: why the snapshot was dumped.
+SNAPSHOT_OOM = 0
+SNAPSHOT_PEAK = 1
+SNAPSHOT_REQUEST = 2
 
 DEFAULT_DEVICES = 16
 DEFAULT_STRINGS = 32

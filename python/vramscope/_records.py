@@ -3,16 +3,26 @@ one reading of its figures. Kept free of heavy imports: the package's start-up c
 by every interpreter the bootstrap arms."""
 
 
+from ._identity import mig_identity
+
+
 class DeviceInfo:
-    """What identifies one GPU for the monitor: written once per slot."""
+    """What identifies one GPU for the monitor: written once per slot.
 
-    __slots__ = ("ordinal", "uuid", "pci_bus_id", "total")
+    On a MIG device `uuid` is the MIG device's UUID and `mig` is true (`mig=None`: decided
+    from CUDA_VISIBLE_DEVICES, see `_identity.mig_identity`), so the monitor joins the slot to
+    the MIG instance, not only to its GPU."""
 
-    def __init__(self, ordinal, uuid=None, pci_bus_id=None, total=None):
+    __slots__ = ("ordinal", "uuid", "pci_bus_id", "total", "mig")
+
+    def __init__(self, ordinal, uuid=None, pci_bus_id=None, total=None, mig=None):
         self.ordinal = ordinal
-        self.uuid = uuid
         self.pci_bus_id = pci_bus_id
         self.total = total
+        if mig is None:
+            uuid, mig = mig_identity(ordinal, uuid)
+        self.uuid = uuid
+        self.mig = bool(mig)
 
 
 class Figures:

@@ -121,7 +121,7 @@ def run_deferred(fn, *args):
 # -- start and stop -------------------------------------------------------------------------
 
 
-def config_from(hz=None, peak=None, modules=None):
+def config_from(hz=None, peak=None, modules=None, sites=None):
     config = Config.from_env()
     if hz is not None:
         config.hz = clamp_hz(hz)
@@ -129,6 +129,8 @@ def config_from(hz=None, peak=None, modules=None):
         config.exact_peaks = peak == "reset"
     if modules is not None:
         config.modules = bool(modules)
+    if sites is not None:
+        config.sites = bool(sites)
     return config
 
 
@@ -217,6 +219,8 @@ def start_adapter(framework, config):
             from ._adapters import make_adapter
 
             adapter = make_adapter(framework, config)
+            if config.sites and getattr(adapter, "sites", None) is None and framework != "torch":
+                warn_once("sites", "allocation sites need PyTorch; %s publishes without them" % framework)
             identity = Identity(
                 adapter.kind,
                 framework=adapter.framework,
@@ -229,6 +233,8 @@ def start_adapter(framework, config):
             except ChannelError as e:
                 _failed = True
                 warn_once("create", "not publishing memory figures: %s" % e)
+                # What the adapter set up for the channel (the allocator's history) goes.
+                adapter.detach()
                 return False
             session = Session(channel, exact=adapter.exact)
             rt = Runtime(session, adapter, config)
@@ -284,6 +290,11 @@ def _tick():
                 rt.flush()
             rt.adapter.tick(rt.session, False)
             rt.session.heartbeat()
+        # Slow work (a snapshot dump) runs outside the lock, which the training thread's
+        # hooks take.
+        background = getattr(rt.adapter, "background", None)
+        if background is not None:
+            background()
     except Exception as e:
         internal_error(e)
 

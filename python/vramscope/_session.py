@@ -48,6 +48,8 @@ class SlotState:
         self.row = None
         self.row_published = True
         self.slot_written_t = None
+        # When the allocated high-water mark was last raised (ns, the session's clock).
+        self.high_water_t = None
         self.last_retries = None
         # The last high-water mark written as an event, and when.
         self.high_event_peak = None
@@ -201,10 +203,12 @@ class Session:
             flags |= L.SAMPLE_HOOK
         step = _A if self.step is None else self.step
         ch.append_sample(t, state.slot, allocated, reserved, peak_word, active, step, flags, self._phase_id)
-        if flags & L.SAMPLE_NEW_HIGH_WATER and _high_water_worth_an_event(state, t, peak):
-            self._event(t, L.EV_NEW_HIGH_WATER, state.slot, (peak, previous_high))
-            state.high_event_peak = peak
-            state.high_event_t = t
+        if flags & L.SAMPLE_NEW_HIGH_WATER:
+            state.high_water_t = t
+            if _high_water_worth_an_event(state, t, peak):
+                self._event(t, L.EV_NEW_HIGH_WATER, state.slot, (peak, previous_high))
+                state.high_event_peak = peak
+                state.high_event_t = t
         if reset is not None:
             self._event(t, L.EV_FOREIGN_PEAK_RESET, state.slot, reset)
         retries = fig.retries

@@ -54,7 +54,9 @@ def figures_from_stats(stats):
 class TorchAdapter(PolledAdapter):
     kind = L.KIND_PYTORCH
 
-    def __init__(self, source, config, framework="torch", allocator_config="", hooks=None, clock=time.monotonic):
+    def __init__(
+        self, source, config, framework="torch", allocator_config="", hooks=None, clock=time.monotonic, sites=None
+    ):
         PolledAdapter.__init__(self, config, clock)
         self.source = source
         self.framework = framework
@@ -67,14 +69,30 @@ class TorchAdapter(PolledAdapter):
             self.flags |= L.FLAG_PEAK_RESET
         if config.modules and hooks is not None:
             self.flags |= L.FLAG_MODULE_ATTRIBUTION
+        # Allocation sites (`_sites.Sites`): on only if the history could be turned on, or
+        # the program's was already, before the channel's header says so.
+        self.sites = sites if sites is not None and sites.enable() else None
+        if self.sites is not None:
+            self.flags |= L.FLAG_SITES
 
     def attach(self, runtime):
+        if self.sites is not None:
+            self.sites.attach(runtime.session.channel)
         if self.hooks is not None:
             self.hooks.install(runtime, self)
 
     def detach(self):
-        if self.hooks is not None:
-            self.hooks.remove()
+        try:
+            if self.hooks is not None:
+                self.hooks.remove()
+        finally:
+            if self.sites is not None:
+                self.sites.stop()
+
+    def background(self):
+        """The sampler's work outside the writer's lock: snapshot dumps."""
+        if self.sites is not None:
+            self.sites.background()
 
     def tick(self, session, hook):
         source = self.source
@@ -100,6 +118,8 @@ class TorchAdapter(PolledAdapter):
         stats, fig = self._read(device)
         if fig is None:
             return
+        if self.sites is not None:
+            self.sites.stats[device] = stats
         fig.device_free = self.device_free(device, lambda: self.source.mem_get_info(device)[0])
         session.publish(state, fig, hook, periodic=not hook)
         self._after_read(device, stats)
@@ -127,6 +147,8 @@ class TorchAdapter(PolledAdapter):
             fig = figures_from_stats(stats)
             fig.limit = self.source.limit(device)
             fig.device_free = self.device_free(device, lambda d=device: self.source.mem_get_info(d)[0])
+            if self.sites is not None:
+                self.sites.stats[device] = stats
             session.publish(state, fig, True, t=t)
             if self.exact:
                 self.virtualiser.fold(device, stats)

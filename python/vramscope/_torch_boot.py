@@ -13,12 +13,18 @@ def torch_adapter(torch, config):
     version = getattr(torch, "__version__", "")
     framework = ("torch " + str(version)).strip()
     alloc_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF", "")
+    sites = None
+    if config.sites:
+        from ._sites import Sites
+
+        sites = Sites(torch, config)
     return TorchAdapter(
         TorchCudaSource(torch),
         config,
         framework=framework,
         allocator_config=alloc_conf,
         hooks=TorchHooks(torch, config),
+        sites=sites,
     )
 
 

@@ -38,6 +38,7 @@ class TorchHooks:
             self._optimizer_hook,
             self._oom_observer,
             self._cache_events,
+            self._history_calls,
             self._virtualise,
             self._modules,
         ):
@@ -102,6 +103,17 @@ class TorchHooks:
 
         def vramscope_oom_observer(device, alloc, device_total, device_free):
             _runtime.run(self._on_oom, device, alloc, device_total, device_free)
+            # The snapshot of this moment, before the exception unwinds; taken outside the
+            # writer's lock, and never raising into the allocator.
+            try:
+                rt = _runtime.current()
+                if rt is not None and self._mine(rt) and self._adapter.sites is not None:
+                    # The third argument is the allowed maximum under a memory fraction.
+                    total = self._adapter._total(int(device))
+                    total = device_total if total is None else total
+                    self._adapter.sites.on_oom(int(device), alloc, total, device_free)
+            except Exception:
+                pass
 
         try:
             attach(vramscope_oom_observer)
@@ -143,6 +155,22 @@ class TorchHooks:
                 return result
 
             self._replace(_dump_snapshot, original_dump, "_dump_snapshot", (memory,))
+
+    def _history_calls(self):
+        # With sites on, the program's own later calls make the history its own: vramscope
+        # then never turns it off, and reports the ring size the program chose.
+        if self._adapter.sites is None:
+            return
+        cuda = self._torch.cuda
+        memory = getattr(cuda, "memory", cuda)
+        original = memory._record_memory_history
+
+        def _record_memory_history(*args, **kwargs):
+            result = original(*args, **kwargs)
+            _runtime.run(lambda rt: self._mine(rt) and self._adapter.sites.program_called(args, kwargs))
+            return result
+
+        self._replace(_record_memory_history, original, "_record_memory_history", (memory,))
 
     def _empty_cache_wrapper(self, original):
         # The wrappers pass on whatever torch's own signature takes (`_dump_snapshot` grew

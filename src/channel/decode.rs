@@ -81,6 +81,7 @@ pub fn device_slot(index: usize, b: &[u8]) -> DeviceSlot {
         index,
         ordinal: u32_at(b, device::ORDINAL),
         uuid,
+        uuid_is_mig: flags & device::FLAG_UUID_MIG != 0,
         pci_bus_id,
         total: f(device::TOTAL),
         read_at_ns: f(device::READ_AT),
@@ -151,6 +152,8 @@ pub fn event(b: &[u8]) -> EventRecord {
         *a = u64_at(b, event::ARGS + 8 * i);
     }
     let slot = u16_at(b, event::SLOT);
+    let raw = bytes_at(b, event::TEXT, len);
+    let text = sanitize(raw);
     EventRecord {
         t_ns: u64_at(b, event::T),
         kind: EventKind::from_code(u16_at(b, event::KIND)),
@@ -158,7 +161,8 @@ pub fn event(b: &[u8]) -> EventRecord {
         phase: u16_at(b, event::PHASE),
         step: figure(u64_at(b, event::STEP)),
         args,
-        text: sanitize(bytes_at(b, event::TEXT, len)),
+        text_intact: text.as_bytes() == raw,
+        text,
     }
 }
 

@@ -226,9 +226,13 @@ pub enum Owners {
 }
 
 /// Removes the channel files in `dir` of `owners` whose writer has ended and whose
-/// heartbeat is older than `ttl` (§6; the spec's default is an hour), and dot-named leftovers
-/// of creations that died half-way, as old and unlocked. At most `MAX_FILES` of each kind are
-/// looked at per pass. Returns what it removed.
+/// heartbeat is older than `ttl` (§6; the spec's default is an hour), dot-named leftovers
+/// of creations that died half-way, as old and unlocked, and memory snapshots
+/// (`<channel>.snap-*.pickle`, §8) whose channel is gone and which are older than `ttl`:
+/// tens of MB each, in `/dev/shm` they hold the host's memory until someone removes them,
+/// and the hour leaves `vramscope sites` and a report time to read them after a clean exit
+/// (which removes the channel at once). At most `MAX_FILES` of each kind are looked at per
+/// pass. Returns what it removed.
 pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec<PathBuf> {
     let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
     let mut removed = Vec::new();
@@ -240,7 +244,7 @@ pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec
     };
     let now = sys::monotonic_ns();
     let owner_ok = |uid: u32| uid == euid || owners == Owners::Everyone;
-    let (mut temps, mut channels) = (0, 0);
+    let (mut temps, mut channels, mut snapshots) = (0, 0, 0);
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -255,6 +259,12 @@ pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec
             (channels <= MAX_FILES)
                 .then(|| stale_channel(&path, euid, owner_ok, now, ttl_ns))
                 .flatten()
+        } else if let Some(channel) = snapshot_channel(&name) {
+            snapshots += 1;
+            let orphan = fs::symlink_metadata(dir.join(channel)).is_err();
+            (snapshots <= MAX_FILES && orphan)
+                .then(|| stale_file(&path, owner_ok, ttl))
+                .flatten()
         } else {
             None
         };
@@ -267,6 +277,23 @@ pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec
         }
     }
     removed
+}
+
+/// The channel file a memory snapshot's name belongs to: `<channel>.vsc.snap-<seq>-<reason>.pickle`.
+fn snapshot_channel(name: &str) -> Option<&str> {
+    let (channel, rest) = name.split_once(".snap-")?;
+    (rest.ends_with(".pickle") && parse_name(channel).is_some()).then_some(channel)
+}
+
+/// `(dev, ino)` of a plain file of an owner we clean for, last changed more than `ttl` ago.
+fn stale_file(path: &Path, owner_ok: impl Fn(u32) -> bool, ttl: Duration) -> Option<(u64, u64)> {
+    let meta = fs::symlink_metadata(path).ok()?;
+    let old = meta
+        .modified()
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .is_some_and(|age| age > ttl);
+    (meta.is_file() && owner_ok(meta.uid()) && old).then_some((meta.dev(), meta.ino()))
 }
 
 /// `(dev, ino)` of a channel of an owner we clean for that ended more than `ttl_ns` ago.
@@ -323,6 +350,17 @@ fn stale_temp(path: &Path, owner_ok: impl Fn(u32) -> bool, ttl: Duration) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn snapshot_names_name_their_channel() {
+        assert_eq!(
+            snapshot_channel("123-456.vsc.snap-3-peak.pickle"),
+            Some("123-456.vsc")
+        );
+        assert_eq!(snapshot_channel("123-456.vsc.snap-3-peak.pickle.tmp"), None);
+        assert_eq!(snapshot_channel("notes.snap-3-peak.pickle"), None);
+        assert_eq!(snapshot_channel("123-456.vsc"), None);
+    }
 
     #[test]
     fn names() {

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::layout::ABSENT;
 use super::model::{DeviceSlot, EventRecord, Identity, Liveness, SampleRecord, Update};
 use super::reader::{Channel, Policy, Rejected};
-use super::text::uuid_string;
+use super::text::slot_uuid_string;
 
 /// Opens `path` from the start of its rings, polls it once and renders it as pretty JSON.
 pub fn inspect(path: &Path) -> Result<String, Rejected> {
@@ -162,7 +162,11 @@ fn device(d: &DeviceSlot) -> J {
     J::Obj(vec![
         ("index", J::Num(d.index as u64)),
         ("ordinal", J::Num(u64::from(d.ordinal))),
-        ("uuid", d.uuid.map_or(J::Null, |u| J::Str(uuid_string(&u)))),
+        (
+            "uuid",
+            d.uuid
+                .map_or(J::Null, |u| J::Str(slot_uuid_string(&u, d.uuid_is_mig))),
+        ),
         ("pci_bus_id", d.pci_bus_id.as_deref().map_or(J::Null, text)),
         ("total", opt(d.total)),
         ("read_at_ns", opt(d.read_at_ns)),

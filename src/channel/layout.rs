@@ -41,6 +41,9 @@ pub mod flags {
     /// The writer resets the framework's peak counters: exact interval peaks.
     pub const PEAK_RESET: u32 = 1 << 0;
     pub const MODULE_ATTRIBUTION: u32 = 1 << 1;
+    /// The writer records the allocator's history and answers snapshot requests
+    /// (`control::SNAPSHOT_REQUESTS`, event `SNAPSHOT_WRITTEN`).
+    pub const SITES: u32 = 1 << 2;
 }
 
 /// Writer kinds (header `0x060`).
@@ -118,6 +121,10 @@ pub mod control {
     pub const SAMPLES_HEAD: usize = 0x208;
     pub const EVENTS_HEAD: usize = 0x210;
     pub const STRINGS_IN_USE: usize = 0x218;
+    /// [R] Snapshot requests: a count readers raise by one (the only bytes a reader ever
+    /// writes); a writer with `flags::SITES` dumps a snapshot when it is above the count it
+    /// has served.
+    pub const SNAPSHOT_REQUESTS: usize = 0x220;
 }
 
 /// Status at `0x240`, a seqlock. Field offsets are relative to `OFFSET`.
@@ -183,6 +190,10 @@ pub mod device {
     pub const FIGURES: usize = 15;
     pub const FLAG_UUID_VALID: u32 = 1 << 0;
     pub const FLAG_PCI_BUS_ID_VALID: u32 = 1 << 1;
+    /// The UUID names a MIG device (a `MIG-` UUID, as CUDA_VISIBLE_DEVICES gives it), not a
+    /// whole GPU. A reader that does not know the bit prints it as `GPU-`; the join by UUID
+    /// compares the 16 bytes either way.
+    pub const FLAG_UUID_MIG: u32 = 1 << 2;
 }
 
 /// A phase name: `u8` length then UTF-8.
@@ -246,6 +257,11 @@ pub mod event {
     pub const SNAPSHOT_WRITTEN: u16 = 10;
     pub const FOREIGN_PEAK_RESET: u16 = 11;
     pub const EMPTY_CACHE: u16 = 12;
+
+    /// `SNAPSHOT_WRITTEN`'s reason (`a2`): why the writer dumped the snapshot.
+    pub const SNAPSHOT_OOM: u64 = 0;
+    pub const SNAPSHOT_PEAK: u64 = 1;
+    pub const SNAPSHOT_REQUEST: u64 = 2;
 }
 
 /// Liveness thresholds (§6).
@@ -282,6 +298,7 @@ const _: () = {
     assert!(spare::DEVICE_COPY <= spare::STATUS_COPY);
     assert!(status::LABEL + status::LABEL_CAP == status::SIZE);
     assert!(control::STRINGS_IN_USE + 8 <= control::OFFSET + control::SIZE);
+    assert!(control::SNAPSHOT_REQUESTS + 8 <= control::OFFSET + control::SIZE);
     assert!(device::STEP_PEAK + 8 == device::V1_END);
     assert!((device::STEP_PEAK - device::ALLOCATED) / 8 + 1 == device::FIGURES);
     assert!(sample::CRC + 4 == sample::RECORD_SIZE);

@@ -51,6 +51,8 @@ pub struct DeviceSlot {
     pub index: usize,
     pub ordinal: u32,
     pub uuid: Option<[u8; 16]>,
+    /// `uuid` names a MIG device (`device::FLAG_UUID_MIG`).
+    pub uuid_is_mig: bool,
     pub pci_bus_id: Option<String>,
     pub total: Option<u64>,
     pub read_at_ns: Option<u64>,
@@ -106,6 +108,10 @@ pub struct EventRecord {
     /// Raw arguments; `ABSENT` where unused.
     pub args: [u64; 6],
     pub text: String,
+    /// Whether `text` is the writer's bytes unchanged: sanitising withheld nothing (a
+    /// control character, NUL, invalid UTF-8). A name that must be taken as it is (a
+    /// snapshot's file name) is refused when not.
+    pub text_intact: bool,
 }
 
 /// One poll's worth: the current state plus the ring records that are new since the last one.

@@ -39,6 +39,16 @@ pub fn uuid_string(raw: &[u8; 16]) -> String {
     s
 }
 
+/// `raw` as NVML prints it, `MIG-` for a MIG device's UUID.
+pub fn slot_uuid_string(raw: &[u8; 16], mig: bool) -> String {
+    let text = uuid_string(raw);
+    if mig {
+        text.replacen("GPU-", "MIG-", 1)
+    } else {
+        text
+    }
+}
+
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// The raw bytes of a UUID as NVML prints it (`GPU-` or `MIG-` prefix optional, any case);

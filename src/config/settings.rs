@@ -22,6 +22,7 @@ pub const SETTINGS: &[&str] = &[
     "peak-interval",
     "columns",
     "monitor-log",
+    "gpm",
 ];
 
 /// The environment variable of the option `long`: `VRAMSCOPE_READ_ONLY` for `read-only`.

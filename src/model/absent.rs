@@ -17,6 +17,9 @@ pub enum Absent {
     GpuLost,
     /// The call timed out inside the driver.
     Timeout,
+    /// NVML does not offer it in MIG mode (device and per-process utilisation): a property
+    /// of the mode, not a fault.
+    MigMode,
     /// The loaded library lacks the function (old driver).
     MissingFunction(String),
     /// Any other error, with the driver's words.
@@ -46,6 +49,7 @@ impl Absent {
             Absent::NotAvailable => "not available".into(),
             Absent::GpuLost => "GPU lost".into(),
             Absent::Timeout => "timed out".into(),
+            Absent::MigMode => "NVML does not support it in MIG mode".into(),
             Absent::MissingFunction(name) => format!("driver lacks {name}"),
             Absent::Error(text) => text.clone(),
         }
@@ -53,7 +57,10 @@ impl Absent {
 
     /// Whether this absence is a normal property of the device rather than a fault worth a warning.
     pub fn is_expected(&self) -> bool {
-        matches!(self, Absent::NotSupported | Absent::NotAvailable)
+        matches!(
+            self,
+            Absent::NotSupported | Absent::NotAvailable | Absent::MigMode
+        )
     }
 }
 

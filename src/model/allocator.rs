@@ -4,6 +4,7 @@
 
 use super::absent::Reading;
 use super::foresight::{Forecast, Room, StepPeaks};
+use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
 use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
@@ -29,6 +30,9 @@ pub struct WriterIdentity {
     /// Interval peaks are exact (the writer resets the framework's peak counters).
     pub exact_peaks: bool,
     pub sample_period_us: u32,
+    /// The writer records the allocator's history and answers snapshot requests
+    /// (`vramscope run --sites`).
+    pub sites: bool,
 }
 
 impl WriterIdentity {
@@ -186,7 +190,23 @@ pub enum EventKind {
     Exit {
         error: bool,
     },
-    SnapshotWritten,
+    /// The writer dumped a memory snapshot (its file name is the event's label).
+    SnapshotWritten {
+        /// The file, beside the channel's; or why its announced name was refused.
+        path: Reading<String>,
+        /// The file's size in bytes.
+        size: Reading<u64>,
+        /// The allocator's lifetime peak allocated at the dump.
+        peak: Reading<u64>,
+        /// Why it was dumped: `layout::event::SNAPSHOT_*` (0 OOM, 1 peak, 2 request).
+        reason: Reading<u64>,
+        /// Allocated at the dump.
+        allocated: Reading<u64>,
+        /// The size of the allocator's history ring.
+        max_entries: Reading<u64>,
+        /// Older snapshots the writer deleted to keep its bound, in total so far.
+        deleted: Reading<u64>,
+    },
     ForeignPeakReset {
         before: Reading<u64>,
         after: Reading<u64>,
@@ -219,7 +239,7 @@ impl EventKind {
             EventKind::AllocRetry { .. } => "alloc retry".into(),
             EventKind::Exit { error: true } => "exit (error)".into(),
             EventKind::Exit { error: false } => "exit".into(),
-            EventKind::SnapshotWritten => "snapshot written".into(),
+            EventKind::SnapshotWritten { .. } => "snapshot written".into(),
             EventKind::ForeignPeakReset { .. } => "peak reset by the program".into(),
             EventKind::EmptyCache { .. } => "cache emptied".into(),
             EventKind::Unknown { code } => format!("event {code}"),
@@ -238,7 +258,7 @@ impl EventKind {
             EventKind::NewHighWater { .. } => "new_high_water",
             EventKind::AllocRetry { .. } => "alloc_retry",
             EventKind::Exit { .. } => "exit",
-            EventKind::SnapshotWritten => "snapshot_written",
+            EventKind::SnapshotWritten { .. } => "snapshot_written",
             EventKind::ForeignPeakReset { .. } => "foreign_peak_reset",
             EventKind::EmptyCache { .. } => "empty_cache",
             EventKind::Unknown { .. } => "unknown",
@@ -283,8 +303,24 @@ impl EventKind {
             | EventKind::EmptyCache { before, after } => {
                 vec![("before", before.clone()), ("after", after.clone())]
             }
+            EventKind::SnapshotWritten {
+                size,
+                peak,
+                reason,
+                allocated,
+                max_entries,
+                deleted,
+                ..
+            } => vec![
+                ("size", size.clone()),
+                ("peak", peak.clone()),
+                ("reason", reason.clone()),
+                ("allocated", allocated.clone()),
+                ("max_entries", max_entries.clone()),
+                ("deleted", deleted.clone()),
+            ],
             EventKind::Unknown { code } => vec![("code", Ok(u64::from(*code)))],
-            EventKind::PhaseBegin | EventKind::Mark | EventKind::SnapshotWritten => vec![],
+            EventKind::PhaseBegin | EventKind::Mark => vec![],
         }
     }
 }
@@ -360,6 +396,8 @@ pub struct AllocatorSnapshot {
     pub recent_events: Vec<AllocatorEvent>,
     /// Every OOM kept, one per failure, oldest first.
     pub ooms: Vec<Oom>,
+    /// The memory snapshots announced, oldest first, with what reducing them said.
+    pub snapshots: Vec<SnapshotNote>,
     pub lost_samples: u64,
     pub lost_events: u64,
 }
@@ -382,6 +420,7 @@ impl AllocatorSnapshot {
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
+            snapshots: fold.snapshots.iter().cloned().collect(),
             lost_samples: fold.lost_samples,
             lost_events: fold.lost_events,
         })

@@ -1,6 +1,7 @@
 //! What NVML tells us about a GPU: static facts read once, and one sample per tick.
 
 use super::absent::{Absent, Reading};
+use super::mig::MigState;
 use serde::Serialize;
 
 /// Driver-wide facts, read once at start.
@@ -149,6 +150,16 @@ pub struct DeviceSample {
     pub list_gaps: ListGaps,
     /// The GPU stopped answering (`GpuIsLost`): the panel says so rather than showing old figures.
     pub lost: bool,
+    /// MIG mode and instances; `None` for a GPU without MIG, or with MIG off and nothing
+    /// pending.
+    pub mig: Option<MigState>,
+}
+
+impl DeviceSample {
+    /// The MIG state when MIG is on (instances exist or may).
+    pub fn mig_enabled(&self) -> Option<&MigState> {
+        self.mig.as_ref().filter(|m| m.enabled)
+    }
 }
 
 /// Names of the throttle reasons set in NVML's bitmask, most important first.

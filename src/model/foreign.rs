@@ -7,8 +7,8 @@
 
 use super::absent::{Absent, Reading};
 use super::allocator::{AllocatorDevice, AllocatorEvent, ChannelBatch, WriterIdentity};
-use super::device::{DeviceInfo, DriverInfo};
-use super::host::{HostProcess, HostSample};
+use super::device::{DeviceInfo, DeviceSample, DriverInfo};
+use super::host::{HostProcess, HostSample, PodInfo};
 use super::problem::NvmlProblem;
 use crate::text::{clean_in_place, is_clean};
 use std::sync::Arc;
@@ -71,6 +71,19 @@ impl ForeignText for DeviceInfo {
     }
 }
 
+/// A sample's figures are numbers; its MIG instances carry NVML's strings (UUID, profile).
+impl ForeignText for DeviceSample {
+    fn clean_text(&mut self) {
+        let Some(Ok(instances)) = self.mig.as_mut().map(|m| &mut m.instances) else {
+            return;
+        };
+        for instance in instances {
+            instance.uuid.clean_text();
+            instance.profile.clean_text();
+        }
+    }
+}
+
 impl ForeignText for NvmlProblem {
     fn clean_text(&mut self) {
         if let NvmlProblem::LibraryNotFound(words) | NvmlProblem::Other(words) = self {
@@ -83,6 +96,18 @@ impl ForeignText for HostProcess {
     fn clean_text(&mut self) {
         self.user.clean_text();
         self.command.clean_text();
+        self.container.clean_text();
+        self.pod.clean_text();
+    }
+}
+
+impl ForeignText for PodInfo {
+    fn clean_text(&mut self) {
+        self.uid.clean_text();
+        self.qos.clean_text();
+        self.container_id.clean_text();
+        self.namespace.clean_text();
+        self.name.clean_text();
         self.container.clean_text();
     }
 }
@@ -221,6 +246,14 @@ mod tests {
                 rss_bytes: Ok(1),
                 cpu_percent: Ok(1.0),
                 container: Some(hostile()),
+                pod: Some(PodInfo {
+                    uid: hostile(),
+                    qos: Some(hostile()),
+                    container_id: Some(hostile()),
+                    namespace: Ok(hostile()),
+                    name: Ok(hostile()),
+                    container: Err(Absent::Error(hostile())),
+                }),
                 uid: Some(0),
                 starttime: None,
             }],
@@ -240,6 +273,7 @@ mod tests {
             allocator_config: hostile(),
             exact_peaks: false,
             sample_period_us: 1,
+            sites: false,
         };
         let na = || Err(Absent::NotAvailable);
         let mut batch = ChannelBatch {

@@ -28,6 +28,9 @@ pub struct HostProcess {
     pub cpu_percent: Reading<f32>,
     /// Short container id from the process's cgroup, when it runs in one.
     pub container: Option<String>,
+    /// The Kubernetes pod it runs in (`sources::pod`); `None` when its cgroup names no pod
+    /// (not on a Kubernetes node, or not in a pod's cgroup).
+    pub pod: Option<PodInfo>,
     /// Uid owning the process, for the kill permission check.
     pub uid: Option<u32>,
     /// Its start time (clock ticks since boot, `/proc/PID/stat` field 22) when first seen:
@@ -53,8 +56,46 @@ impl HostProcess {
             rss_bytes: Err(why.clone()),
             cpu_percent: Err(why),
             container,
+            pod: None,
             uid: None,
             starttime: None,
+        }
+    }
+}
+
+/// The Kubernetes pod a process runs in: its uid (and container id) from the process's cgroup,
+/// its names from what the kubelet keeps on the node (`sources::pod`). A name that cannot be
+/// found is absent with the reason, such as a pod deleted while its process lives on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PodInfo {
+    /// The pod's uid as the API server gave it (dashes restored from the systemd driver's
+    /// underscores).
+    pub uid: String,
+    /// `guaranteed`, `burstable` or `besteffort`, from the cgroup path; `None` where the
+    /// path does not say (seen from a cgroup namespace that hides the QoS level).
+    pub qos: Option<String>,
+    /// The container's full id from the cgroup; `None` when the cgroup names only the pod.
+    pub container_id: Option<String>,
+    pub namespace: Reading<String>,
+    pub name: Reading<String>,
+    /// The container's name in the pod spec.
+    pub container: Reading<String>,
+}
+
+impl PodInfo {
+    /// `namespace/pod`, or `pod <uid>` when the names are unknown: what the table shows.
+    pub fn label(&self) -> String {
+        match (&self.namespace, &self.name) {
+            (Ok(ns), Ok(name)) => format!("{ns}/{name}"),
+            _ => format!("pod {}", self.uid),
+        }
+    }
+
+    /// `namespace/pod:container`, or `label` where the container's name is unknown.
+    pub fn full_label(&self) -> String {
+        match (&self.name, &self.container) {
+            (Ok(_), Ok(container)) => format!("{}:{container}", self.label()),
+            _ => self.label(),
         }
     }
 }

@@ -8,7 +8,9 @@ pub mod foreign;
 pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
+pub mod held_sites;
 pub mod host;
+pub mod mig;
 pub mod oom_explain;
 pub mod problem;
 pub mod snapshot;
@@ -25,7 +27,8 @@ pub use device::{
     DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak, ProcessKind,
 };
 pub use foreign::ForeignText;
-pub use host::{HostLoad, HostMemory, HostProcess, HostSample};
+pub use host::{HostLoad, HostMemory, HostProcess, HostSample, PodInfo};
+pub use mig::{MigInstance, MigProcess, MigState};
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 pub use time::now_ms;

@@ -5,6 +5,7 @@ use super::absent::Reading;
 use super::allocator::{RowProcess, joined_channel};
 use super::foresight::{Forecast, StepPeaks};
 use super::host::by_pid;
+use super::mig::RowInstance;
 use super::writer_fold::{Oom, PeakAt, room_of};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
@@ -52,6 +53,8 @@ pub struct ProcessRow {
     pub host: Option<Arc<HostProcess>>,
     /// What the process's allocator published for this GPU, when it is instrumented.
     pub allocator: Option<ProcessAllocator>,
+    /// The MIG instance it runs in, on a GPU in MIG mode.
+    pub mig: Option<RowInstance>,
 }
 
 /// An instrumented process's allocator figures on one GPU.
@@ -103,6 +106,8 @@ pub struct ExitedRow {
     /// The last user and command the host read for it.
     pub user: Option<String>,
     pub command: Option<String>,
+    /// The Kubernetes pod it ran in, when it ran in one.
+    pub pod: Option<super::PodInfo>,
     /// What its allocator last published for this GPU (`RowProcess::Unlisted` join).
     pub allocator: Option<ProcessAllocator>,
 }
@@ -147,7 +152,12 @@ impl Snapshot {
             for process in processes {
                 let host = by_pid(host, process.pid).cloned();
                 let listed = RowProcess::listed(host.as_deref());
+                let mig = sample
+                    .mig_enabled()
+                    .and_then(|m| m.instance_of_pid(process.pid))
+                    .map(RowInstance::from);
                 rows.push(ProcessRow {
+                    mig,
                     gpu_index: device.info.index,
                     gpu_uuid: Arc::clone(&gpu_uuid),
                     nvml: process.clone(),

@@ -9,6 +9,8 @@
 //! - one OOM per failure: the allocator observer's event and the uncaught error that
 //!   follows it are merged into one, marked fatal, caught or not yet known, with the
 //!   figures of the last sample where the event itself has none;
+//! - the memory snapshots the writer announced, the newest few, each with what reducing it
+//!   said once someone did (`held_sites`);
 //! - a dead writer's last figures, kept for as long as the consumer keeps the fold.
 //!
 //! Points and events of one poll are folded in time order, so that a phase begun between
@@ -21,6 +23,8 @@ use super::allocator::{
 };
 use super::device::DeviceInfo;
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
+use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
+use super::mig::{MigUuid, legacy_parent_uuid};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -35,6 +39,9 @@ const STEP_TICKS: usize = 4096;
 const MAX_SLOTS: usize = 64;
 /// An uncaught OOM error this soon after the observer's OOM is the same failure unwinding.
 const SAME_FAILURE_MS: u64 = 30_000;
+/// Snapshots kept per writer: the writer itself keeps only the newest few files (3 by
+/// default), so older notes would name files long deleted.
+const KEPT_SNAPSHOTS: usize = 8;
 
 /// A value and where in the run it happened.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -141,6 +148,8 @@ impl SlotFold {
 /// One writer's stream, folded.
 #[derive(Clone, Debug)]
 pub struct WriterFold {
+    /// The channel file's path, as the last poll gave it.
+    pub path: String,
     pub identity: Option<Arc<WriterIdentity>>,
     pub host_pid: Option<u32>,
     pub liveness: WriterLiveness,
@@ -149,6 +158,8 @@ pub struct WriterFold {
     /// Indexed by slot.
     pub slots: Vec<SlotFold>,
     pub ooms: VecDeque<Oom>,
+    /// The memory snapshots announced, oldest first.
+    pub snapshots: VecDeque<SnapshotNote>,
     /// The most recent events, oldest first.
     pub recent: VecDeque<AllocatorEvent>,
     /// `(at_ms, step)` of each step's end.
@@ -164,6 +175,7 @@ pub struct WriterFold {
 impl Default for WriterFold {
     fn default() -> Self {
         WriterFold {
+            path: String::new(),
             identity: None,
             host_pid: None,
             liveness: WriterLiveness::Live,
@@ -171,6 +183,7 @@ impl Default for WriterFold {
             label: String::new(),
             slots: Vec::new(),
             ooms: VecDeque::new(),
+            snapshots: VecDeque::new(),
             recent: VecDeque::new(),
             step_ticks: VecDeque::new(),
             lost_samples: 0,
@@ -190,6 +203,9 @@ enum Item<'a> {
 impl WriterFold {
     /// Folds one poll read at `at_ms`.
     pub fn ingest(&mut self, poll: ChannelPoll, at_ms: u64) {
+        if self.path != poll.path {
+            self.path = poll.path;
+        }
         self.identity = Some(poll.identity);
         if poll.host_pid.is_some() {
             self.host_pid = poll.host_pid;
@@ -374,6 +390,37 @@ impl WriterFold {
                 push_capped(&mut self.ooms, oom, KEPT_OOMS);
             }
             EventKind::OomError { requested } => self.oom_error(&event, requested),
+            EventKind::SnapshotWritten {
+                path,
+                size,
+                peak,
+                reason,
+                allocated,
+                max_entries,
+                deleted,
+            } => {
+                // A refused name is its own answer: nothing will be read.
+                let sites = match path {
+                    Ok(_) => SitesState::NotRead,
+                    Err(why) => SitesState::Failed { why: why.reason() },
+                };
+                let note = SnapshotNote {
+                    at_ms: event.at_ms,
+                    slot: event.slot,
+                    name: event.label.clone(),
+                    path: path.clone(),
+                    size: size.clone(),
+                    reason: SnapshotReason::from_code(reason),
+                    peak: peak.clone(),
+                    allocated: allocated.clone(),
+                    step: event.step,
+                    phase: self.phase.clone(),
+                    max_entries: max_entries.clone(),
+                    deleted: deleted.clone(),
+                    sites,
+                };
+                push_capped(&mut self.snapshots, note, KEPT_SNAPSHOTS);
+            }
             EventKind::Exit { error } => self.settle_pending(if *error {
                 OomOutcome::Fatal
             } else {
@@ -470,16 +517,21 @@ impl WriterFold {
         }
     }
 
-    /// Resolves each slot's GPU among NVML's `devices`; `listed_on` are the GPUs NVML lists
-    /// the writer's pid on now (empty when it is not listed, or dead).
-    pub fn resolve_gpus(&mut self, devices: &[DeviceInfo], listed_on: &[u32]) {
+    /// Resolves each slot's GPU among NVML's `devices` and MIG `instances`; `listed_on` are
+    /// the GPUs NVML lists the writer's pid on now (empty when it is not listed, or dead).
+    pub fn resolve_gpus(
+        &mut self,
+        devices: &[DeviceInfo],
+        instances: &[MigUuid],
+        listed_on: &[u32],
+    ) {
         for slot in &mut self.slots {
             let Some(device) = &slot.device else {
                 continue;
             };
             if device.uuid.is_some() || device.pci_bus_id.is_some() {
-                slot.gpu =
-                    gpu_index_of(device, devices).or(slot.gpu.filter(|_| devices.is_empty()));
+                slot.gpu = gpu_index_of(device, devices, instances)
+                    .or(slot.gpu.filter(|_| devices.is_empty()));
             }
         }
         // A writer that cannot name its GPU (JAX gives neither UUID nor PCI bus id): its one
@@ -503,6 +555,55 @@ impl WriterFold {
             .collect();
         if let ([only], [gpu]) = (anonymous.as_slice(), free.as_slice()) {
             self.slots[*only].gpu = Some(*gpu);
+        }
+    }
+
+    /// The snapshot worth reducing and showing: the newest one asked for, unless an OOM's
+    /// came after it; else the newest OOM's; else the newest (a new peak's).
+    pub fn relevant_snapshot(&self) -> Option<&SnapshotNote> {
+        let newest = self.snapshots.back()?;
+        if newest.reason == SnapshotReason::Request {
+            return Some(newest);
+        }
+        self.snapshots
+            .iter()
+            .rev()
+            .find(|n| n.at_oom())
+            .or(Some(newest))
+    }
+
+    /// The newest snapshot of the peak on `slot` (dumped at a new high or on request, not at
+    /// an OOM): what held the memory at the run's peak as the writer last saw it.
+    pub fn peak_snapshot(&self, slot: usize) -> Option<&SnapshotNote> {
+        self.snapshots
+            .iter()
+            .rev()
+            .find(|n| !n.at_oom() && n.slot.is_none_or(|s| usize::from(s) == slot))
+    }
+
+    /// The snapshot that an OOM left: the OOM observer's dump, written within moments of it
+    /// on the same device.
+    pub fn snapshot_of(&self, oom: &Oom) -> Option<&SnapshotNote> {
+        self.snapshots.iter().find(|n| {
+            n.at_oom()
+                && n.at_ms.abs_diff(oom.at_ms) <= SAME_FAILURE_MS
+                && (n.slot.is_none() || oom.slot.is_none() || n.slot == oom.slot)
+        })
+    }
+
+    /// Sets what reducing the snapshot at `path` said; false when no note names it (it
+    /// scrolled out while being read).
+    pub fn set_sites(&mut self, path: &str, sites: SitesState) -> bool {
+        match self
+            .snapshots
+            .iter_mut()
+            .find(|n| n.path.as_deref() == Ok(path))
+        {
+            Some(note) => {
+                note.sites = sites;
+                true
+            }
+            None => false,
         }
     }
 
@@ -570,11 +671,30 @@ fn push_capped<T>(queue: &mut VecDeque<T>, item: T, cap: usize) {
 /// names a UUID is joined by it alone: a UUID NVML does not list is a GPU elsewhere (another
 /// host's file on a shared `/dev/shm`, a container with other GPUs) whose bus id may match
 /// one of ours by chance. The PCI bus id is for writers that give no UUID.
-pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<u32> {
+///
+/// A writer on a MIG device names it by its `MIG-<uuid>` (what CUDA and
+/// `CUDA_VISIBLE_DEVICES` call it): that joins to the GPU NVML lists the instance on
+/// (`instances`), and the instance itself is found by the same UUID in that GPU's sample
+/// (`MigState::instance_by_uuid`). The legacy `MIG-GPU-<uuid>/<GI>/<CI>` joins by the GPU's
+/// UUID in it.
+pub fn gpu_index_of(
+    device: &AllocatorDevice,
+    devices: &[DeviceInfo],
+    instances: &[MigUuid],
+) -> Option<u32> {
     if let Some(uuid) = &device.uuid {
+        if let Some(gpu_uuid) = legacy_parent_uuid(uuid) {
+            return devices
+                .iter()
+                .find(|d| d.uuid.as_ref().is_ok_and(|u| same_uuid(u, gpu_uuid)))
+                .map(|d| d.index);
+        }
+        if let Some(instance) = instances.iter().find(|i| same_uuid(&i.uuid, uuid)) {
+            return Some(instance.gpu);
+        }
         return devices
             .iter()
-            .find(|d| d.uuid.as_ref().is_ok_and(|u| u.eq_ignore_ascii_case(uuid)))
+            .find(|d| d.uuid.as_ref().is_ok_and(|u| same_uuid(u, uuid)))
             .map(|d| d.index);
     }
     let wanted = device.pci_bus_id.as_deref().and_then(parse_pci)?;
@@ -588,6 +708,21 @@ pub fn gpu_index_of(device: &AllocatorDevice, devices: &[DeviceInfo]) -> Option<
                 .is_some_and(|p| p == wanted)
         })
         .map(|d| d.index)
+}
+
+/// Whether two UUIDs name the same device: the same 16 bytes, whatever their `GPU-` or
+/// `MIG-` prefix and case. A writer that cannot tell a MIG device publishes its UUID's bytes
+/// under `GPU-`; UUIDs are random, so the bytes alone never join two devices.
+fn same_uuid(a: &str, b: &str) -> bool {
+    fn body(s: &str) -> &str {
+        for prefix in ["GPU-", "MIG-"] {
+            if s.get(..4).is_some_and(|p| p.eq_ignore_ascii_case(prefix)) {
+                return &s[4..];
+            }
+        }
+        s
+    }
+    body(a).eq_ignore_ascii_case(body(b))
 }
 
 /// `(domain, bus, device, function)` from `0000:18:00.0` or NVML's `00000000:18:00.0`.
@@ -663,6 +798,7 @@ pub mod test_support {
                 allocator_config: String::new(),
                 exact_peaks: false,
                 sample_period_us: 50_000,
+                sites: false,
             }),
             host_pid: Some(7),
             liveness: WriterLiveness::Live,
@@ -731,19 +867,52 @@ mod tests {
             info(1, "GPU-b", "00000000:3B:00.0"),
         ];
         assert_eq!(
-            gpu_index_of(&device(Some("gpu-B"), None), &devices),
+            gpu_index_of(&device(Some("gpu-B"), None), &devices, &[]),
             Some(1)
         );
         assert_eq!(
-            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices),
+            gpu_index_of(&device(None, Some("0000:18:00.0")), &devices, &[]),
             Some(0)
         );
         // A UUID that is not here names a GPU elsewhere, whatever its bus id says.
         assert_eq!(
-            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices),
+            gpu_index_of(&device(Some("GPU-zz"), Some("0000:3b:00.0")), &devices, &[]),
             None
         );
-        assert_eq!(gpu_index_of(&device(Some("GPU-zz"), None), &devices), None);
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-zz"), None), &devices, &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_mig_uuid_joins_the_gpu_its_instance_is_on() {
+        let devices = [
+            info(0, "GPU-a", "00000000:18:00.0"),
+            info(1, "GPU-b", "00000000:3B:00.0"),
+        ];
+        let instances = [MigUuid {
+            uuid: "MIG-1111".into(),
+            gpu: 1,
+        }];
+        assert_eq!(
+            gpu_index_of(&device(Some("mig-1111"), None), &devices, &instances),
+            Some(1)
+        );
+        // An instance NVML does not list (destroyed, or on another host) joins nothing.
+        assert_eq!(
+            gpu_index_of(&device(Some("MIG-2222"), None), &devices, &instances),
+            None
+        );
+        assert_eq!(
+            gpu_index_of(&device(Some("MIG-GPU-a/1/0"), None), &devices, &[]),
+            Some(0)
+        );
+        // A writer that printed the MIG device's bytes under `GPU-` joins by the bytes.
+        assert_eq!(
+            gpu_index_of(&device(Some("GPU-1111"), None), &devices, &instances),
+            Some(1)
+        );
     }
 
     #[test]
@@ -888,13 +1057,73 @@ mod tests {
         p.devices[0].uuid = None;
         let mut fold = folded(vec![p]);
         let devices = [info(0, "GPU-a", "x"), info(1, "GPU-b", "y")];
-        fold.resolve_gpus(&devices, &[0, 1]);
+        fold.resolve_gpus(&devices, &[], &[0, 1]);
         assert_eq!(fold.slots[0].gpu, None, "two GPUs: ambiguous");
-        fold.resolve_gpus(&devices, &[1]);
+        fold.resolve_gpus(&devices, &[], &[1]);
         assert_eq!(fold.slots[0].gpu, Some(1));
         // Dead: NVML lists it nowhere; the last GPU known stays.
-        fold.resolve_gpus(&devices, &[]);
+        fold.resolve_gpus(&devices, &[], &[]);
         assert_eq!(fold.slots[0].gpu, Some(1));
+    }
+
+    fn snapshot(at_ms: u64, reason: u64, path: Reading<String>) -> AllocatorEvent {
+        event(
+            at_ms,
+            EventKind::SnapshotWritten {
+                path,
+                size: Ok(100),
+                peak: Ok(9 << 30),
+                reason: Ok(reason),
+                allocated: Ok(8 << 30),
+                max_entries: Ok(1000),
+                deleted: Ok(0),
+            },
+            "7-9.vsc.snap-1-peak.pickle",
+        )
+    }
+
+    #[test]
+    fn snapshots_are_kept_newest_few_with_the_oom_s_preferred_and_a_refused_name_failed() {
+        let path = |n: u32| Ok(format!("/dev/shm/vramscope-0/7-9.vsc.snap-{n}.pickle"));
+        let mut fold = folded(vec![poll(
+            vec![],
+            vec![
+                snapshot(1_000, 1, path(1)),
+                event(1_100, oom(6 << 30), "backward"),
+                snapshot(1_101, 0, path(2)),
+                snapshot(1_200, 1, path(3)),
+            ],
+        )]);
+        assert_eq!(fold.snapshots.len(), 3);
+        // A newer peak's snapshot does not hide the OOM's.
+        let relevant = fold.relevant_snapshot().unwrap();
+        assert_eq!(relevant.path, path(2));
+        assert_eq!(relevant.sites, SitesState::NotRead);
+        let oom = fold.ooms[0].clone();
+        assert_eq!(fold.snapshot_of(&oom).unwrap().path, path(2));
+        assert_eq!(fold.peak_snapshot(0).unwrap().path, path(3));
+        assert!(fold.set_sites(
+            "/dev/shm/vramscope-0/7-9.vsc.snap-2.pickle",
+            SitesState::Reading
+        ));
+        assert!(!fold.set_sites("/elsewhere", SitesState::Reading));
+        assert_eq!(fold.relevant_snapshot().unwrap().sites, SitesState::Reading);
+        // One asked for wins; a refused name is its own answer.
+        let refused = Err(Absent::Error("snapshot name refused: \"../x\"".into()));
+        fold.ingest(
+            poll(
+                vec![],
+                vec![snapshot(2_000, 1, refused), snapshot(2_100, 2, path(5))],
+            ),
+            12_000,
+        );
+        assert_eq!(fold.relevant_snapshot().unwrap().path, path(5));
+        let failed = &fold.snapshots[fold.snapshots.len() - 2];
+        assert!(matches!(&failed.sites, SitesState::Failed { why } if why.contains("refused")));
+        for n in 0..20 {
+            fold.ingest(poll(vec![], vec![snapshot(3_000 + n, 1, path(9))]), 13_000);
+        }
+        assert_eq!(fold.snapshots.len(), KEPT_SNAPSHOTS);
     }
 
     #[test]

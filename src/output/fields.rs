@@ -2,6 +2,7 @@
 //! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
 //! names and the values cannot drift apart either.
 
+use crate::model::mig::{MigState, RowInstance};
 use crate::model::{
     Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, MemoryPeak,
     ProcessAllocator, ProcessKind, ProcessRow, Reading,
@@ -93,6 +94,31 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     ("graphics_process_count", |d| {
         sampled(d, |s| list_count(s, ProcessKind::Graphics))
     }),
+    ("mig_mode", |d| {
+        sampled(d, |s| {
+            let on = s.mig.as_ref().is_some_and(|m| m.enabled);
+            Ok(Value::Text(if on { "enabled" } else { "disabled" }.into()))
+        })
+    }),
+    ("mig_pending", |d| {
+        sampled(d, |s| {
+            s.mig
+                .as_ref()
+                .and_then(MigState::pending_note)
+                .map(Value::Text)
+                .ok_or_else(|| Absent::Error("no MIG mode change pending".into()))
+        })
+    }),
+    ("mig_instance_count", |d| {
+        sampled(d, |s| match s.mig_enabled() {
+            Some(m) => m
+                .instances
+                .as_ref()
+                .map(|i| Value::Int(i.len() as u64))
+                .map_err(Clone::clone),
+            None => Err(not_mig()),
+        })
+    }),
 ];
 
 /// Every field of a process on one GPU, in output order.
@@ -131,6 +157,22 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .map(Value::Text)
             .ok_or(Absent::NotAvailable)
     }),
+    // `container` above stays the container id it has been within version 1; the name
+    // dcgm-exporter calls `container` is `container_name` here.
+    ("pod", |p| pod(p, |pod| text(&pod.name))),
+    ("namespace", |p| pod(p, |pod| text(&pod.namespace))),
+    ("container_name", |p| pod(p, |pod| text(&pod.container))),
+    ("pod_uid", |p| {
+        pod(p, |pod| Ok(Value::Text(pod.uid.clone())))
+    }),
+    ("pod_qos", |p| {
+        pod(p, |pod| {
+            pod.qos
+                .clone()
+                .map(Value::Text)
+                .ok_or_else(|| Absent::Error("the cgroup path does not say".into()))
+        })
+    }),
     ("allocated", |p| allocator(p, |a| int(&a.device.allocated))),
     ("reserved", |p| allocator(p, |a| int(&a.device.reserved))),
     ("true_peak", |p| {
@@ -154,6 +196,14 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     ("writer", |p| {
         allocator(p, |a| Ok(Value::Text(a.liveness.label().into())))
     }),
+    ("mig_profile", |p| instance(p, |i| text(&i.profile))),
+    ("gpu_instance_id", |p| {
+        instance(p, |i| int(&i.gpu_instance_id))
+    }),
+    ("compute_instance_id", |p| {
+        instance(p, |i| int(&i.compute_instance_id))
+    }),
+    ("mig_uuid", |p| instance(p, |i| text(&i.uuid))),
 ];
 
 /// Every figure an allocator publishes for one GPU, in output order.
@@ -247,6 +297,15 @@ fn list_count(s: &DeviceSample, list: ProcessKind) -> Reading<Value> {
     Ok(Value::Int(count as u64))
 }
 
+fn not_mig() -> Absent {
+    Absent::Error("GPU not in MIG mode".into())
+}
+
+/// A figure of the MIG instance the process runs in.
+fn instance(p: &ProcessRow, read: impl Fn(&RowInstance) -> Reading<Value>) -> Reading<Value> {
+    p.mig.as_ref().map_or_else(|| Err(not_mig()), read)
+}
+
 fn no_sample() -> Absent {
     Absent::Error("no sample yet".into())
 }
@@ -297,6 +356,16 @@ fn host(
     read: impl Fn(&crate::model::HostProcess) -> Reading<Value>,
 ) -> Reading<Value> {
     p.host.as_deref().map_or_else(|| Err(not_visible()), read)
+}
+
+/// A fact of the process's Kubernetes pod; absent when it runs in none, or when the host
+/// cannot see the process at all (then for that reason).
+fn pod(p: &ProcessRow, read: impl Fn(&crate::model::PodInfo) -> Reading<Value>) -> Reading<Value> {
+    host(p, |h| match &h.pod {
+        Some(pod) => read(pod),
+        None if h.local_pid.is_none() => Err(h.user.clone().err().unwrap_or_else(not_visible)),
+        None => Err(Absent::Error("not in a Kubernetes pod".into())),
+    })
 }
 
 /// An allocator figure; absent when the process publishes none.

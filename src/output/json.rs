@@ -2,8 +2,11 @@
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};
+use crate::model::held_sites::{SitesState, SnapshotNote, exactness_note, headline};
 use crate::model::writer_fold::Oom;
-use crate::model::{AllocatorEvent, AllocatorSnapshot, Snapshot};
+use crate::model::{
+    AllocatorEvent, AllocatorSnapshot, DeviceSnapshot, MigInstance, MigState, Reading, Snapshot,
+};
 use serde_json::{Map, Value as Json, json};
 
 pub const SCHEMA: &str = "vramscope.snapshot";
@@ -52,11 +55,76 @@ pub fn to_value(snapshot: &Snapshot) -> Json {
         "driver": driver,
         "nvml_problem": snapshot.nvml_problem.as_ref().map(|p| json!({"cause": p.cause(), "hint": p.hint()})),
         "host": host,
-        "devices": snapshot.devices.iter().map(|d| object(&fields::device(d))).collect::<Vec<_>>(),
+        "devices": snapshot.devices.iter().map(device).collect::<Vec<_>>(),
         "processes": snapshot.processes.iter().map(|p| object(&fields::process(p))).collect::<Vec<_>>(),
         "allocators": snapshot.allocators.iter().map(allocator).collect::<Vec<_>>(),
         "rejected_channels": snapshot.rejected_channels,
     })
+}
+
+/// One GPU: its figures, and its MIG state (`null` for a GPU without MIG, or with MIG off
+/// and nothing pending).
+fn device(d: &DeviceSnapshot) -> Json {
+    let mut value = object(&fields::device(d));
+    value["mig"] = d
+        .sample
+        .as_ref()
+        .and_then(|s| s.mig.as_ref())
+        .map_or(Json::Null, mig);
+    value
+}
+
+/// MIG mode and instances, each with its figures and processes.
+fn mig(m: &MigState) -> Json {
+    let instances = match &m.instances {
+        Ok(list) => json!(list.iter().map(instance).collect::<Vec<_>>()),
+        Err(_) => Json::Null,
+    };
+    json!({
+        "enabled": m.enabled,
+        "pending": m.pending,
+        "pending_note": m.pending_note(),
+        "instances": instances,
+        "unavailable": match &m.instances {
+            Err(why) => json!({ "instances": why.reason() }),
+            Ok(_) => json!({}),
+        },
+    })
+}
+
+fn instance(i: &MigInstance) -> Json {
+    let memory = |pick: fn(&crate::model::MemoryInfo) -> u64| {
+        i.memory
+            .as_ref()
+            .map(|m| Value::Int(pick(m)))
+            .map_err(Clone::clone)
+    };
+    let int = |r: &Reading<u32>| r.clone().map(|v| Value::Int(u64::from(v)));
+    let mut value = object(&[
+        ("gpu_instance_id", int(&i.gpu_instance_id)),
+        ("compute_instance_id", int(&i.compute_instance_id)),
+        ("uuid", i.uuid.clone().map(Value::Text)),
+        ("profile", i.profile.clone().map(Value::Text)),
+        ("memory_total", memory(|m| m.total)),
+        ("memory_used", memory(|m| m.used)),
+        ("memory_free", memory(|m| m.free)),
+        ("sm_util", int(&i.sm_util)),
+    ]);
+    value["processes"] = match &i.processes {
+        Ok(list) => json!(
+            list.iter()
+                .map(|p| object(&[
+                    ("pid", Ok(Value::Int(u64::from(p.pid)))),
+                    ("used_memory", p.used_memory.clone().map(Value::Int)),
+                ]))
+                .collect::<Vec<_>>()
+        ),
+        Err(why) => {
+            value["unavailable"]["processes"] = json!(why.reason());
+            Json::Null
+        }
+    };
+    value
 }
 
 /// One instrumented process: who it is, its figures per GPU, and its recent events.
@@ -88,6 +156,8 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
         "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
+        "sites": id.sites,
+        "snapshots": a.snapshots.iter().map(snapshot).collect::<Vec<_>>(),
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
 }
@@ -109,6 +179,33 @@ fn oom(o: &Oom) -> Json {
     value["phase"] = json!(o.phase);
     value["outcome"] = json!(o.outcome);
     value["message"] = json!(o.message);
+    value
+}
+
+/// One memory snapshot the writer announced, and what reducing it said: `sites` is
+/// `{"state": "reduced", "sites": [...], "exactness": {...}, "oom": ...}`, or `not_read`,
+/// `reading`, `failed` with `why`.
+fn snapshot(n: &SnapshotNote) -> Json {
+    let figure = |r: &crate::model::Reading<u64>| r.clone().map(Value::Int);
+    let mut value = object(&[
+        ("path", n.path.clone().map(Value::Text)),
+        ("size", figure(&n.size)),
+        ("peak", figure(&n.peak)),
+        ("allocated", figure(&n.allocated)),
+        ("max_entries", figure(&n.max_entries)),
+        ("deleted", figure(&n.deleted)),
+    ]);
+    value["name"] = json!(n.name);
+    value["at_ms"] = json!(n.at_ms);
+    value["slot"] = json!(n.slot);
+    value["reason"] = json!(n.reason);
+    value["step"] = json!(n.step);
+    value["phase"] = json!(n.phase);
+    value["sites"] = serde_json::to_value(&n.sites).unwrap_or(Json::Null);
+    if let SitesState::Reduced(held) = &n.sites {
+        value["sites"]["headline"] = json!(headline(held, 3));
+        value["sites"]["exactness_note"] = json!(exactness_note(held));
+    }
     value
 }
 

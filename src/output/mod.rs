@@ -42,6 +42,7 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
         cli.pcie,
         period.is_some(),
         cli.peak_interval.0,
+        cli.gpm,
     );
     let mut sampler = match opened {
         Ok(s) => s,

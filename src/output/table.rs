@@ -40,6 +40,7 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) 
     );
     for d in &snapshot.devices {
         out += &device_line(d, pcie);
+        out += &mig_lines(d);
     }
     let cpu = if cpu_column { "  CPU%" } else { "" };
     let _ = writeln!(
@@ -65,6 +66,55 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) 
     }
     out += &allocator_lines(snapshot);
     out += &notes(snapshot);
+    out
+}
+
+/// Under a GPU in MIG mode, one line per instance (`MIG 3g.40gb  GI 1 CI 0  4.00 GiB /
+/// 40.0 GiB  pids 4100`); under a GPU whose MIG mode changes at the next reset, that.
+fn mig_lines(d: &DeviceSnapshot) -> String {
+    let Some(mig) = d.sample.as_ref().and_then(|s| s.mig.as_ref()) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if let Some(note) = mig.pending_note() {
+        let _ = writeln!(out, "     {note}");
+    }
+    if !mig.enabled {
+        return out;
+    }
+    match &mig.instances {
+        Err(why) => {
+            let _ = writeln!(out, "     MIG instances {NA} ({why})");
+        }
+        Ok(list) if list.is_empty() => out += "     MIG: no instances\n",
+        Ok(list) => {
+            for i in list {
+                let memory = match &i.memory {
+                    Ok(m) => format!("{} / {}", bytes(m.used), bytes(m.total)),
+                    Err(why) => format!("{NA} ({why})"),
+                };
+                let pids = match &i.processes {
+                    Ok(p) if p.is_empty() => "no processes".to_string(),
+                    Ok(p) => {
+                        let list: Vec<String> = p.iter().map(|p| p.pid.to_string()).collect();
+                        format!("pids {}", list.join(" "))
+                    }
+                    Err(why) => format!("processes {NA} ({why})"),
+                };
+                // SM utilisation only where GPM gave it (`--gpm`).
+                let sm = i
+                    .sm_util
+                    .as_ref()
+                    .map_or(String::new(), |v| format!("  sm {v}%"));
+                let _ = writeln!(
+                    out,
+                    "     MIG {:<8} {}  {memory:>21}{sm}  {pids}",
+                    i.profile.as_deref().unwrap_or(NA),
+                    i.ids_label(),
+                );
+            }
+        }
+    }
     out
 }
 
@@ -221,7 +271,10 @@ fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> 
         .take(10)
         .collect();
     let mut command = host.map_or(NA.into(), |h| or_na(&h.command, Clone::clone));
-    if let Some(container) = host.and_then(|h| h.container.as_ref()) {
+    // A pod names the process better than its container's id does.
+    if let Some(pod) = host.and_then(|h| h.pod.as_ref()) {
+        command = format!("[{}] {command}", pod.full_label());
+    } else if let Some(container) = host.and_then(|h| h.container.as_ref()) {
         command = format!("[{container}] {command}");
     }
     if let Some(mark) = command_cut

@@ -4,6 +4,7 @@
 //! as the live monitor does. GPUs are resolved after each channel batch by the monitor's
 //! rule: the recording's devices, and the GPUs the last device samples list the pid on.
 
+use crate::model::mig::{MigUuid, mig_uuids};
 use crate::model::writer_fold::{Oom, SlotFold, WriterFold};
 use crate::model::{ChannelBatch, ChannelPoll, DeviceInfo, DeviceSample};
 use std::collections::BTreeMap;
@@ -13,6 +14,8 @@ pub struct RecordedFolds {
     devices: Vec<DeviceInfo>,
     /// GPU index -> pids its latest sample lists.
     listed: BTreeMap<u32, Vec<u32>>,
+    /// GPU index -> the MIG device UUIDs its latest sample lists.
+    instances: BTreeMap<u32, Vec<MigUuid>>,
     /// Channel path -> its writer's fold.
     pub writers: BTreeMap<String, WriterFold>,
 }
@@ -28,6 +31,7 @@ impl RecordedFolds {
 
     /// Which pids the GPU lists now; a sample without a readable list keeps the last one.
     pub fn device(&mut self, sample: &DeviceSample) {
+        self.instances.insert(sample.index, mig_uuids(sample));
         if let Ok(processes) = &sample.processes {
             self.listed
                 .insert(sample.index, processes.iter().map(|p| p.pid).collect());
@@ -63,6 +67,7 @@ impl RecordedFolds {
     /// Resolves every writer's slots to NVML's GPUs, as the monitor does after each batch.
     pub fn resolve(&mut self) {
         let listed = &self.listed;
+        let instances: Vec<MigUuid> = self.instances.values().flatten().cloned().collect();
         for fold in self.writers.values_mut() {
             let on: Vec<u32> = fold.host_pid.map_or_else(Vec::new, |pid| {
                 listed
@@ -71,7 +76,7 @@ impl RecordedFolds {
                     .map(|(gpu, _)| *gpu)
                     .collect()
             });
-            fold.resolve_gpus(&self.devices, &on);
+            fold.resolve_gpus(&self.devices, &instances, &on);
         }
     }
 }

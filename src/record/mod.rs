@@ -24,6 +24,7 @@ mod reader;
 pub mod scope;
 pub mod when;
 mod wire;
+mod wire_mig;
 mod writer;
 
 pub use command::RecordArgs;

@@ -207,9 +207,16 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
     // (GPU, pid) pairs NVML listed: few, however long the recording.
     let mut on_gpu: BTreeSet<(u32, u32)> = BTreeSet::new();
     let mut writer_gpus: BTreeSet<u32> = BTreeSet::new();
+    // MIG device UUIDs seen: a writer on a MIG device names it so.
+    let mut instances: Vec<crate::model::mig::MigUuid> = Vec::new();
     let _ending = recording.each_event(|_, event| match event {
         SourceEvent::Started { devices: d, .. } => devices = d,
         SourceEvent::Device(sample) => {
+            for instance in crate::model::mig::mig_uuids(&sample) {
+                if !instances.contains(&instance) {
+                    instances.push(instance);
+                }
+            }
             if let Ok(processes) = &sample.processes {
                 on_gpu.extend(processes.iter().map(|p| (sample.index, p.pid)));
             }
@@ -219,11 +226,9 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
                 let wanted = asked_pids.contains(&pid_of(poll)) || selection.poll(poll);
                 if wanted {
                     selection.pids.insert(pid_of(poll));
-                    writer_gpus.extend(
-                        poll.devices
-                            .iter()
-                            .filter_map(|d| crate::model::writer_fold::gpu_index_of(d, &devices)),
-                    );
+                    writer_gpus.extend(poll.devices.iter().filter_map(|d| {
+                        crate::model::writer_fold::gpu_index_of(d, &devices, &instances)
+                    }));
                 }
             }
         }
@@ -411,6 +416,7 @@ mod tests {
                 allocator_config: String::new(),
                 exact_peaks: false,
                 sample_period_us: 20_000,
+                sites: false,
             }),
             host_pid: Some(pid),
             liveness: WriterLiveness::Live,

@@ -10,7 +10,7 @@
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, DeviceInfo, DeviceSample, DriverInfo, EventKind,
     GpuProcess, HostMemory, HostProcess, HostSample, ListGaps, MemoryInfo, MemoryPeak, NvmlProblem,
-    ProcessKind, Reading, WriterIdentity, WriterLiveness,
+    PodInfo, ProcessKind, Reading, WriterIdentity, WriterLiveness,
 };
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, IntoDeserializer, MapAccess, SeqAccess, Visitor};
@@ -42,6 +42,7 @@ impl<'a> From<&'a Absent> for AbsentOut<'a> {
             Absent::NotAvailable => ("not_available", None),
             Absent::GpuLost => ("gpu_lost", None),
             Absent::Timeout => ("timeout", None),
+            Absent::MigMode => ("mig_mode", None),
             Absent::MissingFunction(name) => ("missing_function", Some(name.as_str())),
             Absent::Error(text) => ("error", Some(text.as_str())),
         };
@@ -60,6 +61,7 @@ impl From<AbsentWire> for Absent {
             "not_available" => Absent::NotAvailable,
             "gpu_lost" => Absent::GpuLost,
             "timeout" => Absent::Timeout,
+            "mig_mode" => Absent::MigMode,
             "missing_function" => Absent::MissingFunction(detail),
             "error" => Absent::Error(detail),
             // A reason a later version added: still absent, never a zero.
@@ -155,7 +157,7 @@ mod optional_reading {
 
 /// Device memory as `[total, reserved, used, free]`; `reserved` is null where the driver
 /// counted it in `used`.
-mod memory {
+pub(super) mod memory {
     use super::*;
 
     pub fn serialize<S: Serializer>(value: &Reading<MemoryInfo>, s: S) -> Result<S::Ok, S::Error> {
@@ -269,6 +271,20 @@ shadow_list!(identity, WriterIdentity, WriterIdentityDef);
 shadow_list!(allocator_devices, AllocatorDevice, AllocatorDeviceDef);
 shadow_list!(allocator_events, AllocatorEvent, AllocatorEventDef);
 shadow_list!(gpu_processes, GpuProcess, GpuProcessDef);
+shadow_list!(pods, PodInfo, PodInfoDef);
+
+/// A process's pod, left out for a process in none.
+mod optional_pod {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<PodInfo>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().map(pods::Ref).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PodInfo>, D::Error> {
+        Ok(Option::<pods::Own>::deserialize(d)?.map(|own| own.0))
+    }
+}
 
 /// NVML's process list, or why it could not be read.
 mod processes {
@@ -476,6 +492,13 @@ pub struct DeviceSampleDef {
     #[serde(skip)]
     list_gaps: ListGaps,
     lost: bool,
+    /// Left out for a GPU without MIG (and in recordings made before MIG was recorded).
+    #[serde(
+        with = "super::wire_mig::optional_mig",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    mig: Option<crate::model::MigState>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -492,6 +515,14 @@ pub struct HostProcessDef {
     #[serde(with = "reading")]
     cpu_percent: Reading<f32>,
     container: Option<String>,
+    /// The Kubernetes pod; left out for a process in none, and absent from recordings made
+    /// before it was recorded.
+    #[serde(
+        with = "optional_pod",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pod: Option<PodInfo>,
     uid: Option<u32>,
     /// Recorded so that replay joins a process NVML still lists to the channel its writer
     /// ended, as the live monitor does (same start time: not a reused pid). Never used to
@@ -499,6 +530,22 @@ pub struct HostProcessDef {
     /// recordings made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     starttime: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "PodInfo")]
+pub struct PodInfoDef {
+    uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    qos: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    container_id: Option<String>,
+    #[serde(with = "reading")]
+    namespace: Reading<String>,
+    #[serde(with = "reading")]
+    name: Reading<String>,
+    #[serde(with = "reading")]
+    container: Reading<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -529,6 +576,9 @@ pub struct WriterIdentityDef {
     allocator_config: String,
     exact_peaks: bool,
     sample_period_us: u32,
+    // Absent from recordings made before writers could record allocation history.
+    #[serde(default)]
+    sites: bool,
 }
 
 /// Every `state` of `WriterLivenessDef`: any other was added by a later version.
@@ -646,7 +696,23 @@ pub enum EventKindDef {
     Exit {
         error: bool,
     },
-    SnapshotWritten,
+    // Recordings made before snapshots carried their figures read them as not available.
+    SnapshotWritten {
+        #[serde(default = "not_recorded", with = "reading")]
+        path: Reading<String>,
+        #[serde(default = "not_recorded", with = "reading")]
+        size: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        peak: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        reason: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        allocated: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        max_entries: Reading<u64>,
+        #[serde(default = "not_recorded", with = "reading")]
+        deleted: Reading<u64>,
+    },
     ForeignPeakReset {
         #[serde(with = "reading")]
         before: Reading<u64>,
@@ -662,6 +728,11 @@ pub enum EventKindDef {
     Unknown {
         code: u16,
     },
+}
+
+/// A figure an older recording did not keep.
+fn not_recorded<T>() -> Reading<T> {
+    Err(Absent::NotAvailable)
 }
 
 #[derive(Serialize, Deserialize)]

@@ -6,13 +6,15 @@
 
 use super::spikes::{Rise, RiseTracker};
 use crate::model::foresight::Forecast;
+use crate::model::held_sites::SnapshotNote;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::runner::SourceEvent;
+use crate::sources::sites::{SitesJob, reduce};
 use std::collections::BTreeMap;
 
 /// A value and where it happened.
@@ -58,6 +60,8 @@ pub struct AllocatorSummary {
     pub allocator_config: String,
     /// What its step peaks say: a leak, an OOM to come, or nothing confident.
     pub forecast: Forecast,
+    /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
+    pub held: Option<SnapshotNote>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -66,8 +70,18 @@ pub struct ProcessSummary {
     pub gpu_index: u32,
     pub command: Option<String>,
     pub user: Option<String>,
+    /// The Kubernetes pod it ran in, as last recorded.
+    pub pod: Option<PodInfo>,
     pub peak_nvml: Option<At>,
     pub allocator: Option<AllocatorSummary>,
+}
+
+/// What the host said of a pid, the latest readable of each.
+#[derive(Clone, Debug, Default)]
+struct HostFacts {
+    command: Option<String>,
+    user: Option<String>,
+    pod: Option<PodInfo>,
 }
 
 /// One OOM as the fold merged it, with the writer's pid and the GPU it happened on.
@@ -79,6 +93,8 @@ pub struct OomSummary {
     /// Why it happened (`oom_explain`): asked against free, the cache, outside the
     /// allocator, what `expandable_segments` would have changed.
     pub explanation: Vec<String>,
+    /// The snapshot the writer dumped at it, reduced (`--sites`).
+    pub held: Option<SnapshotNote>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -138,7 +154,7 @@ struct Analysis {
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
     /// reached the recorder.
     used_at_oom: BTreeMap<(String, u64, Option<u16>), u64>,
-    hosts: BTreeMap<u32, (Option<String>, Option<String>)>,
+    hosts: BTreeMap<u32, HostFacts>,
     first_ms: Option<u64>,
     last_ms: Option<u64>,
 }
@@ -219,10 +235,13 @@ impl Analysis {
         for p in &sample.processes {
             let entry = self.hosts.entry(p.pid).or_default();
             if let Ok(command) = &p.command {
-                entry.0 = Some(command.clone());
+                entry.command = Some(command.clone());
             }
             if let Ok(user) = &p.user {
-                entry.1 = Some(user.clone());
+                entry.user = Some(user.clone());
+            }
+            if p.pod.is_some() {
+                entry.pod.clone_from(&p.pod);
             }
         }
     }
@@ -371,12 +390,14 @@ impl Analysis {
             .process_peaks
             .iter()
             .map(|(&(pid, gpu_index), peak)| {
-                let (command, user) = self.hosts.get(&pid).cloned().unwrap_or_default();
+                let HostFacts { command, user, pod } =
+                    self.hosts.get(&pid).cloned().unwrap_or_default();
                 ProcessSummary {
                     pid,
                     gpu_index,
                     command,
                     user,
+                    pod,
                     peak_nvml: peak.clone(),
                     allocator: self.allocator_of(pid, gpu_index),
                 }
@@ -428,6 +449,7 @@ impl Analysis {
                     gpu_index: oom_gpu(fold, oom),
                     oom: oom.clone(),
                     explanation: self.explain(path, fold, oom),
+                    held: fold.snapshot_of(oom).map(|n| reduced(path, n)),
                 });
             }
         }
@@ -478,9 +500,20 @@ impl Analysis {
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
+                    held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                 })
             })
     }
+}
+
+/// `note` with its snapshot read and reduced now, if the file is still there (a file gone is
+/// said so in its `sites`, not an error).
+fn reduced(channel: &str, note: &SnapshotNote) -> SnapshotNote {
+    let mut note = note.clone();
+    if let Some(job) = SitesJob::of(channel, &note) {
+        note.sites = reduce(&job);
+    }
+    note
 }
 
 /// Keeps the first time the highest value was reached; true when `value` is the new peak.

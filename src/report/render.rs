@@ -4,9 +4,13 @@
 use super::analysis::{At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
+use crate::model::held_sites::{
+    SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
+    summary,
+};
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
-use crate::model::{NA, Reading};
+use crate::model::{NA, PodInfo, Reading};
 use serde_json::json;
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -122,6 +126,8 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
         }
     }
 
+    held_section(&mut out, report, markdown);
+
     section(
         &mut out,
         "Largest spikes (rises that fall back within 10 s)",
@@ -153,6 +159,91 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
     out
 }
 
+/// What held the memory, from the snapshots the writers announced (`vramscope run --sites`):
+/// per process at its peak, per OOM at the failing request. Absent when none was announced.
+fn held_section(out: &mut String, report: &Report, markdown: bool) {
+    let processes: Vec<(&ProcessSummary, &SnapshotNote)> = report
+        .processes
+        .iter()
+        .filter_map(|p| Some((p, p.allocator.as_ref()?.held.as_ref()?)))
+        .collect();
+    let ooms: Vec<(&OomSummary, &SnapshotNote)> = report
+        .ooms
+        .iter()
+        .filter_map(|o| Some((o, o.held.as_ref()?)))
+        .collect();
+    if processes.is_empty() && ooms.is_empty() {
+        return;
+    }
+    section(out, "What held the memory (allocation sites)", markdown);
+    let bullet = if markdown { "- " } else { "  " };
+    for (p, note) in processes {
+        let _ = writeln!(
+            out,
+            "{bullet}pid {} on GPU {}, at its peak:",
+            p.pid, p.gpu_index
+        );
+        held_lines(out, note, markdown);
+    }
+    for (o, note) in ooms {
+        let who = o.pid.map_or("a writer".into(), |pid| format!("pid {pid}"));
+        let _ = writeln!(out, "{bullet}OOM of {who} at {}:", utc_label(o.oom.at_ms));
+        held_lines(out, note, markdown);
+    }
+}
+
+/// One snapshot: which file, then its top sites (or why it could not be read), whether the
+/// answer is exact, and at an OOM why the request did not fit.
+fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
+    let inner = if markdown { "  - " } else { "      " };
+    let mut about = format!(
+        "snapshot {} ({}, {}",
+        shown(&note.name, markdown),
+        note.reason.label(),
+        utc_label(note.at_ms)
+    );
+    where_(&mut about, note.step, &note.phase, markdown);
+    about.push(')');
+    let _ = writeln!(out, "{inner}{about}");
+    match &note.sites {
+        SitesState::Reduced(held) => {
+            let _ = writeln!(out, "{inner}{}", shown(&summary(held), markdown));
+            for site in &held.sites {
+                let _ = writeln!(
+                    out,
+                    "{inner}  {} in {}",
+                    shown(&site_words(site), markdown),
+                    blocks(site.blocks)
+                );
+            }
+            if !held.largest.is_empty() {
+                let largest: Vec<String> = held.largest.iter().map(block_words).collect();
+                let _ = writeln!(
+                    out,
+                    "{inner}largest blocks: {}",
+                    shown(&largest.join(", "), markdown)
+                );
+            }
+            if let Some(text) = exactness_note(held) {
+                let _ = writeln!(out, "{inner}{}", shown(&text, markdown));
+            }
+            if let Some(fit) = &held.oom {
+                let _ = writeln!(
+                    out,
+                    "{inner}why it did not fit: {}",
+                    shown(&oom_words(fit), markdown)
+                );
+            }
+        }
+        SitesState::Failed { why } => {
+            let _ = writeln!(out, "{inner}not read: {}", shown(why, markdown));
+        }
+        SitesState::NotRead | SitesState::Reading => {
+            let _ = writeln!(out, "{inner}not read");
+        }
+    }
+}
+
 fn section(out: &mut String, title: &str, markdown: bool) {
     if markdown {
         let _ = writeln!(out, "\n## {title}\n");
@@ -182,17 +273,37 @@ fn at(a: Option<&At>, markdown: bool) -> String {
     }
 }
 
+/// ` in pod ml-team/trainer-0, container trainer`, or ` in pod <uid> (names n/a: why)`.
+fn in_pod(pod: &PodInfo, markdown: bool) -> String {
+    match (&pod.namespace, &pod.name) {
+        (Ok(_), Ok(_)) => {
+            let container = pod.container.as_ref().map_or(String::new(), |c| {
+                format!(", container {}", shown(c, markdown))
+            });
+            format!(" in pod {}{container}", shown(&pod.label(), markdown))
+        }
+        (Err(why), _) | (_, Err(why)) => format!(
+            " in pod {} (names {NA}: {})",
+            shown(&pod.uid, markdown),
+            shown(&why.reason(), markdown)
+        ),
+    }
+}
+
 fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
     let bullet = if markdown { "- " } else { "  " };
     let _ = writeln!(
         out,
-        "{bullet}pid {} on GPU {}: {}{}: NVML used {}",
+        "{bullet}pid {} on GPU {}: {}{}{}: NVML used {}",
         p.pid,
         p.gpu_index,
         shown(p.command.as_deref().unwrap_or(NA), markdown),
         p.user
             .as_deref()
             .map_or(String::new(), |u| format!(" ({})", shown(u, markdown))),
+        p.pod
+            .as_ref()
+            .map_or(String::new(), |pod| in_pod(pod, markdown)),
         at(p.peak_nvml.as_ref(), markdown)
     );
     let Some(a) = &p.allocator else { return };
@@ -253,6 +364,25 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
     line
 }
 
+/// A snapshot and what reducing it said, as `--json` spells it.
+fn held_json(note: &SnapshotNote) -> serde_json::Value {
+    let figure = |r: &Reading<u64>| r.as_ref().ok().copied();
+    json!({
+        "name": note.name,
+        "path": note.path.as_ref().ok(),
+        "path_refused": note.path.as_ref().err().map(|why| why.reason()),
+        "at_ms": note.at_ms, "reason": note.reason, "step": note.step, "phase": note.phase,
+        "size": figure(&note.size), "peak": figure(&note.peak),
+        "allocated": figure(&note.allocated), "max_entries": figure(&note.max_entries),
+        "deleted": figure(&note.deleted),
+        "sites": note.sites,
+        "headline": match &note.sites {
+            SitesState::Reduced(held) => Some(headline(held, 3)),
+            _ => None,
+        },
+    })
+}
+
 /// The summary as JSON, schema `vramscope.report` version 2 (each OOM once, with its
 /// `outcome`, `phase`, `message` and `explanation`; version 1 had one per event, with
 /// `caught` and `label`); bytes and ms throughout.
@@ -278,6 +408,10 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
         })).collect::<Vec<_>>(),
         "processes": report.processes.iter().map(|p| json!({
             "pid": p.pid, "gpu_index": p.gpu_index, "command": p.command, "user": p.user,
+            "pod": p.pod.as_ref().and_then(|pod| pod.name.as_ref().ok()),
+            "namespace": p.pod.as_ref().and_then(|pod| pod.namespace.as_ref().ok()),
+            "container_name": p.pod.as_ref().and_then(|pod| pod.container.as_ref().ok()),
+            "pod_uid": p.pod.as_ref().map(|pod| &pod.uid),
             "peak_nvml_used": at(p.peak_nvml.as_ref()),
             "allocator": p.allocator.as_ref().map(|a| json!({
                 "kind": a.kind, "framework": a.framework, "rank": a.rank,
@@ -289,6 +423,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "reserved_at_inactive_split": a.fragmentation.map(|f| f.1),
                 "alloc_retries": a.alloc_retries, "ooms": a.ooms,
                 "allocator_config": a.allocator_config,
+                "held_at_peak": a.held.as_ref().map(held_json),
             })),
         })).collect::<Vec<_>>(),
         "ooms": report.ooms.iter().map(|o| {
@@ -301,6 +436,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "allocated": reading(&oom.allocated), "reserved": reading(&oom.reserved),
                 "step": oom.step, "phase": oom.phase, "message": oom.message,
                 "explanation": o.explanation,
+                "held": o.held.as_ref().map(held_json),
             })
         }).collect::<Vec<_>>(),
         "spikes": report.spikes.iter().map(|s| json!({

@@ -167,9 +167,16 @@ pub fn families(published: &Published) -> Vec<Family> {
     let own: Vec<(Labels, &D)> = devices()
         .map(|(d, labels)| (Arc::from(labels.pairs()), d))
         .collect();
-    let dcgm_families = DCGM.iter().map(|m| m.family(&dcgm));
+    let dcgm_families = DCGM.iter().map(|m| {
+        let mut family = m.family(&dcgm);
+        family
+            .samples
+            .extend(super::mig_metrics::dcgm_samples(published, m.name));
+        family
+    });
     dcgm_families
         .chain(VRAMSCOPE.iter().map(|m| m.family(&own)))
+        .chain(super::mig_metrics::families(published))
         .collect()
 }
 
@@ -182,8 +189,12 @@ fn memory(d: &D) -> Option<MemoryInfo> {
     fresh(d)?.memory.as_ref().ok().copied()
 }
 
-/// Whole MiB, truncated, as dcgm-exporter gives them.
+/// Whole MiB, truncated, as dcgm-exporter gives them. A GPU in MIG mode has them per
+/// instance instead (`mig_metrics`).
 fn mib(d: &D, pick: fn(&MemoryInfo) -> u64) -> Option<Number> {
+    if super::mig_metrics::per_instance(d) {
+        return None;
+    }
     memory(d).map(|m| Number::Int(pick(&m) / MIB))
 }
 
@@ -239,6 +250,7 @@ mod tests {
             list_gaps: Default::default(),
             memory_peak: None,
             lost: false,
+            mig: None,
         }
     }
 

@@ -17,6 +17,7 @@ mod device_metrics;
 mod encode;
 mod families;
 mod http;
+mod mig_metrics;
 mod node;
 mod owner;
 mod process_metrics;

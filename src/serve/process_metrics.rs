@@ -1,6 +1,7 @@
 //! Per-process families: what dcgm-exporter cannot give. Labels `gpu`, `uuid`, `pid`,
-//! `user`, `command`, and `rank`, `local_rank`, `job_id` where the process's channel says,
-//! and the node's `hostname`, so that a rank's series name its node whoever scrapes them.
+//! `user`, `command`; `pod`, `namespace`, `container` (dcgm-exporter's names) for a process in
+//! a Kubernetes pod; `rank`, `local_rank`, `job_id` where the process's channel says; and the
+//! node's `hostname`, so that a rank's series name its node whoever scrapes them.
 //! Base units throughout; the counters are the allocator's own, cumulative since the
 //! process started.
 

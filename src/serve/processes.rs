@@ -9,7 +9,7 @@
 use crate::model::allocator::RowProcess;
 use crate::model::foresight::Forecast;
 use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
-use crate::model::{AllocatorSnapshot, ProcessAllocator, ProcessRow, Snapshot};
+use crate::model::{AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
 /// a label is stored with every sample.
@@ -25,6 +25,10 @@ pub struct ProcessLabels {
     pub pid: u32,
     pub user: Option<String>,
     pub command: Option<String>,
+    /// The Kubernetes pod, namespace and container name, as dcgm-exporter labels them.
+    pub pod: Option<String>,
+    pub namespace: Option<String>,
+    pub container: Option<String>,
     pub rank: Option<i32>,
     pub local_rank: Option<i32>,
     pub job: Option<String>,
@@ -37,7 +41,13 @@ impl ProcessLabels {
             ("uuid", self.uuid.clone()),
             ("pid", self.pid.to_string()),
         ];
-        let text = [("user", &self.user), ("command", &self.command)];
+        let text = [
+            ("user", &self.user),
+            ("command", &self.command),
+            ("pod", &self.pod),
+            ("namespace", &self.namespace),
+            ("container", &self.container),
+        ];
         pairs.extend(
             text.iter()
                 .filter_map(|(n, v)| Some((*n, cut(v.as_ref()?)))),
@@ -121,6 +131,9 @@ impl ProcessLabels {
         ProcessLabels {
             user: self.user.clone().or_else(|| newer.user.clone()),
             command: self.command.clone().or_else(|| newer.command.clone()),
+            pod: self.pod.clone().or_else(|| newer.pod.clone()),
+            namespace: self.namespace.clone().or_else(|| newer.namespace.clone()),
+            container: self.container.clone().or_else(|| newer.container.clone()),
             rank: self.rank.or(newer.rank),
             local_rank: self.local_rank.or(newer.local_rank),
             job: self.job.clone().or_else(|| newer.job.clone()),
@@ -185,6 +198,7 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         row.nvml.pid,
         RowProcess::listed(host.map(|h| &**h)),
     );
+    let pod = host.and_then(|h| h.pod.as_ref());
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
         labels: ProcessLabels {
@@ -193,6 +207,9 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
             pid: row.nvml.pid,
             user,
             command: command.or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
+            pod: pod_name(pod, |p| &p.name),
+            namespace: pod_name(pod, |p| &p.namespace),
+            container: pod_name(pod, |p| &p.container),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -219,6 +236,9 @@ fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
                 .command
                 .clone()
                 .or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
+            pod: pod_name(row.pod.as_ref(), |p| &p.name),
+            namespace: pod_name(row.pod.as_ref(), |p| &p.namespace),
+            container: pod_name(row.pod.as_ref(), |p| &p.container),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -272,6 +292,9 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                     pid,
                     user: None,
                     command: non_empty(&id.command),
+                    pod: None,
+                    namespace: None,
+                    container: None,
                     rank: id.rank,
                     local_rank: id.local_rank,
                     job: non_empty(&id.job_id),
@@ -296,6 +319,11 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
     entries
 }
 
+/// One of a pod's names, when the pod's names are known.
+fn pod_name(pod: Option<&PodInfo>, read: fn(&PodInfo) -> &Reading<String>) -> Option<String> {
+    pod.and_then(|p| read(p).as_ref().ok().cloned())
+}
+
 fn non_empty(text: &str) -> Option<String> {
     (!text.is_empty()).then(|| text.to_string())
 }
@@ -316,6 +344,9 @@ mod tests {
             pid: 42,
             user: Some("alice".into()),
             command: Some("é".repeat(100)),
+            pod: None,
+            namespace: None,
+            container: None,
             rank: Some(3),
             local_rank: None,
             job: Some("job-7".into()),
@@ -400,6 +431,7 @@ mod tests {
                 allocator_config: String::new(),
                 exact_peaks: false,
                 sample_period_us: 50_000,
+                sites: false,
             }),
             host_pid: verified,
             liveness: WriterLiveness::Live,

@@ -7,7 +7,7 @@ use super::dir_watch::DirWatch;
 use crate::channel::discover::{self, Owners};
 use crate::channel::{
     Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
-    WriterKind, WriterState, monotonic_ns, uuid_string,
+    WriterKind, WriterState, monotonic_ns, slot_uuid_string,
 };
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
@@ -419,6 +419,7 @@ fn writer_identity(channel: &Channel) -> WriterIdentity {
         command: id.cmdline.clone(),
         allocator_config: id.allocator_config.clone(),
         exact_peaks: id.flags & crate::channel::layout::flags::PEAK_RESET != 0,
+        sites: id.flags & crate::channel::layout::flags::SITES != 0,
         sample_period_us: id.sample_period_us,
     }
 }
@@ -470,7 +471,7 @@ fn translate(path: &Path, open: &Open, update: Update, at_ms: u64, mono_ns: u64)
         .iter()
         .map(|e| AllocatorEvent {
             at_ms: wall(e.t_ns),
-            kind: event_kind(e),
+            kind: event_kind(e, path),
             slot: e.slot,
             step: e.step,
             label: if e.text.is_empty() {
@@ -529,7 +530,10 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
     AllocatorDevice {
         slot: u16::try_from(slot.index).unwrap_or(u16::MAX),
         ordinal: slot.ordinal,
-        uuid: slot.uuid.as_ref().map(uuid_string),
+        uuid: slot
+            .uuid
+            .as_ref()
+            .map(|raw| slot_uuid_string(raw, slot.uuid_is_mig)),
         pci_bus_id: slot.pci_bus_id.clone(),
         total: figure(slot.total),
         allocated: figure(slot.allocated),
@@ -548,8 +552,9 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
     }
 }
 
-/// The spec's §2.8 arguments, named.
-fn event_kind(e: &EventRecord) -> EventKind {
+/// The spec's §2.8 arguments, named. `channel`: the channel file's path, beside which a
+/// snapshot the event announces lies.
+fn event_kind(e: &EventRecord, channel: &Path) -> EventKind {
     let a = |i: usize| {
         let v = e.args[i];
         if v == crate::channel::ABSENT {
@@ -584,7 +589,17 @@ fn event_kind(e: &EventRecord) -> EventKind {
         RawKind::Exit => EventKind::Exit {
             error: e.args[0] == 1,
         },
-        RawKind::SnapshotWritten => EventKind::SnapshotWritten,
+        RawKind::SnapshotWritten => EventKind::SnapshotWritten {
+            path: crate::channel::snapshot_path(channel, &e.text, e.text_intact)
+                .map(|p| p.to_string_lossy().into_owned())
+                .map_err(Absent::Error),
+            size: a(0),
+            peak: a(1),
+            reason: a(2),
+            allocated: a(3),
+            max_entries: a(4),
+            deleted: a(5),
+        },
         RawKind::ForeignPeakReset => EventKind::ForeignPeakReset {
             before: a(0),
             after: a(1),

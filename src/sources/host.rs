@@ -1,10 +1,12 @@
 //! Host sampler: RAM and swap, and a targeted read of only the processes NVML listed.
-//! A process's identity (user, command line, container) is read once, when NVML first lists
-//! it; each tick then costs one `pread` of its `/proc/PID/stat` (see `process_meter`).
+//! A process's identity (user, command line, container, Kubernetes pod) is read once, when
+//! NVML first lists it; each tick then costs one `pread` of its `/proc/PID/stat` (see
+//! `process_meter`).
 
 use super::container;
+use super::pod::PodResolver;
 use super::process_meter::ProcessMeter;
-use crate::model::{Absent, HostLoad, HostMemory, HostProcess, HostSample, now_ms};
+use crate::model::{Absent, HostLoad, HostMemory, HostProcess, HostSample, PodInfo, now_ms};
 use std::collections::HashMap;
 use sysinfo::{
     MemoryRefreshKind, Pid, ProcessRefreshKind, ProcessesToUpdate, System, UpdateKind, Users,
@@ -21,6 +23,7 @@ pub struct HostSampler {
     buf: Vec<u8>,
     /// The CPUs' (busy, total) jiffies at the previous pass, for the busy share.
     cpu_before: Option<(u64, u64)>,
+    pods: PodResolver,
 }
 
 /// A process NVML lists and we can see.
@@ -31,6 +34,7 @@ struct Watched {
     uid: Option<u32>,
     starttime: Option<u64>,
     command: Result<String, Absent>,
+    pod: Option<PodInfo>,
     meter: ProcessMeter,
 }
 
@@ -57,6 +61,7 @@ impl HostSampler {
             watched: HashMap::new(),
             buf: Vec::with_capacity(1024),
             cpu_before: None,
+            pods: PodResolver::from_environment(),
         }
     }
 
@@ -159,6 +164,14 @@ impl HostSampler {
             // Read after the meter opened `statm`: a process replaced after this read fails
             // the meter's reads (ESRCH) and is read afresh, so this stays its start time.
             let starttime = crate::channel::starttime(Some(local_pid)).ok();
+            // By the NVML (host) pid: the pod's files are the node's.
+            let pod = self.pods.resolve(pid);
+            let mut view = view;
+            // The pod's cgroup, read through the node's root, names the container the pod
+            // names: the short id shown beside the pod agrees with it.
+            if let Some(id) = pod.as_ref().and_then(|p| p.container_id.as_deref()) {
+                view.container = id.get(..12).map(str::to_string);
+            }
             self.watched.insert(
                 pid,
                 Watched {
@@ -168,6 +181,7 @@ impl HostSampler {
                     uid,
                     starttime,
                     command,
+                    pod,
                     meter,
                 },
             );
@@ -200,6 +214,7 @@ impl HostSampler {
             rss_bytes,
             cpu_percent,
             container: watched.view.container.clone(),
+            pod: watched.pod.clone(),
             uid: watched.uid,
             starttime: watched.starttime,
         }

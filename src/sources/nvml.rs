@@ -4,6 +4,8 @@
 use super::nvml_errors::{absent, absent_ref, older_call_may_answer, problem};
 use super::nvml_lists::{self, ListKind, ProcessList, SampleBuffer};
 use super::nvml_memory::MemoryReader;
+use super::nvml_mig::MigReader;
+use crate::model::mig::{MigState, mig_util_absent};
 use crate::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak,
     NvmlProblem, ProcessKind, Reading, now_ms,
@@ -61,15 +63,17 @@ pub struct OpenedGpus {
 }
 
 /// Opens NVML and every GPU; fails with the reason when NVML cannot be used at all.
-/// `pcie_every` enables the slow PCIe throughput call at that period.
+/// `pcie_every` enables the slow PCIe throughput call at that period; `gpm` reads MIG
+/// instances' SM utilisation through GPM.
 pub fn open_gpus(
     lib: Option<&Path>,
     pcie_every: Option<Duration>,
+    gpm: bool,
 ) -> Result<OpenedGpus, NvmlProblem> {
     let session = NvmlSession::open(lib)?;
     let count = session.device_count()?;
     let (devices, samplers) = (0..count)
-        .map(|index| session.device(index, pcie_every))
+        .map(|index| session.device(index, pcie_every, gpm))
         .unzip();
     Ok(OpenedGpus {
         driver: session.driver,
@@ -118,7 +122,12 @@ impl NvmlSession {
 
     /// Opens device `index` and reads its static facts. A device that cannot be opened still
     /// gets a sampler, which reports every figure as absent with the reason.
-    fn device(&self, index: u32, pcie_every: Option<Duration>) -> (DeviceInfo, DeviceSampler) {
+    fn device(
+        &self,
+        index: u32,
+        pcie_every: Option<Duration>,
+        gpm: bool,
+    ) -> (DeviceInfo, DeviceSampler) {
         let device = self.nvml.device_by_index(index);
         // Shared with the sampler, so the call found to answer here is the one it starts with.
         let mut memory = MemoryReader::default();
@@ -141,6 +150,7 @@ impl NvmlSession {
             lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
+            mig: MigReader::new(gpm),
         };
         (info, sampler)
     }
@@ -164,6 +174,7 @@ pub struct DeviceSampler {
     lists: ListBuffers,
     util: UtilTracker,
     slow: SlowFigures,
+    mig: MigReader,
 }
 
 /// The process lists, kept between ticks so each list costs one call.
@@ -270,7 +281,9 @@ impl DeviceSampler {
         };
         let memory = self.memory.read(device).map_err(absent);
         let memory_peak = take_memory_peak(&mut self.peeks, &memory, at_ms);
-        let utilization = device.utilization_rates().map_err(absent);
+        let mig = self.mig.read(device);
+        let in_mig = mig.as_ref().is_some_and(|m| m.enabled);
+        let utilization = in_mig_mode(device.utilization_rates().map_err(absent), in_mig);
         let throttle = device.current_throttle_reasons().map_err(absent);
         if pcie_due {
             self.pcie_readings = (
@@ -294,6 +307,10 @@ impl DeviceSampler {
             self.r535_process_bug,
             at_ms,
         );
+        let processes = match mig.as_ref().filter(|m| m.enabled) {
+            Some(m) => with_instance_processes(processes, m),
+            None => processes,
+        };
         let lost = matches!(memory, Err(Absent::GpuLost));
         self.slow.refresh(device);
         DeviceSample {
@@ -330,6 +347,7 @@ impl DeviceSampler {
             processes,
             list_gaps,
             lost,
+            mig,
         }
     }
 
@@ -344,6 +362,64 @@ impl DeviceSampler {
         }
         due
     }
+}
+
+/// A figure NVML refuses in MIG mode says why: not the device's lack but the mode's.
+fn in_mig_mode<T>(reading: Reading<T>, in_mig: bool) -> Reading<T> {
+    match reading {
+        Err(Absent::NotSupported) if in_mig => Err(mig_util_absent()),
+        other => other,
+    }
+}
+
+/// A MIG GPU's processes: the GPU's own lists (which NVML fills only for a privileged
+/// caller), completed by each instance's lists, which anyone may read. A process only an
+/// instance lists is added; where the GPU's lists could not be read at all, the instances'
+/// processes are the list. Per-process utilisation is not supported in MIG mode.
+fn with_instance_processes(
+    processes: Reading<Vec<GpuProcess>>,
+    mig: &MigState,
+) -> Reading<Vec<GpuProcess>> {
+    let Ok(instances) = &mig.instances else {
+        return processes;
+    };
+    let mut rows = match processes {
+        Ok(rows) => rows,
+        Err(_) if !instances.is_empty() => Vec::new(),
+        Err(why) => return Err(why),
+    };
+    for p in instances
+        .iter()
+        .filter_map(|i| i.processes.as_ref().ok())
+        .flatten()
+    {
+        if rows.iter().any(|r| r.pid == p.pid) {
+            continue;
+        }
+        rows.push(GpuProcess {
+            pid: p.pid,
+            kind: ProcessKind::Compute,
+            used_memory: p.used_memory.clone(),
+            sm_util: Err(mig_util_absent()),
+            mem_util: Err(mig_util_absent()),
+            enc_util: Err(mig_util_absent()),
+            dec_util: Err(mig_util_absent()),
+        });
+    }
+    for row in &mut rows {
+        for util in [
+            &mut row.sm_util,
+            &mut row.mem_util,
+            &mut row.enc_util,
+            &mut row.dec_util,
+        ] {
+            if matches!(util, Err(Absent::NotSupported)) {
+                *util = Err(mig_util_absent());
+            }
+        }
+    }
+    rows.sort_by_key(|p| p.pid);
+    Ok(rows)
 }
 
 /// The highest used memory since the previous sample, this sample's `memory` included, and a
@@ -554,6 +630,7 @@ fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
         processes: e(&why),
         list_gaps: ListGaps::default(),
         lost: why == Absent::GpuLost,
+        mig: None,
     }
 }
 

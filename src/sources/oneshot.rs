@@ -32,8 +32,9 @@ impl OneShot {
         pcie_every: Option<Duration>,
         repeated: bool,
         peek_every: Option<Duration>,
+        gpm: bool,
     ) -> Result<Self, NvmlProblem> {
-        let mut gpus = open_gpus(nvml_lib, pcie_every)?;
+        let mut gpus = open_gpus(nvml_lib, pcie_every, gpm)?;
         let peek_every = peek_every.filter(|_| repeated);
         if peek_every.is_some() {
             gpus.samplers
@@ -92,6 +93,12 @@ impl OneShot {
         self.channels.set_pids(&pids);
         if let Some(batch) = self.channels.sample() {
             self.monitor.ingest(SourceEvent::Channels(Box::new(batch)));
+        }
+        // Each writer's relevant memory snapshot, reduced here: a one-shot run has no screen
+        // to keep responsive. Once per snapshot, however many takes `--loop` makes.
+        for job in self.monitor.reductions_wanted() {
+            let sites = super::sites::reduce(&job);
+            self.monitor.sites_done(&job.channel, &job.path, sites);
         }
         self.monitor.snapshot(now_ms(), StaleAfter::NEVER)
     }

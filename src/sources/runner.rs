@@ -40,8 +40,9 @@ impl ForeignText for SourceEvent {
             }
             SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
             // NVML's per-tick figures are numbers; their absence reasons are our own words
-            // (a recording's are cleaned where they are read, `record::wire`).
-            SourceEvent::Device(_) => {}
+            // (a recording's are cleaned where they are read, `record::wire`). MIG instances
+            // carry NVML's strings.
+            SourceEvent::Device(sample) => sample.clean_text(),
             SourceEvent::Host(sample) => sample.clean_text(),
             SourceEvent::Channels(batch) => batch.clean_text(),
             SourceEvent::Batch(events) => events.iter_mut().for_each(SourceEvent::clean_text),
@@ -59,6 +60,8 @@ pub struct SamplingConfig {
     /// Period of the fast memory sampling, which reads each GPU's used memory alone between
     /// refreshes to catch spikes shorter than the interval; `None` leaves it off.
     pub peak_every: Option<Duration>,
+    /// Read MIG instances' SM utilisation through GPM (`--gpm`).
+    pub gpm: bool,
 }
 
 /// Handle to running samplers: change the interval, tell the host sampler which pids to watch.
@@ -117,7 +120,7 @@ fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, pool: Pool<E>)
 where
     E: From<SourceEvent> + Send + 'static,
 {
-    let gpus = match open_gpus(config.nvml_lib.as_deref(), config.pcie_every) {
+    let gpus = match open_gpus(config.nvml_lib.as_deref(), config.pcie_every, config.gpm) {
         Ok(gpus) => gpus,
         Err(problem) => {
             let _ = tx.send(SourceEvent::NvmlUnavailable(problem).into());

@@ -5,8 +5,11 @@
 
 use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::held_sites::SitesState;
+use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
+use crate::sources::sites::SitesJob;
 
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;
@@ -151,10 +154,15 @@ impl Allocators {
 
     /// Resolves every channel's GPUs (`WriterFold::resolve_gpus`); `listed_on(pid)` gives
     /// the GPUs NVML lists a pid on now.
-    pub fn resolve_gpus(&mut self, devices: &[DeviceInfo], listed_on: impl Fn(u32) -> Vec<u32>) {
+    pub fn resolve_gpus(
+        &mut self,
+        devices: &[DeviceInfo],
+        instances: &[MigUuid],
+        listed_on: impl Fn(u32) -> Vec<u32>,
+    ) {
         for (_, state) in self.channels.iter_mut() {
             let listed = state.fold.host_pid.map(&listed_on).unwrap_or_default();
-            state.fold.resolve_gpus(devices, &listed);
+            state.fold.resolve_gpus(devices, instances, &listed);
         }
     }
 
@@ -164,6 +172,32 @@ impl Allocators {
             .iter()
             .filter_map(|(_, state)| AllocatorSnapshot::of(&state.fold))
             .collect()
+    }
+
+    /// The snapshots to reduce now: each channel's relevant one (`relevant_snapshot`) not
+    /// yet read, marked as being read.
+    pub fn reductions_wanted(&mut self) -> Vec<SitesJob> {
+        let mut jobs = Vec::new();
+        for (path, state) in self.channels.iter_mut() {
+            let Some(note) = state.fold.relevant_snapshot() else {
+                continue;
+            };
+            if note.sites != SitesState::NotRead {
+                continue;
+            }
+            if let Some(job) = SitesJob::of(path, note) {
+                state.fold.set_sites(&job.path, SitesState::Reading);
+                jobs.push(job);
+            }
+        }
+        jobs
+    }
+
+    /// What reducing a snapshot said (or, `NotRead`, that it was not done after all).
+    pub fn sites_done(&mut self, channel: &str, path: &str, sites: SitesState) {
+        if let Some(state) = self.channels.get_mut(&channel.to_string()) {
+            state.fold.set_sites(path, sites);
+        }
     }
 
     /// Forget true peaks (the `r` key), as for NVML's peaks.
@@ -201,7 +235,7 @@ mod tests {
             polls: vec![p],
             ..ChannelBatch::default()
         });
-        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], |_| vec![]);
+        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], &[], |_| vec![]);
         let snap = state.snapshot();
         assert_eq!(snap.len(), 1);
         // The framework's own peak counter (12 GiB) is higher still, and it wins, but where
@@ -285,7 +319,7 @@ mod tests {
             polls: vec![p],
             ..ChannelBatch::default()
         });
-        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], |_| vec![]);
+        state.resolve_gpus(&[info(4, "GPU-b", "00000000:3B:00.0")], &[], |_| vec![]);
         let channel = state.for_pid(7, LISTED).unwrap();
         assert_eq!(channel.slots.len(), 3);
         assert!(channel.slots[0].allocated.peak().is_none());

@@ -5,7 +5,9 @@ use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
+use crate::model::held_sites::SitesState;
 use crate::model::host;
+use crate::model::mig::{MigUuid, mig_uuids};
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
@@ -199,7 +201,8 @@ impl Monitor {
             Some(s.processes.as_ref().ok()?.iter().map(|p| p.pid).collect())
         };
         let previous = self.latest.get(&sample.index);
-        if previous.is_none_or(|p| pids(p) != pids(&sample)) {
+        // A MIG instance created or destroyed changes which writer slots name this GPU.
+        if previous.is_none_or(|p| pids(p) != pids(&sample) || mig_uuids(p) != mig_uuids(&sample)) {
             self.gpus_unresolved = true;
         }
         self.latest.insert(sample.index, sample);
@@ -235,6 +238,9 @@ impl Monitor {
             }
             if let Ok(user) = &host.user {
                 series.user = Some(user.clone());
+            }
+            if host.pod.is_some() && series.pod != host.pod {
+                series.pod.clone_from(&host.pod);
             }
             if let (Some(local), Some(start)) = (host.local_pid, host.starttime) {
                 series.identity = Some((local, start));
@@ -350,6 +356,7 @@ impl Monitor {
                 left_gpu: series.identity.is_some(),
                 user: series.user.clone(),
                 command: series.command.clone(),
+                pod: series.pod.clone(),
                 // A dead writer's last figures stay with its row: often they are why it died.
                 allocator: allocator_of(
                     allocators,
@@ -378,7 +385,9 @@ impl Monitor {
                 .map(|s| s.index)
                 .collect()
         };
-        self.allocators.resolve_gpus(&self.devices, listed_on);
+        let instances: Vec<MigUuid> = latest.values().flat_map(mig_uuids).collect();
+        self.allocators
+            .resolve_gpus(&self.devices, &instances, listed_on);
     }
 
     /// Every GPU has sent a sample, or NVML has said why it cannot: the screen is complete.
@@ -412,6 +421,16 @@ impl Monitor {
     /// What instrumented programs published.
     pub fn allocators(&self) -> &Allocators {
         &self.allocators
+    }
+
+    /// The channels' snapshots to reduce now, marked as being read (`Allocators`).
+    pub fn reductions_wanted(&mut self) -> Vec<crate::sources::sites::SitesJob> {
+        self.allocators.reductions_wanted()
+    }
+
+    /// What reducing a snapshot said, into the state the snapshot is taken from.
+    pub fn sites_done(&mut self, channel: &str, path: &str, sites: SitesState) {
+        self.allocators.sites_done(channel, path, sites);
     }
 
     pub fn host_used(&self) -> &Series {

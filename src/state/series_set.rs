@@ -28,6 +28,8 @@ pub struct ProcessSeries {
     /// Last command line seen, so an exited process still has a name.
     pub command: Option<String>,
     pub user: Option<String>,
+    /// Its Kubernetes pod, last seen: an exited process still says where it ran.
+    pub pod: Option<crate::model::PodInfo>,
     /// The local pid and start time last read, so that a process no longer on a GPU's list
     /// can be told alive ("left GPU") from gone; `None` once a host pass found it gone.
     pub identity: Option<(u32, u64)>,
@@ -41,6 +43,7 @@ impl Default for ProcessSeries {
             gpu_index: 0,
             command: None,
             user: None,
+            pod: None,
             identity: None,
         }
     }

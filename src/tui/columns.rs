@@ -1,11 +1,12 @@
 //! Which process-table columns the person chose (`--columns`): a plain list of names, so a
 //! configuration file can set the same value. PID, VRAM and COMMAND always show; RANK and the
-//! allocator columns come with the data that fills them.
+//! allocator columns come with the data that fills them; POD, when chosen (it is by default),
+//! only while some process runs in a Kubernetes pod, so a machine without pods loses no room.
 
 use super::ui_state::SortColumn;
 
 /// Every column `--columns` names, in the table's order, with its name on the command line.
-pub const NAMES: [(&str, SortColumn); 12] = [
+pub const NAMES: [(&str, SortColumn); 13] = [
     ("pid", SortColumn::Pid),
     ("user", SortColumn::User),
     ("gpu", SortColumn::Gpu),
@@ -17,17 +18,19 @@ pub const NAMES: [(&str, SortColumn); 12] = [
     ("mem", SortColumn::HostMem),
     ("cpu", SortColumn::Cpu),
     ("elapsed", SortColumn::Elapsed),
+    ("pod", SortColumn::Pod),
     ("command", SortColumn::Command),
 ];
 
 /// Shown unless `--columns` says otherwise.
-const DEFAULT: [SortColumn; 6] = [
+const DEFAULT: [SortColumn; 7] = [
     SortColumn::User,
     SortColumn::Gpu,
     SortColumn::VramPeak,
     SortColumn::Sm,
     SortColumn::HostRss,
     SortColumn::Cpu,
+    SortColumn::Pod,
 ];
 
 /// The columns that always show, whatever was chosen.
@@ -100,6 +103,12 @@ mod tests {
         assert!(choice.shows(SortColumn::User, true), "x shows every column");
         assert!(!ColumnChoice::default().shows(SortColumn::Type, false));
         assert!(ColumnChoice::default().shows(SortColumn::Cpu, false));
+        assert!(ColumnChoice::default().shows(SortColumn::Pod, false));
+        assert!(
+            !choice.shows(SortColumn::Pod, false),
+            "named or not, like any other"
+        );
+        assert!(parse("pod").unwrap().shows(SortColumn::Pod, false));
     }
 
     #[test]

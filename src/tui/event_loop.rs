@@ -17,6 +17,7 @@ use crate::model::{Snapshot, now_ms};
 use crate::record::live::LiveRecording;
 use crate::replay::Replay;
 use crate::sources::runner::{Sampling, SourceEvent};
+use crate::sources::sites_worker::{SitesDone, SitesWorker};
 use crate::state::{Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
 use std::io::IsTerminal;
@@ -36,6 +37,14 @@ enum Event {
     InputClosed,
     Signal(SignalEvent),
     JobEnded(JobEnd),
+    /// A snapshot reduced off this thread (`SitesWorker`).
+    Sites(SitesDone),
+}
+
+impl From<SitesDone> for Event {
+    fn from(done: SitesDone) -> Self {
+        Event::Sites(done)
+    }
 }
 
 impl From<JobEnd> for Event {
@@ -137,6 +146,14 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
             return ExitCode::from(1);
         }
     }
+    // Snapshots are read and reduced on their own thread: a large one takes a second.
+    let sites = match SitesWorker::start(tx.clone()) {
+        Ok(worker) => worker,
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(1);
+        }
+    };
     // Before the terminal is taken over, so a failure leaves it as it was.
     if let Err(e) = spawn_input_reader(tx) {
         eprintln!("vramscope: {e}");
@@ -157,6 +174,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         exit_with_job,
         recording,
         behind_demo: None,
+        sites,
     };
     app.ui.flash = job_started;
     app.ui.columns = cli.columns.clone().unwrap_or_default();
@@ -244,6 +262,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
             break e;
         }
         app.feed.watch_pids(app.monitor.gpu_pids());
+        app.reduce_snapshots();
     };
     drop(guard);
     if let Some(line) = app.recording.finish() {
@@ -280,6 +299,8 @@ struct App {
     recording: LiveRecording,
     /// While the demo plays: the live data it covers, still sampled, to go back to.
     behind_demo: Option<Behind>,
+    /// Reduces the memory snapshots writers announce, off this thread.
+    sites: SitesWorker,
 }
 
 /// The live screen's data, kept while the demo plays over it.
@@ -298,6 +319,23 @@ impl App {
                 self.feed.now_ms(),
                 StaleAfter::interval(self.ui.interval_ms),
             )),
+        }
+    }
+
+    /// Hands the worker the snapshots the live state wants reduced; one it displaced
+    /// unread is marked unread again, to be asked for later.
+    fn reduce_snapshots(&mut self) {
+        if !self.feed.is_live() || self.behind_demo.is_some() {
+            return;
+        }
+        for job in self.monitor.reductions_wanted() {
+            if let Some(displaced) = self.sites.submit(job) {
+                self.monitor.sites_done(
+                    &displaced.channel,
+                    &displaced.path,
+                    crate::model::held_sites::SitesState::NotRead,
+                );
+            }
         }
     }
 
@@ -363,6 +401,19 @@ impl App {
                 let _ = guard.resume();
                 Step::Input
             }
+            Event::Sites(done) => {
+                // Under the demo, the live monitor it covers keeps the answer.
+                let monitor = match &mut self.behind_demo {
+                    Some(behind) => &mut behind.monitor,
+                    None => &mut self.monitor,
+                };
+                monitor.sites_done(&done.channel, &done.path, done.sites);
+                if self.ui.frozen.is_some() || self.behind_demo.is_some() {
+                    Step::Nothing
+                } else {
+                    Step::Data
+                }
+            }
             Event::JobEnded(end) => {
                 let code = end.code;
                 if let Some(job) = &mut self.ui.job {
@@ -399,6 +450,10 @@ impl App {
             Outcome::Suspend => stop(guard),
             Outcome::Kill(request) => {
                 self.ui.flash = Some(keys::send_signal(&request));
+                Step::Input
+            }
+            Outcome::AskSnapshot { pid, process } => {
+                self.ui.flash = Some(super::snapshot_ask::ask(&self.monitor, pid, process));
                 Step::Input
             }
             Outcome::ResetPeaks => {

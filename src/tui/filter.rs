@@ -1,5 +1,6 @@
-//! The process filter the person types after `/`: words matched against pid, user, command
-//! and container, and `gpu:N` words that keep only the rows on GPU N.
+//! The process filter the person types after `/`: words matched against pid, user, command,
+//! container and Kubernetes pod (namespace, pod and container names, uid), and `gpu:N` words
+//! that keep only the rows on GPU N.
 
 /// A parsed filter. Several `gpu:` words keep rows on any of those GPUs; the text, when
 /// there is some, must match too.

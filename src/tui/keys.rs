@@ -2,7 +2,7 @@
 //! the UI (quitting, sending a signal, changing the sampling period) comes back as an
 //! `Outcome` for the event loop to carry out.
 
-use super::rows::{TableRow, ranked};
+use super::rows::{TableRow, in_pods, ranked};
 use super::ui_state::{KillRequest, KillSignal, Mode, SortColumn, UiState};
 use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
@@ -29,6 +29,11 @@ pub enum Outcome {
     PlayDemo,
     /// Leave the demo for the live screen it was started from.
     LeaveDemo,
+    /// Ask the selected process's writer for a memory snapshot through its channel.
+    AskSnapshot {
+        pid: u32,
+        process: crate::model::allocator::RowProcess,
+    },
 }
 
 /// Refresh periods `+` and `-` step through.
@@ -147,8 +152,12 @@ fn normal_key(
         }
         KeyCode::Char('s') => {
             let (allocators, rank) = (!snapshot.allocators.is_empty(), ranked(snapshot));
+            let pods = in_pods(snapshot);
             ui.sort = ui.sort.next(|c| {
-                ui.shows(c) && (allocators || !c.is_allocator()) && (rank || c != SortColumn::Rank)
+                ui.shows(c)
+                    && (allocators || !c.is_allocator())
+                    && (rank || c != SortColumn::Rank)
+                    && (pods || c != SortColumn::Pod)
             });
             ui.sort_descending = ui.sort.default_descending();
             Outcome::Redraw
@@ -195,7 +204,41 @@ fn normal_key(
         KeyCode::End => select(ui, rows, i64::MAX / 2),
         KeyCode::Char('k') => ask_kill(ui, rows, KillSignal::Term),
         KeyCode::Char('K') => ask_kill(ui, rows, KillSignal::Kill),
+        KeyCode::Char('m') => ask_snapshot(ui, rows),
         _ => Outcome::Ignored,
+    }
+}
+
+/// `m`: a memory snapshot from the selected process's writer. Only a live process the
+/// screen shows, and never from a replay (its processes are of another time) or read-only.
+/// Whether its writer records history is the loop's to check: it holds the channel.
+fn ask_snapshot(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
+    if ui.read_only {
+        ui.flash = Some("read-only: snapshot requests are disabled".into());
+        return Outcome::Redraw;
+    }
+    if ui.time_cursor {
+        ui.flash =
+            Some("a replay shows recorded processes: snapshots come only from live ones".into());
+        return Outcome::Redraw;
+    }
+    let Some(row) = rows.get(ui.selected) else {
+        return Outcome::Ignored;
+    };
+    if row.allocator.is_none() {
+        ui.flash = Some(format!(
+            "pid {} publishes no allocator channel: start it with vramscope run --sites",
+            row.key.pid
+        ));
+        return Outcome::Redraw;
+    }
+    if row.is_exited() {
+        ui.flash = Some(format!("pid {} has exited", row.key.pid));
+        return Outcome::Redraw;
+    }
+    Outcome::AskSnapshot {
+        pid: row.key.pid,
+        process: row.process(),
     }
 }
 

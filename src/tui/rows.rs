@@ -6,7 +6,9 @@ use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::allocator::RowProcess;
-use crate::model::{Absent, HostProcess, ProcessAllocator, ProcessKind, Reading, Snapshot};
+use crate::model::{
+    Absent, HostProcess, PodInfo, ProcessAllocator, ProcessKind, Reading, Snapshot,
+};
 use crate::state::{Monitor, ProcessKey, ProcessSeries};
 use std::cmp::Ordering;
 use std::sync::Arc;
@@ -36,6 +38,8 @@ pub struct TableRow {
     /// The last user and command seen, for rows whose host facts lack them (exited ones).
     remembered_user: Option<String>,
     remembered_command: Option<String>,
+    /// The pod of an exited row, which has no host facts any more.
+    remembered_pod: Option<PodInfo>,
     /// When NVML last listed the process, for rows that are no longer listed.
     pub exited_at: Option<u64>,
     /// A row no longer listed whose process still runs: it left the GPU, it did not exit.
@@ -85,6 +89,14 @@ impl TableRow {
     /// Short container id.
     pub fn container(&self) -> Option<&str> {
         self.host.as_ref()?.container.as_deref()
+    }
+
+    /// The Kubernetes pod it runs in.
+    pub fn pod(&self) -> Option<&PodInfo> {
+        match &self.host {
+            Some(host) => host.pod.as_ref(),
+            None => self.remembered_pod.as_ref(),
+        }
     }
 
     /// No longer on its GPU's list: exited, or (see `left_gpu`) still running elsewhere.
@@ -151,6 +163,10 @@ impl TableRow {
             || self.user().is_some_and(hit)
             || self.command().is_some_and(hit)
             || self.container().is_some_and(hit)
+            || self.pod().is_some_and(|pod| {
+                // As the POD column shows it (`ml-team/trainer-0:trainer`), and the uid.
+                hit(&pod.full_label()) || hit(&pod.uid)
+            })
     }
 }
 
@@ -161,6 +177,12 @@ pub fn ranked(snapshot: &Snapshot) -> bool {
         .allocators
         .iter()
         .any(|a| a.identity.rank.is_some())
+}
+
+/// Some process runs in a Kubernetes pod: the table shows POD (when chosen, as by default).
+pub fn in_pods(snapshot: &Snapshot) -> bool {
+    let listed = |p: &crate::model::ProcessRow| p.host.as_ref().is_some_and(|h| h.pod.is_some());
+    snapshot.processes.iter().any(listed) || snapshot.exited.iter().any(|e| e.pod.is_some())
 }
 
 /// Rows in display order: live processes, then exited ones the monitor still remembers,
@@ -201,6 +223,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
         rows.push(TableRow {
             remembered_user: remembered(host.map(|h| &h.user), |s| &s.user),
             remembered_command: remembered(host.map(|h| &h.command), |s| &s.command),
+            remembered_pod: None,
             gpu_index: p.gpu_index,
             vram,
             vram_pct,
@@ -230,6 +253,7 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
         rows.push(TableRow {
             remembered_user: gone.user.clone(),
             remembered_command: gone.command.clone(),
+            remembered_pod: gone.pod.clone(),
             gpu_index: gone.gpu_index,
             // The process is gone: its current figures do not exist, only its peak does.
             vram: Err(Absent::NotAvailable),
@@ -287,6 +311,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
                 compare_opt(a.allocator_figure(column), b.allocator_figure(column))
             }
             SortColumn::Step => compare_opt(a.allocator_step(), b.allocator_step()),
+            SortColumn::Pod => compare_opt(a.pod().map(pod_key), b.pod().map(pod_key)),
             SortColumn::Command => compare_opt(a.command(), b.command()),
         };
         // `None` means one side lacks a value: that order is final, whatever the direction.
@@ -301,6 +326,20 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))
     });
+}
+
+/// A pod's order: namespace, pod, container; unnamed (deleted) pods by uid, after named ones.
+fn pod_key(pod: &PodInfo) -> (bool, &str, &str, &str) {
+    fn name(r: &Reading<String>) -> &str {
+        r.as_deref().unwrap_or("")
+    }
+    let ns = pod.namespace.as_deref().ok();
+    (
+        ns.is_none(),
+        ns.unwrap_or(&pod.uid),
+        name(&pod.name),
+        name(&pod.container),
+    )
 }
 
 /// Compares two optional values; `None` when exactly one is absent (decided by `absent_last`).
@@ -329,6 +368,7 @@ fn absent_last(a: &TableRow, b: &TableRow, column: SortColumn) -> Ordering {
             r.allocator_figure(column).is_some()
         }
         SortColumn::Step => r.allocator_step().is_some(),
+        SortColumn::Pod => r.pod().is_some(),
         SortColumn::Command => r.command().is_some(),
     };
     // true (has a value) before false.

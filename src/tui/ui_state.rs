@@ -30,11 +30,13 @@ pub enum SortColumn {
     Reserved,
     AllocPeak,
     Step,
+    /// The Kubernetes pod (`namespace/pod:container`), shown while some process runs in one.
+    Pod,
     Command,
 }
 
 impl SortColumn {
-    pub const ALL: [SortColumn; 17] = [
+    pub const ALL: [SortColumn; 18] = [
         SortColumn::Pid,
         SortColumn::User,
         SortColumn::Gpu,
@@ -51,6 +53,7 @@ impl SortColumn {
         SortColumn::Reserved,
         SortColumn::AllocPeak,
         SortColumn::Step,
+        SortColumn::Pod,
         SortColumn::Command,
     ];
 
@@ -88,6 +91,7 @@ impl SortColumn {
             SortColumn::Reserved => "RESV",
             SortColumn::AllocPeak => "A.PEAK",
             SortColumn::Step => "STEP",
+            SortColumn::Pod => "POD",
             SortColumn::Command => "COMMAND",
         }
     }
@@ -101,6 +105,7 @@ impl SortColumn {
                 | SortColumn::Gpu
                 | SortColumn::Type
                 | SortColumn::Rank
+                | SortColumn::Pod
                 | SortColumn::Command
         )
     }
@@ -155,7 +160,7 @@ pub struct UiState {
     pub mode: Mode,
     pub sort: SortColumn,
     pub sort_descending: bool,
-    /// Case-insensitive text matched against pid, user, command and container.
+    /// Case-insensitive text matched against pid, user, command, container and pod.
     pub filter: String,
     /// Index of the selected row among the visible (filtered, sorted) rows.
     pub selected: usize,

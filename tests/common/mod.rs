@@ -58,6 +58,7 @@ impl Scenario {
             .env("VRAMSCOPE_NVML_LIB", fake_nvml())
             .env(ISOLATED_SHM.0, self.dir().join(ISOLATED_SHM.1))
             .env(NO_CONFIG.0, NO_CONFIG.1)
+            .env(NO_NODE.0, self.dir().join(NO_NODE.1))
             .env_remove("XDG_RUNTIME_DIR");
         cmd
     }
@@ -66,8 +67,10 @@ impl Scenario {
     /// after the fake NVML.
     pub fn monitor_line(&self, extra: &str) -> String {
         format!(
-            "env FAKE_NVML_SCENARIO={} {} --nvml-lib {} {extra}",
+            "env FAKE_NVML_SCENARIO={} {}={} {} --nvml-lib {} {extra}",
             self.path.display(),
+            NO_NODE.0,
+            self.dir().join(NO_NODE.1).display(),
             env!("CARGO_BIN_EXE_vramscope"),
             fake_nvml().display()
         )
@@ -118,6 +121,11 @@ pub const ISOLATED_SHM: (&str, &str) = ("VRAMSCOPE_SHM", "no-shm");
 /// No configuration file: the machine's ~/.config/vramscope/config.toml must not change what
 /// the tests see. A test of the file gives `--config`, which outranks the variable.
 pub const NO_CONFIG: (&str, &str) = ("VRAMSCOPE_CONFIG", "none");
+
+/// Where the binary under test reads a Kubernetes node's `/proc` and `/var/log` for pods
+/// (variable, and a folder nothing creates): a test run inside a pod (a CI runner on
+/// Kubernetes) must not see its own pod. The pod tests give a node of their own.
+pub const NO_NODE: (&str, &str) = ("VRAMSCOPE_K8S_ROOT", "no-node");
 
 pub const GIB: u64 = 1 << 30;
 pub const MIB: u64 = 1 << 20;

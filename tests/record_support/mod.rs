@@ -11,7 +11,7 @@ use std::sync::Arc;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
     DeviceSample, DriverInfo, EventKind, Gone, GpuProcess, HostMemory, HostProcess, HostSample,
-    MemoryInfo, NvmlProblem, ProcessKind, WriterIdentity, WriterLiveness,
+    MemoryInfo, NvmlProblem, PodInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder, Recording};
 use vramscope::sources::runner::SourceEvent;
@@ -106,6 +106,7 @@ pub fn device(index: u32, at_ms: u64, used: u64) -> DeviceSample {
         list_gaps: Default::default(),
         memory_peak: None,
         lost: false,
+        mig: None,
     }
 }
 
@@ -136,6 +137,7 @@ pub fn lost_device(index: u32, at_ms: u64) -> DeviceSample {
         list_gaps: Default::default(),
         memory_peak: None,
         lost: true,
+        mig: None,
     }
 }
 
@@ -159,6 +161,15 @@ pub fn host(at_ms: u64) -> HostSample {
                 rss_bytes: Ok(12 * GIB),
                 cpu_percent: Ok(101.5),
                 container: Some("3f2a9c1b".into()),
+                // A pod whose container name could not be found: recorded with the reason.
+                pod: Some(PodInfo {
+                    uid: "8e7f6a5b-4c3d-2e1f-0a9b-8c7d6e5f4a3b".into(),
+                    qos: Some("burstable".into()),
+                    container_id: Some(format!("3f2a9c1b{}", "0".repeat(56))),
+                    namespace: Ok("ml-team".into()),
+                    name: Ok("trainer-0".into()),
+                    container: Err(Absent::Error("no /var/log/containers link".into())),
+                }),
                 uid: Some(1000),
                 starttime: None,
             },
@@ -190,6 +201,7 @@ pub fn identity(pid: u32) -> Arc<WriterIdentity> {
         allocator_config: "expandable_segments:True".into(),
         exact_peaks: true,
         sample_period_us: 20_000,
+        sites: false,
     })
 }
 
@@ -259,7 +271,15 @@ pub fn every_event_kind(at_ms: u64) -> Vec<AllocatorEvent> {
         },
         EventKind::AllocRetry { retries: r(3) },
         EventKind::Exit { error: true },
-        EventKind::SnapshotWritten,
+        EventKind::SnapshotWritten {
+            path: Ok("/dev/shm/vramscope-1000/7-9.vsc.snap-1-peak.pickle".into()),
+            size: r(4096),
+            peak: r(13 * GIB),
+            reason: r(1),
+            allocated: r(12 * GIB),
+            max_entries: r(100_000),
+            deleted: r(2),
+        },
         EventKind::ForeignPeakReset {
             before: r(9),
             after: r(1),

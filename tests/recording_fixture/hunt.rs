@@ -85,6 +85,7 @@ fn identity() -> Arc<WriterIdentity> {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     })
 }
 
@@ -229,6 +230,7 @@ fn host_sample(at_ms: u64) -> SourceEvent {
             rss_bytes: Ok(4 * GIB),
             cpu_percent: Ok(100.0),
             container: None,
+            pod: None,
             uid: Some(1000),
             starttime: Some(7),
         }],

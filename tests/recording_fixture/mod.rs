@@ -91,6 +91,7 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
         list_gaps: Default::default(),
         memory_peak: None,
         lost: false,
+        mig: None,
     }))
 }
 
@@ -161,6 +162,7 @@ pub fn write_recording(path: &Path) {
         allocator_config: String::new(),
         exact_peaks: false,
         sample_period_us: 100_000,
+        sites: false,
     });
     for s in 0..60u64 {
         let at = T0 + s * 1000;
@@ -187,6 +189,7 @@ pub fn write_recording(path: &Path) {
                     rss_bytes: Ok(4 * GIB),
                     cpu_percent: Ok(100.0),
                     container: None,
+                    pod: None,
                     uid: Some(1000),
                     starttime: None,
                 }],

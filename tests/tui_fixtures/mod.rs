@@ -73,6 +73,7 @@ pub fn sample(index: u32, at_ms: u64, used: u64, total: u64, util: u32) -> Devic
         list_gaps: Default::default(),
         memory_peak: None,
         lost: false,
+        mig: None,
     }
 }
 
@@ -111,6 +112,7 @@ pub fn lost_sample(index: u32, at_ms: u64) -> DeviceSample {
         ecc_uncorrected: Err(Absent::GpuLost),
         processes: Err(Absent::GpuLost),
         lost: true,
+        mig: None,
         ..sample(index, at_ms, 0, 0, 0)
     }
 }
@@ -136,6 +138,7 @@ pub fn host_process(pid: u32, user: &str, command: &str, rss: u64, cpu: f32) -> 
         rss_bytes: Ok(rss),
         cpu_percent: Ok(cpu),
         container: None,
+        pod: None,
         uid: Some(1000),
         starttime: None,
     }

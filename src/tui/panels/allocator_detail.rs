@@ -4,7 +4,8 @@
 //! sample, so spikes between two polls show), a line of step ends and OOMs on the same time
 //! axis, and the latest events. Where the true peak was and every OOM with its figures are
 //! pinned above the charts: the event list scrolls within a second, and they are what the
-//! person came for. The bar is `allocator_breakdown`'s, the pinned lines `allocator_pins`'.
+//! person came for, and so is what held the memory at the peak or the OOM (`held_sites`).
+//! The bar is `allocator_breakdown`'s, the pinned lines `allocator_pins`' and `held_sites`'.
 
 use super::allocator_breakdown::{breakdown, readings_apart};
 use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
@@ -51,6 +52,16 @@ pub fn lines(
     }
     out.push(peak);
     out.extend(oom_lines(theme, &allocator.ooms, view.now_ms));
+    if let Some(state) = state {
+        let sites_on = state.fold.identity.as_ref().is_some_and(|i| i.sites);
+        out.extend(super::held_sites::lines(
+            theme,
+            state.fold.relevant_snapshot(),
+            sites_on,
+            view.ui.time_cursor,
+            view.now_ms,
+        ));
+    }
     let slot = state.and_then(|s| s.on_gpu(row.gpu_index));
     match (state, slot) {
         (Some(state), Some((_, Some(series)))) => {
@@ -256,6 +267,9 @@ fn event_detail(kind: &EventKind) -> String {
             format!("{} (was {})", b(peak), b(previous))
         }
         EventKind::AllocRetry { retries } => format!("{} so far", fmt::or_na_count(retries)),
+        EventKind::SnapshotWritten { size, peak, .. } => {
+            format!("{} file, peak {}", b(size), b(peak))
+        }
         EventKind::ForeignPeakReset { before, after } | EventKind::EmptyCache { before, after } => {
             format!("{} -> {}", b(before), b(after))
         }

@@ -1,5 +1,5 @@
-//! The detail pane for the selected process: its full command (wrapped), container and pid view, and
-//! VRAM and host RSS sparklines with their peaks marked and labelled.
+//! The detail pane for the selected process: its full command (wrapped), container and pid view,
+//! its Kubernetes pod, and VRAM and host RSS sparklines with their peaks marked and labelled.
 
 use super::{allocator_detail, centered, command, fmt, spark};
 use crate::model::units;
@@ -34,6 +34,25 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         ),
         theme.title,
     )];
+    // The MIG instance the process runs in, as its own process list names it.
+    let instance = view
+        .snapshot
+        .devices
+        .iter()
+        .find(|d| d.info.index == row.gpu_index)
+        .and_then(|d| {
+            d.sample
+                .as_ref()?
+                .mig_enabled()?
+                .instance_of_pid(row.key.pid)
+        });
+    if let Some(instance) = instance {
+        let profile = instance.profile.as_deref().unwrap_or(fmt::NA);
+        title.push(Span::styled(
+            format!("MIG {profile} {} ", instance.ids_label()),
+            theme.title,
+        ));
+    }
     if let Some(gone) = row.gone_label(view.now_ms, false) {
         title.push(Span::styled(format!("{gone} "), theme.warn));
     }
@@ -56,6 +75,9 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
             (None, false) => Span::styled("not read yet", theme.dim),
         },
     ]));
+    let pod = pod_lines(theme, row);
+    let command_extra = command_extra.saturating_add(u16::try_from(pod.len()).unwrap_or(0));
+    lines.extend(pod);
 
     let chart_w = inner_w.saturating_sub(spark::LABEL_W);
     let range = spark::window(view, chart_w);
@@ -160,6 +182,38 @@ fn command_lines(view: &View, command: Option<&str>, inner_w: u16) -> Vec<Line<'
             Line::from(vec![head, Span::styled(part, theme.value)])
         })
         .collect()
+}
+
+/// `pod ml-team/trainer-0  container trainer` and `pod uid … qos burstable`, for a process in
+/// a Kubernetes pod; a name that could not be read says why.
+fn pod_lines(theme: &Theme, row: &TableRow) -> Vec<Line<'static>> {
+    let Some(pod) = row.pod() else {
+        return Vec::new();
+    };
+    let shown = |reading: &crate::model::Reading<String>| match reading {
+        Ok(text) => Span::styled(text.clone(), theme.value),
+        Err(why) => Span::styled(format!("{} ({why})", fmt::NA), theme.dim),
+    };
+    let names = match (&pod.namespace, &pod.name) {
+        (Ok(ns), Ok(name)) => Span::styled(format!("{ns}/{name}"), theme.value),
+        (Err(why), _) | (_, Err(why)) => Span::styled(format!("{} ({why})", fmt::NA), theme.dim),
+    };
+    let mut first = vec![fmt::label(theme, "pod"), names];
+    // A deleted pod's container name is gone for the same reason: said once.
+    if pod.name.is_ok() {
+        first.push(Span::styled("  container ", theme.label));
+        first.push(shown(&pod.container));
+    }
+    let second = vec![
+        fmt::label(theme, "pod uid"),
+        Span::styled(pod.uid.clone(), theme.value),
+        Span::styled("  qos ", theme.label),
+        match &pod.qos {
+            Some(qos) => Span::styled(qos.clone(), theme.value),
+            None => Span::styled(fmt::NA, theme.dim),
+        },
+    ];
+    vec![Line::from(first), Line::from(second)]
 }
 
 /// Lines the detail pane gives a command before cutting it.

@@ -28,7 +28,7 @@
 
 use super::fmt::{self, Rank};
 use super::spark::Plot;
-use super::{put, spark, time_axis};
+use super::{mig_lines, put, spark, time_axis};
 use crate::model::device::throttle_reason_names;
 use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
@@ -107,6 +107,18 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             }
             lines.extend(memory);
 
+            // In MIG mode NVML has no utilisation: the instances take the chart's rows.
+            if let Some(mig) = sample.and_then(DeviceSample::mig_enabled) {
+                lines.extend(mig_lines::lines(theme, mig, chart_rows));
+                if chart_rows > 1 {
+                    let mut axis = vec![Span::raw(" ".repeat(usize::from(spark::LABEL_W)))];
+                    axis.extend(time_axis::axis(theme, range, chart_w).spans);
+                    lines.push(Line::from(axis));
+                }
+                lines.push(last_line(theme, device, sample, inner.width));
+                put::lines_in(frame.buffer_mut(), inner, &lines);
+                return;
+            }
             // Utilisation is routinely pinned at 100 %: its peak says little, so no marker.
             let plot = Plot {
                 scale: Some(100.0),
@@ -136,15 +148,25 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
         None => lines.push(Line::styled("no history yet", theme.dim)),
     }
 
-    lines.push(match sample {
+    lines.push(last_line(theme, device, sample, inner.width));
+    put::lines_in(frame.buffer_mut(), inner, &lines);
+}
+
+/// The panel's last line: the figures, or why there are none.
+fn last_line(
+    theme: &Theme,
+    device: &DeviceSnapshot,
+    sample: Option<&DeviceSample>,
+    width: u16,
+) -> Line<'static> {
+    match sample {
         Some(s) if s.lost => Line::styled(
             "GPU lost: it stopped answering NVML (fell off the bus?); check dmesg and nvidia-smi",
             theme.crit,
         ),
-        Some(s) => stats_line(theme, device, s, inner.width),
+        Some(s) => stats_line(theme, device, s, width),
         None => Line::styled("waiting for the first sample", theme.dim),
-    });
-    put::lines_in(frame.buffer_mut(), inner, &lines);
+    }
 }
 
 fn title(theme: &Theme, device: &DeviceSnapshot) -> Line<'static> {
@@ -158,7 +180,23 @@ fn title(theme: &Theme, device: &DeviceSnapshot) -> Line<'static> {
     if device.sample.as_ref().is_some_and(|s| s.lost) {
         spans.push(Span::styled("[LOST] ", theme.crit));
     }
+    spans.extend(mig_tag(theme, device));
     Line::from(spans)
+}
+
+/// `[MIG]`, and a pending change of mode with what to do about it, for the GPU's title.
+pub fn mig_tag(theme: &Theme, device: &DeviceSnapshot) -> Vec<Span<'static>> {
+    let Some(mig) = device.sample.as_ref().and_then(|s| s.mig.as_ref()) else {
+        return Vec::new();
+    };
+    let mut spans = Vec::new();
+    if mig.enabled {
+        spans.push(Span::styled("[MIG] ", theme.label));
+    }
+    if let Some(note) = mig.pending_note() {
+        spans.push(Span::styled(format!("[{note}] "), theme.warn));
+    }
+    spans
 }
 
 /// `mem  ▕████░░░░▏ 41.2 GiB / 80.0 GiB  51%`, or the reason memory is unknown.

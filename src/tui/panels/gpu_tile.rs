@@ -48,6 +48,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     } else if device.stale {
         spans.push(Span::styled("[STALE] ", theme.warn));
     }
+    spans.extend(super::gpu_panel::mig_tag(theme, device));
     let block = Block::new()
         .borders(Borders::TOP)
         .border_set(theme.glyphs.border)

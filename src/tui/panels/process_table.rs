@@ -63,6 +63,30 @@ const ALLOCATOR_COLUMNS: [Col; 4] = [
 /// Shown, after GPU, while some writer reports a rank; it goes after PEAK, before RESV.
 const RANK_COLUMN: Col = col(SortColumn::Rank, 4, Some(7));
 
+/// Shown right before COMMAND while some process runs in a Kubernetes pod (and POD is
+/// chosen, as by default): `namespace/pod:container`, in the narrowest of these that holds
+/// the longest one (pods of a Deployment have long names). It outlasts USER, which in a
+/// container is mostly root and says less than the pod does.
+const POD_COLUMNS: [Col; 4] = [
+    col(SortColumn::Pod, 16, Some(3)),
+    col(SortColumn::Pod, 24, Some(3)),
+    col(SortColumn::Pod, 32, Some(3)),
+    col(SortColumn::Pod, 40, Some(3)),
+];
+
+/// The POD column for `rows`, when one of them runs in a pod.
+fn pod_column(rows: &[TableRow]) -> Option<&'static Col> {
+    let longest = rows
+        .iter()
+        .filter_map(TableRow::pod)
+        .map(|pod| pod.full_label().chars().count())
+        .max()?;
+    POD_COLUMNS
+        .iter()
+        .find(|c| usize::from(c.width) >= longest)
+        .or(POD_COLUMNS.last())
+}
+
 /// COMMAND keeps at least this many cells before any other column is given up.
 const MIN_COMMAND: u16 = 20;
 
@@ -75,6 +99,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         area.width,
         !view.snapshot.allocators.is_empty(),
         ranked(view.snapshot),
+        pod_column(rows).filter(|_| view.ui.shows(SortColumn::Pod)),
         |c| view.ui.shows(c),
     );
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
@@ -84,7 +109,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
     let buf = frame.buffer_mut();
     let mut cells: Vec<Cell> = columns
         .iter()
-        .map(|c| header_cell(view, c.kind, true))
+        // Labels sit at their column's right; POD's, over a wide column of names, at its left.
+        .map(|c| header_cell(view, c.kind, c.kind != SortColumn::Pod))
         .collect();
     cells.push(header_cell(view, SortColumn::Command, false));
     put_row(buf, area, 0, theme.header_row, &kinds, &cells);
@@ -118,7 +144,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
             style = style.patch(theme.selected);
         }
         cells.clear();
-        cells.extend(kinds.iter().map(|(kind, _)| cell(view, *kind, row)));
+        cells.extend(
+            kinds
+                .iter()
+                .map(|(kind, width)| cell(view, *kind, *width, row)),
+        );
         put_row(buf, area, line_no as u16 + 1, style, &kinds, &cells);
     }
     let row_offset = lines[..offset.min(lines.len())]
@@ -302,11 +332,13 @@ fn put_row(
         x = x.saturating_add(width + 1);
     }
 }
-/// Drops the least important columns until COMMAND has room.
+/// Drops the least important columns until COMMAND has room; POD narrows before any column
+/// that outranks it goes.
 fn fit_columns(
     width: u16,
     allocator_columns: bool,
     rank_column: bool,
+    pod_column: Option<&'static Col>,
     chosen: impl Fn(SortColumn) -> bool,
 ) -> Vec<&'static Col> {
     let mut kept: Vec<&Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).collect();
@@ -321,6 +353,7 @@ fn fit_columns(
         // After CPU%, before COMMAND.
         kept.extend(ALLOCATOR_COLUMNS.iter());
     }
+    kept.extend(pod_column);
     let need =
         |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
     while need(&kept) > width {
@@ -329,6 +362,16 @@ fn fit_columns(
             .enumerate()
             .filter_map(|(i, c)| c.drop_rank.map(|r| (r, i)))
             .min();
+        // Before a column as important as POD goes, POD narrows: a pod's name cut short
+        // still tells the rows apart.
+        if let Some((rank, _)) = victim
+            && Some(rank) >= POD_COLUMNS[0].drop_rank
+            && let Some(at) = kept.iter().position(|c| c.kind == SortColumn::Pod)
+            && let Some(narrower) = POD_COLUMNS.iter().rev().find(|c| c.width < kept[at].width)
+        {
+            kept[at] = narrower;
+            continue;
+        }
         match victim {
             Some((_, i)) => {
                 kept.remove(i);
@@ -429,7 +472,7 @@ fn figure<T>(
     })
 }
 
-fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
+fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     match kind {
         SortColumn::Pid => {
@@ -482,6 +525,7 @@ fn cell<'a>(view: &View, kind: SortColumn, row: &'a TableRow) -> Cell<'a> {
             allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
         }
         SortColumn::Step => allocator_cell(theme, row, row.allocator_step().map(|s| s.to_string())),
+        SortColumn::Pod => pod_cell(view, row, usize::from(width)),
         SortColumn::Command => command_cell(view, row),
     }
 }
@@ -494,6 +538,28 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
         (Some(_), Some(text)) => Span::raw(text),
         (Some(_), None) => Span::styled(fmt::NA, theme.dim),
     })
+}
+
+/// `ml-team/trainer-0:trainer`, or `ml-team/trainer-0` when the container's name does not
+/// fit too; a pod without names shows its uid, dimmed. Blank for a process in no pod, as
+/// RANK is for one without a rank.
+fn pod_cell<'a>(view: &View, row: &'a TableRow, width: usize) -> Cell<'a> {
+    let theme = view.theme;
+    let Some(pod) = row.pod() else {
+        return Cell::left(Span::raw(""));
+    };
+    let full = pod.full_label();
+    let text = if pod.name.is_err() {
+        Span::styled(full, theme.dim)
+    } else if full.chars().count() <= width {
+        Span::raw(full)
+    } else {
+        Span::raw(pod.label())
+    };
+    Cell {
+        cut_mark: Some(theme.glyphs.cut),
+        ..Cell::left(text)
+    }
 }
 
 /// `python train.py [3f5c2a1b9d8e]`: the command first, since it is what names the row; the

@@ -11,6 +11,7 @@ use crate::faults;
 use crate::ffi::{
     INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_SUPPORTED, NvmlDevice, NvmlReturn, SUCCESS, UNKNOWN,
 };
+use crate::mig::{self, MigInstanceSpec};
 use crate::scenario::{DeviceSpec, Point};
 use crate::state::{self, Snapshot};
 use crate::timeline;
@@ -28,6 +29,9 @@ pub fn guarded(name: &'static str, f: impl FnOnce() -> NvmlReturn) -> NvmlReturn
 pub struct Ctx {
     pub snap: Snapshot,
     device: Option<usize>,
+    /// For a MIG device handle: the instance's position in its parent's `mig.instances`
+    /// (`device` is then the parent).
+    mig: Option<usize>,
 }
 
 impl Ctx {
@@ -43,6 +47,12 @@ impl Ctx {
         self.device.ok_or(INVALID_ARGUMENT)
     }
 
+    /// The MIG instance a MIG device handle names; `None` for a GPU's own handle.
+    pub fn mig_instance(&self) -> Option<&MigInstanceSpec> {
+        let entry = self.mig?;
+        self.device().ok()?.mig.as_ref()?.instances.get(entry)
+    }
+
     /// The device's timeline values at the call's time.
     pub fn point(&self) -> Result<Point, NvmlReturn> {
         Ok(timeline::point_at(self.device()?, self.snap.t))
@@ -53,18 +63,48 @@ impl Ctx {
 #[derive(Clone, Copy)]
 pub enum Target {
     System,
+    /// A GPU's handle; a live MIG device handle gets `NOT_SUPPORTED` (the call does not
+    /// apply to MIG devices).
     Handle(NvmlDevice),
+    /// A GPU's or a MIG device's handle.
+    AnyHandle(NvmlDevice),
     Index(u32),
 }
 
-/// Index of a valid handle, or `INVALID_ARGUMENT`.
-fn handle_index(snap: &Snapshot, handle: NvmlDevice) -> Result<usize, NvmlReturn> {
+/// The device index of a valid handle and, for a MIG device handle, the instance entry; a
+/// handle that names nothing, or an instance that no longer exists, is `INVALID_ARGUMENT`.
+fn resolve(snap: &Snapshot, handle: NvmlDevice) -> Result<(usize, Option<usize>), NvmlReturn> {
+    let devices = &snap.scenario.devices;
+    if let Some((device, entry)) = mig::decode(handle as usize) {
+        let live = devices
+            .get(device)
+            .and_then(|d| d.mig.as_ref())
+            .is_some_and(|m| m.alive(entry, snap.t));
+        return if live {
+            Ok((device, Some(entry)))
+        } else {
+            Err(INVALID_ARGUMENT)
+        };
+    }
     let idx = (handle as usize).checked_sub(1).ok_or(INVALID_ARGUMENT)?;
-    if idx < snap.scenario.devices.len() {
-        Ok(idx)
+    if idx < devices.len() {
+        Ok((idx, None))
     } else {
         Err(INVALID_ARGUMENT)
     }
+}
+
+/// `resolve`, refusing a MIG device handle where the call takes only a GPU's.
+fn resolve_target(
+    snap: &Snapshot,
+    handle: NvmlDevice,
+    any: bool,
+) -> Result<(usize, Option<usize>), NvmlReturn> {
+    let (device, mig) = resolve(snap, handle)?;
+    if mig.is_some() && !any {
+        return Err(NOT_SUPPORTED);
+    }
+    Ok((device, mig))
 }
 
 fn run_inner(
@@ -73,26 +113,31 @@ fn run_inner(
     body: impl FnOnce(&Ctx) -> CallResult,
 ) -> CallResult {
     let mut snap = state::snapshot()?;
-    let (device, fault_device) = match target {
-        Target::System => (None, None),
-        Target::Handle(h) => {
-            let i = handle_index(&snap, h)?;
-            (Some(i), u32::try_from(i).ok())
+    let handle = match target {
+        Target::Handle(h) => Some((h, false)),
+        Target::AnyHandle(h) => Some((h, true)),
+        Target::System | Target::Index(_) => None,
+    };
+    let (device, mig, fault_device) = match (target, handle) {
+        (_, Some((h, any))) => {
+            let (i, mig) = resolve_target(&snap, h, any)?;
+            (Some(i), mig, u32::try_from(i).ok())
         }
-        Target::Index(i) => (None, Some(i)),
+        (Target::Index(i), None) => (None, None, Some(i)),
+        _ => (None, None, None),
     };
     let sleep = faults::block_seconds(&snap.scenario, name, fault_device, snap.t);
     if sleep > 0.0 {
         std::thread::sleep(Duration::from_secs_f64(sleep));
         snap = state::snapshot()?;
-        if let Target::Handle(h) = target {
-            handle_index(&snap, h)?;
+        if let Some((h, any)) = handle {
+            resolve_target(&snap, h, any)?;
         }
     }
     if let Some(code) = faults::fault_for(&snap.scenario, name, fault_device, snap.t) {
         return Err(code);
     }
-    body(&Ctx { snap, device })
+    body(&Ctx { snap, device, mig })
 }
 
 /// Runs an export body with the full prologue.
@@ -114,6 +159,18 @@ pub fn on_device(
     body: impl FnOnce(&Ctx, &DeviceSpec) -> CallResult,
 ) -> NvmlReturn {
     run(name, Target::Handle(handle), |ctx| body(ctx, ctx.device()?))
+}
+
+/// Shorthand for a call that takes a GPU's or a MIG device's handle
+/// (`Ctx::mig_instance` tells which).
+pub fn on_any(
+    name: &'static str,
+    handle: NvmlDevice,
+    body: impl FnOnce(&Ctx, &DeviceSpec) -> CallResult,
+) -> NvmlReturn {
+    run(name, Target::AnyHandle(handle), |ctx| {
+        body(ctx, ctx.device()?)
+    })
 }
 
 /// A value that may be absent from the scenario: absent -> `NOT_SUPPORTED`.

@@ -156,6 +156,34 @@ pub struct ConfComputeMemSizeInfo {
     pub unprotected_mem_size_kib: c_ulonglong,
 }
 
+/// `nvmlGpmMetric_t`: a metric's id in, its return code, value and names out.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GpmMetric {
+    pub metric_id: c_uint,
+    pub nvml_return: NvmlReturn,
+    pub value: f64,
+    pub short_name: *const c_char,
+    pub long_name: *const c_char,
+    pub unit: *const c_char,
+}
+
+/// `nvmlGpmMetricsGet_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct GpmMetricsGet {
+    pub version: c_uint,
+    pub num_metrics: c_uint,
+    pub sample1: *mut c_void,
+    pub sample2: *mut c_void,
+    pub metrics: [GpmMetric; 210],
+}
+
+/// `NVML_GPM_METRICS_GET_VERSION`.
+pub const GPM_METRICS_GET_VERSION: c_uint = 1;
+/// `NVML_GPM_METRIC_SM_UTIL`.
+pub const GPM_METRIC_SM_UTIL: c_uint = 2;
+
 // Layout guards: these must match the C header (NVML 13.0.39 via nvml-wrapper-sys 0.10.0).
 const _: () = assert!(size_of::<Memory>() == 24);
 const _: () = assert!(size_of::<MemoryV2>() == 40);
@@ -186,3 +214,7 @@ const _: () = assert!(offset_of!(ProcessDetailList, proc_array) == 16);
 const _: () =
     assert!(size_of::<ProcessDetailList>() as u32 | (1 << 24) == PROCESS_DETAIL_LIST_V1_VERSION);
 const _: () = assert!(size_of::<ConfComputeMemSizeInfo>() == 16);
+const _: () = assert!(size_of::<GpmMetric>() == 40);
+const _: () = assert!(offset_of!(GpmMetric, value) == 8);
+const _: () = assert!(offset_of!(GpmMetricsGet, metrics) == 24);
+const _: () = assert!(size_of::<GpmMetricsGet>() == 24 + 210 * 40);

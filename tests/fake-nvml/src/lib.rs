@@ -12,6 +12,7 @@ pub mod exports;
 mod faults;
 pub mod ffi;
 mod hide;
+pub mod mig;
 pub mod scenario;
 mod state;
 mod timeline;

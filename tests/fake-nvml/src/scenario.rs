@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use crate::errors::ErrorCode;
 use crate::exports::EXPORTED_SYMBOLS;
+use crate::mig::MigSpec;
 
 /// A whole scenario: system values, devices, injected faults and blocks.
 #[derive(Debug, Clone, Deserialize)]
@@ -86,6 +87,9 @@ pub struct DeviceSpec {
     /// MIG mode, current = pending (`nvmlDeviceGetMigMode`).
     #[serde(default)]
     pub mig_mode: Option<bool>,
+    /// MIG with instances (see `mig.rs`); excludes `mig_mode`.
+    #[serde(default)]
+    pub mig: Option<MigSpec>,
     /// Step-wise values over time.
     #[serde(default)]
     pub timeline: Vec<Point>,
@@ -306,7 +310,7 @@ pub fn parse_pci_bus_id(s: &str) -> Result<PciLocation, String> {
     Ok(loc)
 }
 
-fn check_time(what: &str, t: f64) -> Result<(), String> {
+pub(crate) fn check_time(what: &str, t: f64) -> Result<(), String> {
     if t.is_finite() && t >= 0.0 {
         Ok(())
     } else {
@@ -382,6 +386,12 @@ impl Scenario {
                 if p.until.is_some() && p.every.is_none() {
                     return Err(format!("{what}: until needs every"));
                 }
+            }
+            if let Some(mig) = &mut d.mig {
+                if d.mig_mode.is_some() {
+                    return Err(format!("{what}: give mig_mode or mig, not both"));
+                }
+                mig.validate(&format!("{what}.mig"))?;
             }
             by_t(&mut d.timeline, |p| p.t);
             d.resolved = resolve(&d.timeline);

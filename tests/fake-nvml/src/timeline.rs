@@ -3,10 +3,12 @@
 
 use std::ffi::c_uint;
 
+use crate::call::Ctx;
 use crate::ffi::{
     NO_INSTANCE, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS, ProcessDetail,
     ProcessInfo, ProcessInfoV1, ProcessUtilizationSample, VALUE_NOT_AVAILABLE,
 };
+use crate::mig::MigInstanceSpec;
 use crate::scenario::{DeviceSpec, Point, Process, ProcessLists, UtilSample};
 
 /// The device values in force at `t`: every point with `point.t <= t`
@@ -22,6 +24,11 @@ pub fn point_at(dev: &DeviceSpec, t: f64) -> Point {
 /// `t`: the last entry up to `t` that sets it (empty before the first); `None` for an unknown
 /// mode.
 pub fn processes_at(dev: &DeviceSpec, t: f64, mode: c_uint) -> Option<&[Process]> {
+    lists_at(&dev.processes, t, mode)
+}
+
+/// The list of `mode` in force at `t` among step-wise `lists` (sorted by `t`).
+pub fn lists_at(lists: &[ProcessLists], t: f64, mode: c_uint) -> Option<&[Process]> {
     let list: fn(&ProcessLists) -> Option<&[Process]> = match mode {
         PROCESS_MODE_COMPUTE => |p| p.compute.as_deref(),
         PROCESS_MODE_GRAPHICS => |p| p.graphics.as_deref(),
@@ -29,13 +36,46 @@ pub fn processes_at(dev: &DeviceSpec, t: f64, mode: c_uint) -> Option<&[Process]
         _ => return None,
     };
     Some(
-        dev.processes
+        lists
             .iter()
             .take_while(|p| p.t <= t)
             .filter_map(list)
             .last()
             .unwrap_or(&[]),
     )
+}
+
+/// The list of `mode` a call on `ctx`'s handle reads: a MIG device's own processes (with
+/// its instance ids where the scenario leaves them out); on a GPU in MIG mode, the processes
+/// of all its instances (what NVML gives a privileged caller on the parent handle); else the
+/// GPU's list. `None` for an unknown mode.
+pub fn processes_for(ctx: &Ctx, dev: &DeviceSpec, mode: c_uint) -> Option<Vec<Process>> {
+    let t = ctx.snap.t;
+    let with_ids = |inst: &MigInstanceSpec| -> Option<Vec<Process>> {
+        let list = lists_at(&inst.processes, t, mode)?;
+        Some(
+            list.iter()
+                .map(|p| Process {
+                    gpu_instance_id: p.gpu_instance_id.or(Some(inst.gpu_instance_id)),
+                    compute_instance_id: p.compute_instance_id.or(Some(inst.compute_instance_id)),
+                    ..p.clone()
+                })
+                .collect(),
+        )
+    };
+    if let Some(inst) = ctx.mig_instance() {
+        return with_ids(inst);
+    }
+    match dev.mig.as_ref().filter(|m| m.current) {
+        Some(mig) => {
+            let mut all = Vec::new();
+            for entry in mig.alive_entries(t) {
+                all.extend(with_ids(&mig.instances[entry])?);
+            }
+            Some(all)
+        }
+        None => processes_at(dev, t, mode).map(<[Process]>::to_vec),
+    }
 }
 
 /// The C struct for a scenario process.

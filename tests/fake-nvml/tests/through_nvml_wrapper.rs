@@ -224,3 +224,65 @@ fn only_exported_functions_other_than_init_can_be_left_out() {
     .expect_err("not an ELF file");
     assert!(err.to_string().contains("ELF"), "{err}");
 }
+
+#[test]
+fn mig_instances_through_nvml_wrapper() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = scenario("NVIDIA H100 80GB HBM3");
+    s["devices"][0]["mig"] = json!({"current": true, "gpm": true, "instances": [
+        {"gpu_instance_id": 5, "compute_instance_id": 0, "profile": "1g.10gb",
+         "uuid": "MIG-11111111-2222-3333-4444-555555555555", "memory_total": 10u64 << 30,
+         "timeline": [{"t": 0, "memory_used": 1u64 << 30, "sm_util": 33.0}],
+         "processes": [{"t": 0, "compute": [{"pid": 77, "used_memory": 1u64 << 29}]}]}]});
+    s["devices"][0]["processes"] = json!([]);
+    s["devices"][0]["process_utilization"] = json!([]);
+    let nvml = open(&install(dir.path(), &s));
+    let gpu = nvml.device_by_index(0).expect("device 0");
+    let mode = gpu.mig_mode().expect("mig mode");
+    assert_eq!((mode.current, mode.pending), (1, 1));
+    assert_eq!(gpu.mig_device_count().expect("slots"), 7);
+    assert!(matches!(
+        gpu.mig_device_by_index(1),
+        Err(NvmlError::NotFound)
+    ));
+    let mig = gpu.mig_device_by_index(0).expect("MIG device 0");
+    assert!(mig.mig_is_mig_device_handle().expect("is MIG"));
+    assert!(!gpu.mig_is_mig_device_handle().expect("is MIG"));
+    assert_eq!(
+        mig.name().expect("name"),
+        "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+    );
+    assert_eq!(
+        mig.uuid().expect("uuid"),
+        "MIG-11111111-2222-3333-4444-555555555555"
+    );
+    let parent = mig.mig_parent_device().expect("parent");
+    assert_eq!(parent.uuid().expect("uuid"), gpu.uuid().expect("uuid"));
+    let mem = mig.memory_info().expect("MIG memory");
+    assert_eq!((mem.total, mem.used), (10 << 30, 1 << 30));
+    let procs = mig.running_compute_processes().expect("MIG processes");
+    assert_eq!(procs.len(), 1);
+    assert_eq!(
+        (
+            procs[0].pid,
+            procs[0].gpu_instance_id,
+            procs[0].compute_instance_id
+        ),
+        (77, Some(5), Some(0))
+    );
+    assert!(matches!(
+        gpu.utilization_rates(),
+        Err(NvmlError::NotSupported)
+    ));
+    // GPM through the wrapper's own sample handling (alloc, fill, compare, free on drop).
+    let first = gpu.gpm_mig_sample(5).expect("first GPM sample");
+    let second = gpu.gpm_mig_sample(5).expect("second GPM sample");
+    let got = nvml_wrapper::gpm::gpm_metrics_get(
+        &nvml,
+        &first,
+        &second,
+        &[nvml_wrapper::enums::gpm::GpmMetricId::SmUtil],
+    )
+    .expect("metrics");
+    assert_eq!(got[0].as_ref().expect("SM util").value, 33.0);
+}

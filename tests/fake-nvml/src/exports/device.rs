@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_uint};
 
-use crate::call::{CallResult, get, on_device, put, put_str, supported};
+use crate::call::{CallResult, get, on_any, on_device, put, put_str, supported};
 use crate::ffi::{
     ARGUMENT_VERSION_MISMATCH, ConfComputeMemSizeInfo, INVALID_ARGUMENT, MEMORY_V2_VERSION, Memory,
     MemoryV2, NOT_SUPPORTED, NvmlDevice, NvmlReturn, PciInfo, UNKNOWN,
@@ -23,8 +23,12 @@ pub extern "C" fn nvmlDeviceGetName(
     name: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetName", device, |_, d| {
-        put_str(name, length, &d.name)
+    on_any("nvmlDeviceGetName", device, |ctx, d| {
+        match ctx.mig_instance() {
+            // NVML's name for a MIG device: the GPU's name and the profile.
+            Some(inst) => put_str(name, length, &format!("{} MIG {}", d.name, inst.profile)),
+            None => put_str(name, length, &d.name),
+        }
     })
 }
 
@@ -34,8 +38,11 @@ pub extern "C" fn nvmlDeviceGetUUID(
     uuid: *mut c_char,
     length: c_uint,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetUUID", device, |_, d| {
-        put_str(uuid, length, &d.uuid)
+    on_any("nvmlDeviceGetUUID", device, |ctx, d| {
+        match ctx.mig_instance() {
+            Some(inst) => put_str(uuid, length, &inst.uuid),
+            None => put_str(uuid, length, &d.uuid),
+        }
     })
 }
 
@@ -77,8 +84,13 @@ pub extern "C" fn nvmlDeviceGetPciInfo_v3(device: NvmlDevice, pci: *mut PciInfo)
     })
 }
 
-/// `(total, reserved, used)` in bytes at the call's time.
+/// `(total, reserved, used)` in bytes at the call's time; a MIG device's own (nothing
+/// reserved).
 fn memory(ctx: &crate::call::Ctx, d: &DeviceSpec) -> Result<(u64, u64, u64), NvmlReturn> {
+    if let Some(inst) = ctx.mig_instance() {
+        let used = supported(inst.memory_used_at(ctx.snap.t))?;
+        return Ok((inst.memory_total, 0, used));
+    }
     let total = supported(d.memory_total)?;
     let used = supported(ctx.point()?.memory_used)?;
     Ok((total, d.memory_reserved, used))
@@ -90,7 +102,7 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo_v2(
     device: NvmlDevice,
     memory_out: *mut MemoryV2,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetMemoryInfo_v2", device, |ctx, d| {
+    on_any("nvmlDeviceGetMemoryInfo_v2", device, |ctx, d| {
         let version = get(memory_out.cast_const())?.version;
         if version != MEMORY_V2_VERSION {
             return Err(ARGUMENT_VERSION_MISMATCH);
@@ -113,7 +125,7 @@ pub extern "C" fn nvmlDeviceGetMemoryInfo(
     device: NvmlDevice,
     memory_out: *mut Memory,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetMemoryInfo", device, |ctx, d| {
+    on_any("nvmlDeviceGetMemoryInfo", device, |ctx, d| {
         let (total, reserved, used) = memory(ctx, d)?;
         let info = Memory {
             total,
@@ -221,8 +233,8 @@ pub extern "C" fn nvmlDeviceGetDisplayActive(
     })
 }
 
-/// `NVML_DEVICE_MIG_ENABLE` (1) / `NVML_DEVICE_MIG_DISABLE` (0) from `mig_mode`, the same for
-/// the current and the pending mode.
+/// `NVML_DEVICE_MIG_ENABLE` (1) / `NVML_DEVICE_MIG_DISABLE` (0): from `mig` (`current`,
+/// `pending`), or from `mig_mode` for both.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetMigMode(
     device: NvmlDevice,
@@ -233,20 +245,26 @@ pub extern "C" fn nvmlDeviceGetMigMode(
         if currentMode.is_null() || pendingMode.is_null() {
             return Err(INVALID_ARGUMENT);
         }
-        let mode = c_uint::from(supported(d.mig_mode)?);
-        put(currentMode, mode)?;
-        put(pendingMode, mode)
+        let (current, pending) = match &d.mig {
+            Some(m) => (m.current, m.pending()),
+            None => {
+                let mode = supported(d.mig_mode)?;
+                (mode, mode)
+            }
+        };
+        put(currentMode, c_uint::from(current))?;
+        put(pendingMode, c_uint::from(pending))
     })
 }
 
-/// The fake hands out no MIG device handles: always 0.
+/// 1 for a MIG device handle, 0 for a GPU's.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceIsMigDeviceHandle(
     device: NvmlDevice,
     isMigDevice: *mut c_uint,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceIsMigDeviceHandle", device, |_, _| {
-        put(isMigDevice, 0)
+    on_any("nvmlDeviceIsMigDeviceHandle", device, |ctx, _| {
+        put(isMigDevice, c_uint::from(ctx.mig_instance().is_some()))
     })
 }
 

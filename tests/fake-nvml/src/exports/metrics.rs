@@ -19,7 +19,12 @@ pub extern "C" fn nvmlDeviceGetUtilizationRates(
     device: NvmlDevice,
     utilization: *mut Utilization,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetUtilizationRates", device, |ctx, _| {
+    on_device("nvmlDeviceGetUtilizationRates", device, |ctx, d| {
+        // nvml.h: "On MIG-enabled GPUs, querying device utilization rates is not currently
+        // supported." (A MIG device's handle is refused by `on_device` the same way.)
+        if crate::mig::mig_enabled(d) {
+            return Err(NOT_SUPPORTED);
+        }
         let p = ctx.point()?;
         let rates = Utilization {
             gpu: supported(p.gpu_util)?,

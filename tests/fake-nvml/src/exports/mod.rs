@@ -1,7 +1,9 @@
 //! The exported C symbols, split by area.
 
 pub mod device;
+pub mod gpm;
 pub mod metrics;
+pub mod mig;
 pub mod process;
 pub mod system;
 
@@ -41,6 +43,17 @@ pub const EXPORTED_SYMBOLS: &[&str] = &[
     "nvmlDeviceGetDriverModel",
     "nvmlDeviceGetDriverModel_v2",
     "nvmlDeviceGetConfComputeMemSizeInfo",
+    // mig.rs
+    "nvmlDeviceGetMaxMigDeviceCount",
+    "nvmlDeviceGetMigDeviceHandleByIndex",
+    "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
+    "nvmlDeviceGetComputeInstanceId",
+    // gpm.rs
+    "nvmlGpmSampleAlloc",
+    "nvmlGpmSampleFree",
+    "nvmlGpmMigSampleGet",
+    "nvmlGpmMetricsGet",
     // metrics.rs
     "nvmlDeviceGetUtilizationRates",
     "nvmlDeviceGetTemperature",

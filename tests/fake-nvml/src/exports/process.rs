@@ -4,14 +4,17 @@
 
 use std::ffi::{c_uint, c_ulonglong};
 
-use crate::call::{get, on_device, put, put_list};
+use crate::call::{get, on_any, put, put_list};
 use crate::ffi::{
-    ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_FOUND, NvmlDevice, NvmlReturn,
+    ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED, NvmlDevice, NvmlReturn,
     PROCESS_DETAIL_LIST_V1_VERSION, PROCESS_MODE_COMPUTE, PROCESS_MODE_GRAPHICS, PROCESS_MODE_MPS,
     ProcessDetail, ProcessDetailList, ProcessInfo, ProcessInfoV1, ProcessUtilizationSample,
 };
+use crate::mig::mig_enabled;
 use crate::scenario::Process;
-use crate::timeline::{process_detail, process_info, process_info_v1, processes_at, samples_after};
+use crate::timeline::{
+    process_detail, process_info, process_info_v1, processes_for, samples_after,
+};
 
 /// A process list export: the list of `mode` (`NVML_PROCESS_MODE_*`), each process written as
 /// `entry` lays it out (24 bytes for `_v3` and `_v2`, 16 for the unversioned calls).
@@ -23,8 +26,8 @@ fn list_call<T: Copy>(
     mode: c_uint,
     entry: fn(&Process) -> T,
 ) -> NvmlReturn {
-    on_device(name, device, |ctx, d| {
-        let list: Vec<T> = processes_at(d, ctx.snap.t, mode)
+    on_any(name, device, |ctx, d| {
+        let list: Vec<T> = processes_for(ctx, d, mode)
             .unwrap_or_default()
             .iter()
             .map(entry)
@@ -73,12 +76,12 @@ pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
     device: NvmlDevice,
     plist: *mut ProcessDetailList,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetRunningProcessDetailList", device, |ctx, d| {
+    on_any("nvmlDeviceGetRunningProcessDetailList", device, |ctx, d| {
         let mut list = get(plist.cast_const())?;
         if list.version != PROCESS_DETAIL_LIST_V1_VERSION {
             return Err(ARGUMENT_VERSION_MISMATCH);
         }
-        let details: Vec<ProcessDetail> = processes_at(d, ctx.snap.t, list.mode)
+        let details: Vec<ProcessDetail> = processes_for(ctx, d, list.mode)
             .ok_or(INVALID_ARGUMENT)?
             .iter()
             .map(process_detail)
@@ -94,7 +97,8 @@ pub extern "C" fn nvmlDeviceGetRunningProcessDetailList(
     })
 }
 
-/// Samples with `timeStamp > lastSeenTimeStamp`; none -> `NOT_FOUND`.
+/// Samples with `timeStamp > lastSeenTimeStamp`; none -> `NOT_FOUND`. Not in MIG mode (on
+/// the GPU or on a MIG device): `NOT_SUPPORTED`, as NVML.
 #[unsafe(no_mangle)]
 pub extern "C" fn nvmlDeviceGetProcessUtilization(
     device: NvmlDevice,
@@ -102,7 +106,10 @@ pub extern "C" fn nvmlDeviceGetProcessUtilization(
     processSamplesCount: *mut c_uint,
     lastSeenTimeStamp: c_ulonglong,
 ) -> NvmlReturn {
-    on_device("nvmlDeviceGetProcessUtilization", device, |ctx, d| {
+    on_any("nvmlDeviceGetProcessUtilization", device, |ctx, d| {
+        if ctx.mig_instance().is_some() || mig_enabled(d) {
+            return Err(NOT_SUPPORTED);
+        }
         let samples = samples_after(d, ctx.snap.t, ctx.snap.wall_us, lastSeenTimeStamp);
         put_list(processSamplesCount, utilization, &samples, Err(NOT_FOUND))
     })

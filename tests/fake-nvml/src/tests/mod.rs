@@ -7,6 +7,7 @@ mod counters;
 mod faults;
 mod memory;
 mod metrics;
+mod mig;
 mod peers;
 mod processes;
 mod system;

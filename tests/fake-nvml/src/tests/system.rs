@@ -100,11 +100,11 @@ fn handles_names_and_pci() {
 
 #[test]
 fn exported_symbol_list_is_complete() {
-    assert_eq!(crate::EXPORTED_SYMBOLS.len(), 52);
+    assert_eq!(crate::EXPORTED_SYMBOLS.len(), 61);
     let mut sorted = crate::EXPORTED_SYMBOLS.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
-    assert_eq!(sorted.len(), 52, "no duplicates");
+    assert_eq!(sorted.len(), 61, "no duplicates");
 }
 
 #[test]

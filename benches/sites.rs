@@ -1,0 +1,101 @@
+//! `vramscope sites`' cost: reading a snapshot whose history holds 1,000,000 entries (a
+//! training loop's allocations and frees over 40 sites with stacks 11 frames deep, from
+//! tests/sites_support/simulate.py) and reducing it to the live set at the peak. Prints the
+//! file's size, the time to read it, the time to reduce it, and the process's peak RSS;
+//! asserts nothing about time.
+//!
+//! Run with `cargo bench --bench sites` (add `-- ENTRIES` for another history size).
+
+use std::process::Command;
+use std::time::Instant;
+use vramscope::sites::{self, Exactness, Limits, Moment};
+
+/// CPU time of this thread, seconds: on a shared machine wall time is mostly waiting.
+fn cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes the struct it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+fn peak_rss_mib() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_maxrss as f64 / 1024.0
+}
+
+fn main() {
+    let entries: u64 = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(1_000_000);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let made = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/sites_support/simulate.py"
+        ))
+        .arg(dir.path())
+        .args(["bench", &entries.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let file = dir.path().join("bench.pickle");
+    let size = std::fs::metadata(&file).expect("file").len();
+    let before = peak_rss_mib();
+
+    let started = Instant::now();
+    let cpu0 = cpu_s();
+    let snap = sites::read_file(&file, &Limits::default()).expect("read");
+    let read = started.elapsed();
+    let cpu1 = cpu_s();
+    let reduce_started = Instant::now();
+    let held = sites::held(&snap, Moment::Peak, None, 10).expect("held");
+    let reduce = reduce_started.elapsed();
+    let total = started.elapsed();
+    let cpu2 = cpu_s();
+    drop(snap);
+
+    // The pickle crate's own share: building its values from the same bytes, and dropping them.
+    let bytes = std::fs::read(&file).expect("file");
+    let cpu3 = cpu_s();
+    let value = pickled::value_from_slice(&bytes, pickled::DeOptions::new().decode_strings())
+        .expect("pickled");
+    drop(value);
+    let crate_cpu = cpu_s() - cpu3;
+
+    assert_eq!(held.trace_entries as u64, entries);
+    assert_eq!(held.exactness, Exactness::Exact);
+    println!(
+        "sites: {entries} trace entries, {:.1} MB pickle: read {:.0} ms, reduce to the peak {:.0} ms, total {:.0} ms; peak RSS {:.0} MiB (before reading {:.0} MiB)",
+        size as f64 / 1e6,
+        read.as_secs_f64() * 1e3,
+        reduce.as_secs_f64() * 1e3,
+        total.as_secs_f64() * 1e3,
+        peak_rss_mib(),
+        before
+    );
+    println!(
+        "sites: CPU time: read {:.0} ms (of which the pickle crate's parse and drop alone {:.0} ms), reduce {:.0} ms, total {:.0} ms",
+        (cpu1 - cpu0) * 1e3,
+        crate_cpu * 1e3,
+        (cpu2 - cpu1) * 1e3,
+        (cpu2 - cpu0) * 1e3
+    );
+    println!(
+        "sites: held {} bytes in {} blocks at the peak, {} sites; {}",
+        held.total_bytes,
+        held.blocks,
+        held.all_sites.len(),
+        sites::render::exactness_words(&held)
+    );
+}

@@ -1,0 +1,363 @@
+//! What held the memory: the memory snapshots a writer announced (`SNAPSHOT_WRITTEN`), and
+//! what reducing one said (the allocation sites live at the peak or at the OOM, whether that
+//! answer is exact, why an OOM's request did not fit). Plain owned values: the fold keeps the
+//! notes, a reduction done elsewhere (the monitor's worker thread, `--json`, the report) sets
+//! their `sites`, and every output words them with the functions here, so they say the same.
+
+use super::absent::Reading;
+use super::units;
+use serde::Serialize;
+
+/// Why the writer dumped a snapshot (the event's `a2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotReason {
+    /// From the allocator's OOM observer, before the error unwound.
+    Oom,
+    /// At a new high-water mark.
+    Peak,
+    /// Someone asked: `vramscope.snapshot()`, or the monitor's key.
+    Request,
+    /// A code this version does not know, or none.
+    Unknown,
+}
+
+impl SnapshotReason {
+    pub fn from_code(code: &Reading<u64>) -> SnapshotReason {
+        match code {
+            Ok(0) => SnapshotReason::Oom,
+            Ok(1) => SnapshotReason::Peak,
+            Ok(2) => SnapshotReason::Request,
+            _ => SnapshotReason::Unknown,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SnapshotReason::Oom => "at the OOM",
+            SnapshotReason::Peak => "at a new peak",
+            SnapshotReason::Request => "on request",
+            SnapshotReason::Unknown => "reason unknown",
+        }
+    }
+}
+
+/// One allocation site: the first frame outside torch and the standard library.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeldSite {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+    pub bytes: u64,
+    pub blocks: u64,
+    /// Share of the moment's total, 0 to 1.
+    pub share: f64,
+}
+
+/// One of the largest single blocks live at the moment, and where it was allocated.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeldBlock {
+    pub bytes: u64,
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+/// Whether the reconstructed moment is the allocator's recorded peak.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "exactness")]
+pub enum SitesExactness {
+    Exact,
+    /// The peak fell outside the history ring: the answer misses `shortfall` bytes.
+    Short {
+        recorded_peak: u64,
+        reconstructed: u64,
+        shortfall: u64,
+        /// A ring size that would have covered it, when it can be told.
+        suggested_max_entries: Option<u64>,
+    },
+    Unknown {
+        why: String,
+    },
+}
+
+/// Why an OOM's request did not fit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OomFit {
+    pub requested: u64,
+    pub device_free: Option<u64>,
+    pub reserved: u64,
+    pub allocated: u64,
+    /// Reserved but free: the allocator's cache.
+    pub cached_free: u64,
+    pub largest_free_block: u64,
+    /// The reduction's own sentence.
+    pub verdict: String,
+}
+
+/// A snapshot reduced to the moment that matters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeldSites {
+    /// `peak`, `oom` or `end`.
+    pub moment: String,
+    pub total_bytes: u64,
+    pub blocks: u64,
+    /// Biggest first.
+    pub sites: Vec<HeldSite>,
+    /// The largest single blocks, biggest first.
+    pub largest: Vec<HeldBlock>,
+    pub exactness: SitesExactness,
+    pub oom: Option<OomFit>,
+    pub trace_entries: usize,
+}
+
+/// Where reducing a snapshot stands.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "state")]
+pub enum SitesState {
+    /// Not asked for (only the newest relevant snapshot is reduced).
+    NotRead,
+    /// Handed to the worker; the answer is on its way.
+    Reading,
+    Reduced(Box<HeldSites>),
+    /// The file could not be read or is not a snapshot: one line.
+    Failed {
+        why: String,
+    },
+}
+
+/// A memory snapshot a writer announced, as the fold keeps it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SnapshotNote {
+    pub at_ms: u64,
+    pub slot: Option<u16>,
+    /// The announced file name, as sanitised text.
+    pub name: String,
+    /// The file beside the channel's, or why the name was refused.
+    pub path: Reading<String>,
+    pub size: Reading<u64>,
+    pub reason: SnapshotReason,
+    /// The allocator's lifetime peak allocated at the dump.
+    pub peak: Reading<u64>,
+    pub allocated: Reading<u64>,
+    pub step: Option<u64>,
+    pub phase: String,
+    /// The history ring's size.
+    pub max_entries: Reading<u64>,
+    /// Older snapshots the writer deleted to keep its bound, in total so far.
+    pub deleted: Reading<u64>,
+    pub sites: SitesState,
+}
+
+impl SnapshotNote {
+    /// Whether reducing it should look at the failing request rather than the peak.
+    pub fn at_oom(&self) -> bool {
+        self.reason == SnapshotReason::Oom
+    }
+}
+
+/// `held at the peak (exact): 41% model.py:123 attention 5.00 GiB, 22% ...` for the `top`
+/// biggest sites.
+pub fn headline(held: &HeldSites, top: usize) -> String {
+    let sites: Vec<String> = held.sites.iter().take(top).map(site_words).collect();
+    let list = if sites.is_empty() {
+        "nothing held".to_string()
+    } else {
+        sites.join(", ")
+    };
+    format!("{}: {list}; {}", moment_words(held), totals(held))
+}
+
+/// `held at the peak (exact): 6.00 GiB in 3 blocks`, for a list of the sites to follow.
+pub fn summary(held: &HeldSites) -> String {
+    format!("{}: {}", moment_words(held), totals(held))
+}
+
+/// `held at the peak (exact)`, `held at the OOM (not exact: 1.00 GiB short)`.
+fn moment_words(held: &HeldSites) -> String {
+    let moment = match held.moment.as_str() {
+        "oom" => "at the OOM",
+        "end" => "at the dump",
+        _ => "at the peak",
+    };
+    let exact = match &held.exactness {
+        SitesExactness::Exact => "exact".to_string(),
+        SitesExactness::Short { shortfall, .. } => {
+            format!("not exact: {} short", units::bytes(*shortfall))
+        }
+        SitesExactness::Unknown { .. } => "exactness unknown".to_string(),
+    };
+    format!("held {moment} ({exact})")
+}
+
+/// `6.00 GiB in 3 blocks`.
+fn totals(held: &HeldSites) -> String {
+    format!(
+        "{} in {}",
+        units::bytes(held.total_bytes),
+        blocks(held.blocks)
+    )
+}
+
+/// `1 block`, `3 blocks`.
+pub fn blocks(n: u64) -> String {
+    if n == 1 {
+        "1 block".into()
+    } else {
+        format!("{n} blocks")
+    }
+}
+
+/// `41% model.py:123 attention 5.00 GiB`.
+pub fn site_words(site: &HeldSite) -> String {
+    let function = if site.function.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", site.function)
+    };
+    format!(
+        "{:.0}% {}:{}{function} {}",
+        site.share * 100.0,
+        short_file(&site.file),
+        site.line,
+        units::bytes(site.bytes)
+    )
+}
+
+/// `4.00 GiB at proj/model.py:123 attention`.
+pub fn block_words(block: &HeldBlock) -> String {
+    let function = if block.function.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", block.function)
+    };
+    format!(
+        "{} at {}:{}{function}",
+        units::bytes(block.bytes),
+        short_file(&block.file),
+        block.line
+    )
+}
+
+/// The file's last two path components: where a reader recognises it.
+fn short_file(file: &str) -> &str {
+    let mut cut = file.len();
+    for _ in 0..2 {
+        match file[..cut].rfind('/') {
+            Some(at) => cut = at,
+            None => return file,
+        }
+    }
+    &file[cut + 1..]
+}
+
+/// What is missing when the answer is not exact, and how to cover it; `None` when exact.
+pub fn exactness_note(held: &HeldSites) -> Option<String> {
+    match &held.exactness {
+        SitesExactness::Exact => None,
+        SitesExactness::Short {
+            recorded_peak,
+            reconstructed,
+            shortfall,
+            suggested_max_entries,
+        } => {
+            let mut text = format!(
+                "the peak fell outside the history ring: reconstructed {} of the recorded {} ({} short)",
+                units::bytes(*reconstructed),
+                units::bytes(*recorded_peak),
+                units::bytes(*shortfall)
+            );
+            if let Some(n) = suggested_max_entries {
+                text.push_str(&format!("; max_entries {n} would have covered it"));
+            }
+            Some(text)
+        }
+        SitesExactness::Unknown { why } => Some(format!("exactness unknown: {why}")),
+    }
+}
+
+/// `wanted 2.00 GiB, 1.00 GiB free on the device, cache 3.00 GiB free in blocks of at most
+/// 512 MiB: <verdict>`.
+pub fn oom_words(fit: &OomFit) -> String {
+    let free = fit
+        .device_free
+        .map_or_else(|| "n/a".to_string(), units::bytes);
+    format!(
+        "wanted {}, {free} free on the device, {} allocated of {} reserved, cache {} free (largest block {}): {}",
+        units::bytes(fit.requested),
+        units::bytes(fit.allocated),
+        units::bytes(fit.reserved),
+        units::bytes(fit.cached_free),
+        units::bytes(fit.largest_free_block),
+        fit.verdict
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(exactness: SitesExactness) -> HeldSites {
+        HeldSites {
+            moment: "peak".into(),
+            total_bytes: 10 << 30,
+            blocks: 7,
+            sites: vec![
+                HeldSite {
+                    file: "/home/u/proj/model.py".into(),
+                    line: 123,
+                    function: "attention".into(),
+                    bytes: 5 << 30,
+                    blocks: 2,
+                    share: 0.5,
+                },
+                HeldSite {
+                    file: "train.py".into(),
+                    line: 9,
+                    function: String::new(),
+                    bytes: 3 << 30,
+                    blocks: 5,
+                    share: 0.3,
+                },
+            ],
+            largest: vec![HeldBlock {
+                bytes: 5 << 30,
+                file: "/home/u/proj/model.py".into(),
+                line: 123,
+                function: "attention".into(),
+            }],
+            exactness,
+            oom: None,
+            trace_entries: 100,
+        }
+    }
+
+    #[test]
+    fn the_headline_names_the_top_sites_and_says_whether_it_is_exact() {
+        let text = headline(&held(SitesExactness::Exact), 5);
+        assert!(
+            text.starts_with(
+                "held at the peak (exact): 50% proj/model.py:123 attention 5.00 GiB, 30% train.py:9 3.00 GiB"
+            ),
+            "{text}"
+        );
+        let short = held(SitesExactness::Short {
+            recorded_peak: 12 << 30,
+            reconstructed: 10 << 30,
+            shortfall: 2 << 30,
+            suggested_max_entries: Some(400_000),
+        });
+        assert!(headline(&short, 1).contains("(not exact: 2.00 GiB short)"));
+        let note = exactness_note(&short).unwrap();
+        assert!(
+            note.contains("max_entries 400000 would have covered it"),
+            "{note}"
+        );
+        assert_eq!(exactness_note(&held(SitesExactness::Exact)), None);
+        let exact = held(SitesExactness::Exact);
+        assert_eq!(
+            block_words(&exact.largest[0]),
+            "5.00 GiB at proj/model.py:123 attention"
+        );
+    }
+}

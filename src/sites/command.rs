@@ -1,0 +1,102 @@
+//! `vramscope sites FILE [FILE2]`: what held the memory in a snapshot, or which sites grew
+//! between two. Exit status: 0; 1 when a file cannot be read or cannot answer (one line on
+//! standard error); 2 for a usage error (clap's, or `--against` with two files).
+
+use super::error::SitesError;
+use super::held::{Held, Moment};
+use super::limits::Limits;
+use super::render;
+use super::snapshot::MemorySnapshot;
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// A moment, as the command line names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum At {
+    Peak,
+    Oom,
+    End,
+}
+
+impl From<At> for Moment {
+    fn from(at: At) -> Moment {
+        match at {
+            At::Peak => Moment::Peak,
+            At::Oom => Moment::Oom,
+            At::End => Moment::End,
+        }
+    }
+}
+
+/// Options of `vramscope sites`.
+#[derive(Debug, Args)]
+pub struct SitesArgs {
+    /// A memory snapshot (`*.pickle`); a second one compares the two: which sites grew
+    /// from the first to the second.
+    #[arg(value_name = "FILE", num_args = 1..=2, required = true)]
+    pub files: Vec<PathBuf>,
+
+    /// The moment: the most memory the history shows, the last failed request, or the
+    /// dump itself; with two files, the same moment of each.
+    #[arg(long, value_enum, default_value = "peak")]
+    pub at: At,
+
+    /// Compare `--at` with this other moment of the same file: `--at peak --against end`
+    /// shows what was freed after the peak (one file only).
+    #[arg(long, value_enum, value_name = "MOMENT")]
+    pub against: Option<At>,
+
+    /// How many sites to list.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub top: u32,
+
+    /// The CUDA device to look at [default: the one the writer dumped for, else the first].
+    #[arg(long, value_name = "N")]
+    pub device: Option<u32>,
+}
+
+/// Runs the subcommand; `json` is the global `--json`.
+pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
+    if args.against.is_some() && args.files.len() == 2 {
+        eprintln!("vramscope: --against compares two moments of one file; give one file");
+        return ExitCode::from(2);
+    }
+    let top = args.top as usize;
+    let limits = Limits::default();
+    let read = |path: &Path| super::read_file(path, &limits);
+    let answer = |snap: &MemorySnapshot, moment: At| -> Result<Held, SitesError> {
+        super::held_on(snap, args.device, moment.into(), None, top)
+    };
+    let text = match (&args.files[..], args.against) {
+        ([file], against) => read(file).and_then(|snap| {
+            let held = answer(&snap, args.at)?;
+            Ok(match against {
+                Some(other) => {
+                    let after = answer(&snap, other)?;
+                    render::diff(&held, &after, (file, file), top, json)
+                }
+                None if json => render::json(&held, file),
+                None => render::text(&held, file, &render::context(&snap, file)),
+            })
+        }),
+        ([first, second], _) => read(first).and_then(|a| {
+            let before = answer(&a, args.at)?;
+            drop(a);
+            let b = read(second)?;
+            let after = answer(&b, args.at)?;
+            Ok(render::diff(&before, &after, (first, second), top, json))
+        }),
+        _ => return ExitCode::from(2),
+    };
+    match text {
+        Ok(text) => match crate::output::stdout::print(&text) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(status) => status,
+        },
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,535 @@
+//! The pickle checked opcode by opcode before the pickle crate reads it. The crate never
+//! runs code, but it builds whatever a pickle asks for, and a pickle asking for objects is
+//! a pickle made to run code in Python. This walk, which builds nothing, refuses:
+//! - every opcode a snapshot never holds: globals (`GLOBAL`, `STACK_GLOBAL`, `INST`, `OBJ`,
+//!   `NEWOBJ`, `REDUCE`, `BUILD`, the extension registry), persistent ids, out-of-band
+//!   buffers and bytearrays;
+//! - a pickle that would make the reader build more than `Limits::max_values` values (a
+//!   memo reference is one value: the crate shares what it names rather than copying it);
+//! - a truncated pickle, a stack that underflows, or bytes after the pickle's end;
+//!
+//! and so says in one line what is wrong with the file before any of it is built.
+
+use super::error::{ErrorKind, SitesError};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// How an opcode's argument is written after it.
+#[derive(Clone, Copy)]
+enum Arg {
+    None,
+    Fixed(usize),
+    /// Up to a newline.
+    Line,
+    /// Two lines (a global's module and name).
+    TwoLines,
+    /// A little-endian length of this many bytes, then that many bytes.
+    Counted(usize),
+}
+
+/// What an opcode does to the stack, as far as weights go.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Mark,
+    Stop,
+    Pop,
+    PopMark,
+    /// Pushes one scalar.
+    Scalar,
+    /// Pushes one string or bytes (weighted by length).
+    Text,
+    /// Pushes an empty container.
+    Empty,
+    /// Pops to the mark and pushes a container of those.
+    FromMark,
+    /// Pops `n` and pushes a tuple of them.
+    Tuple(usize),
+    /// Pops `n` values into the container under them.
+    Into(usize),
+    /// Pops to the mark, into the container under the mark.
+    IntoFromMark,
+    Memoize,
+    /// PUT-style: memoizes the top under the id in the argument.
+    Put,
+    Get,
+    /// No effect on the stack (PROTO, FRAME).
+    Nothing,
+    /// Never in a snapshot.
+    Refused(&'static str),
+}
+
+fn opcode(code: u8) -> Option<(Op, Arg)> {
+    use Arg::{Counted, Fixed, Line};
+    let global = "names a Python global";
+    let object = "builds a Python object";
+    Some(match code {
+        b'(' => (Op::Mark, Arg::None),
+        b'.' => (Op::Stop, Arg::None),
+        b'0' => (Op::Pop, Arg::None),
+        b'1' => (Op::PopMark, Arg::None),
+        b'2' => (Op::Refused("copies values with DUP"), Arg::None),
+        b'F' | b'I' | b'L' => (Op::Scalar, Line),
+        b'J' => (Op::Scalar, Fixed(4)),
+        b'K' => (Op::Scalar, Fixed(1)),
+        b'M' => (Op::Scalar, Fixed(2)),
+        b'N' | 0x88 | 0x89 => (Op::Scalar, Arg::None),
+        b'G' => (Op::Scalar, Fixed(8)),
+        0x8a => (Op::Text, Counted(1)),
+        0x8b => (Op::Text, Counted(4)),
+        b'P' => (Op::Refused("uses persistent ids"), Line),
+        b'Q' => (Op::Refused("uses persistent ids"), Arg::None),
+        b'R' => (Op::Refused("calls a Python object (REDUCE)"), Arg::None),
+        b'S' | b'V' => (Op::Text, Line),
+        b'T' | b'X' | b'B' => (Op::Text, Counted(4)),
+        b'U' | b'C' | 0x8c => (Op::Text, Counted(1)),
+        0x8d | 0x8e => (Op::Text, Counted(8)),
+        b'a' => (Op::Into(1), Arg::None),
+        b's' => (Op::Into(2), Arg::None),
+        b'e' | b'u' | 0x90 => (Op::IntoFromMark, Arg::None),
+        b'b' => (Op::Refused(object), Arg::None),
+        b'c' => (Op::Refused(global), Arg::TwoLines),
+        b'i' => (Op::Refused(object), Arg::TwoLines),
+        b'o' | 0x81 | 0x92 => (Op::Refused(object), Arg::None),
+        0x93 => (Op::Refused(global), Arg::None),
+        0x82 => (Op::Refused(global), Fixed(1)),
+        0x83 => (Op::Refused(global), Fixed(2)),
+        0x84 => (Op::Refused(global), Fixed(4)),
+        0x96 => (Op::Refused("holds a bytearray"), Counted(8)),
+        0x97 | 0x98 => (Op::Refused("uses out-of-band buffers"), Arg::None),
+        b'd' | b'l' | b't' | 0x91 => (Op::FromMark, Arg::None),
+        b'}' | b']' | b')' | 0x8f => (Op::Empty, Arg::None),
+        0x85 => (Op::Tuple(1), Arg::None),
+        0x86 => (Op::Tuple(2), Arg::None),
+        0x87 => (Op::Tuple(3), Arg::None),
+        0x94 => (Op::Memoize, Arg::None),
+        b'p' => (Op::Put, Line),
+        b'q' => (Op::Put, Fixed(1)),
+        b'r' => (Op::Put, Fixed(4)),
+        b'g' => (Op::Get, Line),
+        b'h' => (Op::Get, Fixed(1)),
+        b'j' => (Op::Get, Fixed(4)),
+        0x80 => (Op::Nothing, Fixed(1)),
+        0x95 => (Op::Nothing, Fixed(8)),
+        _ => return None,
+    })
+}
+
+/// What a checked pickle will cost to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Census {
+    /// Values the reader will build.
+    pub values: u64,
+}
+
+/// Values nest no deeper than this: a snapshot nests seven deep (the root, the traces,
+/// a device's trace, an entry, its frames, a frame, a value). The bound keeps every
+/// recursive walk and drop of the parsed values far from the end of the stack.
+pub const MAX_NESTING: u32 = 64;
+
+/// A value on the walk's stack: how deeply it nests, the memo id it was stored under, and
+/// whether this slot is a reference to a value stored earlier (`GET`, `DUP`).
+#[derive(Clone, Copy)]
+struct Slot {
+    nesting: u32,
+    memo: Option<u32>,
+    reference: bool,
+}
+
+const LEAF: Slot = Slot {
+    nesting: 0,
+    memo: None,
+    reference: false,
+};
+
+/// A stored value: how deeply it nests, and how often it has been referenced.
+#[derive(Clone, Copy, Default)]
+struct Stored {
+    nesting: u32,
+    references: u32,
+}
+
+/// The stored values by memo id. Python's pickler numbers them 0, 1, 2, ... (`MEMOIZE`), so
+/// a vector holds them; an id out of that order (`PUT`) goes to a map.
+#[derive(Default)]
+struct Memo {
+    seq: Vec<Stored>,
+    other: HashMap<u32, Stored>,
+}
+
+impl Memo {
+    fn len(&self) -> usize {
+        self.seq.len() + self.other.len()
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        (id as usize) < self.seq.len() || self.other.contains_key(&id)
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut Stored> {
+        match self.seq.get_mut(id as usize) {
+            Some(stored) => Some(stored),
+            None => self.other.get_mut(&id),
+        }
+    }
+
+    fn insert(&mut self, id: u32, stored: Stored) {
+        if id as usize == self.seq.len() && !self.other.contains_key(&id) {
+            self.seq.push(stored);
+        } else {
+            self.other.insert(id, stored);
+        }
+    }
+}
+
+/// Walks `bytes` as a pickle without building it; see the module's comment.
+pub fn check(
+    bytes: &[u8],
+    max_values: u64,
+    started: Instant,
+    deadline: std::time::Duration,
+) -> Result<Census, SitesError> {
+    let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
+    let mut stack: Vec<Slot> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
+    let mut memo = Memo::default();
+    let mut values: u64 = 0;
+    let mut pos = 0usize;
+    let mut ops = 0u64;
+    loop {
+        let at = pos;
+        let truncated = || {
+            not(format!(
+                "not a memory snapshot: the pickle is truncated at byte {at}"
+            ))
+        };
+        let Some(&code) = bytes.get(pos) else {
+            return truncated();
+        };
+        let Some((op, arg)) = opcode(code) else {
+            return not(format!(
+                "not a memory snapshot: byte {at} is not a pickle opcode (0x{code:02x})"
+            ));
+        };
+        let Some((arg_bytes, next)) = take(bytes, pos + 1, arg) else {
+            return truncated();
+        };
+        pos = next;
+        ops += 1;
+        if ops.is_multiple_of(1 << 20) && started.elapsed() > deadline {
+            return Err(SitesError::new(
+                ErrorKind::Limit,
+                format!(
+                    "gave up reading after {} s (the deadline)",
+                    deadline.as_secs()
+                ),
+            ));
+        }
+        let floor = marks.last().copied().unwrap_or(0);
+        let underflow = || {
+            not(format!(
+                "not a memory snapshot: the pickle's stack underflows at byte {at}"
+            ))
+        };
+        match op {
+            Op::Refused(what) => {
+                let named = if code == b'c' || code == b'i' {
+                    let name = String::from_utf8_lossy(arg_bytes).replace('\n', ".");
+                    format!(" (`{name}`)")
+                } else {
+                    String::new()
+                };
+                return Err(SitesError::new(
+                    ErrorKind::Refused,
+                    format!(
+                        "refused: the pickle {what}{named} at byte {at}; a memory snapshot holds only plain values, and vramscope never runs code from a file"
+                    ),
+                ));
+            }
+            Op::Stop => {
+                if stack.len() != 1 || !marks.is_empty() {
+                    return not(format!(
+                        "not a memory snapshot: the pickle ends at byte {at} with {} values on its stack",
+                        stack.len()
+                    ));
+                }
+                if pos != bytes.len() {
+                    return not(format!(
+                        "not a memory snapshot: {} bytes follow the pickle's end",
+                        bytes.len() - pos
+                    ));
+                }
+                return Ok(Census { values });
+            }
+            Op::Nothing => {}
+            Op::Mark => marks.push(stack.len()),
+            Op::Pop => {
+                if marks.last() == Some(&stack.len()) {
+                    marks.pop();
+                } else if stack.pop().is_none() {
+                    return underflow();
+                }
+            }
+            Op::PopMark => {
+                let Some(mark) = marks.pop() else {
+                    return underflow();
+                };
+                stack.truncate(mark);
+            }
+            Op::Scalar | Op::Text => {
+                values += 1;
+                stack.push(LEAF);
+            }
+            Op::Empty => {
+                values += 1;
+                stack.push(Slot { nesting: 1, ..LEAF });
+            }
+            Op::Get => {
+                let Some(id) = memo_id(arg_bytes, arg) else {
+                    return not(format!("not a memory snapshot: a bad memo id at byte {at}"));
+                };
+                let Some(stored) = memo.get_mut(id) else {
+                    return not(format!(
+                        "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
+                    ));
+                };
+                stored.references = stored.references.saturating_add(1);
+                values += 1;
+                stack.push(Slot {
+                    nesting: stored.nesting,
+                    memo: Some(id),
+                    reference: true,
+                });
+            }
+            Op::FromMark => {
+                let Some(mark) = marks.pop() else {
+                    return underflow();
+                };
+                let nesting = 1 + deepest(stack.drain(mark..));
+                values += 1;
+                stack.push(Slot { nesting, ..LEAF });
+            }
+            Op::Tuple(n) => {
+                if stack.len() < floor + n {
+                    return underflow();
+                }
+                let from = stack.len() - n;
+                let nesting = 1 + deepest(stack.drain(from..));
+                values += 1;
+                stack.push(Slot { nesting, ..LEAF });
+            }
+            Op::Into(n) => {
+                if stack.len() < floor + n + 1 {
+                    return underflow();
+                }
+                let from = stack.len() - n;
+                let child = deepest(stack.drain(from..));
+                fill(&mut stack, &mut memo, child, at)?;
+            }
+            Op::IntoFromMark => {
+                let Some(mark) = marks.pop() else {
+                    return underflow();
+                };
+                // The container sits under the mark, above the mark before it.
+                if mark <= marks.last().copied().unwrap_or(0) {
+                    return underflow();
+                }
+                let child = deepest(stack.drain(mark..));
+                fill(&mut stack, &mut memo, child, at)?;
+            }
+            Op::Memoize | Op::Put => {
+                let id = if op == Op::Memoize {
+                    u32::try_from(memo.len()).unwrap_or(u32::MAX)
+                } else {
+                    match memo_id(arg_bytes, arg) {
+                        Some(id) => id,
+                        None => {
+                            return not(format!(
+                                "not a memory snapshot: a bad memo id at byte {at}"
+                            ));
+                        }
+                    }
+                };
+                if stack.len() == floor {
+                    return underflow();
+                }
+                // Python's pickler never stores twice under one id; reusing one would let a
+                // value be filled after a reference to it went unseen.
+                if memo.contains(id) {
+                    return not(format!(
+                        "not a memory snapshot: memo {id} is stored twice (byte {at})"
+                    ));
+                }
+                let Some(top) = stack.last_mut() else {
+                    return underflow();
+                };
+                memo.insert(
+                    id,
+                    Stored {
+                        nesting: top.nesting,
+                        references: 0,
+                    },
+                );
+                if !top.reference {
+                    top.memo = Some(id);
+                }
+            }
+        }
+        if values > max_values {
+            return Err(SitesError::new(
+                ErrorKind::Limit,
+                format!(
+                    "refused: reading this pickle would build more than {max_values} values (the limit on a snapshot's size in memory)"
+                ),
+            ));
+        }
+    }
+}
+
+fn deepest(slots: impl Iterator<Item = Slot>) -> u32 {
+    slots.map(|s| s.nesting).max().unwrap_or(0)
+}
+
+/// Puts values nesting `child` deep into the container on top of the stack. Python's
+/// pickler fills a container through the slot that made it, before anything refers to it;
+/// filling one through a reference, or after a reference to it, is how a pickle makes a
+/// cycle or hides how deep it nests, so it is refused.
+fn fill(stack: &mut [Slot], memo: &mut Memo, child: u32, at: usize) -> Result<(), SitesError> {
+    let Some(top) = stack.last_mut() else {
+        return Ok(());
+    };
+    let stored = top.memo.and_then(|id| memo.get_mut(id));
+    if top.reference || stored.as_ref().is_some_and(|s| s.references > 0) {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!(
+                "not a memory snapshot: the pickle fills a value it already refers to at byte {at} (a cycle)"
+            ),
+        ));
+    }
+    top.nesting = top.nesting.max(child.saturating_add(1));
+    if top.nesting > MAX_NESTING {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!("not a memory snapshot: values nest deeper than {MAX_NESTING} at byte {at}"),
+        ));
+    }
+    if let Some(stored) = stored {
+        stored.nesting = top.nesting;
+    }
+    Ok(())
+}
+
+/// The argument of an opcode at `pos`, and where the next opcode starts.
+fn take(bytes: &[u8], pos: usize, arg: Arg) -> Option<(&[u8], usize)> {
+    match arg {
+        Arg::None => Some((&[], pos)),
+        Arg::Fixed(n) => {
+            let end = pos.checked_add(n)?;
+            Some((bytes.get(pos..end)?, end))
+        }
+        Arg::Line => {
+            let rest = bytes.get(pos..)?;
+            let nl = rest.iter().position(|&b| b == b'\n')?;
+            Some((&rest[..nl], pos + nl + 1))
+        }
+        Arg::TwoLines => {
+            let (_, next) = take(bytes, pos, Arg::Line)?;
+            let (_, end) = take(bytes, next, Arg::Line)?;
+            Some((bytes.get(pos..end - 1)?, end))
+        }
+        Arg::Counted(width) => {
+            let len_end = pos.checked_add(width)?;
+            let len_bytes = bytes.get(pos..len_end)?;
+            let mut len = 0u64;
+            for (i, b) in len_bytes.iter().enumerate() {
+                len |= u64::from(*b) << (8 * i);
+            }
+            let len = usize::try_from(len).ok()?;
+            let end = len_end.checked_add(len)?;
+            Some((bytes.get(len_end..end)?, end))
+        }
+    }
+}
+
+fn memo_id(arg_bytes: &[u8], arg: Arg) -> Option<u32> {
+    match arg {
+        Arg::Line => std::str::from_utf8(arg_bytes).ok()?.trim().parse().ok(),
+        _ => {
+            let mut id = 0u32;
+            for (i, b) in arg_bytes.iter().enumerate() {
+                id |= u32::from(*b) << (8 * i);
+            }
+            Some(id)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn run(bytes: &[u8]) -> Result<Census, SitesError> {
+        check(bytes, 1_000, Instant::now(), Duration::from_secs(5))
+    }
+
+    #[test]
+    fn a_plain_dict_passes_and_counts_its_values() {
+        // pickle.dumps({'a': [1, 2]}, protocol=4): a dict, a key, a list, two ints.
+        let bytes =
+            b"\x80\x04\x95\x10\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01a\x94]\x94(K\x01K\x02es.";
+        assert_eq!(run(bytes).unwrap().values, 5);
+    }
+
+    #[test]
+    fn globals_are_refused_with_their_name() {
+        // pickle.dumps(os.system) at protocol 0 names `posix system`.
+        let e = run(b"cposix\nsystem\n(S'touch x'\ntR.").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Refused);
+        assert!(e.to_string().contains("`posix.system`"), "{e}");
+        let e = run(b"\x80\x04\x8c\x05posix\x8c\x06system\x93.").unwrap_err();
+        assert!(e.to_string().contains("names a Python global"), "{e}");
+    }
+
+    #[test]
+    fn more_values_than_the_limit_are_refused_before_any_is_built() {
+        let mut p = b"\x80\x04](".to_vec();
+        p.extend(std::iter::repeat_n(*b"K\x01", 2_000).flatten());
+        p.extend_from_slice(b"e.");
+        let e = run(&p).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
+        assert!(e.to_string().contains("more than 1000 values"), "{e}");
+    }
+
+    #[test]
+    fn cycles_and_deep_nesting_are_refused() {
+        // l = []; l.append(l): a list filled with a reference to itself.
+        let e = run(b"\x80\x04]\x94h\x00a.").unwrap_err();
+        assert!(e.to_string().contains("(a cycle)"), "{e}");
+        // 100 lists, each in the one before.
+        let mut p = b"\x80\x04".to_vec();
+        p.extend(std::iter::repeat_n(b']', 100));
+        p.extend(std::iter::repeat_n(b'a', 99));
+        p.push(b'.');
+        let e = run(&p).unwrap_err();
+        assert!(e.to_string().contains("nest deeper than 64"), "{e}");
+        // A shared frame, as torch writes them, is fine: [f, f] with f memoized.
+        assert!(run(b"\x80\x04](}\x94h\x00e.").is_ok());
+    }
+
+    #[test]
+    fn memo_references_must_name_a_stored_value() {
+        let e = run(b"\x80\x04]h\x07.").unwrap_err();
+        assert!(e.to_string().contains("memo 7"), "{e}");
+    }
+
+    #[test]
+    fn truncation_and_trailing_bytes_are_named() {
+        let e = run(b"\x80\x04}\x94").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+        let e = run(b"\x80\x04}.x").unwrap_err();
+        assert!(e.to_string().contains("follow the pickle's end"), "{e}");
+        let e = run(b"\x80\x04\x8c\xff").unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+}

@@ -1,0 +1,181 @@
+//! Reading and reducing one memory snapshot a writer announced, into the model's owned
+//! `HeldSites`: used by the monitor's worker thread (`sites_worker`), by `--json` and by the
+//! report, so all three say the same. The file is hostile input like a channel: opened
+//! without following links, a regular file of ours (root reads anyone's) and no bigger than
+//! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
+
+use crate::model::held_sites::{
+    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesState, SnapshotNote,
+};
+use crate::sites::{self, Exactness, Held, Limits, Moment};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+/// Sites kept per reduction: the screen shows a few, `--json` and the report all of these.
+pub const TOP_SITES: usize = 10;
+/// The largest single blocks kept per reduction.
+const LARGEST_BLOCKS: usize = 5;
+
+/// One snapshot to reduce.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SitesJob {
+    /// The channel's path (the state's key for it).
+    pub channel: String,
+    /// The snapshot file.
+    pub path: String,
+    /// Look at the failing request rather than the peak.
+    pub at_oom: bool,
+    /// The allocator's lifetime peak as the writer published it at the dump: what makes an
+    /// answer exact or says by how much it is not.
+    pub recorded_peak: Option<u64>,
+}
+
+impl SitesJob {
+    /// The job for a note whose name was accepted; `None` for a refused one.
+    pub fn of(channel: &str, note: &SnapshotNote) -> Option<SitesJob> {
+        Some(SitesJob {
+            channel: channel.to_string(),
+            path: note.path.as_ref().ok()?.clone(),
+            at_oom: note.at_oom(),
+            recorded_peak: note.peak.as_ref().ok().copied(),
+        })
+    }
+}
+
+/// Reads and reduces `job`'s file: the answer, or why not in one line. A file that no
+/// longer exists (the writer keeps only its newest few) is said so.
+pub fn reduce(job: &SitesJob) -> SitesState {
+    let limits = Limits::default();
+    let bytes = match read_bounded(Path::new(&job.path), limits.max_file_bytes) {
+        Ok(bytes) => bytes,
+        Err(why) => return SitesState::Failed { why },
+    };
+    let snap = match sites::read_bytes(&bytes, &limits) {
+        Ok(snap) => snap,
+        Err(e) => {
+            return SitesState::Failed {
+                why: crate::text::clean(&e.to_string()).into_owned(),
+            };
+        }
+    };
+    let moment = if job.at_oom {
+        Moment::Oom
+    } else {
+        Moment::Peak
+    };
+    match sites::held(&snap, moment, job.recorded_peak, TOP_SITES) {
+        Ok(held) => SitesState::Reduced(Box::new(convert(&held))),
+        Err(e) => SitesState::Failed {
+            why: crate::text::clean(&e.to_string()).into_owned(),
+        },
+    }
+}
+
+/// The file's bytes, if it is a regular file of ours no larger than `max`.
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let file: File = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) => {
+                "the file no longer exists (the writer keeps only its newest few)".to_string()
+            }
+            Some(libc::ELOOP) => "refused: the snapshot is a symlink".to_string(),
+            _ => format!("cannot open the snapshot: {e}"),
+        })?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot stat the snapshot: {e}"))?;
+    if !meta.file_type().is_file() {
+        return Err("refused: the snapshot is not a regular file".into());
+    }
+    let me = crate::channel::euid();
+    if me != 0 && meta.uid() != me {
+        return Err(format!(
+            "refused: the snapshot is owned by uid {}, not by us ({me})",
+            meta.uid()
+        ));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "refused: the snapshot is {} bytes, over the {max}-byte bound",
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    // One byte past the bound tells a file that grew since the stat.
+    file.take(max.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the snapshot: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!(
+            "refused: the snapshot grew past the {max}-byte bound"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The library's answer in the model's owned terms.
+pub fn convert(held: &Held) -> HeldSites {
+    HeldSites {
+        moment: match held.moment {
+            Moment::Peak => "peak",
+            Moment::Oom => "oom",
+            Moment::End => "end",
+        }
+        .into(),
+        total_bytes: held.total_bytes,
+        blocks: held.blocks,
+        sites: held
+            .sites
+            .iter()
+            .map(|s| HeldSite {
+                file: s.file.clone(),
+                line: s.line,
+                function: s.function.clone(),
+                bytes: s.bytes,
+                blocks: s.blocks,
+                share: s.share,
+            })
+            .collect(),
+        largest: held
+            .largest
+            .iter()
+            .take(LARGEST_BLOCKS)
+            .map(|b| HeldBlock {
+                bytes: b.bytes,
+                file: b.site.file.clone(),
+                line: b.site.line,
+                function: b.site.function.clone(),
+            })
+            .collect(),
+        exactness: match &held.exactness {
+            Exactness::Exact => SitesExactness::Exact,
+            Exactness::Short {
+                recorded_peak,
+                reconstructed,
+                shortfall,
+                suggested_max_entries,
+            } => SitesExactness::Short {
+                recorded_peak: *recorded_peak,
+                reconstructed: *reconstructed,
+                shortfall: *shortfall,
+                suggested_max_entries: *suggested_max_entries,
+            },
+            Exactness::Unknown { why } => SitesExactness::Unknown { why: why.clone() },
+        },
+        oom: held.oom.as_ref().map(|o| OomFit {
+            requested: o.requested,
+            device_free: o.device_free,
+            reserved: o.reserved,
+            allocated: o.allocated,
+            cached_free: o.cached_free,
+            largest_free_block: o.largest_free_block,
+            verdict: o.verdict.clone(),
+        }),
+        trace_entries: held.trace_entries,
+    }
+}

@@ -1,0 +1,86 @@
+//! What held the memory, pinned in the detail pane under the peak and the OOMs: the top
+//! allocation sites of the newest relevant memory snapshot (the OOM's, the peak's, the one
+//! asked for), whether that answer is exact, and at an OOM why the request did not fit.
+//! While the worker reduces it: "reading snapshot ..."; a file that failed: its one line; in
+//! a replay, that it is not read there.
+
+use crate::model::held_sites::{
+    SitesExactness, SitesState, SnapshotNote, exactness_note, headline, oom_words,
+};
+use crate::model::time::age_label;
+use crate::tui::theme::Theme;
+use ratatui::text::{Line, Span};
+
+/// Sites named on the headline; `--json` and the report carry more.
+const SITES_SHOWN: usize = 3;
+
+/// The lines for `note` (none without one: a writer without `--sites` stays as it was;
+/// one with it and no snapshot yet says how to get one).
+pub fn lines(
+    theme: &Theme,
+    note: Option<&SnapshotNote>,
+    sites_on: bool,
+    replay: bool,
+    now_ms: u64,
+) -> Vec<Line<'static>> {
+    let Some(note) = note else {
+        if sites_on && !replay {
+            return vec![Line::from(vec![
+                super::fmt::label(theme, "HELD"),
+                Span::styled("no snapshot yet (m asks for one)", theme.dim),
+            ])];
+        }
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut about = format!(
+        "snapshot {}, {}",
+        note.reason.label(),
+        age_label(note.at_ms, now_ms)
+    );
+    if let Some(step) = note.step {
+        about.push_str(&format!(", step {step}"));
+    }
+    match &note.sites {
+        // A replay reads no files: they are of another time, perhaps another machine.
+        SitesState::NotRead if replay => out.push(Line::from(vec![
+            super::fmt::label(theme, "HELD"),
+            Span::styled(
+                format!(
+                    "snapshot {}: not read in a replay (vramscope report reads it)",
+                    note.name
+                ),
+                theme.dim,
+            ),
+        ])),
+        SitesState::NotRead | SitesState::Reading => out.push(Line::from(vec![
+            super::fmt::label(theme, "HELD"),
+            Span::styled(format!("reading snapshot {} ...", note.name), theme.dim),
+        ])),
+        SitesState::Failed { why } => out.push(Line::from(vec![
+            super::fmt::label(theme, "HELD"),
+            Span::styled(format!("snapshot {}: {why}", note.name), theme.warn),
+        ])),
+        SitesState::Reduced(held) => {
+            let style = match held.exactness {
+                SitesExactness::Exact => theme.value,
+                _ => theme.warn,
+            };
+            out.push(Line::from(vec![
+                super::fmt::label(theme, "HELD"),
+                Span::styled(headline(held, SITES_SHOWN), style),
+            ]));
+            if let Some(note) = exactness_note(held) {
+                out.push(Line::styled(format!("  {note}"), theme.warn));
+            }
+            if let Some(fit) = &held.oom {
+                out.push(Line::styled(
+                    format!("  at the OOM: {}", oom_words(fit)),
+                    theme.crit,
+                ));
+            }
+        }
+    }
+    out.push(Line::styled(format!("  {about}"), theme.dim));
+    out
+}

@@ -1,0 +1,264 @@
+//! The detail pane's "what held the memory": an instrumented process announces a memory
+//! snapshot (made by `sites_support/make_snapshot.py` with known sites); the state hands it
+//! to the reduction worker (its own thread, as the monitor's loop does), the pane says
+//! "reading snapshot ..." meanwhile, then the top site, whether the answer is exact, and at
+//! an OOM why the request did not fit; a file that fails says its one line.
+
+#[allow(
+    dead_code,
+    reason = "shared by several test crates, each of which uses a different part"
+)]
+mod tui_fixtures;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::mpsc::channel;
+use std::time::Duration;
+use tui_fixtures::*;
+use vramscope::model::{
+    Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
+    WriterLiveness,
+};
+use vramscope::sources::runner::SourceEvent;
+use vramscope::sources::sites_worker::{SitesDone, SitesWorker};
+use vramscope::state::Monitor;
+use vramscope::tui::ui_state::Mode;
+
+fn python3() -> bool {
+    Command::new("python3").arg("-V").output().is_ok()
+}
+
+fn make_snapshot(path: &Path, mode: &str) -> u64 {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sites_support/make_snapshot.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(path)
+        .arg(mode)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+}
+
+fn device() -> AllocatorDevice {
+    AllocatorDevice {
+        slot: 0,
+        ordinal: 0,
+        uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
+        pci_bus_id: None,
+        total: Ok(80 * GIB),
+        allocated: Ok(2 * GIB),
+        allocated_peak: Ok(6 * GIB),
+        reserved: Ok(8 * GIB),
+        reserved_peak: Ok(8 * GIB),
+        active: Ok(2 * GIB),
+        inactive_split: Ok(0),
+        requested: Err(Absent::NotSupported),
+        alloc_retries: Ok(0),
+        ooms: Ok(0),
+        device_free: Ok(40 * GIB),
+        limit: Err(Absent::NotSupported),
+        interval_peak: Err(Absent::NotAvailable),
+        step_peak: Ok(6 * GIB),
+    }
+}
+
+/// The two-GPU screen, with pid 4242 announcing the snapshot at `path` (`reason` 0 OOM, 1
+/// peak) whose announced name is `name`.
+fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor {
+    let mut m = two_gpus();
+    let event = AllocatorEvent {
+        at_ms: NOW - 5_000,
+        kind: EventKind::SnapshotWritten {
+            path,
+            size: Ok(1_315),
+            peak: Ok(6 * GIB),
+            reason: Ok(reason),
+            allocated: Ok(2 * GIB),
+            max_entries: Ok(1000),
+            deleted: Ok(0),
+        },
+        slot: Some(0),
+        step: Some(40),
+        label: name.into(),
+        phase: "forward".into(),
+    };
+    let poll = ChannelPoll {
+        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
+        identity: Arc::new(WriterIdentity {
+            file: "4242-99.vsc".into(),
+            pid: 4242,
+            kind: "PyTorch".into(),
+            framework: "torch 2.5.1".into(),
+            rank: None,
+            local_rank: None,
+            world_size: None,
+            job_id: String::new(),
+            command: "python train.py".into(),
+            allocator_config: String::new(),
+            exact_peaks: false,
+            sample_period_us: 100_000,
+            sites: true,
+        }),
+        host_pid: Some(4242),
+        liveness: WriterLiveness::Live,
+        devices: vec![device()],
+        step: Some(40),
+        label: "forward".into(),
+        points: vec![],
+        events: vec![event],
+        lost_samples: 0,
+        lost_events: 0,
+    };
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    m
+}
+
+fn detail(m: &Monitor) -> String {
+    let mut ui = ui();
+    let pids = row_pids(m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    screen(m, &ui, 200, 50)
+}
+
+/// What the monitor's loop does: hand the wanted reductions to the worker thread, and put
+/// its answers into the state; `meanwhile` sees the state while the worker reads.
+fn reduce_on_the_worker(m: &mut Monitor, meanwhile: impl Fn(&Monitor)) {
+    let (tx, rx) = channel::<SitesDone>();
+    let worker = SitesWorker::start(tx).unwrap();
+    let jobs = m.reductions_wanted();
+    assert_eq!(jobs.len(), 1);
+    meanwhile(m);
+    for job in jobs {
+        assert!(worker.submit(job).is_none());
+    }
+    let done = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    m.sites_done(&done.channel, &done.path, done.sites);
+    // Asked once: being read, then read.
+    assert!(m.reductions_wanted().is_empty());
+}
+
+#[test]
+fn the_detail_pane_shows_reading_then_the_top_site_at_the_peak_and_that_it_is_exact() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("4242-99.vsc.snap-1-peak.pickle");
+    make_snapshot(&file, "peak");
+    let mut m = announcing(
+        Ok(file.to_string_lossy().into_owned()),
+        "4242-99.vsc.snap-1-peak.pickle",
+        1,
+    );
+    reduce_on_the_worker(&mut m, |m| {
+        let before = detail(m);
+        assert!(
+            before.contains("HELD reading snapshot 4242-99.vsc.snap-1-peak.pickle ..."),
+            "{before}"
+        );
+    });
+    let text = detail(&m);
+    assert!(
+        text.contains("HELD held at the peak (exact): 67% proj/model.py:123 attention 4.00 GiB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("snapshot at a new peak, 5s ago, step 40"),
+        "{text}"
+    );
+    assert!(!text.contains("reading snapshot"), "{text}");
+}
+
+#[test]
+fn a_replay_reads_no_snapshot_and_says_so() {
+    let m = announcing(
+        Ok("/dev/shm/vramscope-1000/4242-99.vsc.snap-1-peak.pickle".into()),
+        "4242-99.vsc.snap-1-peak.pickle",
+        1,
+    );
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    ui.time_cursor = true;
+    let text = screen(&m, &ui, 200, 50);
+    assert!(
+        text.contains("HELD snapshot 4242-99.vsc.snap-1-peak.pickle: not read in a replay"),
+        "{text}"
+    );
+}
+
+#[test]
+fn at_an_oom_the_pane_says_what_was_live_and_why_the_request_did_not_fit() {
+    if !python3() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("4242-99.vsc.snap-2-oom.pickle");
+    make_snapshot(&file, "oom");
+    let mut m = announcing(
+        Ok(file.to_string_lossy().into_owned()),
+        "4242-99.vsc.snap-2-oom.pickle",
+        0,
+    );
+    reduce_on_the_worker(&mut m, |_| {});
+    let text = detail(&m);
+    assert!(text.contains("HELD held at the OOM"), "{text}");
+    assert!(
+        text.contains("at the OOM: wanted 5.00 GiB, 512 MiB free on the device"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_refused_name_or_a_missing_file_is_one_line_and_nothing_is_read() {
+    let mut m = announcing(
+        Err(Absent::Error(
+            "snapshot name refused: \"../../etc/x\" is not a plain file name".into(),
+        )),
+        "../../etc/x",
+        1,
+    );
+    assert!(m.reductions_wanted().is_empty());
+    let text = detail(&m);
+    assert!(
+        text.contains("HELD snapshot ../../etc/x: snapshot name refused"),
+        "{text}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let gone = dir.path().join("4242-99.vsc.snap-1-peak.pickle");
+    let mut m = announcing(
+        Ok(gone.to_string_lossy().into_owned()),
+        "4242-99.vsc.snap-1-peak.pickle",
+        1,
+    );
+    reduce_on_the_worker(&mut m, |_| {});
+    let text = detail(&m);
+    assert!(text.contains("the file no longer exists"), "{text}");
+
+    // Not a pickle at all, and a pickle that would run code when Python loads it.
+    for bytes in [&b"not a pickle"[..], &b"cos\nsystem\n(S'echo hi'\ntR."[..]] {
+        std::fs::write(&gone, bytes).unwrap();
+        let mut m = announcing(
+            Ok(gone.to_string_lossy().into_owned()),
+            "4242-99.vsc.snap-1-peak.pickle",
+            1,
+        );
+        reduce_on_the_worker(&mut m, |_| {});
+        let text = detail(&m);
+        let line = text
+            .lines()
+            .find(|l| l.contains("HELD snapshot 4242-99.vsc.snap-1-peak.pickle: "))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(!line.contains("held at"), "{line}");
+    }
+}
