@@ -148,6 +148,39 @@ struct Stored {
     references: u32,
 }
 
+/// The stored values by memo id. Python's pickler numbers them 0, 1, 2, ... (`MEMOIZE`), so
+/// a vector holds them; an id out of that order (`PUT`) goes to a map.
+#[derive(Default)]
+struct Memo {
+    seq: Vec<Stored>,
+    other: HashMap<u32, Stored>,
+}
+
+impl Memo {
+    fn len(&self) -> usize {
+        self.seq.len() + self.other.len()
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        (id as usize) < self.seq.len() || self.other.contains_key(&id)
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut Stored> {
+        match self.seq.get_mut(id as usize) {
+            Some(stored) => Some(stored),
+            None => self.other.get_mut(&id),
+        }
+    }
+
+    fn insert(&mut self, id: u32, stored: Stored) {
+        if id as usize == self.seq.len() && !self.other.contains_key(&id) {
+            self.seq.push(stored);
+        } else {
+            self.other.insert(id, stored);
+        }
+    }
+}
+
 /// Walks `bytes` as a pickle without building it; see the module's comment.
 pub fn check(
     bytes: &[u8],
@@ -158,7 +191,7 @@ pub fn check(
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
     let mut stack: Vec<Slot> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
-    let mut memo: HashMap<u32, Stored> = HashMap::new();
+    let mut memo = Memo::default();
     let mut values: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
@@ -254,7 +287,7 @@ pub fn check(
                 let Some(id) = memo_id(arg_bytes, arg) else {
                     return not(format!("not a memory snapshot: a bad memo id at byte {at}"));
                 };
-                let Some(stored) = memo.get_mut(&id) else {
+                let Some(stored) = memo.get_mut(id) else {
                     return not(format!(
                         "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
                     ));
@@ -321,7 +354,7 @@ pub fn check(
                 }
                 // Python's pickler never stores twice under one id; reusing one would let a
                 // value be filled after a reference to it went unseen.
-                if memo.contains_key(&id) {
+                if memo.contains(id) {
                     return not(format!(
                         "not a memory snapshot: memo {id} is stored twice (byte {at})"
                     ));
@@ -360,16 +393,11 @@ fn deepest(slots: impl Iterator<Item = Slot>) -> u32 {
 /// pickler fills a container through the slot that made it, before anything refers to it;
 /// filling one through a reference, or after a reference to it, is how a pickle makes a
 /// cycle or hides how deep it nests, so it is refused.
-fn fill(
-    stack: &mut [Slot],
-    memo: &mut HashMap<u32, Stored>,
-    child: u32,
-    at: usize,
-) -> Result<(), SitesError> {
+fn fill(stack: &mut [Slot], memo: &mut Memo, child: u32, at: usize) -> Result<(), SitesError> {
     let Some(top) = stack.last_mut() else {
         return Ok(());
     };
-    let stored = top.memo.and_then(|id| memo.get_mut(&id));
+    let stored = top.memo.and_then(|id| memo.get_mut(id));
     if top.reference || stored.as_ref().is_some_and(|s| s.references > 0) {
         return Err(SitesError::new(
             ErrorKind::NotASnapshot,

@@ -22,10 +22,11 @@ pub struct Limits {
     pub max_frames_per_entry: usize,
     /// Reading and reducing stop with an error past this. Default 30 s.
     pub deadline: Duration,
-    /// The most values (ints, strings, containers, memo references, and every value a memo
-    /// reference copies) the pickle may make the reader build: a bound on memory that no
-    /// pickle, however crafted, can pass. Default 120,000,000 (about 5 GB of parsed values
-    /// at the worst; a real 1,000,000-entry trace with Python stacks needs about a tenth).
+    /// The most values (ints, strings, containers, memo references) the pickle may make the
+    /// reader build, counted before any is built: a bound on memory no pickle can pass.
+    /// Default 64,000,000: about 36 bytes each when built (the benchmark's 1,000,000-entry
+    /// history is 15.3 million values and 557 MiB at its peak), so about 2.3 GB at most;
+    /// a history like the benchmark's of `max_trace_entries` (2,000,000) entries fits.
     pub max_values: u64,
 }
 
@@ -37,7 +38,7 @@ impl Default for Limits {
             max_blocks: 2_000_000,
             max_frames_per_entry: 64,
             deadline: Duration::from_secs(30),
-            max_values: 120_000_000,
+            max_values: 64_000_000,
         }
     }
 }

@@ -14,7 +14,29 @@ use super::snapshot::{
 };
 use pickled::{Dict, HashableValue, Value};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
+
+/// Hashes an address with one multiplication: the shared values' identities are looked up
+/// millions of times, and an address needs no protection from collisions chosen by a file.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type ByAddress<K, V> = HashMap<K, V, BuildHasherDefault<AddressHasher>>;
 
 /// Devices a snapshot may list traces for.
 const MAX_DEVICES: usize = 1024;
@@ -39,8 +61,8 @@ pub(crate) fn snapshot(
         started,
         frames: Frames::default(),
         interned: HashMap::new(),
-        frame_at: HashMap::new(),
-        stack_at: HashMap::new(),
+        frame_at: ByAddress::default(),
+        stack_at: ByAddress::default(),
         cut: Cut::default(),
         blocks: 0,
         seen: 0,
@@ -73,8 +95,8 @@ struct Walk<'l> {
     frames: Frames,
     interned: HashMap<Frame, u32>,
     /// Frame dicts and frame lists already read, by the identity of the shared value.
-    frame_at: HashMap<*const Dict, Option<u32>>,
-    stack_at: HashMap<*const Vec<Value>, Stack>,
+    frame_at: ByAddress<*const Dict, Option<u32>>,
+    stack_at: ByAddress<*const Vec<Value>, Stack>,
     cut: Cut,
     blocks: usize,
     seen: u64,

@@ -185,3 +185,69 @@ pub(crate) fn state_at(dump: &State, entries: &[TraceEntry], paired: &[u32], at:
     }
     state
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sites::snapshot::{Block, Segment};
+
+    fn entry(action: Action, addr: u64, size: u64) -> TraceEntry {
+        TraceEntry {
+            action,
+            addr,
+            size,
+            stream: 0,
+            time_us: None,
+            stack: Stack::default(),
+            device_free: None,
+        }
+    }
+
+    fn live_block(address: u64, size: u64) -> Block {
+        Block {
+            address,
+            size: round_up(size),
+            requested_size: size,
+            state: BlockState::ActiveAllocated,
+            stack: Stack::default(),
+        }
+    }
+
+    #[test]
+    fn a_block_counts_until_its_free_is_requested_not_completed() {
+        let entries = [
+            entry(Action::SegmentAlloc, 0, 4096),
+            entry(Action::Alloc, 0, 100),
+            entry(Action::Alloc, 1024, 50),
+            entry(Action::FreeRequested, 0, 100),
+            entry(Action::Alloc, 2048, 70),
+            entry(Action::FreeCompleted, 0, 100),
+        ];
+        let snap = MemorySnapshot {
+            segments: vec![Segment {
+                device: 0,
+                address: 0,
+                total_size: 4096,
+                stream: 0,
+                blocks: vec![live_block(1024, 50), live_block(2048, 70)],
+            }],
+            ..MemorySnapshot::default()
+        };
+        let dump = at_dump(&snap, 0);
+        assert_eq!((dump.requested, dump.reserved), (120, 4096));
+        let paired = pair_frees(&entries);
+        assert_eq!(paired[3], 1);
+        let walked = find_peak(&dump, &entries, &paired);
+        // A and B together, after the third entry: A's free was requested after that.
+        assert_eq!((walked.max, walked.at), (150, 3));
+        assert!(walked.starts_empty);
+        assert_eq!(walked.mismatches, 0);
+        let peak = state_at(&dump, &entries, &paired, walked.at);
+        let mut live: Vec<u64> = peak.live.keys().copied().collect();
+        live.sort_unstable();
+        assert_eq!(live, [0, 1024]);
+        assert!(peak.live[&0].traced && peak.live[&0].size.is_none());
+        assert_eq!(peak.live[&0].size_at_least(), 512);
+        assert_eq!(peak.reserved, 4096);
+    }
+}
