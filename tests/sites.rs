@@ -381,7 +381,10 @@ fn a_costed_read_gives_the_same_snapshot_and_says_what_each_stage_took() {
     // Building the values takes time on any clock; the stages lie within the call.
     assert!(cost.parse.wall > Duration::ZERO, "{cost:?}");
     assert!(cost.parse.cpu > Duration::ZERO, "{cost:?}");
-    assert!(stages.iter().map(|s| s.wall).sum::<Duration>() <= wall, "{cost:?}");
+    assert!(
+        stages.iter().map(|s| s.wall).sum::<Duration>() <= wall,
+        "{cost:?}"
+    );
 }
 
 // Hostile pickles.
