@@ -204,6 +204,11 @@ pub enum Command {
     /// Serve Prometheus metrics (`/metrics`) for this node: every GPU under dcgm-exporter's
     /// names, every GPU process with its allocator figures under `vramscope_*` names.
     Serve(ServeArgs),
+    /// One view of a whole multi-node job: every rank's memory, step and OOMs grouped by
+    /// job (riskiest first), and every node's GPUs, read from a Prometheus server
+    /// (`--prometheus http://prom:9090`) or scraped from exporters directly (`--targets`);
+    /// vramscope's and dcgm-exporter's metrics alike. Read-only.
+    Cluster(ClusterArgs),
     /// Draw a recording as a timeline, SVG or PNG by the output's extension: per GPU its
     /// used memory and each instrumented process's NVML used, allocated and reserved bytes,
     /// the device limit, peaks with their values, OOMs and training steps.
@@ -343,6 +348,55 @@ pub struct ServeArgs {
     /// clients).
     #[arg(long, value_name = "PERIOD", default_value = "10s", value_parser = parse_interval)]
     pub client_timeout: Duration,
+
+    /// The node's name in the `hostname` (and dcgm-exporter's `Hostname`) labels, instead of
+    /// this machine's host name: e.g. the Kubernetes node's name in a pod, as
+    /// `--hostname=$NODE_NAME`.
+    #[arg(long, value_name = "NAME", env = "VRAMSCOPE_HOSTNAME")]
+    pub hostname: Option<String>,
+}
+
+/// Options of `vramscope cluster`. The refresh period is the global `--interval`; `--once`
+/// and `--json` print once.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["prometheus", "targets", "targets_file"])))]
+pub struct ClusterArgs {
+    /// The Prometheus server to query (HTTP API, read-only), e.g. `http://prom:9090`.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+
+    /// Exporters to scrape directly instead: `host:port` (port 9400 when left out) or
+    /// `http://host:port/path`, comma-separated.
+    #[arg(long, value_name = "LIST")]
+    pub targets: Option<String>,
+
+    /// The same list from a file: one or more targets a line, `#` comments.
+    #[arg(long, value_name = "FILE")]
+    pub targets_file: Option<PathBuf>,
+
+    /// Each request's deadline (connect, ask, read the answer).
+    #[arg(long, value_name = "PERIOD", default_value = "2s", value_parser = parse_interval)]
+    pub timeout: Duration,
+
+    /// Most targets scraped at once.
+    #[arg(long, value_name = "N", default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub concurrency: u16,
+
+    /// Figures an exporter sampled longer ago than this are marked stale (allow for
+    /// Prometheus's scrape interval).
+    #[arg(long, value_name = "PERIOD", default_value = "60s", value_parser = parse_interval)]
+    pub stale_after: Duration,
+
+    /// The view to open with [default: jobs when some process has a rank, else nodes].
+    #[arg(long, value_name = "VIEW", value_enum)]
+    pub view: Option<ClusterView>,
+}
+
+/// `vramscope cluster`'s two views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClusterView {
+    Jobs,
+    Nodes,
 }
 
 impl Cli {

@@ -16,6 +16,7 @@ const REPLAY: Mode = Some("replay");
 const DEMO: Mode = Some("demo");
 const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
+const CLUSTER: Mode = Some("cluster");
 const SITES: Mode = Some("sites");
 /// `vramscope config` shows every setting: it reads them all (`config::settings`).
 const CONFIG: Mode = Some("config");
@@ -30,7 +31,11 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
 const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
-    ("interval", "--interval", &[MONITOR, RUN, RECORD, SERVE]),
+    (
+        "interval",
+        "--interval",
+        &[MONITOR, RUN, RECORD, SERVE, CLUSTER],
+    ),
     ("pcie", "--pcie", &[MONITOR, RUN, RECORD, SERVE]),
     ("gpm", "--gpm", &[MONITOR, RUN, RECORD, SERVE]),
     (
@@ -38,15 +43,15 @@ const READ_BY: [(&str, &str, &[Mode]); 17] = [
         "--peak-interval",
         &[MONITOR, RUN, RECORD, SERVE],
     ),
-    ("once", "--once", &[MONITOR, RUN]),
-    ("json", "--json", &[MONITOR, RUN, REPORT, SITES]),
+    ("once", "--once", &[MONITOR, RUN, CLUSTER]),
+    ("json", "--json", &[MONITOR, RUN, REPORT, SITES, CLUSTER]),
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
-    ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO]),
-    ("theme", "--theme", &[MONITOR, RUN, REPLAY, DEMO]),
+    ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),
+    ("theme", "--theme", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),
     ("sort", "--sort", &[MONITOR, RUN, REPLAY, DEMO]),
     ("sort_order", "--sort-order", &[MONITOR, RUN, REPLAY, DEMO]),
     (

@@ -17,6 +17,8 @@ pub mod cli;
 #[cfg(feature = "monitor")]
 pub mod cli_scope;
 #[cfg(feature = "monitor")]
+pub mod cluster;
+#[cfg(feature = "monitor")]
 pub mod config;
 #[cfg(feature = "monitor")]
 pub mod demo;
@@ -108,6 +110,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     match &cli.command {
         Some(cli::Command::Run(args)) => return launch::run(cli, args, started),
         Some(cli::Command::Serve(args)) => return serve::run(cli, args),
+        Some(cli::Command::Cluster(args)) => return cluster::run(cli, args, started),
         Some(cli::Command::Record(args)) => return record::command::run(cli, args),
         Some(cli::Command::Replay { file }) => {
             let played = replay::usage::Played::File;

@@ -260,6 +260,9 @@ class Dumps(SitesCase):
         data = self.load(name)
         info = data["vramscope"]
         self.assertEqual((info["reason"], info["peak_allocated"], info["allocated"]), ("peak", 5 * GIB, 2 * GIB))
+        # The requested bytes' peak too: the history records requests, so exactness compares
+        # with it (the simulated allocator asks for whole blocks: the two agree here).
+        self.assertEqual(info["peak_requested"], 5 * GIB)
         self.assertEqual(info["step"], 3)
         self.assertTrue(wall_before <= info["peak_time_us"] <= time.time() * 1e6)
         # The temporary is in the trace, allocated on its line.

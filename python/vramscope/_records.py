@@ -42,6 +42,7 @@ class Figures:
         "device_frees",
         "device_free",
         "limit",
+        "requested_peak",
     )
 
     def __init__(
@@ -59,6 +60,7 @@ class Figures:
         device_frees=None,
         device_free=None,
         limit=None,
+        requested_peak=None,
     ):
         self.allocated = allocated
         self.allocated_peak = allocated_peak
@@ -73,6 +75,10 @@ class Figures:
         self.device_frees = device_frees
         self.device_free = device_free
         self.limit = limit
+        # The peak of the bytes programs asked for (before rounding to blocks): what the
+        # allocator's history records, so a snapshot's reconstruction compares with it byte
+        # for byte (issue 14). Not published in the row.
+        self.requested_peak = requested_peak
 
 
 def uuid_bytes(uuid):

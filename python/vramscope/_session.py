@@ -45,6 +45,8 @@ class SlotState:
         self.total = None
         self.allocated = PeakTracker(exact)
         self.reserved = PeakTracker(exact)
+        # Requested bytes' high-water mark, for the memory snapshots' exactness check.
+        self.requested = PeakTracker(exact)
         self.row = None
         self.row_published = True
         self.slot_written_t = None
@@ -153,6 +155,8 @@ class Session:
             t = self.clock()
         peak, flags, previous_high, reset = state.allocated.update(fig.allocated, fig.allocated_peak)
         reserved_peak = state.reserved.update(fig.reserved, fig.reserved_peak)[0]
+        if fig.requested_peak is not None:
+            state.requested.update(fig.requested, fig.requested_peak)
         if peak is not None and (state.step_allocated is None or peak > state.step_allocated):
             state.step_allocated = peak
         if reserved_peak is not None and (state.step_reserved is None or reserved_peak > state.step_reserved):

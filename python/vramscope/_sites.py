@@ -369,6 +369,7 @@ class Sites:
                 "device": int(device),
                 "reason": reason,
                 "peak_allocated": high,
+                "peak_requested": state.requested.high_water if state is not None else None,
                 "peak_time_us": peak_time_us,
                 "allocated": _figure(row, 1),
                 "reserved": _figure(row, 3),

@@ -44,6 +44,7 @@ def figures_from_stats(stats):
         active=_stat(stats, "active_bytes"),
         inactive_split=_stat(stats, "inactive_split_bytes"),
         requested=_stat(stats, "requested_bytes"),
+        requested_peak=_stat(stats, "requested_bytes", "peak"),
         retries=_count(stats, "num_alloc_retries"),
         ooms=_count(stats, "num_ooms"),
         device_allocs=_count(stats, "num_device_alloc"),

@@ -316,11 +316,21 @@ mod tests {
         let names: Vec<&str> = fb.samples[0].labels.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
-            ["gpu", "UUID", "pci_bus_id", "modelName", "Hostname"]
+            [
+                "gpu",
+                "UUID",
+                "pci_bus_id",
+                "modelName",
+                "Hostname",
+                "hostname"
+            ]
         );
         let own = f.iter().find(|f| f.name == "vramscope_gpu_stale").unwrap();
         let names: Vec<&str> = own.samples[0].labels.iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["gpu", "uuid", "pci_bus_id", "model_name"]);
+        assert_eq!(
+            names,
+            ["gpu", "uuid", "pci_bus_id", "model_name", "hostname"]
+        );
     }
 
     #[test]

@@ -92,9 +92,17 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
+    let hostname = match args.hostname.as_deref().map(parse_hostname).transpose() {
+        Ok(hostname) => hostname,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let settings = owner::Settings {
         interval: cli.interval,
         grace: args.grace,
+        hostname,
     };
     if let Err(e) = owner::spawn(rx, sampling, Arc::clone(&latest), settings) {
         eprintln!("vramscope: cannot start the sampling thread: {e}");
@@ -165,6 +173,18 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// `--hostname`: printable text of at most 253 bytes (a DNS name's limit), never blank.
+pub fn parse_hostname(text: &str) -> Result<String, String> {
+    let name = text.trim();
+    if name.is_empty() || name.len() > 253 || !crate::text::is_clean(name) {
+        return Err(format!(
+            "--hostname `{}` is not a host name (printable text, 1 to 253 bytes)",
+            crate::text::clean(text)
+        ));
+    }
+    Ok(name.to_string())
+}
+
 fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     TcpListener::bind(addr)
         .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
@@ -194,5 +214,16 @@ mod tests {
             assert!(message.contains("is not IP:PORT"), "{bad}: {message}");
             assert!(!message.contains('\n'));
         }
+    }
+
+    #[test]
+    fn a_host_name_is_printable_and_not_blank() {
+        assert_eq!(parse_hostname(" node-a "), Ok("node-a".to_string()));
+        for bad in ["", "  ", "node\u{1b}[2J", "a\nb"] {
+            let message = parse_hostname(bad).unwrap_err();
+            assert!(message.contains("is not a host name"), "{message}");
+            assert!(crate::text::is_clean(&message), "{message}");
+        }
+        assert!(parse_hostname(&"x".repeat(254)).is_err());
     }
 }

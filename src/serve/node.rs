@@ -1,6 +1,11 @@
 //! Device labels: dcgm-exporter's (`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`,
-//! `Hostname`) and vramscope's snake_case ones, from the snapshot and from facts about this
-//! node read once.
+//! `Hostname` and `hostname`) and vramscope's snake_case ones, from the snapshot and from
+//! facts about this node read once.
+//!
+//! The host name: dcgm-exporter labelled it `Hostname` and now spells it `hostname`. The
+//! `DCGM_*` families carry both, with the same value, so dashboards and alerts written for
+//! either spelling keep working; vramscope's own families carry `hostname` only, which is
+//! what `vramscope cluster` reads first.
 
 use crate::model::DeviceSnapshot;
 use crate::model::host::host_name;
@@ -24,16 +29,21 @@ pub struct DeviceLabels {
 }
 
 impl DeviceLabels {
-    /// dcgm-exporter's label names, in its order, for the `DCGM_*` families.
+    /// dcgm-exporter's label names, in its order, for the `DCGM_*` families: the host name
+    /// under its old spelling `Hostname` and its new one `hostname`.
     pub fn dcgm_pairs(&self) -> Vec<(&'static str, String)> {
-        self.named(&["UUID", "pci_bus_id", "device", "modelName", "Hostname"])
+        let mut pairs = self.named(&["UUID", "pci_bus_id", "device", "modelName", "Hostname"]);
+        if let Some(host) = &self.hostname {
+            pairs.push(("hostname", host.clone()));
+        }
+        pairs
     }
 
     /// snake_case names for the `vramscope_gpu_*` families; `gpu` and `uuid` as on the
-    /// per-process families, so the two join on them. No host name: Prometheus adds the
-    /// instance.
+    /// per-process families, so the two join on them, and `hostname` as dcgm-exporter now
+    /// spells it, so that a node is named the same whoever scrapes it.
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
-        self.named(&["uuid", "pci_bus_id", "device", "model_name"])
+        self.named(&["uuid", "pci_bus_id", "device", "model_name", "hostname"])
     }
 
     /// `gpu`, then each fact present under the name at its place in `names` (uuid, PCI bus
@@ -65,8 +75,10 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new() -> Self {
-        Self::with(host_name(), PathBuf::from(DRIVER_GPUS))
+    /// This machine, named `hostname` when given (`serve --hostname`), else by its own
+    /// host name.
+    pub fn new(hostname: Option<String>) -> Self {
+        Self::with(hostname.or_else(host_name), PathBuf::from(DRIVER_GPUS))
     }
 
     /// A node whose driver files live under `driver_gpus` (tests).
@@ -76,6 +88,11 @@ impl Node {
             driver_gpus,
             minors: HashMap::new(),
         }
+    }
+
+    /// The node's name, when known.
+    pub fn hostname(&self) -> Option<&str> {
+        self.hostname.as_deref()
     }
 
     /// The labels of each device, in the snapshot's order.
@@ -152,9 +169,15 @@ mod tests {
             hostname: Some("node-a".into()),
         };
         let names: Vec<&str> = labels.dcgm_pairs().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["gpu", "UUID", "modelName", "Hostname"]);
+        assert_eq!(names, ["gpu", "UUID", "modelName", "Hostname", "hostname"]);
         let names: Vec<&str> = labels.pairs().iter().map(|(n, _)| *n).collect();
-        assert_eq!(names, ["gpu", "uuid", "model_name"]);
+        assert_eq!(names, ["gpu", "uuid", "model_name", "hostname"]);
+        let unnamed = DeviceLabels {
+            hostname: None,
+            ..labels
+        };
+        let names: Vec<&str> = unnamed.dcgm_pairs().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["gpu", "UUID", "modelName"]);
         assert!(host_name().is_some_and(|h| !h.is_empty()));
     }
 }

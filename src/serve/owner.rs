@@ -16,10 +16,12 @@ use std::thread;
 use std::time::Duration;
 
 /// What the state thread needs from the command line.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub interval: Duration,
     pub grace: Duration,
+    /// `--hostname`: the node's name in the labels, instead of this machine's host name.
+    pub hostname: Option<String>,
 }
 
 /// Starts the state thread; it runs until the samplers stop.
@@ -40,7 +42,7 @@ fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, sett
     let stale = StaleAfter::interval(interval_ms);
     let mut monitor = Monitor::new(now_ms());
     let mut retention = Retention::new(settings.grace);
-    let mut node = Node::new();
+    let mut node = Node::new(settings.hostname.clone());
     let mut told_problem = false;
     // Even when no event comes (every sampler stuck), publish now and then so that stale
     // GPUs are marked so.
@@ -72,7 +74,8 @@ fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, sett
         let current = processes::from_snapshot(&snapshot);
         let exported = retention.update(current, &unreadable, now);
         let labels = node.labels(&snapshot.devices);
-        latest.set(Published::new(snapshot, labels, exported));
+        let hostname = node.hostname().map(str::to_string);
+        latest.set(Published::new(snapshot, labels, exported).with_hostname(hostname));
     }
 }
 

@@ -1,6 +1,7 @@
 //! Per-process families: what dcgm-exporter cannot give. Labels `gpu`, `uuid`, `pid`,
 //! `user`, `command`; `pod`, `namespace`, `container` (dcgm-exporter's names) for a process in
-//! a Kubernetes pod; and `rank`, `local_rank`, `job_id` where the process's channel says.
+//! a Kubernetes pod; `rank`, `local_rank`, `job_id` where the process's channel says; and the
+//! node's `hostname`, so that a rank's series name its node whoever scrapes them.
 //! Base units throughout; the counters are the allocator's own, cumulative since the
 //! process started.
 
@@ -87,7 +88,13 @@ pub fn families(published: &Published) -> Vec<Family> {
     let items: Vec<(Labels, &P)> = published
         .processes
         .iter()
-        .map(|p| (Arc::from(p.labels.pairs()), p))
+        .map(|p| {
+            let mut pairs = p.labels.pairs();
+            if let Some(host) = &published.hostname {
+                pairs.push(("hostname", host.clone()));
+            }
+            (Arc::from(pairs), p)
+        })
         .collect();
     PROCESS.iter().map(|m| m.family(&items)).collect()
 }

@@ -20,6 +20,8 @@ pub struct Published {
     pub device_labels: Vec<DeviceLabels>,
     /// Processes to export: those running and those that exited within the grace period.
     pub processes: Vec<ProcessEntry>,
+    /// This node's name, the `hostname` label of the per-process families.
+    pub hostname: Option<String>,
     text: OnceLock<Bytes>,
     openmetrics: OnceLock<Bytes>,
 }
@@ -34,9 +36,16 @@ impl Published {
             snapshot,
             device_labels,
             processes,
+            hostname: None,
             text: OnceLock::new(),
             openmetrics: OnceLock::new(),
         }
+    }
+
+    /// The same, its processes labelled with the node's name.
+    pub fn with_hostname(mut self, hostname: Option<String>) -> Self {
+        self.hostname = hostname;
+        self
     }
 
     /// Before the first tick: nothing sampled yet.

@@ -13,7 +13,7 @@ mod narrow;
 pub mod panels;
 pub mod rows;
 mod signal_send;
-mod signals;
+pub(crate) mod signals;
 mod snapshot_ask;
 pub mod terminal;
 pub mod theme;

@@ -17,13 +17,20 @@ pub struct Prometheus {
 
 impl Prometheus {
     pub fn start(target: std::net::SocketAddr) -> Self {
+        Self::start_all(&[target])
+    }
+
+    /// The same, scraping every one of `targets`.
+    pub fn start_all(targets: &[std::net::SocketAddr]) -> Self {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let target = targets.join(", ");
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("prometheus.yml");
         std::fs::write(
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-                 scrape_configs:\n  - job_name: vramscope\n    static_configs:\n      - targets: ['{target}']\n"
+                 scrape_configs:\n  - job_name: vramscope\n    static_configs:\n      - targets: [{target}]\n"
             ),
         )
         .unwrap();
@@ -51,6 +58,11 @@ impl Prometheus {
                 .is_ok_and(|r| r.status == 200)
         });
         prometheus
+    }
+
+    /// Where its HTTP API answers: `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.base
     }
 
     pub fn wait_until(&self, timeout: Duration, what: &str, done: impl Fn() -> bool) {

@@ -1,0 +1,173 @@
+//! One refresh's reading of the sources, and the thread that reads them every interval.
+//! The fetcher owns a one-thread tokio runtime (the HTTP client's) and sends each refresh's
+//! owned `Fetched` to the thread that owns the model; it never blocks that thread, so a
+//! source that hangs leaves the screen live and saying so.
+
+use super::prometheus::{Past, Prometheus};
+use super::scrape::Targets;
+use super::series::Series;
+use crate::model::now_ms;
+use std::sync::mpsc::Sender;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Where the figures come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    Prometheus(Prometheus),
+    Targets(Targets),
+}
+
+impl Source {
+    /// How the view names it.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Prometheus(p) => format!("Prometheus {}{}", p.url.authority(), p.url.path),
+            Source::Targets(t) => format!(
+                "{} target{} scraped directly",
+                t.targets.len(),
+                if t.targets.len() == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+/// Who answered, or why not.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Origin {
+    Prometheus {
+        problem: Option<String>,
+    },
+    Target {
+        instance: String,
+        problem: Option<String>,
+    },
+}
+
+/// One refresh's answers.
+#[derive(Debug, Default)]
+pub struct Fetched {
+    /// When the refresh began (Unix ms).
+    pub at_ms: u64,
+    pub series: Vec<Series>,
+    pub origins: Vec<Origin>,
+    /// Targets Prometheus says are down, with their node's name when known.
+    pub down: Vec<(String, Option<String>)>,
+    /// The recent past, read once at the start from Prometheus.
+    pub history: Vec<Past>,
+    /// HTTP requests made.
+    pub requests: u32,
+    /// How long the refresh took.
+    pub took: Duration,
+}
+
+/// Reads `source` once; `first` adds the history a start needs.
+pub async fn fetch(source: &Source, first: bool) -> Fetched {
+    let started = Instant::now();
+    let at_ms = now_ms();
+    let mut fetched = Fetched {
+        at_ms,
+        ..Fetched::default()
+    };
+    match source {
+        Source::Prometheus(prometheus) => {
+            let history = async {
+                if first {
+                    Some(prometheus.history(at_ms).await)
+                } else {
+                    None
+                }
+            };
+            let (present, down, history) =
+                tokio::join!(prometheus.present(), prometheus.down(), history);
+            fetched.requests = 2 + u32::from(first);
+            match present {
+                Ok(series) => {
+                    fetched.series = series;
+                    fetched.origins.push(Origin::Prometheus { problem: None });
+                }
+                Err(problem) => fetched.origins.push(Origin::Prometheus {
+                    problem: Some(problem),
+                }),
+            }
+            // Without these the view only knows less: no down marks, no past.
+            fetched.down = down.unwrap_or_default();
+            fetched.history = history.and_then(Result::ok).unwrap_or_default();
+        }
+        Source::Targets(targets) => {
+            fetched.requests = u32::try_from(targets.targets.len()).unwrap_or(u32::MAX);
+            for scraped in targets.round(wanted).await {
+                let problem = match scraped.result {
+                    Ok(series) => {
+                        fetched.series.extend(series);
+                        None
+                    }
+                    Err(problem) => Some(problem),
+                };
+                fetched.origins.push(Origin::Target {
+                    instance: scraped.instance,
+                    problem,
+                });
+            }
+        }
+    }
+    fetched.took = started.elapsed();
+    fetched
+}
+
+/// The families a direct scrape keeps: those `prometheus::PRESENT` asks Prometheus for.
+pub fn wanted(name: &str) -> bool {
+    const EXACT: [&str; 5] = [
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "vramscope_snapshot_timestamp_seconds",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("vramscope_process_")
+        || matches!(
+            name,
+            "vramscope_gpu_memory_used_bytes"
+                | "vramscope_gpu_memory_total_bytes"
+                | "vramscope_gpu_stale"
+                | "vramscope_gpu_lost"
+        )
+}
+
+/// A one-thread runtime for the HTTP client.
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot start the HTTP client: {e}"))
+}
+
+/// Starts the fetcher: a refresh every `interval` (the next starts `interval` after the
+/// previous began, or at once if it took longer: every request has its deadline, so a
+/// refresh ends), each sent on `tx` as `wrap(fetched)`. It ends when the receiver is gone.
+pub fn spawn<E: Send + 'static>(
+    source: Source,
+    interval: Duration,
+    tx: Sender<E>,
+    wrap: fn(Fetched) -> E,
+) -> Result<(), String> {
+    let runtime = runtime()?;
+    thread::Builder::new()
+        .name("cluster-fetch".into())
+        .spawn(move || {
+            let mut first = true;
+            loop {
+                let began = Instant::now();
+                let fetched = runtime.block_on(fetch(&source, first));
+                first = false;
+                if tx.send(wrap(fetched)).is_err() {
+                    return;
+                }
+                thread::sleep(interval.saturating_sub(began.elapsed()));
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| format!("cannot start the fetching thread: {e}"))
+}

@@ -1,0 +1,131 @@
+//! `vramscope cluster`: one view of a multi-node job, read from the Prometheus server users
+//! already run, or from exporters scraped directly.
+//!
+//! Layers, each importing only those below it:
+//! - `url`, `http`: plain-HTTP GETs with a deadline and a size cap (hyper's client);
+//! - `series`, `exposition`: samples, and reading an exporter's page;
+//! - `prometheus`, `scrape`: the two sources; `fetch`: one refresh of either, and the thread
+//!   that refreshes;
+//! - `normalise`: vramscope's and dcgm-exporter's spellings onto one model;
+//! - `model`: the fleet with last-good values, ages and "missing since";
+//! - `view`: the job and node views, built once per refresh; `cells`: their text;
+//! - outputs: `table` (`--once`), `json` (`--json`), `screen` (the interactive view).
+
+mod cells;
+mod exposition;
+mod fetch;
+mod http;
+mod json;
+mod model;
+mod normalise;
+mod prometheus;
+mod scrape;
+mod screen;
+mod series;
+mod table;
+mod url;
+mod view;
+
+use crate::cli::{Cli, ClusterArgs};
+use crate::model::now_ms;
+use fetch::Source;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options that cannot be used, as clap's own errors.
+const EXIT_USAGE: u8 = 2;
+/// `--once`/`--json` when the source gave nothing at all.
+const EXIT_NO_SOURCE: u8 = 1;
+
+pub use json::{SCHEMA, VERSION};
+/// The instant query of each refresh (for the benchmark, which times Prometheus alone).
+pub use prometheus::PRESENT;
+
+/// Runs `vramscope cluster`; `started` is when the process began, for the first-screen
+/// benchmark.
+pub fn run(cli: &Cli, args: &ClusterArgs, started: Instant) -> ExitCode {
+    let source = match source(args) {
+        Ok(source) => source,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let stale_after = stale_after(cli.interval, args);
+    if cli.once || cli.json {
+        once(cli, &source, stale_after)
+    } else {
+        screen::run(cli, args, source, stale_after, started)
+    }
+}
+
+/// The source the options name.
+fn source(args: &ClusterArgs) -> Result<Source, String> {
+    if let Some(url) = &args.prometheus {
+        let url = url::Url::parse(url, 9090).map_err(|e| format!("--prometheus {e}"))?;
+        return Ok(Source::Prometheus(prometheus::Prometheus {
+            url,
+            deadline: args.timeout,
+        }));
+    }
+    let text = match (&args.targets, &args.targets_file) {
+        (Some(list), _) => list.clone(),
+        (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
+            format!(
+                "--targets-file {}: {e}",
+                crate::text::clean(&file.display().to_string())
+            )
+        })?,
+        (None, None) => return Err("give --prometheus URL or --targets LIST".into()),
+    };
+    let targets = scrape::Targets::parse_list(&text).map_err(|e| format!("--targets: {e}"))?;
+    Ok(Source::Targets(scrape::Targets {
+        targets: Arc::from(targets),
+        deadline: args.timeout,
+        concurrency: usize::from(args.concurrency),
+    }))
+}
+
+fn stale_after(interval: Duration, args: &ClusterArgs) -> view::StaleAfter {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    view::StaleAfter {
+        // Three refreshes missed, each allowed its deadline.
+        unread_ms: 3 * ms(interval) + ms(args.timeout),
+        sampled_ms: ms(args.stale_after),
+    }
+}
+
+/// `--once` and `--json`: one refresh, printed.
+fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
+    let runtime = match fetch::runtime() {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(EXIT_NO_SOURCE);
+        }
+    };
+    let fetched = runtime.block_on(fetch::fetch(source, true));
+    let nothing = fetched.origins.iter().all(|o| match o {
+        fetch::Origin::Prometheus { problem } => problem.is_some(),
+        fetch::Origin::Target { problem, .. } => problem.is_some(),
+    });
+    let mut cluster = model::Cluster::default();
+    cluster.ingest(fetched);
+    let screen = view::build(&cluster, &source.describe(), now_ms(), stale_after);
+    let text = if cli.json {
+        format!("{}\n", json::render(&screen))
+    } else {
+        table::render(&screen)
+    };
+    if let Err(status) = crate::output::stdout::print(&text) {
+        return status;
+    }
+    if nothing {
+        for p in &screen.problems {
+            eprintln!("vramscope: {p}");
+        }
+        return ExitCode::from(EXIT_NO_SOURCE);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,271 @@
+//! Reading a Prometheus server's HTTP query API (`/api/v1/query`, `/api/v1/query_range`),
+//! read-only: only GETs, never the admin or write endpoints.
+//!
+//! The cost does not grow with the fleet: each refresh is two instant queries whatever the
+//! number of nodes (`PRESENT`: every series the view reads, by one name matcher; `DOWN`:
+//! targets whose last scrape failed), and the start adds one range query (`HISTORY`) that
+//! fills the peaks' and OOM counters' recent past, so the first screen already knows which
+//! rank's peak grows and when an OOM happened.
+
+use super::http::{self, short};
+use super::series::Series;
+use super::url::{Url, encode_component};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// Every series the view reads, in one instant query. Only what is shown is asked for, to
+/// keep the answer small (about 3 KB a rank): dcgm-exporter's MiB figures only for GPUs no
+/// vramscope exporter gives in bytes, and vramscope's stale and lost marks only where set.
+/// `or` matches series on their labels without the metric name, so each part gets a label
+/// of its own (`part`), or a GPU's `DCGM_FI_DEV_FB_USED` would be taken for its
+/// `DCGM_FI_DEV_GPU_UTIL` and dropped.
+pub const PRESENT: &str = concat!(
+    "{__name__=~\"DCGM_FI_DEV_GPU_UTIL|vramscope_gpu_memory_(used|total)_bytes",
+    "|vramscope_snapshot_timestamp_seconds|vramscope_process_(running|step|allocator_",
+    "(allocated_bytes|reserved_bytes|peak_bytes|ooms_total|oom_forecast_steps))\"}",
+    " or label_replace({__name__=~\"DCGM_FI_DEV_FB_(USED|FREE|TOTAL)\"}",
+    " unless on (instance, gpu) vramscope_gpu_memory_used_bytes, \"part\", \"fb\", \"\", \"\")",
+    " or label_replace(vramscope_gpu_stale > 0, \"part\", \"stale\", \"\", \"\")",
+    " or label_replace(vramscope_gpu_lost > 0, \"part\", \"lost\", \"\", \"\")"
+);
+
+/// GPU exporters (any target with a GPU series in the last 10 minutes) whose last scrape
+/// failed.
+const DOWN: &str = "group by (instance, hostname, Hostname) (last_over_time(DCGM_FI_DEV_GPU_UTIL[10m])) and on (instance) (up == 0)";
+
+/// The families whose recent past the start reads.
+const HISTORY_NAMES: &str =
+    "vramscope_process_allocator_peak_bytes|vramscope_process_allocator_ooms_total";
+
+/// How far back the start reads, and at what resolution.
+pub const HISTORY_SPAN_S: u64 = 300;
+const HISTORY_STEP_S: u64 = 5;
+
+/// The largest answer read (a fleet of 2,048 ranks answers about 10 MiB).
+const MAX_ANSWER: usize = 256 << 20;
+
+/// A Prometheus server.
+#[derive(Clone, Debug)]
+pub struct Prometheus {
+    pub url: Url,
+    pub deadline: Duration,
+}
+
+/// One range-query series: its labels and (Unix ms, value) points.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Past {
+    pub series: Series,
+    pub points: Vec<(u64, f64)>,
+}
+
+impl Prometheus {
+    /// Every series the view reads, as of now.
+    pub async fn present(&self) -> Result<Vec<Series>, String> {
+        self.instant(PRESENT).await
+    }
+
+    /// The GPU exporters whose last scrape failed, with their node's name where their
+    /// series of the last 10 minutes gave one: not every failing target of the server, only
+    /// those that served GPUs.
+    pub async fn down(&self) -> Result<Vec<(String, Option<String>)>, String> {
+        Ok(self
+            .instant(DOWN)
+            .await?
+            .into_iter()
+            .map(|s| {
+                let node = super::normalise::host_label(&s).map(str::to_string);
+                (s.instance, node)
+            })
+            .collect())
+    }
+
+    /// The peaks' and OOM counters' last `HISTORY_SPAN_S` seconds up to `now_ms`; the last
+    /// point is at `now_ms` itself, so it holds what an instant query now would.
+    pub async fn history(&self, now_ms: u64) -> Result<Vec<Past>, String> {
+        let query = format!("{{__name__=~\"{HISTORY_NAMES}\"}}");
+        let end = format!("{}.{:03}", now_ms / 1000, now_ms % 1000);
+        let start = format!(
+            "{}.{:03}",
+            (now_ms / 1000).saturating_sub(HISTORY_SPAN_S),
+            now_ms % 1000
+        );
+        let path = format!(
+            "{}/api/v1/query_range?query={}&start={start}&end={end}&step={HISTORY_STEP_S}",
+            self.url.path,
+            encode_component(&query)
+        );
+        let data = self.call(&path).await?;
+        if data.result_type != "matrix" {
+            return Err(format!("a range query answered a {}", data.result_type));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .filter_map(|r| {
+                let points = r
+                    .values
+                    .iter()
+                    .filter_map(|(t, v)| Some(((t * 1000.0) as u64, v.parse().ok()?)))
+                    .collect();
+                Some(Past {
+                    series: series(r.metric)?,
+                    points,
+                })
+            })
+            .collect())
+    }
+
+    async fn instant(&self, query: &str) -> Result<Vec<Series>, String> {
+        let path = format!(
+            "{}/api/v1/query?query={}",
+            self.url.path,
+            encode_component(query)
+        );
+        let data = self.call(&path).await?;
+        if data.result_type != "vector" {
+            return Err(format!("an instant query answered a {}", data.result_type));
+        }
+        Ok(data
+            .result
+            .into_iter()
+            .filter_map(|r| {
+                let value = r.value.as_ref()?.1.parse().ok()?;
+                let mut s = series(r.metric)?;
+                s.value = value;
+                Some(s)
+            })
+            .collect())
+    }
+
+    async fn call(&self, path: &str) -> Result<Data, String> {
+        let body = http::get(
+            &self.url,
+            path,
+            "application/json",
+            self.deadline,
+            MAX_ANSWER,
+        )
+        .await?;
+        decode(&body)
+    }
+}
+
+/// Prometheus's envelope: `{status, data | errorType + error}`.
+#[derive(Deserialize)]
+struct Answer {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default, rename = "errorType")]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Data {
+    #[serde(rename = "resultType")]
+    result_type: String,
+    #[serde(default)]
+    result: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Entry {
+    #[serde(default)]
+    metric: Labels,
+    #[serde(default)]
+    value: Option<(f64, String)>,
+    #[serde(default)]
+    values: Vec<(f64, String)>,
+}
+
+/// A result's labels in the order given: read into a list, with no hashing, since each is
+/// looked at once.
+#[derive(Debug, Default)]
+struct Labels(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Labels {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Labels;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a map of label names to values")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Labels, A::Error> {
+                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(pair) = map.next_entry::<String, String>()? {
+                    pairs.push(pair);
+                }
+                Ok(Labels(pairs))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+fn decode(body: &[u8]) -> Result<Data, String> {
+    let answer: Answer = serde_json::from_slice(body)
+        .map_err(|e| format!("not a Prometheus answer: {}", short(&e.to_string())))?;
+    if answer.status != "success" {
+        return Err(format!(
+            "query failed: {}: {}",
+            short(answer.error_type.as_deref().unwrap_or("error")),
+            short(answer.error.as_deref().unwrap_or("no reason given"))
+        ));
+    }
+    answer
+        .data
+        .ok_or_else(|| "a successful answer without data".to_string())
+}
+
+/// A result's labels as a `Series` (value 0 until set); `None` without an instance, which
+/// every scraped series has.
+fn series(metric: Labels) -> Option<Series> {
+    let mut name = String::new();
+    let mut instance = None;
+    let mut labels = Vec::with_capacity(metric.0.len());
+    for (k, v) in metric.0 {
+        match k.as_str() {
+            "__name__" => name = v,
+            "instance" => instance = Some(v),
+            _ => labels.push((k, v)),
+        }
+    }
+    Some(Series::new(&name, labels, 0.0, &instance?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_decode_and_errors_say_why() {
+        let body = br#"{"status":"success","data":{"resultType":"vector","result":[
+            {"metric":{"__name__":"DCGM_FI_DEV_FB_USED","instance":"n:9400","gpu":"0","Hostname":"a"},"value":[1700000000.5,"1024"]}]}}"#;
+        let data = decode(body).unwrap();
+        assert_eq!(data.result_type, "vector");
+        let s = series(data.result.into_iter().next().unwrap().metric).unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.instance.as_str()),
+            ("DCGM_FI_DEV_FB_USED", "n:9400")
+        );
+        assert_eq!(s.label("Hostname"), Some("a"));
+        assert_eq!(s.label("instance"), None);
+        let error = decode(br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3\u001b[2J"}"#)
+            .unwrap_err();
+        assert_eq!(
+            error,
+            "query failed: bad_data: parse error at char 3\u{FFFD}[2J"
+        );
+        assert!(
+            decode(b"<html>502 Bad Gateway</html>")
+                .unwrap_err()
+                .starts_with("not a Prometheus answer")
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! The interactive cluster screen. The main thread owns the model and the person's
+//! choices; it blocks on one channel carrying refreshes (from the fetcher thread), keys and
+//! signals, and redraws after each, and once a second so ages stay true. The terminal is
+//! handled as the monitor handles it (`tui::terminal`, `tui::signals`): restored on every
+//! exit path, suspended and resumed, resized.
+
+mod help;
+mod keys;
+mod render;
+mod state;
+
+use super::fetch::{self, Fetched, Source};
+use super::model::Cluster;
+use super::view::{self, StaleAfter};
+use crate::cli::{Cli, ClusterArgs, ClusterView};
+use crate::model::now_ms;
+use crate::tui::signals::{self, SignalEvent};
+use crate::tui::terminal::TerminalGuard;
+use crate::tui::theme::Theme;
+use crossterm::event::{self as term_event, Event as TermEvent};
+use keys::Outcome;
+use state::Ui;
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+enum Event {
+    Fetched(Box<Fetched>),
+    Input(TermEvent),
+    InputClosed,
+    Signal(SignalEvent),
+}
+
+impl From<SignalEvent> for Event {
+    fn from(e: SignalEvent) -> Self {
+        Event::Signal(e)
+    }
+}
+
+fn fetched(f: Fetched) -> Event {
+    Event::Fetched(Box::new(f))
+}
+
+pub fn run(
+    cli: &Cli,
+    args: &ClusterArgs,
+    source: Source,
+    stale_after: StaleAfter,
+    started: Instant,
+) -> ExitCode {
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        eprintln!(
+            "vramscope: the cluster view needs a terminal; for output to a file or pipe use --once or --json"
+        );
+        return ExitCode::from(2);
+    }
+    if let Some(why) = crate::tui::terminal::unsuitable() {
+        eprintln!("vramscope: {why}");
+        return ExitCode::from(2);
+    }
+    let (tx, rx) = channel::<Event>();
+    if let Err(e) = signals::forward(tx.clone()) {
+        eprintln!("vramscope: cannot watch signals: {e}");
+        return ExitCode::from(1);
+    }
+    let describe = source.describe();
+    if let Err(e) = fetch::spawn(source, cli.interval, tx.clone(), fetched) {
+        eprintln!("vramscope: {e}");
+        return ExitCode::from(1);
+    }
+    let input = tx;
+    if let Err(e) = crate::threads::spawn("input", move || {
+        loop {
+            let event = match term_event::read() {
+                Ok(e) => Event::Input(e),
+                Err(_) => Event::InputClosed,
+            };
+            let closed = matches!(event, Event::InputClosed);
+            if input.send(event).is_err() || closed {
+                return;
+            }
+        }
+    }) {
+        eprintln!("vramscope: {e}");
+        return ExitCode::from(1);
+    }
+    let mut guard = match TerminalGuard::enter() {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("vramscope: cannot set up the terminal: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let theme = Theme::from_env_named(cli.theme, cli.ascii);
+    let mut ui = Ui::new(args.view);
+    let mut cluster = Cluster::default();
+    let mut screen = view::build(&cluster, &describe, now_ms(), stale_after);
+    let mut first_frame = std::env::var_os("VRAMSCOPE_FIRST_FRAME_FILE");
+    // Benchmark hook: the refreshes taken in and the HTTP requests they made, rewritten
+    // after each, so requests per refresh are counted, not inferred from the time.
+    let refresh_file = std::env::var_os("VRAMSCOPE_REFRESH_FILE");
+    let status = loop {
+        if !ui.paused {
+            screen = view::build(&cluster, &describe, now_ms(), stale_after);
+        }
+        if !ui.view_chosen && screen.has_ranks() {
+            ui.view = ClusterView::Jobs;
+        }
+        let lines = state::lines(&screen, &ui);
+        if let Err(e) = guard.draw(|frame| {
+            render::draw(frame, &screen, &mut ui, &lines, &theme);
+            None
+        }) {
+            break Err(format!("drawing failed: {e}"));
+        }
+        // Benchmark hook: µs from start to the first frame drawn from an answer.
+        if cluster.fetches > 0
+            && let Some(file) = first_frame.take()
+        {
+            let _ = std::fs::write(file, format!("{}\n", started.elapsed().as_micros()));
+        }
+        let event = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(event) => event,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break Ok(()),
+        };
+        let mut next = Some(event);
+        let mut quit = None;
+        while let Some(event) = next {
+            match event {
+                Event::Fetched(f) => {
+                    cluster.ingest(*f);
+                    if let Some(file) = &refresh_file {
+                        let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
+                        let _ = std::fs::write(file, counts);
+                    }
+                }
+                Event::Input(TermEvent::Key(key)) => {
+                    match keys::handle(key, &mut ui, &screen, &lines) {
+                        Outcome::Quit => quit = Some(Ok(())),
+                        Outcome::Suspend => {
+                            guard.suspend();
+                            signals::stop_here();
+                            if let Err(e) = guard.resume() {
+                                quit = Some(Err(format!("cannot take the terminal back: {e}")));
+                            }
+                        }
+                        Outcome::FullRedraw => {
+                            if let Err(e) = guard.resized() {
+                                quit = Some(Err(format!("cannot redraw: {e}")));
+                            }
+                        }
+                        Outcome::Redraw | Outcome::Ignored => {}
+                    }
+                }
+                Event::Input(TermEvent::Resize(..)) | Event::Signal(SignalEvent::Resized) => {
+                    if let Err(e) = guard.resized() {
+                        quit = Some(Err(format!("cannot follow the new size: {e}")));
+                    }
+                }
+                Event::Input(_) => {}
+                Event::InputClosed => quit = Some(Ok(())),
+                Event::Signal(SignalEvent::Quit(_)) => quit = Some(Ok(())),
+                Event::Signal(SignalEvent::Stop) => {
+                    guard.suspend();
+                    signals::stop_here();
+                    if let Err(e) = guard.resume() {
+                        quit = Some(Err(format!("cannot take the terminal back: {e}")));
+                    }
+                }
+                Event::Signal(SignalEvent::Resumed) => {
+                    if let Err(e) = guard.resume() {
+                        quit = Some(Err(format!("cannot take the terminal back: {e}")));
+                    }
+                }
+            }
+            if quit.is_some() {
+                break;
+            }
+            next = rx.try_recv().ok();
+        }
+        if let Some(q) = quit {
+            break q;
+        }
+    };
+    drop(guard);
+    match status {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `vramscope cluster --prometheus`: a real Prometheus scraping three `vramscope serve`
+//! processes on loopback (each its own fake NVML scenario and host name) with the four
+//! ranks of one job among them. `--json`, `--once` and the screen in a real terminal show
+//! every rank on its node and GPU with the figures its exporter serves; an OOM on one rank
+//! appears within a scrape interval of its exporter serving it; Prometheus going away
+//! leaves the screen up, saying since when its figures are old.
+
+mod cluster_support;
+mod common;
+mod serve_support;
+
+use cluster_support::*;
+use common::tmux::{self, Tmux};
+use common::*;
+use serve_support::prometheus::Prometheus;
+use std::time::{Duration, Instant};
+
+/// The test Prometheus scrapes every second.
+const SCRAPE_INTERVAL: Duration = Duration::from_secs(1);
+
+#[test]
+fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
+    if !python3_available()
+        || !tmux::available()
+        || !tool_available("prometheus", "--version", "apt-get install prometheus")
+    {
+        return;
+    }
+    let mut fleet = Fleet::start();
+    fleet.wait_until_served();
+    let addrs: Vec<_> = fleet.nodes.iter().map(|n| n.served.addr).collect();
+    let prometheus = Prometheus::start_all(&addrs);
+    let url = prometheus.url().to_string();
+    let args = ["--prometheus", url.as_str()];
+
+    // Every rank, once Prometheus has scraped every exporter.
+    let doc = json_until(&args, Duration::from_secs(60), |doc| {
+        (0..4).all(|r| rank_row(doc, JOB, r).is_some_and(|row| row["step"].is_u64()))
+            && doc["nodes"].as_array().is_some_and(|n| n.len() == 3)
+    });
+    check_every_rank(&doc, &fleet);
+    assert_eq!(doc["schema"], "vramscope.cluster");
+    assert_eq!(doc["problems"], serde_json::json!([]), "{doc:#}");
+    // A fixed number of queries, whatever the fleet: the present and the down targets,
+    // and once at the start the recent past.
+    assert_eq!(doc["requests_per_refresh"], 3, "{doc:#}");
+
+    // The same in the plain table.
+    let once = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .env(NO_CONFIG.0, NO_CONFIG.1)
+        .args(["cluster", "--prometheus", &url, "--once"])
+        .output()
+        .unwrap();
+    assert!(once.status.success());
+    let text = stdout(&once);
+    assert!(
+        text.contains("job job-7: 4 ranks, median step 10"),
+        "{text}"
+    );
+    assert!(text.contains("straggler -4"), "{text}");
+
+    // The screen, in a real terminal.
+    let dir = tempfile::tempdir().unwrap();
+    let screen = Tmux::start(
+        dir.path(),
+        160,
+        40,
+        &format!(
+            "{} cluster --prometheus {url} --interval 500ms",
+            env!("CARGO_BIN_EXE_vramscope")
+        ),
+    );
+    let (ok, shown) = screen.wait_for(Duration::from_secs(20), |s| {
+        s.contains("job job-7: 4 ranks") && s.lines().filter(|l| l.contains("node-")).count() >= 4
+    });
+    assert!(ok, "the job view never showed the ranks:\n{shown}");
+    for (rank, node, gpu, alloc, _) in LAYOUT {
+        let line = shown
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&rank.to_string()))
+            .unwrap_or_else(|| panic!("no line for rank {rank}:\n{shown}"));
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words[1], NODES[node], "{line}");
+        assert_eq!(words[2], gpu.to_string(), "{line}");
+        let shown_alloc = vramscope::model::units::bytes(alloc * GIB);
+        assert_eq!(format!("{} {}", words[3], words[4]), shown_alloc, "{line}");
+    }
+    assert!(shown.contains("straggler -4"), "{shown}");
+
+    // An OOM on rank 3: its exporter serves it, and the cluster view has it within one
+    // scrape interval (plus the time to ask).
+    let rank3 = fleet.ranks.iter_mut().find(|r| r.rank == 3).unwrap();
+    rank3.send("oom");
+    let rank3 = &fleet.ranks[3];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let served_at = loop {
+        if fleet.served(rank3, "vramscope_process_allocator_ooms_total") == Some(1.0) {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the exporter never served the OOM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let doc = json_until(&args, Duration::from_secs(10), |doc| {
+        rank_row(doc, JOB, 3).is_some_and(|r| r["ooms"] == 1)
+    });
+    let took = served_at.elapsed();
+    eprintln!("OOM served -> in cluster --json: {} ms", took.as_millis());
+    assert!(
+        took <= SCRAPE_INTERVAL + Duration::from_millis(800),
+        "the OOM took {took:?} to appear"
+    );
+    let job = doc["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == JOB)
+        .unwrap();
+    let oom = &job["ooms"][0];
+    assert_eq!(
+        (
+            oom["rank"].as_u64(),
+            oom["node"].as_str(),
+            oom["gpu"].as_u64()
+        ),
+        (Some(3), Some("node-c"), Some(1)),
+        "{job}"
+    );
+    assert!(oom["at_ms"].is_u64(), "{oom}");
+    let (ok, shown) = screen.wait_for(Duration::from_secs(10), |s| {
+        s.contains("OOM in job job-7: rank 3 on node-c GPU 1 at")
+    });
+    assert!(ok, "the screen never showed the OOM:\n{shown}");
+
+    // Prometheus goes away: the screen stays, its figures marked old, with since when.
+    drop(prometheus);
+    let (ok, shown) = screen.wait_for(Duration::from_secs(15), |s| {
+        s.contains("! Prometheus") && s.contains("connection refused") && s.contains("STALE")
+    });
+    assert!(ok, "the screen never said Prometheus was gone:\n{shown}");
+    assert!(shown.contains("OOM in job job-7: rank 3"), "{shown}");
+    screen.keys(&["q"]);
+}
+
+#[test]
+fn a_fleet_running_only_dcgm_exporter_is_read_from_prometheus() {
+    if !tool_available("prometheus", "--version", "apt-get install prometheus") {
+        return;
+    }
+    let page = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/cluster_fixtures/dcgm-exporter-Hostname.txt"),
+    )
+    .unwrap();
+    let exporter =
+        cluster_support::page::PageServer::start(cluster_support::page::Answer::Page(page));
+    let prometheus = Prometheus::start_all(&[exporter.addr]);
+    let url = prometheus.url().to_string();
+    let doc = json_until(&["--prometheus", &url], Duration::from_secs(60), |doc| {
+        doc["nodes"].as_array().is_some_and(|n| n.len() == 1)
+    });
+    let node = &doc["nodes"][0];
+    assert_eq!(node["node"], "dgx-a100-07", "{doc:#}");
+    assert_eq!(
+        node["instances"],
+        serde_json::json!([exporter.addr.to_string()])
+    );
+    let g0 = &node["gpus"][0];
+    assert_eq!(g0["memory_used_bytes"], 65037 * MIB, "{g0}");
+    assert_eq!(g0["memory_total_bytes"], (65037 + 15521) * MIB, "{g0}");
+    assert_eq!(g0["utilization_percent"], 96.0, "{g0}");
+    assert_eq!(g0["pod"], "llama-train-0", "{g0}");
+    assert_eq!(doc["jobs"], serde_json::json!([]));
+    // The exporter stops: Prometheus marks its scrape failed, and the view keeps its last
+    // figures, saying since when they are missing.
+    drop(exporter);
+    let doc = json_until(&["--prometheus", &url], Duration::from_secs(20), |doc| {
+        doc["problems"].as_array().is_some_and(|p| !p.is_empty())
+    });
+    let problem = doc["problems"][0].as_str().unwrap();
+    assert!(problem.contains("missing since"), "{problem}");
+}
