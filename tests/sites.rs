@@ -368,6 +368,25 @@ fn totals_agree_with_pytorchs_memory_viz() {
     }
 }
 
+#[test]
+fn a_costed_read_gives_the_same_snapshot_and_says_what_each_stage_took() {
+    let bytes = std::fs::read(path("after_peak")).unwrap();
+    let started = std::time::Instant::now();
+    let mut cost = sites::ReadCost::default();
+    let costed = sites::read_bytes_costed(&bytes, &Limits::default(), &mut cost).unwrap();
+    let wall = started.elapsed();
+    let plain = sites::read_bytes(&bytes, &Limits::default()).unwrap();
+    assert_eq!(format!("{costed:?}"), format!("{plain:?}"));
+    let stages = [cost.guard, cost.parse, cost.walk, cost.drop];
+    // Building the values takes time on any clock; the stages lie within the call.
+    assert!(cost.parse.wall > Duration::ZERO, "{cost:?}");
+    assert!(cost.parse.cpu > Duration::ZERO, "{cost:?}");
+    assert!(
+        stages.iter().map(|s| s.wall).sum::<Duration>() <= wall,
+        "{cost:?}"
+    );
+}
+
 // Hostile pickles.
 
 fn python_bytes(code: &str) -> Vec<u8> {

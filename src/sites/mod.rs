@@ -23,6 +23,7 @@
 
 mod answer;
 pub mod command;
+mod cost;
 mod diff;
 mod error;
 mod exact;
@@ -36,6 +37,7 @@ mod site;
 mod snapshot;
 mod walk;
 
+pub use cost::{ReadCost, Spent};
 pub use diff::{Change, SiteChange, SitesDiff, diff};
 pub use error::{ErrorKind, SitesError};
 pub use held::{BlockAt, Exactness, Held, Moment, OomWhy, Site};
@@ -78,7 +80,17 @@ fn too_big(len: u64, limits: &Limits) -> SitesError {
 
 /// Reads a snapshot from bytes within `limits`.
 pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, SitesError> {
+    read_bytes_costed(bytes, limits, &mut ReadCost::default())
+}
+
+/// `read_bytes`, saying in `cost` what each stage took (the benchmark's figures).
+pub fn read_bytes_costed(
+    bytes: &[u8],
+    limits: &Limits,
+    cost: &mut ReadCost,
+) -> Result<MemorySnapshot, SitesError> {
     let started = std::time::Instant::now();
+    let mut watch = cost::Watch::start();
     let len = bytes.len() as u64;
     if len > limits.max_file_bytes {
         return Err(too_big(len, limits));
@@ -90,7 +102,8 @@ pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, Sites
         ));
     }
     guard::check(bytes, limits.max_values, started, limits.deadline)?;
-    read::snapshot(bytes, limits, started)
+    cost.guard = watch.lap();
+    read::snapshot(bytes, limits, started, cost)
 }
 
 /// What held the memory at `moment` on the snapshot's own device (the `vramscope` key's,

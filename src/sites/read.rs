@@ -6,6 +6,7 @@
 //! alloc entry's list) is read once and remembered by identity. A value of the wrong type is
 //! one line naming where it is; keys this reader does not know are not looked into.
 
+use super::cost::{ReadCost, Watch};
 use super::error::{ErrorKind, SitesError};
 use super::limits::Limits;
 use super::snapshot::{
@@ -48,7 +49,9 @@ pub(crate) fn snapshot(
     bytes: &[u8],
     limits: &Limits,
     started: Instant,
+    cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
+    let mut watch = Watch::start();
     let value = pickled::value_from_slice(bytes, pickled::DeOptions::new().decode_strings())
         .map_err(|e| {
             SitesError::new(
@@ -56,6 +59,7 @@ pub(crate) fn snapshot(
                 format!("not a memory snapshot: {e}"),
             )
         })?;
+    cost.parse = watch.lap();
     let mut walk = Walk {
         limits,
         started,
@@ -69,6 +73,9 @@ pub(crate) fn snapshot(
         late: false,
     };
     let read = walk.root(&value);
+    cost.walk = watch.lap();
+    drop(value);
+    cost.drop = watch.lap();
     match read {
         Ok(mut snap) => {
             snap.frames = std::mem::take(&mut walk.frames);
