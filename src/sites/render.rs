@@ -165,7 +165,10 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
         }
     }
     if let Some(oom) = &held.oom {
-        let _ = writeln!(out, "\nOOM: {} requested", bytes(oom.requested));
+        let requested = oom
+            .requested
+            .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
+        let _ = writeln!(out, "\nOOM: {requested} requested");
         let free = oom
             .device_free
             .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
@@ -176,7 +179,10 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
             bytes(oom.reserved),
             bytes(oom.allocated),
             bytes(oom.cached_free),
-            bytes(oom.largest_free_block)
+            oom.largest_free_block.map_or_else(
+                || "n/a (the segments changed after the failure)".to_string(),
+                bytes
+            )
         );
         let _ = writeln!(out, "  {}", oom.verdict);
     }
