@@ -246,6 +246,38 @@ fn an_oom_dump_without_figures_says_the_request_is_unknown_not_zero() {
 }
 
 #[test]
+fn a_snapshot_of_two_devices_names_both_and_answers_for_the_one_asked() {
+    // after_peak's device 0 copied onto device 1, with device 1's segments moved by 1 TiB.
+    let src = path("after_peak");
+    let bytes = python_bytes(&format!(
+        "s = pickle.load(open({src:?}, 'rb'))\n\
+         segs = [dict(g, device=1, address=g['address'] + (1 << 40), blocks=[dict(b, address=b['address'] + (1 << 40)) for b in g['blocks']]) for g in s['segments']]\n\
+         s['segments'] += segs\n\
+         s['device_traces'] = [s['device_traces'][0], [dict(e, addr=e['addr'] + (1 << 40)) for e in s['device_traces'][0]]]\n\
+         del s['vramscope']\n\
+         sys.stdout.buffer.write(pickle.dumps(s, protocol=4))",
+        src = src.to_str().unwrap()
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two.pickle");
+    std::fs::write(&file, bytes).unwrap();
+    let file = file.to_str().unwrap();
+    let (code, out, err) = vramscope(&["sites", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("device 0, at the peak"), "{out}");
+    assert!(
+        out.contains("devices 0, 1 in the snapshot (--device N picks one)"),
+        "{out}"
+    );
+    let (code, out, err) = vramscope(&["sites", "--device", "1", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("device 1, at the peak"), "{out}");
+    // A one-device snapshot says nothing of other devices.
+    let (_, out, _) = vramscope(&["sites", path("after_peak").to_str().unwrap()]);
+    assert!(!out.contains("in the snapshot (--device"), "{out}");
+}
+
+#[test]
 fn the_diff_of_two_dumps_finds_the_growing_site() {
     let (a, b) = (at("leak_2", Moment::End), at("leak_6", Moment::End));
     let d = sites::diff(&a, &b, 10);

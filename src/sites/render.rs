@@ -13,6 +13,21 @@ use std::path::Path;
 
 /// The writer's words on the dump (reason, pid, step, phase), when the key has them.
 pub fn context(snap: &MemorySnapshot, _path: &Path) -> String {
+    let mut line = dumped(snap);
+    // One device is answered for; a snapshot of several must say the others exist, or a
+    // user reads device 0's answer as the whole process's.
+    let devices = snap.devices();
+    if devices.len() > 1 {
+        let list: Vec<String> = devices.iter().map(u32::to_string).collect();
+        line.push_str(&format!(
+            "; devices {} in the snapshot (--device N picks one)",
+            list.join(", ")
+        ));
+    }
+    line
+}
+
+fn dumped(snap: &MemorySnapshot) -> String {
     let Some(key) = &snap.vramscope else {
         return "dumped without vramscope (no `vramscope` key)".to_string();
     };
