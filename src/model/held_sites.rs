@@ -84,13 +84,15 @@ pub enum SitesExactness {
 /// Why an OOM's request did not fit.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct OomFit {
-    pub requested: u64,
+    /// `None`: the snapshot was dumped at an OOM that recorded no figures.
+    pub requested: Option<u64>,
     pub device_free: Option<u64>,
     pub reserved: u64,
     pub allocated: u64,
     /// Reserved but free: the allocator's cache.
     pub cached_free: u64,
-    pub largest_free_block: u64,
+    /// At the failure; `None` when the segments changed after it.
+    pub largest_free_block: Option<u64>,
     /// The reduction's own sentence.
     pub verdict: String,
 }
@@ -284,11 +286,13 @@ pub fn oom_words(fit: &OomFit) -> String {
         .map_or_else(|| "n/a".to_string(), units::bytes);
     format!(
         "wanted {}, {free} free on the device, {} allocated of {} reserved, cache {} free (largest block {}): {}",
-        units::bytes(fit.requested),
+        fit.requested
+            .map_or_else(|| "n/a".to_string(), units::bytes),
         units::bytes(fit.allocated),
         units::bytes(fit.reserved),
         units::bytes(fit.cached_free),
-        units::bytes(fit.largest_free_block),
+        fit.largest_free_block
+            .map_or_else(|| "n/a".to_string(), units::bytes),
         fit.verdict
     )
 }

@@ -83,7 +83,6 @@ pub(crate) fn held_on(
         Moment::Oom => {
             let last_oom = entries.iter().rposition(|e| e.action == Action::Oom);
             let key_oom = key.filter(|k| k.reason.as_deref() == Some("oom"));
-            let largest_free = oom::largest_free_block(snap, d);
             match (last_oom, key_oom) {
                 (Some(i), _) => {
                     let state = walk::state_at(&dump, entries, &paired, i);
@@ -91,13 +90,15 @@ pub(crate) fn held_on(
                     let free = e
                         .device_free
                         .or(key.and_then(|k| k.oom.as_ref()).and_then(|o| o.device_free));
-                    let why = oom::explain(&state, e.size, free, largest_free);
+                    let largest_free = oom::largest_free_block(snap, d, entries, Some(i), &state);
+                    let why = oom::explain(&state, Some(e.size), free, largest_free);
                     (state, Exactness::Exact, e.time_us, Some(why))
                 }
                 (None, Some(k)) => {
                     let o = k.oom.as_ref();
-                    let requested = o.and_then(|o| o.requested).unwrap_or(0);
+                    let requested = o.and_then(|o| o.requested);
                     let free = o.and_then(|o| o.device_free);
+                    let largest_free = oom::largest_free_block(snap, d, entries, None, &dump);
                     let why = oom::explain(&dump, requested, free, largest_free);
                     (dump, Exactness::Exact, time_after(entries.len()), Some(why))
                 }

@@ -105,8 +105,9 @@ pub enum Exactness {
 /// Why the failing request did not fit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OomWhy {
-    /// The request that failed, bytes.
-    pub requested: u64,
+    /// The request that failed, bytes; `None` when the snapshot was dumped at an OOM that
+    /// recorded no figures.
+    pub requested: Option<u64>,
     /// Free device memory as CUDA reported it at the failure.
     pub device_free: Option<u64>,
     /// Bytes the allocator had reserved from the device at the failure.
@@ -115,8 +116,9 @@ pub struct OomWhy {
     pub allocated: u64,
     /// Reserved but not allocated: the cache.
     pub cached_free: u64,
-    /// The largest free block in the segments at the dump.
-    pub largest_free_block: u64,
+    /// The largest free block at the failure (see `oom::largest_free_block`); `None` when
+    /// the segments changed after it.
+    pub largest_free_block: Option<u64>,
     /// One line: fragmentation, truly full, or a cap.
     pub verdict: String,
 }

@@ -7,7 +7,7 @@
 //! fraction, another limit); otherwise the device is truly full.
 
 use super::held::OomWhy;
-use super::snapshot::{BlockState, MemorySnapshot};
+use super::snapshot::{Action, BlockState, MemorySnapshot, TraceEntry};
 use super::walk::State;
 
 /// What the device had to give for `requested`.
@@ -23,7 +23,7 @@ fn segment_for(requested: u64) -> u64 {
 }
 
 /// The largest inactive block among `device`'s segments at the dump.
-pub(crate) fn largest_free_block(snap: &MemorySnapshot, device: u32) -> u64 {
+fn largest_free_at_dump(snap: &MemorySnapshot, device: u32) -> u64 {
     snap.segments
         .iter()
         .filter(|s| s.device == device)
@@ -34,28 +34,130 @@ pub(crate) fn largest_free_block(snap: &MemorySnapshot, device: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Explains a failed request of `requested` bytes in `state`.
+/// The largest free block at the failed request `entries[oom]` on `device`, when the
+/// snapshot can tell. The dump's segments show the layout at the dump, not at the failure:
+/// a run that recovered freed the blocks around its holes, and the dump's one large free
+/// block says nothing of the pieces the request met. So the dump's figure stands only when
+/// no block or segment changed after the failure; otherwise the free space is rebuilt as the
+/// gaps between the blocks live at the failure inside the dump's segments (a restored
+/// block's size is at least its rounded request, so the gap found is at most the real one's
+/// size: an upper bound, still sound for "no block was large enough"). When segments were
+/// mapped or freed after the failure the layout is unknown: `None`.
+pub(crate) fn largest_free_block(
+    snap: &MemorySnapshot,
+    device: u32,
+    entries: &[TraceEntry],
+    oom: Option<usize>,
+    at_oom: &State,
+) -> Option<u64> {
+    let after = oom.map_or(&[][..], |i| entries.get(i + 1..).unwrap_or(&[]));
+    let changes = |a: &Action| {
+        matches!(
+            a,
+            Action::Alloc
+                | Action::FreeRequested
+                | Action::SegmentAlloc
+                | Action::SegmentFree
+                | Action::SegmentMap
+                | Action::SegmentUnmap
+        )
+    };
+    if !after.iter().any(|e| changes(&e.action)) {
+        return Some(largest_free_at_dump(snap, device));
+    }
+    let segment_changed = after.iter().any(|e| {
+        matches!(
+            e.action,
+            Action::SegmentAlloc | Action::SegmentFree | Action::SegmentMap | Action::SegmentUnmap
+        )
+    });
+    if segment_changed {
+        return None;
+    }
+    let mut largest = 0u64;
+    for segment in snap.segments.iter().filter(|s| s.device == device) {
+        let start = segment.address;
+        let end = start.saturating_add(segment.total_size);
+        let mut held: Vec<(u64, u64)> = at_oom
+            .live
+            .iter()
+            .filter(|(a, _)| **a >= start && **a < end)
+            .map(|(a, l)| (*a, a.saturating_add(l.size_at_least()).min(end)))
+            .collect();
+        held.sort_unstable();
+        let mut cursor = start;
+        for (from, to) in held {
+            largest = largest.max(from.saturating_sub(cursor));
+            cursor = cursor.max(to);
+        }
+        largest = largest.max(end.saturating_sub(cursor));
+    }
+    Some(largest)
+}
+
+/// Explains a failed request of `requested` bytes in `state`. `requested` is `None` when
+/// the snapshot was dumped at an OOM that recorded no figures: then nothing can be said of
+/// why it failed, and the verdict says so rather than judge a request of 0 bytes.
 pub(crate) fn explain(
     state: &State,
-    requested: u64,
+    requested: Option<u64>,
     device_free: Option<u64>,
-    largest_free_block: u64,
+    largest_free_block: Option<u64>,
 ) -> OomWhy {
     let allocated: u64 = state.live.values().map(|l| l.size_at_least()).sum();
     let cached_free = state.reserved.saturating_sub(allocated);
+    let gib = |b: u64| crate::model::units::bytes(b);
+    let verdict = match requested {
+        None => format!(
+            "why it failed is unknown: the snapshot was dumped at an OOM but records neither an `oom` entry nor the failed request's size; {} free in the cache, tensors hold {}",
+            gib(cached_free),
+            gib(allocated)
+        ),
+        Some(requested) => verdict(
+            requested,
+            device_free,
+            largest_free_block,
+            cached_free,
+            allocated,
+        ),
+    };
+    OomWhy {
+        requested,
+        device_free,
+        reserved: state.reserved,
+        allocated,
+        cached_free,
+        largest_free_block,
+        verdict,
+    }
+}
+
+fn verdict(
+    requested: u64,
+    device_free: Option<u64>,
+    largest_free_block: Option<u64>,
+    cached_free: u64,
+    allocated: u64,
+) -> String {
     let segment = segment_for(requested);
     let gib = |b: u64| crate::model::units::bytes(b);
-    let verdict = match device_free {
+    let fragmented = largest_free_block.is_some_and(|l| l < requested);
+    match device_free {
         Some(free) if free >= segment => format!(
             "a cap: the device had {} free, enough for the {} segment the request needed, yet the allocator refused (a memory fraction or another limit)",
             gib(free),
             gib(segment)
         ),
-        _ if cached_free >= requested && largest_free_block < requested => format!(
+        _ if cached_free >= requested && fragmented => format!(
             "fragmentation: {} of the cache is free, more than the {} asked for, but in pieces; the largest free block is {} (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
             gib(cached_free),
             gib(requested),
-            gib(largest_free_block)
+            gib(largest_free_block.unwrap_or(0))
+        ),
+        _ if cached_free >= requested && largest_free_block.is_none() => format!(
+            "fragmentation, likely: {} of the cache is free, more than the {} asked for, but the segments changed after the failure, so the largest free block then is unknown",
+            gib(cached_free),
+            gib(requested)
         ),
         Some(free) => format!(
             "truly full: {} asked for, {} free on the device and {} free in the cache; tensors hold {}",
@@ -70,14 +172,5 @@ pub(crate) fn explain(
             gib(cached_free),
             gib(allocated)
         ),
-    };
-    OomWhy {
-        requested,
-        device_free,
-        reserved: state.reserved,
-        allocated,
-        cached_free,
-        largest_free_block,
-        verdict,
     }
 }

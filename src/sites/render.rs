@@ -13,6 +13,21 @@ use std::path::Path;
 
 /// The writer's words on the dump (reason, pid, step, phase), when the key has them.
 pub fn context(snap: &MemorySnapshot, _path: &Path) -> String {
+    let mut line = dumped(snap);
+    // One device is answered for; a snapshot of several must say the others exist, or a
+    // user reads device 0's answer as the whole process's.
+    let devices = snap.devices();
+    if devices.len() > 1 {
+        let list: Vec<String> = devices.iter().map(u32::to_string).collect();
+        line.push_str(&format!(
+            "; devices {} in the snapshot (--device N picks one)",
+            list.join(", ")
+        ));
+    }
+    line
+}
+
+fn dumped(snap: &MemorySnapshot) -> String {
     let Some(key) = &snap.vramscope else {
         return "dumped without vramscope (no `vramscope` key)".to_string();
     };
@@ -165,7 +180,10 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
         }
     }
     if let Some(oom) = &held.oom {
-        let _ = writeln!(out, "\nOOM: {} requested", bytes(oom.requested));
+        let requested = oom
+            .requested
+            .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
+        let _ = writeln!(out, "\nOOM: {requested} requested");
         let free = oom
             .device_free
             .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
@@ -176,7 +194,10 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
             bytes(oom.reserved),
             bytes(oom.allocated),
             bytes(oom.cached_free),
-            bytes(oom.largest_free_block)
+            oom.largest_free_block.map_or_else(
+                || "n/a (the segments changed after the failure)".to_string(),
+                bytes
+            )
         );
         let _ = writeln!(out, "  {}", oom.verdict);
     }

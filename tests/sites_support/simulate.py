@@ -300,6 +300,28 @@ def main():
                                  "cached_free": sim.reserved - sim.allocated,
                                  "largest_free_block": 1 * MB, "live_requested": sim.requested}
 
+    # 3b. The same OOM, recovered from: everything freed after it and the dump taken later
+    # (on request). The dump's segments show one free 20 MiB segment; at the failure the
+    # largest free block was 1 MiB.
+    sim = Sim(max_entries=100_000)
+    sim.start_history()
+    blocks = [sim.malloc(1 * MB, (MODEL, 30, "fill")) for i in range(20)]
+    for b in blocks[::2]:
+        sim.free(b)
+    assert sim.malloc(4 * MB, (MODEL, 99, "big"), device_free=3 * MB) is None
+    live_at_oom = sim.requested
+    for b in blocks[1::2]:
+        sim.free(b)
+    dump(f"{out}/oom_recovered.pickle", sim.snapshot(key=True, reason="request"))
+    answers["oom_recovered"] = {"requested": 4 * MB, "largest_free_block": 1 * MB,
+                                "largest_free_at_dump": 20 * MB, "live_requested": live_at_oom}
+
+    # 3c. Dumped at an OOM that recorded no figures and left no `oom` entry.
+    sim = Sim(max_entries=100_000)
+    sim.start_history()
+    sim.malloc(1 * MB, (MODEL, 30, "fill"))
+    dump(f"{out}/oom_no_figures.pickle", sim.snapshot(key=True, reason="oom", oom=None))
+
     # 4. A leak: the 1 MiB per step at leak.py:7 grows between two dumps of one run.
     sim = Sim(max_entries=100_000)
     for step in training(sim, 7, {2, 6}):
