@@ -274,6 +274,19 @@ shadow_list!(gpu_processes, GpuProcess, GpuProcessDef);
 shadow_list!(pods, PodInfo, PodInfoDef);
 
 /// A process's pod, left out for a process in none.
+/// An optional reason, as `{"absent": ..., "detail": ...}` (cleaned when read, as every absence).
+mod optional_absent {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(value: &Option<Absent>, s: S) -> Result<S::Ok, S::Error> {
+        value.as_ref().map(AbsentOut::from).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Absent>, D::Error> {
+        Ok(Option::<AbsentWire>::deserialize(d)?.map(Absent::from))
+    }
+}
+
 mod optional_pod {
     use super::*;
 
@@ -523,8 +536,14 @@ pub struct HostProcessDef {
         skip_serializing_if = "Option::is_none"
     )]
     pod: Option<PodInfo>,
-    /// Not recorded (a note about this host's `/proc`, not a fact of the process).
-    #[serde(skip)]
+    /// Why the pod could not be read (its cgroup unreadable): recorded so that a replay says
+    /// n/a with the reason, as the live monitor did, rather than "in no pod". Left out when
+    /// the cgroup was read, and in recordings made before it was recorded.
+    #[serde(
+        with = "optional_absent",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pod_unreadable: Option<crate::model::Absent>,
     uid: Option<u32>,
     /// Recorded so that replay joins a process NVML still lists to the channel its writer
@@ -755,6 +774,37 @@ pub struct AllocatorEventDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_a_pod_could_not_be_read_is_recorded_and_read_back_cleaned() {
+        let mut process = HostProcess::unreadable(7, Some(7), Absent::NotAvailable, None);
+        process.pod_unreadable = Some(Absent::Error(
+            "cgroup unreadable: No such file \u{1b}[31m".into(),
+        ));
+        let written = HostProcessDef::serialize(&process, serde_json::value::Serializer).unwrap();
+        assert_eq!(
+            written["pod_unreadable"],
+            serde_json::json!({"absent": "error", "detail": "cgroup unreadable: No such file \u{1b}[31m"})
+        );
+        let read = HostProcessDef::deserialize(written).unwrap();
+        let Some(Absent::Error(text)) = read.pod_unreadable else {
+            panic!("read back as {:?}", read.pod_unreadable);
+        };
+        assert!(
+            text.starts_with("cgroup unreadable: No such file"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text:?}");
+
+        // A process whose cgroup was read leaves the field out; older files lack it.
+        process.pod_unreadable = None;
+        let written = HostProcessDef::serialize(&process, serde_json::value::Serializer).unwrap();
+        assert!(written.get("pod_unreadable").is_none(), "{written}");
+        assert_eq!(
+            HostProcessDef::deserialize(written).unwrap().pod_unreadable,
+            None
+        );
+    }
 
     #[test]
     fn the_process_kinds_read_by_name_are_those_written() {
