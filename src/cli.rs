@@ -26,7 +26,8 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub once: bool,
 
-    /// Print JSON (schema `vramscope.snapshot` version 1) instead of the monitor.
+    /// Print JSON instead of the screen: the monitor's is schema `vramscope.snapshot`
+    /// version 1; `report`, `sites` and `cluster` print their own schemas, named in the output.
     #[arg(long, conflicts_with = "csv", global = true)]
     pub json: bool,
 
