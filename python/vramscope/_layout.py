@@ -43,6 +43,9 @@ ALLOC_CONF_SIZE = 64
 
 FLAG_PEAK_RESET = 1 << 0
 FLAG_MODULE_ATTRIBUTION = 1 << 1
+# Bit 2 is SITES (issue 14). The writer was started by `vramscope attach` in a running process:
+# its framework peak counters cover the time before the attach too.
+FLAG_ATTACHED = 1 << 3
 
 STATE_STARTING = 0
 STATE_RUNNING = 1
