@@ -3,7 +3,7 @@
 #
 # It executes in a namespace of its own (never the program's __main__), so everything lives
 # inside one function. Beside it: `request` ("attach" or "detach"), the writer package under
-# lib/vramscope, and, while the attaching vramscope still waits, `waiter`. It writes its
+# lib/vramscope, and `waiter`, locked while the attaching vramscope waits. It writes its
 # answer to `status` (one line) and, when nobody waits for it any more, removes the directory.
 
 
@@ -70,12 +70,31 @@ def _vramscope_attach_agent(here):
         with open(tmp, "w") as f:
             f.write(answer.replace("\n", " ") + "\n")
         os.rename(tmp, os.path.join(here, "status"))
-        if not os.path.exists(os.path.join(here, "waiter")):
+        if not _waited_for(os.path.join(here, "waiter")):
             import shutil
 
             shutil.rmtree(here, ignore_errors=True)
     except BaseException:
         pass
+
+
+def _waited_for(path):
+    # vramscope holds a lock on `waiter` while it waits for the answer; it then removes the
+    # directory. Free, the lock means nobody waits (vramscope gave up or was killed).
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 _vramscope_attach_agent(__vramscope_dir__)  # noqa: F821 (given by the bootstrap)

@@ -6,6 +6,7 @@
 use crate::inject::PACKAGE;
 use std::fs::{self, DirBuilder, OpenOptions};
 use std::io::{self, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -17,8 +18,14 @@ pub const AGENT: &str = include_str!(concat!(
 
 /// One placed agent: where vramscope sees it and where the target does.
 pub struct Placed {
+    /// Through `/proc/self/fd/N/`: still this directory after the target exits (and its
+    /// `/proc/PID/root` with it), so vramscope can remove what it placed.
     pub here: PathBuf,
     pub there: String,
+    _tmp: fs::File,
+    /// `waiter`, locked while vramscope waits for the answer: the agent removes the
+    /// directory itself when it can take the lock (vramscope gave up, or was killed).
+    _waiter: fs::File,
 }
 
 /// What the agent is asked to do.
@@ -39,41 +46,58 @@ impl Request {
 
 /// Writes the agent under `root`/tmp (root: `/proc/PID/root`), owned by `uid`/`gid`.
 pub fn place(root: &Path, pid: i32, uid: u32, gid: u32, request: Request) -> io::Result<Placed> {
-    let tmp = root.join("tmp");
-    let meta = fs::symlink_metadata(&tmp)?;
-    if !meta.file_type().is_dir() {
-        return Err(io::Error::other("the target's /tmp is not a directory"));
-    }
+    // Held open for as long as the agent is placed; a /tmp that is a symlink is refused.
+    let tmp_dir = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(root.join("tmp"))?;
+    let tmp = PathBuf::from(format!("/proc/self/fd/{}", tmp_dir.as_raw_fd()));
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
+    sweep(&tmp, pid);
     let name = format!("vramscope-attach-{pid}-{nanos}");
     let here = tmp.join(&name);
     // A fresh name: creating fails rather than reuse anything that is there.
     DirBuilder::new().mode(0o700).create(&here)?;
-    let placed = Placed {
-        here: here.clone(),
-        there: format!("/tmp/{name}"),
-    };
     let result = (|| {
         write(&here.join("agent.py"), AGENT)?;
         write(&here.join("request"), request.word())?;
         write(&here.join("waiter"), &std::process::id().to_string())?;
+        let waiter = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(here.join("waiter"))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
         for (path, text) in PACKAGE {
             let target = here.join("lib/vramscope").join(path);
             if let Some(parent) = target.parent() {
-                DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+                DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(parent)?;
             }
             write(&target, text)?;
         }
-        chown_tree(&here, uid, gid)
+        chown_tree(&here, uid, gid)?;
+        Ok(waiter)
     })();
-    if let Err(e) = result {
-        let _ = fs::remove_dir_all(&here);
-        return Err(e);
+    match result {
+        Ok(waiter) => Ok(Placed {
+            here,
+            there: format!("/tmp/{name}"),
+            _tmp: tmp_dir,
+            _waiter: waiter,
+        }),
+        Err(e) => {
+            let _ = fs::remove_dir_all(&here);
+            Err(e)
+        }
     }
-    Ok(placed)
 }
 
 fn write(path: &Path, text: &str) -> io::Result<()> {
@@ -100,13 +124,17 @@ fn chown_tree(dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
 }
 
 /// The text `PyRun_SimpleString` runs in `__main__`: one `try` statement that binds no name
-/// there and runs the agent in a namespace of its own; nothing it raises escapes (a pending
-/// call that failed would turn into a SystemError in the program).
+/// there. It execs a short loader in a fresh namespace, which reads the agent (closing the
+/// file: an unclosed one would leave a `__warningregistry__` in the namespace it ran in) and
+/// runs it in another; nothing it raises escapes (a pending call that failed would turn into
+/// a SystemError in the program).
 pub fn bootstrap(there: &str) -> String {
+    let loader = "with open(d + '/agent.py', 'rb') as f:\n    c = f.read()\n\
+                  exec(compile(c, d + '/agent.py', 'exec'), {'__name__': '__vramscope_attach__', \
+                  '__builtins__': __builtins__, '__vramscope_dir__': d})\n";
     format!(
-        "try:\n    (lambda b, d: b.exec(b.compile(b.open(d + '/agent.py', 'rb').read(), \
-         d + '/agent.py', 'exec'), {{'__name__': '__vramscope_attach__', '__builtins__': b, \
-         '__vramscope_dir__': d}}))(__import__('builtins'), {there:?})\nexcept BaseException:\n    pass\n"
+        "try:\n    __import__('builtins').exec({loader:?}, {{'d': {there:?}, \
+         '__builtins__': __import__('builtins')}})\nexcept BaseException:\n    pass\n"
     )
 }
 
@@ -116,12 +144,46 @@ pub fn status(placed: &Placed) -> Option<String> {
     Some(crate::channel::sanitize(text.trim().as_bytes()))
 }
 
-/// Stops waiting: the agent removes its directory itself when it runs.
-pub fn stop_waiting(placed: &Placed) {
-    let _ = fs::remove_file(placed.here.join("waiter"));
+/// Stops waiting (the lock goes with `placed`): the agent removes its directory itself when
+/// it runs.
+pub fn stop_waiting(placed: Placed) {
     // It may have run in between: then nobody else removes the directory.
     if placed.here.join("status").exists() {
         let _ = fs::remove_dir_all(&placed.here);
+    }
+}
+
+/// Marks the agent queued: a later `sweep` leaves it for the agent to remove.
+pub fn queued(placed: &Placed) {
+    let _ = write(&placed.here.join("queued"), "");
+}
+
+/// Removes what an earlier vramscope killed between placing and queueing left for `pid`:
+/// nobody holds its `waiter` lock and no agent was queued to use it.
+fn sweep(tmp: &Path, pid: i32) {
+    let prefix = format!("vramscope-attach-{pid}-");
+    let Ok(entries) = fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+            continue;
+        }
+        let dir = entry.path();
+        if dir.join("queued").exists() {
+            continue;
+        }
+        let Ok(waiter) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(dir.join("waiter"))
+        else {
+            continue;
+        };
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            let _ = fs::remove_dir_all(&dir);
+        }
     }
 }
 

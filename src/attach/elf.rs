@@ -87,9 +87,12 @@ mod tests {
 
     #[test]
     fn finds_libc_mmap_in_this_machines_libc() {
-        let path = ["/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"]
-            .into_iter()
-            .find(|p| std::path::Path::new(p).exists());
+        let path = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
         let Some(path) = path else {
             eprintln!("SKIPPED: no x86_64 glibc here");
             return;

@@ -57,20 +57,15 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
         confirm(&target, request)?;
     }
     let gid = gid_of(pid);
-    let placed = agent::place(
-        &target.root_path(""),
-        pid,
-        target.uid,
-        gid,
-        request,
-    )
-    .map_err(|e| {
-        (
-            format!("cannot place the agent in process {pid}'s /tmp: {e}"),
-            1,
-        )
-    })?;
-    if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there)) {
+    let placed =
+        agent::place(&target.root_path(""), pid, target.uid, gid, request).map_err(|e| {
+            (
+                format!("cannot place the agent in process {pid}'s /tmp: {e}"),
+                1,
+            )
+        })?;
+    let helper = !(rights.yama == Some(1) && !rights.cap_sys_ptrace);
+    if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
         agent::remove(&placed);
         let line = if e.starts_with("ptrace: Operation not permitted") {
             preflight::refused(pid, &rights)
@@ -79,22 +74,23 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
         };
         return Err((line, 1));
     }
-    wait(pid, &placed, options.timeout)
+    agent::queued(&placed);
+    wait(pid, placed, options.timeout)
 }
 
-fn wait(pid: i32, placed: &agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
+fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
     let started = Instant::now();
     let mut said_pending = false;
     loop {
-        if let Some(answer) = agent::status(placed) {
-            agent::remove(placed);
+        if let Some(answer) = agent::status(&placed) {
+            agent::remove(&placed);
             if answer.starts_with("failed") || answer.starts_with("disabled") {
                 return Err((format!("process {pid}: {answer}"), 1));
             }
             return Ok(format!("process {pid}: {answer}"));
         }
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            agent::remove(placed);
+            agent::remove(&placed);
             return Err((format!("process {pid} exited before the agent ran"), 1));
         }
         let waited = started.elapsed();
@@ -109,7 +105,9 @@ fn wait(pid: i32, placed: &agent::Placed, timeout: Duration) -> Result<String, (
             ));
         }
         if !said_pending && waited >= Duration::from_millis(500) {
-            eprintln!("vramscope: attach pending: waiting for process {pid}'s main thread to return to Python");
+            eprintln!(
+                "vramscope: attach pending: waiting for process {pid}'s main thread to return to Python"
+            );
             said_pending = true;
         }
         std::thread::sleep(Duration::from_millis(20));

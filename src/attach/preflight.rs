@@ -61,6 +61,24 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             target.tracer
         ));
     }
+    if !rights.cap_sys_ptrace && target.uid != rights.euid {
+        let how = if rights.in_container {
+            "run vramscope as its user, or as root: `sudo vramscope attach PID` (in a container, one with CAP_SYS_PTRACE: `--cap-add=SYS_PTRACE`)"
+        } else {
+            "run vramscope as its user, or as root: `sudo vramscope attach PID`"
+        };
+        return Some(format!(
+            "process {pid} belongs to uid {}, not to you (uid {}): {}",
+            target.uid,
+            rights.euid,
+            how.replace("PID", &pid.to_string())
+        ));
+    }
+    if target.mapped.is_empty() {
+        return Some(format!(
+            "cannot read process {pid}'s memory map (/proc/{pid}/maps): run vramscope as its user or as root"
+        ));
+    }
     if target.python_file().is_none() {
         let what = target.exe.rsplit('/').next().unwrap_or("?");
         return Some(format!(
@@ -75,7 +93,10 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             ));
         }
     }
-    if let Some(v) = target.env("PYTHON_DISABLE_REMOTE_DEBUG").filter(|v| !v.is_empty()) {
+    if let Some(v) = target
+        .env("PYTHON_DISABLE_REMOTE_DEBUG")
+        .filter(|v| !v.is_empty())
+    {
         let _ = v;
         return Some(format!(
             "process {pid} disables remote debugging (PYTHON_DISABLE_REMOTE_DEBUG in its environment): restart it without it, or under `vramscope run`"
@@ -92,24 +113,14 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
         ));
     }
     if let Some(v) = target.env("VRAMSCOPE_DISABLE") {
-        if matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on") {
+        if matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        ) {
             return Some(format!(
                 "process {pid} has VRAMSCOPE_DISABLE={v} in its environment: its writer stays off"
             ));
         }
-    }
-    if !rights.cap_sys_ptrace && target.uid != rights.euid {
-        let how = if rights.in_container {
-            "run vramscope as its user, or give this container CAP_SYS_PTRACE (`--cap-add=SYS_PTRACE`)"
-        } else {
-            "run vramscope as its user, or as root: `sudo vramscope attach PID`"
-        };
-        return Some(format!(
-            "process {pid} belongs to uid {}, not to you (uid {}): {}",
-            target.uid,
-            rights.euid,
-            how.replace("PID", &pid.to_string())
-        ));
     }
     match rights.yama {
         Some(3) => {
@@ -182,18 +193,115 @@ mod tests {
     #[test]
     fn each_obstacle_says_its_fix() {
         let cases: Vec<(Target, Rights, &str)> = vec![
-            ({ let mut t = python(7); t.state = 'Z'; t }, me(1000), "has exited"),
-            ({ let mut t = python(7); t.state = 'T'; t }, me(1000), "kill -CONT 7"),
-            ({ let mut t = python(7); t.tracer = 99; t }, me(1000), "traced by process 99"),
-            ({ let mut t = python(7); t.exe = "/usr/bin/sleep".into(); t.mapped = vec![(1, "/usr/bin/sleep".into())]; t }, me(1000), "not a Python process (it runs sleep"),
-            ({ let mut t = python(7); t.environ.push("PYTHON_DISABLE_REMOTE_DEBUG=1".into()); t }, me(1000), "PYTHON_DISABLE_REMOTE_DEBUG"),
-            ({ let mut t = python(7); t.args = vec!["python".into(), "-X".into(), "disable_remote_debug".into()]; t }, me(1000), "-X disable_remote_debug"),
-            ({ let mut t = python(7); t.uid = 1001; t }, me(1000), "sudo vramscope attach 7"),
-            ({ let mut t = python(7); t.mapped = vec![(1, "/usr/lib/libpython2.7.so.1.0".into())]; t }, me(1000), "Python 2.7"),
-            (python(7), Rights { yama: Some(1), ..me(1000) }, "ptrace_scope = 1"),
-            (python(7), Rights { yama: Some(2), ..me(1000) }, "ptrace_scope = 2"),
-            (python(7), Rights { yama: Some(3), ..me(0) }, "ptrace_scope = 3"),
-            ({ let mut t = python(7); t.uid = 1001; t }, Rights { in_container: true, ..me(1000) }, "--cap-add=SYS_PTRACE"),
+            (
+                {
+                    let mut t = python(7);
+                    t.state = 'Z';
+                    t
+                },
+                me(1000),
+                "has exited",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.state = 'T';
+                    t
+                },
+                me(1000),
+                "kill -CONT 7",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.tracer = 99;
+                    t
+                },
+                me(1000),
+                "traced by process 99",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.exe = "/usr/bin/sleep".into();
+                    t.mapped = vec![(1, "/usr/bin/sleep".into())];
+                    t
+                },
+                me(1000),
+                "not a Python process (it runs sleep",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.environ.push("PYTHON_DISABLE_REMOTE_DEBUG=1".into());
+                    t
+                },
+                me(1000),
+                "PYTHON_DISABLE_REMOTE_DEBUG",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.args = vec!["python".into(), "-X".into(), "disable_remote_debug".into()];
+                    t
+                },
+                me(1000),
+                "-X disable_remote_debug",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.uid = 1001;
+                    t
+                },
+                me(1000),
+                "sudo vramscope attach 7",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.mapped = vec![(1, "/usr/lib/libpython2.7.so.1.0".into())];
+                    t
+                },
+                me(1000),
+                "Python 2.7",
+            ),
+            (
+                python(7),
+                Rights {
+                    yama: Some(1),
+                    ..me(1000)
+                },
+                "ptrace_scope = 1",
+            ),
+            (
+                python(7),
+                Rights {
+                    yama: Some(2),
+                    ..me(1000)
+                },
+                "ptrace_scope = 2",
+            ),
+            (
+                python(7),
+                Rights {
+                    yama: Some(3),
+                    ..me(0)
+                },
+                "ptrace_scope = 3",
+            ),
+            (
+                {
+                    let mut t = python(7);
+                    t.uid = 1001;
+                    t
+                },
+                Rights {
+                    in_container: true,
+                    ..me(1000)
+                },
+                "--cap-add=SYS_PTRACE",
+            ),
         ];
         for (t, r, want) in cases {
             let line = obstacle(&t, &r, false).unwrap_or_default();
@@ -203,8 +311,28 @@ mod tests {
         // Root passes Yama 1 and 2, and another user's process.
         let mut other = python(7);
         other.uid = 1001;
-        assert_eq!(obstacle(&other, &Rights { yama: Some(2), ..me(0) }, false), None);
+        assert_eq!(
+            obstacle(
+                &other,
+                &Rights {
+                    yama: Some(2),
+                    ..me(0)
+                },
+                false
+            ),
+            None
+        );
         // Yama 1 lets an ancestor through.
-        assert_eq!(obstacle(&python(7), &Rights { yama: Some(1), ..me(1000) }, true), None);
+        assert_eq!(
+            obstacle(
+                &python(7),
+                &Rights {
+                    yama: Some(1),
+                    ..me(1000)
+                },
+                true
+            ),
+            None
+        );
     }
 }

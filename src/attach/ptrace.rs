@@ -23,9 +23,8 @@
 //! `PTRACE_SETREGSET` fails with "Couldn't write extended state status: Bad address". This
 //! saves the state at the size the kernel reports, so it restores what it saved.
 //!
-//! While the main thread is stopped, vramscope blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT: a
-//! Ctrl-C waits the millisecond until the thread is restored. Only SIGKILL of vramscope inside
-//! a call (microseconds) could leave the thread running the call with nowhere to return.
+//! The tracer is a helper process of its own (see `queue`): killing vramscope at any moment
+//! leaves the target as it was or with the agent queued, never mid-call.
 
 use std::time::{Duration, Instant};
 
@@ -45,16 +44,81 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(2);
 const NT_X86_XSTATE: libc::c_int = 0x202;
 
 /// Queues `code` (NUL-terminated here) to run at the target's next safe point.
+///
+/// The tracing is done by a helper process forked for it, in a session of its own with
+/// SIGINT, SIGTERM, SIGHUP and SIGQUIT blocked: vramscope killed (even with SIGKILL) or its
+/// terminal closed while the target's thread is stopped inside an injected call cannot
+/// strand that thread; the helper finishes the millisecond's work, restores it and exits.
+///
+/// `helper: false` traces from this process: Yama's `ptrace_scope = 1` lets only an ancestor
+/// trace, which the helper is not.
 #[cfg(target_arch = "x86_64")]
-pub fn queue(pid: i32, at: Addresses, code: &str) -> Result<(), String> {
+pub fn queue(pid: i32, at: Addresses, code: &str, helper: bool) -> Result<(), String> {
     let guard = SignalGuard::block();
-    let result = queue_blocked(pid, at, code);
+    let result = if helper {
+        in_helper(|| queue_blocked(pid, at, code))
+    } else {
+        queue_blocked(pid, at, code)
+    };
     drop(guard);
     result
 }
 
+/// Runs `work` in a forked child and returns what it said. vramscope's attach runs no other
+/// thread, so the child may allocate.
+#[cfg(target_arch = "x86_64")]
+fn in_helper(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the descriptors were just created and are owned here alone.
+    let (mut reader, writer) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    // SAFETY: fork in a single-threaded process; the child only runs `work` and exits.
+    let child = unsafe { libc::fork() };
+    if child < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if child == 0 {
+        drop(reader);
+        // SAFETY: plain calls in the child: its own session, and no SIGPIPE if vramscope
+        // is gone when it answers.
+        unsafe {
+            libc::setsid();
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+        let said = match work() {
+            Ok(()) => String::new(),
+            Err(e) => e,
+        };
+        let mut writer = writer;
+        let _ = std::io::Write::write_all(&mut writer, said.as_bytes());
+        // SAFETY: leaves at once, running no destructor or exit handler of the parent's.
+        unsafe { libc::_exit(0) };
+    }
+    drop(writer);
+    let mut said = String::new();
+    let read = reader.read_to_string(&mut said);
+    let mut status = 0;
+    // SAFETY: reaps our own child.
+    unsafe { libc::waitpid(child, &mut status, 0) };
+    match read {
+        Ok(_) if said.is_empty() && libc::WIFEXITED(status) => Ok(()),
+        Ok(_) if !said.is_empty() => Err(said),
+        _ => Err("the attach helper ended without an answer".to_string()),
+    }
+}
+
 #[cfg(not(target_arch = "x86_64"))]
-pub fn queue(_pid: i32, _at: Addresses, _code: &str) -> Result<(), String> {
+pub fn queue(_pid: i32, _at: Addresses, _code: &str, _helper: bool) -> Result<(), String> {
     Err("attach runs on x86_64 only in this version".to_string())
 }
 
@@ -149,9 +213,7 @@ impl Tracee {
         loop {
             let mut status = 0;
             // SAFETY: waitpid writes one int we own.
-            let rc = unsafe {
-                libc::waitpid(self.pid, &mut status, libc::__WALL | libc::WNOHANG)
-            };
+            let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::__WALL | libc::WNOHANG) };
             if rc < 0 {
                 return Err(format!("wait: {}", std::io::Error::last_os_error()));
             }
@@ -212,7 +274,10 @@ impl Tracee {
             )
         };
         if rc != 0 {
-            return Err(format!("ptrace getregs: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "ptrace getregs: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         let mut buf = vec![0u8; 64 * 1024];
         let mut iov = libc::iovec {
@@ -248,7 +313,10 @@ impl Tracee {
             )
         };
         if rc != 0 {
-            return Err(format!("ptrace getfpregs: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "ptrace getfpregs: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(Saved {
             regs,
@@ -268,7 +336,10 @@ impl Tracee {
             )
         };
         if rc != 0 {
-            return Err(format!("ptrace setregs: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "ptrace setregs: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(())
     }
@@ -307,7 +378,10 @@ impl Tracee {
                 )
             };
             if rc != 0 {
-                return Err(format!("ptrace setfpregs: {}", std::io::Error::last_os_error()));
+                return Err(format!(
+                    "ptrace setfpregs: {}",
+                    std::io::Error::last_os_error()
+                ));
             }
         }
         self.set_regs(&saved.regs)
@@ -396,7 +470,10 @@ impl Tracee {
             )
         };
         if rc != 0 {
-            return Err(format!("ptrace getregs: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "ptrace getregs: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(regs)
     }

@@ -47,7 +47,9 @@ impl Target {
                 .find_map(|l| l.strip_prefix(name))
                 .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
         };
-        let uid = field("Uid:").and_then(|v| v.parse().ok()).unwrap_or(u32::MAX);
+        let uid = field("Uid:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u32::MAX);
         let tracer = field("TracerPid:")
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
@@ -101,7 +103,7 @@ impl Target {
         self.mapped
             .iter()
             .map(|(_, p)| p.as_str())
-            .find(|p| base(p).starts_with("libpython3"))
+            .find(|p| base(p).starts_with("libpython"))
             .or_else(|| {
                 self.mapped
                     .iter()

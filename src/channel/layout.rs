@@ -41,6 +41,10 @@ pub mod flags {
     /// The writer resets the framework's peak counters: exact interval peaks.
     pub const PEAK_RESET: u32 = 1 << 0;
     pub const MODULE_ATTRIBUTION: u32 = 1 << 1;
+    // Bit 2 is SITES (issue 14).
+    /// Started by `vramscope attach` in a running process: its framework peak counters
+    /// cover the time before the attach.
+    pub const ATTACHED: u32 = 1 << 3;
 }
 
 /// Writer kinds (header `0x060`).

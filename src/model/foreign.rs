@@ -239,6 +239,7 @@ mod tests {
             command: hostile(),
             allocator_config: hostile(),
             exact_peaks: false,
+            attached: false,
             sample_period_us: 1,
         };
         let na = || Err(Absent::NotAvailable);

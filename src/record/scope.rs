@@ -410,6 +410,7 @@ mod tests {
                 command: String::new(),
                 allocator_config: String::new(),
                 exact_peaks: false,
+                attached: false,
                 sample_period_us: 20_000,
             }),
             host_pid: Some(pid),

@@ -528,6 +528,9 @@ pub struct WriterIdentityDef {
     command: String,
     allocator_config: String,
     exact_peaks: bool,
+    /// Absent from recordings made before attach existed.
+    #[serde(default)]
+    attached: bool,
     sample_period_us: u32,
 }
 

@@ -399,6 +399,7 @@ mod tests {
                 command: "init".into(),
                 allocator_config: String::new(),
                 exact_peaks: false,
+                attached: false,
                 sample_period_us: 50_000,
             }),
             host_pid: verified,
