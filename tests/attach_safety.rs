@@ -68,7 +68,7 @@ fn wait_for(path: &Path) {
     let t = Instant::now();
     while !path.exists() {
         assert!(
-            t.elapsed() < Duration::from_secs(20),
+            t.elapsed() < Duration::from_secs(180),
             "{} never appeared",
             path.display()
         );
@@ -511,5 +511,176 @@ fn a_process_that_exits_mid_attach() {
         ("bye\n", "", Some(0))
     );
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
+fn real_python() -> Option<String> {
+    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
+            );
+            eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON (the real torch)");
+            None
+        }
+    }
+}
+
+/// A training loop on the real torch, with only the CUDA driver simulated
+/// (python/tests/_simulated_cuda.py): it reached a 5 GiB peak before anyone attached.
+const TRAIN: &str = "
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import torch
+from _simulated_cuda import SimulatedCuda, GIB
+cuda = SimulatedCuda(torch).install(initialised=sys.argv[3] == 'up')
+if sys.argv[3] == 'up':
+    cuda.alloc(5 * GIB)
+    cuda.free(4 * GIB)
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+stop = sys.argv[1]
+open(stop + '.ready', 'w').close()
+while not os.path.exists(stop):
+    if os.path.exists(stop + '.init') and not torch.cuda.is_initialized():
+        cuda.initialise()
+        cuda.alloc(2 * GIB)
+        open(stop + '.inited', 'w').close()
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+print(torch.cuda.max_memory_allocated(), len(cuda.observers))
+";
+
+fn channel_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+fn inspect(dir: &Path) -> serde_json::Value {
+    let files = channel_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let out = vramscope(&["inspect", files[0].to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
+    let Some(py) = real_python() else { return };
+    let dir = temp("torch-up");
+    let stop = dir.join("stop");
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
+    let child = spawn(
+        &py,
+        &[
+            "-c",
+            TRAIN,
+            stop.to_str().unwrap(),
+            tests.to_str().unwrap(),
+            "up",
+        ],
+        &dir,
+    );
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    let channels = dir.join("channels");
+    assert!(channel_files(&channels).is_empty());
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("process {pid}: live: publishing\n")
+    );
+    // Steps come from the optimizer hook from the attach on.
+    wait_until("no step published", || {
+        inspect(&channels)["status"]["step"]
+            .as_u64()
+            .is_some_and(|s| s > 0)
+    });
+    let json = inspect(&channels);
+    assert_eq!(
+        json["identity"]["flags"].as_u64().unwrap() & 8,
+        8,
+        "ATTACHED"
+    );
+    assert_eq!(json["identity"]["kind"], "pytorch");
+    let device = &json["devices"][0];
+    assert_eq!(device["allocated"], 1u64 << 30);
+    // The peak reached before the attach, from the allocator's own counter.
+    assert_eq!(device["allocated_peak"], 5u64 << 30);
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        channel_files(&channels).is_empty(),
+        "detach removes the channel"
+    );
+    let (out, err, code) = finish(child, &stop);
+    // max_memory_allocated agrees with the published peak; the OOM observer was attached.
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        ("5368709120 1\n", "", 0)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
+    let Some(py) = real_python() else { return };
+    let dir = temp("torch-later");
+    let stop = dir.join("stop");
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
+    let child = spawn(
+        &py,
+        &[
+            "-c",
+            TRAIN,
+            stop.to_str().unwrap(),
+            tests.to_str().unwrap(),
+            "later",
+        ],
+        &dir,
+    );
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("process {pid}: armed: the writer starts when torch initialises CUDA\n")
+    );
+    let channels = dir.join("channels");
+    assert!(channel_files(&channels).is_empty());
+    std::fs::write(dir.join("stop.init"), "").unwrap();
+    wait_for(&dir.join("stop.inited"));
+    wait_until("no channel after CUDA came up", || {
+        channel_files(&channels).len() == 1
+    });
+    let json = inspect(&channels);
+    assert_eq!(
+        json["identity"]["flags"].as_u64().unwrap() & 8,
+        8,
+        "ATTACHED"
+    );
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(channel_files(&channels).is_empty());
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        ("2147483648 1\n", "", 0)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
