@@ -64,7 +64,7 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
                 1,
             )
         })?;
-    let helper = !(rights.yama == Some(1) && !rights.cap_sys_ptrace);
+    let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
     if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
         agent::remove(&placed);
         let line = if e.starts_with("ptrace: Operation not permitted") {

@@ -86,18 +86,17 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             crate::channel::sanitize(what.as_bytes())
         ));
     }
-    if let Some((major, minor)) = target.python_version() {
-        if (major, minor) < (3, 8) {
-            return Some(format!(
-                "process {pid} runs Python {major}.{minor}: the writer needs Python 3.8 or later"
-            ));
-        }
-    }
-    if let Some(v) = target
-        .env("PYTHON_DISABLE_REMOTE_DEBUG")
-        .filter(|v| !v.is_empty())
+    if let Some((major, minor)) = target.python_version()
+        && (major, minor) < (3, 8)
     {
-        let _ = v;
+        return Some(format!(
+            "process {pid} runs Python {major}.{minor}: the writer needs Python 3.8 or later"
+        ));
+    }
+    if target
+        .env("PYTHON_DISABLE_REMOTE_DEBUG")
+        .is_some_and(|v| !v.is_empty())
+    {
         return Some(format!(
             "process {pid} disables remote debugging (PYTHON_DISABLE_REMOTE_DEBUG in its environment): restart it without it, or under `vramscope run`"
         ));
@@ -112,15 +111,15 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             "process {pid} disables remote debugging (-X disable_remote_debug): restart it without it, or under `vramscope run`"
         ));
     }
-    if let Some(v) = target.env("VRAMSCOPE_DISABLE") {
-        if matches!(
+    if let Some(v) = target.env("VRAMSCOPE_DISABLE")
+        && matches!(
             v.trim().to_ascii_lowercase().as_str(),
             "1" | "true" | "yes" | "on"
-        ) {
-            return Some(format!(
-                "process {pid} has VRAMSCOPE_DISABLE={v} in its environment: its writer stays off"
-            ));
-        }
+        )
+    {
+        return Some(format!(
+            "process {pid} has VRAMSCOPE_DISABLE={v} in its environment: its writer stays off"
+        ));
     }
     match rights.yama {
         Some(3) => {

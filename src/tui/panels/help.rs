@@ -28,6 +28,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("r", "reset peaks"),
     ("+ / -", "refresh more / less often"),
     ("z / Z", "zoom the charts' time window in / out"),
+    (
+        "a",
+        "attach vramscope's writer to the selected Python process (again: detach)",
+    ),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
     ("w", "why figures are n/a: every reason in full"),
@@ -96,7 +100,7 @@ fn entries(ui: &UiState) -> Vec<&'static (&'static str, &'static str)> {
     let cursor: &'static [(&str, &str)] = if ui.time_cursor { CURSOR_KEYS } else { &[] };
     let live = KEYS.iter().filter(|(key, _)| {
         let replaced = ui.time_cursor && matches!(*key, "Space" | "+ / -");
-        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K");
+        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K" | "a");
         !replaced && !no_signals
     });
     cursor.iter().chain(live).collect()
