@@ -30,7 +30,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("z / Z", "zoom the charts' time window in / out"),
     (
         "a",
-        "attach vramscope's writer to the selected Python process (again: detach)",
+        "attach the writer to the selected process (again: detach)",
     ),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
