@@ -684,3 +684,61 @@ fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Every CPython pyenv has here (CI images carry several): 3.8 and later attach and detach,
+/// older ones are refused by version.
+#[test]
+fn each_installed_cpython_version() {
+    let Some(home) = std::env::var_os("HOME") else {
+        return;
+    };
+    let Ok(versions) = std::fs::read_dir(Path::new(&home).join(".pyenv/versions")) else {
+        eprintln!("SKIPPED: no pyenv interpreters here");
+        return;
+    };
+    let dir = temp("versions");
+    for entry in versions.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let py = entry.path().join("bin/python");
+        let mut parts = name.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if !py.exists() || !name.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            continue;
+        }
+        let stop = dir.join(format!("stop-{name}"));
+        let child = spawn(
+            py.to_str().unwrap(),
+            &["-c", LOOP, stop.to_str().unwrap()],
+            &dir,
+        );
+        wait_for(&dir.join(format!("stop-{name}.ready")));
+        let pid = child.id().to_string();
+        let out = vramscope(&["attach", "--yes", &pid]);
+        if (major, minor) >= (3, 8) {
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+            assert!(text(&out.stdout).contains(": armed:"), "{name}");
+            let out = vramscope(&["detach", "--yes", &pid]);
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{name}");
+            assert!(
+                text(&out.stderr).contains(&format!(
+                    "runs Python {major}.{minor}: the writer needs Python 3.8"
+                )),
+                "{name}: {}",
+                text(&out.stderr)
+            );
+        }
+        let (out, err, code) = finish(child, &stop);
+        let want = if major == 2 {
+            "(499500, ['os', 'rounds', 'stop', 'sys', 'total'])\n"
+        } else {
+            LOOP_OUT
+        };
+        assert_eq!((out.as_str(), err.as_str(), code), (want, "", 0), "{name}");
+        eprintln!("{name}: ok");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
