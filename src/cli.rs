@@ -143,7 +143,7 @@ pub enum Command {
     Run(RunArgs),
     /// Start the allocator writer inside a running Python (CPython 3.8+) process, no restart:
     /// it says first what stands in the way (ptrace rights, Yama, another user), then stops
-    /// the process's main thread for about a millisecond to queue the writer at its next safe
+    /// the process's main thread for a few milliseconds to queue the writer at its next safe
     /// point. Asks first unless `--yes`.
     Attach(AttachArgs),
     /// Stop a writer `vramscope attach` started: it removes its channel; the program goes on.

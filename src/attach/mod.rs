@@ -173,7 +173,7 @@ fn confirm(target: &Target, request: Request) -> Result<(), (String, u8)> {
         ));
     }
     eprint!(
-        "{verb} process {} (user {user}): {}?\nIts main thread stops for about a millisecond. [y/N] ",
+        "{verb} process {} (user {user}): {}?\nIts main thread stops for a few milliseconds. [y/N] ",
         target.pid, target.command
     );
     let _ = std::io::stderr().flush();

@@ -18,7 +18,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &AttachReques
     let cost = if request.detach {
         "the writer stops and removes its channel; the program goes on"
     } else {
-        "its main thread stops for about a millisecond (ptrace)"
+        "its main thread stops for a few milliseconds (ptrace)"
     };
     let lines = vec![
         Line::from(vec![
