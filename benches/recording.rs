@@ -416,6 +416,7 @@ impl Rank {
                     .into(),
                 allocator_config: "expandable_segments:True".into(),
                 exact_peaks: true,
+                attached: false,
                 sample_period_us: 20_000,
                 sites: false,
             }),

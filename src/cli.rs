@@ -149,6 +149,13 @@ pub enum Command {
     /// Run a program with vramscope's Python writer injected (no code change), and monitor
     /// it: `vramscope run -- python train.py`, `vramscope run -- torchrun ...`.
     Run(RunArgs),
+    /// Start the allocator writer inside a running Python (CPython 3.8+) process, no restart:
+    /// it says first what stands in the way (ptrace rights, Yama, another user), then stops
+    /// the process's main thread for a few milliseconds to queue the writer at its next safe
+    /// point. Asks first unless `--yes`.
+    Attach(AttachArgs),
+    /// Stop a writer `vramscope attach` started: it removes its channel; the program goes on.
+    Detach(AttachArgs),
     /// Open the monitor on a recording, with a time cursor: space plays and pauses, `+`/`-`
     /// change the speed, Left/Right step 10 s, `,`/`.` one sample, `p` jumps to the largest
     /// peak, `o` to the next OOM, `n`/`N` to the next/previous event, `g`/`G` to the start/end,
@@ -251,6 +258,18 @@ pub enum Command {
         #[arg(long)]
         default: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The process id (as this machine's /proc numbers it).
+    pub pid: i32,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Seconds to wait for the agent to run before saying it is still pending.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Args)]

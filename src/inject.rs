@@ -27,6 +27,7 @@ macro_rules! package {
 package!(
     "__init__.py",
     "_adapters.py",
+    "_attach.py",
     "_autostart.py",
     "_bootstrap/sitecustomize.py",
     "_channel.py",

@@ -9,6 +9,8 @@
 // The lint policy (Cargo.toml [lints]): no unwrap, expect or panic outside tests.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[cfg(feature = "monitor")]
+pub mod attach;
 pub mod channel;
 #[cfg(feature = "monitor")]
 pub mod clean;
@@ -165,6 +167,20 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             return report::run(file, format, &scope.asked());
         }
         Some(cli::Command::Sites(args)) => return sites::command::run(args, cli.json),
+        Some(cli::Command::Attach(args)) => {
+            let options = attach::Options {
+                yes: args.yes,
+                timeout: std::time::Duration::from_secs(args.timeout),
+            };
+            return attach::run(args.pid, attach::agent::Request::Attach, options);
+        }
+        Some(cli::Command::Detach(args)) => {
+            let options = attach::Options {
+                yes: args.yes,
+                timeout: std::time::Duration::from_secs(args.timeout),
+            };
+            return attach::run(args.pid, attach::agent::Request::Detach, options);
+        }
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
         Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
         Some(cli::Command::Man) => return shell_docs::man(),

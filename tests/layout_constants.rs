@@ -116,6 +116,8 @@ fn table() -> Vec<Row> {
             Some("VSC_FLAG_MODULE_ATTRIBUTION")
         ),
         int!(flags::SITES, Some("FLAG_SITES"), Some("VSC_FLAG_SITES")),
+        // Only `vramscope attach`'s agent, which is the Python writer, sets it.
+        int!(flags::ATTACHED, Some("FLAG_ATTACHED"), None),
         int!(
             kind::PYTORCH,
             Some("KIND_PYTORCH"),

@@ -129,6 +129,7 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
         command: "python train.py".into(),
         allocator_config: String::new(),
         exact_peaks: false,
+        attached: false,
         sample_period_us: 100_000,
         sites: false,
     });

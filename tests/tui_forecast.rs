@@ -72,6 +72,7 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
             command: "python train.py".into(),
             allocator_config: String::new(),
             exact_peaks: true,
+            attached: false,
             sample_period_us: 100_000,
             sites: false,
         }),

@@ -73,6 +73,7 @@ fn poll(uuid: Option<&str>, liveness: WriterLiveness) -> ChannelPoll {
             command: "python train.py".into(),
             allocator_config: String::new(),
             exact_peaks: false,
+            attached: false,
             sample_period_us: 50_000,
             sites: false,
         }),

@@ -236,6 +236,7 @@ fn pods_instrumented() -> Monitor {
             exact_peaks: false,
             sample_period_us: 100_000,
             sites: false,
+            attached: false,
         }),
         host_pid: Some(4242),
         liveness: WriterLiveness::Live,

@@ -100,6 +100,7 @@ fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor 
             exact_peaks: false,
             sample_period_us: 100_000,
             sites: true,
+            attached: false,
         }),
         host_pid: Some(4242),
         liveness: WriterLiveness::Live,

@@ -45,6 +45,9 @@ FLAG_PEAK_RESET = 1 << 0
 FLAG_MODULE_ATTRIBUTION = 1 << 1
 # The writer records the allocator's history and answers snapshot requests (0x220).
 FLAG_SITES = 1 << 2
+# The writer was started by `vramscope attach` in a running process: its framework peak
+# counters cover the time before the attach too.
+FLAG_ATTACHED = 1 << 3
 
 STATE_STARTING = 0
 STATE_RUNNING = 1

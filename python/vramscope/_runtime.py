@@ -11,6 +11,7 @@ import sys
 import threading
 
 from . import _excepthooks
+from . import _layout as L
 from ._channel import Channel, ChannelError
 from ._config import Config, clamp_hz
 from ._guard import ErrorBudget, warn_once
@@ -35,6 +36,8 @@ _pending = False
 _failed = False
 _exit_error = None
 _atexit_registered = False
+# Set by `vramscope attach` (`_attach`): every channel this writer creates says so in its flags.
+attached = False
 
 
 class Runtime:
@@ -226,7 +229,7 @@ def start_adapter(framework, config):
                 framework=adapter.framework,
                 sample_period_us=int(round(adapter.period * 1e6)) if adapter.period else 0,
                 allocator_config=adapter.allocator_config,
-                flags=adapter.flags,
+                flags=adapter.flags | (L.FLAG_ATTACHED if attached else 0),
             )
             try:
                 channel = Channel.create(identity, layout=layout)

@@ -44,6 +44,9 @@ pub mod flags {
     /// The writer records the allocator's history and answers snapshot requests
     /// (`control::SNAPSHOT_REQUESTS`, event `SNAPSHOT_WRITTEN`).
     pub const SITES: u32 = 1 << 2;
+    /// Started by `vramscope attach` in a running process: its framework peak counters
+    /// cover the time before the attach.
+    pub const ATTACHED: u32 = 1 << 3;
 }
 
 /// Writer kinds (header `0x060`).

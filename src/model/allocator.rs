@@ -29,6 +29,9 @@ pub struct WriterIdentity {
     pub allocator_config: String,
     /// Interval peaks are exact (the writer resets the framework's peak counters).
     pub exact_peaks: bool,
+    /// Started by `vramscope attach` in a process that was already running: the framework's
+    /// peak counters cover the time before the attach, its history does not.
+    pub attached: bool,
     pub sample_period_us: u32,
     /// The writer records the allocator's history and answers snapshot requests
     /// (`vramscope run --sites`).

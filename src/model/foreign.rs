@@ -273,6 +273,7 @@ mod tests {
             command: hostile(),
             allocator_config: hostile(),
             exact_peaks: false,
+            attached: false,
             sample_period_us: 1,
             sites: false,
         };

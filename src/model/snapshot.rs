@@ -75,6 +75,8 @@ pub struct ProcessAllocator {
     pub liveness: WriterLiveness,
     /// The writer's rank in its job (torchrun's `RANK`), when it says.
     pub rank: Option<i32>,
+    /// The writer was started by `vramscope attach` in the running process.
+    pub attached: bool,
     /// What the step peaks say about an OOM to come on this GPU.
     pub forecast: Forecast,
     /// The recent step peaks the forecast stands on.
@@ -203,6 +205,7 @@ pub fn allocator_of(
         label: channel.label.clone(),
         liveness: channel.liveness,
         rank: channel.identity.rank,
+        attached: channel.identity.attached,
         forecast: channel.forecast_on_gpu(gpu_index, None),
         step_peaks: channel.step_peaks_on_gpu(gpu_index),
     })

@@ -797,6 +797,7 @@ pub mod test_support {
                 command: "python train.py".into(),
                 allocator_config: String::new(),
                 exact_peaks: false,
+                attached: false,
                 sample_period_us: 50_000,
                 sites: false,
             }),

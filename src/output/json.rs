@@ -157,7 +157,7 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "kind": id.kind, "framework": id.framework, "rank": id.rank,
         "local_rank": id.local_rank, "world_size": id.world_size, "job_id": id.job_id,
         "command": id.command, "allocator_config": id.allocator_config,
-        "exact_peaks": id.exact_peaks, "sample_period_us": id.sample_period_us,
+        "exact_peaks": id.exact_peaks, "attached": id.attached, "sample_period_us": id.sample_period_us,
         "writer": a.liveness.label(), "step": a.step, "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),

@@ -415,6 +415,7 @@ mod tests {
                 command: String::new(),
                 allocator_config: String::new(),
                 exact_peaks: false,
+                attached: false,
                 sample_period_us: 20_000,
                 sites: false,
             }),

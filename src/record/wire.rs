@@ -597,6 +597,9 @@ pub struct WriterIdentityDef {
     command: String,
     allocator_config: String,
     exact_peaks: bool,
+    /// Absent from recordings made before attach existed.
+    #[serde(default)]
+    attached: bool,
     sample_period_us: u32,
     // Absent from recordings made before writers could record allocation history.
     #[serde(default)]

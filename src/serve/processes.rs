@@ -457,6 +457,7 @@ mod tests {
                 command: "init".into(),
                 allocator_config: String::new(),
                 exact_peaks: false,
+                attached: false,
                 sample_period_us: 50_000,
                 sites: false,
             }),

@@ -420,6 +420,7 @@ fn writer_identity(channel: &Channel) -> WriterIdentity {
         allocator_config: id.allocator_config.clone(),
         exact_peaks: id.flags & crate::channel::layout::flags::PEAK_RESET != 0,
         sites: id.flags & crate::channel::layout::flags::SITES != 0,
+        attached: id.flags & crate::channel::layout::flags::ATTACHED != 0,
         sample_period_us: id.sample_period_us,
     }
 }

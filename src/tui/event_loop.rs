@@ -175,6 +175,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         recording,
         behind_demo: None,
         sites,
+        attaching: None,
     };
     app.ui.flash = job_started;
     app.ui.columns = cli.columns.clone().unwrap_or_default();
@@ -301,6 +302,8 @@ struct App {
     behind_demo: Option<Behind>,
     /// Reduces the memory snapshots writers announce, off this thread.
     sites: SitesWorker,
+    /// A `vramscope attach` started with `a`, still running.
+    attaching: Option<super::attach_run::Running>,
 }
 
 /// The live screen's data, kept while the demo plays over it.
@@ -366,6 +369,15 @@ impl App {
     }
 
     fn handle(&mut self, event: Event, guard: &mut TerminalGuard) -> Step {
+        if let Some(answer) = self.attaching.as_mut().and_then(|a| a.poll()) {
+            self.attaching = None;
+            self.ui.flash = Some(answer);
+        } else if let Some(running) = &self.attaching
+            && self.ui.flash.is_none()
+        {
+            // Said until the answer comes, whatever key cleared it.
+            self.ui.flash = Some(running.pending());
+        }
         match event {
             Event::Source(e) => {
                 if let Some(stopped) = self.recording.record(&e) {
@@ -454,6 +466,21 @@ impl App {
             }
             Outcome::AskSnapshot { pid, process } => {
                 self.ui.flash = Some(super::snapshot_ask::ask(&self.monitor, pid, process));
+                Step::Input
+            }
+            Outcome::Attach(request) => {
+                self.ui.flash = Some(if self.attaching.is_some() {
+                    "an attach is still running: wait for its answer".to_string()
+                } else {
+                    match super::attach_run::start(&request) {
+                        Ok(running) => {
+                            let pending = running.pending();
+                            self.attaching = Some(running);
+                            pending
+                        }
+                        Err(why) => why,
+                    }
+                });
                 Step::Input
             }
             Outcome::ResetPeaks => {

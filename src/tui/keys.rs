@@ -3,7 +3,7 @@
 //! `Outcome` for the event loop to carry out.
 
 use super::rows::{TableRow, in_pods, ranked};
-use super::ui_state::{KillRequest, KillSignal, Mode, SortColumn, UiState};
+use super::ui_state::{AttachRequest, KillRequest, KillSignal, Mode, SortColumn, UiState};
 use crate::model::{NA, Snapshot};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::sync::Arc;
@@ -20,6 +20,8 @@ pub enum Outcome {
     /// Ctrl-Z: give the terminal back and stop.
     Suspend,
     Kill(KillRequest),
+    /// `vramscope attach` (or detach) the confirmed process.
+    Attach(AttachRequest),
     ResetPeaks,
     /// New refresh period in ms.
     Interval(u64),
@@ -90,6 +92,15 @@ pub fn handle(
                 Outcome::Kill(request)
             } else {
                 ui.flash = Some("kill cancelled".into());
+                Outcome::Redraw
+            }
+        }
+        Mode::ConfirmAttach(request) => {
+            ui.mode = Mode::Normal;
+            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                Outcome::Attach(request)
+            } else {
+                ui.flash = Some("attach cancelled".into());
                 Outcome::Redraw
             }
         }
@@ -202,6 +213,7 @@ fn normal_key(
         KeyCode::PageDown => select(ui, rows, 10),
         KeyCode::Home => select(ui, rows, i64::MIN / 2),
         KeyCode::End => select(ui, rows, i64::MAX / 2),
+        KeyCode::Char('a') => ask_attach(ui, rows),
         KeyCode::Char('k') => ask_kill(ui, rows, KillSignal::Term),
         KeyCode::Char('K') => ask_kill(ui, rows, KillSignal::Kill),
         KeyCode::Char('m') => ask_snapshot(ui, rows),
@@ -378,6 +390,55 @@ fn ask_kill(ui: &mut UiState, rows: &[TableRow], signal: KillSignal) -> Outcome 
         signal,
         user: host.user.clone().unwrap_or_else(|_| NA.into()),
         command: host.command.clone().unwrap_or_else(|_| NA.into()),
+    });
+    Outcome::Redraw
+}
+
+/// `a`: attach vramscope's writer to the selected process, or detach the one an attach
+/// started; after a confirmation naming pid, user and command.
+fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
+    if ui.read_only {
+        ui.flash = Some("read-only: attach is disabled".into());
+        return Outcome::Redraw;
+    }
+    if ui.time_cursor {
+        ui.flash = Some("a replay shows recorded processes: attach goes only to live ones".into());
+        return Outcome::Redraw;
+    }
+    let Some(row) = rows.get(ui.selected) else {
+        return Outcome::Ignored;
+    };
+    let detach = row.allocator.as_ref().is_some_and(|a| a.attached);
+    if row.allocator.is_some() && !detach {
+        ui.flash = Some(format!(
+            "pid {} already publishes allocator figures",
+            row.key.pid
+        ));
+        return Outcome::Redraw;
+    }
+    let Some(host) = row.host().filter(|_| !row.is_exited()) else {
+        ui.flash = Some(format!(
+            "pid {} has exited or is not visible here",
+            row.key.pid
+        ));
+        return Outcome::Redraw;
+    };
+    let Some(local_pid) = host.local_pid else {
+        ui.flash = Some(format!("pid {} is not visible from here", host.pid));
+        return Outcome::Redraw;
+    };
+    let Some(starttime) = host.starttime else {
+        ui.flash = Some(format!(
+            "pid {local_pid}: its start time is unknown, so it cannot be told from a newer process with that pid"
+        ));
+        return Outcome::Redraw;
+    };
+    ui.mode = Mode::ConfirmAttach(AttachRequest {
+        pid: local_pid,
+        starttime,
+        user: host.user.clone().unwrap_or_else(|_| NA.into()),
+        command: host.command.clone().unwrap_or_else(|_| NA.into()),
+        detach,
     });
     Outcome::Redraw
 }

@@ -135,6 +135,9 @@ pub fn draw(frame: &mut Frame, view: &View) -> Option<Position> {
             detail::render(frame, area, view, rows.get(selected));
         }
         Mode::ConfirmKill(request) => kill_confirm::render(frame, area, view, request),
+        Mode::ConfirmAttach(request) => {
+            super::panels::attach_confirm::render(frame, area, view, request)
+        }
         Mode::Reasons => reasons_overlay::render(frame, area, view),
         Mode::Normal | Mode::Filter => {}
     }

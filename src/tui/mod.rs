@@ -1,6 +1,7 @@
 //! The interactive monitor: terminal handling, the event loop, key handling, and the panels
 //! that draw a `View`.
 
+mod attach_run;
 mod cell_diff;
 pub mod columns;
 mod event_loop;

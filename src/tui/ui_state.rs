@@ -139,6 +139,19 @@ pub struct KillRequest {
     pub command: String,
 }
 
+/// The attach (or detach) confirmation dialog's subject (`a`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttachRequest {
+    pub pid: u32,
+    /// The process's start time when its row was sampled: it goes ahead only if the pid
+    /// still has it.
+    pub starttime: u64,
+    pub user: String,
+    pub command: String,
+    /// Its writer was started by an attach: `a` stops it.
+    pub detach: bool,
+}
+
 /// Which overlay, if any, takes the keys.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -150,6 +163,7 @@ pub enum Mode {
     /// Detail pane for the selected process.
     Detail,
     ConfirmKill(KillRequest),
+    ConfirmAttach(AttachRequest),
     /// Every reason a figure is missing, in full (`w`).
     Reasons,
 }

@@ -201,6 +201,7 @@ pub fn identity(pid: u32) -> Arc<WriterIdentity> {
         command: "python train.py --config big.yaml".into(),
         allocator_config: "expandable_segments:True".into(),
         exact_peaks: true,
+        attached: false,
         sample_period_us: 20_000,
         sites: false,
     })

@@ -84,6 +84,7 @@ fn identity() -> Arc<WriterIdentity> {
         command: "python train.py".into(),
         allocator_config: String::new(),
         exact_peaks: false,
+        attached: false,
         sample_period_us: 100_000,
         sites: false,
     })

@@ -161,6 +161,7 @@ pub fn write_recording(path: &Path) {
         command: "python train.py".into(),
         allocator_config: String::new(),
         exact_peaks: false,
+        attached: false,
         sample_period_us: 100_000,
         sites: false,
     });

@@ -176,6 +176,7 @@ mod tests {
             label: String::new(),
             liveness: WriterLiveness::Live,
             rank: None,
+            attached: false,
             forecast: crate::model::foresight::foresee(&[], Default::default()),
             step_peaks: Default::default(),
         };

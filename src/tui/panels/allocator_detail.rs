@@ -46,6 +46,14 @@ pub fn lines(
         width,
     ));
     let mut peak = peak_line(theme, allocator.peak.as_ref(), view.now_ms);
+    // An attached writer's framework counter holds a peak reached before the attach, when
+    // nothing was watching: said as such, with no time or step invented for it.
+    if allocator.attached
+        && allocator.peak.as_ref().is_some_and(|p| !p.located)
+        && let Some(last) = peak.spans.last_mut()
+    {
+        *last = Span::styled(" (reached before the attach: framework counter)", theme.dim);
+    }
     if allocator.liveness.is_running() {
         peak.spans
             .extend(forecast_spans(theme, &allocator.forecast));
@@ -107,6 +115,10 @@ fn writer_line(
             format!("{} {}", id.kind, id.framework),
             theme.value,
         ));
+        if id.attached {
+            spans.push(separator(theme));
+            spans.push(Span::styled("attached", theme.label));
+        }
         if let (Some(rank), Some(world)) = (id.rank, id.world_size) {
             spans.push(separator(theme));
             spans.push(Span::styled(format!("rank {rank}/{world}"), theme.value));

@@ -28,6 +28,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("r", "reset peaks"),
     ("+ / -", "refresh more / less often"),
     ("z / Z", "zoom the charts' time window in / out"),
+    (
+        "a",
+        "attach the writer to the selected process (again: detach)",
+    ),
     ("k", "send SIGTERM to the selected process"),
     ("K", "send SIGKILL to the selected process"),
     (
@@ -100,7 +104,7 @@ fn entries(ui: &UiState) -> Vec<&'static (&'static str, &'static str)> {
     let cursor: &'static [(&str, &str)] = if ui.time_cursor { CURSOR_KEYS } else { &[] };
     let live = KEYS.iter().filter(|(key, _)| {
         let replaced = ui.time_cursor && matches!(*key, "Space" | "+ / -");
-        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K");
+        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K" | "a");
         !replaced && !no_signals
     });
     cursor.iter().chain(live).collect()

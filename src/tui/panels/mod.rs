@@ -5,6 +5,7 @@
 pub mod allocator_breakdown;
 pub mod allocator_detail;
 pub mod allocator_pins;
+pub mod attach_confirm;
 pub mod clock;
 pub mod command;
 pub mod detail;

@@ -572,10 +572,17 @@ fn command_cell<'a>(view: &View, row: &'a TableRow) -> Cell<'a> {
         Some(full) => Span::raw(command::short(full)),
         None => Span::styled(fmt::NA, theme.dim),
     };
+    // A writer `vramscope attach` started says so: its history begins at the attach.
+    let attached = row.allocator.as_ref().is_some_and(|a| a.attached);
+    let container = row.container();
+    let suffix = match (container, attached) {
+        (Some(c), true) => Some(format!(" [{c}] [attached]")),
+        (Some(c), false) => Some(format!(" [{c}]")),
+        (None, true) => Some(" [attached]".to_string()),
+        (None, false) => None,
+    };
     Cell {
-        suffix: row
-            .container()
-            .map(|container| Span::styled(format!(" [{container}]"), theme.label)),
+        suffix: suffix.map(|s| Span::styled(s, theme.label)),
         cut_mark: Some(theme.glyphs.cut),
         ..Cell::left(text)
     }

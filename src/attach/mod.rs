@@ -1,0 +1,234 @@
+//! `vramscope attach PID` and `vramscope detach PID`: start (or stop) the embedded Python
+//! writer inside a running CPython process, with no restart.
+//!
+//! `preflight` says what stands in the way, with the fix; `agent` places the writer package
+//! and an entry script in the target's /tmp; `ptrace` queues a bootstrap that runs the entry
+//! script on the target's main thread at its next safe point (CPython's pending calls: where
+//! signal handlers run, the point PEP 768's `sys.remote_exec` also uses), for CPython 3.8 and
+//! later. The agent answers in a status file; until it does, the attach is "pending" (a
+//! main thread inside a long C call, NCCL or a sleep, runs it only when the call returns).
+
+pub mod agent;
+pub mod elf;
+pub mod preflight;
+pub mod ptrace;
+pub mod target;
+
+use agent::Request;
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use target::Target;
+
+/// Options of `attach` and `detach`.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub yes: bool,
+    pub timeout: Duration,
+}
+
+pub fn run(pid: i32, request: Request, options: Options) -> ExitCode {
+    match attach(pid, request, options) {
+        Ok(line) => match crate::output::stdout::print(&format!("{line}\n")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(status) => status,
+        },
+        Err((line, code)) => {
+            eprintln!("vramscope: {line}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// Exit statuses: 2 refused before touching the process, 1 failed while attaching, 3 still
+/// pending at the time-out.
+fn attach(pid: i32, request: Request, options: Options) -> Result<String, (String, u8)> {
+    if pid <= 0 {
+        return Err((format!("{pid} is not a process id"), 2));
+    }
+    let target = Target::read(pid).map_err(|e| (e, 2))?;
+    let rights = preflight::Rights::current();
+    let ancestor = is_ancestor(pid);
+    if let Some(line) = preflight::obstacle(&target, &rights, ancestor) {
+        return Err((line, 2));
+    }
+    let at = addresses(&target).map_err(|e| (e, 2))?;
+    if !options.yes {
+        confirm(&target, request)?;
+    }
+    let gid = gid_of(pid);
+    let placed =
+        agent::place(&target.root_path(""), pid, target.uid, gid, request).map_err(|e| {
+            (
+                format!("cannot place the agent in process {pid}'s /tmp: {e}"),
+                1,
+            )
+        })?;
+    let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
+    if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
+        agent::remove(&placed);
+        let line = if e.starts_with("ptrace: Operation not permitted") {
+            preflight::refused(pid, &rights)
+        } else {
+            format!("attaching to process {pid} failed: {e}")
+        };
+        return Err((line, 1));
+    }
+    agent::queued(&placed);
+    wait(pid, placed, options.timeout)
+}
+
+fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
+    let started = Instant::now();
+    let mut said_pending = false;
+    loop {
+        if let Some(answer) = agent::status(&placed) {
+            agent::remove(&placed);
+            if answer.starts_with("failed") || answer.starts_with("disabled") {
+                return Err((format!("process {pid}: {answer}"), 1));
+            }
+            return Ok(format!("process {pid}: {answer}"));
+        }
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            agent::remove(&placed);
+            return Err((format!("process {pid} exited before the agent ran"), 1));
+        }
+        let waited = started.elapsed();
+        if waited >= timeout {
+            agent::stop_waiting(placed);
+            return Err((
+                format!(
+                    "process {pid}: attach pending after {}s: its main thread has not returned to Python (a long C call: NCCL, a sleep, I/O); the agent runs when it does",
+                    timeout.as_secs()
+                ),
+                3,
+            ));
+        }
+        if !said_pending && waited >= Duration::from_millis(500) {
+            eprintln!(
+                "vramscope: attach pending: waiting for process {pid}'s main thread to return to Python"
+            );
+            said_pending = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Finds the functions the injection calls, in the files the target maps.
+fn addresses(target: &Target) -> Result<ptrace::Addresses, String> {
+    let mut mmap = None;
+    let mut pending = None;
+    let mut run = None;
+    for (base, path) in &target.mapped {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let is_libc = name.starts_with("libc.so") || name.starts_with("libc-");
+        let is_python = name.contains("python");
+        if !is_libc && !is_python {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(target.root_path(path)) else {
+            continue;
+        };
+        let Ok((found, min)) =
+            elf::lookup(&bytes, &["mmap", "Py_AddPendingCall", "PyRun_SimpleString"])
+        else {
+            continue;
+        };
+        let at = |s: &str| found.get(s).map(|v| base + v - min);
+        mmap = mmap.or(if is_libc { at("mmap") } else { None });
+        pending = pending.or(at("Py_AddPendingCall"));
+        run = run.or(at("PyRun_SimpleString"));
+    }
+    match (mmap, pending, run) {
+        (Some(mmap), Some(add_pending_call), Some(run_simple_string)) => Ok(ptrace::Addresses {
+            mmap,
+            add_pending_call,
+            run_simple_string,
+        }),
+        (None, _, _) => Err(format!(
+            "process {}: no glibc mmap found among the files it maps (musl or a static build): not supported",
+            target.pid
+        )),
+        _ => Err(format!(
+            "process {}: its Python exports no Py_AddPendingCall/PyRun_SimpleString: not a CPython vramscope can attach to",
+            target.pid
+        )),
+    }
+}
+
+/// Asks on the terminal; without one, `--yes` is needed.
+fn confirm(target: &Target, request: Request) -> Result<(), (String, u8)> {
+    let verb = match request {
+        Request::Attach => "attach to",
+        Request::Detach => "detach from",
+    };
+    let user = user_name(target.uid);
+    if !std::io::stdin().is_terminal() {
+        return Err((
+            format!(
+                "not asking without a terminal: add --yes to {verb} process {} ({user}: {})",
+                target.pid, target.command
+            ),
+            2,
+        ));
+    }
+    eprint!(
+        "{verb} process {} (user {user}): {}?\nIts main thread stops for a few milliseconds. [y/N] ",
+        target.pid, target.command
+    );
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+    if matches!(line.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(("not confirmed: nothing done".to_string(), 2))
+    }
+}
+
+fn user_name(uid: u32) -> String {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            let _ = f.next();
+            (f.next()? == uid.to_string()).then(|| name.to_string())
+        })
+        .unwrap_or_else(|| format!("uid {uid}"))
+}
+
+fn gid_of(pid: i32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Gid:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(u32::MAX)
+}
+
+/// Whether this process is an ancestor of `pid` (Yama 1 lets ancestors trace).
+fn is_ancestor(pid: i32) -> bool {
+    let me = std::process::id() as i32;
+    let mut p = pid;
+    for _ in 0..64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            return false;
+        };
+        let ppid = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().nth(1)?.parse::<i32>().ok())
+            .unwrap_or(0);
+        if ppid == me {
+            return true;
+        }
+        if ppid <= 1 {
+            return false;
+        }
+        p = ppid;
+    }
+    false
+}

@@ -1,0 +1,54 @@
+//! The attach (or detach) confirmation dialog: which process, whose, and what it costs.
+
+use super::centered;
+use crate::tui::ui_state::AttachRequest;
+use crate::tui::view::View;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+
+pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &AttachRequest) {
+    let theme = view.theme;
+    let verb = if request.detach {
+        "detach vramscope's writer from pid "
+    } else {
+        "attach vramscope's writer to pid "
+    };
+    let cost = if request.detach {
+        "the writer stops and removes its channel; the program goes on"
+    } else {
+        "its main thread stops for a few milliseconds (ptrace)"
+    };
+    let lines = vec![
+        Line::from(vec![
+            Span::styled(verb, theme.label),
+            Span::styled(request.pid.to_string(), theme.value),
+            Span::styled(" (user ", theme.label),
+            Span::styled(request.user.clone(), theme.value),
+            Span::styled(")", theme.label),
+        ]),
+        Line::styled(request.command.clone(), theme.value),
+        Line::styled(cost, theme.label),
+        Line::from(vec![
+            Span::styled("y", theme.key),
+            Span::styled(" to confirm, any other key cancels", theme.label),
+        ]),
+    ];
+    let want_w = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(4)
+        .clamp(40, 100);
+    let popup = centered(area, u16::try_from(want_w).unwrap_or(100), 6);
+    let title = if request.detach {
+        " Detach? "
+    } else {
+        " Attach? "
+    };
+    let block = super::overlay_block(theme, theme.warn).title(Line::styled(title, theme.warn));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}

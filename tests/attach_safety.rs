@@ -1,0 +1,744 @@
+//! `vramscope attach` / `detach` against real CPython processes: a busy loop attached to and
+//! detached from 50 times keeps its result, output and exit status; a process inside a long
+//! C call is pending, then attached when the call returns; vramscope killed mid-attach
+//! leaves the process running; each process that cannot be attached to gets one clear line
+//! and is left as it was.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn python() -> Option<String> {
+    for p in ["/usr/bin/python3", "python3"] {
+        if Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Some(p.to_string());
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "python3 missing in CI: .ci/run installs it"
+    );
+    eprintln!("SKIPPED: python3 is not installed");
+    None
+}
+
+fn temp(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "vramscope-attach-test-{tag}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A busy loop that stops when `stop` exists and prints its result and its globals.
+const LOOP: &str = "
+import os, sys
+stop = sys.argv[1]
+rounds = 0
+total = 0
+open(stop + '.ready', 'w').close()
+while not os.path.exists(stop):
+    total = sum(range(1000))
+    rounds += 1
+print(total, sorted(k for k in globals() if not k.startswith('__')))
+";
+
+const LOOP_OUT: &str = "499500 ['os', 'rounds', 'stop', 'sys', 'total']\n";
+
+fn spawn(py: &str, args: &[&str], dir: &Path) -> Child {
+    Command::new(py)
+        .args(args)
+        .env("VRAMSCOPE_DIR", dir.join("channels"))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(path: &Path) {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(180),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn vramscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn state(pid: u32) -> Option<(char, i32)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+    };
+    let state = field("State:")?.chars().next()?;
+    let tracer = field("TracerPid:")?.parse().ok()?;
+    Some((state, tracer))
+}
+
+fn assert_running(pid: u32) {
+    let (st, tracer) = state(pid).expect("the process is gone");
+    assert!(
+        !matches!(st, 'T' | 't'),
+        "process {pid} left stopped ({st})"
+    );
+    assert_eq!(tracer, 0, "process {pid} left traced");
+}
+
+fn finish(mut child: Child, stop: &Path) -> (String, String, i32) {
+    std::fs::write(stop, "").unwrap();
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    let mut err = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (out, err, status.code().unwrap_or(-1))
+}
+
+fn leftovers(pid: u32) -> Vec<String> {
+    std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("vramscope-attach-{pid}-")))
+        .collect()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn a_busy_loop_attached_and_detached_50_times_is_unchanged() {
+    let Some(py) = python() else { return };
+    let dir = temp("busy");
+    let stop = dir.join("stop");
+    let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    let p = pid.to_string();
+    let started = Instant::now();
+    for i in 0..50 {
+        let out = vramscope(&["attach", "--yes", &p]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "attach {i}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            text(&out.stdout),
+            format!(
+                "process {pid}: armed: the writer starts when the program imports torch and initialises CUDA\n"
+            ),
+            "attach {i}"
+        );
+        assert_running(pid);
+        let out = vramscope(&["detach", "--yes", &p]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "detach {i}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(
+            text(&out.stdout),
+            format!("process {pid}: detached: the writer stopped and removed its channel\n"),
+            "detach {i}"
+        );
+        assert_running(pid);
+    }
+    eprintln!("50 attach/detach pairs in {:?}", started.elapsed());
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_long_c_call_is_pending_then_attached_when_it_returns() {
+    let Some(py) = python() else { return };
+    let dir = temp("sleep");
+    let stop = dir.join("stop");
+    let script = format!("import time\ntime.sleep(3)\ndel time\n{LOOP}");
+    let child = spawn(&py, &["-c", &script, stop.to_str().unwrap()], &dir);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(300));
+    // A short time-out says it is still pending, and how the process stands.
+    let out = vramscope(&["attach", "--yes", "--timeout", "1", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("attach pending: waiting for process"), "{err}");
+    assert!(err.contains("attach pending after 1s"), "{err}");
+    assert!(err.contains("long C call"), "{err}");
+    assert_running(pid);
+    // The queued agent runs when the sleep returns, and cleans up after itself.
+    wait_for(&dir.join("stop.ready"));
+    let t = Instant::now();
+    while !leftovers(pid).is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            leftovers(pid)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // A second attach now finds the writer already armed by the first.
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": armed:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn pending_then_live_with_a_long_enough_wait() {
+    let Some(py) = python() else { return };
+    let dir = temp("wait");
+    let stop = dir.join("stop");
+    let script = format!("import time\ntime.sleep(2)\ndel time\n{LOOP}");
+    let child = spawn(&py, &["-c", &script, stop.to_str().unwrap()], &dir);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let out = vramscope(&["attach", "--yes", "--timeout", "20", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        t.elapsed() >= Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        text(&out.stderr).contains("attach pending"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains(": armed:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn vramscope_killed_mid_attach_leaves_the_process_running() {
+    let Some(py) = python() else { return };
+    let dir = temp("kill");
+    let stop = dir.join("stop");
+    let script = format!("import time\ntime.sleep(2)\ndel time\n{LOOP}");
+    let child = spawn(&py, &["-c", &script, stop.to_str().unwrap()], &dir);
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(200));
+    for delay_ms in [0u64, 1, 3, 10, 50, 300] {
+        let mut attach = Command::new(env!("CARGO_BIN_EXE_vramscope"))
+            .args(["attach", "--yes", "--timeout", "30", &pid.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        attach.kill().unwrap();
+        attach.wait().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_running(pid);
+    }
+    wait_for(&dir.join("stop.ready"));
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// One line on stderr, status 2, and the process as it was.
+fn refused(pid: u32, want: &str) {
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(want), "{want:?} not in {err:?}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn what_cannot_be_attached_to_gets_one_clear_line() {
+    let Some(py) = python() else { return };
+    // Not Python.
+    let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+    refused(sleep.id(), "is not a Python process (it runs sleep");
+    assert_running(sleep.id());
+    sleep.kill().unwrap();
+    sleep.wait().unwrap();
+    // A zombie: exited, not yet reaped by us.
+    let mut zombie = Command::new(&py).args(["-c", "pass"]).spawn().unwrap();
+    let t = Instant::now();
+    while state(zombie.id()).map(|s| s.0) != Some('Z') {
+        assert!(t.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    refused(zombie.id(), "has exited (a zombie");
+    zombie.wait().unwrap();
+    // Gone.
+    refused(zombie.id(), "no process");
+    // Stopped by job control.
+    let dir = temp("refused");
+    let stop = dir.join("stop");
+    let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+    wait_for(&dir.join("stop.ready"));
+    unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
+    while state(child.id()).map(|s| s.0) != Some('T') {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    refused(child.id(), &format!("kill -CONT {}", child.id()));
+    unsafe { libc::kill(child.id() as i32, libc::SIGCONT) };
+    // Confirmation is needed without --yes, and without a terminal it is not asked.
+    let out = vramscope(&["attach", &child.id().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("add --yes"),
+        "{}",
+        text(&out.stderr)
+    );
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    // Remote debugging disabled.
+    let child = Command::new(&py)
+        .args(["-c", "import time; time.sleep(30)"])
+        .env("PYTHON_DISABLE_REMOTE_DEBUG", "1")
+        .spawn()
+        .unwrap();
+    refused(child.id(), "PYTHON_DISABLE_REMOTE_DEBUG");
+    let mut child = child;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn is_root() -> bool {
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn another_users_process_as_a_user_and_as_root() {
+    let Some(py) = python() else { return };
+    if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: needs root and setpriv");
+        return;
+    }
+    let dir = temp("user");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let stop = dir.join("stop");
+    // As a user (nobody) attaching to root's process: refused before anything, with the fix.
+    let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+    wait_for(&dir.join("stop.ready"));
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .arg(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["attach", "--yes", &child.id().to_string()])
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("belongs to uid 0, not to you (uid 65534)"),
+        "{err}"
+    );
+    assert!(err.contains("sudo vramscope attach"), "{err}");
+    assert_running(child.id());
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    // As root attaching to nobody's process: it works, and the agent's files are nobody's.
+    let stop = dir.join("stop2");
+    let child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&py)
+        .args(["-c", LOOP, stop.to_str().unwrap()])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&dir.join("stop2.ready"));
+    let pid = child.id();
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": armed:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_running(pid);
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_process_in_another_pid_namespace() {
+    let Some(py) = python() else { return };
+    if !is_root()
+        || !Command::new("unshare")
+            .args(["-p", "-f", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        eprintln!("SKIPPED: needs root and unshare -p");
+        return;
+    }
+    let dir = temp("ns");
+    let stop = dir.join("stop");
+    let child = Command::new("unshare")
+        .args(["-p", "-f", "--kill-child"])
+        .arg(&py)
+        .args(["-c", LOOP, stop.to_str().unwrap()])
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&dir.join("stop.ready"));
+    // The Python is unshare's child, in the new namespace (pid 1 there).
+    let children =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
+    let pid: u32 = children.split_whitespace().next().unwrap().parse().unwrap();
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": armed:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_running(pid);
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_process_that_exits_mid_attach() {
+    let Some(py) = python() else { return };
+    let dir = temp("exits");
+    let mut child = Command::new(&py)
+        .args(["-c", "import time; time.sleep(0.5); print('bye')"])
+        .env("VRAMSCOPE_DIR", dir.join("channels"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(100));
+    let waiter = std::thread::spawn(move || {
+        let status = child.wait().unwrap();
+        let mut out = String::new();
+        let mut err = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        (out, err, status.code())
+    });
+    let out = vramscope(&["attach", "--yes", "--timeout", "5", &pid.to_string()]);
+    let (said, err) = (text(&out.stdout), text(&out.stderr));
+    // Either the agent ran as the interpreter finished its pending calls at exit, or the
+    // process was gone first: one line each way (after the "pending" note).
+    let result = match out.status.code() {
+        Some(0) => said.lines().last().unwrap_or_default().to_string(),
+        _ => err.lines().last().unwrap_or_default().to_string(),
+    };
+    assert!(
+        (out.status.code() == Some(0) && result.contains(": armed:") && said.lines().count() == 1)
+            || (out.status.code() == Some(1) && result.contains("exited before the agent ran")),
+        "{said}{err}"
+    );
+    let (stdout, stderr, code) = waiter.join().unwrap();
+    assert_eq!(
+        (stdout.as_str(), stderr.as_str(), code),
+        ("bye\n", "", Some(0))
+    );
+    assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
+fn real_python() -> Option<String> {
+    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
+            );
+            eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON (the real torch)");
+            None
+        }
+    }
+}
+
+/// A training loop on the real torch, with only the CUDA driver simulated
+/// (python/tests/_simulated_cuda.py): it reached a 5 GiB peak before anyone attached.
+const TRAIN: &str = "
+import os, sys
+sys.path.insert(0, sys.argv[2])
+import torch
+from _simulated_cuda import SimulatedCuda, GIB
+cuda = SimulatedCuda(torch).install(initialised=sys.argv[3] == 'up')
+if sys.argv[3] == 'up':
+    cuda.alloc(5 * GIB)
+    cuda.free(4 * GIB)
+model = torch.nn.Linear(4, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+stop = sys.argv[1]
+open(stop + '.ready', 'w').close()
+while not os.path.exists(stop):
+    if os.path.exists(stop + '.init') and not torch.cuda.is_initialized():
+        cuda.initialise()
+        cuda.alloc(2 * GIB)
+        open(stop + '.inited', 'w').close()
+    opt.zero_grad()
+    model(torch.ones(2, 4)).sum().backward()
+    opt.step()
+print(torch.cuda.max_memory_allocated(), len(cuda.observers))
+";
+
+fn channel_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+fn inspect(dir: &Path) -> serde_json::Value {
+    let files = channel_files(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let out = vramscope(&["inspect", files[0].to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !ok() {
+        assert!(t.elapsed() < Duration::from_secs(60), "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
+    let Some(py) = real_python() else { return };
+    let dir = temp("torch-up");
+    let stop = dir.join("stop");
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
+    let child = spawn(
+        &py,
+        &[
+            "-c",
+            TRAIN,
+            stop.to_str().unwrap(),
+            tests.to_str().unwrap(),
+            "up",
+        ],
+        &dir,
+    );
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    let channels = dir.join("channels");
+    assert!(channel_files(&channels).is_empty());
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("process {pid}: live: publishing\n")
+    );
+    // Steps come from the optimizer hook from the attach on.
+    wait_until("no step published", || {
+        inspect(&channels)["status"]["step"]
+            .as_u64()
+            .is_some_and(|s| s > 0)
+    });
+    let json = inspect(&channels);
+    assert_eq!(
+        json["identity"]["flags"].as_u64().unwrap() & 8,
+        8,
+        "ATTACHED"
+    );
+    assert_eq!(json["identity"]["kind"], "pytorch");
+    let device = &json["devices"][0];
+    assert_eq!(device["allocated"], 1u64 << 30);
+    // The peak reached before the attach, from the allocator's own counter.
+    assert_eq!(device["allocated_peak"], 5u64 << 30);
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        channel_files(&channels).is_empty(),
+        "detach removes the channel"
+    );
+    let (out, err, code) = finish(child, &stop);
+    // max_memory_allocated agrees with the published peak; the OOM observer was attached.
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        ("5368709120 1\n", "", 0)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
+    let Some(py) = real_python() else { return };
+    let dir = temp("torch-later");
+    let stop = dir.join("stop");
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
+    let child = spawn(
+        &py,
+        &[
+            "-c",
+            TRAIN,
+            stop.to_str().unwrap(),
+            tests.to_str().unwrap(),
+            "later",
+        ],
+        &dir,
+    );
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        format!("process {pid}: armed: the writer starts when torch initialises CUDA\n")
+    );
+    let channels = dir.join("channels");
+    assert!(channel_files(&channels).is_empty());
+    std::fs::write(dir.join("stop.init"), "").unwrap();
+    wait_for(&dir.join("stop.inited"));
+    wait_until("no channel after CUDA came up", || {
+        channel_files(&channels).len() == 1
+    });
+    let json = inspect(&channels);
+    assert_eq!(
+        json["identity"]["flags"].as_u64().unwrap() & 8,
+        8,
+        "ATTACHED"
+    );
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(channel_files(&channels).is_empty());
+    let (out, err, code) = finish(child, &stop);
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        ("2147483648 1\n", "", 0)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every CPython pyenv has here (CI images carry several): 3.8 and later attach and detach,
+/// older ones are refused by version.
+#[test]
+fn each_installed_cpython_version() {
+    let Some(home) = std::env::var_os("HOME") else {
+        return;
+    };
+    let Ok(versions) = std::fs::read_dir(Path::new(&home).join(".pyenv/versions")) else {
+        eprintln!("SKIPPED: no pyenv interpreters here");
+        return;
+    };
+    let dir = temp("versions");
+    for entry in versions.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let py = entry.path().join("bin/python");
+        let mut parts = name.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let (Some(major), Some(minor)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        if !py.exists() || !name.chars().all(|c| c.is_ascii_digit() || c == '.') {
+            continue;
+        }
+        let stop = dir.join(format!("stop-{name}"));
+        let child = spawn(
+            py.to_str().unwrap(),
+            &["-c", LOOP, stop.to_str().unwrap()],
+            &dir,
+        );
+        wait_for(&dir.join(format!("stop-{name}.ready")));
+        let pid = child.id().to_string();
+        let out = vramscope(&["attach", "--yes", &pid]);
+        if (major, minor) >= (3, 8) {
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+            assert!(text(&out.stdout).contains(": armed:"), "{name}");
+            let out = vramscope(&["detach", "--yes", &pid]);
+            assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{name}");
+            assert!(
+                text(&out.stderr).contains(&format!(
+                    "runs Python {major}.{minor}: the writer needs Python 3.8"
+                )),
+                "{name}: {}",
+                text(&out.stderr)
+            );
+        }
+        let (out, err, code) = finish(child, &stop);
+        let want = if major == 2 {
+            "(499500, ['os', 'rounds', 'stop', 'sys', 'total'])\n"
+        } else {
+            LOOP_OUT
+        };
+        assert_eq!((out.as_str(), err.as_str(), code), (want, "", 0), "{name}");
+        eprintln!("{name}: ok");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
