@@ -358,40 +358,62 @@ fn ask_kill(ui: &mut UiState, rows: &[TableRow], signal: KillSignal) -> Outcome 
     let Some(row) = rows.get(ui.selected) else {
         return Outcome::Ignored;
     };
-    // The facts the row shows: the snapshot may hold newer ones for the same pid, and the
-    // person confirms what is on screen.
+    let target = live_target(row, true);
+    match target {
+        Ok(t) => {
+            ui.mode = Mode::ConfirmKill(KillRequest {
+                pid: t.pid,
+                starttime: t.starttime,
+                signal,
+                user: t.user,
+                command: t.command,
+            });
+        }
+        Err(why) => ui.flash = Some(why),
+    }
+    Outcome::Redraw
+}
+
+/// The live process a row shows, as the person confirming a signal or an attach sees it.
+struct LiveTarget {
+    /// In vramscope's own pid namespace.
+    pid: u32,
+    starttime: u64,
+    user: String,
+    command: String,
+}
+
+/// The row's process if it is live, visible here and has a known start time (so it cannot be
+/// mistaken for a newer process with its pid); else the line saying why not. The facts are
+/// the row's: the snapshot may hold newer ones for the same pid, and the person confirms what
+/// is on screen. `to_signal`: the process must also be ours, unless we are root.
+fn live_target(row: &TableRow, to_signal: bool) -> Result<LiveTarget, String> {
     let Some(host) = row.host().filter(|_| !row.is_exited()) else {
-        ui.flash = Some(format!(
+        return Err(format!(
             "pid {} has exited or is not visible here",
             row.key.pid
         ));
-        return Outcome::Redraw;
     };
     let Some(local_pid) = host.local_pid else {
-        ui.flash = Some(format!("pid {} is not visible from here", host.pid));
-        return Outcome::Redraw;
+        return Err(format!("pid {} is not visible from here", host.pid));
     };
     let me = crate::channel::euid();
-    if me != 0 && host.uid != Some(me) {
-        ui.flash = Some(format!(
+    if to_signal && me != 0 && host.uid != Some(me) {
+        return Err(format!(
             "pid {local_pid} is not yours: only root may signal it"
         ));
-        return Outcome::Redraw;
     }
     let Some(starttime) = host.starttime else {
-        ui.flash = Some(format!(
+        return Err(format!(
             "pid {local_pid}: its start time is unknown, so it cannot be told from a newer process with that pid"
         ));
-        return Outcome::Redraw;
     };
-    ui.mode = Mode::ConfirmKill(KillRequest {
+    Ok(LiveTarget {
         pid: local_pid,
         starttime,
-        signal,
         user: host.user.clone().unwrap_or_else(|_| NA.into()),
         command: host.command.clone().unwrap_or_else(|_| NA.into()),
-    });
-    Outcome::Redraw
+    })
 }
 
 /// `a`: attach vramscope's writer to the selected process, or detach the one an attach
@@ -416,30 +438,18 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
         ));
         return Outcome::Redraw;
     }
-    let Some(host) = row.host().filter(|_| !row.is_exited()) else {
-        ui.flash = Some(format!(
-            "pid {} has exited or is not visible here",
-            row.key.pid
-        ));
-        return Outcome::Redraw;
-    };
-    let Some(local_pid) = host.local_pid else {
-        ui.flash = Some(format!("pid {} is not visible from here", host.pid));
-        return Outcome::Redraw;
-    };
-    let Some(starttime) = host.starttime else {
-        ui.flash = Some(format!(
-            "pid {local_pid}: its start time is unknown, so it cannot be told from a newer process with that pid"
-        ));
-        return Outcome::Redraw;
-    };
-    ui.mode = Mode::ConfirmAttach(AttachRequest {
-        pid: local_pid,
-        starttime,
-        user: host.user.clone().unwrap_or_else(|_| NA.into()),
-        command: host.command.clone().unwrap_or_else(|_| NA.into()),
-        detach,
-    });
+    match live_target(row, false) {
+        Ok(t) => {
+            ui.mode = Mode::ConfirmAttach(AttachRequest {
+                pid: t.pid,
+                starttime: t.starttime,
+                user: t.user,
+                command: t.command,
+                detach,
+            });
+        }
+        Err(why) => ui.flash = Some(why),
+    }
     Outcome::Redraw
 }
 
