@@ -54,8 +54,8 @@ pub fn run(all_users: bool) -> ExitCode {
         "{removed} ended channel file(s){snapshots} of {whose} removed\n"
     ));
     // Said once the files are gone: a full disk or a closed pipe ends it as any printing
-    // command ends (`output::stdout`), never in a panic.
-    match crate::output::stdout::print(&said) {
+    // command ends (`stdout`), never in a panic.
+    match crate::stdout::print(&said) {
         Ok(()) => ExitCode::SUCCESS,
         Err(status) => status,
     }

@@ -376,6 +376,19 @@ pub struct ServeArgs {
     pub hostname: Option<String>,
 }
 
+impl ServeArgs {
+    /// What the exporter is asked for (`serve::run`).
+    pub fn options(&self) -> crate::serve::Options {
+        crate::serve::Options {
+            listen: self.listen.clone(),
+            grace: self.grace,
+            max_connections: self.max_connections,
+            client_timeout: self.client_timeout,
+            hostname: self.hostname.clone(),
+        }
+    }
+}
+
 /// Options of `vramscope cluster`. The refresh period is the global `--interval`; `--once`
 /// and `--json` print once.
 #[derive(Debug, Args)]
@@ -434,6 +447,35 @@ impl Cli {
             pcie_every: self.pcie,
             peak_every: self.peak_interval.0,
             gpm: self.gpm,
+        }
+    }
+
+    /// What the monitor starts with (`tui::run`, `tui::replay`).
+    pub fn tui_options(&self) -> crate::tui::Options {
+        crate::tui::Options {
+            sampling: self.sampling(),
+            record: self.record.clone(),
+            ascii: self.ascii,
+            read_only: self.read_only,
+            theme: self.theme,
+            columns: self.columns.clone(),
+            sort: self.sort,
+            sort_descending: self
+                .sort_order
+                .map_or(self.sort.default_descending(), |order| {
+                    order == SortOrder::Descending
+                }),
+        }
+    }
+
+    /// What one-shot output prints (`output::run`).
+    pub fn output_options(&self) -> crate::output::Options {
+        crate::output::Options {
+            sampling: self.sampling(),
+            every: self.r#loop,
+            json: self.json,
+            csv: self.csv,
+            ascii: self.ascii,
         }
     }
 }

@@ -80,10 +80,10 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     let status = if args.no_monitor {
         ExitCode::from(job.wait().code)
     } else if cli.one_shot() {
-        crate::output::run_with_job(cli, job)
+        crate::output::run_with_job(&cli.output_options(), job)
     } else {
         crate::tui::run(
-            cli,
+            &cli.tui_options(),
             started,
             Some(crate::tui::RunJob {
                 job,

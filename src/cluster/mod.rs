@@ -118,7 +118,7 @@ fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
     } else {
         table::render(&screen)
     };
-    if let Err(status) = crate::output::stdout::print(&text) {
+    if let Err(status) = crate::stdout::print(&text) {
         return status;
     }
     if nothing {

@@ -5,14 +5,14 @@
 //! tiers behind it (by default 15 min raw, 6 h of 10 s buckets, 7 days of
 //! 1 min buckets). Every ring has a fixed capacity, so memory is bounded no
 //! matter how long the program runs; buckets keep min and max (and when the
-//! max happened), so decimation never hides a spike. [`Retained`] holds
+//! max happened), so decimation never hides a spike. [`Lingering`] holds
 //! per-entity state (per-process series) that lingers after the entity goes.
 //!
 //! Time is milliseconds since the Unix epoch; values are `f64`.
 
 mod config;
 mod held;
-mod retained;
+mod lingering;
 mod series;
 #[cfg(test)]
 mod series_edge_tests;
@@ -21,7 +21,7 @@ mod series_tests;
 mod tier;
 
 pub use config::{SeriesConfig, TierSpec};
-pub use retained::Retained;
+pub use lingering::Lingering;
 pub use series::{Series, column_of};
 pub use tier::Bucket;
 

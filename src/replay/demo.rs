@@ -1,13 +1,11 @@
-//! `vramscope demo`: the monitor on a recording bundled in the binary, so that anyone can see
-//! what vramscope shows without a GPU: a simulated two-minute training run whose memory grows,
+//! The recording bundled in the binary that `vramscope demo` (and the monitor's `d` key) plays,
+//! so that anyone can see what vramscope shows without a GPU: a simulated two-minute training run whose memory grows,
 //! spikes inside one step and ends in an OOM, with its allocator's figures (made by
 //! `examples/make_demo.rs` against the fake NVML library). The screen says it is simulated.
 
-use crate::cli::Cli;
-use crate::replay::Replay;
-use std::process::ExitCode;
+use super::Replay;
 
-const RECORDING: &[u8] = include_bytes!("../assets/demo.jsonl.zst");
+const RECORDING: &[u8] = include_bytes!("../../assets/demo.jsonl.zst");
 
 /// What the header says for as long as the demo plays.
 const LABEL: &str = "DEMO: simulated data, no GPU";
@@ -17,14 +15,4 @@ pub const GREETING: &str = "demo: space pauses, p jumps to the peak, o to the OO
 
 pub fn replay() -> Result<Replay, String> {
     Replay::from_bytes("demo", RECORDING, LABEL)
-}
-
-pub fn run(cli: &Cli) -> ExitCode {
-    match replay() {
-        Ok(replay) => crate::tui::replay(cli, replay),
-        Err(e) => {
-            eprintln!("vramscope: the demo cannot play: {e}");
-            ExitCode::from(1)
-        }
-    }
 }

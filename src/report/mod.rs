@@ -48,7 +48,7 @@ pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
     if let Some(skipped) = &report.skipped {
         eprintln!("vramscope: {skipped}");
     }
-    if let Err(status) = crate::output::stdout::print(&text) {
+    if let Err(status) = crate::stdout::print(&text) {
         return status;
     }
     if report.damaged.is_some() {

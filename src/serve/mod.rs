@@ -26,8 +26,7 @@ mod published;
 mod retention;
 mod slots;
 
-use crate::cli::{Cli, ServeArgs};
-use crate::sources::runner::Sampling;
+use crate::sources::runner::{Sampling, SamplingConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::{SocketAddr, TcpListener};
@@ -55,9 +54,23 @@ pub struct Limits {
     pub max_lifetime: Duration,
 }
 
-/// Runs the exporter until SIGTERM or SIGINT (then exit 0), or until it cannot start or the
-/// server fails.
-pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
+/// What `vramscope serve` is asked for (`cli::ServeArgs::options`), so that the exporter does
+/// not import the command-line types above it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub listen: String,
+    /// How long an exited process's series stay exported.
+    pub grace: Duration,
+    pub max_connections: u16,
+    pub client_timeout: Duration,
+    /// The `hostname` label, as given (checked here).
+    pub hostname: Option<String>,
+}
+
+/// Runs the exporter, sampling with `config`, until SIGTERM or SIGINT (then exit 0), or until
+/// it cannot start or the server fails.
+pub fn run(config: SamplingConfig, args: &Options) -> ExitCode {
+    let interval = config.interval;
     let addr = match parse_listen(&args.listen) {
         Ok(addr) => addr,
         Err(message) => {
@@ -85,7 +98,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
     };
     let latest = Arc::new(published::Latest::default());
     let (tx, rx) = channel();
-    let sampling = match Sampling::start(cli.sampling(), tx) {
+    let sampling = match Sampling::start(config, tx) {
         Ok(sampling) => sampling,
         Err(e) => {
             eprintln!("vramscope: {e}");
@@ -100,7 +113,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
         }
     };
     let settings = owner::Settings {
-        interval: cli.interval,
+        interval,
         grace: args.grace,
         hostname,
     };

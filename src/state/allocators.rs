@@ -3,7 +3,7 @@
 //! and its recent events. Kept after the writer ends, marked ended, because the last figures
 //! before a crash are what the user came for.
 
-use crate::history::{Retained, Series, SeriesConfig};
+use crate::history::{Lingering, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
 use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
@@ -89,7 +89,7 @@ impl ChannelState {
 /// Every channel seen, keyed by its file's path.
 #[derive(Clone)]
 pub struct Allocators {
-    channels: Retained<String, ChannelState>,
+    channels: Lingering<String, ChannelState>,
     /// The last pass's refused files, for the status line.
     rejected: Vec<String>,
 }
@@ -97,7 +97,7 @@ pub struct Allocators {
 impl Default for Allocators {
     fn default() -> Self {
         Allocators {
-            channels: Retained::new(LINGER_MS, MAX_CHANNELS),
+            channels: Lingering::new(LINGER_MS, MAX_CHANNELS),
             rejected: Vec::new(),
         }
     }

@@ -2,7 +2,7 @@
 
 use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
-use crate::history::{Retained, Series};
+use crate::history::{Lingering, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
 use crate::model::held_sites::SitesState;
@@ -64,7 +64,7 @@ pub struct Monitor {
     latest: BTreeMap<u32, DeviceSample>,
     host: Option<LatestHost>,
     device_series: BTreeMap<String, DeviceSeries>,
-    process_series: Retained<ProcessKey, ProcessSeries>,
+    process_series: Lingering<ProcessKey, ProcessSeries>,
     host_used: Series,
     allocators: Allocators,
     /// A channel batch or a changed GPU process list arrived: the channels' GPUs are

@@ -3,7 +3,7 @@
 //! to be unknown when the two figures were read at different moments.
 
 use super::allocator_detail::separator;
-use super::fmt;
+use super::panel_text;
 use crate::model::allocator::split;
 use crate::model::{ProcessAllocator, units};
 use crate::state::ChannelState;
@@ -95,7 +95,7 @@ pub fn breakdown(
         }
         legend.push(Span::styled(format!("{glyph} {name} "), styles[i]));
         if i == 2 && skew.is_some() {
-            legend.push(Span::styled(fmt::NA, theme.dim));
+            legend.push(Span::styled(panel_text::NA, theme.dim));
         } else {
             legend.push(Span::styled(units::bytes(value), theme.value));
         }

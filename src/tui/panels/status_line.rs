@@ -3,7 +3,7 @@
 //! the hardware lacks is listed by `w`), with a key hint on the right.
 
 use super::reasons::{self, Reason, Weight};
-use super::{command, put};
+use super::{buffer_write, command};
 use crate::tui::ui_state::Mode;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -37,7 +37,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
     }
     let hint_w = u16::try_from(hint.width()).unwrap_or(u16::MAX);
     let left_area = if area.width > hint_w.saturating_mul(3) {
-        put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
+        buffer_write::line_in(frame.buffer_mut(), area, &hint.right_aligned());
         Rect {
             width: area.width.saturating_sub(hint_w + 1),
             ..area
@@ -49,7 +49,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         Some(message) => Line::styled(message.clone(), theme.warn),
         None => problems_line(view, &reasons, usize::from(left_area.width)),
     };
-    put::line_in(frame.buffer_mut(), left_area, &left);
+    buffer_write::line_in(frame.buffer_mut(), left_area, &left);
     None
 }
 
@@ -66,7 +66,7 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) -> Position {
         "   Enter keeps the filter, Esc clears it",
         theme.dim,
     ));
-    put::line_in(frame.buffer_mut(), area, &Line::from(spans));
+    buffer_write::line_in(frame.buffer_mut(), area, &Line::from(spans));
     let x = area
         .x
         .saturating_add(typed_w.min(area.width.saturating_sub(1)));
