@@ -407,7 +407,7 @@ def main():
         for cycle in cycles:
             members = frozenset(cycle)
             mark = ""
-            if members in allowed and not level:
+            if members in allowed:
                 seen_allowed.add(members)
                 mark = "  (allowed)"
             else:
