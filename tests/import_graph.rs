@@ -65,9 +65,17 @@ fn the_check_finds_cycles_at_the_top_and_inside_folders_and_only_those() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    write(root, "src/lib.rs", "pub mod low;\npub mod high;\npub mod folder;\n");
+    write(
+        root,
+        "src/lib.rs",
+        "pub mod low;\npub mod high;\npub mod folder;\n",
+    );
     // high -> low is downward; low reaching back up makes the top-level cycle.
-    write(root, "src/high.rs", "use crate::low::Thing;\npub struct High;\n");
+    write(
+        root,
+        "src/high.rs",
+        "use crate::low::Thing;\npub struct High;\n",
+    );
     write(
         root,
         "src/low.rs",
@@ -88,7 +96,10 @@ fn the_check_finds_cycles_at_the_top_and_inside_folders_and_only_those() {
     let out = graph(root, &["--check", "--cycles-only"]);
     let said = text(&out);
     assert!(!out.status.success(), "{said}");
-    assert!(said.contains("src/ (top level): high -> low -> high"), "{said}");
+    assert!(
+        said.contains("src/ (top level): high -> low -> high"),
+        "{said}"
+    );
     assert!(said.contains("src/folder/: a -> b -> a"), "{said}");
     // The comment, the string and the test module name folder's files: no arrow from low.
     let arrows = text(&graph(root, &[]));
@@ -99,11 +110,16 @@ fn the_check_finds_cycles_at_the_top_and_inside_folders_and_only_those() {
     // An allowed cycle passes; one that no longer occurs fails, so it gets removed.
     let allowed = graph(
         root,
-        &["--check", "--allow", "high:low", "--allow", "a:b", "--allow", "x:y"],
+        &[
+            "--check", "--allow", "high:low", "--allow", "a:b", "--allow", "x:y",
+        ],
     );
     let said = text(&allowed);
     assert!(!allowed.status.success(), "{said}");
-    assert!(said.contains("the allowed cycle x:y no longer occurs"), "{said}");
+    assert!(
+        said.contains("the allowed cycle x:y no longer occurs"),
+        "{said}"
+    );
     assert!(
         !said.contains("import_graph: cycle in"),
         "allowed cycles are not reported: {said}"

@@ -16,6 +16,7 @@
 mod device_metrics;
 mod encode;
 mod families;
+mod fresh;
 mod http;
 mod mig_metrics;
 mod node;
@@ -24,7 +25,10 @@ mod process_metrics;
 mod processes;
 mod published;
 mod retention;
+mod scrape;
 mod slots;
+
+pub use http::Limits;
 
 use crate::sources::runner::{Sampling, SamplingConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
@@ -41,18 +45,6 @@ use tokio::sync::oneshot;
 const EXIT_USAGE: u8 = 2;
 /// Exit status when the server cannot start (address in use, no permission).
 const EXIT_FAILED: u8 = 1;
-
-/// Limits that keep slow, idle or too many clients from starving the scrapers.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub max_connections: usize,
-    /// No complete request head within this: the connection is closed. Covers both a client
-    /// trickling its headers and an idle keep-alive connection.
-    pub client_timeout: Duration,
-    /// A connection is closed after this long whatever it does, so one whose client stopped
-    /// reading its response cannot hold a place for ever.
-    pub max_lifetime: Duration,
-}
 
 /// What `vramscope serve` is asked for (`cli::ServeArgs::options`), so that the exporter does
 /// not import the command-line types above it.
