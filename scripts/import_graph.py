@@ -12,7 +12,8 @@ and `vramscope::...` in src/main.rs. A name a module re-exports (`pub use x::Y`)
 to the child that defines it, so `super::Y` is an arrow to the file Y lives in.
 
 Test code does not count: items under `#[cfg(test)]` (test modules, test-only files) may
-reach anywhere, as tests do. Comments and string literals are skipped.
+reach anywhere, as tests do. Comments and string literals are skipped, except the paths in
+serde's `with = "..."` attributes, which name modules.
 
 The graph is printed per level: the crate's top-level modules (`src/x.rs` or `src/x/`),
 then inside every folder its files and subfolders (`mod.rs` is the folder's own file). An
@@ -64,6 +65,13 @@ def strip_comments_and_strings(text):
             i = j
             continue
         if c == '"':
+            # serde's `with = "path"` (and its kin) names a module: kept as a path.
+            attr = re.search(r"\b(with|serialize_with|deserialize_with|default)\s*=\s*$", text[max(0, i - 40):i])
+            path = re.match(r'"((?:(?:crate|self|super|' + IDENT + r')::)*' + IDENT + r')"', text[i:i + 200])
+            if attr and path:
+                out.append(" " + path.group(1) + " ")
+                i += path.end()
+                continue
             j = i + 1
             while j < n and text[j] != '"':
                 j += 2 if text[j] == "\\" else 1
@@ -276,7 +284,8 @@ class Crate:
         text = self.text[module]
         # Inline modules: where each begins and ends, to resolve `super` inside them.
         spans = []
-        for m in re.finditer(r"\bmod\s+(" + IDENT + r")\s*\{", text):
+        # `mod $name {` is a module a macro makes.
+        for m in re.finditer(r"\bmod\s+\$?(" + IDENT + r")\s*\{", text):
             spans.append((m.end() - 1, matching_brace(text, m.end() - 1), m.group(1)))
             self.children[module].add(m.group(1))
 

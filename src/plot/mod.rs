@@ -24,7 +24,8 @@ mod panel;
 mod steps;
 mod style;
 
-use crate::record::scope::{self, Asked};
+use crate::record::scope::Asked;
+use crate::record::scoped;
 use contents::Contents;
 use plotters::backend::{BitMapBackend, RGBPixel, SVGBackend};
 use plotters::prelude::IntoDrawingArea;
@@ -104,7 +105,7 @@ pub fn plot(
     if format == Format::Png {
         font::register(options.font.as_deref())?;
     }
-    let (recording, told) = scope::open(file, asked)?;
+    let (recording, told) = scoped::open(file, asked)?;
     let contents = collect::collect(recording, POINTS_PER_SERIES);
     for note in told.notes() {
         eprintln!("vramscope: {note}");

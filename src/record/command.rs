@@ -1,8 +1,9 @@
 //! `vramscope record -o FILE`: samples exactly as the monitor does and records every event,
 //! with no screen, until Ctrl-C, SIGTERM, SIGHUP or `--duration`; then finishes the file.
 
+use super::header::Header;
 use super::live::open_error;
-use super::{Header, Recorder};
+use super::writer::Recorder;
 use crate::model::{now_ms, units};
 use crate::sources::runner::{Sampling, SamplingConfig, SourceEvent};
 use clap::Args;

@@ -9,7 +9,8 @@ mod spikes;
 
 pub use analysis::{Report, analyse};
 
-use crate::record::scope::{self, Asked};
+use crate::record::scope::Asked;
+use crate::record::scoped;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -26,7 +27,7 @@ pub enum Format {
 /// status 2. A recording damaged part-way is summarised up to the damage, which the summary
 /// names, and exits 1.
 pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
-    let (recording, told) = match scope::open(file, asked) {
+    let (recording, told) = match scoped::open(file, asked) {
         Ok(opened) => opened,
         Err(e) => {
             eprintln!("vramscope: {e}");
