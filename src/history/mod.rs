@@ -11,6 +11,7 @@
 //! Time is milliseconds since the Unix epoch; values are `f64`.
 
 mod config;
+mod figures;
 mod held;
 mod lingering;
 mod series;
@@ -21,22 +22,7 @@ mod series_tests;
 mod tier;
 
 pub use config::{SeriesConfig, TierSpec};
+pub use figures::{Column, Peak};
 pub use lingering::Lingering;
 pub use series::{Series, column_of};
 pub use tier::Bucket;
-
-/// The highest reading seen and when it was taken.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Peak {
-    pub value: f64,
-    pub at_ms: u64,
-}
-
-/// What one chart column shows: the range of readings in its time slice and
-/// the latest of them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Column {
-    pub min: f64,
-    pub max: f64,
-    pub last: f64,
-}

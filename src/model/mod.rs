@@ -10,6 +10,7 @@ pub mod foresight;
 mod foresight_tests;
 pub mod held_sites;
 pub mod host;
+pub mod memory;
 pub mod mig;
 pub mod oom_explain;
 pub mod problem;

@@ -1,13 +1,14 @@
 //! The whole figure on any plotters backend: a title band (file, host, time span), then per
 //! GPU a header line, its chart (`panel`) and its legend.
 
+use super::axis;
 use super::contents::{Contents, Panel, clean};
+use super::error::fail;
 use super::layout::{
     HEADER_H, LEGEND_ROW_H, Layout, LegendEntry, MARGIN, Swatch, TITLE_H, Y_LABELS_W, shade_steps,
 };
 use super::panel;
 use super::style::{self, HEADER_SIZE, SUBTITLE_SIZE, TEXT_SIZE, TITLE_SIZE};
-use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;

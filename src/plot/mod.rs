@@ -17,6 +17,7 @@ mod contents;
 mod downsample;
 mod draw;
 mod encode;
+mod error;
 mod font;
 mod labels;
 mod layout;
@@ -27,6 +28,7 @@ mod style;
 use crate::record::scope::Asked;
 use crate::record::scoped;
 use contents::Contents;
+use error::fail;
 use plotters::backend::{BitMapBackend, RGBPixel, SVGBackend};
 use plotters::prelude::IntoDrawingArea;
 use std::path::{Path, PathBuf};
@@ -45,11 +47,6 @@ pub struct Options {
     pub height: Option<u32>,
     /// The font for PNG text, instead of the system's DejaVu Sans.
     pub font: Option<PathBuf>,
-}
-
-/// An error (plotters', the encoder's, the recording's) as the one line `plot` reports.
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// The output format, from the output file's extension.

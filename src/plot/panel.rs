@@ -2,11 +2,12 @@
 //! markers, then the labels of the limit, the OOMs and each series' peak, placed so that
 //! they do not cover one another.
 
+use super::axis;
 use super::contents::{Contents, Panel};
+use super::error::fail;
 use super::labels::{Placer, Rect};
 use super::layout::{self, MARGIN, PanelLayout, RIGHT_PAD, X_LABELS_H, Y_LABELS_W};
 use super::style::{self, SMALL_SIZE, TEXT_SIZE};
-use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;

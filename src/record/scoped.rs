@@ -80,7 +80,7 @@ fn select(recording: Recording, asked: &Asked) -> Selection {
     let _ending = recording.each_event(|_, event| match event {
         SourceEvent::Started { devices: d, .. } => devices = d,
         SourceEvent::Device(sample) => {
-            for instance in crate::model::mig::mig_uuids(&sample) {
+            for instance in crate::model::device::mig_uuids(&sample) {
                 if !instances.contains(&instance) {
                     instances.push(instance);
                 }

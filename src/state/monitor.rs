@@ -5,9 +5,10 @@ use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Lingering, Series};
 use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
+use crate::model::device::mig_uuids;
 use crate::model::held_sites::SitesState;
 use crate::model::host;
-use crate::model::mig::{MigUuid, mig_uuids};
+use crate::model::mig::MigUuid;
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
