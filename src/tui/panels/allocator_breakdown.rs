@@ -2,8 +2,8 @@
 //! allocator holds for live tensors, what it keeps cached, and what lies outside it; said
 //! to be unknown when the two figures were read at different moments.
 
-use super::allocator_detail::separator;
 use super::panel_text;
+use super::panel_text::separator;
 use crate::model::allocator::split;
 use crate::model::{ProcessAllocator, units};
 use crate::state::ChannelState;

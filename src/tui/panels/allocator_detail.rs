@@ -9,6 +9,7 @@
 
 use super::allocator_breakdown::{breakdown, readings_apart};
 use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
+use super::panel_text::separator;
 use super::{panel_text, spark};
 use crate::history::column_of;
 use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness};
@@ -158,11 +159,6 @@ fn writer_line(
         ));
     }
     Line::from(spans)
-}
-
-/// ` │ ` between the parts of a line.
-pub(super) fn separator(theme: &Theme) -> Span<'static> {
-    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
 
 /// A chart's plot line with its window label replaced by a name.

@@ -21,7 +21,7 @@ pub fn forecast_spans(theme: &Theme, forecast: &Forecast) -> Vec<Span<'static>> 
         _ => theme.label,
     };
     vec![
-        super::allocator_detail::separator(theme),
+        super::panel_text::separator(theme),
         Span::styled(words, style),
     ]
 }

@@ -180,3 +180,8 @@ mod tests {
         assert_eq!(elapsed(12 * 86_400_000 + 11_072_000), "12d 03:04");
     }
 }
+
+/// ` │ ` between the parts of a line.
+pub fn separator(theme: &Theme) -> Span<'static> {
+    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
+}
