@@ -11,10 +11,11 @@ use std::process::{Command, Output};
 
 use common::python3_available;
 
-/// Cycles still there on purpose, by their members. `state` and `sources` import each other
-/// until `SourceEvent` moves to the model layer (issue 20 §1, the h20pid branch); once that is
-/// merged the check fails with "no longer occurs" until this exception is deleted.
-const KNOWN_CYCLES: &[&str] = &["sources:state"];
+/// Cycles still there on purpose, by their members. Both go when `SourceEvent` moves out of
+/// `sources/runner.rs` to the model layer (issue 20 §1, the h20pid branch): `state` and
+/// `sources` import each other through it, and so do `sources/pool.rs` and `runner.rs`. Once
+/// that is merged the check fails with "no longer occurs" until these are deleted.
+const KNOWN_CYCLES: &[&str] = &["sources:state", "pool:runner"];
 
 fn graph(root: &Path, args: &[&str]) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/import_graph.py");

@@ -3,6 +3,7 @@
 
 pub mod absent;
 pub mod allocator;
+pub mod allocator_stream;
 pub mod device;
 pub mod foreign;
 pub mod foresight;
