@@ -53,6 +53,37 @@ fn no_module_imports_another_that_imports_it_back() {
     );
 }
 
+#[test]
+fn the_readme_names_every_module() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let layout = readme
+        .split("## Layout of the code")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("README has a section \"Layout of the code\"");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("src")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        let named = if entry.file_type().unwrap().is_dir() {
+            format!("`src/{name}/`")
+        } else if name.ends_with(".rs") {
+            format!("`src/{name}`")
+        } else {
+            continue;
+        };
+        if !layout.contains(&named) {
+            missing.push(named);
+        }
+    }
+    missing.sort();
+    assert!(
+        missing.is_empty(),
+        "README's \"Layout of the code\" does not name {missing:?}"
+    );
+}
+
 fn write(root: &Path, path: &str, content: &str) {
     let file = root.join(path);
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();

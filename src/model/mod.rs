@@ -1,4 +1,6 @@
-//! Pure data shared by samplers, the TUI, one-shot output and (later) recording and export.
+//! Pure data shared by samplers, the state, the TUI, one-shot output, recording, replay, the
+//! exporter and the offline reports: the bottom layer, which imports nothing of the crate but
+//! `text`.
 //! Nothing here touches the terminal, NVML or threads.
 
 pub mod absent;

@@ -1,6 +1,6 @@
 //! The one owner of everything sampled: latest values, history and peaks. Lives on the main
-//! thread; samplers feed it through `ingest`, and views, one-shot output and (later) the
-//! recorder and exporter read it.
+//! thread; samplers feed it through `ingest`, and the TUI, one-shot output, replay and the
+//! exporter read its snapshots.
 
 pub mod allocators;
 mod monitor;

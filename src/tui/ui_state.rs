@@ -1,5 +1,7 @@
 //! What the person has asked the screen to show: sort, filter, selection, pause, overlays.
-//! Changed only by key handling; read by panels through `View`.
+//! Set at the start from the options (`tui::Options`), changed by key handling (`keys`) and by
+//! the loop for what it learns (`event_loop`: flash lines, the selection kept on its row, the
+//! demo going in and out, the job's end); read by panels through `View`.
 
 use crate::model::Snapshot;
 use crate::state::ProcessKey;

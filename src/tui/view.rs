@@ -1,5 +1,5 @@
 //! The borrowed bundle every panel renders from. Panels are pure functions of a `View`: they
-//! never change state, and they do not know whether data is live, paused or (later) replayed.
+//! never change state, and they do not know whether data is live, paused or replayed.
 
 use super::rows::TableRow;
 use super::theme::Theme;
