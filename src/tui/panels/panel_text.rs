@@ -159,6 +159,11 @@ pub fn instrumented_share(device: &crate::model::DeviceSnapshot) -> Option<Strin
     Some(percent(reserved.min(used) as f64 * 100.0 / used as f64))
 }
 
+/// ` │ ` between the parts of a line.
+pub fn separator(theme: &Theme) -> Span<'static> {
+    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,9 +184,4 @@ mod tests {
         assert_eq!(elapsed(11_072_000), "3:04:32");
         assert_eq!(elapsed(12 * 86_400_000 + 11_072_000), "12d 03:04");
     }
-}
-
-/// ` │ ` between the parts of a line.
-pub fn separator(theme: &Theme) -> Span<'static> {
-    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
