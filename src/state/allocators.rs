@@ -4,7 +4,7 @@
 //! before a crash are what the user came for.
 
 use crate::history::{Retained, Series, SeriesConfig};
-use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::allocator::{RowProcess, SlotPeaks, joined_channel};
 use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
@@ -166,12 +166,31 @@ impl Allocators {
         }
     }
 
-    /// Every channel, as its fold says.
+    /// Every channel, as its fold says, with its charts' all-time peaks.
     pub fn snapshot(&self) -> Vec<AllocatorSnapshot> {
         self.channels
             .iter()
-            .filter_map(|(_, state)| AllocatorSnapshot::of(&state.fold))
+            .filter_map(|(_, state)| {
+                let mut snapshot = AllocatorSnapshot::of(&state.fold)?;
+                snapshot.chart_peaks = snapshot
+                    .devices
+                    .iter()
+                    .map(|d| {
+                        let series = state.slots.get(usize::from(d.slot));
+                        SlotPeaks {
+                            allocated: series.and_then(|s| s.allocated.peak()),
+                            reserved: series.and_then(|s| s.reserved.peak()),
+                        }
+                    })
+                    .collect();
+                Some(snapshot)
+            })
             .collect()
+    }
+
+    /// The channel read from `path`.
+    pub fn channel(&self, path: &str) -> Option<&ChannelState> {
+        self.channels.get(path)
     }
 
     /// The snapshots to reduce now: each channel's relevant one (`relevant_snapshot`) not

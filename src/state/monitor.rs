@@ -8,7 +8,7 @@ use crate::model::allocator::RowProcess;
 use crate::model::held_sites::SitesState;
 use crate::model::host;
 use crate::model::mig::{MigUuid, mig_uuids};
-use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
+use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
     HostProcess, HostSample, NvmlProblem, ProcessRow, Reading, Snapshot,
@@ -301,11 +301,16 @@ impl Monitor {
                     stale: now_ms.saturating_sub(last) > stale.threshold_ms,
                     // From the joined rows, below.
                     instrumented_reserved: None,
+                    memory_peak: self
+                        .device_series
+                        .get(&info.key())
+                        .and_then(|s| s.memory_used.peak()),
                 }
             })
             .collect();
         let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
-        let processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        let mut processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        self.add_history_facts(&mut processes);
         let exited = self.exited_rows(&processes, &allocators, now_ms);
         let devices = devices
             .into_iter()
@@ -325,6 +330,29 @@ impl Monitor {
             host_load: self.host.as_ref().and_then(|h| h.load),
             rejected_channels: self.allocators.rejected().to_vec(),
             allocators,
+        }
+    }
+
+    /// What the histories know of each listed row: its all-time peaks, and the user and
+    /// command an earlier host pass read where this one could not.
+    fn add_history_facts(&self, rows: &mut [ProcessRow]) {
+        for row in rows {
+            let key = ProcessKey {
+                pid: row.nvml.pid,
+                gpu_uuid: Arc::clone(&row.gpu_uuid),
+            };
+            let Some(series) = self.process_series.get(&key) else {
+                continue;
+            };
+            row.peaks = peaks_of(series);
+            // Copied only where the host pass lacks them: most rows never need these.
+            let host = row.host.as_deref();
+            if !host.is_some_and(|h| h.user.is_ok()) {
+                row.remembered.user.clone_from(&series.user);
+            }
+            if !host.is_some_and(|h| h.command.is_ok()) {
+                row.remembered.command.clone_from(&series.command);
+            }
         }
     }
 
@@ -364,6 +392,7 @@ impl Monitor {
                     series.gpu_index,
                     RowProcess::Unlisted,
                 ),
+                peaks: peaks_of(series),
             })
             .collect();
         rows.sort_by_key(|r| (r.gpu_index, r.pid));
@@ -448,5 +477,13 @@ impl Monitor {
             series.host_rss.reset_peak();
         }
         self.allocators.reset_peaks();
+    }
+}
+
+/// A process's all-time peaks as its history holds them now.
+fn peaks_of(series: &ProcessSeries) -> ProcessPeaks {
+    ProcessPeaks {
+        vram: series.vram.peak(),
+        host_rss: series.host_rss.peak(),
     }
 }

@@ -18,7 +18,7 @@ use crate::record::live::LiveRecording;
 use crate::replay::Replay;
 use crate::sources::runner::{Sampling, SourceEvent};
 use crate::sources::sites_worker::{SitesDone, SitesWorker};
-use crate::state::{Monitor, StaleAfter};
+use crate::state::{HistoryView, Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -343,7 +343,7 @@ impl App {
     }
 
     fn rows(&self, snapshot: &Snapshot) -> Vec<TableRow> {
-        table_rows(snapshot, &self.monitor, &self.ui)
+        table_rows(snapshot, &self.ui)
     }
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
@@ -359,7 +359,7 @@ impl App {
         follow_selection(&mut self.ui, &rows);
         let view = View {
             snapshot: &snapshot,
-            monitor: &self.monitor,
+            history: HistoryView::at(&self.monitor, snapshot.taken_at_ms),
             ui: &self.ui,
             now_ms: snapshot.taken_at_ms,
             theme: &self.theme,
