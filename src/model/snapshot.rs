@@ -145,6 +145,9 @@ pub struct ExitedRow {
     pub command: Option<String>,
     /// The Kubernetes pod it ran in, when it ran in one.
     pub pod: Option<super::PodInfo>,
+    /// The MIG instance it last ran in, on a GPU in MIG mode.
+    #[serde(skip)]
+    pub mig: Option<RowInstance>,
     /// What its allocator last published for this GPU (`RowProcess::Unlisted` join).
     pub allocator: Option<ProcessAllocator>,
     /// Its all-time peaks on this GPU, which outlive it.

@@ -40,7 +40,9 @@ pub fn spawn(
 fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, settings: Settings) {
     let interval_ms = u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX);
     let stale = StaleAfter::interval(interval_ms);
-    let mut monitor = Monitor::new(now_ms());
+    // Exited processes are remembered by the monitor, for the whole grace period; the
+    // retention only says which of its rows are exported.
+    let mut monitor = Monitor::remembering(now_ms(), Retention::grace_ms(settings.grace));
     let mut retention = Retention::new(settings.grace);
     let mut node = Node::new(settings.hostname.clone());
     let mut told_problem = false;

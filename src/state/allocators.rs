@@ -104,6 +104,14 @@ impl Default for Allocators {
 }
 
 impl Allocators {
+    /// Channels no longer read stay `linger_ms` (never less than they usually do).
+    pub fn lingering(linger_ms: u64) -> Self {
+        Allocators {
+            channels: Retained::new(linger_ms.max(LINGER_MS), MAX_CHANNELS),
+            ..Self::default()
+        }
+    }
+
     /// About how much memory the channels' histories take (`Series::memory_bytes`).
     pub fn history_bytes(&self) -> usize {
         self.channels

@@ -7,7 +7,7 @@ use crate::model::ForeignText;
 use crate::model::allocator::RowProcess;
 use crate::model::held_sites::SitesState;
 use crate::model::host;
-use crate::model::mig::{MigUuid, mig_uuids};
+use crate::model::mig::{MigUuid, RowInstance, mig_uuids};
 use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
@@ -78,6 +78,21 @@ impl Monitor {
         Self {
             started_ms: now_ms,
             ..Self::default()
+        }
+    }
+
+    /// A monitor that remembers processes and channels gone for at least `linger_ms`
+    /// (never less than it usually does): the exporter's grace period, during which an
+    /// exited process's row stays in every snapshot with its last figures.
+    pub fn remembering(now_ms: u64, linger_ms: u64) -> Self {
+        let linger_ms = linger_ms.max(Retained::<ProcessKey, ProcessSeries>::DEFAULT_LINGER_MS);
+        Self {
+            process_series: Retained::new(
+                linger_ms,
+                Retained::<ProcessKey, ProcessSeries>::DEFAULT_MAX_ENTRIES,
+            ),
+            allocators: Allocators::lingering(linger_ms),
+            ..Self::new(now_ms)
         }
     }
 
@@ -184,6 +199,10 @@ impl Monitor {
                     sample.at_ms,
                 );
                 entry.gpu_index = sample.index;
+                entry.mig = sample
+                    .mig_enabled()
+                    .and_then(|m| m.instance_of_pid(p.pid))
+                    .map(RowInstance::from);
                 match &p.used_memory {
                     Ok(bytes) => entry.vram.push(sample.at_ms, *bytes as f64),
                     Err(_) => entry.vram.push_gap(sample.at_ms),
@@ -385,6 +404,7 @@ impl Monitor {
                 user: series.user.clone(),
                 command: series.command.clone(),
                 pod: series.pod.clone(),
+                mig: series.mig.clone(),
                 // A dead writer's last figures stay with its row: often they are why it died.
                 allocator: allocator_of(
                     allocators,
