@@ -19,7 +19,11 @@ use vramscope::state::{Monitor, ProcessKey, StaleAfter};
 const LINGER: u64 = Retained::<ProcessKey, ()>::DEFAULT_LINGER_MS;
 
 fn started() -> Monitor {
-    let mut monitor = Monitor::new(T0);
+    start(Monitor::new(T0))
+}
+
+/// `monitor` told of two GPUs.
+fn start(mut monitor: Monitor) -> Monitor {
     monitor.ingest(SourceEvent::Started {
         driver: driver(),
         devices: vec![
@@ -124,4 +128,33 @@ fn a_narrower_host_pass_arriving_late_keeps_the_other_processes_named() {
         snapshot.processes[0].host.is_none(),
         "stale facts came back"
     );
+}
+
+/// The snapshot is where an exited process is remembered: its row comes with its last
+/// facts and its all-time peak, for as long as the monitor is asked to remember it (the
+/// exporter's grace period, when that is longer than the usual linger), then it goes.
+#[test]
+fn exited_rows_carry_their_peak_for_as_long_as_the_monitor_remembers() {
+    let hour = 3_600_000;
+    let remembering = start(Monitor::remembering(T0, hour));
+    for (mut monitor, kept_ms) in [(started(), LINGER), (remembering, hour)] {
+        monitor.ingest(batch(T0, Some((42, 9 * GIB)), false));
+        monitor.ingest(batch(T0 + 1_000, Some((42, 5 * GIB)), false));
+        monitor.ingest(batch(T0 + 2_000, None, false));
+        let at = |ms: u64, m: &mut Monitor| {
+            m.ingest(batch(ms, None, false));
+            m.snapshot(ms, StaleAfter::interval(1_000))
+        };
+        let snapshot = at(T0 + 1_000 + kept_ms, &mut monitor);
+        let row = snapshot
+            .exited
+            .iter()
+            .find(|r| r.pid == 42)
+            .expect("still remembered");
+        assert_eq!(row.last_listed_ms, T0 + 1_000);
+        let peak = row.peaks.vram.expect("its peak");
+        assert_eq!((peak.value, peak.at_ms), ((9 * GIB) as f64, T0));
+        let snapshot = at(T0 + 1_001 + kept_ms, &mut monitor);
+        assert!(snapshot.exited.iter().all(|r| r.pid != 42), "kept too long");
+    }
 }

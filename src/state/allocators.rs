@@ -8,7 +8,7 @@ use crate::model::allocator::{RowProcess, SlotPeaks, joined_channel};
 use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
-use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
+use crate::model::{AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
 use crate::sources::sites::SitesJob;
 
 /// At most this many channels are remembered; the longest-silent one goes first.
@@ -78,11 +78,6 @@ impl ChannelState {
             .iter()
             .position(|s| s.gpu == Some(gpu_index))?;
         Some((&self.fold.slots[position], self.slots.get(position)))
-    }
-
-    /// Events newest first: the recent ones.
-    pub fn newest_events(&self) -> Vec<&AllocatorEvent> {
-        self.fold.recent.iter().rev().collect()
     }
 }
 

@@ -461,12 +461,6 @@ impl Monitor {
         self.process_series.get(key)
     }
 
-    /// Every process seen recently, alive or exited, with its history and when NVML last
-    /// listed it.
-    pub fn processes(&self) -> impl Iterator<Item = (&ProcessKey, &ProcessSeries, u64)> {
-        self.process_series.iter_seen()
-    }
-
     /// What instrumented programs published.
     pub fn allocators(&self) -> &Allocators {
         &self.allocators
