@@ -363,11 +363,12 @@ impl Series {
         if in_raw.is_some() {
             return in_raw;
         }
+        // Only buckets wholly before the cap: a bucket's last value may be from after it.
         self.tiers.iter().find_map(|tier| {
             tier.buckets()
-                .take_while(|b| b.start_ms() < end_ms)
+                .take_while(|b| tier.end_of(b) <= end_ms)
                 .last()
-                .map(|b| (tier.end_of(b).min(end_ms.saturating_sub(1)), b.last()))
+                .map(|b| (tier.end_of(b).saturating_sub(1), b.last()))
         })
     }
 
