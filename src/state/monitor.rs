@@ -366,10 +366,10 @@ impl Monitor {
             row.peaks = peaks_of(series);
             // Copied only where the host pass lacks them: most rows never need these.
             let host = row.host.as_deref();
-            if !host.is_some_and(|h| h.user.is_ok()) {
+            if host.is_none_or(|h| h.user.is_err()) {
                 row.remembered.user.clone_from(&series.user);
             }
-            if !host.is_some_and(|h| h.command.is_ok()) {
+            if host.is_none_or(|h| h.command.is_err()) {
                 row.remembered.command.clone_from(&series.command);
             }
         }
