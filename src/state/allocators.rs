@@ -144,7 +144,7 @@ impl Allocators {
     }
 
     /// The channel of the process NVML lists as `host_pid`: the one its row joins in the
-    /// snapshot (`joined_channel`), so the detail pane shows the same writer.
+    /// snapshot (`joined_channel`).
     pub fn for_pid(&self, host_pid: u32, process: RowProcess) -> Option<&ChannelState> {
         let candidates = self
             .channels
@@ -349,6 +349,15 @@ mod tests {
         let (slot, series) = channel.on_gpu(4).unwrap();
         assert_eq!(slot.device.as_ref().unwrap().slot, 2);
         assert_eq!(series.unwrap().allocated.last(), Some((1_000, 700.0)));
+        // The snapshot's one device carries slot 2's charted peak, for a paused screen.
+        let snapshot = state.snapshot();
+        let peaks = &snapshot[0].chart_peaks;
+        assert_eq!(peaks.len(), 1);
+        assert_eq!(
+            peaks[0].allocated.map(|p| (p.value, p.at_ms)),
+            Some((700.0, 1_000))
+        );
+        assert_eq!(snapshot[0].slot_on_gpu(4), Some((0, 2)));
         let _ = device(None, None);
     }
 }

@@ -465,7 +465,7 @@ impl App {
                 Step::Input
             }
             Outcome::AskSnapshot { pid, process } => {
-                self.ui.flash = Some(super::snapshot_ask::ask(&self.monitor, pid, process));
+                self.ui.flash = Some(super::snapshot_ask::ask(&snapshot, pid, process));
                 Step::Input
             }
             Outcome::Attach(request) => {
