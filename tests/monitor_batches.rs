@@ -13,7 +13,7 @@ mod tui_fixtures;
 use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::history::Retained;
-use vramscope::sources::runner::SourceEvent;
+use vramscope::model::SourceEvent;
 use vramscope::state::{Monitor, ProcessKey, StaleAfter};
 
 const LINGER: u64 = Retained::<ProcessKey, ()>::DEFAULT_LINGER_MS;

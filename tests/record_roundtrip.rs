@@ -6,9 +6,9 @@ mod record_support;
 
 use record_support::*;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, ChannelBatch, ForeignText, WriterLiveness};
 use vramscope::record::{Recorder, Recording};
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
 fn debug(events: &[SourceEvent]) -> Vec<String> {

@@ -11,8 +11,8 @@ use record_support::read_all;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
+use vramscope::model::SourceEvent;
 use vramscope::model::now_ms;
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
 const SECOND: Duration = Duration::from_secs(1);
