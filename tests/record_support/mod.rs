@@ -375,6 +375,7 @@ pub fn every_kind() -> Vec<SourceEvent> {
             gone: Vec::new(),
             rejected: Vec::new(),
         })),
+        SourceEvent::Interval { ms: 250 },
     ]
 }
 
