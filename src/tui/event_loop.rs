@@ -490,6 +490,7 @@ impl App {
             }
             Outcome::StepInterval { slower } => {
                 let ms = keys::step_interval(self.feed.interval_ms(), slower);
+                self.ui.flash = Some(format!("refresh every {ms} ms"));
                 if let Some(event) = self.feed.set_interval(Duration::from_millis(ms)) {
                     // Recorded like the samplers' events, so a replay and a plot of the
                     // recording read each period from when it began.
@@ -498,7 +499,6 @@ impl App {
                     }
                     self.monitor.ingest(event);
                 }
-                self.ui.flash = Some(format!("refresh every {ms} ms"));
                 Step::Input
             }
             Outcome::Replay(command) => {
