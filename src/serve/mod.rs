@@ -102,7 +102,6 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
         }
     };
     let settings = owner::Settings {
-        interval: cli.interval,
         grace: args.grace,
         hostname,
     };

@@ -5,11 +5,11 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{HistoryView, Monitor, StaleAfter};
 use vramscope::tui::layout;
 use vramscope::tui::rows::table_rows;
@@ -324,7 +324,7 @@ pub fn snapshot(m: &Monitor) -> Snapshot {
 }
 
 pub fn ui() -> UiState {
-    UiState::new(INTERVAL_MS, false, false)
+    UiState::new(false, false)
 }
 
 /// Draws the whole screen at `width` x `height` and returns the buffer: of the kept
@@ -338,6 +338,7 @@ pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -
         history: HistoryView::at(m, snapshot.taken_at_ms),
         ui,
         now_ms: snapshot.taken_at_ms,
+        interval_ms: INTERVAL_MS,
         theme,
         rows: &rows,
     };
