@@ -87,14 +87,29 @@ pub struct OomFit {
     /// `None`: the snapshot was dumped at an OOM that recorded no figures.
     pub requested: Option<u64>,
     pub device_free: Option<u64>,
-    pub reserved: u64,
+    /// `None` when the history lacks the segment entries to tell (see `unavailable`).
+    pub reserved: Option<u64>,
     pub allocated: u64,
-    /// Reserved but free: the allocator's cache.
-    pub cached_free: u64,
-    /// At the failure; `None` when the segments changed after it.
+    /// Reserved but free: the allocator's cache; `None` with `reserved`.
+    pub cached_free: Option<u64>,
+    /// At the failure; `None` when there was none or it cannot be told (see `unavailable`).
     pub largest_free_block: Option<u64>,
     /// The reduction's own sentence.
     pub verdict: String,
+    /// Why each figure that is `None` above is: `reserved`, `cached_free`,
+    /// `largest_free_block`.
+    pub unavailable: std::collections::BTreeMap<String, String>,
+}
+
+impl OomFit {
+    /// `figure` as words: its bytes, or `n/a (why)`.
+    fn words(&self, figure: Option<u64>, name: &str) -> String {
+        match (figure, self.unavailable.get(name)) {
+            (Some(b), _) => units::bytes(b),
+            (None, Some(why)) => format!("n/a ({why})"),
+            (None, None) => "n/a".to_string(),
+        }
+    }
 }
 
 /// A snapshot reduced to the moment that matters.
@@ -284,14 +299,25 @@ pub fn oom_words(fit: &OomFit) -> String {
     let free = fit
         .device_free
         .map_or_else(|| "n/a".to_string(), units::bytes);
+    // A cache whose size is unknown says so once, not for each of its figures.
+    let cache = if fit.reserved.is_none() {
+        format!(
+            "{} allocated, reserved {}",
+            units::bytes(fit.allocated),
+            fit.words(fit.reserved, "reserved")
+        )
+    } else {
+        format!(
+            "{} allocated of {} reserved, cache {} free (largest free block {})",
+            units::bytes(fit.allocated),
+            fit.words(fit.reserved, "reserved"),
+            fit.words(fit.cached_free, "cached_free"),
+            fit.words(fit.largest_free_block, "largest_free_block")
+        )
+    };
     format!(
-        "wanted {}, {free} free on the device, {} allocated of {} reserved, cache {} free (largest block {}): {}",
+        "wanted {}, {free} free on the device, {cache}: {}",
         fit.requested
-            .map_or_else(|| "n/a".to_string(), units::bytes),
-        units::bytes(fit.allocated),
-        units::bytes(fit.reserved),
-        units::bytes(fit.cached_free),
-        fit.largest_free_block
             .map_or_else(|| "n/a".to_string(), units::bytes),
         fit.verdict
     )

@@ -80,13 +80,18 @@ pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
                 None => render::text(&held, file, &render::context(&snap, file)),
             })
         }),
-        ([first, second], _) => read(first).and_then(|a| {
-            let before = answer(&a, args.at)?;
-            drop(a);
-            let b = read(second)?;
-            let after = answer(&b, args.at)?;
-            Ok(render::diff(&before, &after, (first, second), top, json))
-        }),
+        // Either file may be the one that cannot answer: the line names it.
+        ([first, second], _) => {
+            let one = |file: &Path| {
+                read(file)
+                    .and_then(|snap| answer(&snap, args.at))
+                    .map_err(|e| e.in_file(file))
+            };
+            one(first).and_then(|before| {
+                let after = one(second)?;
+                Ok(render::diff(&before, &after, (first, second), top, json))
+            })
+        }
         _ => return ExitCode::from(2),
     };
     match text {
