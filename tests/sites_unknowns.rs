@@ -199,3 +199,92 @@ fn of_two_files_the_one_that_cannot_answer_is_named() {
     assert_eq!(code, 1);
     assert!(err.starts_with(&format!("vramscope: {}: ", junk.display())), "{err}");
 }
+
+/// A writer's dump as the Python writer makes it now: its key names the channel, the rank
+/// and the job.
+const WRITERS_DUMP: &str = r#"
+snap = {
+    "segments": [segment(B, 2 * MIB, [block(B, MIB, MIB, "active_allocated", fr(5, "weights"))])],
+    "device_traces": [[entry("segment_alloc", B, 2 * MIB, 500), entry("alloc", B, MIB, 1000, fr(5, "weights"))]],
+    "vramscope": {"version": 1, "pid": 4242, "device": 0, "reason": "peak",
+                  "peak_allocated": MIB, "peak_requested": MIB, "peak_time_us": 1000,
+                  "allocated": MIB, "reserved": 2 * MIB, "step": 40, "phase": "forward",
+                  "max_entries": 1000, "history_owner": "vramscope", "oom": None,
+                  "channel": "4242-99.vsc", "rank": 3, "local_rank": 1, "world_size": 8,
+                  "job_id": None},
+}
+"#;
+
+fn sites_json(file: &Path) -> Value {
+    let (code, json, err) = vramscope(&["sites", "--json", file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&json).unwrap()
+}
+
+#[test]
+fn json_carries_the_writers_key_and_says_why_where_a_field_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write_snapshot(dir.path(), "4242-99.vsc.snap-3-peak.pickle", WRITERS_DUMP);
+    let v = sites_json(&file);
+    let w = &v["writer"];
+    assert_eq!(
+        (&w["pid"], &w["rank"], &w["local_rank"], &w["world_size"]),
+        (&Value::from(4242), &Value::from(3), &Value::from(1), &Value::from(8)),
+        "{v}"
+    );
+    assert_eq!((&w["step"], &w["phase"]), (&Value::from(40), &Value::from("forward")));
+    assert_eq!(w["peak_allocated"], Value::from(MIB));
+    assert_eq!(w["reason"], "peak");
+    assert_eq!(w["channel"]["file"], "4242-99.vsc");
+    assert_eq!((&w["channel"]["pid"], &w["channel"]["starttime"]), (&Value::from(4242), &Value::from(99)));
+    assert_eq!(w["channel"]["from"], "key");
+    // The writer said there is no job id: null, and why.
+    assert!(w["job_id"].is_null());
+    assert_eq!(w["unavailable"]["job_id"], "the writer found no job id");
+    assert_eq!(v["file_name"], "4242-99.vsc.snap-3-peak.pickle");
+    assert_eq!(v["file_size"], std::fs::metadata(&file).unwrap().len());
+
+    // An older writer's key lacks the identity: null with the reason, the channel from the
+    // file's name, which the spec fixes.
+    let older = WRITERS_DUMP.replace("\"channel\": \"4242-99.vsc\", \"rank\": 3, \"local_rank\": 1, \"world_size\": 8,\n                  \"job_id\": None", "");
+    let file = write_snapshot(dir.path(), "4242-99.vsc.snap-4-peak.pickle", &older);
+    let v = sites_json(&file);
+    let w = &v["writer"];
+    assert!(w["rank"].is_null(), "{v}");
+    assert_eq!(w["unavailable"]["rank"], "not in the snapshot's `vramscope` key");
+    assert_eq!(w["channel"]["file"], "4242-99.vsc");
+    assert_eq!(w["channel"]["from"], "file name");
+    assert_eq!(w["pid"], 4242);
+
+    // A program's own dump: no key, every field null with one reason.
+    let program = WRITERS_DUMP.replace("\"vramscope\":", "\"not_ours\":");
+    let file = write_snapshot(dir.path(), "mine.pickle", &program);
+    let v = sites_json(&file);
+    let w = &v["writer"];
+    for field in ["pid", "rank", "step", "phase", "peak_allocated", "channel"] {
+        assert!(w[field].is_null(), "{field}: {v}");
+        assert!(
+            w["unavailable"][field]
+                .as_str()
+                .unwrap()
+                .contains("no `vramscope` key"),
+            "{field}: {v}"
+        );
+    }
+    assert_eq!(v["file_name"], "mine.pickle");
+
+    // Two files compared: each side carries its writer.
+    let a = dir.path().join("4242-99.vsc.snap-3-peak.pickle");
+    let (code, json, err) = vramscope(&[
+        "sites",
+        "--json",
+        "--at",
+        "end",
+        a.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let d: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(d["before"]["writer"]["rank"], 3, "{d}");
+    assert!(d["after"]["writer"]["pid"].is_null(), "{d}");
+}

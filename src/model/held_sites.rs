@@ -173,6 +173,39 @@ impl SnapshotNote {
     }
 }
 
+/// A writer's snapshot file name taken apart: `<channel>.snap-<seq>-<reason>.pickle`
+/// (docs/channel-v1.md §8), e.g. `4242-123456.vsc.snap-3-peak.pickle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotName<'a> {
+    /// The channel file's name, `<pid>-<starttime>.vsc`.
+    pub channel: &'a str,
+    pub seq: u64,
+    pub reason: &'a str,
+}
+
+impl<'a> SnapshotName<'a> {
+    /// `None` for a name the writer did not make (a program's own dump, any other file).
+    pub fn parse(name: &'a str) -> Option<SnapshotName<'a>> {
+        let (channel, rest) = name.rsplit_once(".snap-")?;
+        let (seq, reason) = rest.strip_suffix(".pickle")?.split_once('-')?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(seq) || reason.is_empty() || channel.is_empty() {
+            return None;
+        }
+        Some(SnapshotName {
+            channel,
+            seq: seq.parse().ok()?,
+            reason,
+        })
+    }
+
+    /// The pid and start time the channel's name carries (`<pid>-<starttime>.vsc`).
+    pub fn channel_pid_starttime(&self) -> Option<(u32, u64)> {
+        let (pid, start) = self.channel.strip_suffix(".vsc")?.split_once('-')?;
+        Some((pid.parse().ok()?, start.parse().ok()?))
+    }
+}
+
 /// `held at the peak (exact): 41% model.py:123 attention 5.00 GiB, 22% ...` for the `top`
 /// biggest sites.
 pub fn headline(held: &HeldSites, top: usize) -> String {

@@ -36,6 +36,7 @@ pub mod render;
 mod site;
 mod snapshot;
 mod walk;
+pub mod writer_json;
 
 pub use cost::{ReadCost, Spent};
 pub use diff::{Change, SiteChange, SitesDiff, diff};

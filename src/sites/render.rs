@@ -312,12 +312,14 @@ pub fn held_json(held: &Held) -> Value {
     })
 }
 
-/// The answer as JSON text, one object.
-pub fn json(held: &Held, file: &Path) -> String {
+/// The answer as JSON text, one object, with what the writer said of the dump and the
+/// file's name and size (`size`: why not, when it could not be read).
+pub fn json(held: &Held, file: &Path, snap: &MemorySnapshot, size: &Known<u64>) -> String {
     let mut value = held_json(held);
     value["schema"] = json!("vramscope.sites");
     value["version"] = json!(1);
     value["file"] = json!(clean(&file.display().to_string()));
+    super::writer_json::add_dump(&mut value, snap, file, size);
     format!("{value}\n")
 }
 
@@ -327,13 +329,15 @@ fn signed(delta: i128) -> String {
     format!("{sign}{}", bytes(magnitude))
 }
 
-/// Two answers compared, as text or JSON.
+/// Two answers compared, as text or JSON; `writers`: each dump's `writer` object
+/// (`writer_json::writer`), for the JSON's `before` and `after`.
 pub fn diff(
     before: &Held,
     after: &Held,
     files: (&Path, &Path),
     top: usize,
     json_out: bool,
+    writers: (Value, Value),
 ) -> String {
     let d: SitesDiff = compare(before, after, top);
     let (a, b) = (
@@ -344,8 +348,8 @@ pub fn diff(
         let value = json!({
             "schema": "vramscope.sites.diff",
             "version": 1,
-            "before": {"file": a, "moment": before.moment.name(), "total_bytes": d.before_total, "exactness": exactness_words(before)},
-            "after": {"file": b, "moment": after.moment.name(), "total_bytes": d.after_total, "exactness": exactness_words(after)},
+            "before": {"file": a, "moment": before.moment.name(), "total_bytes": d.before_total, "exactness": exactness_words(before), "writer": writers.0},
+            "after": {"file": b, "moment": after.moment.name(), "total_bytes": d.after_total, "exactness": exactness_words(after), "writer": writers.1},
             "sites_compared": d.sites_compared,
             "rows": d.rows.iter().map(|r| json!({
                 "file": r.file,
