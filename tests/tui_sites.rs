@@ -77,8 +77,17 @@ fn announcing_on(
     name: &str,
     reason: u64,
 ) -> Monitor {
-    let mut m = two_gpus();
-    let event = AllocatorEvent {
+    with_events(channel, vec![snapshot_event(path, name, reason, 0)])
+}
+
+/// The announcement of the snapshot `name` at `path`, the writer having deleted `deleted`.
+fn snapshot_event(
+    path: Result<String, Absent>,
+    name: &str,
+    reason: u64,
+    deleted: u64,
+) -> AllocatorEvent {
+    AllocatorEvent {
         at_ms: NOW - 5_000,
         kind: EventKind::SnapshotWritten {
             path,
@@ -87,13 +96,18 @@ fn announcing_on(
             reason: Ok(reason),
             allocated: Ok(2 * GIB),
             max_entries: Ok(1000),
-            deleted: Ok(0),
+            deleted: Ok(deleted),
         },
         slot: Some(0),
         step: Some(40),
         label: name.into(),
         phase: "forward".into(),
-    };
+    }
+}
+
+/// The two-GPU screen, pid 4242's channel at `channel` having announced `events`.
+fn with_events(channel: &str, events: Vec<AllocatorEvent>) -> Monitor {
+    let mut m = two_gpus();
     let poll = ChannelPoll {
         path: channel.into(),
         identity: Arc::new(WriterIdentity {
@@ -118,7 +132,7 @@ fn announcing_on(
         step: Some(40),
         label: "forward".into(),
         points: vec![],
-        events: vec![event],
+        events,
         lost_samples: 0,
         lost_events: 0,
     };
@@ -318,4 +332,28 @@ fn the_m_keys_answer_fits_80_columns_and_is_cut_with_a_mark_narrower() {
     assert!(narrow.ends_with('\u{2026}'), "{narrow}");
     let kept: String = message.chars().take(39).collect();
     assert!(narrow.starts_with(&kept), "{narrow}");
+}
+
+/// The snapshots the writer deleted to keep its bound are named under what held the memory.
+#[test]
+fn the_snapshots_the_writer_deleted_are_named_in_the_detail_pane() {
+    let name = |seq: u64| format!("4242-99.vsc.snap-{seq}-peak.pickle");
+    // Keeping 2: after the fourth dump the first two are gone.
+    let events = (1..=4u64)
+        .map(|seq| {
+            let path = format!("/nowhere/{}", name(seq));
+            snapshot_event(Ok(path), &name(seq), 1, seq.saturating_sub(2))
+        })
+        .collect();
+    let m = with_events("/dev/shm/vramscope-1000/4242-99.vsc", events);
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 200, 80);
+    assert!(
+        text.contains("deleted by the writer (keeps its newest few): snap-1-peak, snap-2-peak "),
+        "{text}"
+    );
+    assert!(!text.contains("snap-3-peak,"), "{text}");
 }

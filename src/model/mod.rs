@@ -9,6 +9,7 @@ pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
 pub mod held_sites;
+pub mod snapshot_drops;
 pub mod host;
 pub mod mig;
 pub mod oom_explain;

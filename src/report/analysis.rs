@@ -7,6 +7,7 @@
 use super::spikes::{Rise, RiseTracker};
 use crate::model::foresight::Forecast;
 use crate::model::held_sites::SnapshotNote;
+use crate::model::snapshot_drops::Dropped;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::writer_fold::SlotFold;
@@ -63,6 +64,8 @@ pub struct AllocatorSummary {
     pub forecast: Forecast,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
+    /// The snapshots the writer deleted to keep its bound, by name where seen.
+    pub snapshots_dropped: Option<Dropped>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -514,6 +517,7 @@ impl Analysis {
                     allocator_config: identity.allocator_config.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
+                    snapshots_dropped: fold.snapshot_drops.dropped(),
                 })
             })
     }

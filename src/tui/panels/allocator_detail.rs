@@ -65,6 +65,7 @@ pub fn lines(
         out.extend(super::held_sites::lines(
             theme,
             state.fold.relevant_snapshot(),
+            state.fold.snapshot_drops.dropped().as_ref(),
             sites_on,
             view.ui.time_cursor,
             view.now_ms,
