@@ -202,10 +202,7 @@ fn an_oom_recovered_from_is_judged_on_the_layout_at_the_failure_not_at_the_dump(
     assert_eq!(oom.requested, Some(u(&want["requested"])));
     // The dump shows one free segment as large as the cache; the failure met 1 MiB pieces.
     assert_eq!(oom.largest_free_block, Ok(u(&want["largest_free_block"])));
-    assert_ne!(
-        oom.largest_free_block,
-        Ok(u(&want["largest_free_at_dump"]))
-    );
+    assert_ne!(oom.largest_free_block, Ok(u(&want["largest_free_at_dump"])));
     assert!(
         oom.verdict.starts_with("fragmentation: 10.0 MiB"),
         "{}",

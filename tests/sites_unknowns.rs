@@ -65,8 +65,12 @@ snap = {
 
 /// Writes `snap`, built by `code` after the prelude, to `dir/name`.
 fn write_snapshot(dir: &Path, name: &str, code: &str) -> PathBuf {
-    let script = format!("{PRELUDE}{code}\nsys.stdout.buffer.write(pickle.dumps(snap, protocol=4))");
-    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    let script =
+        format!("{PRELUDE}{code}\nsys.stdout.buffer.write(pickle.dumps(snap, protocol=4))");
+    let out = Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -135,10 +139,16 @@ fn reserved_the_history_cannot_cover_is_unknown_never_below_what_was_held() {
     assert!(!out.contains("truly full"), "{out}");
     let (_, json, _) = vramscope(&["sites", "--json", "--at", "oom", file.to_str().unwrap()]);
     let v: Value = serde_json::from_str(&json).unwrap();
-    assert!(v["oom"]["reserved"].is_null() && v["oom"]["cached_free"].is_null(), "{json}");
+    assert!(
+        v["oom"]["reserved"].is_null() && v["oom"]["cached_free"].is_null(),
+        "{json}"
+    );
     assert!(v["oom"]["largest_free_block"].is_null(), "{json}");
     assert!(v["oom"]["unavailable"]["cached_free"].is_string(), "{json}");
-    assert!(v["oom"]["unavailable"]["largest_free_block"].is_string(), "{json}");
+    assert!(
+        v["oom"]["unavailable"]["largest_free_block"].is_string(),
+        "{json}"
+    );
 }
 
 #[test]
@@ -152,7 +162,11 @@ fn a_cache_with_no_free_block_has_no_zero_byte_largest_block() {
     assert_eq!(oom.cached_free, Ok(0));
     let why = oom.largest_free_block.clone().unwrap_err();
     assert!(why.starts_with("no free block"), "{why}");
-    assert!(oom.verdict.starts_with("truly full: 4.00 MiB asked for"), "{}", oom.verdict);
+    assert!(
+        oom.verdict.starts_with("truly full: 4.00 MiB asked for"),
+        "{}",
+        oom.verdict
+    );
 
     // The words every output shares (the report's section, the detail pane).
     let fit = vramscope::sources::sites::convert(&held).oom.unwrap();
@@ -165,7 +179,10 @@ fn a_cache_with_no_free_block_has_no_zero_byte_largest_block() {
 
     let (code, out, err) = vramscope(&["sites", "--at", "oom", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("largest free block n/a (no free block"), "{out}");
+    assert!(
+        out.contains("largest free block n/a (no free block"),
+        "{out}"
+    );
     let (_, json, _) = vramscope(&["sites", "--json", "--at", "oom", file.to_str().unwrap()]);
     let v: Value = serde_json::from_str(&json).unwrap();
     assert!(v["oom"]["largest_free_block"].is_null(), "{json}");
@@ -182,7 +199,13 @@ fn a_cache_with_no_free_block_has_no_zero_byte_largest_block() {
 fn of_two_files_the_one_that_cannot_answer_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let with_oom = write_snapshot(dir.path(), "with-oom.pickle", FULL_CACHE);
-    let without = write_snapshot(dir.path(), "without-oom.pickle", NO_SEGMENT_ENTRIES.replace("entry(\"oom\"", "entry(\"annotate\"").as_str());
+    let without = write_snapshot(
+        dir.path(),
+        "without-oom.pickle",
+        NO_SEGMENT_ENTRIES
+            .replace("entry(\"oom\"", "entry(\"annotate\"")
+            .as_str(),
+    );
     let (a, b) = (with_oom.to_str().unwrap(), without.to_str().unwrap());
     for (first, second) in [(a, b), (b, a)] {
         let (code, out, err) = vramscope(&["sites", "--at", "oom", first, second]);
@@ -197,7 +220,10 @@ fn of_two_files_the_one_that_cannot_answer_is_named() {
     std::fs::write(&junk, b"not a pickle").unwrap();
     let (code, _, err) = vramscope(&["sites", a, junk.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.starts_with(&format!("vramscope: {}: ", junk.display())), "{err}");
+    assert!(
+        err.starts_with(&format!("vramscope: {}: ", junk.display())),
+        "{err}"
+    );
 }
 
 /// A writer's dump as the Python writer makes it now: its key names the channel, the rank
@@ -229,14 +255,25 @@ fn json_carries_the_writers_key_and_says_why_where_a_field_is_missing() {
     let w = &v["writer"];
     assert_eq!(
         (&w["pid"], &w["rank"], &w["local_rank"], &w["world_size"]),
-        (&Value::from(4242), &Value::from(3), &Value::from(1), &Value::from(8)),
+        (
+            &Value::from(4242),
+            &Value::from(3),
+            &Value::from(1),
+            &Value::from(8)
+        ),
         "{v}"
     );
-    assert_eq!((&w["step"], &w["phase"]), (&Value::from(40), &Value::from("forward")));
+    assert_eq!(
+        (&w["step"], &w["phase"]),
+        (&Value::from(40), &Value::from("forward"))
+    );
     assert_eq!(w["peak_allocated"], Value::from(MIB));
     assert_eq!(w["reason"], "peak");
     assert_eq!(w["channel"]["file"], "4242-99.vsc");
-    assert_eq!((&w["channel"]["pid"], &w["channel"]["starttime"]), (&Value::from(4242), &Value::from(99)));
+    assert_eq!(
+        (&w["channel"]["pid"], &w["channel"]["starttime"]),
+        (&Value::from(4242), &Value::from(99))
+    );
     assert_eq!(w["channel"]["from"], "key");
     // The writer said there is no job id: null, and why.
     assert!(w["job_id"].is_null());
@@ -251,7 +288,10 @@ fn json_carries_the_writers_key_and_says_why_where_a_field_is_missing() {
     let v = sites_json(&file);
     let w = &v["writer"];
     assert!(w["rank"].is_null(), "{v}");
-    assert_eq!(w["unavailable"]["rank"], "not in the snapshot's `vramscope` key");
+    assert_eq!(
+        w["unavailable"]["rank"],
+        "not in the snapshot's `vramscope` key"
+    );
     assert_eq!(w["channel"]["file"], "4242-99.vsc");
     assert_eq!(w["channel"]["from"], "file name");
     assert_eq!(w["pid"], 4242);

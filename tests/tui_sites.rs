@@ -71,12 +71,7 @@ fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor 
 }
 
 /// `announcing`, pid 4242's channel being the file at `channel`.
-fn announcing_on(
-    channel: &str,
-    path: Result<String, Absent>,
-    name: &str,
-    reason: u64,
-) -> Monitor {
+fn announcing_on(channel: &str, path: Result<String, Absent>, name: &str, reason: u64) -> Monitor {
     with_events(channel, vec![snapshot_event(path, name, reason, 0)])
 }
 
@@ -326,7 +321,10 @@ fn the_m_keys_answer_fits_80_columns_and_is_cut_with_a_mark_narrower() {
     let mut ui = ui();
     ui.flash = Some(message.clone());
     let wide = bottom(&ui, 120);
-    assert!(wide.starts_with(&message) && wide.ends_with("q quit"), "{wide}");
+    assert!(
+        wide.starts_with(&message) && wide.ends_with("q quit"),
+        "{wide}"
+    );
     let narrow = bottom(&ui, 40);
     assert_eq!(narrow.chars().count(), 40, "{narrow}");
     assert!(narrow.ends_with('\u{2026}'), "{narrow}");

@@ -5,8 +5,8 @@
 use super::absent::Reading;
 use super::foresight::{Forecast, Room, StepPeaks};
 use super::held_sites::SnapshotNote;
-use super::snapshot_drops::Dropped;
 use super::host::HostProcess;
+use super::snapshot_drops::Dropped;
 use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;

@@ -9,12 +9,12 @@ pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
 pub mod held_sites;
-pub mod snapshot_drops;
 pub mod host;
 pub mod mig;
 pub mod oom_explain;
 pub mod problem;
 pub mod snapshot;
+pub mod snapshot_drops;
 pub mod time;
 pub mod units;
 pub mod writer_fold;

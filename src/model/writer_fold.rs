@@ -24,8 +24,8 @@ use super::allocator::{
 use super::device::DeviceInfo;
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
-use super::snapshot_drops::SnapshotDrops;
 use super::mig::{MigUuid, legacy_parent_uuid};
+use super::snapshot_drops::SnapshotDrops;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -7,9 +7,9 @@
 use super::spikes::{Rise, RiseTracker};
 use crate::model::foresight::Forecast;
 use crate::model::held_sites::SnapshotNote;
-use crate::model::snapshot_drops::Dropped;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};

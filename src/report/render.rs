@@ -4,11 +4,11 @@
 use super::analysis::{At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
-use crate::model::snapshot_drops::Dropped;
 use crate::model::held_sites::{
     SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
     summary,
 };
+use crate::model::snapshot_drops::Dropped;
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
 use crate::model::{NA, PodInfo, Reading};

@@ -29,7 +29,11 @@ const SEGMENTS_CHANGED: &str = "the segments changed after the failure";
 
 /// The largest inactive block among `device`'s segments at the dump.
 fn largest_free_at_dump(snap: &MemorySnapshot, device: u32) -> Known<u64> {
-    let mut segments = snap.segments.iter().filter(|s| s.device == device).peekable();
+    let mut segments = snap
+        .segments
+        .iter()
+        .filter(|s| s.device == device)
+        .peekable();
     if segments.peek().is_none() {
         return Err(NO_SEGMENT.into());
     }

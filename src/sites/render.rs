@@ -113,7 +113,11 @@ fn known(figure: &Known<u64>) -> String {
 }
 
 /// The figure for JSON: the value or `null`, with the reason put in `unavailable`.
-fn known_json(figure: &Known<u64>, name: &str, unavailable: &mut serde_json::Map<String, Value>) -> Value {
+fn known_json(
+    figure: &Known<u64>,
+    name: &str,
+    unavailable: &mut serde_json::Map<String, Value>,
+) -> Value {
     match figure {
         Ok(b) => json!(b),
         Err(why) => {

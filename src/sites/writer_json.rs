@@ -79,9 +79,22 @@ pub fn writer(snap: &MemorySnapshot, file_name: &str) -> Value {
     put(&mut out, &mut missing, "channel", value, &why);
     let Some(k) = key else {
         for name in [
-            "pid", "rank", "local_rank", "world_size", "job_id", "device", "reason", "step",
-            "phase", "peak_allocated", "peak_requested", "peak_time_us", "allocated", "reserved",
-            "max_entries", "history_owner",
+            "pid",
+            "rank",
+            "local_rank",
+            "world_size",
+            "job_id",
+            "device",
+            "reason",
+            "step",
+            "phase",
+            "peak_allocated",
+            "peak_requested",
+            "peak_time_us",
+            "allocated",
+            "reserved",
+            "max_entries",
+            "history_owner",
         ] {
             put(&mut out, &mut missing, name, None, NO_KEY);
         }
@@ -89,7 +102,13 @@ pub fn writer(snap: &MemorySnapshot, file_name: &str) -> Value {
         return Value::Object(out);
     };
     let plain = |v: Option<Value>| v;
-    put(&mut out, &mut missing, "pid", plain(k.pid.map(Value::from)), NOT_IN_KEY);
+    put(
+        &mut out,
+        &mut missing,
+        "pid",
+        plain(k.pid.map(Value::from)),
+        NOT_IN_KEY,
+    );
     let ranks = "the writer found no rank: not one of several processes";
     for (name, field) in [
         ("rank", &k.rank),
@@ -101,8 +120,20 @@ pub fn writer(snap: &MemorySnapshot, file_name: &str) -> Value {
     }
     let (value, why) = said(&k.job_id, "the writer found no job id");
     put(&mut out, &mut missing, "job_id", value, &why);
-    put(&mut out, &mut missing, "device", k.device.map(Value::from), NOT_IN_KEY);
-    put(&mut out, &mut missing, "reason", k.reason.clone().map(Value::from), NOT_IN_KEY);
+    put(
+        &mut out,
+        &mut missing,
+        "device",
+        k.device.map(Value::from),
+        NOT_IN_KEY,
+    );
+    put(
+        &mut out,
+        &mut missing,
+        "reason",
+        k.reason.clone().map(Value::from),
+        NOT_IN_KEY,
+    );
     put(
         &mut out,
         &mut missing,

@@ -44,8 +44,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         .flash
         .as_deref()
         .map_or(0, |m| u16::try_from(command::cells(m)).unwrap_or(u16::MAX));
-    let hint_fits = area.width > hint_w.saturating_mul(3)
-        && flash_w <= area.width.saturating_sub(hint_w + 1);
+    let hint_fits =
+        area.width > hint_w.saturating_mul(3) && flash_w <= area.width.saturating_sub(hint_w + 1);
     let left_area = if hint_fits {
         put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
         Rect {
@@ -58,8 +58,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
     let left = match &view.ui.flash {
         Some(message) => {
             let width = usize::from(left_area.width);
-            let shown = command::cut(message, width, theme.glyphs.cut)
-                .unwrap_or_else(|| message.clone());
+            let shown =
+                command::cut(message, width, theme.glyphs.cut).unwrap_or_else(|| message.clone());
             Line::styled(shown, theme.warn)
         }
         None => problems_line(view, &reasons, usize::from(left_area.width)),
