@@ -280,6 +280,11 @@ fn json_carries_the_writers_key_and_says_why_where_a_field_is_missing() {
     assert_eq!(w["unavailable"]["job_id"], "the writer found no job id");
     assert_eq!(v["file_name"], "4242-99.vsc.snap-3-peak.pickle");
     assert_eq!(v["file_size"], std::fs::metadata(&file).unwrap().len());
+    let (_, text, _) = vramscope(&["sites", file.to_str().unwrap()]);
+    assert!(
+        text.contains("dumped at peak, pid 4242, rank 3, step 40, phase forward"),
+        "{text}"
+    );
 
     // An older writer's key lacks the identity: null with the reason, the channel from the
     // file's name, which the spec fixes.

@@ -38,6 +38,9 @@ fn dumped(snap: &MemorySnapshot) -> String {
     if let Some(pid) = key.pid {
         parts.push(format!("pid {pid}"));
     }
+    if let Some(Some(rank)) = key.rank {
+        parts.push(format!("rank {rank}"));
+    }
     if let Some(step) = key.step {
         parts.push(format!("step {step}"));
     }
