@@ -7,7 +7,7 @@ mod tui_fixtures;
 
 use ratatui::style::Color;
 use tui_fixtures::*;
-use vramscope::sources::runner::SourceEvent;
+use vramscope::model::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::theme::Theme;
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode, SortColumn};

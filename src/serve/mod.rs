@@ -100,7 +100,6 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
         }
     };
     let settings = owner::Settings {
-        interval: cli.interval,
         grace: args.grace,
         hostname,
     };

@@ -397,11 +397,11 @@ mod tests {
     /// The pids exported for one running channel on GPU 0 whose writer claims pid 1,
     /// with the pid the channel sampler verified (if any), and NVML listing nothing.
     fn exported_pids(verified: Option<u32>) -> Vec<u32> {
+        use crate::model::SourceEvent;
         use crate::model::{
             Absent, AllocatorDevice, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo,
             WriterIdentity, WriterLiveness,
         };
-        use crate::sources::runner::SourceEvent;
         use crate::state::{Monitor, StaleAfter};
         use std::sync::Arc;
         fn no<T>() -> crate::model::Reading<T> {

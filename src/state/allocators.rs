@@ -5,11 +5,11 @@
 
 use crate::history::{Retained, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
 use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
-use crate::sources::sites::SitesJob;
 
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;

@@ -4,8 +4,9 @@ use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
+use crate::model::SourceEvent;
 use crate::model::allocator::RowProcess;
-use crate::model::held_sites::SitesState;
+use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
 use crate::model::mig::{MigUuid, mig_uuids};
 use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
@@ -13,7 +14,6 @@ use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
     HostProcess, HostSample, NvmlProblem, ProcessRow, Reading, Snapshot,
 };
-use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -142,6 +142,8 @@ impl Monitor {
             SourceEvent::Batch(events) => {
                 return events.into_iter().filter_map(|e| self.apply(e)).max();
             }
+            // The period is the sampling's (live) or the recording's (replay) to tell.
+            SourceEvent::Interval { .. } => {}
         }
         None
     }
@@ -215,7 +217,7 @@ impl Monitor {
         let mut processes: Vec<Arc<HostProcess>> =
             sample.processes.into_iter().map(Arc::new).collect();
         processes.sort_unstable_by_key(|p| p.pid);
-        let mut latest = LatestHost {
+        let latest = LatestHost {
             memory: sample.memory,
             load: sample.load,
             processes,
@@ -246,44 +248,7 @@ impl Monitor {
                 series.identity = Some((local, start));
             }
         }
-        // After the histories: a carried-over reading is not a new one.
-        self.carry_over_host_facts(&mut latest);
         self.host = Some(latest);
-    }
-
-    /// Keeps the previous pass's facts for pids still on a GPU that `latest` did not ask
-    /// about. Two passes can overlap at start (a worker's, begun before the pid list reached
-    /// it, and the first GPU batch's own) and arrive in either order; without this the
-    /// narrower one would leave those rows `n/a` until the next pass, a whole interval later.
-    fn carry_over_host_facts(&mut self, latest: &mut LatestHost) {
-        let Some(previous) = self.host.take() else {
-            return;
-        };
-        let listed = self.gpu_pids();
-        let carried: Vec<Arc<HostProcess>> = previous
-            .processes
-            .into_iter()
-            .filter(|old| latest.find(old.pid).is_none())
-            .filter(|old| listed.binary_search(&old.pid).is_ok())
-            .collect();
-        if !carried.is_empty() {
-            latest.processes.extend(carried);
-            latest.processes.sort_unstable_by_key(|p| p.pid);
-        }
-    }
-
-    /// Host pids of every process NVML lists now, for the host sampler's targeted refresh.
-    pub fn gpu_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self
-            .latest
-            .values()
-            .filter_map(|s| s.processes.as_ref().ok())
-            .flatten()
-            .map(|p| p.pid)
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids
     }
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
@@ -424,7 +389,7 @@ impl Monitor {
     }
 
     /// The channels' snapshots to reduce now, marked as being read (`Allocators`).
-    pub fn reductions_wanted(&mut self) -> Vec<crate::sources::sites::SitesJob> {
+    pub fn reductions_wanted(&mut self) -> Vec<SitesJob> {
         self.allocators.reductions_wanted()
     }
 

@@ -15,6 +15,8 @@ pub struct View<'a> {
     pub ui: &'a UiState,
     /// The time the screen shows: now, or the moment of pausing.
     pub now_ms: u64,
+    /// The refresh period: the sampling's, or the recording's at the cursor (`Feed`).
+    pub interval_ms: u64,
     pub theme: &'a Theme,
     /// The process table's rows, filtered and sorted: computed once per frame from the
     /// fields above, shared by the table, the detail pane and key handling.

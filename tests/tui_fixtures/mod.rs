@@ -4,11 +4,11 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 use vramscope::tui::layout;
 use vramscope::tui::rows::table_rows;
@@ -323,7 +323,7 @@ pub fn snapshot(m: &Monitor) -> Snapshot {
 }
 
 pub fn ui() -> UiState {
-    UiState::new(INTERVAL_MS, false, false)
+    UiState::new(false, false)
 }
 
 /// Draws the whole screen at `width` x `height` and returns the buffer.
@@ -335,6 +335,7 @@ pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -
         monitor: m,
         ui,
         now_ms: NOW,
+        interval_ms: INTERVAL_MS,
         theme,
         rows: &rows,
     };

@@ -42,7 +42,7 @@ pub fn readings_apart(
         last_point.max(last_event)?
     };
     let apart = nvml_at.abs_diff(allocator_at);
-    (apart > view.ui.interval_ms).then_some(apart)
+    (apart > view.interval_ms).then_some(apart)
 }
 
 /// The bar, `width` cells, and its legend. `used` is NVML's figure, `apart` how far apart it

@@ -19,7 +19,7 @@ const MIN_WINDOW_MS: u64 = 60_000;
 /// (`2m`, not `88s`), ending just after the moment the screen shows.
 pub fn window(view: &View, width: u16) -> (u64, u64) {
     let usual = u64::from(width)
-        .saturating_mul(view.ui.interval_ms)
+        .saturating_mul(view.interval_ms)
         .max(MIN_WINDOW_MS);
     let window = if view.ui.zoom >= 0 {
         usual.saturating_mul(1 << view.ui.zoom)
