@@ -5,15 +5,16 @@ pub mod csv;
 pub mod fields;
 pub mod json;
 pub mod table;
+mod taken;
 
 use crate::job::Job;
 use crate::model::NvmlProblem;
-use crate::sources::oneshot::OneShot;
 use crate::sources::runner::SamplingConfig;
 use crate::stdout;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
+use taken::Takes;
 
 /// Exit status when NVML cannot be used at all.
 pub const EXIT_NO_NVML: u8 = 3;
@@ -50,7 +51,7 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
     let sampling = &options.sampling;
     let period = options.every.or(job.as_ref().map(|_| sampling.interval));
     let mut job_end: Option<crate::job::JobEnd> = None;
-    let opened = OneShot::open(
+    let opened = Takes::open(
         sampling.nvml_lib.as_deref(),
         sampling.pcie_every,
         period.is_some(),

@@ -4,8 +4,8 @@
 
 use super::header::Header;
 use super::writer::Recorder;
+use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
-use crate::sources::runner::SourceEvent;
 use std::path::Path;
 
 /// The monitor's recording, or none.

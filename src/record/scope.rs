@@ -10,8 +10,8 @@
 //! `--history` asks for it, and what was left out is said in one line (`Told::notes`).
 
 use super::when::When;
+use crate::model::SourceEvent;
 use crate::model::{ChannelPoll, EventKind};
-use crate::sources::runner::SourceEvent;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -156,6 +156,8 @@ impl Scope {
                 SourceEvent::Started { driver, devices }
             }
             SourceEvent::NvmlUnavailable(problem) => SourceEvent::NvmlUnavailable(problem),
+            // In force from its moment on: one before the window holds from the window's start.
+            SourceEvent::Interval { ms } => SourceEvent::Interval { ms },
             SourceEvent::Device(mut sample) => {
                 if !self.within(sample.at_ms) {
                     return None;

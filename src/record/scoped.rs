@@ -5,7 +5,7 @@
 use super::reader::Recording;
 use super::scope::{Asked, History, Scope, Selection, Told, pid_of, selection_words};
 use crate::model::DeviceInfo;
-use crate::sources::runner::SourceEvent;
+use crate::model::SourceEvent;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
