@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cluster::ClusterView;
 use crate::sources::runner::SamplingConfig;
 use crate::tui::theme::ThemeName;
 use crate::tui::ui_state::SortColumn;
@@ -305,6 +306,26 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+impl RunArgs {
+    /// What `vramscope run` is asked for (`launch::run`), with how the job is watched.
+    pub fn options(&self, cli: &Cli) -> crate::launch::Options {
+        let watch = if self.no_monitor {
+            crate::launch::Watch::Nothing
+        } else if cli.one_shot() {
+            crate::launch::Watch::Output(cli.output_options())
+        } else {
+            crate::launch::Watch::Monitor(cli.tui_options())
+        };
+        crate::launch::Options {
+            command: self.command.clone(),
+            log: self.log.clone(),
+            sites: self.sites,
+            exit_with_job: self.exit_with_job,
+            watch,
+        }
+    }
+}
+
 /// What part of a recording `report`, `plot` and `export` cover: by default what happened
 /// while it recorded (see `record::scope`).
 #[derive(Debug, Args)]
@@ -425,11 +446,24 @@ pub struct ClusterArgs {
     pub view: Option<ClusterView>,
 }
 
-/// `vramscope cluster`'s two views.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClusterView {
-    Jobs,
-    Nodes,
+impl ClusterArgs {
+    /// What the cluster view is asked for (`cluster::run`), with the global options it reads.
+    pub fn options(&self, cli: &Cli) -> crate::cluster::Options {
+        crate::cluster::Options {
+            interval: cli.interval,
+            once: cli.once || cli.json,
+            json: cli.json,
+            theme: cli.theme,
+            ascii: cli.ascii,
+            prometheus: self.prometheus.clone(),
+            targets: self.targets.clone(),
+            targets_file: self.targets_file.clone(),
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            stale_after: self.stale_after,
+            view: self.view,
+        }
+    }
 }
 
 impl Cli {
