@@ -270,6 +270,14 @@ pub struct AttachArgs {
     /// Seconds to wait for the agent to run before saying it is still pending.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u64,
+    /// Queue the agent through ptrace (pausing the main thread for a few milliseconds) even
+    /// for CPython 3.14 and later, where PEP 768's sys.remote_exec is used by default.
+    #[arg(long)]
+    pub ptrace: bool,
+    /// The Python that calls sys.remote_exec for a 3.14+ target: of the target's version
+    /// [default: the target's own executable, else pythonX.Y on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

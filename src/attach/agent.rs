@@ -1,7 +1,9 @@
 //! The agent's files, placed where the target reads them: a fresh directory in its own /tmp
 //! (through /proc/PID/root, so a container's /tmp is the container's), owned by the target's
-//! user, holding the entry script, the request, and the embedded writer package. Nothing is
-//! installed into the program's environment; the agent removes the directory once done.
+//! user, holding the entry script (`boot.py` for `sys.remote_exec`, the same text the ptrace
+//! path queues), the agent, the request, and the embedded writer package. Nothing is
+//! installed into the program's environment; the agent removes the directory once done, and
+//! each attach or detach removes what a killed one left (`sweep`).
 
 use crate::inject::PACKAGE;
 use std::fs::{self, DirBuilder, OpenOptions};
@@ -63,6 +65,8 @@ pub fn place(root: &Path, pid: i32, uid: u32, gid: u32, request: Request) -> io:
     DirBuilder::new().mode(0o700).create(&here)?;
     let result = (|| {
         write(&here.join("agent.py"), AGENT)?;
+        // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
+        write(&here.join("boot.py"), &bootstrap(&format!("/tmp/{name}")))?;
         write(&here.join("request"), request.word())?;
         write(&here.join("waiter"), &std::process::id().to_string())?;
         let waiter = OpenOptions::new()
