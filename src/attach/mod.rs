@@ -107,6 +107,24 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
     }
 }
 
+/// Whether attaching to `pid` (with no option) would stop its main thread: ptrace rather
+/// than PEP 768. Unknown (unreadable) counts as stopping: the dialog then says the worst.
+pub fn stops(pid: i32) -> bool {
+    let Ok(target) = Target::read(pid) else {
+        return true;
+    };
+    let options = Options {
+        yes: false,
+        timeout: Duration::ZERO,
+        ptrace: false,
+        python: None,
+    };
+    matches!(
+        method(&target, &preflight::Rights::current(), &options),
+        Method::Ptrace
+    )
+}
+
 /// `sys.remote_exec` for 3.14 and later, unless only ptrace can reach the target (see the
 /// module's doc) or the user asked for it.
 fn method(target: &Target, rights: &preflight::Rights, options: &Options) -> Method {
@@ -160,7 +178,7 @@ fn remote_exec_failed(
         ),
         Failure::Disabled => (
             format!(
-                "process {pid} has remote debugging turned off (PEP 768): started with it disabled (PYTHON_DISABLE_REMOTE_DEBUG, -X disable_remote_debug), restart it without; built --without-remote-debug, `vramscope attach --ptrace {pid}` pauses its main thread instead"
+                "process {pid} has remote debugging turned off (PEP 768): started with it disabled (PYTHON_DISABLE_REMOTE_DEBUG, -X disable-remote-debug), restart it without; built --without-remote-debug, `vramscope attach --ptrace {pid}` pauses its main thread instead"
             ),
             2,
         ),
@@ -324,4 +342,45 @@ fn is_ancestor(pid: i32) -> bool {
         p = ppid;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// Whether a process of `python` would be stopped by an attach (the TUI dialog says so).
+    fn stops_with(python: &str) -> Option<(bool, Option<(u32, u32)>)> {
+        let mut child = Command::new(python)
+            .args(["-c", "import sys; sys.stdin.read()"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .ok()?;
+        // Until the interpreter maps itself, the pid is only the fork.
+        let pid = child.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Target::read(pid).map_or(true, |t| t.python_file().is_none())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let answer = (stops(pid), Target::read(pid).ok()?.python_version());
+        let _ = child.kill();
+        let _ = child.wait();
+        Some(answer)
+    }
+
+    #[test]
+    fn only_a_314_target_is_attached_without_stopping_it() {
+        match stops_with("/usr/bin/python3") {
+            Some((stops, version)) => assert_eq!(stops, version < Some((3, 14)), "{version:?}"),
+            None => eprintln!("SKIPPED: no /usr/bin/python3"),
+        }
+        match std::env::var("VRAMSCOPE_PYTHON314") {
+            Ok(py) if !py.is_empty() => {
+                assert_eq!(stops_with(&py), Some((false, Some((3, 14)))), "{py}");
+            }
+            _ => eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)"),
+        }
+    }
 }
