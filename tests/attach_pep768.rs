@@ -150,6 +150,9 @@ fn refused(pid: u32, want: &[&str]) {
     assert!(out.stdout.is_empty());
 }
 
+/// One disabled target: its tag, its interpreter flags, its environment, what the line says.
+type Case<'a> = (&'a str, Vec<&'a str>, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+
 #[test]
 fn remote_debugging_disabled_gets_one_clear_line() {
     let Some(py) = python314() else { return };
@@ -157,7 +160,7 @@ fn remote_debugging_disabled_gets_one_clear_line() {
     let script = |tag: &str| dir.join(tag);
     // The environment variable, and -X alone or among other flags: read from /proc before
     // anything, as the interpreter reads them.
-    let cases: [(&str, Vec<&str>, Vec<(&str, &str)>, Vec<&str>); 3] = [
+    let cases: [Case; 3] = [
         (
             "env",
             vec![],
