@@ -177,16 +177,37 @@ fn vramscope_killed_mid_attach_leaves_the_process_running() {
         std::thread::sleep(Duration::from_millis(20));
         assert_running(pid);
     }
+    let last_kill = Instant::now();
     wait_for(&dir.join("stop.ready"));
     // What the killed attaches left is gone once the next attach and detach ran: the queued
-    // agents removed their own directories, the next attach swept the rest.
+    // agents removed their own directories, the next attach swept the rest (one killed
+    // before it had its waiter only when 5 s old: it could be another attach's, in the making).
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(last_kill.elapsed()));
     for verb in ["attach", "detach"] {
         let out = vramscope(&[verb, "--yes", &pid.to_string()]);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     }
-    wait_until("killed attaches left directories", || {
-        leftovers(pid).is_empty()
-    });
+    let t = Instant::now();
+    while !leftovers(pid).is_empty() {
+        let left: Vec<(String, Vec<String>)> = leftovers(pid)
+            .into_iter()
+            .map(|d| {
+                let files = std::fs::read_dir(Path::new("/tmp").join(&d))
+                    .map(|r| {
+                        r.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (d, files)
+            })
+            .collect();
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "killed attaches left directories: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -292,6 +313,14 @@ fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
         &["waiter", "queued"],
     );
     let pending = make(&format!("vramscope-attach-{pid}-4"), &["waiter", "queued"]);
+    // Killed before it had its waiter: swept when 5 s old, kept while it may still be
+    // another attach's in the making.
+    let no_waiter_old = make(&format!("vramscope-attach-{pid}-6"), &[]);
+    std::fs::File::open(&no_waiter_old)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(10))
+        .unwrap();
+    let no_waiter_young = make(&format!("vramscope-attach-{pid}-7"), &[]);
     // Another user's (as root: a directory owned by nobody; as a user, root's /tmp itself
     // would not be ours to sweep anyway).
     let foreign = make(&format!("vramscope-attach-{pid}-5"), &["waiter"]);
@@ -305,6 +334,8 @@ fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
         (&answered, false),
         (&orphan, false),
         (&pending, true),
+        (&no_waiter_old, false),
+        (&no_waiter_young, true),
         (&foreign, is_root()),
     ] {
         assert_eq!(d.exists(), kept, "{}", d.display());
@@ -312,6 +343,7 @@ fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     std::fs::remove_dir_all(&pending).unwrap();
+    std::fs::remove_dir_all(&no_waiter_young).unwrap();
     std::fs::remove_dir_all(&foreign).unwrap();
     let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));

@@ -64,19 +64,23 @@ pub fn place(root: &Path, pid: i32, uid: u32, gid: u32, request: Request) -> io:
     // A fresh name: creating fails rather than reuse anything that is there.
     DirBuilder::new().mode(0o700).create(&here)?;
     let result = (|| {
-        write(&here.join("agent.py"), AGENT)?;
-        // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
-        write(&here.join("boot.py"), &bootstrap(&format!("/tmp/{name}")))?;
-        write(&here.join("request"), request.word())?;
-        write(&here.join("waiter"), &std::process::id().to_string())?;
-        let waiter = OpenOptions::new()
-            .read(true)
+        // The waiter first, locked as soon as it exists: a `sweep` takes a directory whose
+        // waiter is free (or missing, once it is old) for one a killed vramscope left.
+        let mut waiter = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(here.join("waiter"))?;
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        waiter.write_all(std::process::id().to_string().as_bytes())?;
+        write(&here.join("agent.py"), AGENT)?;
+        // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
+        write(&here.join("boot.py"), &bootstrap(&format!("/tmp/{name}")))?;
+        write(&here.join("request"), request.word())?;
         for (path, text) in PACKAGE {
             let target = here.join("lib/vramscope").join(path);
             if let Some(parent) = target.parent() {
@@ -208,9 +212,9 @@ fn sweep(tmp: &Path, uid: u32) {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join("waiter"))
         else {
-            // Killed before it had its waiter; a young one may be another vramscope's, being
-            // placed right now.
-            if age > std::time::Duration::from_secs(60) {
+            // Killed in the microseconds between making it and its waiter; a young one may
+            // be another vramscope's, being placed right now.
+            if age > std::time::Duration::from_secs(5) {
                 let _ = fs::remove_dir_all(&dir);
             }
             continue;
