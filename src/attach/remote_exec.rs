@@ -13,7 +13,9 @@
 //! namespace: then it is runnable here as it is there, and is the exact build); else
 //! `pythonX.Y` (`pythonX.Yt` for a free-threaded target) on PATH. Each runs isolated
 //! (`-I -S`: no environment variable, user site or `site` of the user's touches it), and
-//! checks its own version before calling.
+//! checks its own version before calling. None is run that someone other than root or this
+//! user could have replaced (`trusted`): root attaching to a user's process never runs that
+//! user's own build of Python.
 //!
 //! Only in this mount namespace: `sys.remote_exec` opens the target's mapped files and checks
 //! the script's path in its own file system, which a container's paths are not. A target in
@@ -112,8 +114,13 @@ pub fn candidates(target: &Target, explicit: Option<&Path>, want: &str) -> Vec<P
 /// Queues `script` (the path the target sees) through the first candidate of version `want`.
 pub fn queue(pid: i32, script: &str, want: &str, candidates: &[PathBuf]) -> Result<(), Failure> {
     let mut tried = Vec::new();
+    let euid = crate::channel::euid();
     for python in candidates {
         let shown = crate::channel::sanitize(python.to_string_lossy().as_bytes());
+        if let Err(why) = trusted(python, euid) {
+            tried.push(format!("{shown} {why}: not run as uid {euid}"));
+            continue;
+        }
         let out = Command::new(python)
             .args(["-I", "-S", "-c", CALL, &pid.to_string(), script, want])
             // The caller's own remote debugging must be on (`-I` ignores the variable; a
@@ -153,6 +160,36 @@ pub fn queue(pid: i32, script: &str, want: &str, candidates: &[PathBuf]) -> Resu
         tried.push(format!("no python{want} on PATH"));
     }
     Err(Failure::NoInterpreter(tried.join("; ")))
+}
+
+/// Whether running `path` as `euid` runs what `euid` or root put there: the file and every
+/// folder above it owned by one of them and writable by nobody else. Root attaching to a
+/// user's process must not run a binary that user could have replaced (their own build of
+/// Python in their home): that would run their code as root.
+fn trusted(path: &Path, euid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut at = Some(path);
+    while let Some(p) = at {
+        if p.as_os_str().is_empty() {
+            break;
+        }
+        let m = std::fs::metadata(p).map_err(|e| format!("cannot be checked ({e})"))?;
+        if m.uid() != 0 && m.uid() != euid {
+            return Err(format!(
+                "is under uid {}'s control ({})",
+                m.uid(),
+                p.display()
+            ));
+        }
+        if m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "is under others' control ({} is writable)",
+                p.display()
+            ));
+        }
+        at = p.parent();
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -200,13 +237,39 @@ mod tests {
     }
 
     #[test]
+    fn only_an_interpreter_nobody_else_controls_is_run() {
+        use std::os::unix::fs::PermissionsExt;
+        let me = crate::channel::euid();
+        assert_eq!(trusted(Path::new("/bin/sh"), me), Ok(()));
+        let dir = std::env::temp_dir().join(format!("vramscope-trust-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let file = dir.join("python3.14");
+        std::fs::write(&file, "").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o777)).unwrap();
+        // World-writable: anyone could have put their code there.
+        let why = trusted(&file, me).unwrap_err();
+        assert!(why.contains("writable"), "{why}");
+        // Someone else's (as root: a file of uid 4242's, writable by them alone).
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if me == 0 {
+            std::os::unix::fs::lchown(&file, Some(4242), None).unwrap();
+            let err = trusted(&file, 0).unwrap_err();
+            assert!(err.contains("is under uid 4242's control"), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn a_candidate_that_does_not_run_is_named() {
         let missing = PathBuf::from("/nonexistent/vramscope-test/python3.14");
         let Err(Failure::NoInterpreter(line)) = queue(1, "/tmp/x.py", "3.14", &[missing]) else {
             panic!("a missing interpreter queued something");
         };
         assert!(
-            line.starts_with("/nonexistent/vramscope-test/python3.14: "),
+            line.starts_with("/nonexistent/vramscope-test/python3.14 cannot be checked (")
+                && line.contains("No such file"),
             "{line}"
         );
     }
