@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
     WriterLiveness,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::sources::sites_worker::{SitesDone, SitesWorker};
 use vramscope::state::Monitor;
 use vramscope::tui::ui_state::Mode;

@@ -403,6 +403,23 @@ pub struct AllocatorSnapshot {
     pub snapshots: Vec<SnapshotNote>,
     pub lost_samples: u64,
     pub lost_events: u64,
+    /// The channel file's path: the key of its history (`state::History`).
+    #[serde(skip)]
+    pub path: String,
+    /// When the channel was last polled.
+    #[serde(skip)]
+    pub last_poll_ms: u64,
+    /// Each device's all-time peaks of the charted allocated and reserved, as of the
+    /// snapshot (filled by whoever holds the history; empty otherwise).
+    #[serde(skip)]
+    pub chart_peaks: Vec<SlotPeaks>,
+}
+
+/// The all-time peaks of one device slot's charted allocated and reserved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SlotPeaks {
+    pub allocated: Option<crate::history::Peak>,
+    pub reserved: Option<crate::history::Peak>,
 }
 
 impl AllocatorSnapshot {
@@ -426,7 +443,22 @@ impl AllocatorSnapshot {
             snapshots: fold.snapshots.iter().cloned().collect(),
             lost_samples: fold.lost_samples,
             lost_events: fold.lost_events,
+            path: fold.path.clone(),
+            last_poll_ms: fold.last_poll_ms,
+            chart_peaks: Vec::new(),
         })
+    }
+
+    /// The memory snapshot worth showing, as the fold picks it (`relevant_snapshot`).
+    pub fn relevant_snapshot(&self) -> Option<&SnapshotNote> {
+        super::writer_fold::relevant_snapshot(self.snapshots.iter())
+    }
+
+    /// Where the device NVML knows as `gpu_index` sits among `devices`, with its writer's
+    /// slot.
+    pub fn slot_on_gpu(&self, gpu_index: u32) -> Option<(usize, u16)> {
+        let i = self.position(gpu_index)?;
+        Some((i, self.devices.get(i)?.slot))
     }
 
     fn position(&self, gpu_index: u32) -> Option<usize> {

@@ -145,6 +145,18 @@ impl SlotFold {
     }
 }
 
+/// Of memory snapshots `notes`, oldest first, the one worth reducing and showing (see
+/// `WriterFold::relevant_snapshot`); shared with the snapshot's copy of the notes.
+pub fn relevant_snapshot<'a>(
+    mut notes: impl DoubleEndedIterator<Item = &'a SnapshotNote> + Clone,
+) -> Option<&'a SnapshotNote> {
+    let newest = notes.clone().next_back()?;
+    if newest.reason == SnapshotReason::Request {
+        return Some(newest);
+    }
+    notes.rfind(|n| n.at_oom()).or(Some(newest))
+}
+
 /// One writer's stream, folded.
 #[derive(Clone, Debug)]
 pub struct WriterFold {
@@ -561,15 +573,7 @@ impl WriterFold {
     /// The snapshot worth reducing and showing: the newest one asked for, unless an OOM's
     /// came after it; else the newest OOM's; else the newest (a new peak's).
     pub fn relevant_snapshot(&self) -> Option<&SnapshotNote> {
-        let newest = self.snapshots.back()?;
-        if newest.reason == SnapshotReason::Request {
-            return Some(newest);
-        }
-        self.snapshots
-            .iter()
-            .rev()
-            .find(|n| n.at_oom())
-            .or(Some(newest))
+        relevant_snapshot(self.snapshots.iter())
     }
 
     /// The newest snapshot of the peak on `slot` (dumped at a new high or on request, not at

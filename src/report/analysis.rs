@@ -5,7 +5,9 @@
 //! the recording's length.
 
 use super::spikes::{Rise, RiseTracker};
+use crate::model::SourceEvent;
 use crate::model::foresight::Forecast;
+use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
@@ -14,8 +16,7 @@ use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
-use crate::sources::runner::SourceEvent;
-use crate::sources::sites::{SitesJob, reduce};
+use crate::sources::sites::reduce;
 use std::collections::BTreeMap;
 
 /// A value and where it happened.
@@ -191,7 +192,9 @@ impl Analysis {
                 self.note_ooms();
             }
             // A recording gives a batch's members one by one.
-            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
+            SourceEvent::NvmlUnavailable(_)
+            | SourceEvent::Batch(_)
+            | SourceEvent::Interval { .. } => {}
         }
     }
 

@@ -5,7 +5,7 @@
 //! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
 
 use crate::model::held_sites::{
-    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesState, SnapshotNote,
+    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesJob, SitesState,
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::{File, OpenOptions};
@@ -17,32 +17,6 @@ use std::path::Path;
 pub const TOP_SITES: usize = 10;
 /// The largest single blocks kept per reduction.
 const LARGEST_BLOCKS: usize = 5;
-
-/// One snapshot to reduce.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SitesJob {
-    /// The channel's path (the state's key for it).
-    pub channel: String,
-    /// The snapshot file.
-    pub path: String,
-    /// Look at the failing request rather than the peak.
-    pub at_oom: bool,
-    /// The allocator's lifetime peak as the writer published it at the dump: what makes an
-    /// answer exact or says by how much it is not.
-    pub recorded_peak: Option<u64>,
-}
-
-impl SitesJob {
-    /// The job for a note whose name was accepted; `None` for a refused one.
-    pub fn of(channel: &str, note: &SnapshotNote) -> Option<SitesJob> {
-        Some(SitesJob {
-            channel: channel.to_string(),
-            path: note.path.as_ref().ok()?.clone(),
-            at_oom: note.at_oom(),
-            recorded_peak: note.peak.as_ref().ok().copied(),
-        })
-    }
-}
 
 /// Reads and reduces `job`'s file: the answer, or why not in one line. A file that no
 /// longer exists (the writer keeps only its newest few) is said so.
