@@ -74,6 +74,16 @@ impl Drop for Watch {
     }
 }
 
+/// What vramscope said on stderr besides the "pending" note it gives after half a second (a
+/// loaded machine can take that long to start the interpreter that calls remote_exec).
+fn unexpected(stderr: &[u8]) -> String {
+    text(stderr)
+        .lines()
+        .filter(|l| !l.starts_with("vramscope: attach pending: waiting for process"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 #[test]
 fn a_busy_314_loop_attached_and_detached_repeatedly_is_never_stopped() {
     let Some(py) = python314() else { return };
@@ -92,7 +102,7 @@ fn a_busy_314_loop_attached_and_detached_repeatedly_is_never_stopped() {
         let out = vramscope(&["attach", &p]);
         attach_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(
-            (out.status.code(), text(&out.stderr).as_str()),
+            (out.status.code(), unexpected(&out.stderr).as_str()),
             (Some(0), ""),
             "attach {i}"
         );
@@ -107,7 +117,7 @@ fn a_busy_314_loop_attached_and_detached_repeatedly_is_never_stopped() {
         let out = vramscope(&["detach", &p]);
         detach_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert_eq!(
-            (out.status.code(), text(&out.stderr).as_str()),
+            (out.status.code(), unexpected(&out.stderr).as_str()),
             (Some(0), ""),
             "detach {i}"
         );
