@@ -209,6 +209,26 @@ fn remote_debugging_disabled_gets_one_clear_line() {
             "{tag}"
         );
     }
+    // With -E the interpreter ignores the variable: attached, as the interpreter allows.
+    let stop = script("ignored");
+    let child = spawn_with(
+        &py,
+        &["-E", "-c", LOOP, stop.to_str().unwrap()],
+        &dir,
+        &[("PYTHON_DISABLE_REMOTE_DEBUG", "1")],
+    );
+    wait_for(&dir.join("ignored.ready"));
+    let out = vramscope(&["attach", &child.id().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(": armed:"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = vramscope(&["detach", &child.id().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let (out, err, code) = child.finish(&stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

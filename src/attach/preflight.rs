@@ -93,16 +93,19 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             "process {pid} runs Python {major}.{minor}: the writer needs Python 3.8 or later"
         ));
     }
-    if target
-        .env("PYTHON_DISABLE_REMOTE_DEBUG")
-        .is_some_and(|v| !v.is_empty())
+    let (flags, x) = options(&target.args);
+    // -E and -I make the interpreter ignore PYTHON* variables: this one too (measured, 3.14).
+    let reads_env = !flags.contains(&'E') && !flags.contains(&'I');
+    if reads_env
+        && target
+            .env("PYTHON_DISABLE_REMOTE_DEBUG")
+            .is_some_and(|v| !v.is_empty())
     {
         return Some(format!(
             "process {pid} disables remote debugging (PYTHON_DISABLE_REMOTE_DEBUG in its environment): restart it without it, or under `vramscope run`"
         ));
     }
-    if x_options(&target.args)
-        .iter()
+    if x.iter()
         .any(|x| x.split('=').next() == Some("disable-remote-debug"))
     {
         return Some(format!(
@@ -140,10 +143,11 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
     None
 }
 
-/// The `-X` options of a CPython command line: `-X opt`, `-Xopt`, and inside a cluster of
-/// flags (`-uXopt`), up to the first argument that is the program (`-c`, `-m`, a script,
-/// `-`, `--`). The interpreter's own `argv[0]` is skipped.
-fn x_options(args: &[String]) -> Vec<String> {
+/// A CPython command line's one-letter flags and its `-X` options (`-X opt`, `-Xopt`, and
+/// inside a cluster of flags: `-uXopt`), up to the first argument that is the program
+/// (`-c`, `-m`, a script, `-`, `--`). The interpreter's own `argv[0]` is skipped.
+fn options(args: &[String]) -> (Vec<char>, Vec<String>) {
+    let mut letters = Vec::new();
     let mut out = Vec::new();
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
@@ -165,15 +169,20 @@ fn x_options(args: &[String]) -> Vec<String> {
                         out.extend(value);
                     }
                     if matches!(c, 'c' | 'm') {
-                        return out;
+                        return (letters, out);
                     }
                     break;
                 }
-                _ => {}
+                c => letters.push(c),
             }
         }
     }
-    out
+    (letters, out)
+}
+
+#[cfg(test)]
+fn x_options(args: &[String]) -> Vec<String> {
+    options(args).1
 }
 
 /// After a refused `PTRACE_SEIZE`, the likeliest reason, with its fix.
@@ -394,6 +403,18 @@ mod tests {
         t.args = args(&["python3", "-uXdisable-remote-debug", "t.py"]);
         assert!(
             obstacle(&t, &me(1000), false).is_some_and(|l| l.contains("-X disable-remote-debug"))
+        );
+        // -E and -I: the interpreter ignores PYTHON_DISABLE_REMOTE_DEBUG, and so does this.
+        t.environ.push("PYTHON_DISABLE_REMOTE_DEBUG=1".into());
+        for flags in ["-E", "-uI", "-sE"] {
+            t.args = args(&["python3", flags, "t.py"]);
+            assert_eq!(obstacle(&t, &me(1000), false), None, "{flags}");
+        }
+        // A -E after the script is the program's own argument.
+        t.args = args(&["python3", "-u", "t.py", "-E"]);
+        assert!(
+            obstacle(&t, &me(1000), false)
+                .is_some_and(|l| l.contains("PYTHON_DISABLE_REMOTE_DEBUG"))
         );
     }
 }
