@@ -237,7 +237,7 @@ fn ask_snapshot(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
     };
     if row.allocator.is_none() {
         ui.flash = Some(format!(
-            "pid {} publishes no allocator channel: start it with vramscope run --sites",
+            "pid {} has no allocator channel: start it with vramscope run --sites",
             row.key.pid
         ));
         return Outcome::Redraw;
