@@ -25,7 +25,7 @@ fn python314() -> Option<String> {
                 std::env::var_os("CI").is_none(),
                 "VRAMSCOPE_PYTHON314 unset in CI: .ci/run installs CPython 3.14 (.ci/python314)"
             );
-            eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14: bash .ci/python314)");
+            eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14: bash .ci/python314 PYTHON-WITH-PIP prints one)");
             None
         }
     }
@@ -309,7 +309,7 @@ fn the_channel_appears_with_the_attached_flag() {
             std::env::var_os("CI").is_none(),
             "no JAX for {py} in CI: .ci/python314 installs it"
         );
-        eprintln!("SKIPPED: {py} has no JAX (bash .ci/python314 installs it)");
+        eprintln!("SKIPPED: {py} has no JAX (.ci/python314 installs it)");
         return;
     }
     let dir = temp("pep768-jax");
