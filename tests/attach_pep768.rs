@@ -25,7 +25,9 @@ fn python314() -> Option<String> {
                 std::env::var_os("CI").is_none(),
                 "VRAMSCOPE_PYTHON314 unset in CI: .ci/run installs CPython 3.14 (.ci/python314)"
             );
-            eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14: bash .ci/python314 PYTHON-WITH-PIP prints one)");
+            eprintln!(
+                "SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14: bash .ci/python314 PYTHON-WITH-PIP prints one)"
+            );
             None
         }
     }
