@@ -444,6 +444,7 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
                 user: t.user,
                 command: t.command,
                 detach,
+                stops: crate::attach::stops(t.pid as i32),
             });
         }
         Err(why) => ui.flash = Some(why),
