@@ -12,8 +12,9 @@
 //!   and format (`published`), so scrapers never reach NVML and a hundred of them cost the
 //!   driver nothing more than one.
 //!
-//! What is exported is decided in `families` (names, units, labels) and encoded by the
-//! ecosystem's crates in `encode`.
+//! What is exported is decided in `families` (the vocabulary: names, units, labels) and the
+//! files that build on it (`device_metrics`, `mig_metrics`, `process_metrics`), put together
+//! per scrape in `scrape` and encoded by the ecosystem's crates in `encode`.
 
 mod device_metrics;
 mod encode;
