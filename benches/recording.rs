@@ -32,13 +32,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use vramscope::channel::thread_cpu_ns;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll,
     DeviceSample, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
     ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder, Recording};
-use vramscope::sources::runner::SourceEvent;
 
 const GPUS: usize = 8;
 const PROCS_PER_GPU: usize = 8;

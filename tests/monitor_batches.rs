@@ -1,7 +1,8 @@
-//! Events that arrive together or overlap: a tick's batch is one moment (the monitor takes
-//! every GPU's sample in it before it drops processes it has not seen for too long, so the
-//! order of the GPUs never decides whether a process keeps its history), and a host pass that
-//! asked about fewer processes does not blank the facts of the others.
+//! Events that arrive together: a tick's batch is one moment (the monitor takes every GPU's
+//! sample in it before it drops processes it has not seen for too long, so the order of the
+//! GPUs never decides whether a process keeps its history). A host pass always asks about
+//! the processes of its own tick (`sources::jobs`; tests/sampling_pids.rs), so none arrives
+//! narrower than the list it follows.
 
 // Shares the rendering tests' builders; most of them draw screens, which this file does not.
 #[allow(
@@ -13,13 +14,17 @@ mod tui_fixtures;
 use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::history::Retained;
-use vramscope::sources::runner::SourceEvent;
+use vramscope::model::SourceEvent;
 use vramscope::state::{Monitor, ProcessKey, StaleAfter};
 
 const LINGER: u64 = Retained::<ProcessKey, ()>::DEFAULT_LINGER_MS;
 
 fn started() -> Monitor {
-    let mut monitor = Monitor::new(T0);
+    start(Monitor::new(T0))
+}
+
+/// `monitor` told of two GPUs.
+fn start(mut monitor: Monitor) -> Monitor {
     monitor.ingest(SourceEvent::Started {
         driver: driver(),
         devices: vec![
@@ -85,43 +90,31 @@ fn a_process_unseen_for_longer_than_it_is_kept_is_dropped_after_the_batch() {
     assert!(monitor.process_series(&key(42)).is_none());
 }
 
+/// The snapshot is where an exited process is remembered: its row comes with its last
+/// facts and its all-time peak, for as long as the monitor is asked to remember it (the
+/// exporter's grace period, when that is longer than the usual linger), then it goes.
 #[test]
-fn a_narrower_host_pass_arriving_late_keeps_the_other_processes_named() {
-    let mut monitor = started();
-    monitor.ingest(batch(T0, Some((42, 3 * GIB)), false));
-    // The first GPU batch's own host pass, which asked about pid 42...
-    let named = host_process(42, "ada", "python train.py", GIB, 99.0);
-    monitor.ingest(SourceEvent::Host(Box::new(host_sample(
-        T0 + 20,
-        vec![named],
-    ))));
-    // ...then a worker's pass begun before the pid list reached it, asking about nobody.
-    monitor.ingest(SourceEvent::Host(Box::new(host_sample(
-        T0 + 10,
-        Vec::new(),
-    ))));
-    let snapshot = monitor.snapshot(T0 + 30, StaleAfter::NEVER);
-    let row = &snapshot.processes[0];
-    assert_eq!(row.nvml.pid, 42);
-    let host = row.host.as_ref().expect("host facts kept");
-    assert_eq!(host.command.as_deref(), Ok("python train.py"));
-    assert_eq!(host.user.as_deref(), Ok("ada"));
-    // Carried over for the screen, not recorded again: one RSS reading in the history.
-    let rss = &monitor.process_series(&key(42)).unwrap().host_rss;
-    assert_eq!(rss.raw().count(), 1);
-
-    // Once NVML no longer lists the process, its facts are not carried any further.
-    monitor.ingest(batch(T0 + 1_000, None, false));
-    monitor.ingest(SourceEvent::Host(Box::new(host_sample(
-        T0 + 1_010,
-        Vec::new(),
-    ))));
-    let snapshot = monitor.snapshot(T0 + 1_020, StaleAfter::NEVER);
-    assert!(snapshot.processes.is_empty());
-    monitor.ingest(batch(T0 + 2_000, Some((42, 3 * GIB)), false));
-    let snapshot = monitor.snapshot(T0 + 2_020, StaleAfter::NEVER);
-    assert!(
-        snapshot.processes[0].host.is_none(),
-        "stale facts came back"
-    );
+fn exited_rows_carry_their_peak_for_as_long_as_the_monitor_remembers() {
+    let hour = 3_600_000;
+    let remembering = start(Monitor::remembering(T0, hour));
+    for (mut monitor, kept_ms) in [(started(), LINGER), (remembering, hour)] {
+        monitor.ingest(batch(T0, Some((42, 9 * GIB)), false));
+        monitor.ingest(batch(T0 + 1_000, Some((42, 5 * GIB)), false));
+        monitor.ingest(batch(T0 + 2_000, None, false));
+        let at = |ms: u64, m: &mut Monitor| {
+            m.ingest(batch(ms, None, false));
+            m.snapshot(ms, StaleAfter::interval(1_000))
+        };
+        let snapshot = at(T0 + 1_000 + kept_ms, &mut monitor);
+        let row = snapshot
+            .exited
+            .iter()
+            .find(|r| r.pid == 42)
+            .expect("still remembered");
+        assert_eq!(row.last_listed_ms, T0 + 1_000);
+        let peak = row.peaks.vram.expect("its peak");
+        assert_eq!((peak.value, peak.at_ms), ((9 * GIB) as f64, T0));
+        let snapshot = at(T0 + 1_001 + kept_ms, &mut monitor);
+        assert!(snapshot.exited.iter().all(|r| r.pid != 42), "kept too long");
+    }
 }

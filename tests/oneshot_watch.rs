@@ -8,7 +8,19 @@ use common::{ISOLATED_SHM, Scenario, fake_nvml, h100};
 use serde_json::json;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use vramscope::model::SourceEvent;
 use vramscope::sources::oneshot::OneShot;
+
+/// How many GPU samples one tick's batch holds.
+fn devices_in(batch: &SourceEvent) -> usize {
+    match batch {
+        SourceEvent::Batch(events) => events
+            .iter()
+            .filter(|e| matches!(e, SourceEvent::Device(_)))
+            .count(),
+        other => panic!("a tick is one batch: {other:?}"),
+    }
+}
 
 /// Whether an inotify descriptor of this process watches the directory `dir` (`ino:` in
 /// `/proc/self/fdinfo` is the watched inode, in hex).
@@ -37,13 +49,13 @@ fn a_single_take_lists_the_channel_directories_without_watching_them() {
         std::env::remove_var("XDG_RUNTIME_DIR");
     }
     let lib = fake_nvml();
-    let mut once = OneShot::open(Some(&lib), None, false, None, false).unwrap();
-    let snapshot = once.take();
-    assert_eq!(snapshot.devices.len(), 1);
+    let (mut once, started) = OneShot::open(Some(&lib), None, false, None, false).unwrap();
+    assert!(matches!(&started, SourceEvent::Started { devices, .. } if devices.len() == 1));
+    assert_eq!(devices_in(&once.once()), 1);
     assert!(!watched(&channels), "a one-shot run watches nothing");
     drop(once);
 
-    let mut repeated = OneShot::open(Some(&lib), None, true, None, false).unwrap();
-    repeated.take();
+    let (mut repeated, _) = OneShot::open(Some(&lib), None, true, None, false).unwrap();
+    assert_eq!(devices_in(&repeated.once()), 1);
     assert!(watched(&channels), "--loop watches its directories");
 }

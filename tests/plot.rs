@@ -10,12 +10,12 @@ use common::{GIB, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DriverInfo,
     EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
-use vramscope::sources::runner::SourceEvent;
 
 use recording_fixture::{PID, device_info, device_sample, uuid};
 

@@ -15,9 +15,9 @@ use vramscope::channel::{
     DeviceFigures, DeviceIdentity, EventFields, EventKind as RawKind, SampleFields, Writer,
     WriterConfig, WriterKind, parse_uuid,
 };
+use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, EventKind, now_ms};
 use vramscope::record::Recording;
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
 const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";

@@ -8,8 +8,8 @@ use record_support::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use vramscope::model::SourceEvent;
 use vramscope::record::{Recording, RecordingError};
-use vramscope::sources::runner::SourceEvent;
 
 const HEADER: &str = r#"{"format":"vramscope.recording","version":1,"vramscope_version":"0.1.0","started_ms":1760000000000,"interval_ms":1000}"#;
 

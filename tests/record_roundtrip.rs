@@ -6,9 +6,9 @@ mod record_support;
 
 use record_support::*;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, ChannelBatch, ForeignText, WriterLiveness};
 use vramscope::record::{Recorder, Recording};
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
 fn debug(events: &[SourceEvent]) -> Vec<String> {
@@ -25,7 +25,7 @@ fn round_trip(name: &str) {
     let read: Vec<(u64, SourceEvent)> = recording.events().map(|e| e.expect("event")).collect();
     let times: Vec<u64> = read.iter().map(|(t, _)| t - T0).collect();
     // The batch (recorded fifth, at T0 + 4) comes back as its four members.
-    assert_eq!(times, [0, 1, 2, 3, 4, 4, 4, 4, 5, 6]);
+    assert_eq!(times, [0, 1, 2, 3, 4, 4, 4, 4, 5, 6, 7]);
     let read: Vec<SourceEvent> = read.into_iter().map(|(_, e)| e).collect();
     // Text comes back as it enters the model from any source: cleaned (src/text.rs).
     let mut expected = flatten(every_kind());

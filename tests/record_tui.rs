@@ -11,8 +11,8 @@ use record_support::read_all;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
+use vramscope::model::SourceEvent;
 use vramscope::model::now_ms;
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::{Monitor, StaleAfter};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -46,6 +46,11 @@ fn the_monitor_records_what_it_shows_until_quit() {
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
     assert!(ok, "{screen}");
     std::thread::sleep(SECOND);
+    // `-`: a longer period (200 ms -> 250 ms), recorded as it is set.
+    t.keys(&["-"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 250 ms"));
+    assert!(ok, "{screen}");
+    std::thread::sleep(SECOND / 2);
     t.keys(&["q"]);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
     assert!(ok, "{screen}");
@@ -64,6 +69,23 @@ fn the_monitor_records_what_it_shows_until_quit() {
         .iter()
         .filter(|(_, e)| matches!(e, SourceEvent::Device(_)))
         .count();
+    // The header keeps the period recording began at; the key press is an event of its own.
+    let changes: Vec<&SourceEvent> = events
+        .iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, SourceEvent::Interval { .. }))
+        .collect();
+    assert!(
+        matches!(changes[..], [SourceEvent::Interval { ms: 250 }]),
+        "{changes:?}"
+    );
+    assert_eq!(
+        vramscope::record::Recording::open(&file)
+            .unwrap()
+            .header()
+            .interval_ms,
+        200
+    );
     assert!(
         samples >= 4,
         "{samples} device samples in over a second at 200 ms"

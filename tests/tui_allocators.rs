@@ -9,11 +9,11 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
     WriterIdentity, WriterLiveness,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::tui::ui_state::Mode;
 
 fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
@@ -91,7 +91,19 @@ fn instrumented() -> vramscope::state::Monitor {
         label: "backward/model.lm_head".into(),
         phase: "backward".into(),
     });
-    let poll = ChannelPoll {
+    let poll = live_poll(points, events);
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec!["666-1.vsc: wrong magic".into()],
+    })));
+    m
+}
+
+/// pid 4242's live channel, rank 0 of 8, publishing `points` and `events`.
+fn live_poll(points: Vec<AllocatorPoint>, events: Vec<AllocatorEvent>) -> ChannelPoll {
+    ChannelPoll {
         path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
             file: "4242-99.vsc".into(),
@@ -118,14 +130,7 @@ fn instrumented() -> vramscope::state::Monitor {
         events,
         lost_samples: 0,
         lost_events: 0,
-    };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec!["666-1.vsc: wrong magic".into()],
-    })));
-    m
+    }
 }
 
 #[test]
@@ -282,4 +287,72 @@ fn zooming_widens_and_narrows_every_charts_time_window() {
         narrow.contains("  1m ▅"),
         "half as long (54s), rounded:\n{narrow}"
     );
+}
+
+#[test]
+fn a_paused_detail_pane_keeps_the_events_and_charts_of_its_moment() {
+    let mut m = instrumented();
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    ui.frozen = Some(Arc::new(snapshot(&m)));
+    let before = screen(&m, &ui, 120, 40);
+    // After the pause the writer goes on: a 40 GiB spike, a step's end and a second OOM.
+    let points = (1..=20u64)
+        .map(|i| AllocatorPoint {
+            at_ms: NOW + i * 100,
+            slot: 0,
+            allocated: Some(22 * GIB),
+            reserved: Some(30 * GIB),
+            peak: Some(if i == 10 { 40 * GIB } else { 22 * GIB }),
+            step: Some(112),
+            new_high_water: i == 10,
+        })
+        .collect();
+    let step_end = AllocatorEvent {
+        at_ms: NOW + 1_000,
+        kind: EventKind::StepEnd {
+            peak_allocated: Ok(22 * GIB),
+            peak_reserved: Ok(30 * GIB),
+            duration_ns: Ok(5_000_000_000),
+        },
+        slot: Some(0),
+        step: Some(112),
+        label: "after/the.pause".into(),
+        phase: String::new(),
+    };
+    let events = vec![
+        step_end,
+        AllocatorEvent {
+            at_ms: NOW + 1_500,
+            kind: EventKind::Oom {
+                requested: Ok(16 * GIB),
+                device_free: Ok(GIB / 4),
+                device_total: Ok(80 * GIB),
+                allocated: Ok(22 * GIB),
+                reserved: Ok(30 * GIB),
+                retries: Ok(3),
+            },
+            slot: Some(0),
+            step: Some(112),
+            label: "forward/model.embed".into(),
+            phase: "forward".into(),
+        },
+    ];
+    let mut poll = live_poll(points, events);
+    poll.step = Some(112);
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW + 2_000,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    let after = screen(&m, &ui, 120, 40);
+    assert!(!after.contains("forward/model.embed"), "{after}");
+    assert!(!after.contains("after/the.pause"), "{after}");
+    assert!(!after.contains("step 112"), "{after}");
+    assert!(!after.contains("40.0 GiB"), "{after}");
+    assert!(after.contains("15s ago  OOM caught  step 111"), "{after}");
+    assert_eq!(before, after, "the paused detail pane changed");
 }

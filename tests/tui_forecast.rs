@@ -9,11 +9,11 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
     WriterLiveness,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::tui::ui_state::Mode;
 
 const MIB: u64 = 1024 * 1024;

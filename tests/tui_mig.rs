@@ -9,8 +9,8 @@
 mod tui_fixtures;
 
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{MemoryInfo, MigInstance, MigProcess, MigState};
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::ui_state::Mode;
 

@@ -11,11 +11,11 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
     HostProcess, WriterIdentity, WriterLiveness,
 };
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::ui_state::Mode;
 

@@ -7,7 +7,7 @@ mod tui_fixtures;
 
 use ratatui::style::Color;
 use tui_fixtures::*;
-use vramscope::sources::runner::SourceEvent;
+use vramscope::model::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::theme::Theme;
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode, SortColumn};
@@ -1111,4 +1111,78 @@ fn pcie_throughput_shows_on_the_gpu_panel_and_tile_only_when_sampled() {
     // Alarms still outrank it.
     let [.., figures] = tile_rows(&text, " GPU 3 ");
     assert!(figures.contains("ECC 0 corr 1 uncorr"), "{figures}");
+}
+
+/// What happens on the machine after the pause, as samples the monitor still takes in:
+/// GPU 0 climbs to a new all-time high of 79 GiB, pid 4242 to a new peak of 50 GiB (and its
+/// host RSS to 20 GiB), pid 7777 (exited 2 minutes before the pause) is listed again and a
+/// new pid 8888 appears.
+fn after_the_pause(m: &mut Monitor) {
+    for i in 1..=5 {
+        let t = NOW + i * INTERVAL_MS;
+        let mut s0 = sample(0, t, 79 * GIB, 80 * GIB, 99);
+        s0.processes = Ok(vec![
+            gpu_process(4242, 50 * GIB, Ok(99)),
+            gpu_process(5151, 8 * GIB, Ok(3)),
+            gpu_process(7777, 12 * GIB, Ok(50)),
+            gpu_process(8888, 9 * GIB, Ok(50)),
+        ]);
+        m.ingest(SourceEvent::Device(Box::new(s0)));
+        let mut s1 = sample_with_absences(1, t, 2 * GIB + GIB / 2, 40 * GIB);
+        s1.processes = Ok(vec![gpu_process(
+            6000,
+            2 * GIB,
+            Err(vramscope::model::Absent::NotSupported),
+        )]);
+        m.ingest(SourceEvent::Device(Box::new(s1)));
+        m.ingest(SourceEvent::Host(Box::new(host_sample(
+            t,
+            vec![
+                host_process(
+                    4242,
+                    "alice",
+                    "python train.py --epochs 90",
+                    20 * GIB,
+                    100.0,
+                ),
+                host_process(7777, "erin", "python again.py", GIB, 1.0),
+                host_process(8888, "frank", "python new.py", GIB, 1.0),
+            ],
+        ))));
+    }
+}
+
+#[test]
+fn a_paused_screen_shows_the_moment_it_froze_and_nothing_after() {
+    let mut m = two_gpus();
+    let mut ui = ui();
+    ui.frozen = Some(std::sync::Arc::new(snapshot(&m)));
+    let mut before = Vec::new();
+    for mode in [Mode::Normal, Mode::Detail] {
+        ui.mode = mode;
+        for selected in [0, 3] {
+            ui.selected = selected;
+            before.push(screen(&m, &ui, 120, 40));
+        }
+    }
+    after_the_pause(&mut m);
+    let mut after = Vec::new();
+    for mode in [Mode::Normal, Mode::Detail] {
+        ui.mode = mode;
+        for selected in [0, 3] {
+            ui.selected = selected;
+            after.push(screen(&m, &ui, 120, 40));
+        }
+    }
+    let main = &after[0];
+    // The all-time peak of the moment it froze, 8 minutes before it, never one from after
+    // the pause read as "0s ago".
+    assert!(main.contains("all-time 75.0 GiB 8m ago"), "{main}");
+    assert!(!main.contains("79.0 GiB"), "{main}");
+    let detail = &after[2];
+    assert!(detail.contains("all-time 36.0 GiB 22s ago"), "{detail}");
+    assert!(!detail.contains("50.0 GiB"), "{detail}");
+    for (b, a) in before.iter().zip(&after) {
+        assert_eq!(b, a, "the paused screen changed");
+    }
 }

@@ -10,8 +10,8 @@
 mod tui_fixtures;
 
 use tui_fixtures::*;
+use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, PodInfo};
-use vramscope::sources::runner::SourceEvent;
 use vramscope::state::Monitor;
 use vramscope::tui::ui_state::{Mode, SortColumn};
 

@@ -23,12 +23,12 @@
 //!   quoting or the spreadsheet-formula guard of `--csv` (`output::csv::formula_guard`); a
 //!   text column added here must go through both.
 
+use crate::model::SourceEvent;
 use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
 use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::scope::{self, Asked};
-use crate::sources::runner::SourceEvent;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -133,7 +133,9 @@ impl<W: Write> Rows<'_, W> {
             SourceEvent::Host(sample) => self.host(&sample)?,
             SourceEvent::Channels(batch) => self.batch(*batch)?,
             // A recording gives a batch's members one by one.
-            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
+            SourceEvent::NvmlUnavailable(_)
+            | SourceEvent::Batch(_)
+            | SourceEvent::Interval { .. } => {}
         }
         Ok(())
     }

@@ -12,11 +12,23 @@ impl Series {
     /// [`Series::query`], with each empty column that no break touches holding the last
     /// reading before it (from inside the window or before it).
     pub fn query_held(&self, from_ms: u64, to_ms: u64, columns: usize) -> Vec<Option<Column>> {
+        self.held(from_ms, to_ms, columns, self.last())
+    }
+
+    /// [`Series::query_held`] with `last` taken for the latest reading (the latest before
+    /// a cap, for [`super::Capped`]).
+    pub(super) fn held(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+        columns: usize,
+        last: Option<(u64, f64)>,
+    ) -> Vec<Option<Column>> {
         let mut out = self.query(from_ms, to_ms, columns);
         if out.is_empty() || from_ms >= to_ms {
             return out;
         }
-        let Some((last_at, _)) = self.last() else {
+        let Some((last_at, _)) = last else {
             return out;
         };
         let holds_until = last_at.saturating_add(self.spacing_ms());

@@ -6,10 +6,12 @@
 //! 1 min buckets). Every ring has a fixed capacity, so memory is bounded no
 //! matter how long the program runs; buckets keep min and max (and when the
 //! max happened), so decimation never hides a spike. [`Retained`] holds
-//! per-entity state (per-process series) that lingers after the entity goes.
+//! per-entity state (per-process series) that lingers after the entity goes. [`Capped`]
+//! reads a series as it stood at one moment (a snapshot's).
 //!
 //! Time is milliseconds since the Unix epoch; values are `f64`.
 
+mod capped;
 mod config;
 mod held;
 mod retained;
@@ -20,6 +22,7 @@ mod series_edge_tests;
 mod series_tests;
 mod tier;
 
+pub use capped::Capped;
 pub use config::{SeriesConfig, TierSpec};
 pub use retained::Retained;
 pub use series::{Series, column_of};

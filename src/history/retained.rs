@@ -85,7 +85,11 @@ impl<K: Ord + Clone, V> Retained<K, V> {
         before - self.entries.len()
     }
 
-    pub fn get(&self, key: &K) -> Option<&V> {
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
+    {
         self.entries.get(key).map(|e| &e.value)
     }
 

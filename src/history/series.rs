@@ -348,6 +348,30 @@ impl Series {
             .collect()
     }
 
+    /// The latest reading before `end_ms`, even if breaks came after it: `last` as it stood
+    /// then. From raw where raw reaches, else from the finest tier holding anything before.
+    pub(super) fn last_before(&self, end_ms: u64) -> Option<(u64, f64)> {
+        if let Some(last) = self.last.filter(|(at, _)| *at < end_ms) {
+            return Some(last);
+        }
+        let before = self.raw.partition_point(|p| p.at_ms < end_ms);
+        let in_raw = self
+            .raw
+            .range(..before)
+            .rev()
+            .find_map(|p| p.reading().map(|v| (p.at_ms, v)));
+        if in_raw.is_some() {
+            return in_raw;
+        }
+        // Only buckets wholly before the cap: a bucket's last value may be from after it.
+        self.tiers.iter().find_map(|tier| {
+            tier.buckets()
+                .take_while(|b| tier.end_of(b) <= end_ms)
+                .last()
+                .map(|b| (tier.end_of(b).saturating_sub(1), b.last()))
+        })
+    }
+
     /// How long the latest reading holds: the spacing of the last two readings.
     pub(super) fn spacing_ms(&self) -> u64 {
         self.spacing_ms

@@ -6,6 +6,7 @@ use super::absent::Reading;
 use super::foresight::{Forecast, Room, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
+use super::snapshot_drops::Dropped;
 use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;
@@ -401,8 +402,27 @@ pub struct AllocatorSnapshot {
     pub ooms: Vec<Oom>,
     /// The memory snapshots announced, oldest first, with what reducing them said.
     pub snapshots: Vec<SnapshotNote>,
+    /// The snapshots the writer deleted to keep its bound; `None` before it announced one.
+    pub snapshots_dropped: Option<Dropped>,
     pub lost_samples: u64,
     pub lost_events: u64,
+    /// The channel file's path: the key of its history (`state::History`).
+    #[serde(skip)]
+    pub path: String,
+    /// When the channel was last polled.
+    #[serde(skip)]
+    pub last_poll_ms: u64,
+    /// Each device's all-time peaks of the charted allocated and reserved, as of the
+    /// snapshot (filled by whoever holds the history; empty otherwise).
+    #[serde(skip)]
+    pub chart_peaks: Vec<SlotPeaks>,
+}
+
+/// The all-time peaks of one device slot's charted allocated and reserved.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SlotPeaks {
+    pub allocated: Option<crate::history::Peak>,
+    pub reserved: Option<crate::history::Peak>,
 }
 
 impl AllocatorSnapshot {
@@ -424,9 +444,25 @@ impl AllocatorSnapshot {
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
             snapshots: fold.snapshots.iter().cloned().collect(),
+            snapshots_dropped: fold.snapshot_drops.dropped(),
             lost_samples: fold.lost_samples,
             lost_events: fold.lost_events,
+            path: fold.path.clone(),
+            last_poll_ms: fold.last_poll_ms,
+            chart_peaks: Vec::new(),
         })
+    }
+
+    /// The memory snapshot worth showing, as the fold picks it (`relevant_snapshot`).
+    pub fn relevant_snapshot(&self) -> Option<&SnapshotNote> {
+        super::writer_fold::relevant_snapshot(self.snapshots.iter())
+    }
+
+    /// Where the device NVML knows as `gpu_index` sits among `devices`, with its writer's
+    /// slot.
+    pub fn slot_on_gpu(&self, gpu_index: u32) -> Option<(usize, u16)> {
+        let i = self.position(gpu_index)?;
+        Some((i, self.devices.get(i)?.slot))
     }
 
     fn position(&self, gpu_index: u32) -> Option<usize> {

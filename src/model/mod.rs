@@ -4,6 +4,7 @@
 pub mod absent;
 pub mod allocator;
 pub mod device;
+pub mod event;
 pub mod foreign;
 pub mod foresight;
 #[cfg(test)]
@@ -12,8 +13,10 @@ pub mod held_sites;
 pub mod host;
 pub mod mig;
 pub mod oom_explain;
+pub mod period;
 pub mod problem;
 pub mod snapshot;
+pub mod snapshot_drops;
 pub mod time;
 pub mod units;
 pub mod writer_fold;
@@ -26,9 +29,11 @@ pub use allocator::{
 pub use device::{
     DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak, ProcessKind,
 };
+pub use event::SourceEvent;
 pub use foreign::ForeignText;
 pub use host::{HostLoad, HostMemory, HostProcess, HostSample, PodInfo};
 pub use mig::{MigInstance, MigProcess, MigState};
+pub use period::Periods;
 pub use problem::NvmlProblem;
 pub use snapshot::{DeviceSnapshot, ProcessAllocator, ProcessRow, Snapshot};
 pub use time::now_ms;

@@ -1,5 +1,9 @@
-//! The latest state of everything, joined: what one-shot output prints and what the TUI's
-//! tables are built from. Recording and the exporter will read the same type.
+//! The latest state of everything, joined: what one-shot output prints, what the exporter
+//! publishes and what every panel of the TUI draws. It is the whole truth of its moment:
+//! besides the latest figures it carries the all-time peaks as they stood then and the rows
+//! of processes gone since (`exited`, remembered here and nowhere else), so a paused screen,
+//! which keeps one snapshot, shows nothing that happened after it. History is read beside it
+//! through a view capped at its moment (`state::History`).
 
 use super::absent::Reading;
 use super::allocator::{RowProcess, joined_channel};
@@ -11,6 +15,7 @@ use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
 };
+use crate::history::Peak;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -25,6 +30,10 @@ pub struct DeviceSnapshot {
     /// (their reserved bytes, summed over this GPU's process rows, `instrumented_reserved`);
     /// `None` when no live instrumented process uses this GPU.
     pub instrumented_reserved: Option<u64>,
+    /// The highest memory used seen (the history's all-time peak) as it stood at the
+    /// snapshot's moment.
+    #[serde(skip)]
+    pub memory_peak: Option<Peak>,
 }
 
 impl DeviceSnapshot {
@@ -60,6 +69,27 @@ pub struct ProcessRow {
     /// says. `None` when it publishes none, or its figures joined.
     #[serde(skip)]
     pub unjoined: Option<String>,
+    /// Its all-time peaks on this GPU as they stood at the snapshot's moment.
+    #[serde(skip)]
+    pub peaks: ProcessPeaks,
+    /// The last user and command a host pass read for it, kept for a pass that could not
+    /// read them (`None` when this pass did, or none ever has).
+    #[serde(skip)]
+    pub remembered: Remembered,
+}
+
+/// A process's all-time peaks on one GPU (its history's), as of a snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessPeaks {
+    pub vram: Option<Peak>,
+    pub host_rss: Option<Peak>,
+}
+
+/// What earlier host passes read of a process, for when the latest did not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Remembered {
+    pub user: Option<String>,
+    pub command: Option<String>,
 }
 
 /// An instrumented process's allocator figures on one GPU.
@@ -115,8 +145,14 @@ pub struct ExitedRow {
     pub command: Option<String>,
     /// The Kubernetes pod it ran in, when it ran in one.
     pub pod: Option<super::PodInfo>,
+    /// The MIG instance it last ran in, on a GPU in MIG mode.
+    #[serde(skip)]
+    pub mig: Option<RowInstance>,
     /// What its allocator last published for this GPU (`RowProcess::Unlisted` join).
     pub allocator: Option<ProcessAllocator>,
+    /// Its all-time peaks on this GPU, which outlive it.
+    #[serde(skip)]
+    pub peaks: ProcessPeaks,
 }
 
 /// Everything vramscope knows at one moment.
@@ -180,6 +216,9 @@ impl Snapshot {
                     allocator,
                     unjoined,
                     host,
+                    // From the history, by the monitor that holds it.
+                    peaks: ProcessPeaks::default(),
+                    remembered: Remembered::default(),
                 });
             }
         }

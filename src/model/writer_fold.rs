@@ -25,6 +25,7 @@ use super::device::DeviceInfo;
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
 use super::mig::{MigUuid, legacy_parent_uuid};
+use super::snapshot_drops::SnapshotDrops;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -145,6 +146,18 @@ impl SlotFold {
     }
 }
 
+/// Of memory snapshots `notes`, oldest first, the one worth reducing and showing (see
+/// `WriterFold::relevant_snapshot`); shared with the snapshot's copy of the notes.
+pub fn relevant_snapshot<'a>(
+    mut notes: impl DoubleEndedIterator<Item = &'a SnapshotNote> + Clone,
+) -> Option<&'a SnapshotNote> {
+    let newest = notes.clone().next_back()?;
+    if newest.reason == SnapshotReason::Request {
+        return Some(newest);
+    }
+    notes.rfind(|n| n.at_oom()).or(Some(newest))
+}
+
 /// One writer's stream, folded.
 #[derive(Clone, Debug)]
 pub struct WriterFold {
@@ -160,6 +173,8 @@ pub struct WriterFold {
     pub ooms: VecDeque<Oom>,
     /// The memory snapshots announced, oldest first.
     pub snapshots: VecDeque<SnapshotNote>,
+    /// Which of its snapshots the writer deleted to keep its bound.
+    pub snapshot_drops: SnapshotDrops,
     /// The most recent events, oldest first.
     pub recent: VecDeque<AllocatorEvent>,
     /// `(at_ms, step)` of each step's end.
@@ -184,6 +199,7 @@ impl Default for WriterFold {
             slots: Vec::new(),
             ooms: VecDeque::new(),
             snapshots: VecDeque::new(),
+            snapshot_drops: SnapshotDrops::default(),
             recent: VecDeque::new(),
             step_ticks: VecDeque::new(),
             lost_samples: 0,
@@ -419,6 +435,7 @@ impl WriterFold {
                     deleted: deleted.clone(),
                     sites,
                 };
+                self.snapshot_drops.announced(&event.label, deleted);
                 push_capped(&mut self.snapshots, note, KEPT_SNAPSHOTS);
             }
             EventKind::Exit { error } => self.settle_pending(if *error {
@@ -561,15 +578,7 @@ impl WriterFold {
     /// The snapshot worth reducing and showing: the newest one asked for, unless an OOM's
     /// came after it; else the newest OOM's; else the newest (a new peak's).
     pub fn relevant_snapshot(&self) -> Option<&SnapshotNote> {
-        let newest = self.snapshots.back()?;
-        if newest.reason == SnapshotReason::Request {
-            return Some(newest);
-        }
-        self.snapshots
-            .iter()
-            .rev()
-            .find(|n| n.at_oom())
-            .or(Some(newest))
+        relevant_snapshot(self.snapshots.iter())
     }
 
     /// The newest snapshot of the peak on `slot` (dumped at a new high or on request, not at

@@ -6,14 +6,15 @@ pub mod fields;
 pub mod json;
 pub mod stdout;
 pub mod table;
+mod taken;
 
 use crate::cli::Cli;
 use crate::job::Job;
 use crate::model::NvmlProblem;
-use crate::sources::oneshot::OneShot;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant;
+use taken::Takes;
 
 /// Exit status when NVML cannot be used at all.
 pub const EXIT_NO_NVML: u8 = 3;
@@ -37,7 +38,7 @@ pub fn run_with_job(cli: &Cli, job: Job) -> ExitCode {
 fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
     let period = cli.r#loop.or(job.as_ref().map(|_| cli.interval));
     let mut job_end: Option<crate::job::JobEnd> = None;
-    let opened = OneShot::open(
+    let opened = Takes::open(
         cli.nvml_lib.as_deref(),
         cli.pcie,
         period.is_some(),

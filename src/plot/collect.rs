@@ -8,11 +8,13 @@
 use super::downsample::MaxBuckets;
 use super::steps::StepTracker;
 use super::timeline::{OomMark, Panel, Role, Series, Timeline, clean};
+use crate::model::SourceEvent;
 use crate::model::writer_fold::WriterFold;
-use crate::model::{ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Reading};
+use crate::model::{
+    ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Periods, Reading,
+};
 use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::{Ending, Recording};
-use crate::sources::runner::SourceEvent;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Longest command shown in a legend.
@@ -29,7 +31,8 @@ struct SlotLines {
 
 struct Collector {
     points: usize,
-    interval_ms: u64,
+    /// The refresh period: the header's, then each change recorded.
+    periods: Periods,
     /// Every writer's stream, folded as the monitor folds it.
     folds: RecordedFolds,
     gpu_used: BTreeMap<u32, MaxBuckets>,
@@ -51,7 +54,7 @@ pub fn collect(recording: Recording, points: usize) -> Timeline {
     let header = recording.header().clone();
     let mut c = Collector {
         points,
-        interval_ms: header.interval_ms,
+        periods: Periods::constant(header.interval_ms),
         folds: RecordedFolds::default(),
         gpu_used: BTreeMap::new(),
         gpu_total: BTreeMap::new(),
@@ -89,6 +92,7 @@ impl Collector {
                 self.folds.resolve();
             }
             // A recording gives a batch's members one by one.
+            SourceEvent::Interval { ms } => self.periods.change(at_ms, ms),
             SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
         }
     }
@@ -183,8 +187,8 @@ impl Collector {
 
     fn finish(self, host: Option<&str>, ending: Ending) -> Timeline {
         let damaged = ending.damage;
-        let gap = |period_ms: u64| Some(MIN_GAP_MS.max(period_ms.saturating_mul(10)));
-        let nvml_gap = gap(self.interval_ms);
+        let gap = |period_ms: u64| MIN_GAP_MS.max(period_ms.saturating_mul(10));
+        let nvml_gap = Some(self.periods.map(gap));
         let devices = self.folds.devices();
         let mut indices: BTreeSet<u32> = devices.iter().map(|d| d.index).collect();
         indices.extend(self.gpu_used.keys());
@@ -203,7 +207,7 @@ impl Collector {
                     role: Role::GpuUsed,
                     process: None,
                     buckets: used.finish(),
-                    gap_ms: nvml_gap,
+                    gap_ms: nvml_gap.clone(),
                     peak_where: None,
                 });
             }
@@ -235,7 +239,7 @@ impl Collector {
             let who = writer_name(fold, &self.commands);
             let allocator_gap = match identity.sample_period_us {
                 0 => None,
-                us => gap(u64::from(us) / 1000),
+                us => Some(Periods::constant(gap(u64::from(us) / 1000))),
             };
             let panel = panels.entry(gpu).or_insert_with(|| match gpu {
                 Some(index) => Panel::new(format!("GPU {index}"), None),
@@ -265,7 +269,7 @@ impl Collector {
             };
             // The true peak's place, said at the line's peak when the line reaches it.
             let peak = slot.and_then(|s| s.true_peak());
-            let mut push = |role: Role, buckets: MaxBuckets, gap_ms: Option<u64>| {
+            let mut push = |role: Role, buckets: MaxBuckets, gap_ms: Option<Periods>| {
                 if buckets.is_empty() {
                     return;
                 }
@@ -283,12 +287,12 @@ impl Collector {
                     peak_where,
                 });
             };
-            push(Role::Allocated, lines.allocated, allocator_gap);
+            push(Role::Allocated, lines.allocated, allocator_gap.clone());
             push(Role::Reserved, lines.reserved, allocator_gap);
             if let (Some(pid), Some(gpu)) = (fold.host_pid, gpu)
                 && let Some(used) = process_used.remove(&(pid, gpu))
             {
-                push(Role::ProcessUsed, used, nvml_gap);
+                push(Role::ProcessUsed, used, nvml_gap.clone());
             }
             if let Some(steps) = self.steps.get(&path)
                 && panel.steps.is_empty()

@@ -20,6 +20,8 @@ mod font;
 mod labels;
 mod layout;
 mod panel;
+#[cfg(test)]
+mod period_tests;
 mod steps;
 mod style;
 mod timeline;

@@ -3,6 +3,7 @@
 
 use super::downsample::Bucket;
 use super::steps::StepSpan;
+use crate::model::Periods;
 use crate::model::writer_fold::OomOutcome;
 
 /// What a series measures; decides its colour and weight.
@@ -38,8 +39,9 @@ pub struct Series {
     pub process: Option<usize>,
     pub buckets: Vec<Bucket>,
     /// A silence longer than this between two buckets breaks the line instead of bridging
-    /// it; `None` for writers that publish only on demand.
-    pub gap_ms: Option<u64>,
+    /// it: for NVML's series it follows the refresh period in force (the longest during the
+    /// silence); `None` for writers that publish only on demand.
+    pub gap_ms: Option<Periods>,
     /// Where the series' peak happened (`step 40, backward`), when it is the writer's true
     /// peak and the writer said.
     pub peak_where: Option<String>,
@@ -58,10 +60,13 @@ impl Series {
         let mut out = Vec::new();
         let mut from = 0;
         for i in 1..self.buckets.len() {
-            let silent = self.buckets[i]
-                .first_ms
-                .saturating_sub(self.buckets[i - 1].last_ms);
-            if self.gap_ms.is_some_and(|gap| silent > gap) {
+            let (before, after) = (self.buckets[i - 1].last_ms, self.buckets[i].first_ms);
+            let silent = after.saturating_sub(before);
+            if self
+                .gap_ms
+                .as_ref()
+                .is_some_and(|gap| silent > gap.max_within(before, after))
+            {
                 out.push(&self.buckets[from..i]);
                 from = i;
             }
@@ -180,7 +185,7 @@ mod tests {
                 bucket(1000, 1000, 5),
                 bucket(9000, 9500, 2),
             ],
-            gap_ms: Some(5000),
+            gap_ms: Some(Periods::constant(5000)),
             peak_where: None,
         };
         assert_eq!(

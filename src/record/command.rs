@@ -4,12 +4,12 @@
 use super::live::open_error;
 use super::{Header, Recorder};
 use crate::cli::Cli;
+use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
-use crate::sources::runner::{Sampling, SourceEvent};
+use crate::sources::runner::Sampling;
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
@@ -74,7 +74,8 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
         eprintln!("vramscope: cannot watch signals: {e}");
         return ExitCode::from(1);
     }
-    let mut sampling = match Sampling::start(cli.sampling(), tx) {
+    // Held for as long as the recording runs: the refresh period's home.
+    let _sampling = match Sampling::start(cli.sampling(), tx) {
         Ok(sampling) => sampling,
         Err(e) => {
             eprintln!("vramscope: {e}");
@@ -84,7 +85,6 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
     eprintln!("recording to {}; Ctrl-C stops", path.display());
     let started = Instant::now();
     let deadline = args.duration.map(|d| started + d);
-    let mut pids = GpuPids::default();
     loop {
         // Records waiting in the buffer are flushed when due, even if no event follows.
         if let Err(e) = recorder.flush_if_due() {
@@ -121,9 +121,6 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
                 problem.one_line()
             );
         }
-        if let Some(list) = pids.update(&event) {
-            sampling.watch_pids(list);
-        }
     }
     let records = recorder.records();
     if let Err(e) = recorder.finish() {
@@ -151,53 +148,6 @@ fn forward_signals(tx: Sender<Message>) -> std::io::Result<()> {
             }
         })?;
     Ok(())
-}
-
-/// The host pids NVML lists now, as `Monitor::gpu_pids` tells the host sampler in the
-/// monitor: from each GPU's latest process list, without keeping any history.
-#[derive(Default)]
-struct GpuPids {
-    by_gpu: HashMap<u32, Vec<u32>>,
-}
-
-impl GpuPids {
-    /// The whole list when `event` changed a GPU's processes (`Sampling::watch_pids` drops
-    /// it if the whole is unchanged).
-    fn update(&mut self, event: &SourceEvent) -> Option<Vec<u32>> {
-        if !self.see(event) {
-            return None;
-        }
-        let mut pids: Vec<u32> = self.by_gpu.values().flatten().copied().collect();
-        pids.sort_unstable();
-        pids.dedup();
-        Some(pids)
-    }
-
-    /// Notes the process lists in `event`; true when one changed.
-    fn see(&mut self, event: &SourceEvent) -> bool {
-        match event {
-            SourceEvent::Device(sample) => {
-                let pids: Vec<u32> = sample
-                    .processes
-                    .as_ref()
-                    .map(|list| list.iter().map(|p| p.pid).collect())
-                    .unwrap_or_default();
-                if self.by_gpu.get(&sample.index) == Some(&pids) {
-                    return false;
-                }
-                self.by_gpu.insert(sample.index, pids);
-                true
-            }
-            SourceEvent::Batch(events) => {
-                let mut changed = false;
-                for event in events {
-                    changed |= self.see(event);
-                }
-                changed
-            }
-            _ => false,
-        }
-    }
 }
 
 /// `90s`, `30m`, `12h`, `2d`, or plain seconds.

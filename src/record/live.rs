@@ -3,8 +3,8 @@
 //! (disk full) stops the recording, says so once, and leaves the monitor running.
 
 use super::{Header, Recorder};
+use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
-use crate::sources::runner::SourceEvent;
 use std::path::Path;
 
 /// The monitor's recording, or none.

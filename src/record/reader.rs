@@ -11,7 +11,7 @@ use super::wire::{
 };
 use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
 use crate::model::ForeignText;
-use crate::sources::runner::SourceEvent;
+use crate::model::SourceEvent;
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs::File;
@@ -89,6 +89,12 @@ struct RecordIn {
     device: Option<device_sample::Own>,
     host: Option<host_sample::Own>,
     channels: Option<BatchIn>,
+    interval: Option<IntervalIn>,
+}
+
+#[derive(Deserialize)]
+struct IntervalIn {
+    interval_ms: u64,
 }
 
 #[derive(Deserialize)]
@@ -294,6 +300,10 @@ impl Events {
             SourceEvent::Channels(Box::new(
                 self.writers.batch(batch).map_err(|e| format!(": {e}"))?,
             ))
+        } else if let Some(interval) = record.interval {
+            SourceEvent::Interval {
+                ms: interval.interval_ms,
+            }
         } else {
             self.skipped_records += 1;
             return Ok(None);

@@ -11,8 +11,8 @@
 
 use super::Recording;
 use super::when::When;
+use crate::model::SourceEvent;
 use crate::model::{ChannelPoll, DeviceInfo, EventKind};
-use crate::sources::runner::SourceEvent;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -264,6 +264,8 @@ impl Scope {
                 SourceEvent::Started { driver, devices }
             }
             SourceEvent::NvmlUnavailable(problem) => SourceEvent::NvmlUnavailable(problem),
+            // In force from its moment on: one before the window holds from the window's start.
+            SourceEvent::Interval { ms } => SourceEvent::Interval { ms },
             SourceEvent::Device(mut sample) => {
                 if !self.within(sample.at_ms) {
                     return None;

@@ -7,8 +7,8 @@
 use super::channels::WritersSent;
 use super::wire::{device_infos, device_sample, driver, host_sample, problem};
 use super::{FORMAT, Header, MAX_LINE, VERSION};
+use crate::model::SourceEvent;
 use crate::model::{DeviceInfo, DriverInfo};
-use crate::sources::runner::SourceEvent;
 use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -68,6 +68,11 @@ struct HeaderOut<'a> {
     interval_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     host: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct IntervalOut {
+    interval_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -226,6 +231,9 @@ impl Recorder {
                 self.write_line(t, "device", &device_sample::Ref(sample))
             }
             SourceEvent::Host(sample) => self.write_line(t, "host", &host_sample::Ref(sample)),
+            SourceEvent::Interval { ms } => {
+                self.write_line(t, "interval", &IntervalOut { interval_ms: *ms })
+            }
             SourceEvent::Channels(batch) => {
                 for record in self.writers.records(batch) {
                     self.write_line(t, "channels", &record)?;

@@ -8,8 +8,8 @@
 //! so they stay evenly spread over the file), so memory stays bounded whatever the file's
 //! length; the monitor's own history is bounded too.
 
+use crate::model::SourceEvent;
 use crate::record::{Events, Recording, RecordingError, Resume};
-use crate::sources::runner::SourceEvent;
 use crate::state::Monitor;
 use std::path::PathBuf;
 

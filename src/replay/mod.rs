@@ -111,14 +111,15 @@ impl Replay {
         }
     }
 
-    /// The refresh period of the recording, for the charts' time axis.
     /// The recorded machine's host name, already cleaned when the file was read.
     pub fn host(&self) -> Option<&str> {
         self.timeline.header.host.as_deref()
     }
 
+    /// The refresh period in force at the cursor (the header's, or the last change
+    /// recorded before it): the charts' time axis, a sample step, the stale mark.
     pub fn interval_ms(&self) -> u64 {
-        self.timeline.header.interval_ms.max(1)
+        self.timeline.periods.at(self.at_ms).max(1)
     }
 
     /// How many checkpoints are kept to seek back from, and their monitors' history bytes.

@@ -8,12 +8,12 @@
 
 use super::cursor::Checkpoints;
 use crate::model::EventKind;
+use crate::model::SourceEvent;
 use crate::model::units::bytes;
 use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
-use crate::model::{NA, Reading};
+use crate::model::{NA, Periods, Reading};
 use crate::record::folds::{RecordedFolds, oom_gpu};
 use crate::record::{Header, Recording};
-use crate::sources::runner::SourceEvent;
 use std::collections::HashMap;
 
 /// Marks kept at most (about 100 bytes each); a recording with more events marks the first.
@@ -48,6 +48,8 @@ pub struct Timeline {
     pub marks: Vec<Mark>,
     /// Why not all of the recording is there: damage, or records skipped.
     pub cut_short: Option<String>,
+    /// The refresh period: the header's, then each change recorded.
+    pub periods: Periods,
 }
 
 impl Timeline {
@@ -58,6 +60,7 @@ impl Timeline {
         let mut peak: Option<(u64, u64, u32)> = None;
         let mut writers = Writers::default();
         let mut marks = Vec::new();
+        let mut periods = Periods::constant(header.interval_ms);
         let (mut events, mut first_any, mut first_screen, mut last_ms) = (0, None, None, None);
         let mut items = recording.events();
         // Not `for`: the checkpoints take the reader's place after each event.
@@ -80,6 +83,9 @@ impl Timeline {
                 first_screen.get_or_insert(at_ms);
             }
             last_ms = Some(last_ms.map_or(at_ms, |l: u64| l.max(at_ms)));
+            if let SourceEvent::Interval { ms } = event {
+                periods.change(at_ms, ms);
+            }
             if marks.len() < MAX_MARKS {
                 note_marks(at_ms, &event, &mut peak, &mut marks);
             } else {
@@ -119,6 +125,7 @@ impl Timeline {
             last_ms,
             marks,
             cut_short,
+            periods,
         }
     }
 }

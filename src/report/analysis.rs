@@ -5,17 +5,19 @@
 //! the recording's length.
 
 use super::spikes::{Rise, RiseTracker};
+use crate::model::SourceEvent;
 use crate::model::foresight::Forecast;
+use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
-use crate::sources::runner::SourceEvent;
-use crate::sources::sites::{SitesJob, reduce};
+use crate::sources::sites::reduce;
 use std::collections::BTreeMap;
 
 /// A value and where it happened.
@@ -63,6 +65,8 @@ pub struct AllocatorSummary {
     pub forecast: Forecast,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
+    /// The snapshots the writer deleted to keep its bound, by name where seen.
+    pub snapshots_dropped: Option<Dropped>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -191,7 +195,9 @@ impl Analysis {
                 self.note_ooms();
             }
             // A recording gives a batch's members one by one.
-            SourceEvent::NvmlUnavailable(_) | SourceEvent::Batch(_) => {}
+            SourceEvent::NvmlUnavailable(_)
+            | SourceEvent::Batch(_)
+            | SourceEvent::Interval { .. } => {}
         }
     }
 
@@ -514,6 +520,7 @@ impl Analysis {
                     allocator_config: identity.allocator_config.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
+                    snapshots_dropped: fold.snapshot_drops.dropped(),
                 })
             })
     }

@@ -215,9 +215,9 @@ fn kib_per_second(r: &Reading<u32>) -> Option<Number> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::SourceEvent;
     use crate::model::{Absent, DeviceInfo, DriverInfo};
     use crate::serve::node::Node;
-    use crate::sources::runner::SourceEvent;
     use crate::state::{Monitor, StaleAfter};
 
     fn sample(at_ms: u64, temperature: Reading<u32>) -> DeviceSample {

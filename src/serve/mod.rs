@@ -3,8 +3,10 @@
 //! Threads:
 //! - the samplers (`sources::runner::Sampling`), exactly as under the TUI;
 //! - `serve-state` (`owner`), the one owner of the `Monitor`: it ingests every
-//!   `SourceEvent`, takes one `Snapshot` per tick (the type the TUI and `--json` read), keeps
-//!   exited processes for the grace period (`retention`) and swaps the result into `Latest`;
+//!   `SourceEvent`, takes one `Snapshot` per tick (the type the TUI and `--json` read), whose
+//!   exited rows the monitor remembers for at least the grace period; `retention` says which
+//!   processes to export (exited ones through their grace, new ones once settled) and the
+//!   result is swapped into `Latest`;
 //! - the calling thread runs a one-thread tokio runtime serving HTTP (`http`). A scrape
 //!   clones the latest `Arc<Published>` and writes its encoding, made at most once per tick
 //!   and format (`published`), so scrapers never reach NVML and a hundred of them cost the
@@ -100,7 +102,6 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
         }
     };
     let settings = owner::Settings {
-        interval: cli.interval,
         grace: args.grace,
         hostname,
     };

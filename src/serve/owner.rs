@@ -7,8 +7,9 @@ use super::node::Node;
 use super::processes;
 use super::published::{Latest, Published};
 use super::retention::Retention;
+use crate::model::SourceEvent;
 use crate::model::{Snapshot, now_ms};
-use crate::sources::runner::{Sampling, SourceEvent};
+use crate::sources::runner::Sampling;
 use crate::state::{Monitor, StaleAfter};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -18,7 +19,6 @@ use std::time::Duration;
 /// What the state thread needs from the command line.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub interval: Duration,
     pub grace: Duration,
     /// `--hostname`: the node's name in the labels, instead of this machine's host name.
     pub hostname: Option<String>,
@@ -37,16 +37,18 @@ pub fn spawn(
         .map(|_| ())
 }
 
-fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, settings: Settings) {
-    let interval_ms = u64::try_from(settings.interval.as_millis()).unwrap_or(u64::MAX);
+fn run(rx: &Receiver<SourceEvent>, sampling: Sampling, latest: &Latest, settings: Settings) {
+    let interval_ms = sampling.interval_ms();
     let stale = StaleAfter::interval(interval_ms);
-    let mut monitor = Monitor::new(now_ms());
+    // Exited processes are remembered by the monitor, for the whole grace period; the
+    // retention only says which of its rows are exported.
+    let mut monitor = Monitor::remembering(now_ms(), Retention::grace_ms(settings.grace));
     let mut retention = Retention::new(settings.grace);
     let mut node = Node::new(settings.hostname.clone());
     let mut told_problem = false;
     // Even when no event comes (every sampler stuck), publish now and then so that stale
     // GPUs are marked so.
-    let idle_wake = settings.interval.max(Duration::from_secs(1));
+    let idle_wake = Duration::from_millis(interval_ms).max(Duration::from_secs(1));
     loop {
         match rx.recv_timeout(idle_wake) {
             Ok(event) => {
@@ -67,7 +69,6 @@ fn run(rx: &Receiver<SourceEvent>, mut sampling: Sampling, latest: &Latest, sett
             );
             told_problem = true;
         }
-        sampling.watch_pids(monitor.gpu_pids());
         let now = now_ms();
         let snapshot = Arc::new(monitor.snapshot(now, stale));
         let unreadable = unreadable_process_lists(&snapshot);

@@ -130,29 +130,9 @@ pub struct ProcessEntry {
     pub sm_util_percent: Option<u32>,
     pub host_rss_bytes: Option<u64>,
     pub allocator: Option<AllocatorFigures>,
-}
-
-impl ProcessLabels {
-    /// These labels, with what they lack taken from `newer`: a label is never dropped or
-    /// changed (that would start a new series), only one that was missing is added.
-    pub fn filled_from(&self, newer: &ProcessLabels) -> ProcessLabels {
-        ProcessLabels {
-            user: self.user.clone().or_else(|| newer.user.clone()),
-            command: self.command.clone().or_else(|| newer.command.clone()),
-            pod: self.pod.clone().or_else(|| newer.pod.clone()),
-            namespace: self.namespace.clone().or_else(|| newer.namespace.clone()),
-            container: self.container.clone().or_else(|| newer.container.clone()),
-            mig_profile: self
-                .mig_profile
-                .clone()
-                .or_else(|| newer.mig_profile.clone()),
-            mig_gi: self.mig_gi.or(newer.mig_gi),
-            rank: self.rank.or(newer.rank),
-            local_rank: self.local_rank.or(newer.local_rank),
-            job: self.job.clone().or_else(|| newer.job.clone()),
-            ..self.clone()
-        }
-    }
+    /// When NVML last listed a process no longer listed (the snapshot's exited row), which
+    /// its grace period runs from; `None` while it is listed.
+    pub last_listed_ms: Option<u64>,
 }
 
 impl ProcessEntry {
@@ -180,8 +160,8 @@ impl ProcessEntry {
 }
 
 /// Every process to export now, in GPU then pid order: those NVML lists, running channels
-/// it lists on no GPU, and (marked not running) those it listed recently, with their last
-/// figures, for `Retention` to keep through the grace period.
+/// it lists on no GPU, and (marked not running) the snapshot's exited rows, those it listed
+/// recently, with their last figures, for `Retention` to export through the grace period.
 pub fn from_snapshot(snapshot: &Snapshot) -> Vec<ProcessEntry> {
     let mut entries: Vec<ProcessEntry> = snapshot
         .processes
@@ -189,13 +169,7 @@ pub fn from_snapshot(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         .map(|row| from_row(row, &snapshot.allocators))
         .collect();
     entries.extend(unlisted_channels(snapshot));
-    entries.extend(
-        snapshot
-            .exited
-            .iter()
-            .filter(|row| !row.left_gpu)
-            .map(|row| from_exited(row, snapshot)),
-    );
+    entries.extend(snapshot.exited.iter().map(|row| from_exited(row, snapshot)));
     entries.sort_by_key(|e| (e.labels.gpu, e.labels.pid));
     entries
 }
@@ -240,11 +214,13 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
         sm_util_percent: row.nvml.sm_util.as_ref().ok().copied(),
         host_rss_bytes: host.and_then(|h| h.rss_bytes.as_ref().ok().copied()),
         allocator: row.allocator.as_ref().map(AllocatorFigures::of),
+        last_listed_ms: None,
     }
 }
 
-/// A process NVML listed recently and lists no more, labelled as while it ran (rank and job
-/// from the channel its exited row joined).
+/// A process NVML listed recently and lists no more (exited, or gone from the GPU), labelled
+/// as while it ran: user, command, pod and MIG instance as the monitor last saw them, rank
+/// and job from the channel its exited row joined.
 fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
     let channel = channel_of(&snapshot.allocators, row.pid, RowProcess::Unlisted);
     ProcessEntry {
@@ -260,8 +236,14 @@ fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
             pod: pod_name(row.pod.as_ref(), |p| &p.name),
             namespace: pod_name(row.pod.as_ref(), |p| &p.namespace),
             container: pod_name(row.pod.as_ref(), |p| &p.container),
-            mig_profile: None,
-            mig_gi: None,
+            mig_profile: row
+                .mig
+                .as_ref()
+                .and_then(|i| i.profile.as_ref().ok().cloned()),
+            mig_gi: row
+                .mig
+                .as_ref()
+                .and_then(|i| i.gpu_instance_id.as_ref().ok().copied()),
             rank: channel.and_then(|c| c.identity.rank),
             local_rank: channel.and_then(|c| c.identity.local_rank),
             job: channel.and_then(|c| non_empty(&c.identity.job_id)),
@@ -272,6 +254,7 @@ fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
         sm_util_percent: None,
         host_rss_bytes: None,
         allocator: row.allocator.as_ref().map(AllocatorFigures::of),
+        last_listed_ms: Some(row.last_listed_ms),
     }
     // What it held is gone, whatever its writer last said.
     .exited()
@@ -338,6 +321,7 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                 )
                 .as_ref()
                 .map(AllocatorFigures::of),
+                last_listed_ms: None,
             });
         }
     }
@@ -397,11 +381,11 @@ mod tests {
     /// The pids exported for one running channel on GPU 0 whose writer claims pid 1,
     /// with the pid the channel sampler verified (if any), and NVML listing nothing.
     fn exported_pids(verified: Option<u32>) -> Vec<u32> {
+        use crate::model::SourceEvent;
         use crate::model::{
             Absent, AllocatorDevice, ChannelBatch, ChannelPoll, DeviceInfo, DriverInfo,
             WriterIdentity, WriterLiveness,
         };
-        use crate::sources::runner::SourceEvent;
         use crate::state::{Monitor, StaleAfter};
         use std::sync::Arc;
         fn no<T>() -> crate::model::Reading<T> {
@@ -509,6 +493,7 @@ mod tests {
                 oom_in_steps: Some(7),
                 oom_in_ms: Some(8),
             }),
+            last_listed_ms: None,
         };
         let gone = entry.exited();
         assert!(!gone.running);

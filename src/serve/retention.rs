@@ -1,8 +1,11 @@
 //! Which processes each tick exports. An exited process stays for a grace period, so that
 //! the first scrape after it ended still sees its final OOM count, peak and step; then it
-//! leaves, which keeps the number of series bounded. A new process waits a moment for the
-//! host's facts (user, command), so that its series start with their final labels rather
-//! than changing label set one tick later.
+//! leaves, which keeps the number of series bounded. Exited processes are the snapshot's
+//! exited rows (the monitor remembers them, for at least the grace: `Monitor::remembering`),
+//! so nothing here remembers them a second time. What is kept here is about running ones:
+//! a new process waits a moment for the host's facts (user, command), so that its series
+//! start with their final labels rather than changing label set one tick later, and one on
+//! a GPU whose process list could not be read this tick is carried as last seen.
 
 use super::processes::ProcessEntry;
 use std::collections::{HashMap, HashSet};
@@ -10,8 +13,8 @@ use std::time::Duration;
 
 /// How long a new process may wait for its host facts before it is exported without them.
 const SETTLE_MS: u64 = 3_000;
-/// Exited processes kept at most, whatever the grace period: a machine starting thousands
-/// of short GPU processes a minute must not grow the output without bound.
+/// Exited processes exported at most, whatever the grace period: a machine starting
+/// thousands of short GPU processes a minute must not grow the output without bound.
 const MAX_EXITED: usize = 1024;
 
 type Key = (String, u32);
@@ -23,24 +26,31 @@ struct Kept {
     last_seen_ms: u64,
 }
 
-/// Processes seen recently, running or not.
+/// Running processes seen recently, and the grace period exited ones are exported for.
 #[derive(Debug)]
 pub struct Retention {
     grace_ms: u64,
-    kept: HashMap<Key, Kept>,
+    running: HashMap<Key, Kept>,
 }
 
 impl Retention {
     pub fn new(grace: Duration) -> Self {
         Self {
-            grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-            kept: HashMap::new(),
+            grace_ms: Self::grace_ms(grace),
+            running: HashMap::new(),
         }
     }
 
-    /// Takes the processes listed now and returns those to export, in GPU then pid order.
-    /// On GPUs in `unreadable` (keyed like `ProcessLabels::uuid`) the process list could not
-    /// be read this tick: their processes are carried as last seen, not taken for exited.
+    /// The grace period in ms, which the monitor must remember exited processes for.
+    pub fn grace_ms(grace: Duration) -> u64 {
+        u64::try_from(grace.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Takes the processes of this tick's snapshot, listed and exited
+    /// (`processes::from_snapshot`), and returns those to export, in GPU then pid order.
+    /// On GPUs in `unreadable` (keyed like `ProcessLabels::uuid`) the process list could
+    /// not be read this tick: their processes are carried as last seen, not taken for
+    /// exited.
     pub fn update(
         &mut self,
         current: Vec<ProcessEntry>,
@@ -48,109 +58,56 @@ impl Retention {
         now_ms: u64,
     ) -> Vec<ProcessEntry> {
         let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let mut exited = Vec::new();
         for entry in current {
             let key = entry.key();
             if !entry.running {
-                self.refresh_exited(entry, unreadable);
+                // An unreadable list is not an exit; past its grace it is no longer shown.
+                let in_grace = entry
+                    .last_listed_ms
+                    .is_some_and(|at| now_ms.saturating_sub(at) <= self.grace_ms);
+                if in_grace && !unreadable.contains(&key.0) {
+                    exited.push(entry);
+                }
                 continue;
             }
             seen.insert(key.clone());
-            match self.kept.get_mut(&key) {
-                Some(kept) => {
-                    // The same pid back after it had gone: a new process, settling anew.
-                    if !kept.entry.running {
-                        kept.first_seen_ms = now_ms;
-                    }
-                    kept.entry = entry;
-                    kept.last_seen_ms = now_ms;
-                }
-                None => {
-                    self.kept.insert(
-                        key,
-                        Kept {
-                            entry,
-                            first_seen_ms: now_ms,
-                            last_seen_ms: now_ms,
-                        },
-                    );
-                }
-            }
+            let kept = self.running.entry(key).or_insert_with(|| Kept {
+                entry: entry.clone(),
+                first_seen_ms: now_ms,
+                last_seen_ms: now_ms,
+            });
+            kept.entry = entry;
+            kept.last_seen_ms = now_ms;
         }
         let grace_ms = self.grace_ms;
-        self.kept
-            .retain(|_, k| now_ms.saturating_sub(k.last_seen_ms) <= grace_ms);
-        let mut out = Vec::new();
-        for (key, kept) in &mut self.kept {
-            if seen.contains(key) {
-                let settled = now_ms.saturating_sub(kept.first_seen_ms) >= SETTLE_MS;
-                if kept.entry.host_known || settled {
-                    out.push(kept.entry.clone());
-                }
-            } else if kept.entry.running && unreadable.contains(&key.0) {
-                out.push(kept.entry.clone());
-            } else {
-                if kept.entry.running {
-                    kept.entry = kept.entry.clone().exited();
-                }
+        // Off the list where the list was read: exited (its exited row speaks for it) or
+        // gone from the GPU; either way a new process if the pid comes back.
+        self.running.retain(|key, k| {
+            seen.contains(key)
+                || (unreadable.contains(&key.0)
+                    && now_ms.saturating_sub(k.last_seen_ms) <= grace_ms)
+        });
+        for (key, kept) in &self.running {
+            let settled = now_ms.saturating_sub(kept.first_seen_ms) >= SETTLE_MS;
+            if !seen.contains(key) || kept.entry.host_known || settled {
                 out.push(kept.entry.clone());
             }
         }
-        self.bound_exited(&mut out);
+        // The longest gone first out beyond the bound.
+        exited.sort_by_key(|e| std::cmp::Reverse(e.last_listed_ms));
+        exited.truncate(MAX_EXITED);
+        let running: HashSet<Key> = out.iter().map(ProcessEntry::key).collect();
+        out.extend(exited.into_iter().filter(|e| !running.contains(&e.key())));
         out.sort_by_key(|e| (e.labels.gpu, e.labels.pid));
         out
     }
 
-    /// The last figures of a process no longer listed, as the snapshot joined them this
-    /// tick: an OOM its writer reported as it died may arrive after NVML stopped listing
-    /// it. They refresh the kept entry only; its grace runs from when it was last listed,
-    /// and one not kept (gone before this server saw it, or past its grace) stays out.
-    fn refresh_exited(&mut self, entry: ProcessEntry, unreadable: &[String]) {
-        let key = entry.key();
-        // An unreadable list is not an exit (`update`).
-        if unreadable.contains(&key.0) {
-            return;
-        }
-        let Some(kept) = self.kept.get_mut(&key) else {
-            return;
-        };
-        let labels = kept.entry.labels.filled_from(&entry.labels);
-        let allocator = entry.allocator.or(kept.entry.allocator);
-        kept.entry = ProcessEntry {
-            labels,
-            allocator,
-            ..entry
-        };
-    }
-
-    /// Forgets the longest-gone exited processes beyond `MAX_EXITED`.
-    fn bound_exited(&mut self, out: &mut Vec<ProcessEntry>) {
-        let mut exited: Vec<(u64, Key)> = self
-            .kept
-            .iter()
-            .filter(|(_, k)| !k.entry.running)
-            .map(|(key, k)| (k.last_seen_ms, key.clone()))
-            .collect();
-        if exited.len() <= MAX_EXITED {
-            return;
-        }
-        exited.sort();
-        let dropped: HashSet<Key> = exited[..exited.len() - MAX_EXITED]
-            .iter()
-            .map(|(_, key)| key.clone())
-            .collect();
-        self.kept.retain(|key, _| !dropped.contains(key));
-        out.retain(|e| e.running || !dropped.contains(&e.key()));
-    }
-
-    /// How many processes are remembered, running or exited.
+    /// How many running processes are remembered.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.kept.len()
-    }
-
-    #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
-        self.kept.is_empty()
+        self.running.len()
     }
 }
 
@@ -186,6 +143,15 @@ mod tests {
                 ooms: Some(2),
                 ..AllocatorFigures::default()
             }),
+            last_listed_ms: None,
+        }
+    }
+
+    /// The snapshot's exited row of `pid`, last listed at `at_ms`.
+    fn gone(pid: u32, at_ms: u64) -> ProcessEntry {
+        ProcessEntry {
+            last_listed_ms: Some(at_ms),
+            ..entry(pid, true).exited()
         }
     }
 
@@ -198,47 +164,33 @@ mod tests {
         let mut r = Retention::new(Duration::from_secs(60));
         let out = r.update(vec![entry(1, true), entry(2, true)], &[], 1_000);
         assert_eq!(pids(&out), [(1, true), (2, true)]);
-        let out = r.update(vec![entry(1, true)], &[], 2_000);
+        let out = r.update(vec![entry(1, true), gone(2, 1_000)], &[], 2_000);
         assert_eq!(pids(&out), [(1, true), (2, false)]);
-        let gone = &out[1];
-        assert_eq!(gone.used_bytes, None);
-        assert_eq!(gone.allocator.unwrap().allocated, None);
-        assert_eq!(gone.allocator.unwrap().ooms, Some(2));
-        // Last listed at 1 s: kept until 61 s.
-        let out = r.update(vec![entry(1, true)], &[], 61_000);
-        assert_eq!(pids(&out), [(1, true), (2, false)]);
-        let out = r.update(vec![entry(1, true)], &[], 61_001);
-        assert_eq!(pids(&out), [(1, true)]);
+        let exited = &out[1];
+        assert_eq!(exited.used_bytes, None);
+        assert_eq!(exited.allocator.unwrap().allocated, None);
+        assert_eq!(exited.allocator.unwrap().ooms, Some(2));
+        // Nothing of it is remembered here: the snapshot's row is the one memory.
         assert_eq!(r.len(), 1);
+        // Last listed at 1 s: exported until 61 s.
+        let out = r.update(vec![entry(1, true), gone(2, 1_000)], &[], 61_000);
+        assert_eq!(pids(&out), [(1, true), (2, false)]);
+        let out = r.update(vec![entry(1, true), gone(2, 1_000)], &[], 61_001);
+        assert_eq!(pids(&out), [(1, true)]);
     }
 
     #[test]
-    fn an_exited_rows_last_figures_refresh_the_kept_entry_but_not_its_grace() {
+    fn a_pid_back_after_it_had_gone_is_a_new_process_settling_anew() {
         let mut r = Retention::new(Duration::from_secs(60));
-        let mut listed = entry(1, true);
-        listed.allocator = None;
-        r.update(vec![listed], &[], 1_000);
-        // NVML lists it no more; its writer's OOM and rank arrive with its exited row.
-        let mut gone = entry(1, true);
-        gone.running = false;
-        gone.labels.rank = Some(3);
-        gone.allocator = Some(AllocatorFigures {
-            ooms: Some(1),
-            ..AllocatorFigures::default()
-        });
-        let out = r.update(vec![gone.clone()], &[], 2_000);
-        assert_eq!(pids(&out), [(1, false)]);
-        assert_eq!(out[0].labels.rank, Some(3));
-        assert_eq!(out[0].allocator.unwrap().ooms, Some(1));
-        // Its grace runs from when it was last listed, however long its row is kept.
+        r.update(vec![entry(7, true)], &[], 0);
+        r.update(vec![gone(7, 0)], &[], 1_000);
+        assert_eq!(r.len(), 0);
+        // Back without its host facts yet: it waits, as any new process does.
+        assert!(r.update(vec![entry(7, false)], &[], 2_000).is_empty());
         assert_eq!(
-            pids(&r.update(vec![gone.clone()], &[], 61_000)),
-            [(1, false)]
+            pids(&r.update(vec![entry(7, false)], &[], 2_000 + SETTLE_MS)),
+            [(7, true)]
         );
-        assert!(r.update(vec![gone.clone()], &[], 61_001).is_empty());
-        // One this server never saw running is not exported at all.
-        let mut fresh = Retention::new(Duration::from_secs(60));
-        assert!(fresh.update(vec![gone], &[], 0).is_empty());
     }
 
     #[test]
@@ -258,23 +210,22 @@ mod tests {
     fn an_unreadable_process_list_is_not_an_exit() {
         let mut r = Retention::new(Duration::from_secs(60));
         r.update(vec![entry(1, true)], &[], 0);
-        let out = r.update(vec![], &["GPU-0".to_string()], 1_000);
+        // The snapshot has no list for GPU-0: its process reads as exited there.
+        let out = r.update(vec![gone(1, 0)], &["GPU-0".to_string()], 1_000);
         assert_eq!(pids(&out), [(1, true)]);
         assert_eq!(out[0].used_bytes, Some(100));
-        let out = r.update(vec![], &[], 2_000);
+        let out = r.update(vec![gone(1, 0)], &[], 2_000);
         assert_eq!(pids(&out), [(1, false)]);
     }
 
     #[test]
-    fn exited_processes_are_bounded() {
+    fn exited_processes_are_bounded_the_longest_gone_out_first() {
         let mut r = Retention::new(Duration::from_secs(3600));
         let many: Vec<ProcessEntry> = (0..MAX_EXITED as u32 + 10)
-            .map(|p| entry(p, true))
+            .map(|p| gone(p, u64::from(p)))
             .collect();
-        r.update(many, &[], 0);
-        let out = r.update(vec![], &[], 1);
+        let out = r.update(many, &[], 5_000);
         assert_eq!(out.len(), MAX_EXITED);
-        assert_eq!(r.len(), MAX_EXITED);
-        assert!(!r.is_empty());
+        assert_eq!(out.first().map(|e| e.labels.pid), Some(10));
     }
 }

@@ -6,6 +6,7 @@ pub mod channels;
 pub mod container;
 mod dir_watch;
 pub mod host;
+pub mod jobs;
 pub mod nvml;
 pub mod nvml_errors;
 mod nvml_lists;

@@ -1,23 +1,19 @@
-//! Synchronous sampling for `--once`, `--json`, `--csv` and `--loop`: the same samplers as the
-//! monitor, driven from the calling thread, feeding the same `Monitor` so every output reads
-//! the same `Snapshot`.
+//! Synchronous sampling for `--once`, `--json`, `--csv` and `--loop`: the monitor's jobs and
+//! its tick (`jobs`), driven from the calling thread. Each `once` is one tick's batch, which
+//! the output feeds to the same `Monitor` as the screen's, so every output reads the same
+//! `Snapshot`.
 
 use super::channels::ChannelSampler;
-use super::host::HostSampler;
+use super::jobs::{Jobs, Untimed};
 use super::nvml::{DeviceSampler, open_gpus};
-use super::runner::SourceEvent;
-use crate::model::{NvmlProblem, Snapshot, now_ms};
-use crate::state::{Monitor, StaleAfter};
+use crate::model::{NvmlProblem, SourceEvent};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// An open NVML session and its samplers, kept between `--loop` iterations so per-process
+/// An open NVML session and its jobs, kept between `--loop` iterations so per-process
 /// utilisation cursors and CPU readings carry over.
 pub struct OneShot {
-    monitor: Monitor,
-    samplers: Vec<DeviceSampler>,
-    host: HostSampler,
-    channels: ChannelSampler,
+    jobs: Jobs,
     /// The fast memory sampling's period between takes; `None`: off.
     peek_every: Option<Duration>,
     /// `--gpm` and no take yet: GPM's figures are the difference of two samples, so the
@@ -30,7 +26,8 @@ pub struct OneShot {
 const GPM_PRIME: Duration = Duration::from_millis(100);
 
 impl OneShot {
-    /// Opens NVML; fails with the reason when it cannot be used at all. `repeated` when
+    /// Opens NVML, with the `Started` event to ingest first; fails with the reason when it
+    /// cannot be used at all. `repeated` when
     /// `take` will be called again and again (`--loop`): only then are the channel
     /// directories watched for changes, a single take lists them once. `peek_every`: the
     /// fast memory sampling's period while `wait` waits between takes.
@@ -40,7 +37,7 @@ impl OneShot {
         repeated: bool,
         peek_every: Option<Duration>,
         gpm: bool,
-    ) -> Result<Self, NvmlProblem> {
+    ) -> Result<(Self, SourceEvent), NvmlProblem> {
         let mut gpus = open_gpus(nvml_lib, pcie_every, gpm)?;
         let peek_every = peek_every.filter(|_| repeated);
         if peek_every.is_some() {
@@ -48,23 +45,26 @@ impl OneShot {
                 .iter_mut()
                 .for_each(DeviceSampler::keep_memory_peaks);
         }
-        let mut monitor = Monitor::new(now_ms());
-        monitor.ingest(SourceEvent::Started {
+        let channels = if repeated {
+            ChannelSampler::new()
+        } else {
+            ChannelSampler::unwatched()
+        };
+        // The host is read at every take: a take is seconds apart at least, or the only one.
+        let jobs = Jobs::new(channels, 0);
+        jobs.add_gpus(gpus.samplers);
+        let started = SourceEvent::Started {
             driver: gpus.driver,
             devices: gpus.devices,
-        });
-        Ok(Self {
-            monitor,
-            samplers: gpus.samplers,
-            host: HostSampler::new(),
-            channels: if repeated {
-                ChannelSampler::new()
-            } else {
-                ChannelSampler::unwatched()
+        };
+        Ok((
+            Self {
+                jobs,
+                peek_every,
+                gpm_unprimed: gpm,
             },
-            peek_every,
-            gpm_unprimed: gpm,
-        })
+            started,
+        ))
     }
 
     /// Before the first take with `--gpm`: one sample of every GPU, not shown, whose GPM
@@ -76,8 +76,8 @@ impl OneShot {
             return;
         }
         let mut mig = false;
-        for sampler in &mut self.samplers {
-            mig |= sampler.sample().mig_enabled().is_some();
+        for gpu in self.jobs.gpus() {
+            mig |= gpu.sampler().sample().mig_enabled().is_some();
         }
         if mig {
             std::thread::sleep(GPM_PRIME);
@@ -100,32 +100,16 @@ impl OneShot {
                 return;
             }
             std::thread::sleep(every);
-            self.samplers
-                .iter_mut()
-                .for_each(DeviceSampler::peek_memory);
+            for gpu in self.jobs.gpus() {
+                gpu.try_peek(&Untimed);
+            }
         }
     }
 
-    /// Samples every GPU and the host once and returns the joined snapshot.
-    pub fn take(&mut self) -> Snapshot {
+    /// One tick of every job, as the monitor's pool runs it: the GPUs, then the host and the
+    /// channels with the pids those GPUs list.
+    pub fn once(&mut self) -> SourceEvent {
         self.prime_gpm();
-        for sampler in &mut self.samplers {
-            let sample = sampler.sample();
-            self.monitor.ingest(SourceEvent::Device(Box::new(sample)));
-        }
-        let pids = self.monitor.gpu_pids();
-        let host = self.host.sample(&pids);
-        self.monitor.ingest(SourceEvent::Host(Box::new(host)));
-        self.channels.set_pids(&pids);
-        if let Some(batch) = self.channels.sample() {
-            self.monitor.ingest(SourceEvent::Channels(Box::new(batch)));
-        }
-        // Each writer's relevant memory snapshot, reduced here: a one-shot run has no screen
-        // to keep responsive. Once per snapshot, however many takes `--loop` makes.
-        for job in self.monitor.reductions_wanted() {
-            let sites = super::sites::reduce(&job);
-            self.monitor.sites_done(&job.channel, &job.path, sites);
-        }
-        self.monitor.snapshot(now_ms(), StaleAfter::NEVER)
+        SourceEvent::Batch(self.jobs.tick(0, &Untimed))
     }
 }

@@ -14,6 +14,11 @@
 //! call returns, a worker that finds another healthy one beside it leaves, so the pool
 //! shrinks back to one.
 //!
+//! The jobs and what one tick does are `jobs`'s (shared with one-shot output): the pid list
+//! the host and channel jobs follow is the tick's own, taken from the GPU jobs' last lists.
+//! When NVML's GPUs join, the next tick is now, so the first full screen does not wait a
+//! whole interval.
+//!
 //! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
 //! read each GPU's used memory alone, behind the same per-GPU locks and under the same
 //! watchdog: a peek blocked in the driver holds one GPU like a blocked full sample, and a
@@ -23,14 +28,14 @@
 
 use super::alarm::Alarm;
 use super::channels::ChannelSampler;
-use super::host::HostSampler;
+use super::jobs::{Jobs, Timer, lock};
 use super::nvml::DeviceSampler;
-use super::runner::SourceEvent;
 use super::schedule::{Schedule, Tick};
+use crate::model::SourceEvent;
 use crate::threads::{self, SpawnFailed};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -44,66 +49,27 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// was half of an idle monitor's sampling CPU at a 1 s refresh. A change in the pid list
 /// is read at once, so a new process never waits this long for its first figures.
 const HOST_MIN_PERIOD_MS: u64 = 2000;
-/// How long the first GPU batch waits for a host pass already under way (see `add_gpus`).
-const FIRST_HOST_WAIT: Duration = Duration::from_millis(500);
 
 /// Handle kept by `Sampling`: where NVML's GPUs join once opened.
-pub struct Pool<E> {
+pub struct Pool {
     shared: Arc<Shared>,
-    tx: Sender<E>,
 }
 
 struct Shared {
-    host: Mutex<HostJob>,
-    /// Instrumented programs' channels, polled every tick: reading a channel is a few
-    /// `pread`s, and every record between two polls is in the file's rings anyway.
-    channels: Mutex<ChannelSampler>,
-    /// The newest pid list the channels job has not taken yet. Filled wherever the list
-    /// changes (the host job, the first GPU batch) and taken by whichever worker next holds
-    /// the channels' lock, so no list is lost to a busy lock or to the first batch skipping
-    /// the host job's change detection.
-    channel_pids: Mutex<Option<Vec<u32>>>,
-    /// Empty until NVML has opened; then one entry per GPU, each with its own lock.
-    gpus: Mutex<Vec<Arc<Mutex<DeviceSampler>>>>,
+    jobs: Jobs,
     /// The live workers, for the watchdog and for a worker deciding whether to leave.
     workers: Mutex<Vec<Arc<Worker>>>,
     interval_ms: Arc<AtomicU64>,
     /// The fast memory sampling's period; `None`: off.
     peek_ms: Option<u64>,
     schedule: Schedule,
+    /// Set when the next tick is now (the GPUs joined); a waiting worker wakes on `kicked`.
+    kick: Mutex<bool>,
+    kicked: Condvar,
     /// The receiver is gone: everyone stops.
     closed: AtomicBool,
     /// Rings the watchdog; `None` where no timerfd could be made, and the watchdog polls.
     alarm: Option<Alarm>,
-}
-
-/// The host sampler, the pid list it follows, and when it last ran.
-struct HostJob {
-    sampler: HostSampler,
-    pids: Receiver<Vec<u32>>,
-    watched: Vec<u32>,
-    last_run: Option<Instant>,
-}
-
-impl HostJob {
-    /// Takes the newest pid list (only the newest matters); true when it differs.
-    fn follow_pids(&mut self) -> bool {
-        let mut changed = false;
-        while let Ok(latest) = self.pids.try_recv() {
-            changed = latest != self.watched;
-            self.watched = latest;
-        }
-        changed
-    }
-
-    /// Due every `max(interval, HOST_MIN_PERIOD_MS)`, on the shared ticks: half a tick of
-    /// slack, since a tick can fire a little early relative to the previous run.
-    fn due(&self, interval_ms: u64, now: Instant) -> bool {
-        let period = interval_ms.max(HOST_MIN_PERIOD_MS);
-        self.last_run.is_none_or(|last| {
-            now.duration_since(last) >= Duration::from_millis(period - interval_ms.min(period) / 2)
-        })
-    }
 }
 
 /// What the watchdog can see of one worker.
@@ -154,108 +120,85 @@ impl Shared {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic inside one sampler must not take the pool's bookkeeping down with it.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// `lock`, giving up after `wait`: std's Mutex has no timed lock, so it polls, which is
-/// fine for the one place that uses it, once at start.
-fn lock_within<T>(m: &Mutex<T>, wait: Duration) -> Option<MutexGuard<'_, T>> {
-    let deadline = Instant::now() + wait;
-    loop {
-        match m.try_lock() {
-            Ok(guard) => return Some(guard),
-            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) if Instant::now() >= deadline => return None,
-            Err(TryLockError::WouldBlock) => thread::sleep(Duration::from_millis(2)),
-        }
-    }
-}
-
-impl<E> Pool<E>
-where
-    E: From<SourceEvent> + Send + 'static,
-{
+impl Pool {
     /// Starts one worker (sampling the host from the first tick) and the watchdog. With
     /// `peek_every`, the GPUs' used memory is also read alone at that period between ticks.
-    pub fn start(
-        pids: Receiver<Vec<u32>>,
+    pub fn start<E>(
         tx: Sender<E>,
         interval_ms: Arc<AtomicU64>,
         peek_every: Option<Duration>,
         schedule: Schedule,
-    ) -> Result<Self, SpawnFailed> {
+    ) -> Result<Self, SpawnFailed>
+    where
+        E: From<SourceEvent> + Send + 'static,
+    {
         let shared = Arc::new(Shared {
-            host: Mutex::new(HostJob {
-                sampler: HostSampler::new(),
-                pids,
-                watched: Vec::new(),
-                last_run: None,
-            }),
-            channels: Mutex::new(ChannelSampler::new()),
-            channel_pids: Mutex::new(None),
-            gpus: Mutex::new(Vec::new()),
+            jobs: Jobs::new(ChannelSampler::new(), HOST_MIN_PERIOD_MS),
             workers: Mutex::new(Vec::new()),
             interval_ms,
             peek_ms: peek_every.map(|p| p.as_millis() as u64),
             schedule,
+            kick: Mutex::new(false),
+            kicked: Condvar::new(),
             closed: AtomicBool::new(false),
             alarm: Alarm::new().ok(),
         });
         spawn_worker(&shared, tx.clone());
         {
             let shared = Arc::clone(&shared);
-            let tx = tx.clone();
             threads::spawn("sampling-watchdog", move || watchdog(shared, tx))?;
         }
-        Ok(Pool { shared, tx })
+        Ok(Pool { shared })
     }
 
-    /// Adds NVML's GPUs: they are sampled once at once, with the host facts (user, command)
-    /// of the processes they list, so the first full screen waits neither for the next tick
-    /// nor for the pid list's round trip through the state owner; and from then on with
-    /// every tick.
+    /// Adds NVML's GPUs, and makes the next tick now: the first full screen does not wait
+    /// for the next tick, and that tick's host pass reads the processes the GPUs list.
     pub fn add_gpus(&self, samplers: Vec<DeviceSampler>) {
-        let mut first = Vec::with_capacity(samplers.len() + 1);
-        let mut pids = Vec::new();
-        let samplers: Vec<Arc<Mutex<DeviceSampler>>> = samplers
-            .into_iter()
-            .map(|mut s| {
-                if self.shared.peek_ms.is_some() {
-                    s.keep_memory_peaks();
-                }
-                let sample = s.sample();
-                if let Ok(processes) = &sample.processes {
-                    pids.extend(processes.iter().map(|p| p.pid));
-                }
-                first.push(SourceEvent::Device(Box::new(sample)));
-                Arc::new(Mutex::new(s))
-            })
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        // A worker may be sampling the host right now, with the pid list it had: none of
-        // these. Its next pass is a whole interval away, so wait for this one to end, but not
-        // on a host read stuck in the kernel: then the regular passes catch up.
-        let host = (!pids.is_empty())
-            .then(|| lock_within(&self.shared.host, FIRST_HOST_WAIT))
-            .flatten();
-        if let Some(mut host) = host {
-            host.last_run = Some(Instant::now());
-            let HostJob {
-                sampler, watched, ..
-            } = &mut *host;
-            // The state owner sends this same list back: unchanged, it is not read again.
-            *watched = pids.clone();
-            first.push(SourceEvent::Host(Box::new(sampler.sample(watched))));
+        let peek = self.shared.peek_ms.is_some();
+        self.shared.jobs.add_gpus(samplers.into_iter().map(|mut s| {
+            if peek {
+                s.keep_memory_peaks();
+            }
+            s
+        }));
+        *lock(&self.shared.kick) = true;
+        self.shared.kicked.notify_all();
+    }
+}
+
+impl Shared {
+    /// Sleeps until the next tick, or until kicked (then a full tick, now).
+    fn wait(&self) -> Tick {
+        let (at, tick) = self
+            .schedule
+            .next(self.interval_ms.load(Ordering::Relaxed), self.peek_ms);
+        let mut kick = lock(&self.kick);
+        loop {
+            if std::mem::take(&mut *kick) {
+                return Tick::Full;
+            }
+            let left = at.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return tick;
+            }
+            kick = self
+                .kicked
+                .wait_timeout(kick, left)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
-        // Passed on here too: the host job will not see this list as a change.
-        if !pids.is_empty() {
-            *lock(&self.shared.channel_pids) = Some(pids);
-        }
-        let _ = self.tx.send(SourceEvent::Batch(first).into());
-        lock(&self.shared.gpus).extend(samplers);
+    }
+}
+
+/// A worker's calls, marked in progress for the watchdog.
+struct Watched<'a> {
+    shared: &'a Shared,
+    me: &'a Worker,
+}
+
+impl Timer for Watched<'_> {
+    fn timed<T>(&self, call: impl FnOnce() -> T) -> T {
+        self.me.timed(self.shared, call)
     }
 }
 
@@ -297,7 +240,7 @@ where
         if leave_if_spare(&shared, &me) {
             return;
         }
-        tick = shared.schedule.wait(&shared.interval_ms, shared.peek_ms);
+        tick = shared.wait();
     }
 }
 
@@ -305,60 +248,24 @@ where
 /// next full sample. Watched like a full tick, so a peek stuck in the driver gets a spare
 /// worker started beside it.
 fn peek_gpus(shared: &Shared, me: &Worker) {
-    let gpus: Vec<Arc<Mutex<DeviceSampler>>> = lock(&shared.gpus).clone();
+    let gpus = shared.jobs.gpus();
     if gpus.is_empty() {
         return;
     }
     shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
+    let timer = Watched { shared, me };
     for gpu in &gpus {
-        if let Ok(mut sampler) = gpu.try_lock() {
-            me.timed(shared, || sampler.peek_memory());
-        }
+        gpu.try_peek(&timer);
     }
     shared.calm_watchdog();
 }
 
-/// One tick: every GPU whose lock is free, then the host when due. A lock held by a worker
-/// stuck inside that job's call is skipped: its silence marks it stale.
+/// One tick (`Jobs::tick`), watched.
 fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
     shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
-    let batch = run_each_job(shared, me);
+    let interval_ms = shared.interval_ms.load(Ordering::Relaxed);
+    let batch = shared.jobs.tick(interval_ms, &Watched { shared, me });
     shared.calm_watchdog();
-    batch
-}
-
-fn run_each_job(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
-    let gpus: Vec<Arc<Mutex<DeviceSampler>>> = lock(&shared.gpus).clone();
-    let mut batch = Vec::with_capacity(gpus.len() + 1);
-    for gpu in &gpus {
-        if let Ok(mut sampler) = gpu.try_lock() {
-            let sample = me.timed(shared, || sampler.sample());
-            batch.push(SourceEvent::Device(Box::new(sample)));
-        }
-    }
-    if let Ok(mut host) = shared.host.try_lock() {
-        let now = Instant::now();
-        let pids_changed = host.follow_pids();
-        if pids_changed {
-            *lock(&shared.channel_pids) = Some(host.watched.clone());
-        }
-        if pids_changed || host.due(shared.interval_ms.load(Ordering::Relaxed), now) {
-            host.last_run = Some(now);
-            let HostJob {
-                sampler, watched, ..
-            } = &mut *host;
-            let sample = me.timed(shared, || sampler.sample(watched));
-            batch.push(SourceEvent::Host(Box::new(sample)));
-        }
-    }
-    if let Ok(mut channels) = shared.channels.try_lock() {
-        if let Some(pids) = lock(&shared.channel_pids).take() {
-            channels.set_pids(&pids);
-        }
-        if let Some(found) = me.timed(shared, || channels.sample()) {
-            batch.push(SourceEvent::Channels(Box::new(found)));
-        }
-    }
     batch
 }
 
@@ -388,8 +295,7 @@ where
             return;
         }
         let now = shared.clock_ms();
-        // The GPUs, the host and the channels.
-        let jobs = lock(&shared.gpus).len() + 2;
+        let jobs = shared.jobs.count();
         let workers = lock(&shared.workers);
         let all_stuck = workers.iter().all(|w| w.stuck(now));
         // Every spare skips the jobs held by stuck workers, so there can be no more stuck

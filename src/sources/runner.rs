@@ -3,52 +3,13 @@
 use super::nvml::open_gpus;
 use super::pool::Pool;
 use super::schedule::Schedule;
-use crate::model::{
-    ChannelBatch, DeviceInfo, DeviceSample, DriverInfo, ForeignText, HostSample, NvmlProblem,
-};
+use crate::model::SourceEvent;
 use crate::threads::{self, SpawnFailed};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, channel};
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
-
-/// What samplers send to the state owner.
-#[derive(Clone, Debug)]
-pub enum SourceEvent {
-    /// NVML opened: static facts, sent once before any sample.
-    Started {
-        driver: DriverInfo,
-        devices: Vec<DeviceInfo>,
-    },
-    /// NVML cannot be used at all; host sampling goes on.
-    NvmlUnavailable(NvmlProblem),
-    Device(Box<DeviceSample>),
-    Host(Box<HostSample>),
-    /// What instrumented programs published since the previous pass.
-    Channels(Box<ChannelBatch>),
-    /// One tick's samples, sent together so they cost the receiver one wakeup and one frame.
-    Batch(Vec<SourceEvent>),
-}
-
-impl ForeignText for SourceEvent {
-    fn clean_text(&mut self) {
-        match self {
-            SourceEvent::Started { driver, devices } => {
-                driver.clean_text();
-                devices.iter_mut().for_each(DeviceInfo::clean_text);
-            }
-            SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
-            // NVML's per-tick figures are numbers; their absence reasons are our own words
-            // (a recording's are cleaned where they are read, `record::wire`). MIG instances
-            // carry NVML's strings.
-            SourceEvent::Device(sample) => sample.clean_text(),
-            SourceEvent::Host(sample) => sample.clean_text(),
-            SourceEvent::Channels(batch) => batch.clean_text(),
-            SourceEvent::Batch(events) => events.iter_mut().for_each(SourceEvent::clean_text),
-        }
-    }
-}
 
 /// Sampler settings.
 #[derive(Clone, Debug)]
@@ -64,13 +25,10 @@ pub struct SamplingConfig {
     pub gpm: bool,
 }
 
-/// Handle to running samplers: change the interval, tell the host sampler which pids to watch.
+/// Handle to running samplers. The refresh period lives here, read by the pool at every
+/// tick; whoever shows it or records it asks here.
 pub struct Sampling {
     interval_ms: Arc<AtomicU64>,
-    pids: Sender<Vec<u32>>,
-    /// The last list sent: the host sampler reads a changed list at once, so an unchanged
-    /// one is not sent again.
-    sent_pids: Vec<u32>,
 }
 
 impl Sampling {
@@ -80,43 +38,32 @@ impl Sampling {
         E: From<SourceEvent> + Send + 'static,
     {
         let interval_ms = Arc::new(AtomicU64::new(config.interval.as_millis() as u64));
-        let (pid_tx, pid_rx) = channel();
         let schedule = Schedule {
             epoch: Instant::now(),
         };
-        let pool = Pool::start(
-            pid_rx,
-            tx.clone(),
-            interval_ms.clone(),
-            config.peak_every,
-            schedule,
-        )?;
+        let pool = Pool::start(tx.clone(), interval_ms.clone(), config.peak_every, schedule)?;
         threads::spawn("nvml-open", move || nvml_start(config, tx, pool))?;
-        Ok(Sampling {
-            interval_ms,
-            pids: pid_tx,
-            sent_pids: Vec::new(),
-        })
+        Ok(Sampling { interval_ms })
     }
 
-    pub fn set_interval(&self, interval: Duration) {
-        self.interval_ms
-            .store(interval.as_millis() as u64, Ordering::Relaxed);
+    /// The refresh period now.
+    pub fn interval_ms(&self) -> u64 {
+        self.interval_ms.load(Ordering::Relaxed)
     }
 
-    /// The host pids NVML currently lists (sorted), for the targeted host refresh; callers
-    /// pass the list after every event, and only a change goes to the sampler.
-    pub fn watch_pids(&mut self, pids: Vec<u32>) {
-        if pids != self.sent_pids {
-            let _ = self.pids.send(pids.clone());
-            self.sent_pids = pids;
-        }
+    /// A new refresh period, from the next tick on. The event saying so is the caller's to
+    /// record and ingest like the samplers' own, so a recording knows the period it was
+    /// made at at every moment.
+    pub fn set_interval(&self, interval: Duration) -> SourceEvent {
+        let ms = interval.as_millis() as u64;
+        self.interval_ms.store(ms, Ordering::Relaxed);
+        SourceEvent::Interval { ms }
     }
 }
 
 /// NVML init can itself take seconds (persistence mode off), so it runs off the UI thread too;
 /// the host is sampled meanwhile.
-fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, pool: Pool<E>)
+fn nvml_start<E>(config: SamplingConfig, tx: Sender<E>, pool: Pool)
 where
     E: From<SourceEvent> + Send + 'static,
 {

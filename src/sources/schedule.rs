@@ -1,7 +1,5 @@
 //! When samplers wake.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 /// Ticks on one clock shared by every sampler: tick n of any sampler falls at
@@ -24,18 +22,12 @@ pub enum Tick {
 }
 
 impl Schedule {
-    /// Sleeps until the next tick: a full one every `interval_ms`, and where `peek_ms` is
-    /// set and shorter, a peek at every multiple of it that is not a full tick.
-    pub fn wait(&self, interval_ms: &AtomicU64, peek_ms: Option<u64>) -> Tick {
-        let now = Instant::now();
-        let elapsed_ms = now.duration_since(self.epoch).as_millis() as u64;
-        let (at_ms, tick) = next_tick(
-            elapsed_ms,
-            interval_ms.load(Ordering::Relaxed).max(1),
-            peek_ms,
-        );
-        thread::sleep((self.epoch + Duration::from_millis(at_ms)).saturating_duration_since(now));
-        tick
+    /// When the next tick falls and its kind: a full one every `interval_ms`, and where
+    /// `peek_ms` is set and shorter, a peek at every multiple of it that is not a full tick.
+    pub fn next(&self, interval_ms: u64, peek_ms: Option<u64>) -> (Instant, Tick) {
+        let elapsed_ms = self.epoch.elapsed().as_millis() as u64;
+        let (at_ms, tick) = next_tick(elapsed_ms, interval_ms.max(1), peek_ms);
+        (self.epoch + Duration::from_millis(at_ms), tick)
     }
 }
 

@@ -5,7 +5,7 @@
 //! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
 
 use crate::model::held_sites::{
-    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesState, SnapshotNote,
+    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesJob, SitesState,
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::{File, OpenOptions};
@@ -17,32 +17,6 @@ use std::path::Path;
 pub const TOP_SITES: usize = 10;
 /// The largest single blocks kept per reduction.
 const LARGEST_BLOCKS: usize = 5;
-
-/// One snapshot to reduce.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SitesJob {
-    /// The channel's path (the state's key for it).
-    pub channel: String,
-    /// The snapshot file.
-    pub path: String,
-    /// Look at the failing request rather than the peak.
-    pub at_oom: bool,
-    /// The allocator's lifetime peak as the writer published it at the dump: what makes an
-    /// answer exact or says by how much it is not.
-    pub recorded_peak: Option<u64>,
-}
-
-impl SitesJob {
-    /// The job for a note whose name was accepted; `None` for a refused one.
-    pub fn of(channel: &str, note: &SnapshotNote) -> Option<SitesJob> {
-        Some(SitesJob {
-            channel: channel.to_string(),
-            path: note.path.as_ref().ok()?.clone(),
-            at_oom: note.at_oom(),
-            recorded_peak: note.peak.as_ref().ok().copied(),
-        })
-    }
-}
 
 /// Reads and reduces `job`'s file: the answer, or why not in one line. A file that no
 /// longer exists (the writer keeps only its newest few) is said so.
@@ -167,14 +141,28 @@ pub fn convert(held: &Held) -> HeldSites {
             },
             Exactness::Unknown { why } => SitesExactness::Unknown { why: why.clone() },
         },
-        oom: held.oom.as_ref().map(|o| OomFit {
-            requested: o.requested,
-            device_free: o.device_free,
-            reserved: o.reserved,
-            allocated: o.allocated,
-            cached_free: o.cached_free,
-            largest_free_block: o.largest_free_block,
-            verdict: o.verdict.clone(),
+        oom: held.oom.as_ref().map(|o| {
+            let mut unavailable = std::collections::BTreeMap::new();
+            let mut figure = |value: &sites::Known<u64>, name: &str| match value {
+                Ok(b) => Some(*b),
+                Err(why) => {
+                    unavailable.insert(name.to_string(), why.clone());
+                    None
+                }
+            };
+            let reserved = figure(&o.reserved, "reserved");
+            let cached_free = figure(&o.cached_free, "cached_free");
+            let largest_free_block = figure(&o.largest_free_block, "largest_free_block");
+            OomFit {
+                requested: o.requested,
+                device_free: o.device_free,
+                reserved,
+                allocated: o.allocated,
+                cached_free,
+                largest_free_block,
+                verdict: o.verdict.clone(),
+                unavailable,
+            }
         }),
         trace_entries: held.trace_entries,
     }

@@ -4,7 +4,8 @@
 //! one's place, and the displaced one goes back to the owner, who may ask again later. A
 //! reduction of a large trace takes seconds (README: its cost): the screen never waits.
 
-use super::sites::{SitesJob, reduce};
+use super::sites::reduce;
+use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SitesState;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex};

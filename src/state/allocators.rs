@@ -4,12 +4,12 @@
 //! before a crash are what the user came for.
 
 use crate::history::{Retained, Series, SeriesConfig};
-use crate::model::allocator::{RowProcess, joined_channel};
+use crate::model::allocator::{RowProcess, SlotPeaks, joined_channel};
+use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SitesState;
 use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{SlotFold, WriterFold};
-use crate::model::{AllocatorEvent, AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
-use crate::sources::sites::SitesJob;
+use crate::model::{AllocatorSnapshot, ChannelBatch, ChannelPoll, DeviceInfo};
 
 /// At most this many channels are remembered; the longest-silent one goes first.
 const MAX_CHANNELS: usize = 512;
@@ -79,11 +79,6 @@ impl ChannelState {
             .position(|s| s.gpu == Some(gpu_index))?;
         Some((&self.fold.slots[position], self.slots.get(position)))
     }
-
-    /// Events newest first: the recent ones.
-    pub fn newest_events(&self) -> Vec<&AllocatorEvent> {
-        self.fold.recent.iter().rev().collect()
-    }
 }
 
 /// Every channel seen, keyed by its file's path.
@@ -104,6 +99,14 @@ impl Default for Allocators {
 }
 
 impl Allocators {
+    /// Channels no longer read stay `linger_ms` (never less than they usually do).
+    pub fn lingering(linger_ms: u64) -> Self {
+        Allocators {
+            channels: Retained::new(linger_ms.max(LINGER_MS), MAX_CHANNELS),
+            ..Self::default()
+        }
+    }
+
     /// About how much memory the channels' histories take (`Series::memory_bytes`).
     pub fn history_bytes(&self) -> usize {
         self.channels
@@ -141,7 +144,7 @@ impl Allocators {
     }
 
     /// The channel of the process NVML lists as `host_pid`: the one its row joins in the
-    /// snapshot (`joined_channel`), so the detail pane shows the same writer.
+    /// snapshot (`joined_channel`).
     pub fn for_pid(&self, host_pid: u32, process: RowProcess) -> Option<&ChannelState> {
         let candidates = self
             .channels
@@ -166,12 +169,31 @@ impl Allocators {
         }
     }
 
-    /// Every channel, as its fold says.
+    /// Every channel, as its fold says, with its charts' all-time peaks.
     pub fn snapshot(&self) -> Vec<AllocatorSnapshot> {
         self.channels
             .iter()
-            .filter_map(|(_, state)| AllocatorSnapshot::of(&state.fold))
+            .filter_map(|(_, state)| {
+                let mut snapshot = AllocatorSnapshot::of(&state.fold)?;
+                snapshot.chart_peaks = snapshot
+                    .devices
+                    .iter()
+                    .map(|d| {
+                        let series = state.slots.get(usize::from(d.slot));
+                        SlotPeaks {
+                            allocated: series.and_then(|s| s.allocated.peak()),
+                            reserved: series.and_then(|s| s.reserved.peak()),
+                        }
+                    })
+                    .collect();
+                Some(snapshot)
+            })
             .collect()
+    }
+
+    /// The channel read from `path`.
+    pub fn channel(&self, path: &str) -> Option<&ChannelState> {
+        self.channels.get(path)
     }
 
     /// The snapshots to reduce now: each channel's relevant one (`relevant_snapshot`) not
@@ -327,6 +349,15 @@ mod tests {
         let (slot, series) = channel.on_gpu(4).unwrap();
         assert_eq!(slot.device.as_ref().unwrap().slot, 2);
         assert_eq!(series.unwrap().allocated.last(), Some((1_000, 700.0)));
+        // The snapshot's one device carries slot 2's charted peak, for a paused screen.
+        let snapshot = state.snapshot();
+        let peaks = &snapshot[0].chart_peaks;
+        assert_eq!(peaks.len(), 1);
+        assert_eq!(
+            peaks[0].allocated.map(|p| (p.value, p.at_ms)),
+            Some((700.0, 1_000))
+        );
+        assert_eq!(snapshot[0].slot_on_gpu(4), Some((0, 2)));
         let _ = device(None, None);
     }
 }

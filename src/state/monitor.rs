@@ -4,16 +4,16 @@ use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
 use crate::history::{Retained, Series};
 use crate::model::ForeignText;
+use crate::model::SourceEvent;
 use crate::model::allocator::RowProcess;
-use crate::model::held_sites::SitesState;
+use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
-use crate::model::mig::{MigUuid, mig_uuids};
-use crate::model::snapshot::{ExitedRow, allocator_of, instrumented_reserved};
+use crate::model::mig::{MigUuid, RowInstance, mig_uuids};
+use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
     HostProcess, HostSample, NvmlProblem, ProcessRow, Reading, Snapshot,
 };
-use crate::sources::runner::SourceEvent;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -81,6 +81,21 @@ impl Monitor {
         }
     }
 
+    /// A monitor that remembers processes and channels gone for at least `linger_ms`
+    /// (never less than it usually does): the exporter's grace period, during which an
+    /// exited process's row stays in every snapshot with its last figures.
+    pub fn remembering(now_ms: u64, linger_ms: u64) -> Self {
+        let linger_ms = linger_ms.max(Retained::<ProcessKey, ProcessSeries>::DEFAULT_LINGER_MS);
+        Self {
+            process_series: Retained::new(
+                linger_ms,
+                Retained::<ProcessKey, ProcessSeries>::DEFAULT_MAX_ENTRIES,
+            ),
+            allocators: Allocators::lingering(linger_ms),
+            ..Self::new(now_ms)
+        }
+    }
+
     /// Sets the moment the monitor counts from, where it is known only after it has taken
     /// events in: replay lays its checkpoints while first reading a recording, before it has
     /// found where the recording's first screen is.
@@ -142,6 +157,8 @@ impl Monitor {
             SourceEvent::Batch(events) => {
                 return events.into_iter().filter_map(|e| self.apply(e)).max();
             }
+            // The period is the sampling's (live) or the recording's (replay) to tell.
+            SourceEvent::Interval { .. } => {}
         }
         None
     }
@@ -184,6 +201,10 @@ impl Monitor {
                     sample.at_ms,
                 );
                 entry.gpu_index = sample.index;
+                entry.mig = sample
+                    .mig_enabled()
+                    .and_then(|m| m.instance_of_pid(p.pid))
+                    .map(RowInstance::from);
                 match &p.used_memory {
                     Ok(bytes) => entry.vram.push(sample.at_ms, *bytes as f64),
                     Err(_) => entry.vram.push_gap(sample.at_ms),
@@ -215,7 +236,7 @@ impl Monitor {
         let mut processes: Vec<Arc<HostProcess>> =
             sample.processes.into_iter().map(Arc::new).collect();
         processes.sort_unstable_by_key(|p| p.pid);
-        let mut latest = LatestHost {
+        let latest = LatestHost {
             memory: sample.memory,
             load: sample.load,
             processes,
@@ -246,44 +267,7 @@ impl Monitor {
                 series.identity = Some((local, start));
             }
         }
-        // After the histories: a carried-over reading is not a new one.
-        self.carry_over_host_facts(&mut latest);
         self.host = Some(latest);
-    }
-
-    /// Keeps the previous pass's facts for pids still on a GPU that `latest` did not ask
-    /// about. Two passes can overlap at start (a worker's, begun before the pid list reached
-    /// it, and the first GPU batch's own) and arrive in either order; without this the
-    /// narrower one would leave those rows `n/a` until the next pass, a whole interval later.
-    fn carry_over_host_facts(&mut self, latest: &mut LatestHost) {
-        let Some(previous) = self.host.take() else {
-            return;
-        };
-        let listed = self.gpu_pids();
-        let carried: Vec<Arc<HostProcess>> = previous
-            .processes
-            .into_iter()
-            .filter(|old| latest.find(old.pid).is_none())
-            .filter(|old| listed.binary_search(&old.pid).is_ok())
-            .collect();
-        if !carried.is_empty() {
-            latest.processes.extend(carried);
-            latest.processes.sort_unstable_by_key(|p| p.pid);
-        }
-    }
-
-    /// Host pids of every process NVML lists now, for the host sampler's targeted refresh.
-    pub fn gpu_pids(&self) -> Vec<u32> {
-        let mut pids: Vec<u32> = self
-            .latest
-            .values()
-            .filter_map(|s| s.processes.as_ref().ok())
-            .flatten()
-            .map(|p| p.pid)
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        pids
     }
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
@@ -301,11 +285,16 @@ impl Monitor {
                     stale: now_ms.saturating_sub(last) > stale.threshold_ms,
                     // From the joined rows, below.
                     instrumented_reserved: None,
+                    memory_peak: self
+                        .device_series
+                        .get(&info.key())
+                        .and_then(|s| s.memory_used.peak()),
                 }
             })
             .collect();
         let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
-        let processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        let mut processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        self.add_history_facts(&mut processes);
         let exited = self.exited_rows(&processes, &allocators, now_ms);
         let devices = devices
             .into_iter()
@@ -325,6 +314,29 @@ impl Monitor {
             host_load: self.host.as_ref().and_then(|h| h.load),
             rejected_channels: self.allocators.rejected().to_vec(),
             allocators,
+        }
+    }
+
+    /// What the histories know of each listed row: its all-time peaks, and the user and
+    /// command an earlier host pass read where this one could not.
+    fn add_history_facts(&self, rows: &mut [ProcessRow]) {
+        for row in rows {
+            let key = ProcessKey {
+                pid: row.nvml.pid,
+                gpu_uuid: Arc::clone(&row.gpu_uuid),
+            };
+            let Some(series) = self.process_series.get(&key) else {
+                continue;
+            };
+            row.peaks = peaks_of(series);
+            // Copied only where the host pass lacks them: most rows never need these.
+            let host = row.host.as_deref();
+            if host.is_none_or(|h| h.user.is_err()) {
+                row.remembered.user.clone_from(&series.user);
+            }
+            if host.is_none_or(|h| h.command.is_err()) {
+                row.remembered.command.clone_from(&series.command);
+            }
         }
     }
 
@@ -357,6 +369,7 @@ impl Monitor {
                 user: series.user.clone(),
                 command: series.command.clone(),
                 pod: series.pod.clone(),
+                mig: series.mig.clone(),
                 // A dead writer's last figures stay with its row: often they are why it died.
                 allocator: allocator_of(
                     allocators,
@@ -364,6 +377,7 @@ impl Monitor {
                     series.gpu_index,
                     RowProcess::Unlisted,
                 ),
+                peaks: peaks_of(series),
             })
             .collect();
         rows.sort_by_key(|r| (r.gpu_index, r.pid));
@@ -412,19 +426,13 @@ impl Monitor {
         self.process_series.get(key)
     }
 
-    /// Every process seen recently, alive or exited, with its history and when NVML last
-    /// listed it.
-    pub fn processes(&self) -> impl Iterator<Item = (&ProcessKey, &ProcessSeries, u64)> {
-        self.process_series.iter_seen()
-    }
-
     /// What instrumented programs published.
     pub fn allocators(&self) -> &Allocators {
         &self.allocators
     }
 
     /// The channels' snapshots to reduce now, marked as being read (`Allocators`).
-    pub fn reductions_wanted(&mut self) -> Vec<crate::sources::sites::SitesJob> {
+    pub fn reductions_wanted(&mut self) -> Vec<SitesJob> {
         self.allocators.reductions_wanted()
     }
 
@@ -448,5 +456,13 @@ impl Monitor {
             series.host_rss.reset_peak();
         }
         self.allocators.reset_peaks();
+    }
+}
+
+/// A process's all-time peaks as its history holds them now.
+fn peaks_of(series: &ProcessSeries) -> ProcessPeaks {
+    ProcessPeaks {
+        vram: series.vram.peak(),
+        host_rss: series.host_rss.peak(),
     }
 }

@@ -30,6 +30,9 @@ pub struct ProcessSeries {
     pub user: Option<String>,
     /// Its Kubernetes pod, last seen: an exited process still says where it ran.
     pub pod: Option<crate::model::PodInfo>,
+    /// The MIG instance it last ran in, on a GPU in MIG mode: an exited process keeps the
+    /// labels it was exported with.
+    pub mig: Option<crate::model::mig::RowInstance>,
     /// The local pid and start time last read, so that a process no longer on a GPU's list
     /// can be told alive ("left GPU") from gone; `None` once a host pass found it gone.
     pub identity: Option<(u32, u64)>,
@@ -44,6 +47,7 @@ impl Default for ProcessSeries {
             command: None,
             user: None,
             pod: None,
+            mig: None,
             identity: None,
         }
     }

@@ -13,12 +13,13 @@ use super::ui_state::{Clock, JobView};
 use super::view::View;
 use crate::cli::Cli;
 use crate::job::{Job, JobEnd, descends_from};
+use crate::model::SourceEvent;
 use crate::model::{Snapshot, now_ms};
 use crate::record::live::LiveRecording;
 use crate::replay::Replay;
-use crate::sources::runner::{Sampling, SourceEvent};
+use crate::sources::runner::Sampling;
 use crate::sources::sites_worker::{SitesDone, SitesWorker};
-use crate::state::{Monitor, StaleAfter};
+use crate::state::{HistoryView, Monitor, StaleAfter};
 use crossterm::event::{self as term_event, Event as TermEvent};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -99,20 +100,12 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         eprintln!("vramscope: --record records live data; a replay is already a recording");
         return ExitCode::from(2);
     }
-    let interval_ms = cli.interval.as_millis() as u64;
-    let recording = match LiveRecording::start(cli.record.as_deref(), interval_ms) {
-        Ok(r) => r,
-        Err(message) => {
-            eprintln!("vramscope: {message}");
-            return ExitCode::from(2);
-        }
-    };
     let (tx, rx) = channel::<Event>();
     if let Err(e) = signals::forward(tx.clone()) {
         eprintln!("vramscope: cannot watch signals: {e}");
         return ExitCode::from(1);
     }
-    let (feed, monitor, interval_ms) = match replay {
+    let (feed, monitor) = match replay {
         Some(replay) => Feed::replay(replay),
         None => {
             let sampling = match Sampling::start(cli.sampling(), tx.clone()) {
@@ -122,7 +115,15 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
                     return ExitCode::from(1);
                 }
             };
-            (Feed::Live(sampling), Monitor::new(now_ms()), interval_ms)
+            (Feed::Live(sampling), Monitor::new(now_ms()))
+        }
+    };
+    // The header keeps the period recording began at; each change is recorded as it comes.
+    let recording = match LiveRecording::start(cli.record.as_deref(), feed.interval_ms()) {
+        Ok(r) => r,
+        Err(message) => {
+            eprintln!("vramscope: {message}");
+            return ExitCode::from(2);
         }
     };
     let exit_with_job = job.as_ref().is_some_and(|j| j.exit_with_job);
@@ -168,7 +169,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     };
     let mut app = App {
         monitor,
-        ui: UiState::new(interval_ms, cli.ascii, cli.read_only),
+        ui: UiState::new(cli.ascii, cli.read_only),
         theme: Theme::from_env_named(cli.theme, cli.ascii),
         feed,
         exit_with_job,
@@ -262,7 +263,6 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         if let Some(e) = exit {
             break e;
         }
-        app.feed.watch_pids(app.monitor.gpu_pids());
         app.reduce_snapshots();
     };
     drop(guard);
@@ -310,7 +310,6 @@ struct App {
 struct Behind {
     feed: Feed,
     monitor: Monitor,
-    interval_ms: u64,
 }
 
 impl App {
@@ -320,7 +319,7 @@ impl App {
             Some(frozen) => Arc::clone(frozen),
             None => Arc::new(self.monitor.snapshot(
                 self.feed.now_ms(),
-                StaleAfter::interval(self.ui.interval_ms),
+                StaleAfter::interval(self.feed.interval_ms()),
             )),
         }
     }
@@ -343,7 +342,7 @@ impl App {
     }
 
     fn rows(&self, snapshot: &Snapshot) -> Vec<TableRow> {
-        table_rows(snapshot, &self.monitor, &self.ui)
+        table_rows(snapshot, &self.ui)
     }
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
@@ -359,9 +358,10 @@ impl App {
         follow_selection(&mut self.ui, &rows);
         let view = View {
             snapshot: &snapshot,
-            monitor: &self.monitor,
+            history: HistoryView::at(&self.monitor, snapshot.taken_at_ms),
             ui: &self.ui,
             now_ms: snapshot.taken_at_ms,
+            interval_ms: self.feed.interval_ms(),
             theme: &self.theme,
             rows: &rows,
         };
@@ -465,7 +465,7 @@ impl App {
                 Step::Input
             }
             Outcome::AskSnapshot { pid, process } => {
-                self.ui.flash = Some(super::snapshot_ask::ask(&self.monitor, pid, process));
+                self.ui.flash = Some(super::snapshot_ask::ask(&snapshot, pid, process));
                 Step::Input
             }
             Outcome::Attach(request) => {
@@ -488,10 +488,17 @@ impl App {
                 self.ui.flash = Some("peaks reset".into());
                 Step::Input
             }
-            Outcome::Interval(ms) => {
-                self.ui.interval_ms = ms;
-                self.feed.set_interval(Duration::from_millis(ms));
+            Outcome::StepInterval { slower } => {
+                let ms = keys::step_interval(self.feed.interval_ms(), slower);
                 self.ui.flash = Some(format!("refresh every {ms} ms"));
+                if let Some(event) = self.feed.set_interval(Duration::from_millis(ms)) {
+                    // Recorded like the samplers' events, so a replay and a plot of the
+                    // recording read each period from when it began.
+                    if let Some(stopped) = self.recording.record(&event) {
+                        self.ui.flash = Some(stopped);
+                    }
+                    self.monitor.ingest(event);
+                }
                 Step::Input
             }
             Outcome::Replay(command) => {
@@ -501,11 +508,10 @@ impl App {
             Outcome::PlayDemo => {
                 match crate::demo::replay() {
                     Ok(demo) => {
-                        let (feed, monitor, interval_ms) = Feed::replay(demo);
+                        let (feed, monitor) = Feed::replay(demo);
                         self.behind_demo = Some(Behind {
                             feed: std::mem::replace(&mut self.feed, feed),
                             monitor: std::mem::replace(&mut self.monitor, monitor),
-                            interval_ms: std::mem::replace(&mut self.ui.interval_ms, interval_ms),
                         });
                         self.ui.in_demo = true;
                         self.ui.time_cursor = true;
@@ -521,7 +527,6 @@ impl App {
                 if let Some(behind) = self.behind_demo.take() {
                     self.feed = behind.feed;
                     self.monitor = behind.monitor;
-                    self.ui.interval_ms = behind.interval_ms;
                     self.ui.time_cursor = false;
                     self.ui.frozen = None;
                     self.ui.host = self.feed.host();

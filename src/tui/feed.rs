@@ -1,7 +1,7 @@
 //! Where the monitor's data comes from: the samplers, live, or a recording replayed with a
 //! time cursor. The event loop and the panels see one `Monitor` and one "now" either way.
 
-use crate::model::now_ms;
+use crate::model::{SourceEvent, now_ms};
 use crate::replay::{Command, Replay, speed_label};
 use crate::sources::runner::Sampling;
 use crate::state::Monitor;
@@ -16,12 +16,10 @@ pub enum Feed {
 }
 
 impl Feed {
-    /// `replay` from its start: the feed, a monitor holding the recording's first moment, and
-    /// the recording's refresh period.
-    pub fn replay(mut replay: Replay) -> (Feed, Monitor, u64) {
+    /// `replay` from its start: the feed, and a monitor holding the recording's first moment.
+    pub fn replay(mut replay: Replay) -> (Feed, Monitor) {
         let monitor = replay.fresh_monitor();
-        let interval_ms = replay.interval_ms();
-        (Feed::Replay(Box::new(replay)), monitor, interval_ms)
+        (Feed::Replay(Box::new(replay)), monitor)
     }
 
     /// The moment the screen shows.
@@ -44,16 +42,20 @@ impl Feed {
         matches!(self, Feed::Live(_))
     }
 
-    /// A new refresh period for the samplers; a replay keeps the recording's.
-    pub fn set_interval(&self, interval: Duration) {
-        if let Feed::Live(sampling) = self {
-            sampling.set_interval(interval);
+    /// The refresh period: the samplers', or the recording's at the cursor.
+    pub fn interval_ms(&self) -> u64 {
+        match self {
+            Feed::Live(sampling) => sampling.interval_ms(),
+            Feed::Replay(replay) => replay.interval_ms(),
         }
     }
 
-    pub fn watch_pids(&mut self, pids: Vec<u32>) {
-        if let Feed::Live(sampling) = self {
-            sampling.watch_pids(pids);
+    /// A new refresh period for the samplers, and the event saying so (to record and
+    /// ingest); a replay keeps the recording's.
+    pub fn set_interval(&self, interval: Duration) -> Option<SourceEvent> {
+        match self {
+            Feed::Live(sampling) => Some(sampling.set_interval(interval)),
+            Feed::Replay(_) => None,
         }
     }
 

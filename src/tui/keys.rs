@@ -23,8 +23,10 @@ pub enum Outcome {
     /// `vramscope attach` (or detach) the confirmed process.
     Attach(AttachRequest),
     ResetPeaks,
-    /// New refresh period in ms.
-    Interval(u64),
+    /// `+` (shorter) or `-` (longer): the next refresh period on the ladder.
+    StepInterval {
+        slower: bool,
+    },
     /// A replay's time cursor.
     Replay(crate::replay::Command),
     /// Replace the (unusable) live data with the bundled demo recording.
@@ -155,12 +157,8 @@ fn normal_key(
             Outcome::Redraw
         }
         // `+` means "more per second" here as in a replay: a shorter period.
-        KeyCode::Char('+') | KeyCode::Char('=') => {
-            Outcome::Interval(step_interval(ui.interval_ms, false))
-        }
-        KeyCode::Char('-') | KeyCode::Char('_') => {
-            Outcome::Interval(step_interval(ui.interval_ms, true))
-        }
+        KeyCode::Char('+') | KeyCode::Char('=') => Outcome::StepInterval { slower: false },
+        KeyCode::Char('-') | KeyCode::Char('_') => Outcome::StepInterval { slower: true },
         KeyCode::Char('s') => {
             let (allocators, rank) = (!snapshot.allocators.is_empty(), ranked(snapshot));
             let pods = in_pods(snapshot);
@@ -239,7 +237,7 @@ fn ask_snapshot(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
     };
     if row.allocator.is_none() {
         ui.flash = Some(format!(
-            "pid {} publishes no allocator channel: start it with vramscope run --sites",
+            "pid {} has no allocator channel: start it with vramscope run --sites",
             row.key.pid
         ));
         return Outcome::Redraw;
@@ -446,6 +444,7 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
                 user: t.user,
                 command: t.command,
                 detach,
+                stops: crate::attach::stops(t.pid as i32),
             });
         }
         Err(why) => ui.flash = Some(why),

@@ -1,6 +1,7 @@
-//! The process table's rows: live (process, GPU) pairs from the snapshot plus recently exited
-//! ones still held by the monitor, filtered and sorted as the person asked. The key handler
-//! uses the same function to move the selection, so the order is fully deterministic.
+//! The process table's rows: live (process, GPU) pairs from the snapshot plus the recently
+//! exited ones it carries, filtered and sorted as the person asked. A pure function of the
+//! snapshot and the UI state: the key handler uses the same function to move the selection,
+//! so the order is fully deterministic, and a paused screen's rows are those of its moment.
 
 use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
@@ -9,7 +10,7 @@ use crate::model::allocator::RowProcess;
 use crate::model::{
     Absent, HostProcess, PodInfo, ProcessAllocator, ProcessKind, Reading, Snapshot,
 };
-use crate::state::{Monitor, ProcessKey, ProcessSeries};
+use crate::state::ProcessKey;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -27,6 +28,8 @@ pub struct TableRow {
     pub mig: Option<crate::model::mig::RowInstance>,
     /// Highest VRAM seen for this process on this GPU.
     pub vram_peak: Option<Peak>,
+    /// Highest host RSS seen for this process.
+    pub rss_peak: Option<Peak>,
     pub sm: Reading<u32>,
     /// Which of NVML's lists the process is on; `None` once it left them.
     pub kind: Option<ProcessKind>,
@@ -195,9 +198,9 @@ pub fn in_pods(snapshot: &Snapshot) -> bool {
     snapshot.processes.iter().any(listed) || snapshot.exited.iter().any(|e| e.pod.is_some())
 }
 
-/// Rows in display order: live processes, then exited ones the monitor still remembers,
+/// Rows in display order: live processes, then the exited ones the snapshot carries,
 /// filtered by `ui.filter` and sorted by `ui.sort`.
-pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<TableRow> {
+pub fn table_rows(snapshot: &Snapshot, ui: &UiState) -> Vec<TableRow> {
     let mut rows: Vec<TableRow> = Vec::with_capacity(snapshot.processes.len());
     for p in &snapshot.processes {
         let key = ProcessKey {
@@ -217,7 +220,6 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             (Ok(used), Some(total)) if total > 0 => Some(*used as f64 * 100.0 / total as f64),
             _ => None,
         };
-        let series = monitor.process_series(&key);
         let host = p.host.as_ref();
         let host_mem_pct = match (host.map(|h| &h.rss_bytes), &snapshot.host_memory) {
             (Some(Ok(rss)), Some(Ok(ram))) if ram.total > 0 => {
@@ -225,23 +227,16 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             }
             _ => None,
         };
-        // Copied only where the host pass lacks them: most rows never need these.
-        let remembered = |read: Option<&Reading<String>>,
-                          kept: fn(&ProcessSeries) -> &Option<String>| {
-            match read {
-                Some(Ok(_)) => None,
-                _ => series.and_then(|s| kept(s).clone()),
-            }
-        };
         rows.push(TableRow {
-            remembered_user: remembered(host.map(|h| &h.user), |s| &s.user),
-            remembered_command: remembered(host.map(|h| &h.command), |s| &s.command),
+            remembered_user: p.remembered.user.clone(),
+            remembered_command: p.remembered.command.clone(),
             remembered_pod: None,
             gpu_index: p.gpu_index,
             vram,
             vram_pct,
             mig: p.mig.clone(),
-            vram_peak: series.and_then(|s| s.vram.peak()),
+            vram_peak: p.peaks.vram,
+            rss_peak: p.peaks.host_rss,
             sm: p.nvml.sm_util.clone(),
             kind: Some(p.nvml.kind),
             host_mem_pct,
@@ -273,7 +268,8 @@ pub fn table_rows(snapshot: &Snapshot, monitor: &Monitor, ui: &UiState) -> Vec<T
             vram: Err(Absent::NotAvailable),
             vram_pct: None,
             mig: None,
-            vram_peak: monitor.process_series(&key).and_then(|s| s.vram.peak()),
+            vram_peak: gone.peaks.vram,
+            rss_peak: gone.peaks.host_rss,
             sm: Err(Absent::NotAvailable),
             kind: None,
             host_mem_pct: None,

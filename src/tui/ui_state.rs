@@ -150,6 +150,9 @@ pub struct AttachRequest {
     pub command: String,
     /// Its writer was started by an attach: `a` stops it.
     pub detach: bool,
+    /// Attaching stops its main thread for a few milliseconds (ptrace), rather than not at
+    /// all (PEP 768, CPython 3.14+): the dialog says which.
+    pub stops: bool,
 }
 
 /// Which overlay, if any, takes the keys.
@@ -185,8 +188,6 @@ pub struct UiState {
     pub frozen: Option<Arc<Snapshot>>,
     pub ascii: bool,
     pub read_only: bool,
-    /// Refresh interval in ms, shown in the header.
-    pub interval_ms: u64,
     /// A one-off message for the status line (result of a kill, an interval change...).
     pub flash: Option<String>,
     /// The job `vramscope run` launched, if any.
@@ -249,10 +250,9 @@ impl UiState {
         self.columns.shows(column, self.every_column)
     }
 
-    pub fn new(interval_ms: u64, ascii: bool, read_only: bool) -> Self {
+    pub fn new(ascii: bool, read_only: bool) -> Self {
         Self {
             sort_descending: SortColumn::default().default_descending(),
-            interval_ms,
             ascii,
             read_only,
             ..Self::default()

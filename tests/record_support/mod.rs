@@ -8,13 +8,13 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
     DeviceSample, DriverInfo, EventKind, Gone, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, NvmlProblem, PodInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder, Recording};
-use vramscope::sources::runner::SourceEvent;
 
 pub const GIB: u64 = 1 << 30;
 pub const T0: u64 = 1_760_000_000_000;
@@ -375,6 +375,7 @@ pub fn every_kind() -> Vec<SourceEvent> {
             gone: Vec::new(),
             rejected: Vec::new(),
         })),
+        SourceEvent::Interval { ms: 250 },
     ]
 }
 

@@ -12,12 +12,12 @@
 use super::{GIB, PID, T0, uuid};
 use std::path::Path;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
     DriverInfo, EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
-use vramscope::sources::runner::SourceEvent;
 
 pub const MIB: u64 = 1 << 20;
 pub const TOTAL: u64 = 16 * GIB;

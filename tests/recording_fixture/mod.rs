@@ -17,13 +17,13 @@ pub mod hunt;
 
 use std::path::Path;
 use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
     DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
-use vramscope::sources::runner::SourceEvent;
 
 pub const GIB: u64 = 1 << 30;
 

@@ -4,12 +4,13 @@
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
+use std::sync::Arc;
+use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
 };
-use vramscope::sources::runner::SourceEvent;
-use vramscope::state::{Monitor, StaleAfter};
+use vramscope::state::{HistoryView, Monitor, StaleAfter};
 use vramscope::tui::layout;
 use vramscope::tui::rows::table_rows;
 use vramscope::tui::theme::Theme;
@@ -323,18 +324,21 @@ pub fn snapshot(m: &Monitor) -> Snapshot {
 }
 
 pub fn ui() -> UiState {
-    UiState::new(INTERVAL_MS, false, false)
+    UiState::new(false, false)
 }
 
-/// Draws the whole screen at `width` x `height` and returns the buffer.
+/// Draws the whole screen at `width` x `height` and returns the buffer: of the kept
+/// snapshot while paused (`ui.frozen`), as the monitor shows it, else of one taken at `NOW`.
 pub fn draw(m: &Monitor, ui: &UiState, theme: &Theme, width: u16, height: u16) -> Buffer {
-    let snapshot = snapshot(m);
-    let rows = table_rows(&snapshot, m, ui);
+    let snapshot = ui.frozen.clone().unwrap_or_else(|| Arc::new(snapshot(m)));
+    let snapshot = &*snapshot;
+    let rows = table_rows(snapshot, ui);
     let view = View {
-        snapshot: &snapshot,
-        monitor: m,
+        snapshot,
+        history: HistoryView::at(m, snapshot.taken_at_ms),
         ui,
-        now_ms: NOW,
+        now_ms: snapshot.taken_at_ms,
+        interval_ms: INTERVAL_MS,
         theme,
         rows: &rows,
     };
@@ -370,8 +374,8 @@ pub fn screen(m: &Monitor, ui: &UiState, width: u16, height: u16) -> String {
 
 /// Pids of the table rows in display order, for the given UI state.
 pub fn row_pids(m: &Monitor, ui: &UiState) -> Vec<u32> {
-    let snapshot = snapshot(m);
-    table_rows(&snapshot, m, ui)
+    let snapshot = ui.frozen.clone().unwrap_or_else(|| Arc::new(snapshot(m)));
+    table_rows(&snapshot, ui)
         .iter()
         .map(|r| r.key.pid)
         .collect()

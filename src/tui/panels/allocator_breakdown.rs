@@ -5,8 +5,7 @@
 use super::allocator_detail::separator;
 use super::fmt;
 use crate::model::allocator::split;
-use crate::model::{ProcessAllocator, units};
-use crate::state::ChannelState;
+use crate::model::{AllocatorSnapshot, ProcessAllocator, units};
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -20,9 +19,9 @@ pub fn readings_apart(
     view: &View,
     row: &TableRow,
     allocator: &ProcessAllocator,
-    state: Option<&ChannelState>,
+    channel: Option<&AllocatorSnapshot>,
 ) -> Option<u64> {
-    let state = state?;
+    let channel = channel?;
     let nvml_at = view
         .snapshot
         .devices
@@ -32,17 +31,18 @@ pub fn readings_apart(
         .as_ref()?
         .at_ms;
     let allocator_at = if allocator.liveness.is_running() {
-        state.fold.last_poll_ms
+        channel.last_poll_ms
     } else {
-        let last_point = state
-            .on_gpu(row.gpu_index)
-            .and_then(|(_, series)| series?.allocated.last())
+        let last_point = channel
+            .slot_on_gpu(row.gpu_index)
+            .and_then(|(_, slot)| view.history.allocator_slot(&channel.path, slot))
+            .and_then(|series| series.allocated.last())
             .map(|(at, _)| at);
-        let last_event = state.fold.recent.back().map(|e| e.at_ms);
+        let last_event = channel.recent_events.last().map(|e| e.at_ms);
         last_point.max(last_event)?
     };
     let apart = nvml_at.abs_diff(allocator_at);
-    (apart > view.ui.interval_ms).then_some(apart)
+    (apart > view.interval_ms).then_some(apart)
 }
 
 /// The bar, `width` cells, and its legend. `used` is NVML's figure, `apart` how far apart it

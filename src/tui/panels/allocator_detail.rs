@@ -11,8 +11,9 @@ use super::allocator_breakdown::{breakdown, readings_apart};
 use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
 use super::{fmt, spark};
 use crate::history::column_of;
-use crate::model::{AllocatorEvent, EventKind, ProcessAllocator, WriterLiveness};
-use crate::state::ChannelState;
+use crate::model::{
+    AllocatorEvent, AllocatorSnapshot, EventKind, ProcessAllocator, WriterLiveness,
+};
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -36,9 +37,9 @@ pub fn lines(
         return Vec::new();
     };
     let theme = view.theme;
-    let state = channel(view, row);
-    let mut out = vec![writer_line(theme, allocator, state)];
-    let apart = readings_apart(view, row, allocator, state);
+    let channel = channel(view, row);
+    let mut out = vec![writer_line(theme, allocator, channel)];
+    let apart = readings_apart(view, row, allocator, channel);
     out.extend(breakdown(
         theme,
         allocator,
@@ -60,34 +61,40 @@ pub fn lines(
     }
     out.push(peak);
     out.extend(oom_lines(theme, &allocator.ooms, view.now_ms));
-    if let Some(state) = state {
-        let sites_on = state.fold.identity.as_ref().is_some_and(|i| i.sites);
+    if let Some(channel) = channel {
         out.extend(super::held_sites::lines(
             theme,
-            state.fold.relevant_snapshot(),
-            sites_on,
+            channel.relevant_snapshot(),
+            channel.snapshots_dropped.as_ref(),
+            channel.identity.sites,
             view.ui.time_cursor,
             view.now_ms,
         ));
     }
-    let slot = state.and_then(|s| s.on_gpu(row.gpu_index));
-    match (state, slot) {
-        (Some(state), Some((_, Some(series)))) => {
+    let slot = channel.and_then(|c| {
+        let (i, slot) = c.slot_on_gpu(row.gpu_index)?;
+        Some((c, i, view.history.allocator_slot(&c.path, slot)?))
+    });
+    match slot {
+        Some((channel, i, series)) => {
+            let peaks = channel.chart_peaks.get(i).copied().unwrap_or_default();
             let charts = [
-                ("alloc", &series.allocated, theme.sparkline),
-                ("resv", &series.reserved, theme.sparkline_alt),
+                ("alloc", series.allocated, peaks.allocated, theme.sparkline),
+                ("resv", series.reserved, peaks.reserved, theme.sparkline_alt),
             ];
-            for (name, points, style) in charts {
+            for (name, series, all_time, style) in charts {
+                let charted = spark::Charted { series, all_time };
                 let [plot, label] =
-                    spark::chart_with_peak(view, points, range, (chart_w, gpu_total, style));
+                    spark::chart_with_peak(view, charted, range, (chart_w, gpu_total, style));
                 out.push(relabel(plot, theme, name));
                 out.push(label);
             }
-            out.push(ticks(theme, state, range, chart_w));
+            out.push(ticks(view, channel, range, chart_w));
             // Pinned above already: OOMs and new peaks.
-            let shown = state
-                .newest_events()
-                .into_iter()
+            let shown = channel
+                .recent_events
+                .iter()
+                .rev()
                 .filter(|e| !e.kind.is_oom() && !matches!(e.kind, EventKind::NewHighWater { .. }))
                 .take(EVENTS_SHOWN);
             out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
@@ -97,20 +104,19 @@ pub fn lines(
     out
 }
 
-fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a ChannelState> {
-    view.monitor
-        .allocators()
-        .for_pid(row.key.pid, row.process())
+/// The channel the snapshot joined to the row (`channel_of`), as of the snapshot.
+fn channel<'a>(view: &View<'a>, row: &TableRow) -> Option<&'a AllocatorSnapshot> {
+    crate::model::snapshot::channel_of(&view.snapshot.allocators, row.key.pid, row.process())
 }
 
 /// `PyTorch torch 2.5.1 │ rank 0/8 │ step 1234 │ forward/model.layers.3 │ live`.
 fn writer_line(
     theme: &Theme,
     allocator: &ProcessAllocator,
-    state: Option<&ChannelState>,
+    channel: Option<&AllocatorSnapshot>,
 ) -> Line<'static> {
     let mut spans = vec![fmt::label(theme, "allocator")];
-    if let Some(id) = state.and_then(|s| s.fold.identity.as_ref()) {
+    if let Some(id) = channel.map(|c| &c.identity) {
         spans.push(Span::styled(
             format!("{} {}", id.kind, id.framework),
             theme.value,
@@ -142,17 +148,13 @@ fn writer_line(
         WriterLiveness::Ended { .. } => theme.dim,
     };
     spans.push(Span::styled(allocator.liveness.label(), liveness_style));
-    if let Some(state) = state
-        && state
-            .fold
-            .lost_samples
-            .saturating_add(state.fold.lost_events)
-            > 0
+    if let Some(channel) = channel
+        && channel.lost_samples.saturating_add(channel.lost_events) > 0
     {
         spans.push(Span::styled(
             format!(
                 " (missed {} samples, {} events)",
-                state.fold.lost_samples, state.fold.lost_events
+                channel.lost_samples, channel.lost_events
             ),
             theme.warn,
         ));
@@ -178,16 +180,22 @@ fn relabel(plot: Line<'static>, theme: &Theme, name: &str) -> Line<'static> {
 }
 
 /// Step ends and OOMs at their columns on the charts' time axis.
-fn ticks(theme: &Theme, state: &ChannelState, (from, to): (u64, u64), width: u16) -> Line<'static> {
+fn ticks(
+    view: &View,
+    channel: &AllocatorSnapshot,
+    (from, to): (u64, u64),
+    width: u16,
+) -> Line<'static> {
+    let theme = view.theme;
     let columns = usize::from(width);
     let mut marks: Vec<Option<(&'static str, Style)>> = vec![None; columns];
-    for (at, _) in &state.fold.step_ticks {
-        if let Some(col) = column_of(*at, from, to, columns) {
+    for at in view.history.step_ends(&channel.path) {
+        if let Some(col) = column_of(at, from, to, columns) {
             marks[col].get_or_insert((theme.glyphs.step_tick, theme.dim));
         }
     }
     // OOMs win their column: they are what the person is looking for.
-    for oom in &state.fold.ooms {
+    for oom in &channel.ooms {
         if let Some(col) = column_of(oom.at_ms, from, to, columns) {
             marks[col] = Some((theme.glyphs.oom, theme.crit));
         }

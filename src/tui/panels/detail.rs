@@ -81,7 +81,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
 
     let chart_w = inner_w.saturating_sub(spark::LABEL_W);
     let range = spark::window(view, chart_w);
-    let series = view.monitor.process_series(&row.key);
+    let series = view.history.process(&row.key);
 
     let mut vram = vec![fmt::label(theme, "VRAM")];
     vram.push(match (&row.vram, row.is_exited()) {
@@ -122,9 +122,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         Some(Ok(m)) => Some(m.total as f64),
         _ => None,
     };
-    if let Some(s) = series {
+    if let Some(s) = &series {
         let plot = (chart_w, gpu_total, theme.sparkline);
-        lines.extend(spark::chart_with_peak(view, &s.vram, range, plot));
+        let charted = spark::Charted {
+            series: s.vram,
+            all_time: row.vram_peak,
+        };
+        lines.extend(spark::chart_with_peak(view, charted, range, plot));
     }
 
     let mut rss = vec![fmt::label(theme, "RSS ")];
@@ -139,7 +143,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     match series {
         Some(s) => {
             let plot = (chart_w, host_total, theme.sparkline_alt);
-            lines.extend(spark::chart_with_peak(view, &s.host_rss, range, plot));
+            let charted = spark::Charted {
+                series: s.host_rss,
+                all_time: row.rss_peak,
+            };
+            lines.extend(spark::chart_with_peak(view, charted, range, plot));
         }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }

@@ -220,11 +220,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
             ],
         ));
     }
-    if let Some(peak) = view
-        .monitor
-        .device_series(&device.info.key())
-        .and_then(|s| s.memory_used.peak())
-    {
+    if let Some(peak) = device.memory_peak {
         figures.push((
             Rank::Figure,
             vec![

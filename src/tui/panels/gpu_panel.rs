@@ -104,7 +104,7 @@ pub fn render(
 
     let chart_w = inner.width.saturating_sub(spark::LABEL_W + VALUE_W);
     let range = spark::window(view, chart_w);
-    match view.monitor.device_series(&device.info.key()) {
+    match view.history.device(&device.info.key()) {
         Some(series) => {
             let total = device.memory_total().map(|t| t as f64);
             let plot = Plot {
@@ -113,7 +113,11 @@ pub fn render(
                 scale: total,
                 style: theme.sparkline,
             };
-            let mut memory = spark::tall_chart_with_peak(view, &series.memory_used, range, plot);
+            let charted = spark::Charted {
+                series: series.memory_used,
+                all_time: device.memory_peak,
+            };
+            let mut memory = spark::tall_chart_with_peak(view, charted, range, plot);
             let now = device
                 .memory_used()
                 .map_or(fmt::NA.into(), units::short_bytes);
@@ -147,7 +151,7 @@ pub fn render(
                 style: theme.sparkline_alt,
                 ..plot
             };
-            let util = spark::spark(theme, &series.gpu_util, range, plot, false);
+            let util = spark::spark(theme, series.gpu_util, range, plot, false);
             let last = util.rows.len().saturating_sub(1);
             for (i, row) in util.rows.into_iter().enumerate() {
                 let head = if i == 0 { "util " } else { "     " };

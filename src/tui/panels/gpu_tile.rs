@@ -61,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     let range = spark::window(view, chart_w);
     let sample = device.sample.as_ref();
     let mut lines = Vec::with_capacity(3);
-    match view.monitor.device_series(&device.info.key()) {
+    match view.history.device(&device.info.key()) {
         Some(series) => {
             let memory = Plot::row(
                 chart_w,
@@ -73,7 +73,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
                 .map_or(fmt::NA.into(), units::short_bytes);
             lines.push(chart_line(
                 view,
-                ("mem  ", &series.memory_used, memory),
+                ("mem  ", series.memory_used, memory),
                 range,
                 Span::styled(format!(" {used:>5}"), theme.value),
             ));
@@ -84,7 +84,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             };
             lines.push(chart_line(
                 view,
-                ("util ", &series.gpu_util, util),
+                ("util ", series.gpu_util, util),
                 range,
                 now,
             ));
@@ -98,7 +98,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
 /// `label`, the series' chart with its peak marked, then `now`.
 fn chart_line(
     view: &View,
-    (label, series, plot): (&'static str, &crate::history::Series, Plot),
+    (label, series, plot): (&'static str, crate::history::Capped, Plot),
     range: (u64, u64),
     now: Span<'static>,
 ) -> Line<'static> {
@@ -140,11 +140,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
             vec![Span::styled(format!("mem {} ({why})", fmt::NA), theme.dim)],
         ),
     });
-    if let Some(peak) = view
-        .monitor
-        .device_series(&device.info.key())
-        .and_then(|series| series.memory_used.peak())
-    {
+    if let Some(peak) = device.memory_peak {
         figures.push((
             Rank::Figure,
             vec![

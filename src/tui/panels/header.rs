@@ -57,7 +57,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     };
     let every = vec![
         Span::styled("every ", theme.label),
-        Span::styled(fmt::interval_label(view.ui.interval_ms), theme.value),
+        Span::styled(fmt::interval_label(view.interval_ms), theme.value),
         Span::raw("  "),
     ];
     let clock = Span::styled(clock::time_of_day(view.now_ms, view.ui.clock), theme.value);

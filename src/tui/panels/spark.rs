@@ -3,7 +3,7 @@
 //! plot itself and a label line saying how high and how long ago; and horizontal fill bars.
 
 use super::time_axis;
-use crate::history::{Peak, Series, column_of};
+use crate::history::{Capped, Peak, column_of};
 use crate::model::units;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -19,7 +19,7 @@ const MIN_WINDOW_MS: u64 = 60_000;
 /// (`2m`, not `88s`), ending just after the moment the screen shows.
 pub fn window(view: &View, width: u16) -> (u64, u64) {
     let usual = u64::from(width)
-        .saturating_mul(view.ui.interval_ms)
+        .saturating_mul(view.interval_ms)
         .max(MIN_WINDOW_MS);
     let window = if view.ui.zoom >= 0 {
         usual.saturating_mul(1 << view.ui.zoom)
@@ -68,7 +68,7 @@ pub struct Spark {
 /// column is full), unless the window is flat (a marker on a flat line only adds noise).
 pub fn spark(
     theme: &Theme,
-    series: &Series,
+    series: Capped,
     (from_ms, to_ms): (u64, u64),
     plot: Plot,
     mark_peak: bool,
@@ -142,16 +142,24 @@ fn stacked_level(value: f64, max: f64, levels: usize) -> usize {
 /// (`  5m `) on the plot line of a chart with a peak label.
 pub const LABEL_W: u16 = 5;
 
+/// A series to chart, read up to the snapshot's moment, with its all-time peak as the
+/// snapshot carries it.
+#[derive(Clone, Copy)]
+pub struct Charted<'a> {
+    pub series: Capped<'a>,
+    pub all_time: Option<Peak>,
+}
+
 /// A memory chart's two lines: the window length and the sparkline (scaled to
 /// `0..=scale`, drawn in `style`, the window's peak marked), then the peak label under it.
 /// Callers may append the current value to the plot line.
 pub fn chart_with_peak(
     view: &View,
-    series: &Series,
+    charted: Charted,
     range: (u64, u64),
     (width, scale, style): (u16, Option<f64>, Style),
 ) -> [Line<'static>; 2] {
-    let mut lines = tall_chart_with_peak(view, series, range, Plot::row(width, scale, style));
+    let mut lines = tall_chart_with_peak(view, charted, range, Plot::row(width, scale, style));
     let label = lines.pop().unwrap_or_default();
     let plot = lines.pop().unwrap_or_default();
     [plot, label]
@@ -161,7 +169,7 @@ pub fn chart_with_peak(
 /// labelled with the window's length, then the peak label.
 pub fn tall_chart_with_peak(
     view: &View,
-    series: &Series,
+    Charted { series, all_time }: Charted,
     range: (u64, u64),
     plot: Plot,
 ) -> Vec<Line<'static>> {
@@ -175,7 +183,7 @@ pub fn tall_chart_with_peak(
     let drawn = spark(theme, series, range, plot, true);
     let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
     label.extend(
-        peak_label(theme, &drawn, series.peak(), seen_ms, view.now_ms, |v| {
+        peak_label(theme, &drawn, all_time, seen_ms, view.now_ms, |v| {
             units::bytes(v as u64)
         })
         .spans,
@@ -271,6 +279,7 @@ pub fn peak_label(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Series;
 
     #[test]
     fn peak_column_matches_query_grid() {
@@ -286,7 +295,7 @@ mod tests {
         let mut series = Series::default();
         series.push(10, 5.0);
         let plot = Plot::row(0, None, theme.sparkline);
-        let s = spark(&theme, &series, (0, 100), plot, true);
+        let s = spark(&theme, series.until(99), (0, 100), plot, true);
         assert_eq!(s.rows.iter().map(Line::width).sum::<usize>(), 0);
         assert!(s.peak.is_some());
     }
@@ -306,7 +315,7 @@ mod tests {
             scale: Some(100.0),
             style: theme.sparkline,
         };
-        let drawn = spark(&theme, &series, (0, 4_000), plot, true);
+        let drawn = spark(&theme, series.until(3_999), (0, 4_000), plot, true);
         let rows: Vec<String> = drawn.rows.iter().map(|r| r.to_string()).collect();
         // Top first: 75 % of four rows is three full rows, the marker in the fourth.
         assert_eq!(rows, ["   ▲", "   █", "█  █", "█ ██"]);
