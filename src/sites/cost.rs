@@ -10,17 +10,17 @@ pub struct Spent {
     pub cpu: Duration,
 }
 
-/// The stages of `read_bytes`, in order.
+/// The stages of `read_bytes`. The guard runs on the caller's thread while the parse and
+/// then the walk run on the parse thread (`parse.rs`): the guard overlaps the parse, and
+/// the crate's values are dropped after the answer, off the caller's path (not counted).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadCost {
     /// The opcode guard (`guard.rs`).
     pub guard: Spent,
-    /// The pickle crate building its values.
+    /// The pickle crate building its values (waiting for the guard included in wall).
     pub parse: Spent,
     /// Our walk copying them into `MemorySnapshot`.
     pub walk: Spent,
-    /// Dropping the crate's values.
-    pub drop: Spent,
 }
 
 /// A running stopwatch over both clocks.

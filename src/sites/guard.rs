@@ -181,12 +181,20 @@ impl Memo {
     }
 }
 
-/// Walks `bytes` as a pickle without building it; see the module's comment.
+/// Bytes checked between two calls of `check`'s `checked` (a reader waiting on them waits
+/// for about this much of the guard's work).
+const PUBLISH_EVERY: usize = 1 << 16;
+
+/// Walks `bytes` as a pickle without building it; see the module's comment. `checked` is
+/// told, every 64 KiB or so, that the bytes before that offset passed (an opcode boundary:
+/// every opcode there is allowed and the values they build are within the limits), so that
+/// the pickle crate can read them while the rest is checked; on `Ok` all of them passed.
 pub fn check(
     bytes: &[u8],
     max_values: u64,
     started: Instant,
     deadline: std::time::Duration,
+    checked: &mut dyn FnMut(usize),
 ) -> Result<Census, SitesError> {
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
     let mut stack: Vec<Slot> = Vec::new();
@@ -195,6 +203,7 @@ pub fn check(
     let mut values: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
+    let mut published = 0usize;
     loop {
         let at = pos;
         let truncated = || {
@@ -216,13 +225,7 @@ pub fn check(
         pos = next;
         ops += 1;
         if ops.is_multiple_of(1 << 20) && started.elapsed() > deadline {
-            return Err(SitesError::new(
-                ErrorKind::Limit,
-                format!(
-                    "gave up reading after {} s (the deadline)",
-                    deadline.as_secs()
-                ),
-            ));
+            return Err(super::limits::past_deadline(deadline));
         }
         let floor = marks.last().copied().unwrap_or(0);
         let underflow = || {
@@ -261,7 +264,16 @@ pub fn check(
                 return Ok(Census { values });
             }
             Op::Nothing => {}
-            Op::Mark => marks.push(stack.len()),
+            Op::Mark => {
+                // The crate gives each open mark a stack of its own: they nest no deeper
+                // than the values they build.
+                if marks.len() >= MAX_NESTING as usize {
+                    return not(format!(
+                        "not a memory snapshot: marks nest deeper than {MAX_NESTING} at byte {at}"
+                    ));
+                }
+                marks.push(stack.len());
+            }
             Op::Pop => {
                 if marks.last() == Some(&stack.len()) {
                     marks.pop();
@@ -352,6 +364,13 @@ pub fn check(
                 if stack.len() == floor {
                     return underflow();
                 }
+                // The crate keeps its memo as a vector as long as the largest id: Python's
+                // pickler numbers stored values from 0, so an id is below the values built.
+                if u64::from(id) > values {
+                    return not(format!(
+                        "not a memory snapshot: memo id {id} at byte {at} is larger than the values built so far"
+                    ));
+                }
                 // Python's pickler never stores twice under one id; reusing one would let a
                 // value be filled after a reference to it went unseen.
                 if memo.contains(id) {
@@ -381,6 +400,10 @@ pub fn check(
                     "refused: reading this pickle would build more than {max_values} values (the limit on a snapshot's size in memory)"
                 ),
             ));
+        }
+        if pos - published >= PUBLISH_EVERY {
+            published = pos;
+            checked(pos);
         }
     }
 }
@@ -470,7 +493,13 @@ mod tests {
     use std::time::Duration;
 
     fn run(bytes: &[u8]) -> Result<Census, SitesError> {
-        check(bytes, 1_000, Instant::now(), Duration::from_secs(5))
+        check(
+            bytes,
+            1_000,
+            Instant::now(),
+            Duration::from_secs(5),
+            &mut |_| {},
+        )
     }
 
     #[test]
@@ -515,6 +544,20 @@ mod tests {
         assert!(e.to_string().contains("nest deeper than 64"), "{e}");
         // A shared frame, as torch writes them, is fine: [f, f] with f memoized.
         assert!(run(b"\x80\x04](}\x94h\x00e.").is_ok());
+    }
+
+    #[test]
+    fn memo_ids_and_marks_that_would_make_the_crate_allocate_without_bound_are_refused() {
+        // LONG_BINPUT 0xffffffff: the crate would size its memo for four billion values.
+        let e = run(b"\x80\x04}r\xff\xff\xff\xff.").unwrap_err();
+        assert!(e.to_string().contains("memo id 4294967295"), "{e}");
+        // Python's own numbering passes: pickle.dumps([{}], protocol=2) puts 0 and 1.
+        assert!(run(b"\x80\x02]q\x00}q\x01a.").is_ok());
+        // 100 marks open at once.
+        let mut p = b"\x80\x04".to_vec();
+        p.extend(std::iter::repeat_n(b'(', 100));
+        let e = run(&p).unwrap_err();
+        assert!(e.to_string().contains("marks nest deeper than 64"), "{e}");
     }
 
     #[test]

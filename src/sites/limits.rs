@@ -2,6 +2,7 @@
 //! file: whoever wrote it, it gets a size cap before it is read, a cap on the values the
 //! pickle may build, caps on what is kept, and a deadline.
 
+use super::error::{ErrorKind, SitesError};
 use std::time::Duration;
 
 /// What reading one snapshot may cost. The defaults take a real snapshot of a
@@ -41,4 +42,17 @@ impl Default for Limits {
             max_values: 64_000_000,
         }
     }
+}
+
+/// The one line for a read that ran out of time, at whichever stage.
+pub(crate) fn past_deadline(deadline: Duration) -> SitesError {
+    let took = if deadline.subsec_nanos() == 0 {
+        format!("{} s", deadline.as_secs())
+    } else {
+        format!("{} ms", deadline.as_millis())
+    };
+    SitesError::new(
+        ErrorKind::Limit,
+        format!("gave up reading after {took} (the deadline)"),
+    )
 }

@@ -3,13 +3,14 @@
 //! set reconstructed at the peak, at an OOM or at the dump, grouped by allocation site, and
 //! two answers compared.
 //!
-//! Reading (`read`): the pickle is checked opcode by opcode first (`guard`): a pickle that
-//! names a Python global or builds objects (what could run code in Python) is refused, and
-//! so is one that nests deeper than 64, refers to itself, or would make the reader build more
-//! values than `Limits::max_values`. Then the `pickled` crate (a serde-pickle fork that
-//! shares, as Python does, what a pickle refers to twice; serde-pickle 1.2 cannot read a real
-//! snapshot) builds its values, and `read` copies them into our own owned types, keeping the
-//! newest trace entries, at most so many blocks and frames, and counting what it cut.
+//! Reading: the pickle is checked opcode by opcode (`guard`): a pickle that names a Python
+//! global or builds objects (what could run code in Python) is refused, and so is one that
+//! nests deeper than 64, refers to itself, or would make the reader build more values than
+//! `Limits::max_values`. The `pickled` crate (a serde-pickle fork that shares, as Python
+//! does, what a pickle refers to twice; serde-pickle 1.2 cannot read a real snapshot) builds
+//! its values from the bytes the guard has passed, on a thread of its own while the guard
+//! goes on (`parse`), and `read` copies them into our own owned types, keeping the newest
+//! trace entries, at most so many blocks and frames, and counting what it cut.
 //!
 //! Deviations from the shared contract, for callers: `Limits` has one more field,
 //! `max_values` (use `..Limits::default()`); `held_on` picks a device (`held` takes the
@@ -31,6 +32,7 @@ mod guard;
 mod held;
 mod limits;
 mod oom;
+mod parse;
 mod read;
 pub mod render;
 mod site;
@@ -66,7 +68,7 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<MemorySnapshot, SitesEr
     file.take(limits.max_file_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(io)?;
-    read_bytes(&bytes, limits)
+    read_owned(bytes, limits)
 }
 
 fn too_big(len: u64, limits: &Limits) -> SitesError {
@@ -79,19 +81,36 @@ fn too_big(len: u64, limits: &Limits) -> SitesError {
     )
 }
 
-/// Reads a snapshot from bytes within `limits`.
+/// Reads a snapshot from bytes within `limits` (a copy of them goes to the thread that
+/// parses them; `read_owned` hands over the caller's own).
 pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, SitesError> {
     read_bytes_costed(bytes, limits, &mut ReadCost::default())
 }
 
-/// `read_bytes`, saying in `cost` what each stage took (the benchmark's figures).
+/// `read_bytes`, saying in `cost` what each stage took.
 pub fn read_bytes_costed(
     bytes: &[u8],
     limits: &Limits,
     cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
+    if bytes.len() as u64 > limits.max_file_bytes {
+        return Err(too_big(bytes.len() as u64, limits));
+    }
+    read_owned_costed(bytes.to_vec(), limits, cost)
+}
+
+/// Reads a snapshot from bytes the caller no longer needs.
+pub fn read_owned(bytes: Vec<u8>, limits: &Limits) -> Result<MemorySnapshot, SitesError> {
+    read_owned_costed(bytes, limits, &mut ReadCost::default())
+}
+
+/// `read_owned`, saying in `cost` what each stage took (the benchmark's figures).
+pub fn read_owned_costed(
+    bytes: Vec<u8>,
+    limits: &Limits,
+    cost: &mut ReadCost,
+) -> Result<MemorySnapshot, SitesError> {
     let started = std::time::Instant::now();
-    let mut watch = cost::Watch::start();
     let len = bytes.len() as u64;
     if len > limits.max_file_bytes {
         return Err(too_big(len, limits));
@@ -102,9 +121,13 @@ pub fn read_bytes_costed(
             "not a memory snapshot: the file is empty",
         ));
     }
-    guard::check(bytes, limits.max_values, started, limits.deadline)?;
-    cost.guard = watch.lap();
-    read::snapshot(bytes, limits, started, cost)
+    parse::read(std::sync::Arc::new(bytes), limits, started, cost)
+}
+
+/// Waits until the last read's parse thread has dropped the pickle crate's values, which
+/// it does after handing over the answer (the benchmark counts that cost too).
+pub fn settle() {
+    parse::settle();
 }
 
 /// What held the memory at `moment` on the snapshot's own device (the `vramscope` key's,

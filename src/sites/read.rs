@@ -6,7 +6,6 @@
 //! alloc entry's list) is read once and remembered by identity. A value of the wrong type is
 //! one line naming where it is; keys this reader does not know are not looked into.
 
-use super::cost::{ReadCost, Watch};
 use super::error::{ErrorKind, SitesError};
 use super::limits::Limits;
 use super::snapshot::{
@@ -44,22 +43,13 @@ const MAX_DEVICES: usize = 1024;
 
 type Failed = String;
 
-/// Reads a checked pickle.
-pub(crate) fn snapshot(
-    bytes: &[u8],
+/// Copies the crate's values into a `MemorySnapshot`. `started` and the limits' deadline
+/// bound the walk too.
+pub(crate) fn walk(
+    value: &Value,
     limits: &Limits,
     started: Instant,
-    cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
-    let mut watch = Watch::start();
-    let value = pickled::value_from_slice(bytes, pickled::DeOptions::new().decode_strings())
-        .map_err(|e| {
-            SitesError::new(
-                ErrorKind::NotASnapshot,
-                format!("not a memory snapshot: {e}"),
-            )
-        })?;
-    cost.parse = watch.lap();
     let mut walk = Walk {
         limits,
         started,
@@ -72,23 +62,13 @@ pub(crate) fn snapshot(
         seen: 0,
         late: false,
     };
-    let read = walk.root(&value);
-    cost.walk = watch.lap();
-    drop(value);
-    cost.drop = watch.lap();
-    match read {
+    match walk.root(value) {
         Ok(mut snap) => {
             snap.frames = std::mem::take(&mut walk.frames);
             snap.cut = walk.cut;
             Ok(snap)
         }
-        Err(_) if walk.late => Err(SitesError::new(
-            ErrorKind::Limit,
-            format!(
-                "gave up reading after {} s (the deadline)",
-                limits.deadline.as_secs()
-            ),
-        )),
+        Err(_) if walk.late => Err(super::limits::past_deadline(limits.deadline)),
         Err(e) => Err(SitesError::new(
             ErrorKind::NotASnapshot,
             format!("not a memory snapshot: {e}"),

@@ -26,7 +26,7 @@ pub fn reduce(job: &SitesJob) -> SitesState {
         Ok(bytes) => bytes,
         Err(why) => return SitesState::Failed { why },
     };
-    let snap = match sites::read_bytes(&bytes, &limits) {
+    let snap = match sites::read_owned(bytes, &limits) {
         Ok(snap) => snap,
         Err(e) => {
             return SitesState::Failed {
