@@ -17,7 +17,7 @@
 //! The jobs and what one tick does are `jobs`'s (shared with one-shot output): the pid list
 //! the host and channel jobs follow is the tick's own, taken from the GPU jobs' last lists.
 //! When NVML's GPUs join, the next tick is now, so the first full screen does not wait a
-//! whole interval.
+//! whole interval; when the refresh period changes, the next tick is planned again by it.
 //!
 //! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
 //! read each GPU's used memory alone, behind the same per-GPU locks and under the same
