@@ -153,6 +153,45 @@ fn a_shorter_period_is_sampled_at_once_not_at_the_tick_the_old_one_planned() {
 }
 
 #[test]
+fn a_key_that_leaves_the_period_as_it_was_records_no_change() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("shortest.jsonl");
+    // 100 ms is the shortest period the keys offer: `+` leaves it so.
+    let shell = format!(
+        "sh -c 'env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms --record {}; echo EXIT=$?; exec sleep 30'",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display(),
+        file.display()
+    );
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
+    assert!(ok, "{screen}");
+    t.keys(&["+", "+"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 100 ms"));
+    assert!(ok, "{screen}");
+    // Then a real change, so the test sees that changes are recorded at all.
+    t.keys(&["-"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 250 ms"));
+    assert!(ok, "{screen}");
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok && screen.contains("EXIT=0"), "{screen}");
+    let changes: Vec<SourceEvent> = read_all(&file)
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, SourceEvent::Interval { .. }))
+        .collect();
+    assert!(
+        matches!(changes[..], [SourceEvent::Interval { ms: 250 }]),
+        "{changes:?}"
+    );
+}
+
+#[test]
 fn sigterm_finishes_the_recording() {
     if !tmux::available() {
         return;
