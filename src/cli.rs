@@ -150,9 +150,10 @@ pub enum Command {
     /// it: `vramscope run -- python train.py`, `vramscope run -- torchrun ...`.
     Run(RunArgs),
     /// Start the allocator writer inside a running Python (CPython 3.8+) process, no restart:
-    /// it says first what stands in the way (ptrace rights, Yama, another user), then stops
-    /// the process's main thread for a few milliseconds to queue the writer at its next safe
-    /// point. Asks first unless `--yes`.
+    /// it says first what stands in the way (ptrace rights, Yama, another user), then queues
+    /// the writer at the process's next safe point: on CPython 3.14+ through PEP 768's
+    /// sys.remote_exec, which stops nothing; before 3.14 (or with --ptrace) by stopping its
+    /// main thread for a few milliseconds, which it asks about first unless `--yes`.
     Attach(AttachArgs),
     /// Stop a writer `vramscope attach` started: it removes its channel; the program goes on.
     Detach(AttachArgs),
@@ -270,6 +271,14 @@ pub struct AttachArgs {
     /// Seconds to wait for the agent to run before saying it is still pending.
     #[arg(long, value_name = "SECONDS", default_value_t = 10)]
     pub timeout: u64,
+    /// Queue the agent through ptrace (pausing the main thread for a few milliseconds) even
+    /// for CPython 3.14 and later, where PEP 768's sys.remote_exec is used by default.
+    #[arg(long)]
+    pub ptrace: bool,
+    /// The Python that calls sys.remote_exec for a 3.14+ target: of the target's version
+    /// [default: the target's own executable, else pythonX.Y on PATH].
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -171,6 +171,8 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             let options = attach::Options {
                 yes: args.yes,
                 timeout: std::time::Duration::from_secs(args.timeout),
+                ptrace: args.ptrace,
+                python: args.python.clone(),
             };
             return attach::run(args.pid, attach::agent::Request::Attach, options);
         }
@@ -178,6 +180,8 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             let options = attach::Options {
                 yes: args.yes,
                 timeout: std::time::Duration::from_secs(args.timeout),
+                ptrace: args.ptrace,
+                python: args.python.clone(),
             };
             return attach::run(args.pid, attach::agent::Request::Detach, options);
         }

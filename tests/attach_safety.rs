@@ -4,9 +4,15 @@
 //! leaves the process running; each process that cannot be attached to gets one clear line
 //! and is left as it was.
 
+mod attach_support;
+
+use attach_support::{
+    Guard, LOOP, LOOP_OUT, assert_running, channel_files, inspect, leftovers, spawn, state, temp,
+    text, vramscope, wait_for, wait_until,
+};
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn python() -> Option<String> {
@@ -25,118 +31,6 @@ fn python() -> Option<String> {
     );
     eprintln!("SKIPPED: python3 is not installed");
     None
-}
-
-fn temp(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "vramscope-attach-test-{tag}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// A busy loop that stops when `stop` exists and prints its result and its globals.
-const LOOP: &str = "
-import os, sys
-stop = sys.argv[1]
-rounds = 0
-total = 0
-open(stop + '.ready', 'w').close()
-while not os.path.exists(stop):
-    total = sum(range(1000))
-    rounds += 1
-print(total, sorted(k for k in globals() if not k.startswith('__')))
-";
-
-const LOOP_OUT: &str = "499500 ['os', 'rounds', 'stop', 'sys', 'total']\n";
-
-fn spawn(py: &str, args: &[&str], dir: &Path) -> Child {
-    Command::new(py)
-        .args(args)
-        .env("VRAMSCOPE_DIR", dir.join("channels"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_for(path: &Path) {
-    let t = Instant::now();
-    while !path.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(180),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn vramscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_vramscope"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
-fn state(pid: u32) -> Option<(char, i32)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .map(|v| v.trim().to_string())
-    };
-    let state = field("State:")?.chars().next()?;
-    let tracer = field("TracerPid:")?.parse().ok()?;
-    Some((state, tracer))
-}
-
-fn assert_running(pid: u32) {
-    let (st, tracer) = state(pid).expect("the process is gone");
-    assert!(
-        !matches!(st, 'T' | 't'),
-        "process {pid} left stopped ({st})"
-    );
-    assert_eq!(tracer, 0, "process {pid} left traced");
-}
-
-fn finish(mut child: Child, stop: &Path) -> (String, String, i32) {
-    std::fs::write(stop, "").unwrap();
-    let status = child.wait().unwrap();
-    let mut out = String::new();
-    let mut err = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (out, err, status.code().unwrap_or(-1))
-}
-
-fn leftovers(pid: u32) -> Vec<String> {
-    std::fs::read_dir("/tmp")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("vramscope-attach-{pid}-")))
-        .collect()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 #[test]
@@ -181,7 +75,7 @@ fn a_busy_loop_attached_and_detached_50_times_is_unchanged() {
     }
     eprintln!("50 attach/detach pairs in {:?}", started.elapsed());
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -222,7 +116,7 @@ fn a_long_c_call_is_pending_then_attached_when_it_returns() {
         "{}",
         text(&out.stdout)
     );
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -254,7 +148,7 @@ fn pending_then_live_with_a_long_enough_wait() {
         "{}",
         text(&out.stdout)
     );
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -269,21 +163,52 @@ fn vramscope_killed_mid_attach_leaves_the_process_running() {
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(200));
     for delay_ms in [0u64, 1, 3, 10, 50, 300] {
-        let mut attach = Command::new(env!("CARGO_BIN_EXE_vramscope"))
-            .args(["attach", "--yes", "--timeout", "30", &pid.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let attach = Guard::new(
+            Command::new(env!("CARGO_BIN_EXE_vramscope"))
+                .args(["attach", "--yes", "--timeout", "30", &pid.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         std::thread::sleep(Duration::from_millis(delay_ms));
-        attach.kill().unwrap();
-        attach.wait().unwrap();
+        attach.kill();
         std::thread::sleep(Duration::from_millis(20));
         assert_running(pid);
     }
+    let last_kill = Instant::now();
     wait_for(&dir.join("stop.ready"));
-    let (out, err, code) = finish(child, &stop);
+    // What the killed attaches left is gone once the next attach and detach ran: the queued
+    // agents removed their own directories, the next attach swept the rest (one killed
+    // before it had its waiter only when 5 s old: it could be another attach's, in the making).
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(last_kill.elapsed()));
+    for verb in ["attach", "detach"] {
+        let out = vramscope(&[verb, "--yes", &pid.to_string()]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    }
+    let t = Instant::now();
+    while !leftovers(pid).is_empty() {
+        let left: Vec<(String, Vec<String>)> = leftovers(pid)
+            .into_iter()
+            .map(|d| {
+                let files = std::fs::read_dir(Path::new("/tmp").join(&d))
+                    .map(|r| {
+                        r.flatten()
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (d, files)
+            })
+            .collect();
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "killed attaches left directories: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -302,20 +227,19 @@ fn refused(pid: u32, want: &str) {
 fn what_cannot_be_attached_to_gets_one_clear_line() {
     let Some(py) = python() else { return };
     // Not Python.
-    let mut sleep = Command::new("sleep").arg("30").spawn().unwrap();
+    let sleep = Guard::new(Command::new("sleep").arg("30").spawn().unwrap());
     refused(sleep.id(), "is not a Python process (it runs sleep");
     assert_running(sleep.id());
-    sleep.kill().unwrap();
-    sleep.wait().unwrap();
+    sleep.kill();
     // A zombie: exited, not yet reaped by us.
-    let mut zombie = Command::new(&py).args(["-c", "pass"]).spawn().unwrap();
+    let mut zombie = Guard::new(Command::new(&py).args(["-c", "pass"]).spawn().unwrap());
     let t = Instant::now();
     while state(zombie.id()).map(|s| s.0) != Some('Z') {
         assert!(t.elapsed() < Duration::from_secs(10));
         std::thread::sleep(Duration::from_millis(10));
     }
     refused(zombie.id(), "has exited (a zombie");
-    zombie.wait().unwrap();
+    zombie.child().wait().unwrap();
     // Gone.
     refused(zombie.id(), "no process");
     // Stopped by job control.
@@ -337,18 +261,92 @@ fn what_cannot_be_attached_to_gets_one_clear_line() {
         "{}",
         text(&out.stderr)
     );
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     // Remote debugging disabled.
-    let child = Command::new(&py)
-        .args(["-c", "import time; time.sleep(30)"])
-        .env("PYTHON_DISABLE_REMOTE_DEBUG", "1")
-        .spawn()
-        .unwrap();
+    let child = Guard::new(
+        Command::new(&py)
+            .args(["-c", "import time; time.sleep(30)"])
+            .env("PYTHON_DISABLE_REMOTE_DEBUG", "1")
+            .spawn()
+            .unwrap(),
+    );
     refused(child.id(), "PYTHON_DISABLE_REMOTE_DEBUG");
-    let mut child = child;
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What killed attaches leave in the target's /tmp is removed by the next attach: a
+/// directory never queued, one already answered, one for a process that is gone; a queued
+/// one for a live process is left for its agent, and another user's is never touched.
+#[test]
+fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
+    let Some(py) = python() else { return };
+    let dir = temp("sweep");
+    let stop = dir.join("stop");
+    let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+    let pid = child.id();
+    wait_for(&dir.join("stop.ready"));
+    // A pid that is surely gone: a child of ours, reaped.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let make = |name: &str, files: &[&str]| {
+        let d = Path::new("/tmp").join(name);
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        for f in files {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        d
+    };
+    let never_queued = make(
+        &format!("vramscope-attach-{pid}-1"),
+        &["waiter", "agent.py"],
+    );
+    let answered = make(
+        &format!("vramscope-attach-{pid}-2"),
+        &["waiter", "queued", "status"],
+    );
+    let orphan = make(
+        &format!("vramscope-attach-{gone_pid}-3"),
+        &["waiter", "queued"],
+    );
+    let pending = make(&format!("vramscope-attach-{pid}-4"), &["waiter", "queued"]);
+    // Killed before it had its waiter: swept when 5 s old, kept while it may still be
+    // another attach's in the making.
+    let no_waiter_old = make(&format!("vramscope-attach-{pid}-6"), &[]);
+    std::fs::File::open(&no_waiter_old)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(10))
+        .unwrap();
+    let no_waiter_young = make(&format!("vramscope-attach-{pid}-7"), &[]);
+    // Another user's (as root: a directory owned by nobody; as a user, root's /tmp itself
+    // would not be ours to sweep anyway).
+    let foreign = make(&format!("vramscope-attach-{pid}-5"), &["waiter"]);
+    if is_root() {
+        std::os::unix::fs::lchown(&foreign, Some(65534), Some(65534)).unwrap();
+    }
+    let out = vramscope(&["attach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (d, kept) in [
+        (&never_queued, false),
+        (&answered, false),
+        (&orphan, false),
+        (&pending, true),
+        (&no_waiter_old, false),
+        (&no_waiter_young, true),
+        (&foreign, is_root()),
+    ] {
+        assert_eq!(d.exists(), kept, "{}", d.display());
+    }
+    let out = vramscope(&["detach", "--yes", &pid.to_string()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    std::fs::remove_dir_all(&pending).unwrap();
+    std::fs::remove_dir_all(&no_waiter_young).unwrap();
+    std::fs::remove_dir_all(&foreign).unwrap();
+    let (out, err, code) = child.finish(&stop);
+    assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -388,19 +386,21 @@ fn another_users_process_as_a_user_and_as_root() {
     );
     assert!(err.contains("sudo vramscope attach"), "{err}");
     assert_running(child.id());
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     // As root attaching to nobody's process: it works, and the agent's files are nobody's.
     let stop = dir.join("stop2");
-    let child = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(&py)
-        .args(["-c", LOOP, stop.to_str().unwrap()])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = Guard::new(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&py)
+            .args(["-c", LOOP, stop.to_str().unwrap()])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_for(&dir.join("stop2.ready"));
     let pid = child.id();
     let out = vramscope(&["attach", "--yes", &pid.to_string()]);
@@ -413,7 +413,7 @@ fn another_users_process_as_a_user_and_as_root() {
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_running(pid);
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -432,15 +432,18 @@ fn a_process_in_another_pid_namespace() {
     }
     let dir = temp("ns");
     let stop = dir.join("stop");
-    let child = Command::new("unshare")
-        .args(["-p", "-f", "--kill-child"])
-        .arg(&py)
-        .args(["-c", LOOP, stop.to_str().unwrap()])
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killing unshare (the guard, on a failure) kills the Python too: --kill-child.
+    let child = Guard::new(
+        Command::new("unshare")
+            .args(["-p", "-f", "--kill-child"])
+            .arg(&py)
+            .args(["-c", LOOP, stop.to_str().unwrap()])
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     wait_for(&dir.join("stop.ready"));
     // The Python is unshare's child, in the new namespace (pid 1 there).
     let children =
@@ -456,7 +459,7 @@ fn a_process_in_another_pid_namespace() {
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_running(pid);
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -555,28 +558,6 @@ while not os.path.exists(stop):
 print(torch.cuda.max_memory_allocated(), len(cuda.observers))
 ";
 
-fn channel_files(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default()
-}
-
-fn inspect(dir: &Path) -> serde_json::Value {
-    let files = channel_files(dir);
-    assert_eq!(files.len(), 1, "{files:?}");
-    let out = vramscope(&["inspect", files[0].to_str().unwrap()]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(60), "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
     let Some(py) = real_python() else { return };
@@ -627,7 +608,7 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
         channel_files(&channels).is_empty(),
         "detach removes the channel"
     );
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     // max_memory_allocated agrees with the published peak; the OOM observer was attached.
     assert_eq!(
         (out.as_str(), err.as_str(), code),
@@ -677,7 +658,7 @@ fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(channel_files(&channels).is_empty());
-    let (out, err, code) = finish(child, &stop);
+    let (out, err, code) = child.finish(&stop);
     assert_eq!(
         (out.as_str(), err.as_str(), code),
         ("2147483648 1\n", "", 0)
@@ -731,7 +712,7 @@ fn each_installed_cpython_version() {
                 text(&out.stderr)
             );
         }
-        let (out, err, code) = finish(child, &stop);
+        let (out, err, code) = child.finish(&stop);
         let want = if major == 2 {
             "(499500, ['os', 'rounds', 'stop', 'sys', 'total'])\n"
         } else {

@@ -470,3 +470,68 @@ fn the_python_writer_answers_a_request_with_a_snapshot_json_reduces_exactly() {
         "{sites}"
     );
 }
+
+/// Announces `name` as `announce` does, the writer having deleted `deleted` older files.
+fn announce_deleted(writer: &mut Writer, name: &str, size: u64, deleted: u64) {
+    writer.event(&EventFields {
+        slot: Some(0),
+        step: Some(40),
+        args: [size, 6 * GIB, event::SNAPSHOT_PEAK, 2 * GIB, 1000, deleted],
+        text: name,
+        ..EventFields::new(EventKind::SnapshotWritten)
+    });
+}
+
+#[test]
+fn the_snapshots_the_writer_deleted_are_named_in_json_and_the_report() {
+    if !python3_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut w = writer(&channels, true);
+    // Five dumps, the newest three kept: the first two were deleted as the writer went.
+    let names: Vec<String> = (1..=5).map(|seq| snapshot_name(&w, seq, "peak")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let size = make_snapshot(&channels.join(name), "peak");
+        let deleted = (i as u64 + 1).saturating_sub(3);
+        if deleted > 0 {
+            std::fs::remove_file(channels.join(&names[deleted as usize - 1])).unwrap();
+        }
+        announce_deleted(&mut w, name, size, deleted);
+    }
+    let mut gpu = h100(0);
+    gpu["processes"] =
+        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let doc = scenario.json_reading(&channels);
+    let dropped = &allocator(&doc)["snapshots_dropped"];
+    assert_eq!(
+        dropped,
+        &json!({ "total": 2, "names": [names[0], names[1]], "unnamed": 0 }),
+        "{doc}"
+    );
+
+    let recording = record(&scenario, &channels);
+    let out = report(&[recording.to_str().unwrap(), "--history"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let want = format!(
+        "the writer deleted 2 older snapshots (it keeps its newest few): {}, {}",
+        names[0], names[1]
+    );
+    assert!(text.contains(&want), "{text}");
+    let out = report(&[recording.to_str().unwrap(), "--history", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = doc["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == json!(std::process::id()))
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(
+        p["allocator"]["snapshots_dropped"]["names"],
+        json!([names[0], names[1]]),
+        "{doc}"
+    );
+}

@@ -67,8 +67,22 @@ fn device() -> AllocatorDevice {
 /// The two-GPU screen, with pid 4242 announcing the snapshot at `path` (`reason` 0 OOM, 1
 /// peak) whose announced name is `name`.
 fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor {
-    let mut m = two_gpus();
-    let event = AllocatorEvent {
+    announcing_on("/dev/shm/vramscope-1000/4242-99.vsc", path, name, reason)
+}
+
+/// `announcing`, pid 4242's channel being the file at `channel`.
+fn announcing_on(channel: &str, path: Result<String, Absent>, name: &str, reason: u64) -> Monitor {
+    with_events(channel, vec![snapshot_event(path, name, reason, 0)])
+}
+
+/// The announcement of the snapshot `name` at `path`, the writer having deleted `deleted`.
+fn snapshot_event(
+    path: Result<String, Absent>,
+    name: &str,
+    reason: u64,
+    deleted: u64,
+) -> AllocatorEvent {
+    AllocatorEvent {
         at_ms: NOW - 5_000,
         kind: EventKind::SnapshotWritten {
             path,
@@ -77,15 +91,20 @@ fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor 
             reason: Ok(reason),
             allocated: Ok(2 * GIB),
             max_entries: Ok(1000),
-            deleted: Ok(0),
+            deleted: Ok(deleted),
         },
         slot: Some(0),
         step: Some(40),
         label: name.into(),
         phase: "forward".into(),
-    };
+    }
+}
+
+/// The two-GPU screen, pid 4242's channel at `channel` having announced `events`.
+fn with_events(channel: &str, events: Vec<AllocatorEvent>) -> Monitor {
+    let mut m = two_gpus();
     let poll = ChannelPoll {
-        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
+        path: channel.into(),
         identity: Arc::new(WriterIdentity {
             file: "4242-99.vsc".into(),
             pid: 4242,
@@ -108,7 +127,7 @@ fn announcing(path: Result<String, Absent>, name: &str, reason: u64) -> Monitor 
         step: Some(40),
         label: "forward".into(),
         points: vec![],
-        events: vec![event],
+        events,
         lost_samples: 0,
         lost_events: 0,
     };
@@ -262,4 +281,80 @@ fn a_refused_name_or_a_missing_file_is_one_line_and_nothing_is_read() {
             .unwrap_or_else(|| panic!("{text}"));
         assert!(!line.contains("held at"), "{line}");
     }
+}
+
+/// The `m` key's answer on the status line: whole at 80 columns (the hint gives way when
+/// both do not fit), and at 40 cut with the theme's mark rather than run off the edge.
+#[test]
+fn the_m_keys_answer_fits_80_columns_and_is_cut_with_a_mark_narrower() {
+    use vramscope::channel::layout::flags;
+    use vramscope::channel::{Writer, WriterConfig, WriterKind};
+    use vramscope::model::allocator::RowProcess;
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Writer::create(WriterConfig {
+        dir: Some(dir.path().join("channels")),
+        flags: flags::SITES,
+        ..WriterConfig::from_process(WriterKind::PyTorch)
+    })
+    .unwrap();
+    let channel = writer.path().to_string_lossy().into_owned();
+    let m = announcing_on(&channel, Ok("/nowhere/x.pickle".into()), "x.pickle", 1);
+    let message = vramscope::tui::snapshot_ask::ask(
+        &snapshot(&m),
+        4242,
+        RowProcess::Listed { starttime: None },
+    );
+    assert!(
+        message.starts_with("asked pid 4242 for a memory snapshot (#1)"),
+        "{message}"
+    );
+    // The longest pid Linux gives, and a count no run reaches, still fit.
+    let longest = vramscope::tui::snapshot_ask::asked(4_194_304, 999_999);
+    assert!(longest.chars().count() <= 80, "{longest}");
+    let bottom = |ui: &vramscope::tui::ui_state::UiState, width: u16| {
+        let text = screen(&m, ui, width, 24);
+        text.lines().last().unwrap().trim_end().to_string()
+    };
+    for text in [message.as_str(), longest.as_str()] {
+        let mut ui = ui();
+        ui.flash = Some(text.to_string());
+        assert_eq!(bottom(&ui, 80), text);
+    }
+    // Beside the hint when both fit.
+    let mut ui = ui();
+    ui.flash = Some(message.clone());
+    let wide = bottom(&ui, 120);
+    assert!(
+        wide.starts_with(&message) && wide.ends_with("q quit"),
+        "{wide}"
+    );
+    let narrow = bottom(&ui, 40);
+    assert_eq!(narrow.chars().count(), 40, "{narrow}");
+    assert!(narrow.ends_with('\u{2026}'), "{narrow}");
+    let kept: String = message.chars().take(39).collect();
+    assert!(narrow.starts_with(&kept), "{narrow}");
+}
+
+/// The snapshots the writer deleted to keep its bound are named under what held the memory.
+#[test]
+fn the_snapshots_the_writer_deleted_are_named_in_the_detail_pane() {
+    let name = |seq: u64| format!("4242-99.vsc.snap-{seq}-peak.pickle");
+    // Keeping 2: after the fourth dump the first two are gone.
+    let events = (1..=4u64)
+        .map(|seq| {
+            let path = format!("/nowhere/{}", name(seq));
+            snapshot_event(Ok(path), &name(seq), 1, seq.saturating_sub(2))
+        })
+        .collect();
+    let m = with_events("/dev/shm/vramscope-1000/4242-99.vsc", events);
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 200, 80);
+    assert!(
+        text.contains("deleted by the writer (keeps its newest few): snap-1-peak, snap-2-peak "),
+        "{text}"
+    );
+    assert!(!text.contains("snap-3-peak,"), "{text}");
 }

@@ -212,6 +212,11 @@ class Ring(SitesCase):
 
 class Dumps(SitesCase):
     def test_an_oom_is_dumped_before_the_exception_unwinds(self):
+        ranks = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_JOB_ID": "job-77"}
+        saved = {k: os.environ.get(k) for k in list(ranks) + ["TORCHELASTIC_RUN_ID"]}
+        os.environ.update(ranks)
+        os.environ.pop("TORCHELASTIC_RUN_ID", None)
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v) for k, v in saved.items()])
         self.start(sites=True)
         self.cuda.fraction = 0.5  # the observer is told the allowed 40 GiB, not the total
         weights = self.cuda.alloc(30 * GIB)
@@ -233,6 +238,12 @@ class Dumps(SitesCase):
         self.assertEqual((info["allocated"], info["peak_allocated"]), (30 * GIB, 30 * GIB))
         self.assertEqual((info["step"], info["phase"], info["device"]), (1, "backward", 0))
         self.assertEqual(info["pid"], os.getpid())
+        # Who wrote it: the channel's identity (RANK etc. set below, before the start).
+        self.assertEqual(info["channel"], os.path.basename(vramscope.channel_path()))
+        self.assertEqual(
+            (info["rank"], info["local_rank"], info["world_size"], info["job_id"]),
+            (3, 1, 8, "job-77"),
+        )
         # The allocator's own trace ends with the failed request.
         trace = data["device_traces"][0]
         self.assertEqual((trace[-1]["action"], trace[-1]["size"]), ("oom", 20 * GIB))

@@ -70,6 +70,8 @@ class Channel:
         self._q = memoryview(mm).cast("Q")
         self._devices = 0
         self._device_seq = [0] * layout.devices
+        # Who writes it (rank, job), for what else the writer writes: the snapshots' key.
+        self.identity = None
         self._status_seq = 0
         self._strings = {}
         self._samples_next = 0
@@ -111,6 +113,7 @@ class Channel:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             mm = mmap.mmap(fd, layout.file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             channel = cls(dir_fd, directory, name, fd, mm, layout)
+            channel.identity = identity
             channel._write_header(identity)
             for info in devices:
                 channel.add_device(info)

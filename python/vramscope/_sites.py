@@ -378,6 +378,8 @@ class Sites:
                 "max_entries": self.max_entries,
                 "history_owner": self.owner,
                 "oom": oom,
+                "channel": session.channel.name,
+                **_who(getattr(session.channel, "identity", None)),
             },
         }
 
@@ -441,6 +443,19 @@ class Sites:
         if rt is not None:
             where = rt.session.channel.directory
         warn_once("sites-dump", "cannot write a memory snapshot in %s (%s); the program goes on" % (where, _one_line(error)))
+
+
+def _who(identity):
+    """The writer's rank and job, as its channel's header has them; None for none (-1, "")."""
+    if identity is None:
+        return {"rank": None, "local_rank": None, "world_size": None, "job_id": None}
+    rank = lambda v: None if v is None or v < 0 else int(v)
+    return {
+        "rank": rank(identity.rank),
+        "local_rank": rank(identity.local_rank),
+        "world_size": rank(identity.world_size),
+        "job_id": identity.job_id or None,
+    }
 
 
 def _figure(row, index):

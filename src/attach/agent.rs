@@ -1,7 +1,9 @@
 //! The agent's files, placed where the target reads them: a fresh directory in its own /tmp
 //! (through /proc/PID/root, so a container's /tmp is the container's), owned by the target's
-//! user, holding the entry script, the request, and the embedded writer package. Nothing is
-//! installed into the program's environment; the agent removes the directory once done.
+//! user, holding the entry script (`boot.py` for `sys.remote_exec`, the same text the ptrace
+//! path queues), the agent, the request, and the embedded writer package. Nothing is
+//! installed into the program's environment; the agent removes the directory once done, and
+//! each attach or detach removes what a killed one left (`sweep`).
 
 use crate::inject::PACKAGE;
 use std::fs::{self, DirBuilder, OpenOptions};
@@ -56,23 +58,29 @@ pub fn place(root: &Path, pid: i32, uid: u32, gid: u32, request: Request) -> io:
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    sweep(&tmp, pid);
+    sweep(&tmp, uid);
     let name = format!("vramscope-attach-{pid}-{nanos}");
     let here = tmp.join(&name);
     // A fresh name: creating fails rather than reuse anything that is there.
     DirBuilder::new().mode(0o700).create(&here)?;
     let result = (|| {
-        write(&here.join("agent.py"), AGENT)?;
-        write(&here.join("request"), request.word())?;
-        write(&here.join("waiter"), &std::process::id().to_string())?;
-        let waiter = OpenOptions::new()
-            .read(true)
+        // The waiter first, locked as soon as it exists: a `sweep` takes a directory whose
+        // waiter is free (or missing, once it is old) for one a killed vramscope left.
+        let mut waiter = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(here.join("waiter"))?;
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(io::Error::last_os_error());
         }
+        waiter.write_all(std::process::id().to_string().as_bytes())?;
+        write(&here.join("agent.py"), AGENT)?;
+        // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
+        write(&here.join("boot.py"), &bootstrap(&format!("/tmp/{name}")))?;
+        write(&here.join("request"), request.word())?;
         for (path, text) in PACKAGE {
             let target = here.join("lib/vramscope").join(path);
             if let Some(parent) = target.parent() {
@@ -158,19 +166,45 @@ pub fn queued(placed: &Placed) {
     let _ = write(&placed.here.join("queued"), "");
 }
 
-/// Removes what an earlier vramscope killed between placing and queueing left for `pid`:
-/// nobody holds its `waiter` lock and no agent was queued to use it.
-fn sweep(tmp: &Path, pid: i32) {
-    let prefix = format!("vramscope-attach-{pid}-");
+/// Removes what killed attaches left in this /tmp: each `vramscope-attach-PID-N` directory
+/// owned by `uid` (the agent's user: never another user's) that nobody waits on (its
+/// `waiter` lock is free) and that no agent will still use: never queued (vramscope was
+/// killed before queueing it), already answered (killed while reading the answer), or whose
+/// process is gone (it exited with the agent still pending). One that is queued for a live
+/// process is the agent's to remove when it runs.
+fn sweep(tmp: &Path, uid: u32) {
+    use std::os::unix::fs::MetadataExt;
     let Ok(entries) = fs::read_dir(tmp) else {
         return;
     };
     for entry in entries.flatten() {
-        if !entry.file_name().to_string_lossy().starts_with(&prefix) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("vramscope-attach-")
+            .and_then(|rest| rest.split_once('-'))
+            .filter(|(pid, n)| {
+                !pid.is_empty()
+                    && !n.is_empty()
+                    && pid.bytes().all(|c| c.is_ascii_digit())
+                    && n.bytes().all(|c| c.is_ascii_digit())
+            })
+            .map(|(pid, _)| pid.to_string())
+        else {
             continue;
-        }
+        };
         let dir = entry.path();
-        if dir.join("queued").exists() {
+        // Not through a symlink, and only the agent's user's.
+        let age = match fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() && m.uid() == uid => m
+                .modified()
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default(),
+            _ => continue,
+        };
+        let live = Path::new(&format!("/proc/{pid}")).exists();
+        let in_use = live && dir.join("queued").exists() && !dir.join("status").exists();
+        if in_use {
             continue;
         }
         let Ok(waiter) = OpenOptions::new()
@@ -178,6 +212,11 @@ fn sweep(tmp: &Path, pid: i32) {
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(dir.join("waiter"))
         else {
+            // Killed in the microseconds between making it and its waiter; a young one may
+            // be another vramscope's, being placed right now.
+            if age > std::time::Duration::from_secs(5) {
+                let _ = fs::remove_dir_all(&dir);
+            }
             continue;
         };
         // SAFETY: flock on a descriptor we own.

@@ -2,16 +2,24 @@
 //! writer inside a running CPython process, with no restart.
 //!
 //! `preflight` says what stands in the way, with the fix; `agent` places the writer package
-//! and an entry script in the target's /tmp; `ptrace` queues a bootstrap that runs the entry
-//! script on the target's main thread at its next safe point (CPython's pending calls: where
-//! signal handlers run, the point PEP 768's `sys.remote_exec` also uses), for CPython 3.8 and
-//! later. The agent answers in a status file; until it does, the attach is "pending" (a
-//! main thread inside a long C call, NCCL or a sleep, runs it only when the call returns).
+//! and an entry script in the target's /tmp. Then one of two ways has the target's main
+//! thread run it at its next safe point (where signal handlers run):
+//! - CPython 3.14 and later: `remote_exec`, PEP 768's `sys.remote_exec` called by an
+//!   interpreter of the target's version (its own executable when it runs here). The target
+//!   is never stopped, so nothing is asked first.
+//! - CPython 3.8 to 3.13, a 3.14 target in another mount namespace (a container), Yama's
+//!   `ptrace_scope = 1` without CAP_SYS_PTRACE (only vramscope itself, an ancestor, may trace
+//!   then), or `--ptrace`: `ptrace` queues a CPython pending call from a main thread stopped
+//!   for a few milliseconds; that is asked first unless `--yes`.
+//!
+//! The agent answers in a status file; until it does, the attach is "pending" (a main thread
+//! inside a long C call, NCCL or a sleep, runs it only when the call returns).
 
 pub mod agent;
 pub mod elf;
 pub mod preflight;
 pub mod ptrace;
+pub mod remote_exec;
 pub mod target;
 
 use agent::Request;
@@ -21,10 +29,23 @@ use std::time::{Duration, Instant};
 use target::Target;
 
 /// Options of `attach` and `detach`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Options {
     pub yes: bool,
     pub timeout: Duration,
+    /// Through ptrace even where `sys.remote_exec` would do.
+    pub ptrace: bool,
+    /// The interpreter that calls `sys.remote_exec` (else the target's own, else PATH's).
+    pub python: Option<std::path::PathBuf>,
+}
+
+/// How the agent is queued in the target.
+enum Method {
+    /// `sys.remote_exec`, by an interpreter of version `want` (`3.14`, `3.14t`).
+    RemoteExec {
+        want: String,
+    },
+    Ptrace,
 }
 
 pub fn run(pid: i32, request: Request, options: Options) -> ExitCode {
@@ -52,30 +73,120 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
     if let Some(line) = preflight::obstacle(&target, &rights, ancestor) {
         return Err((line, 2));
     }
-    let at = addresses(&target).map_err(|e| (e, 2))?;
-    if !options.yes {
-        confirm(&target, request)?;
+    match method(&target, &rights, &options) {
+        Method::RemoteExec { want } => {
+            let placed = place(&target, request)?;
+            let script = format!("{}/boot.py", placed.there);
+            let candidates = remote_exec::candidates(&target, options.python.as_deref(), &want);
+            if let Err(failure) = remote_exec::queue(pid, &script, &want, &candidates) {
+                agent::remove(&placed);
+                return Err(remote_exec_failed(pid, &want, failure, &rights));
+            }
+            agent::queued(&placed);
+            wait(pid, placed, options.timeout)
+        }
+        Method::Ptrace => {
+            let at = addresses(&target).map_err(|e| (e, 2))?;
+            if !options.yes {
+                confirm(&target, request)?;
+            }
+            let placed = place(&target, request)?;
+            let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
+            if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
+                agent::remove(&placed);
+                let line = if e.starts_with("ptrace: Operation not permitted") {
+                    preflight::refused(pid, &rights)
+                } else {
+                    format!("attaching to process {pid} failed: {e}")
+                };
+                return Err((line, 1));
+            }
+            agent::queued(&placed);
+            wait(pid, placed, options.timeout)
+        }
     }
-    let gid = gid_of(pid);
-    let placed =
-        agent::place(&target.root_path(""), pid, target.uid, gid, request).map_err(|e| {
-            (
-                format!("cannot place the agent in process {pid}'s /tmp: {e}"),
-                1,
-            )
-        })?;
-    let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
-    if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
-        agent::remove(&placed);
-        let line = if e.starts_with("ptrace: Operation not permitted") {
-            preflight::refused(pid, &rights)
-        } else {
-            format!("attaching to process {pid} failed: {e}")
-        };
-        return Err((line, 1));
+}
+
+/// Whether attaching to `pid` (with no option) would stop its main thread: ptrace rather
+/// than PEP 768. Unknown (unreadable) counts as stopping: the dialog then says the worst.
+pub fn stops(pid: i32) -> bool {
+    let Ok(target) = Target::read(pid) else {
+        return true;
+    };
+    let options = Options {
+        yes: false,
+        timeout: Duration::ZERO,
+        ptrace: false,
+        python: None,
+    };
+    matches!(
+        method(&target, &preflight::Rights::current(), &options),
+        Method::Ptrace
+    )
+}
+
+/// `sys.remote_exec` for 3.14 and later, unless only ptrace can reach the target (see the
+/// module's doc) or the user asked for it.
+fn method(target: &Target, rights: &preflight::Rights, options: &Options) -> Method {
+    let new_enough = target.python_version().is_some_and(|v| v >= (3, 14));
+    let yama_ancestor_only = rights.yama == Some(1) && !rights.cap_sys_ptrace;
+    if options.ptrace
+        || !new_enough
+        || yama_ancestor_only
+        || !remote_exec::same_mount_namespace(target.pid)
+    {
+        return Method::Ptrace;
     }
-    agent::queued(&placed);
-    wait(pid, placed, options.timeout)
+    match remote_exec::wanted_version(target) {
+        Some(want) => Method::RemoteExec { want },
+        None => Method::Ptrace,
+    }
+}
+
+fn place(target: &Target, request: Request) -> Result<agent::Placed, (String, u8)> {
+    let pid = target.pid;
+    agent::place(&target.root_path(""), pid, target.uid, gid_of(pid), request).map_err(|e| {
+        (
+            format!("cannot place the agent in process {pid}'s /tmp: {e}"),
+            1,
+        )
+    })
+}
+
+/// The line and status for a `sys.remote_exec` that queued nothing.
+fn remote_exec_failed(
+    pid: i32,
+    want: &str,
+    failure: remote_exec::Failure,
+    rights: &preflight::Rights,
+) -> (String, u8) {
+    use remote_exec::Failure;
+    match failure {
+        Failure::NoInterpreter(tried) => (
+            format!(
+                "process {pid} runs Python {want}, and no Python {want} runs here to call sys.remote_exec ({tried}): name one with `--python PATH`, or use `--ptrace` (pauses its main thread for a few milliseconds)"
+            ),
+            2,
+        ),
+        Failure::Refused(why) => (
+            format!(
+                "{} ({})",
+                preflight::refused(pid, rights).replacen("ptrace of", "access to", 1),
+                why
+            ),
+            1,
+        ),
+        Failure::Disabled => (
+            format!(
+                "process {pid} has remote debugging turned off (PEP 768): started with it disabled (PYTHON_DISABLE_REMOTE_DEBUG, -X disable-remote-debug), restart it without; built --without-remote-debug, `vramscope attach --ptrace {pid}` pauses its main thread instead"
+            ),
+            2,
+        ),
+        Failure::Other(why) => (
+            format!("attaching to process {pid} through sys.remote_exec failed: {why}"),
+            1,
+        ),
+    }
 }
 
 fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
@@ -231,4 +342,45 @@ fn is_ancestor(pid: i32) -> bool {
         p = ppid;
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    /// Whether a process of `python` would be stopped by an attach (the TUI dialog says so).
+    fn stops_with(python: &str) -> Option<(bool, Option<(u32, u32)>)> {
+        let mut child = Command::new(python)
+            .args(["-c", "import sys; sys.stdin.read()"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .ok()?;
+        // Until the interpreter maps itself, the pid is only the fork.
+        let pid = child.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Target::read(pid).map_or(true, |t| t.python_file().is_none())
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let answer = (stops(pid), Target::read(pid).ok()?.python_version());
+        let _ = child.kill();
+        let _ = child.wait();
+        Some(answer)
+    }
+
+    #[test]
+    fn only_a_314_target_is_attached_without_stopping_it() {
+        match stops_with("/usr/bin/python3") {
+            Some((stops, version)) => assert_eq!(stops, version < Some((3, 14)), "{version:?}"),
+            None => eprintln!("SKIPPED: no /usr/bin/python3"),
+        }
+        match std::env::var("VRAMSCOPE_PYTHON314") {
+            Ok(py) if !py.is_empty() => {
+                assert_eq!(stops_with(&py), Some((false, Some((3, 14)))), "{py}");
+            }
+            _ => eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)"),
+        }
+    }
 }

@@ -93,22 +93,23 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             "process {pid} runs Python {major}.{minor}: the writer needs Python 3.8 or later"
         ));
     }
-    if target
-        .env("PYTHON_DISABLE_REMOTE_DEBUG")
-        .is_some_and(|v| !v.is_empty())
+    let (flags, x) = options(&target.args);
+    // -E and -I make the interpreter ignore PYTHON* variables: this one too (measured, 3.14).
+    let reads_env = !flags.contains(&'E') && !flags.contains(&'I');
+    if reads_env
+        && target
+            .env("PYTHON_DISABLE_REMOTE_DEBUG")
+            .is_some_and(|v| !v.is_empty())
     {
         return Some(format!(
             "process {pid} disables remote debugging (PYTHON_DISABLE_REMOTE_DEBUG in its environment): restart it without it, or under `vramscope run`"
         ));
     }
-    if target
-        .args
-        .windows(2)
-        .any(|w| w[0] == "-X" && w[1] == "disable_remote_debug")
-        || target.args.iter().any(|a| a == "-Xdisable_remote_debug")
+    if x.iter()
+        .any(|x| x.split('=').next() == Some("disable-remote-debug"))
     {
         return Some(format!(
-            "process {pid} disables remote debugging (-X disable_remote_debug): restart it without it, or under `vramscope run`"
+            "process {pid} disables remote debugging (-X disable-remote-debug): restart it without it, or under `vramscope run`"
         ));
     }
     if let Some(v) = target.env("VRAMSCOPE_DISABLE")
@@ -140,6 +141,48 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
         _ => {}
     }
     None
+}
+
+/// A CPython command line's one-letter flags and its `-X` options (`-X opt`, `-Xopt`, and
+/// inside a cluster of flags: `-uXopt`), up to the first argument that is the program
+/// (`-c`, `-m`, a script, `-`, `--`). The interpreter's own `argv[0]` is skipped.
+fn options(args: &[String]) -> (Vec<char>, Vec<String>) {
+    let mut letters = Vec::new();
+    let mut out = Vec::new();
+    let mut rest = args.iter().skip(1);
+    while let Some(arg) = rest.next() {
+        let Some(flags) = arg.strip_prefix('-') else {
+            break;
+        };
+        if flags.is_empty() || flags.starts_with('-') {
+            break;
+        }
+        for (i, c) in flags.char_indices() {
+            match c {
+                // These take the rest of the argument, or the next one, as their value.
+                'X' | 'W' | 'c' | 'm' => {
+                    let value = match &flags[i + 1..] {
+                        "" => rest.next().cloned(),
+                        v => Some(v.to_string()),
+                    };
+                    if c == 'X' {
+                        out.extend(value);
+                    }
+                    if matches!(c, 'c' | 'm') {
+                        return (letters, out);
+                    }
+                    break;
+                }
+                c => letters.push(c),
+            }
+        }
+    }
+    (letters, out)
+}
+
+#[cfg(test)]
+fn x_options(args: &[String]) -> Vec<String> {
+    options(args).1
 }
 
 /// After a refused `PTRACE_SEIZE`, the likeliest reason, with its fix.
@@ -241,11 +284,11 @@ mod tests {
             (
                 {
                     let mut t = python(7);
-                    t.args = vec!["python".into(), "-X".into(), "disable_remote_debug".into()];
+                    t.args = vec!["python".into(), "-X".into(), "disable-remote-debug".into()];
                     t
                 },
                 me(1000),
-                "-X disable_remote_debug",
+                "-X disable-remote-debug",
             ),
             (
                 {
@@ -332,6 +375,46 @@ mod tests {
                 true
             ),
             None
+        );
+    }
+
+    #[test]
+    fn x_options_are_read_as_the_interpreter_reads_them() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            x_options(&args(&[
+                "python3", "-X", "a", "-Xb", "-uXc=1", "-W", "x", "t.py", "-X", "d"
+            ])),
+            ["a", "b", "c=1"]
+        );
+        // After -c or -m, what follows belongs to the program.
+        assert_eq!(
+            x_options(&args(&["python3", "-c", "-X", "-X", "e"])),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            x_options(&args(&["python3", "-Bm", "mod", "-Xf"])),
+            Vec::<String>::new()
+        );
+        // The underscore spelling is not the option's name: 3.14 ignores it, and so does this.
+        let mut t = python(7);
+        t.args = args(&["python3", "-X", "disable_remote_debug", "t.py"]);
+        assert_eq!(obstacle(&t, &me(1000), false), None);
+        t.args = args(&["python3", "-uXdisable-remote-debug", "t.py"]);
+        assert!(
+            obstacle(&t, &me(1000), false).is_some_and(|l| l.contains("-X disable-remote-debug"))
+        );
+        // -E and -I: the interpreter ignores PYTHON_DISABLE_REMOTE_DEBUG, and so does this.
+        t.environ.push("PYTHON_DISABLE_REMOTE_DEBUG=1".into());
+        for flags in ["-E", "-uI", "-sE"] {
+            t.args = args(&["python3", flags, "t.py"]);
+            assert_eq!(obstacle(&t, &me(1000), false), None, "{flags}");
+        }
+        // A -E after the script is the program's own argument.
+        t.args = args(&["python3", "-u", "t.py", "-E"]);
+        assert!(
+            obstacle(&t, &me(1000), false)
+                .is_some_and(|l| l.contains("PYTHON_DISABLE_REMOTE_DEBUG"))
         );
     }
 }

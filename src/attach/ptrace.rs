@@ -259,72 +259,98 @@ impl Tracee {
         }
     }
 
-    fn cont(&self) -> Result<(), String> {
-        // SAFETY: ptrace on our tracee.
-        let rc = unsafe { libc::ptrace(libc::PTRACE_CONT, self.pid, 0usize, 0usize) };
+    /// One ptrace request on the tracee; its error named `what`. The one place the
+    /// registers, the extended state and the tracee's run state are read or written.
+    ///
+    /// # Safety
+    /// `data` must be what `request` expects: null, or a pointer to a live value of the type
+    /// (or iovec) it reads or writes.
+    unsafe fn request(
+        &self,
+        request: libc::c_uint,
+        addr: usize,
+        data: *mut libc::c_void,
+        what: &str,
+    ) -> Result<(), String> {
+        // SAFETY: the caller vouches for `data`; ptrace touches nothing else of ours.
+        let rc = unsafe { libc::ptrace(request, self.pid, addr, data) };
         if rc != 0 {
-            return Err(format!("ptrace cont: {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "ptrace {what}: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(())
     }
 
-    fn save(&self) -> Result<Saved, String> {
+    fn cont(&self) -> Result<(), String> {
+        // SAFETY: PTRACE_CONT takes no pointer (data 0: no signal).
+        unsafe { self.request(libc::PTRACE_CONT, 0, std::ptr::null_mut(), "cont") }
+    }
+
+    /// The general registers.
+    fn regs(&self) -> Result<libc::user_regs_struct, String> {
         // SAFETY: user_regs_struct is plain data; the kernel fills it.
         let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: PTRACE_GETREGS writes one user_regs_struct at the pointer.
-        let rc = unsafe {
-            libc::ptrace(
-                libc::PTRACE_GETREGS,
-                self.pid,
-                0usize,
-                &mut regs as *mut libc::user_regs_struct,
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "ptrace getregs: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut buf = vec![0u8; 64 * 1024];
+        let data = (&mut regs as *mut libc::user_regs_struct).cast();
+        // SAFETY: PTRACE_GETREGS writes one user_regs_struct at `data`.
+        unsafe { self.request(libc::PTRACE_GETREGS, 0, data, "getregs")? };
+        Ok(regs)
+    }
+
+    fn set_regs(&self, regs: &libc::user_regs_struct) -> Result<(), String> {
+        let mut copy = *regs;
+        let data = (&mut copy as *mut libc::user_regs_struct).cast();
+        // SAFETY: PTRACE_SETREGS reads one user_regs_struct at `data`.
+        unsafe { self.request(libc::PTRACE_SETREGS, 0, data, "setregs") }
+    }
+
+    /// The extended state (`NT_X86_XSTATE`) into or out of `buf`; on a read, `buf` is cut to
+    /// the size the kernel gave.
+    fn xstate(&self, buf: &mut Vec<u8>, write: bool) -> Result<(), String> {
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr().cast(),
             iov_len: buf.len(),
         };
-        // SAFETY: the kernel writes at most iov_len bytes into buf and shrinks iov_len.
-        let rc = unsafe {
-            libc::ptrace(
-                libc::PTRACE_GETREGSET,
-                self.pid,
-                NT_X86_XSTATE as usize,
-                &mut iov as *mut libc::iovec,
-            )
+        let (request, what) = if write {
+            (libc::PTRACE_SETREGSET, "setregset")
+        } else {
+            (libc::PTRACE_GETREGSET, "getregset")
         };
-        if rc == 0 {
-            buf.truncate(iov.iov_len);
+        let data = (&mut iov as *mut libc::iovec).cast();
+        // SAFETY: the kernel reads or writes at most iov_len bytes of buf, and shrinks iov_len.
+        unsafe { self.request(request, NT_X86_XSTATE as usize, data, what)? };
+        buf.truncate(iov.iov_len);
+        Ok(())
+    }
+
+    /// The legacy FP state (kernels without `NT_X86_XSTATE`).
+    fn fp(&self, fp: &mut libc::user_fpregs_struct, write: bool) -> Result<(), String> {
+        let (request, what) = if write {
+            (libc::PTRACE_SETFPREGS, "setfpregs")
+        } else {
+            (libc::PTRACE_GETFPREGS, "getfpregs")
+        };
+        let data = (fp as *mut libc::user_fpregs_struct).cast();
+        // SAFETY: the request reads or writes one user_fpregs_struct at `data`.
+        unsafe { self.request(request, 0, data, what) }
+    }
+
+    /// Everything `restore` puts back: the registers and the whole extended state, at the
+    /// size the kernel reports (or the legacy FP state).
+    fn save(&self) -> Result<Saved, String> {
+        let regs = self.regs()?;
+        let mut buf = vec![0u8; 64 * 1024];
+        if self.xstate(&mut buf, false).is_ok() {
             return Ok(Saved {
                 regs,
                 xstate: Some(buf),
                 fp: None,
             });
         }
-        // SAFETY: as for the registers.
+        // SAFETY: user_fpregs_struct is plain data; the kernel fills it.
         let mut fp: libc::user_fpregs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: PTRACE_GETFPREGS writes one user_fpregs_struct at the pointer.
-        let rc = unsafe {
-            libc::ptrace(
-                libc::PTRACE_GETFPREGS,
-                self.pid,
-                0usize,
-                &mut fp as *mut libc::user_fpregs_struct,
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "ptrace getfpregs: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
+        self.fp(&mut fp, false)?;
         Ok(Saved {
             regs,
             xstate: None,
@@ -332,64 +358,12 @@ impl Tracee {
         })
     }
 
-    fn set_regs(&self, regs: &libc::user_regs_struct) -> Result<(), String> {
-        // SAFETY: PTRACE_SETREGS reads one user_regs_struct from the pointer.
-        let rc = unsafe {
-            libc::ptrace(
-                libc::PTRACE_SETREGS,
-                self.pid,
-                0usize,
-                regs as *const libc::user_regs_struct,
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "ptrace setregs: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(())
-    }
-
     fn restore(&self, saved: &Saved) -> Result<(), String> {
         if let Some(x) = &saved.xstate {
-            let mut copy = x.clone();
-            let mut iov = libc::iovec {
-                iov_base: copy.as_mut_ptr().cast(),
-                iov_len: copy.len(),
-            };
-            // SAFETY: the kernel reads iov_len bytes from copy.
-            let rc = unsafe {
-                libc::ptrace(
-                    libc::PTRACE_SETREGSET,
-                    self.pid,
-                    NT_X86_XSTATE as usize,
-                    &mut iov as *mut libc::iovec,
-                )
-            };
-            if rc != 0 {
-                return Err(format!(
-                    "ptrace setregset: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
+            self.xstate(&mut x.clone(), true)?;
         }
         if let Some(fp) = &saved.fp {
-            // SAFETY: PTRACE_SETFPREGS reads one user_fpregs_struct from the pointer.
-            let rc = unsafe {
-                libc::ptrace(
-                    libc::PTRACE_SETFPREGS,
-                    self.pid,
-                    0usize,
-                    fp as *const libc::user_fpregs_struct,
-                )
-            };
-            if rc != 0 {
-                return Err(format!(
-                    "ptrace setfpregs: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
+            self.fp(&mut { *fp }, true)?;
         }
         self.set_regs(&saved.regs)
     }
@@ -462,27 +436,6 @@ impl Tracee {
                 }
             }
         }
-    }
-
-    fn regs(&self) -> Result<libc::user_regs_struct, String> {
-        // SAFETY: as in save.
-        let mut regs: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        // SAFETY: PTRACE_GETREGS writes one user_regs_struct at the pointer.
-        let rc = unsafe {
-            libc::ptrace(
-                libc::PTRACE_GETREGS,
-                self.pid,
-                0usize,
-                &mut regs as *mut libc::user_regs_struct,
-            )
-        };
-        if rc != 0 {
-            return Err(format!(
-                "ptrace getregs: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(regs)
     }
 
     fn detach(&self) {

@@ -6,6 +6,7 @@ use super::absent::Reading;
 use super::foresight::{Forecast, Room, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
+use super::snapshot_drops::Dropped;
 use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;
@@ -401,6 +402,8 @@ pub struct AllocatorSnapshot {
     pub ooms: Vec<Oom>,
     /// The memory snapshots announced, oldest first, with what reducing them said.
     pub snapshots: Vec<SnapshotNote>,
+    /// The snapshots the writer deleted to keep its bound; `None` before it announced one.
+    pub snapshots_dropped: Option<Dropped>,
     pub lost_samples: u64,
     pub lost_events: u64,
     /// The channel file's path: the key of its history (`state::History`).
@@ -441,6 +444,7 @@ impl AllocatorSnapshot {
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
             snapshots: fold.snapshots.iter().cloned().collect(),
+            snapshots_dropped: fold.snapshot_drops.dropped(),
             lost_samples: fold.lost_samples,
             lost_events: fold.lost_events,
             path: fold.path.clone(),

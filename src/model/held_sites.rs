@@ -87,14 +87,29 @@ pub struct OomFit {
     /// `None`: the snapshot was dumped at an OOM that recorded no figures.
     pub requested: Option<u64>,
     pub device_free: Option<u64>,
-    pub reserved: u64,
+    /// `None` when the history lacks the segment entries to tell (see `unavailable`).
+    pub reserved: Option<u64>,
     pub allocated: u64,
-    /// Reserved but free: the allocator's cache.
-    pub cached_free: u64,
-    /// At the failure; `None` when the segments changed after it.
+    /// Reserved but free: the allocator's cache; `None` with `reserved`.
+    pub cached_free: Option<u64>,
+    /// At the failure; `None` when there was none or it cannot be told (see `unavailable`).
     pub largest_free_block: Option<u64>,
     /// The reduction's own sentence.
     pub verdict: String,
+    /// Why each figure that is `None` above is: `reserved`, `cached_free`,
+    /// `largest_free_block`.
+    pub unavailable: std::collections::BTreeMap<String, String>,
+}
+
+impl OomFit {
+    /// `figure` as words: its bytes, or `n/a (why)`.
+    fn words(&self, figure: Option<u64>, name: &str) -> String {
+        match (figure, self.unavailable.get(name)) {
+            (Some(b), _) => units::bytes(b),
+            (None, Some(why)) => format!("n/a ({why})"),
+            (None, None) => "n/a".to_string(),
+        }
+    }
 }
 
 /// A snapshot reduced to the moment that matters.
@@ -155,6 +170,39 @@ impl SnapshotNote {
     /// Whether reducing it should look at the failing request rather than the peak.
     pub fn at_oom(&self) -> bool {
         self.reason == SnapshotReason::Oom
+    }
+}
+
+/// A writer's snapshot file name taken apart: `<channel>.snap-<seq>-<reason>.pickle`
+/// (docs/channel-v1.md §8), e.g. `4242-123456.vsc.snap-3-peak.pickle`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotName<'a> {
+    /// The channel file's name, `<pid>-<starttime>.vsc`.
+    pub channel: &'a str,
+    pub seq: u64,
+    pub reason: &'a str,
+}
+
+impl<'a> SnapshotName<'a> {
+    /// `None` for a name the writer did not make (a program's own dump, any other file).
+    pub fn parse(name: &'a str) -> Option<SnapshotName<'a>> {
+        let (channel, rest) = name.rsplit_once(".snap-")?;
+        let (seq, reason) = rest.strip_suffix(".pickle")?.split_once('-')?;
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        if !digits(seq) || reason.is_empty() || channel.is_empty() {
+            return None;
+        }
+        Some(SnapshotName {
+            channel,
+            seq: seq.parse().ok()?,
+            reason,
+        })
+    }
+
+    /// The pid and start time the channel's name carries (`<pid>-<starttime>.vsc`).
+    pub fn channel_pid_starttime(&self) -> Option<(u32, u64)> {
+        let (pid, start) = self.channel.strip_suffix(".vsc")?.split_once('-')?;
+        Some((pid.parse().ok()?, start.parse().ok()?))
     }
 }
 
@@ -284,14 +332,25 @@ pub fn oom_words(fit: &OomFit) -> String {
     let free = fit
         .device_free
         .map_or_else(|| "n/a".to_string(), units::bytes);
+    // A cache whose size is unknown says so once, not for each of its figures.
+    let cache = if fit.reserved.is_none() {
+        format!(
+            "{} allocated, reserved {}",
+            units::bytes(fit.allocated),
+            fit.words(fit.reserved, "reserved")
+        )
+    } else {
+        format!(
+            "{} allocated of {} reserved, cache {} free (largest free block {})",
+            units::bytes(fit.allocated),
+            fit.words(fit.reserved, "reserved"),
+            fit.words(fit.cached_free, "cached_free"),
+            fit.words(fit.largest_free_block, "largest_free_block")
+        )
+    };
     format!(
-        "wanted {}, {free} free on the device, {} allocated of {} reserved, cache {} free (largest block {}): {}",
+        "wanted {}, {free} free on the device, {cache}: {}",
         fit.requested
-            .map_or_else(|| "n/a".to_string(), units::bytes),
-        units::bytes(fit.allocated),
-        units::bytes(fit.reserved),
-        units::bytes(fit.cached_free),
-        fit.largest_free_block
             .map_or_else(|| "n/a".to_string(), units::bytes),
         fit.verdict
     )

@@ -16,6 +16,7 @@ pub mod oom_explain;
 pub mod period;
 pub mod problem;
 pub mod snapshot;
+pub mod snapshot_drops;
 pub mod time;
 pub mod units;
 pub mod writer_fold;

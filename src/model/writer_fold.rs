@@ -25,6 +25,7 @@ use super::device::DeviceInfo;
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
 use super::mig::{MigUuid, legacy_parent_uuid};
+use super::snapshot_drops::SnapshotDrops;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -172,6 +173,8 @@ pub struct WriterFold {
     pub ooms: VecDeque<Oom>,
     /// The memory snapshots announced, oldest first.
     pub snapshots: VecDeque<SnapshotNote>,
+    /// Which of its snapshots the writer deleted to keep its bound.
+    pub snapshot_drops: SnapshotDrops,
     /// The most recent events, oldest first.
     pub recent: VecDeque<AllocatorEvent>,
     /// `(at_ms, step)` of each step's end.
@@ -196,6 +199,7 @@ impl Default for WriterFold {
             slots: Vec::new(),
             ooms: VecDeque::new(),
             snapshots: VecDeque::new(),
+            snapshot_drops: SnapshotDrops::default(),
             recent: VecDeque::new(),
             step_ticks: VecDeque::new(),
             lost_samples: 0,
@@ -431,6 +435,7 @@ impl WriterFold {
                     deleted: deleted.clone(),
                     sites,
                 };
+                self.snapshot_drops.announced(&event.label, deleted);
                 push_capped(&mut self.snapshots, note, KEPT_SNAPSHOTS);
             }
             EventKind::Exit { error } => self.settle_pending(if *error {

@@ -164,6 +164,7 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
         "sites": id.sites,
         "snapshots": a.snapshots.iter().map(snapshot).collect::<Vec<_>>(),
+        "snapshots_dropped": a.snapshots_dropped,
         "lost_samples": a.lost_samples, "lost_events": a.lost_events,
     })
 }

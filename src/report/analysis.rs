@@ -11,6 +11,7 @@ use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo};
@@ -64,6 +65,8 @@ pub struct AllocatorSummary {
     pub forecast: Forecast,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
+    /// The snapshots the writer deleted to keep its bound, by name where seen.
+    pub snapshots_dropped: Option<Dropped>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -526,6 +529,7 @@ impl Analysis {
                     allocator_config: identity.allocator_config.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
+                    snapshots_dropped: fold.snapshot_drops.dropped(),
                 })
             })
     }

@@ -8,6 +8,7 @@ use crate::model::held_sites::{
     SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
     summary,
 };
+use crate::model::snapshot_drops::Dropped;
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
 use crate::model::{NA, PodInfo, Reading};
@@ -162,10 +163,15 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
 /// What held the memory, from the snapshots the writers announced (`vramscope run --sites`):
 /// per process at its peak, per OOM at the failing request. Absent when none was announced.
 fn held_section(out: &mut String, report: &Report, markdown: bool) {
-    let processes: Vec<(&ProcessSummary, &SnapshotNote)> = report
+    // A process is here for its peak's snapshot, or for the ones its writer deleted.
+    let processes: Vec<(&ProcessSummary, Option<&SnapshotNote>, Option<String>)> = report
         .processes
         .iter()
-        .filter_map(|p| Some((p, p.allocator.as_ref()?.held.as_ref()?)))
+        .filter_map(|p| {
+            let a = p.allocator.as_ref()?;
+            let dropped = a.snapshots_dropped.as_ref().and_then(Dropped::words);
+            (a.held.is_some() || dropped.is_some()).then_some((p, a.held.as_ref(), dropped))
+        })
         .collect();
     let ooms: Vec<(&OomSummary, &SnapshotNote)> = report
         .ooms
@@ -177,13 +183,23 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
     }
     section(out, "What held the memory (allocation sites)", markdown);
     let bullet = if markdown { "- " } else { "  " };
-    for (p, note) in processes {
+    for (p, note, dropped) in processes {
         let _ = writeln!(
             out,
             "{bullet}pid {} on GPU {}, at its peak:",
             p.pid, p.gpu_index
         );
-        held_lines(out, note, markdown);
+        match note {
+            Some(note) => held_lines(out, note, markdown),
+            None => {
+                let inner = if markdown { "  - " } else { "      " };
+                let _ = writeln!(out, "{inner}no snapshot of its peak was announced");
+            }
+        }
+        if let Some(words) = dropped {
+            let inner = if markdown { "  - " } else { "      " };
+            let _ = writeln!(out, "{inner}{}", shown(&words, markdown));
+        }
     }
     for (o, note) in ooms {
         let who = o.pid.map_or("a writer".into(), |pid| format!("pid {pid}"));
@@ -468,6 +484,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "alloc_retries": a.alloc_retries, "ooms": a.ooms,
                 "allocator_config": a.allocator_config,
                 "held_at_peak": a.held.as_ref().map(held_json),
+                "snapshots_dropped": a.snapshots_dropped,
             })),
         })).collect::<Vec<_>>(),
         "ooms": report.ooms.iter().map(|o| {

@@ -126,7 +126,7 @@ pub(crate) fn held_on(
         time_us,
         all_sites,
         cut: snap.cut.clone(),
-        reserved: state.reserved,
+        reserved: state.reserved_known(),
         recorded_peak: recorded.map(exact::Recorded::bytes),
         recorded_is_requested: matches!(recorded, Some(exact::Recorded::Requested(_))),
         mismatches: state.mismatches,

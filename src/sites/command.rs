@@ -7,6 +7,7 @@ use super::held::{Held, Moment};
 use super::limits::Limits;
 use super::render;
 use super::snapshot::MemorySnapshot;
+use super::writer_json;
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -56,6 +57,13 @@ pub struct SitesArgs {
     pub device: Option<u32>,
 }
 
+/// The file's size in bytes, or why it cannot be told.
+fn file_size(file: &Path) -> super::Known<u64> {
+    std::fs::metadata(file)
+        .map(|m| m.len())
+        .map_err(|e| format!("cannot stat the file: {e}"))
+}
+
 /// Runs the subcommand; `json` is the global `--json`.
 pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
     if args.against.is_some() && args.files.len() == 2 {
@@ -68,25 +76,45 @@ pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
     let answer = |snap: &MemorySnapshot, moment: At| -> Result<Held, SitesError> {
         super::held_on(snap, args.device, moment.into(), None, top)
     };
+    let writer = |snap: &MemorySnapshot, file: &Path| {
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        writer_json::writer(snap, &crate::text::clean(&name))
+    };
     let text = match (&args.files[..], args.against) {
         ([file], against) => read(file).and_then(|snap| {
             let held = answer(&snap, args.at)?;
             Ok(match against {
                 Some(other) => {
                     let after = answer(&snap, other)?;
-                    render::diff(&held, &after, (file, file), top, json)
+                    let writers = (writer(&snap, file), writer(&snap, file));
+                    render::diff(&held, &after, (file, file), top, json, writers)
                 }
-                None if json => render::json(&held, file),
+                None if json => render::json(&held, file, &snap, &file_size(file)),
                 None => render::text(&held, file, &render::context(&snap, file)),
             })
         }),
-        ([first, second], _) => read(first).and_then(|a| {
-            let before = answer(&a, args.at)?;
-            drop(a);
-            let b = read(second)?;
-            let after = answer(&b, args.at)?;
-            Ok(render::diff(&before, &after, (first, second), top, json))
-        }),
+        // Either file may be the one that cannot answer: the line names it.
+        ([first, second], _) => {
+            let one = |file: &Path| {
+                read(file)
+                    .and_then(|snap| Ok((answer(&snap, args.at)?, writer(&snap, file))))
+                    .map_err(|e| e.in_file(file))
+            };
+            one(first).and_then(|(before, w1)| {
+                let (after, w2) = one(second)?;
+                Ok(render::diff(
+                    &before,
+                    &after,
+                    (first, second),
+                    top,
+                    json,
+                    (w1, w2),
+                ))
+            })
+        }
         _ => return ExitCode::from(2),
     };
     match text {

@@ -36,6 +36,19 @@ impl SitesError {
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }
+
+    /// The same error, its line led by the file it is about: with two files, a reader must
+    /// not have to guess which one has no OOM or is not a snapshot.
+    pub fn in_file(self, file: &std::path::Path) -> Self {
+        let name = crate::text::clean(&file.display().to_string()).into_owned();
+        if self.line.contains(&name) {
+            return self;
+        }
+        SitesError {
+            kind: self.kind,
+            line: format!("{name}: {}", self.line),
+        }
+    }
 }
 
 impl fmt::Display for SitesError {

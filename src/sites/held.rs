@@ -102,6 +102,9 @@ pub enum Exactness {
     Unknown { why: String },
 }
 
+/// A figure the snapshot vouches for, or why it cannot (one line, never a made-up 0).
+pub type Known<T> = Result<T, String>;
+
 /// Why the failing request did not fit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OomWhy {
@@ -110,15 +113,16 @@ pub struct OomWhy {
     pub requested: Option<u64>,
     /// Free device memory as CUDA reported it at the failure.
     pub device_free: Option<u64>,
-    /// Bytes the allocator had reserved from the device at the failure.
-    pub reserved: u64,
+    /// Bytes the allocator had reserved from the device at the failure; unknown when the
+    /// history lacks the segment entries (`walk::State::reserved_known`).
+    pub reserved: Known<u64>,
     /// Bytes allocated to tensors at the failure (block sizes).
     pub allocated: u64,
-    /// Reserved but not allocated: the cache.
-    pub cached_free: u64,
-    /// The largest free block at the failure (see `oom::largest_free_block`); `None` when
-    /// the segments changed after it.
-    pub largest_free_block: Option<u64>,
+    /// Reserved but not allocated: the cache; unknown with `reserved`.
+    pub cached_free: Known<u64>,
+    /// The largest free block at the failure (see `oom::largest_free_block`); why not when
+    /// the segments changed after it, or when the cache held no free block at all.
+    pub largest_free_block: Known<u64>,
     /// One line: fragmentation, truly full, or a cap.
     pub verdict: String,
 }
@@ -145,8 +149,9 @@ pub struct Held {
     pub all_sites: Vec<Site>,
     /// What the limits cut from the snapshot (trace entries, blocks, frames).
     pub cut: super::snapshot::Cut,
-    /// Bytes reserved from the device (the segments) at the moment.
-    pub reserved: u64,
+    /// Bytes reserved from the device (the segments) at the moment, or why the history
+    /// cannot say (it lacks segment entries: a figure below the blocks held would be wrong).
+    pub reserved: Known<u64>,
     /// The figure the exactness check compared with, and whether it counts requested
     /// bytes (else blocks' allocated bytes).
     pub recorded_peak: Option<u64>,

@@ -36,11 +36,12 @@ pub mod render;
 mod site;
 mod snapshot;
 mod walk;
+pub mod writer_json;
 
 pub use cost::{ReadCost, Spent};
 pub use diff::{Change, SiteChange, SitesDiff, diff};
 pub use error::{ErrorKind, SitesError};
-pub use held::{BlockAt, Exactness, Held, Moment, OomWhy, Site};
+pub use held::{BlockAt, Exactness, Held, Known, Moment, OomWhy, Site};
 pub use limits::Limits;
 pub use snapshot::{
     Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,

@@ -6,7 +6,7 @@
 //! fragmentation; with device memory free for the segment it needed, a cap (a memory
 //! fraction, another limit); otherwise the device is truly full.
 
-use super::held::OomWhy;
+use super::held::{Known, OomWhy};
 use super::snapshot::{Action, BlockState, MemorySnapshot, TraceEntry};
 use super::walk::State;
 
@@ -22,16 +22,27 @@ fn segment_for(requested: u64) -> u64 {
     }
 }
 
+/// Why there is no largest free block to give: absent is not a 0-byte block.
+const NO_SEGMENT: &str = "the snapshot has no segment on the device";
+const NO_FREE_BLOCK: &str = "no free block: the cache's segments were fully allocated";
+const SEGMENTS_CHANGED: &str = "the segments changed after the failure";
+
 /// The largest inactive block among `device`'s segments at the dump.
-fn largest_free_at_dump(snap: &MemorySnapshot, device: u32) -> u64 {
-    snap.segments
+fn largest_free_at_dump(snap: &MemorySnapshot, device: u32) -> Known<u64> {
+    let mut segments = snap
+        .segments
         .iter()
         .filter(|s| s.device == device)
+        .peekable();
+    if segments.peek().is_none() {
+        return Err(NO_SEGMENT.into());
+    }
+    segments
         .flat_map(|s| s.blocks.iter())
-        .filter(|b| b.state == BlockState::Inactive)
+        .filter(|b| b.state == BlockState::Inactive && b.size > 0)
         .map(|b| b.size)
         .max()
-        .unwrap_or(0)
+        .ok_or_else(|| NO_FREE_BLOCK.into())
 }
 
 /// The largest free block at the failed request `entries[oom]` on `device`, when the
@@ -42,14 +53,15 @@ fn largest_free_at_dump(snap: &MemorySnapshot, device: u32) -> u64 {
 /// gaps between the blocks live at the failure inside the dump's segments (a restored
 /// block's size is at least its rounded request, so the gap found is at most the real one's
 /// size: an upper bound, still sound for "no block was large enough"). When segments were
-/// mapped or freed after the failure the layout is unknown: `None`.
+/// mapped or freed after the failure the layout is unknown. Each case without a block says
+/// why: no segment, no free block, or a layout that changed.
 pub(crate) fn largest_free_block(
     snap: &MemorySnapshot,
     device: u32,
     entries: &[TraceEntry],
     oom: Option<usize>,
     at_oom: &State,
-) -> Option<u64> {
+) -> Known<u64> {
     let after = oom.map_or(&[][..], |i| entries.get(i + 1..).unwrap_or(&[]));
     let changes = |a: &Action| {
         matches!(
@@ -63,7 +75,7 @@ pub(crate) fn largest_free_block(
         )
     };
     if !after.iter().any(|e| changes(&e.action)) {
-        return Some(largest_free_at_dump(snap, device));
+        return largest_free_at_dump(snap, device);
     }
     let segment_changed = after.iter().any(|e| {
         matches!(
@@ -72,10 +84,12 @@ pub(crate) fn largest_free_block(
         )
     });
     if segment_changed {
-        return None;
+        return Err(SEGMENTS_CHANGED.into());
     }
     let mut largest = 0u64;
+    let mut any_segment = false;
     for segment in snap.segments.iter().filter(|s| s.device == device) {
+        any_segment = true;
         let start = segment.address;
         let end = start.saturating_add(segment.total_size);
         let mut held: Vec<(u64, u64)> = at_oom
@@ -92,7 +106,11 @@ pub(crate) fn largest_free_block(
         }
         largest = largest.max(end.saturating_sub(cursor));
     }
-    Some(largest)
+    match (any_segment, largest) {
+        (false, _) => Err(NO_SEGMENT.into()),
+        (true, 0) => Err(NO_FREE_BLOCK.into()),
+        (true, largest) => Ok(largest),
+    }
 }
 
 /// Explains a failed request of `requested` bytes in `state`. `requested` is `None` when
@@ -102,29 +120,41 @@ pub(crate) fn explain(
     state: &State,
     requested: Option<u64>,
     device_free: Option<u64>,
-    largest_free_block: Option<u64>,
+    largest_free_block: Known<u64>,
 ) -> OomWhy {
-    let allocated: u64 = state.live.values().map(|l| l.size_at_least()).sum();
-    let cached_free = state.reserved.saturating_sub(allocated);
+    let allocated = state.allocated_at_least();
+    let reserved = state.reserved_known();
+    let cached_free = reserved
+        .as_ref()
+        .map(|r| r.saturating_sub(allocated))
+        .map_err(Clone::clone);
+    // Segments the history does not cover may have held free blocks too: the largest the
+    // known segments show is no answer then.
+    let largest_free_block = match &reserved {
+        Ok(_) => largest_free_block,
+        Err(why) => Err(why.clone()),
+    };
     let gib = |b: u64| crate::model::units::bytes(b);
     let verdict = match requested {
         None => format!(
             "why it failed is unknown: the snapshot was dumped at an OOM but records neither an `oom` entry nor the failed request's size; {} free in the cache, tensors hold {}",
-            gib(cached_free),
+            cached_free
+                .as_ref()
+                .map_or_else(|_| "n/a".to_string(), |c| gib(*c)),
             gib(allocated)
         ),
         Some(requested) => verdict(
             requested,
             device_free,
-            largest_free_block,
-            cached_free,
+            &largest_free_block,
+            &cached_free,
             allocated,
         ),
     };
     OomWhy {
         requested,
         device_free,
-        reserved: state.reserved,
+        reserved,
         allocated,
         cached_free,
         largest_free_block,
@@ -135,38 +165,54 @@ pub(crate) fn explain(
 fn verdict(
     requested: u64,
     device_free: Option<u64>,
-    largest_free_block: Option<u64>,
-    cached_free: u64,
+    largest_free_block: &Known<u64>,
+    cached_free: &Known<u64>,
     allocated: u64,
 ) -> String {
     let segment = segment_for(requested);
     let gib = |b: u64| crate::model::units::bytes(b);
-    let fragmented = largest_free_block.is_some_and(|l| l < requested);
-    match device_free {
-        Some(free) if free >= segment => format!(
+    if let Some(free) = device_free.filter(|free| *free >= segment) {
+        return format!(
             "a cap: the device had {} free, enough for the {} segment the request needed, yet the allocator refused (a memory fraction or another limit)",
             gib(free),
             gib(segment)
-        ),
-        _ if cached_free >= requested && fragmented => format!(
+        );
+    }
+    let cached_free = match cached_free {
+        Ok(c) => *c,
+        // The reason is the reserved figure's, given beside it.
+        Err(_) => {
+            let free = device_free.map_or_else(
+                || "the device's free memory was not recorded".to_string(),
+                |f| format!("{} free on the device", gib(f)),
+            );
+            return format!(
+                "the cache's free memory at the failure is unknown, so whether it was fragmentation cannot be told: {} asked for, {free}; tensors hold {}",
+                gib(requested),
+                gib(allocated)
+            );
+        }
+    };
+    match (device_free, largest_free_block) {
+        (_, Ok(largest)) if cached_free >= requested && *largest < requested => format!(
             "fragmentation: {} of the cache is free, more than the {} asked for, but in pieces; the largest free block is {} (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
             gib(cached_free),
             gib(requested),
-            gib(largest_free_block.unwrap_or(0))
+            gib(*largest)
         ),
-        _ if cached_free >= requested && largest_free_block.is_none() => format!(
-            "fragmentation, likely: {} of the cache is free, more than the {} asked for, but the segments changed after the failure, so the largest free block then is unknown",
+        (_, Err(why)) if cached_free >= requested => format!(
+            "fragmentation, likely: {} of the cache is free, more than the {} asked for, but the largest free block then is unknown ({why})",
             gib(cached_free),
             gib(requested)
         ),
-        Some(free) => format!(
+        (Some(free), _) => format!(
             "truly full: {} asked for, {} free on the device and {} free in the cache; tensors hold {}",
             gib(requested),
             gib(free),
             gib(cached_free),
             gib(allocated)
         ),
-        None => format!(
+        (None, _) => format!(
             "truly full, as far as the snapshot says: {} asked for, {} free in the cache (the device's free memory was not recorded); tensors hold {}",
             gib(requested),
             gib(cached_free),

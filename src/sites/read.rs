@@ -521,6 +521,11 @@ fn vramscope_key(v: &Value) -> Result<Option<VramscopeKey>, Failed> {
                 "max_entries" => k.max_entries = uint(v, &at)?,
                 "history_owner" => k.history_owner = text(v, &at)?,
                 "oom" => k.oom = oom_key(v)?,
+                "rank" => k.rank = Some(int(v, &at)?),
+                "local_rank" => k.local_rank = Some(int(v, &at)?),
+                "world_size" => k.world_size = Some(int(v, &at)?),
+                "job_id" => k.job_id = Some(text(v, &at)?),
+                "channel" => k.channel = Some(text(v, &at)?),
                 _ => {}
             }
         }

@@ -3,7 +3,7 @@
 //! on the command line are cleaned here.
 
 use super::diff::{Change, SitesDiff, diff as compare};
-use super::held::{Exactness, Held, Moment, Site};
+use super::held::{Exactness, Held, Known, Moment, Site};
 use super::snapshot::MemorySnapshot;
 use crate::model::units::bytes;
 use crate::text::clean;
@@ -37,6 +37,9 @@ fn dumped(snap: &MemorySnapshot) -> String {
     }
     if let Some(pid) = key.pid {
         parts.push(format!("pid {pid}"));
+    }
+    if let Some(Some(rank)) = key.rank {
+        parts.push(format!("rank {rank}"));
     }
     if let Some(step) = key.step {
         parts.push(format!("step {step}"));
@@ -104,6 +107,29 @@ pub fn exactness_words(held: &Held) -> String {
     }
 }
 
+/// A figure, or `n/a (why)`: never a made-up 0.
+fn known(figure: &Known<u64>) -> String {
+    match figure {
+        Ok(b) => bytes(*b),
+        Err(why) => format!("n/a ({why})"),
+    }
+}
+
+/// The figure for JSON: the value or `null`, with the reason put in `unavailable`.
+fn known_json(
+    figure: &Known<u64>,
+    name: &str,
+    unavailable: &mut serde_json::Map<String, Value>,
+) -> Value {
+    match figure {
+        Ok(b) => json!(b),
+        Err(why) => {
+            unavailable.insert(name.to_string(), json!(why));
+            Value::Null
+        }
+    }
+}
+
 fn site_row(out: &mut String, site: &Site) {
     let _ = writeln!(
         out,
@@ -132,7 +158,7 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
         "held: {} in {} blocks; reserved {}",
         bytes(held.total_bytes),
         held.blocks,
-        bytes(held.reserved)
+        known(&held.reserved)
     );
     let _ = writeln!(out, "{}", exactness_words(held));
     let mut history = format!("history: {} entries", held.trace_entries);
@@ -188,17 +214,26 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
             .device_free
             .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
         let _ = writeln!(out, "  device free: {free}");
-        let _ = writeln!(
-            out,
-            "  reserved {}, allocated {}, cached free {}, largest free block {}",
-            bytes(oom.reserved),
-            bytes(oom.allocated),
-            bytes(oom.cached_free),
-            oom.largest_free_block.map_or_else(
-                || "n/a (the segments changed after the failure)".to_string(),
-                bytes
-            )
-        );
+        match &oom.reserved {
+            // The cache's figures are unknown with it: its reason is said once.
+            Err(why) => {
+                let _ = writeln!(
+                    out,
+                    "  reserved n/a ({why}), allocated {}; cached free and largest free block n/a with it",
+                    bytes(oom.allocated)
+                );
+            }
+            Ok(reserved) => {
+                let _ = writeln!(
+                    out,
+                    "  reserved {}, allocated {}, cached free {}, largest free block {}",
+                    bytes(*reserved),
+                    bytes(oom.allocated),
+                    known(&oom.cached_free),
+                    known(&oom.largest_free_block)
+                );
+            }
+        }
         let _ = writeln!(out, "  {}", oom.verdict);
     }
     out
@@ -240,12 +275,28 @@ pub fn held_json(held: &Held) -> Value {
     } else {
         "allocated"
     });
+    let mut unavailable = serde_json::Map::new();
+    let reserved = known_json(&held.reserved, "reserved_bytes", &mut unavailable);
+    let oom = held.oom.as_ref().map(|o| {
+        let mut missing = serde_json::Map::new();
+        json!({
+            "requested": o.requested,
+            "device_free": o.device_free,
+            "reserved": known_json(&o.reserved, "reserved", &mut missing),
+            "allocated": o.allocated,
+            "cached_free": known_json(&o.cached_free, "cached_free", &mut missing),
+            "largest_free_block": known_json(&o.largest_free_block, "largest_free_block", &mut missing),
+            "verdict": o.verdict,
+            "unavailable": missing,
+        })
+    });
     json!({
         "device": held.device,
         "moment": held.moment.name(),
         "total_bytes": held.total_bytes,
         "blocks": held.blocks,
-        "reserved_bytes": held.reserved,
+        "reserved_bytes": reserved,
+        "unavailable": unavailable,
         "time_us": held.time_us,
         "trace_entries": held.trace_entries,
         "exactness": exactness,
@@ -258,15 +309,7 @@ pub fn held_json(held: &Held) -> Value {
             "function": b.site.function,
             "allocated_us": b.allocated_us,
         })).collect::<Vec<_>>(),
-        "oom": held.oom.as_ref().map(|o| json!({
-            "requested": o.requested,
-            "device_free": o.device_free,
-            "reserved": o.reserved,
-            "allocated": o.allocated,
-            "cached_free": o.cached_free,
-            "largest_free_block": o.largest_free_block,
-            "verdict": o.verdict,
-        })),
+        "oom": oom,
         "cut": {
             "trace_entries": held.cut.trace_entries,
             "blocks": held.cut.blocks,
@@ -276,12 +319,14 @@ pub fn held_json(held: &Held) -> Value {
     })
 }
 
-/// The answer as JSON text, one object.
-pub fn json(held: &Held, file: &Path) -> String {
+/// The answer as JSON text, one object, with what the writer said of the dump and the
+/// file's name and size (`size`: why not, when it could not be read).
+pub fn json(held: &Held, file: &Path, snap: &MemorySnapshot, size: &Known<u64>) -> String {
     let mut value = held_json(held);
     value["schema"] = json!("vramscope.sites");
     value["version"] = json!(1);
     value["file"] = json!(clean(&file.display().to_string()));
+    super::writer_json::add_dump(&mut value, snap, file, size);
     format!("{value}\n")
 }
 
@@ -291,13 +336,15 @@ fn signed(delta: i128) -> String {
     format!("{sign}{}", bytes(magnitude))
 }
 
-/// Two answers compared, as text or JSON.
+/// Two answers compared, as text or JSON; `writers`: each dump's `writer` object
+/// (`writer_json::writer`), for the JSON's `before` and `after`.
 pub fn diff(
     before: &Held,
     after: &Held,
     files: (&Path, &Path),
     top: usize,
     json_out: bool,
+    writers: (Value, Value),
 ) -> String {
     let d: SitesDiff = compare(before, after, top);
     let (a, b) = (
@@ -308,8 +355,8 @@ pub fn diff(
         let value = json!({
             "schema": "vramscope.sites.diff",
             "version": 1,
-            "before": {"file": a, "moment": before.moment.name(), "total_bytes": d.before_total, "exactness": exactness_words(before)},
-            "after": {"file": b, "moment": after.moment.name(), "total_bytes": d.after_total, "exactness": exactness_words(after)},
+            "before": {"file": a, "moment": before.moment.name(), "total_bytes": d.before_total, "exactness": exactness_words(before), "writer": writers.0},
+            "after": {"file": b, "moment": after.moment.name(), "total_bytes": d.after_total, "exactness": exactness_words(after), "writer": writers.1},
             "sites_compared": d.sites_compared,
             "rows": d.rows.iter().map(|r| json!({
                 "file": r.file,

@@ -185,6 +185,15 @@ pub struct VramscopeKey {
     pub max_entries: Option<u64>,
     pub history_owner: Option<String>,
     pub oom: Option<KeyOom>,
+    /// Who wrote it, from the writer's identity (keys added after version 1's first
+    /// writers): outer `None` when the key lacks the field, inner `None` when the writer
+    /// said there is none (a process that is not one of several ranks, no job id).
+    pub rank: Option<Option<i64>>,
+    pub local_rank: Option<Option<i64>>,
+    pub world_size: Option<Option<i64>>,
+    pub job_id: Option<Option<String>>,
+    /// The writer's channel file name (`<pid>-<starttime>.vsc`).
+    pub channel: Option<Option<String>>,
 }
 
 /// What the limits cut from a snapshot, so that an answer can say it is partial.

@@ -53,6 +53,35 @@ pub(crate) struct State {
     /// Steps of the walk the history contradicted (an alloc undone of a block not live, a
     /// free restored of one already live): each is passed over.
     pub mismatches: u64,
+    /// Whether undoing a segment's allocation found less reserved than it gave back: the
+    /// history lacks segment entries, so `reserved` is no longer the allocator's.
+    pub segments_short: bool,
+}
+
+impl State {
+    /// The bytes the live blocks occupy, at least (`Live::size_at_least`).
+    pub fn allocated_at_least(&self) -> u64 {
+        self.live
+            .values()
+            .fold(0u64, |sum, l| sum.saturating_add(l.size_at_least()))
+    }
+
+    /// The bytes reserved from the device at this state, or why the history cannot say. The
+    /// walk follows the segments only through the history's segment entries: a history that
+    /// lacks some (a framework that dropped them, a segment freed whose entry the ring lost)
+    /// leaves `reserved` below the blocks it held. Reserved is never less than allocated, so
+    /// such a figure is wrong and is not given.
+    pub fn reserved_known(&self) -> Result<u64, String> {
+        let allocated = self.allocated_at_least();
+        if self.segments_short || self.reserved < allocated {
+            return Err(format!(
+                "the history lacks segment entries: the blocks live then need at least {}, the segments it traces hold {}",
+                crate::model::units::bytes(allocated),
+                crate::model::units::bytes(self.reserved)
+            ));
+        }
+        Ok(self.reserved)
+    }
 }
 
 /// The state at the dump on `device`.
@@ -131,9 +160,13 @@ pub(crate) fn undo(state: &mut State, entries: &[TraceEntry], paired: &[u32], i:
             state.requested = state.requested.saturating_add(entry.size);
             state.live.insert(entry.addr, live);
         }
-        Action::SegmentAlloc | Action::SegmentMap => {
-            state.reserved = state.reserved.saturating_sub(entry.size);
-        }
+        Action::SegmentAlloc | Action::SegmentMap => match state.reserved.checked_sub(entry.size) {
+            Some(reserved) => state.reserved = reserved,
+            None => {
+                state.reserved = 0;
+                state.segments_short = true;
+            }
+        },
         Action::SegmentFree | Action::SegmentUnmap => {
             state.reserved = state.reserved.saturating_add(entry.size);
         }
@@ -172,7 +205,8 @@ pub(crate) fn find_peak(dump: &State, entries: &[TraceEntry], paired: &[u32]) ->
     Walked {
         max,
         at,
-        starts_empty: state.live.is_empty() && state.reserved == 0,
+        // A reserved that ran out because segment entries are missing proves no empty start.
+        starts_empty: state.live.is_empty() && state.reserved == 0 && !state.segments_short,
         mismatches: state.mismatches,
     }
 }

@@ -141,14 +141,28 @@ pub fn convert(held: &Held) -> HeldSites {
             },
             Exactness::Unknown { why } => SitesExactness::Unknown { why: why.clone() },
         },
-        oom: held.oom.as_ref().map(|o| OomFit {
-            requested: o.requested,
-            device_free: o.device_free,
-            reserved: o.reserved,
-            allocated: o.allocated,
-            cached_free: o.cached_free,
-            largest_free_block: o.largest_free_block,
-            verdict: o.verdict.clone(),
+        oom: held.oom.as_ref().map(|o| {
+            let mut unavailable = std::collections::BTreeMap::new();
+            let mut figure = |value: &sites::Known<u64>, name: &str| match value {
+                Ok(b) => Some(*b),
+                Err(why) => {
+                    unavailable.insert(name.to_string(), why.clone());
+                    None
+                }
+            };
+            let reserved = figure(&o.reserved, "reserved");
+            let cached_free = figure(&o.cached_free, "cached_free");
+            let largest_free_block = figure(&o.largest_free_block, "largest_free_block");
+            OomFit {
+                requested: o.requested,
+                device_free: o.device_free,
+                reserved,
+                allocated: o.allocated,
+                cached_free,
+                largest_free_block,
+                verdict: o.verdict.clone(),
+                unavailable,
+            }
         }),
         trace_entries: held.trace_entries,
     }

@@ -237,7 +237,7 @@ fn ask_snapshot(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
     };
     if row.allocator.is_none() {
         ui.flash = Some(format!(
-            "pid {} publishes no allocator channel: start it with vramscope run --sites",
+            "pid {} has no allocator channel: start it with vramscope run --sites",
             row.key.pid
         ));
         return Outcome::Redraw;
@@ -444,6 +444,7 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
                 user: t.user,
                 command: t.command,
                 detach,
+                stops: crate::attach::stops(t.pid as i32),
             });
         }
         Err(why) => ui.flash = Some(why),

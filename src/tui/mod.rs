@@ -15,7 +15,7 @@ pub mod panels;
 pub mod rows;
 mod signal_send;
 pub(crate) mod signals;
-mod snapshot_ask;
+pub mod snapshot_ask;
 pub mod terminal;
 pub mod theme;
 pub mod ui_state;

@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Raises the snapshot requests of the channel process `pid` writes, as the screen's
 /// snapshot shows it (the kept one while paused, as every key reads); a line for the status
-/// line either way.
+/// line either way. Each line fits 80 columns (the status line cuts a longer reason).
 pub fn ask(snapshot: &Snapshot, pid: u32, process: RowProcess) -> String {
     // A channel whose writer has not said who it is yet has no snapshot entry.
     let Some(channel) = channel_of(&snapshot.allocators, pid, process) else {
@@ -28,9 +28,14 @@ pub fn ask(snapshot: &Snapshot, pid: u32, process: RowProcess) -> String {
         );
     }
     match crate::channel::request_snapshot(Path::new(&channel.path), crate::channel::euid()) {
-        Ok(count) => format!(
-            "asked pid {pid} for a memory snapshot (request {count}); it shows in the details when written"
-        ),
+        Ok(count) => asked(pid, count),
         Err(why) => format!("no snapshot asked of pid {pid}: {why}"),
     }
+}
+
+/// The answer to a request raised: it fits an 80-column status line with the longest pid
+/// Linux gives (7 digits) and a request count of up to 6; the detail pane shows the
+/// snapshot once written.
+pub fn asked(pid: u32, count: u64) -> String {
+    format!("asked pid {pid} for a memory snapshot (#{count}); details show it when written")
 }

@@ -150,6 +150,9 @@ pub struct AttachRequest {
     pub command: String,
     /// Its writer was started by an attach: `a` stops it.
     pub detach: bool,
+    /// Attaching stops its main thread for a few milliseconds (ptrace), rather than not at
+    /// all (PEP 768, CPython 3.14+): the dialog says which.
+    pub stops: bool,
 }
 
 /// Which overlay, if any, takes the keys.

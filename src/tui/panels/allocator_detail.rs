@@ -65,6 +65,7 @@ pub fn lines(
         out.extend(super::held_sites::lines(
             theme,
             channel.relevant_snapshot(),
+            channel.snapshots_dropped.as_ref(),
             channel.identity.sites,
             view.ui.time_cursor,
             view.now_ms,

@@ -17,8 +17,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &AttachReques
     };
     let cost = if request.detach {
         "the writer stops and removes its channel; the program goes on"
-    } else {
+    } else if request.stops {
         "its main thread stops for a few milliseconds (ptrace)"
+    } else {
+        "nothing stops: CPython 3.14's sys.remote_exec (PEP 768)"
     };
     let lines = vec![
         Line::from(vec![

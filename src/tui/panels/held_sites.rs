@@ -2,11 +2,13 @@
 //! allocation sites of the newest relevant memory snapshot (the OOM's, the peak's, the one
 //! asked for), whether that answer is exact, and at an OOM why the request did not fit.
 //! While the worker reduces it: "reading snapshot ..."; a file that failed: its one line; in
-//! a replay, that it is not read there.
+//! a replay, that it is not read there. Under it, the snapshots the writer deleted to keep
+//! its bound, by name.
 
 use crate::model::held_sites::{
     SitesExactness, SitesState, SnapshotNote, exactness_note, headline, oom_words,
 };
+use crate::model::snapshot_drops::Dropped;
 use crate::model::time::age_label;
 use crate::tui::theme::Theme;
 use ratatui::text::{Line, Span};
@@ -19,6 +21,7 @@ const SITES_SHOWN: usize = 3;
 pub fn lines(
     theme: &Theme,
     note: Option<&SnapshotNote>,
+    dropped: Option<&Dropped>,
     sites_on: bool,
     replay: bool,
     now_ms: u64,
@@ -82,5 +85,9 @@ pub fn lines(
         }
     }
     out.push(Line::styled(format!("  {about}"), theme.dim));
+    // The files the writer deleted to keep its bound, by name: what is gone is not a mystery.
+    if let Some(words) = dropped.and_then(Dropped::short_words) {
+        out.push(Line::styled(format!("  {words}"), theme.dim));
+    }
     out
 }

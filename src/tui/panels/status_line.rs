@@ -1,6 +1,7 @@
 //! The bottom line. While the filter is being typed it is the filter prompt; otherwise it shows
 //! the one-off message if there is one, else what could not be read and why (faults only: what
-//! the hardware lacks is listed by `w`), with a key hint on the right.
+//! the hardware lacks is listed by `w`), with a key hint on the right. A message too long to
+//! sit beside the hint takes the whole line, and one longer than the line is cut with a mark.
 
 use super::reasons::{self, Reason, Weight};
 use super::{command, put};
@@ -36,7 +37,16 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         );
     }
     let hint_w = u16::try_from(hint.width()).unwrap_or(u16::MAX);
-    let left_area = if area.width > hint_w.saturating_mul(3) {
+    // A one-off message answers the key just pressed: it takes the hint's room rather than
+    // lose its end, and what still does not fit is cut with the theme's mark.
+    let flash_w = view
+        .ui
+        .flash
+        .as_deref()
+        .map_or(0, |m| u16::try_from(command::cells(m)).unwrap_or(u16::MAX));
+    let hint_fits =
+        area.width > hint_w.saturating_mul(3) && flash_w <= area.width.saturating_sub(hint_w + 1);
+    let left_area = if hint_fits {
         put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
         Rect {
             width: area.width.saturating_sub(hint_w + 1),
@@ -46,7 +56,12 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         area
     };
     let left = match &view.ui.flash {
-        Some(message) => Line::styled(message.clone(), theme.warn),
+        Some(message) => {
+            let width = usize::from(left_area.width);
+            let shown =
+                command::cut(message, width, theme.glyphs.cut).unwrap_or_else(|| message.clone());
+            Line::styled(shown, theme.warn)
+        }
         None => problems_line(view, &reasons, usize::from(left_area.width)),
     };
     put::line_in(frame.buffer_mut(), left_area, &left);
