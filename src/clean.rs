@@ -8,10 +8,6 @@ use crate::channel::discover::{self, Owners};
 use crate::channel::{Policy, sanitize};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
-use std::time::Duration;
-
-/// Ended writers' files older than this are removed, as the monitor does (spec §6).
-pub const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 pub fn run(all_users: bool) -> ExitCode {
     let euid = Policy::current().euid;
@@ -27,7 +23,7 @@ pub fn run(all_users: bool) -> ExitCode {
     let mut said = String::new();
     let (mut removed, mut snapshots) = (0_usize, 0_usize);
     for dir in discover::channel_dirs(euid) {
-        for path in discover::remove_stale(&dir, euid, STALE_AFTER, owners) {
+        for path in discover::remove_stale(&dir, euid, discover::STALE_AFTER, owners) {
             // A file's name is its owner's text: no control character reaches the terminal.
             said.push_str(&format!(
                 "removed {}\n",
@@ -54,8 +50,8 @@ pub fn run(all_users: bool) -> ExitCode {
         "{removed} ended channel file(s){snapshots} of {whose} removed\n"
     ));
     // Said once the files are gone: a full disk or a closed pipe ends it as any printing
-    // command ends (`output::stdout`), never in a panic.
-    match crate::output::stdout::print(&said) {
+    // command ends (`stdout`), never in a panic.
+    match crate::stdout::print(&said) {
         Ok(()) => ExitCode::SUCCESS,
         Err(status) => status,
     }

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::cluster::ClusterView;
 use crate::sources::runner::SamplingConfig;
 use crate::tui::theme::ThemeName;
 use crate::tui::ui_state::SortColumn;
@@ -314,6 +315,26 @@ pub struct RunArgs {
     pub command: Vec<OsString>,
 }
 
+impl RunArgs {
+    /// What `vramscope run` is asked for (`launch::run`), with how the job is watched.
+    pub fn options(&self, cli: &Cli) -> crate::launch::Options {
+        let watch = if self.no_monitor {
+            crate::launch::Watch::Nothing
+        } else if cli.one_shot() {
+            crate::launch::Watch::Output(cli.output_options())
+        } else {
+            crate::launch::Watch::Monitor(cli.tui_options())
+        };
+        crate::launch::Options {
+            command: self.command.clone(),
+            log: self.log.clone(),
+            sites: self.sites,
+            exit_with_job: self.exit_with_job,
+            watch,
+        }
+    }
+}
+
 /// What part of a recording `report`, `plot` and `export` cover: by default what happened
 /// while it recorded (see `record::scope`).
 #[derive(Debug, Args)]
@@ -385,6 +406,19 @@ pub struct ServeArgs {
     pub hostname: Option<String>,
 }
 
+impl ServeArgs {
+    /// What the exporter is asked for (`serve::run`).
+    pub fn options(&self) -> crate::serve::Options {
+        crate::serve::Options {
+            listen: self.listen.clone(),
+            grace: self.grace,
+            max_connections: self.max_connections,
+            client_timeout: self.client_timeout,
+            hostname: self.hostname.clone(),
+        }
+    }
+}
+
 /// Options of `vramscope cluster`. The refresh period is the global `--interval`; `--once`
 /// and `--json` print once.
 #[derive(Debug, Args)]
@@ -421,11 +455,24 @@ pub struct ClusterArgs {
     pub view: Option<ClusterView>,
 }
 
-/// `vramscope cluster`'s two views.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ClusterView {
-    Jobs,
-    Nodes,
+impl ClusterArgs {
+    /// What the cluster view is asked for (`cluster::run`), with the global options it reads.
+    pub fn options(&self, cli: &Cli) -> crate::cluster::Options {
+        crate::cluster::Options {
+            interval: cli.interval,
+            once: cli.once || cli.json,
+            json: cli.json,
+            theme: cli.theme,
+            ascii: cli.ascii,
+            prometheus: self.prometheus.clone(),
+            targets: self.targets.clone(),
+            targets_file: self.targets_file.clone(),
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            stale_after: self.stale_after,
+            view: self.view,
+        }
+    }
 }
 
 impl Cli {
@@ -443,6 +490,35 @@ impl Cli {
             pcie_every: self.pcie,
             peak_every: self.peak_interval.0,
             gpm: self.gpm,
+        }
+    }
+
+    /// What the monitor starts with (`tui::run`, `tui::replay`).
+    pub fn tui_options(&self) -> crate::tui::Options {
+        crate::tui::Options {
+            sampling: self.sampling(),
+            record: self.record.clone(),
+            ascii: self.ascii,
+            read_only: self.read_only,
+            theme: self.theme,
+            columns: self.columns.clone(),
+            sort: self.sort,
+            sort_descending: self
+                .sort_order
+                .map_or(self.sort.default_descending(), |order| {
+                    order == SortOrder::Descending
+                }),
+        }
+    }
+
+    /// What one-shot output prints (`output::run`).
+    pub fn output_options(&self) -> crate::output::Options {
+        crate::output::Options {
+            sampling: self.sampling(),
+            every: self.r#loop,
+            json: self.json,
+            csv: self.csv,
+            ascii: self.ascii,
         }
     }
 }

@@ -2,7 +2,6 @@
 //! monitors it (the TUI, a one-shot output repeated until the job ends, or nothing with
 //! `--no-monitor`).
 
-use crate::cli::{Cli, RunArgs};
 use crate::job::{Job, JobOutput, ScratchDir};
 use std::ffi::OsString;
 use std::io::IsTerminal;
@@ -13,9 +12,32 @@ use std::time::Instant;
 /// Turns allocation sites on in the Python writer (`python/vramscope/_config.py`).
 const SITES_VAR: &str = "VRAMSCOPE_SITES";
 
-pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
+/// What `vramscope run` is asked for: the command line's choices, made into this by
+/// `cli::RunArgs::options`, so that launching does not import the command-line types above it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub command: Vec<OsString>,
+    /// `--log FILE`: where the job's output goes while the monitor has the terminal.
+    pub log: Option<PathBuf>,
+    pub sites: bool,
+    pub exit_with_job: bool,
+    pub watch: Watch,
+}
+
+/// How the job is watched.
+#[derive(Clone, Debug)]
+pub enum Watch {
+    /// `--no-monitor`.
+    Nothing,
+    /// `--once`, `--json`, `--csv` or `--loop`, repeated until the job ends.
+    Output(crate::output::Options),
+    Monitor(crate::tui::Options),
+}
+
+pub fn run(args: &Options, started: Instant) -> ExitCode {
     // The monitor owns the terminal: the job's output goes to a file.
-    let tui = !args.no_monitor && !cli.one_shot();
+    let tui = matches!(args.watch, Watch::Monitor(_));
+    let no_monitor = matches!(args.watch, Watch::Nothing);
     if tui && !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
         // Checked before launching: a job started for a monitor that cannot open would run
         // on unwatched.
@@ -54,7 +76,7 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
     }
     let output = if tui {
         JobOutput::File(args.log.clone().unwrap_or_else(default_log))
-    } else if args.no_monitor {
+    } else if no_monitor {
         JobOutput::Inherit
     } else {
         JobOutput::StdoutToStderr
@@ -77,19 +99,17 @@ pub fn run(cli: &Cli, args: &RunArgs, started: Instant) -> ExitCode {
         eprintln!("vramscope: cannot pass signals on to the job: {e}");
     }
     let log = job.log.clone();
-    let status = if args.no_monitor {
-        ExitCode::from(job.wait().code)
-    } else if cli.one_shot() {
-        crate::output::run_with_job(cli, job)
-    } else {
-        crate::tui::run(
-            cli,
+    let status = match &args.watch {
+        Watch::Nothing => ExitCode::from(job.wait().code),
+        Watch::Output(options) => crate::output::run_with_job(options, job),
+        Watch::Monitor(options) => crate::tui::run(
+            options,
             started,
             Some(crate::tui::RunJob {
                 job,
                 exit_with_job: args.exit_with_job,
             }),
-        )
+        ),
     };
     // A job that is gone has no /proc/PID/stat to descend through.
     let alive = crate::job::descends_from(pid, std::process::id());

@@ -23,8 +23,6 @@ pub mod cluster;
 #[cfg(feature = "monitor")]
 pub mod config;
 #[cfg(feature = "monitor")]
-pub mod demo;
-#[cfg(feature = "monitor")]
 pub mod export;
 #[cfg(feature = "monitor")]
 pub mod history;
@@ -60,6 +58,8 @@ pub mod sites;
 pub mod sources;
 #[cfg(feature = "monitor")]
 pub mod state;
+#[cfg(feature = "monitor")]
+pub mod stdout;
 pub mod text;
 #[cfg(feature = "monitor")]
 pub mod threads;
@@ -110,15 +110,22 @@ fn open_log(cli: &cli::Cli) -> Result<(), String> {
 #[cfg(feature = "monitor")]
 fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     match &cli.command {
-        Some(cli::Command::Run(args)) => return launch::run(cli, args, started),
-        Some(cli::Command::Serve(args)) => return serve::run(cli, args),
-        Some(cli::Command::Cluster(args)) => return cluster::run(cli, args, started),
-        Some(cli::Command::Record(args)) => return record::command::run(cli, args),
+        Some(cli::Command::Run(args)) => return launch::run(&args.options(cli), started),
+        Some(cli::Command::Serve(args)) => return serve::run(cli.sampling(), &args.options()),
+        Some(cli::Command::Cluster(args)) => return cluster::run(&args.options(cli), started),
+        Some(cli::Command::Record(args)) => {
+            if cli.record.is_some() || cli.one_shot() {
+                return refused(
+                    "`record` writes only its -o FILE; --record, --once, --json, --csv and --loop do not apply",
+                );
+            }
+            return record::command::run(cli.sampling(), args);
+        }
         Some(cli::Command::Replay { file }) => {
             let played = replay::usage::Played::File;
             return match replay::Replay::open(file) {
                 Ok(_) if !terminal() => refused(&replay::usage::terminal_refusal(played)),
-                Ok(replay) => tui::replay(cli, replay),
+                Ok(replay) => tui::replay(&cli.tui_options(), replay),
                 Err(e) => {
                     eprintln!("vramscope: {e}");
                     ExitCode::from(2)
@@ -130,7 +137,13 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             if !terminal() {
                 return refused(&replay::usage::terminal_refusal(played));
             }
-            return demo::run(cli);
+            return match replay::demo::replay() {
+                Ok(replay) => tui::replay(&cli.tui_options(), replay),
+                Err(e) => {
+                    eprintln!("vramscope: the demo cannot play: {e}");
+                    ExitCode::from(1)
+                }
+            };
         }
         Some(cli::Command::Export {
             file,
@@ -192,7 +205,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         Some(cli::Command::Config { .. }) => {}
         Some(cli::Command::Inspect { file }) => {
             return match channel::inspect(file) {
-                Ok(json) => match output::stdout::print(&format!("{json}\n")) {
+                Ok(json) => match stdout::print(&format!("{json}\n")) {
                     Ok(()) => ExitCode::SUCCESS,
                     Err(status) => status,
                 },
@@ -205,9 +218,9 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
         None => {}
     }
     if cli.one_shot() {
-        output::run(cli)
+        output::run(&cli.output_options())
     } else {
-        tui::run(cli, started, None)
+        tui::run(&cli.tui_options(), started, None)
     }
 }
 

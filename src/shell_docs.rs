@@ -45,7 +45,7 @@ fn man_page() -> std::io::Result<Vec<u8>> {
 
 fn print(bytes: &[u8]) -> ExitCode {
     // Both generators write ASCII/UTF-8 text from our own definitions.
-    match crate::output::stdout::print(&String::from_utf8_lossy(bytes)) {
+    match crate::stdout::print(&String::from_utf8_lossy(bytes)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(status) => status,
     }

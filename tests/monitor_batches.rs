@@ -13,11 +13,11 @@ mod tui_fixtures;
 
 use std::sync::Arc;
 use tui_fixtures::*;
-use vramscope::history::Retained;
+use vramscope::history::Lingering;
 use vramscope::model::SourceEvent;
 use vramscope::state::{Monitor, ProcessKey, StaleAfter};
 
-const LINGER: u64 = Retained::<ProcessKey, ()>::DEFAULT_LINGER_MS;
+const LINGER: u64 = Lingering::<ProcessKey, ()>::DEFAULT_LINGER_MS;
 
 fn started() -> Monitor {
     start(Monitor::new(T0))

@@ -305,7 +305,7 @@ fn the_hunts_oom_is_in_the_rows_allocator_section() {
 /// pane's allocator section of its process holds it.
 #[test]
 fn the_demos_oom_is_in_its_detail_pane() {
-    let mut replay = vramscope::demo::replay().unwrap();
+    let mut replay = vramscope::replay::demo::replay().unwrap();
     let mut monitor = replay.fresh_monitor();
     let said = replay.command(Command::NextOom, &mut monitor).unwrap();
     assert!(said.contains("OOM: asked 24.0 GiB"), "{said}");

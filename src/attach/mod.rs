@@ -50,7 +50,7 @@ enum Method {
 
 pub fn run(pid: i32, request: Request, options: Options) -> ExitCode {
     match attach(pid, request, options) {
-        Ok(line) => match crate::output::stdout::print(&format!("{line}\n")) {
+        Ok(line) => match crate::stdout::print(&format!("{line}\n")) {
             Ok(()) => ExitCode::SUCCESS,
             Err(status) => status,
         },

@@ -225,6 +225,10 @@ pub enum Owners {
     Everyone,
 }
 
+/// How old an ended writer's files are when `remove_stale` removes them, for the monitor and
+/// `vramscope clean` alike (§6: the spec's default).
+pub const STALE_AFTER: Duration = Duration::from_secs(3600);
+
 /// Removes the channel files in `dir` of `owners` whose writer has ended and whose
 /// heartbeat is older than `ttl` (§6; the spec's default is an hour), dot-named leftovers
 /// of creations that died half-way, as old and unlocked, and memory snapshots

@@ -10,6 +10,7 @@
 //! Needs only libc: it builds without the `monitor` feature.
 
 mod config;
+mod copies;
 mod crc32;
 mod create;
 mod decode;
@@ -26,7 +27,6 @@ mod reader;
 mod request;
 mod ring;
 mod sections;
-mod snapshot;
 pub(crate) mod sys;
 mod text;
 mod validate;

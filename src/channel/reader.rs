@@ -10,6 +10,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::copies::{LiveCopy, read_exact_at};
 use super::decode;
 use super::kinds::WriterState;
 use super::layout::{event, header, sample, string};
@@ -17,7 +18,6 @@ use super::liveness::{ProcessCheck, assess};
 use super::model::{DeviceSlot, Identity, Status, Update};
 use super::ring::Ring;
 use super::sections::Sections;
-use super::snapshot::{Snapshot, read_exact_at};
 use super::sys;
 use super::validate;
 
@@ -84,7 +84,7 @@ pub struct Channel {
     devices: Vec<Option<DeviceSlot>>,
     status: Option<Status>,
     phases: Vec<String>,
-    snaps: [Snapshot; 3],
+    snaps: [LiveCopy; 3],
     rejected: Option<Rejected>,
     owner: u32,
     dev_ino: (u64, u64),
@@ -121,7 +121,7 @@ impl Channel {
         read_exact_at(&file, &mut head, 0).map_err(reject)?;
         let sections = validate::header(&head, meta.len()).map_err(reject)?;
         let identity = decode::identity(&head);
-        let mut snap = Snapshot::default();
+        let mut snap = LiveCopy::default();
         snap.take(&file, &sections.devices, 1).map_err(reject)?;
         let (samples_at, events_at) = if policy.from_start {
             (0, 0)
@@ -153,7 +153,7 @@ impl Channel {
             devices: Vec::new(),
             status: None,
             phases: Vec::new(),
-            snaps: [snap, Snapshot::default(), Snapshot::default()],
+            snaps: [snap, LiveCopy::default(), LiveCopy::default()],
             rejected: None,
             owner: meta.uid(),
             dev_ino: (meta.dev(), meta.ino()),

@@ -7,9 +7,9 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use super::copies::read_exact_at;
 use super::decode::{u32_at, u64_at};
 use super::layout::{control, flags, header, state};
-use super::snapshot::read_exact_at;
 use super::validate;
 
 /// Asks the writer of the channel at `path` for a memory snapshot: reads the count of

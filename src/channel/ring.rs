@@ -4,9 +4,9 @@
 
 use std::fs::File;
 
+use super::copies::read_exact_at;
 use super::decode::{crc_ok, u64_at};
 use super::sections::Section;
-use super::snapshot::read_exact_at;
 
 /// Records taken in one poll at most; the rest wait for the next poll (and are only lost if
 /// overwritten meanwhile), so a hostile head cannot make one poll read gigabytes.

@@ -18,6 +18,7 @@ mod http;
 mod json;
 mod model;
 mod normalise;
+mod options;
 mod prometheus;
 mod scrape;
 mod screen;
@@ -26,7 +27,6 @@ mod table;
 mod url;
 mod view;
 
-use crate::cli::{Cli, ClusterArgs};
 use crate::model::now_ms;
 use fetch::Source;
 use std::process::ExitCode;
@@ -39,29 +39,30 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_NO_SOURCE: u8 = 1;
 
 pub use json::{SCHEMA, VERSION};
+pub use options::{ClusterView, Options};
 /// The instant query of each refresh (for the benchmark, which times Prometheus alone).
 pub use prometheus::PRESENT;
 
 /// Runs `vramscope cluster`; `started` is when the process began, for the first-screen
 /// benchmark.
-pub fn run(cli: &Cli, args: &ClusterArgs, started: Instant) -> ExitCode {
-    let source = match source(args) {
+pub fn run(options: &Options, started: Instant) -> ExitCode {
+    let source = match source(options) {
         Ok(source) => source,
         Err(message) => {
             eprintln!("vramscope: {message}");
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let stale_after = stale_after(cli.interval, args);
-    if cli.once || cli.json {
-        once(cli, &source, stale_after)
+    let stale_after = stale_after(options);
+    if options.once {
+        once(options, &source, stale_after)
     } else {
-        screen::run(cli, args, source, stale_after, started)
+        screen::run(options, source, stale_after, started)
     }
 }
 
 /// The source the options name.
-fn source(args: &ClusterArgs) -> Result<Source, String> {
+fn source(args: &Options) -> Result<Source, String> {
     if let Some(url) = &args.prometheus {
         let url = url::Url::parse(url, 9090).map_err(|e| format!("--prometheus {e}"))?;
         return Ok(Source::Prometheus(prometheus::Prometheus {
@@ -87,7 +88,8 @@ fn source(args: &ClusterArgs) -> Result<Source, String> {
     }))
 }
 
-fn stale_after(interval: Duration, args: &ClusterArgs) -> view::StaleAfter {
+fn stale_after(args: &Options) -> view::StaleAfter {
+    let interval = args.interval;
     let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     view::StaleAfter {
         // Three refreshes missed, each allowed its deadline.
@@ -97,7 +99,7 @@ fn stale_after(interval: Duration, args: &ClusterArgs) -> view::StaleAfter {
 }
 
 /// `--once` and `--json`: one refresh, printed.
-fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
+fn once(options: &Options, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
     let runtime = match fetch::runtime() {
         Ok(r) => r,
         Err(message) => {
@@ -113,12 +115,12 @@ fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
     let mut cluster = model::Cluster::default();
     cluster.ingest(fetched);
     let screen = view::build(&cluster, &source.describe(), now_ms(), stale_after);
-    let text = if cli.json {
+    let text = if options.json {
         format!("{}\n", json::render(&screen))
     } else {
         table::render(&screen)
     };
-    if let Err(status) = crate::output::stdout::print(&text) {
+    if let Err(status) = crate::stdout::print(&text) {
         return status;
     }
     if nothing {

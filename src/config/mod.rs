@@ -92,13 +92,11 @@ fn clap_parse(command: &mut Command, args: &[OsString]) -> Result<ArgMatches, Ex
     match command.try_get_matches_from_mut(args) {
         Ok(matches) => Ok(matches),
         // `--help` and `--version` to a pipe or file end as every printing command does
-        // (output::stdout); clap would report success having written nothing.
-        Err(e) if !e.use_stderr() => Err(
-            match crate::output::stdout::print(&e.render().to_string()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(status) => status,
-            },
-        ),
+        // (stdout); clap would report success having written nothing.
+        Err(e) if !e.use_stderr() => Err(match crate::stdout::print(&e.render().to_string()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(status) => status,
+        }),
         Err(e) => e.exit(),
     }
 }

@@ -19,7 +19,7 @@ pub fn run(resolved: &Resolved, default: bool) -> ExitCode {
     } else {
         settings_text(resolved)
     };
-    match crate::output::stdout::print(&text) {
+    match crate::stdout::print(&text) {
         Ok(()) => ExitCode::SUCCESS,
         Err(status) => status,
     }

@@ -28,7 +28,8 @@ use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
 use crate::record::folds::{RecordedFolds, oom_gpu};
-use crate::record::scope::{self, Asked};
+use crate::record::scope::Asked;
+use crate::record::scoped;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -39,7 +40,7 @@ pub const HEADER: &str = "time_ms,entity,gpu,pid,metric,value";
 /// Writes the part of `file` asked for (`record::scope`) as CSV to `out` (a path, or
 /// standard output), saying on standard error what part that is.
 pub fn run(file: &Path, out: Option<&Path>, asked: &Asked) -> ExitCode {
-    let (recording, told) = match scope::open(file, asked) {
+    let (recording, told) = match scoped::open(file, asked) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("vramscope: {e}");

@@ -5,7 +5,7 @@
 //! tiers behind it (by default 15 min raw, 6 h of 10 s buckets, 7 days of
 //! 1 min buckets). Every ring has a fixed capacity, so memory is bounded no
 //! matter how long the program runs; buckets keep min and max (and when the
-//! max happened), so decimation never hides a spike. [`Retained`] holds
+//! max happened), so decimation never hides a spike. [`Lingering`] holds
 //! per-entity state (per-process series) that lingers after the entity goes. [`Capped`]
 //! reads a series as it stood at one moment (a snapshot's).
 //!
@@ -13,8 +13,9 @@
 
 mod capped;
 mod config;
+mod figures;
 mod held;
-mod retained;
+mod lingering;
 mod series;
 #[cfg(test)]
 mod series_edge_tests;
@@ -24,22 +25,7 @@ mod tier;
 
 pub use capped::Capped;
 pub use config::{SeriesConfig, TierSpec};
-pub use retained::Retained;
+pub use figures::{Column, Peak};
+pub use lingering::Lingering;
 pub use series::{Series, column_of};
 pub use tier::Bucket;
-
-/// The highest reading seen and when it was taken.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Peak {
-    pub value: f64,
-    pub at_ms: u64,
-}
-
-/// What one chart column shows: the range of readings in its time slice and
-/// the latest of them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Column {
-    pub min: f64,
-    pub max: f64,
-    pub last: f64,
-}

@@ -4,8 +4,9 @@
 
 use std::collections::VecDeque;
 
+use super::config::SeriesConfig;
+use super::figures::{Column, Peak};
 use super::tier::{Bucket, Tier, push_bounded};
-use super::{Column, Peak, SeriesConfig};
 
 /// A raw sample; a NaN value marks a gap. `push` rejects non-finite input,
 /// so NaN can never be confused with a reading.

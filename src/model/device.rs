@@ -1,7 +1,8 @@
 //! What NVML tells us about a GPU: static facts read once, and one sample per tick.
 
 use super::absent::{Absent, Reading};
-use super::mig::MigState;
+pub use super::memory::MemoryInfo;
+use super::mig::{MigState, MigUuid};
 use serde::Serialize;
 
 /// Driver-wide facts, read once at start.
@@ -52,17 +53,6 @@ impl DeviceInfo {
             Err(_) => format!("GPU {}", self.index),
         }
     }
-}
-
-/// Device memory with the v2 semantics nvidia-smi uses: `used` excludes driver-reserved memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct MemoryInfo {
-    pub total: u64,
-    /// `None` where the driver counts it in `used` (the original memory call, all drivers
-    /// before R510 have): unknown, not zero.
-    pub reserved: Option<u64>,
-    pub used: u64,
-    pub free: u64,
 }
 
 /// Which NVML process lists a pid appeared in.
@@ -180,6 +170,21 @@ pub fn throttle_reason_names(bits: u64) -> Vec<&'static str> {
         .iter()
         .filter(|(bit, _)| bits & bit != 0)
         .map(|(_, name)| *name)
+        .collect()
+}
+
+/// The MIG device UUIDs of a sample's instances.
+pub fn mig_uuids(sample: &DeviceSample) -> Vec<MigUuid> {
+    let Some(Ok(instances)) = sample.mig_enabled().map(|m| &m.instances) else {
+        return Vec::new();
+    };
+    instances
+        .iter()
+        .filter_map(|i| i.uuid.as_ref().ok())
+        .map(|uuid| MigUuid {
+            uuid: uuid.clone(),
+            gpu: sample.index,
+        })
         .collect()
 }
 

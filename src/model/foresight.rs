@@ -48,7 +48,7 @@
 //! and median selections over them: O(window) per call. [`StepPeaks`] keeps at most twice the
 //! window.
 
-use super::allocator::{AllocatorEvent, EventKind};
+use super::allocator_stream::{AllocatorEvent, EventKind};
 use super::units::bytes;
 use serde::Serialize;
 

@@ -6,7 +6,7 @@
 //! supported"), so a MIG GPU's utilisation is absent with that reason, never a zero.
 
 use super::absent::{Absent, Reading};
-use super::device::MemoryInfo;
+use super::memory::MemoryInfo;
 use serde::Serialize;
 
 /// The absence a MIG GPU's utilisation figures carry.
@@ -135,21 +135,6 @@ pub struct MigProcess {
 pub struct MigUuid {
     pub uuid: String,
     pub gpu: u32,
-}
-
-/// The MIG device UUIDs of a sample's instances.
-pub fn mig_uuids(sample: &super::device::DeviceSample) -> Vec<MigUuid> {
-    let Some(Ok(instances)) = sample.mig_enabled().map(|m| &m.instances) else {
-        return Vec::new();
-    };
-    instances
-        .iter()
-        .filter_map(|i| i.uuid.as_ref().ok())
-        .map(|uuid| MigUuid {
-            uuid: uuid.clone(),
-            gpu: sample.index,
-        })
-        .collect()
 }
 
 /// The parent GPU's UUID in a legacy MIG device name, `MIG-GPU-<uuid>/<GI>/<CI>` (drivers

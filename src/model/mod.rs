@@ -1,8 +1,11 @@
-//! Pure data shared by samplers, the TUI, one-shot output and (later) recording and export.
+//! Pure data shared by samplers, the state, the TUI, one-shot output, recording, replay, the
+//! exporter and the offline reports: the bottom layer, which imports nothing of the crate but
+//! `text`.
 //! Nothing here touches the terminal, NVML or threads.
 
 pub mod absent;
 pub mod allocator;
+pub mod allocator_stream;
 pub mod device;
 pub mod event;
 pub mod foreign;
@@ -11,6 +14,7 @@ pub mod foresight;
 mod foresight_tests;
 pub mod held_sites;
 pub mod host;
+pub mod memory;
 pub mod mig;
 pub mod oom_explain;
 pub mod period;

@@ -17,7 +17,7 @@
 //! two samples is the phase of the second one.
 
 use super::absent::{Absent, Reading};
-use super::allocator::{
+use super::allocator_stream::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, EventKind, Gone, WriterIdentity,
     WriterLiveness,
 };

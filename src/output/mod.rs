@@ -4,16 +4,16 @@
 pub mod csv;
 pub mod fields;
 pub mod json;
-pub mod stdout;
 pub mod table;
 mod taken;
 
-use crate::cli::Cli;
 use crate::job::Job;
 use crate::model::NvmlProblem;
+use crate::sources::runner::SamplingConfig;
+use crate::stdout;
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use taken::Takes;
 
 /// Exit status when NVML cannot be used at all.
@@ -24,26 +24,39 @@ pub const EXIT_NO_NVML: u8 = 3;
 /// the failure without parsing it.
 pub const EXIT_GPU_LOST: u8 = 4;
 
+/// What one-shot output is asked for: the command line's choices, made into this by
+/// `cli::Cli::output_options`, so that output does not import the command-line types above it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub sampling: SamplingConfig,
+    /// `--loop PERIOD`: print again every period.
+    pub every: Option<Duration>,
+    pub json: bool,
+    pub csv: bool,
+    pub ascii: bool,
+}
+
 /// Runs `--once`, `--json`, `--csv` or `--loop` and returns the exit status.
-pub fn run(cli: &Cli) -> ExitCode {
-    run_until(cli, None)
+pub fn run(options: &Options) -> ExitCode {
+    run_until(options, None)
 }
 
 /// The same output under `vramscope run`: repeated every `--loop` period (else every
 /// `--interval`) until the job ends, then once more; the exit status is the job's.
-pub fn run_with_job(cli: &Cli, job: Job) -> ExitCode {
-    run_until(cli, Some(job))
+pub fn run_with_job(options: &Options, job: Job) -> ExitCode {
+    run_until(options, Some(job))
 }
 
-fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
-    let period = cli.r#loop.or(job.as_ref().map(|_| cli.interval));
+fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
+    let sampling = &options.sampling;
+    let period = options.every.or(job.as_ref().map(|_| sampling.interval));
     let mut job_end: Option<crate::job::JobEnd> = None;
     let opened = Takes::open(
-        cli.nvml_lib.as_deref(),
-        cli.pcie,
+        sampling.nvml_lib.as_deref(),
+        sampling.pcie_every,
         period.is_some(),
-        cli.peak_interval.0,
-        cli.gpm,
+        sampling.peak_every,
+        sampling.gpm,
     );
     let mut sampler = match opened {
         Ok(s) => s,
@@ -57,19 +70,19 @@ fn run_until(cli: &Cli, mut job: Option<Job>) -> ExitCode {
     // Commands are cut to fit a terminal only; piped, they stay whole for grep and scripts.
     let command_cut = out
         .is_terminal()
-        .then_some(if cli.ascii { "..." } else { "…" });
+        .then_some(if options.ascii { "..." } else { "…" });
     let mut first = true;
     loop {
         let started = Instant::now();
         let snapshot = sampler.take();
-        let text = if cli.json {
+        let text = if options.json {
             json::render(&snapshot, period.is_none())
-        } else if cli.csv {
+        } else if options.csv {
             csv::render(&snapshot, first)
         } else {
             table::render(&snapshot, command_cut, period.is_some())
         };
-        let separator = if !first && !cli.json && !cli.csv {
+        let separator = if !first && !options.json && !options.csv {
             "\n"
         } else {
             ""

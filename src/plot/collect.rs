@@ -5,9 +5,9 @@
 //! memory stays bounded by the number of GPUs, processes and writers, never by the
 //! recording's length.
 
+use super::contents::{Contents, OomMark, Panel, Role, Series, clean};
 use super::downsample::MaxBuckets;
 use super::steps::StepTracker;
-use super::timeline::{OomMark, Panel, Role, Series, Timeline, clean};
 use crate::model::SourceEvent;
 use crate::model::writer_fold::WriterFold;
 use crate::model::{
@@ -50,7 +50,7 @@ struct Collector {
 
 /// Reads the whole recording, downsampling every series to at most `points` buckets. A
 /// damaged record stops the reading; what came before is still plotted and the damage named.
-pub fn collect(recording: Recording, points: usize) -> Timeline {
+pub fn collect(recording: Recording, points: usize) -> Contents {
     let header = recording.header().clone();
     let mut c = Collector {
         points,
@@ -185,7 +185,7 @@ impl Collector {
         }
     }
 
-    fn finish(self, host: Option<&str>, ending: Ending) -> Timeline {
+    fn finish(self, host: Option<&str>, ending: Ending) -> Contents {
         let damaged = ending.damage;
         let gap = |period_ms: u64| MIN_GAP_MS.max(period_ms.saturating_mul(10));
         let nvml_gap = Some(self.periods.map(gap));
@@ -339,7 +339,7 @@ impl Collector {
         let mut panels: Vec<(Option<u32>, Panel)> = panels.into_iter().collect();
         panels.sort_by_key(|(key, _)| key.is_none());
         let first_ms = self.first_ms.unwrap_or(0);
-        Timeline {
+        Contents {
             host: host.map(|h| clean(h, 60)),
             first_ms,
             last_ms: self.last_ms.unwrap_or(first_ms),

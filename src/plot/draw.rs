@@ -1,31 +1,32 @@
 //! The whole figure on any plotters backend: a title band (file, host, time span), then per
 //! GPU a header line, its chart (`panel`) and its legend.
 
+use super::axis;
+use super::contents::{Contents, Panel, clean};
+use super::error::fail;
 use super::layout::{
     HEADER_H, LEGEND_ROW_H, Layout, LegendEntry, MARGIN, Swatch, TITLE_H, Y_LABELS_W, shade_steps,
 };
 use super::panel;
 use super::style::{self, HEADER_SIZE, SUBTITLE_SIZE, TEXT_SIZE, TITLE_SIZE};
-use super::timeline::{Panel, Timeline, clean};
-use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-/// Draws `timeline`, read from a file called `name`, onto `root` as laid out in `layout`.
+/// Draws `contents`, read from a file called `name`, onto `root` as laid out in `layout`.
 pub fn figure<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    timeline: &Timeline,
+    contents: &Contents,
     layout: &Layout,
     name: &str,
 ) -> Result<(), String> {
     root.fill(&style::BACKGROUND).map_err(fail)?;
-    title(root, timeline, name)?;
-    for (panel, place) in timeline.panels.iter().zip(&layout.panels) {
+    title(root, contents, name)?;
+    for (panel, place) in contents.panels.iter().zip(&layout.panels) {
         let shaded = shade_steps(panel, layout.width);
         header(root, panel, place.top, layout.width, shaded)?;
-        panel::draw(root, timeline, panel, place, layout.width)?;
+        panel::draw(root, contents, panel, place, layout.width)?;
         for (row, entries) in place.legend.iter().enumerate() {
             let y = place.legend_top() + i32::try_from(row).unwrap_or(0) * LEGEND_ROW_H;
             for entry in entries {
@@ -38,31 +39,31 @@ pub fn figure<DB: DrawingBackend>(
 
 fn title<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    timeline: &Timeline,
+    contents: &Contents,
     name: &str,
 ) -> Result<(), String> {
     let mut heading = clean(name, 80);
-    if let Some(host) = &timeline.host {
+    if let Some(host) = &contents.host {
         heading = format!("{heading} · {host}");
     }
     root.draw_text(&heading, &style::bold(TITLE_SIZE, style::INK), (MARGIN, 12))
         .map_err(fail)?;
-    let gpus = timeline.panels.len();
+    let gpus = contents.panels.len();
     let mut sub = format!(
         "{} · {gpus} {}",
-        axis::span_label(timeline.first_ms, timeline.last_ms),
+        axis::span_label(contents.first_ms, contents.last_ms),
         if gpus == 1 { "chart" } else { "charts" }
     );
-    if timeline.ooms_dropped > 0 {
+    if contents.ooms_dropped > 0 {
         sub.push_str(&format!(
             " · {} more OOMs not marked",
-            timeline.ooms_dropped
+            contents.ooms_dropped
         ));
     }
     let y = 16 + style::line_height(TITLE_SIZE);
     root.draw_text(&sub, &style::text(SUBTITLE_SIZE, style::MUTED), (MARGIN, y))
         .map_err(fail)?;
-    if let Some(damage) = &timeline.damaged {
+    if let Some(damage) = &contents.damaged {
         let text = format!("damaged recording, plotted up to: {}", clean(damage, 160));
         root.draw_text(
             &text,

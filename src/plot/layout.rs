@@ -2,8 +2,8 @@
 //! header line, the chart and its legend (wrapped into rows). The default height gives every
 //! chart the same comfortable height; a requested height shares what is left among them.
 
+use super::contents::{Contents, Panel};
 use super::style::{self, TEXT_SIZE};
-use super::timeline::{Panel, Timeline};
 use plotters::style::RGBColor;
 
 pub const MARGIN: i32 = 16;
@@ -67,16 +67,16 @@ pub struct Layout {
     pub panels: Vec<PanelLayout>,
 }
 
-/// Lays out `timeline` on a `width`-pixel-wide canvas, `height` high when given.
-pub fn layout(timeline: &Timeline, width: u32, height: Option<u32>) -> Result<Layout, String> {
+/// Lays out `contents` on a `width`-pixel-wide canvas, `height` high when given.
+pub fn layout(contents: &Contents, width: u32, height: Option<u32>) -> Result<Layout, String> {
     let title_h = TITLE_H
-        + if timeline.damaged.is_some() {
+        + if contents.damaged.is_some() {
             DAMAGE_H
         } else {
             0
         };
     let w = i32::try_from(width).unwrap_or(i32::MAX);
-    let legends: Vec<Vec<Vec<LegendEntry>>> = timeline
+    let legends: Vec<Vec<Vec<LegendEntry>>> = contents
         .panels
         .iter()
         .map(|p| rows(legend(p, width), w - 2 * MARGIN - Y_LABELS_W))
@@ -86,7 +86,7 @@ pub fn layout(timeline: &Timeline, width: u32, height: Option<u32>) -> Result<La
             .iter()
             .map(|l| HEADER_H + legend_h(l) + PANEL_GAP)
             .sum::<i32>();
-    let count = i32::try_from(timeline.panels.len().max(1)).unwrap_or(i32::MAX);
+    let count = i32::try_from(contents.panels.len().max(1)).unwrap_or(i32::MAX);
     let default_height = fixed + count * DEFAULT_CHART_H;
     let chart_h = match height {
         None => DEFAULT_CHART_H,

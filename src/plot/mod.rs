@@ -5,7 +5,7 @@
 //! with its step and phase); one red cross per OOM, with its request, free memory, place
 //! and outcome; every other training step shaded.
 //!
-//! - `collect`: one pass over the recording into a `Timeline`, each series downsampled as it
+//! - `collect`: one pass over the recording into a `Contents`, each series downsampled as it
 //!   is read (`downsample`, keeping every bucket's maximum) with its steps (`steps`).
 //! - `layout`, `draw`, `panel`, `labels`, `axis`, `style`: the figure, drawn with plotters
 //!   on its SVG or bitmap backend.
@@ -13,9 +13,11 @@
 
 mod axis;
 mod collect;
+mod contents;
 mod downsample;
 mod draw;
 mod encode;
+mod error;
 mod font;
 mod labels;
 mod layout;
@@ -24,14 +26,15 @@ mod panel;
 mod period_tests;
 mod steps;
 mod style;
-mod timeline;
 
-use crate::record::scope::{self, Asked};
+use crate::record::scope::Asked;
+use crate::record::scoped;
+use contents::Contents;
+use error::fail;
 use plotters::backend::{BitMapBackend, RGBPixel, SVGBackend};
 use plotters::prelude::IntoDrawingArea;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use timeline::Timeline;
 
 /// Points per series at most: about one per pixel column of a wide chart.
 pub const POINTS_PER_SERIES: usize = 2000;
@@ -46,11 +49,6 @@ pub struct Options {
     pub height: Option<u32>,
     /// The font for PNG text, instead of the system's DejaVu Sans.
     pub font: Option<PathBuf>,
-}
-
-/// An error (plotters', the encoder's, the recording's) as the one line `plot` reports.
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 /// The output format, from the output file's extension.
@@ -106,16 +104,16 @@ pub fn plot(
     if format == Format::Png {
         font::register(options.font.as_deref())?;
     }
-    let (recording, told) = scope::open(file, asked)?;
-    let timeline = collect::collect(recording, POINTS_PER_SERIES);
+    let (recording, told) = scoped::open(file, asked)?;
+    let contents = collect::collect(recording, POINTS_PER_SERIES);
     for note in told.notes() {
         eprintln!("vramscope: {note}");
     }
-    if let Some(skipped) = &timeline.skipped {
+    if let Some(skipped) = &contents.skipped {
         eprintln!("vramscope: {skipped}");
     }
-    if timeline.panels.iter().all(|p| p.series.is_empty()) {
-        let why = match &timeline.damaged {
+    if contents.panels.iter().all(|p| p.series.is_empty()) {
+        let why = match &contents.damaged {
             Some(damage) => format!(" before the damage ({damage})"),
             None => String::new(),
         };
@@ -124,11 +122,11 @@ pub fn plot(
             file.display()
         ));
     }
-    let layout = layout::layout(&timeline, options.width, options.height)?;
+    let layout = layout::layout(&contents, options.width, options.height)?;
     if layout.height > MAX_SIDE {
         return Err(format!(
             "{} charts need {} px, more than the {MAX_SIDE} px an image may be",
-            timeline.panels.len(),
+            contents.panels.len(),
             layout.height
         ));
     }
@@ -136,16 +134,16 @@ pub fn plot(
         || file.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    let bytes = render(format, &timeline, &layout, &name)
+    let bytes = render(format, &contents, &layout, &name)
         .map_err(|e| format!("cannot draw the plot: {e}"))?;
     std::fs::write(output, bytes).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
-    Ok(timeline.damaged)
+    Ok(contents.damaged)
 }
 
 /// The figure as the bytes of an SVG or PNG file.
 fn render(
     format: Format,
-    timeline: &Timeline,
+    contents: &Contents,
     layout: &layout::Layout,
     name: &str,
 ) -> Result<Vec<u8>, String> {
@@ -155,7 +153,7 @@ fn render(
             let mut svg = String::new();
             {
                 let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-                draw::figure(&root, timeline, layout, name)?;
+                draw::figure(&root, contents, layout, name)?;
                 root.present().map_err(fail)?;
             }
             Ok(svg.into_bytes())
@@ -167,7 +165,7 @@ fn render(
                 let backend = BitMapBackend::<RGBPixel>::with_buffer_and_format(&mut rgb, size)
                     .map_err(fail)?;
                 let root = backend.into_drawing_area();
-                draw::figure(&root, timeline, layout, name)?;
+                draw::figure(&root, contents, layout, name)?;
                 root.present().map_err(fail)?;
             }
             encode::png(&rgb, size.0, size.1)

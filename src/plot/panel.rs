@@ -2,11 +2,12 @@
 //! markers, then the labels of the limit, the OOMs and each series' peak, placed so that
 //! they do not cover one another.
 
+use super::axis;
+use super::contents::{Contents, Panel};
+use super::error::fail;
 use super::labels::{Placer, Rect};
 use super::layout::{self, MARGIN, PanelLayout, RIGHT_PAD, X_LABELS_H, Y_LABELS_W};
 use super::style::{self, SMALL_SIZE, TEXT_SIZE};
-use super::timeline::{Panel, Timeline};
-use super::{axis, fail};
 use crate::model::units;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -28,14 +29,14 @@ fn gib(bytes: u64) -> f64 {
 /// Draws `panel` into its place on `root`.
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
-    timeline: &Timeline,
+    contents: &Contents,
     panel: &Panel,
     place: &PanelLayout,
     width: u32,
 ) -> Result<(), String> {
-    let x0 = timeline.first_ms;
+    let x0 = contents.first_ms;
     // A single instant still needs a width to draw on.
-    let x1 = timeline.last_ms.max(x0.saturating_add(1000));
+    let x1 = contents.last_ms.max(x0.saturating_add(1000));
     let top = panel.limit.max(panel.top()).map_or(0.0, gib);
     let y_top = if top > 0.0 { top * 1.1 } else { 1.0 };
     let plot_w = layout::plot_width(width);

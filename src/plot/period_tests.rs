@@ -3,7 +3,7 @@
 //! through the real `Recorder` and read through the real `Recording`.
 
 use super::collect::collect;
-use super::timeline::Role;
+use super::contents::Role;
 use crate::model::{Absent, DeviceInfo, DeviceSample, DriverInfo, MemoryInfo, SourceEvent};
 use crate::record::{Header, Recorder, Recording};
 use crate::replay::{Command, Replay};

@@ -3,7 +3,7 @@
 //! Widths are estimated from the character count rather than measured with a font: SVG
 //! needs no font file (the viewer renders its text), and SVG and PNG get the same layout.
 
-use super::timeline::Role;
+use super::contents::Role;
 use plotters::style::{FontFamily, FontStyle, IntoFont, RGBColor, TextStyle};
 
 pub const BACKGROUND: RGBColor = RGBColor(255, 255, 255);

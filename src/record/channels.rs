@@ -5,7 +5,7 @@
 //! several records, which a monitor ingests to the same state.
 
 use super::points::{self, PointGroup};
-use super::reader::Skipped;
+use super::skipped::Skipped;
 use super::wire::{
     EVENT_KINDS, LIVENESS_STATES, WriterLivenessDef, allocator_devices, allocator_events, identity,
 };

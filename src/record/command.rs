@@ -1,12 +1,12 @@
 //! `vramscope record -o FILE`: samples exactly as the monitor does and records every event,
 //! with no screen, until Ctrl-C, SIGTERM, SIGHUP or `--duration`; then finishes the file.
 
+use super::header::Header;
 use super::live::open_error;
-use super::{Header, Recorder};
-use crate::cli::Cli;
+use super::writer::Recorder;
 use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
-use crate::sources::runner::Sampling;
+use crate::sources::runner::{Sampling, SamplingConfig};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -43,16 +43,11 @@ impl From<SourceEvent> for Message {
     }
 }
 
-/// Runs `vramscope record`; the exit status is 0 when the file was finished.
-pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
-    if cli.record.is_some() || cli.one_shot() {
-        eprintln!(
-            "vramscope: `record` writes only its -o FILE; --record, --once, --json, --csv and --loop do not apply"
-        );
-        return ExitCode::from(2);
-    }
+/// Runs `vramscope record`, sampling with `sampling`; the exit status is 0 when the file was
+/// finished.
+pub fn run(sampling: SamplingConfig, args: &RecordArgs) -> ExitCode {
     let path = &args.output;
-    let header = Header::new(cli.interval.as_millis() as u64);
+    let header = Header::new(sampling.interval.as_millis() as u64);
     let opened = if args.force {
         Recorder::replace(path, header)
     } else {
@@ -75,7 +70,7 @@ pub fn run(cli: &Cli, args: &RecordArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     // Held for as long as the recording runs: the refresh period's home.
-    let _sampling = match Sampling::start(cli.sampling(), tx) {
+    let _sampling = match Sampling::start(sampling, tx) {
         Ok(sampling) => sampling,
         Err(e) => {
             eprintln!("vramscope: {e}");

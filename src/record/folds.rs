@@ -4,7 +4,8 @@
 //! as the live monitor does. GPUs are resolved after each channel batch by the monitor's
 //! rule: the recording's devices, and the GPUs the last device samples list the pid on.
 
-use crate::model::mig::{MigUuid, mig_uuids};
+use crate::model::device::mig_uuids;
+use crate::model::mig::MigUuid;
 use crate::model::writer_fold::{Oom, SlotFold, WriterFold};
 use crate::model::{ChannelBatch, ChannelPoll, DeviceInfo, DeviceSample};
 use std::collections::BTreeMap;

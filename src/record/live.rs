@@ -2,7 +2,8 @@
 //! ingests it, so the file holds exactly what the screen was drawn from. A write that fails
 //! (disk full) stops the recording, says so once, and leaves the monitor running.
 
-use super::{Header, Recorder};
+use super::header::Header;
+use super::writer::Recorder;
 use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
 use std::path::Path;

@@ -4,12 +4,13 @@
 //! events stop. Memory stays bounded whatever the file holds (see `lines`).
 
 use super::channels::{BatchIn, WritersRead};
+use super::header::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
 use super::lines::{Line, Lines, Problem};
 use super::scope::Scope;
+use super::skipped::Skipped;
 use super::wire::{
     device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
 };
-use super::{FORMAT, Header, MAX_HEADER_LINE, MAX_LINE, RecordingError, VERSION};
 use crate::model::ForeignText;
 use crate::model::SourceEvent;
 use serde::Deserialize;
@@ -28,46 +29,6 @@ struct HeaderWire {
     interval_ms: u64,
     #[serde(default)]
     host: Option<String>,
-}
-
-/// What a reader skipped because this vramscope does not know its kind: a later 1.x wrote
-/// it (docs/recording-v1.md, Versioning). Skipped, the rest of the file still reads.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Skipped {
-    /// Records of a kind this version does not know.
-    pub records: u64,
-    /// Writer events of a kind this version does not know.
-    pub events: u64,
-    /// Channel polls whose writer's liveness is a state this version does not know.
-    pub polls: u64,
-    /// GPU processes of a kind this version does not know, left out of their sample.
-    pub processes: u64,
-    /// Channels gone for a reason this version does not know: the channel is still
-    /// forgotten, as the recorder forgot it, but the monitor is not told why.
-    pub gone: u64,
-}
-
-impl Skipped {
-    /// One line saying what was skipped in `name`, or `None` when nothing was.
-    pub fn notice(&self, name: &str) -> Option<String> {
-        let parts: Vec<String> = [
-            (self.records, "record"),
-            (self.events, "writer event"),
-            (self.polls, "channel poll"),
-            (self.processes, "GPU process"),
-            (self.gone, "gone channel"),
-        ]
-        .into_iter()
-        .filter(|(n, _)| *n > 0)
-        .map(|(n, what)| format!("{n} {what}{}", if n == 1 { "" } else { "s" }))
-        .collect();
-        (!parts.is_empty()).then(|| {
-            format!(
-                "{name}: skipped {} of kinds this vramscope does not know (recorded by a newer vramscope?)",
-                parts.join(", ")
-            )
-        })
-    }
 }
 
 /// How reading a recording to its end went.

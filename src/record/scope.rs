@@ -9,12 +9,10 @@
 //! whose `at_ms` is before the header's `started_ms` is history. It is left out unless
 //! `--history` asks for it, and what was left out is said in one line (`Told::notes`).
 
-use super::Recording;
 use super::when::When;
 use crate::model::SourceEvent;
-use crate::model::{ChannelPoll, DeviceInfo, EventKind};
+use crate::model::{ChannelPoll, EventKind};
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The scope options as given on the command line (`cli::ScopeArgs` parses them).
@@ -28,7 +26,7 @@ pub struct Asked {
 }
 
 impl Asked {
-    fn selects_processes(&self) -> bool {
+    pub(super) fn selects_processes(&self) -> bool {
         !self.pids.is_empty() || self.job.is_some()
     }
 }
@@ -88,14 +86,14 @@ impl History {
 /// writer's own where NVML never listed it), every writer of `job`, and on the GPUs they
 /// used, the GPU's own figures.
 #[derive(Clone, Debug, Default)]
-struct Selection {
-    pids: BTreeSet<u32>,
-    job: Option<String>,
-    gpus: BTreeSet<u32>,
+pub(super) struct Selection {
+    pub(super) pids: BTreeSet<u32>,
+    pub(super) job: Option<String>,
+    pub(super) gpus: BTreeSet<u32>,
 }
 
 impl Selection {
-    fn poll(&self, poll: &ChannelPoll) -> bool {
+    pub(super) fn poll(&self, poll: &ChannelPoll) -> bool {
         self.pids.contains(&pid_of(poll))
             || self
                 .job
@@ -105,147 +103,41 @@ impl Selection {
 }
 
 /// The pid a writer is known by: NVML's for it, else its own.
-fn pid_of(poll: &ChannelPoll) -> u32 {
+pub(super) fn pid_of(poll: &ChannelPoll) -> u32 {
     poll.host_pid.unwrap_or(poll.identity.pid)
 }
 
 /// The filter a recording's events pass through (`Recording::scoped`).
 pub struct Scope {
     /// When the recording began: what came before is ring history.
-    started_ms: u64,
+    pub(super) started_ms: u64,
     /// The first and last moment kept.
-    from_ms: u64,
-    until_ms: u64,
+    pub(super) from_ms: u64,
+    pub(super) until_ms: u64,
     /// The first moment asked for (`--since`), before ring history is left out: the
     /// history from then on is what the note counts.
-    asked_from_ms: u64,
-    selection: Option<Selection>,
-    tally: Arc<Mutex<History>>,
+    pub(super) asked_from_ms: u64,
+    pub(super) selection: Option<Selection>,
+    pub(super) tally: Arc<Mutex<History>>,
 }
 
 /// What a scope covered, to tell the reader once the recording has been read.
 pub struct Told {
-    started_ms: u64,
-    history: bool,
-    since_ms: Option<u64>,
-    until_ms: Option<u64>,
-    asked: Asked,
-    tally: Arc<Mutex<History>>,
-}
-
-/// Opens `file` and sets the scope `asked` for on it: times are resolved against the
-/// recording's start; a process selection reads the file once first, to learn each job's
-/// pids and the GPUs the processes used. One line when the file cannot be read or the
-/// options cannot apply to it.
-pub fn open(file: &Path, asked: &Asked) -> Result<(Recording, Told), String> {
-    let recording = Recording::open(file).map_err(|e| e.to_string())?;
-    let started_ms = recording.header().started_ms;
-    let since_ms = asked.since.as_ref().map(|w| w.resolve(started_ms));
-    let until_ms = asked.until.as_ref().map(|w| w.resolve(started_ms));
-    if let (Some(since), Some(until)) = (since_ms, until_ms)
-        && until < since
-    {
-        return Err(format!(
-            "--until ({}) is before --since ({})",
-            crate::model::time::utc_label(until),
-            crate::model::time::utc_label(since)
-        ));
-    }
-    let selection = if asked.selects_processes() {
-        let selection = select(Recording::open(file).map_err(|e| e.to_string())?, asked);
-        if selection.pids.is_empty() && selection.gpus.is_empty() {
-            return Err(format!(
-                "{}: no process in it matches {}",
-                file.display(),
-                selection_words(asked)
-            ));
-        }
-        Some(selection)
-    } else {
-        None
-    };
-    let history_floor = if asked.history { 0 } else { started_ms };
-    let tally = Arc::new(Mutex::new(History::default()));
-    let scope = Scope {
-        started_ms,
-        from_ms: since_ms.unwrap_or(0).max(history_floor),
-        until_ms: until_ms.unwrap_or(u64::MAX),
-        asked_from_ms: since_ms.unwrap_or(0),
-        selection,
-        tally: Arc::clone(&tally),
-    };
-    let told = Told {
-        started_ms,
-        history: asked.history,
-        since_ms,
-        until_ms,
-        asked: asked.clone(),
-        tally,
-    };
-    Ok((recording.scoped(scope), told))
+    pub(super) started_ms: u64,
+    pub(super) history: bool,
+    pub(super) since_ms: Option<u64>,
+    pub(super) until_ms: Option<u64>,
+    pub(super) asked: Asked,
+    pub(super) tally: Arc<Mutex<History>>,
 }
 
 /// `--pid 4242 --pid 4243 --job slurm-991`, as asked.
-fn selection_words(asked: &Asked) -> String {
+pub(super) fn selection_words(asked: &Asked) -> String {
     let mut words: Vec<String> = asked.pids.iter().map(|p| format!("--pid {p}")).collect();
     if let Some(job) = &asked.job {
         words.push(format!("--job {}", crate::text::clean(job)));
     }
     words.join(" ")
-}
-
-/// One pass over the recording: the pids of the processes asked for (`--pid` as given, and
-/// every writer of `--job`), and the GPUs any of them used (by NVML's process lists or by
-/// the writer's own devices). A pid never seen anywhere selects nothing.
-fn select(recording: Recording, asked: &Asked) -> Selection {
-    let asked_pids: BTreeSet<u32> = asked.pids.iter().copied().collect();
-    let mut selection = Selection {
-        job: asked.job.clone(),
-        ..Selection::default()
-    };
-    let mut devices: Vec<DeviceInfo> = Vec::new();
-    // (GPU, pid) pairs NVML listed: few, however long the recording.
-    let mut on_gpu: BTreeSet<(u32, u32)> = BTreeSet::new();
-    let mut writer_gpus: BTreeSet<u32> = BTreeSet::new();
-    // MIG device UUIDs seen: a writer on a MIG device names it so.
-    let mut instances: Vec<crate::model::mig::MigUuid> = Vec::new();
-    let _ending = recording.each_event(|_, event| match event {
-        SourceEvent::Started { devices: d, .. } => devices = d,
-        SourceEvent::Device(sample) => {
-            for instance in crate::model::mig::mig_uuids(&sample) {
-                if !instances.contains(&instance) {
-                    instances.push(instance);
-                }
-            }
-            if let Ok(processes) = &sample.processes {
-                on_gpu.extend(processes.iter().map(|p| (sample.index, p.pid)));
-            }
-        }
-        SourceEvent::Channels(batch) => {
-            for poll in &batch.polls {
-                let wanted = asked_pids.contains(&pid_of(poll)) || selection.poll(poll);
-                if wanted {
-                    selection.pids.insert(pid_of(poll));
-                    writer_gpus.extend(poll.devices.iter().filter_map(|d| {
-                        crate::model::writer_fold::gpu_index_of(d, &devices, &instances)
-                    }));
-                }
-            }
-        }
-        _ => {}
-    });
-    for &(_, pid) in &on_gpu {
-        if asked_pids.contains(&pid) {
-            selection.pids.insert(pid);
-        }
-    }
-    selection.gpus = on_gpu
-        .iter()
-        .filter(|(_, pid)| selection.pids.contains(pid))
-        .map(|&(gpu, _)| gpu)
-        .chain(writer_gpus)
-        .collect();
-    selection
 }
 
 impl Scope {

@@ -1,7 +1,7 @@
 //! How a GPU's MIG state looks in a recording (docs/recording-v1.md): the sample's `mig`
 //! object, left out for a GPU without MIG. Shadows of `model::mig`, as in `wire`.
 
-use super::wire::{memory, reading};
+use super::wire_reading::{memory, reading};
 use crate::model::{MemoryInfo, MigInstance, MigProcess, MigState, Reading};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

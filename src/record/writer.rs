@@ -5,8 +5,8 @@
 //! finishes it too, as well as it can.
 
 use super::channels::WritersSent;
+use super::header::{FORMAT, Header, MAX_LINE, VERSION};
 use super::wire::{device_infos, device_sample, driver, host_sample, problem};
-use super::{FORMAT, Header, MAX_LINE, VERSION};
 use crate::model::SourceEvent;
 use crate::model::{DeviceInfo, DriverInfo};
 use serde::Serialize;

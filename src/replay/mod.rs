@@ -6,6 +6,7 @@
 //! every move starts from the nearest checkpoint before its moment (`cursor`).
 
 mod cursor;
+pub mod demo;
 mod timeline;
 pub mod usage;
 

@@ -11,7 +11,8 @@ mod spikes;
 
 pub use analysis::{Report, analyse};
 
-use crate::record::scope::{self, Asked};
+use crate::record::scope::Asked;
+use crate::record::scoped;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ pub enum Format {
 /// status 2. A recording damaged part-way is summarised up to the damage, which the summary
 /// names, and exits 1.
 pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
-    let (recording, told) = match scope::open(file, asked) {
+    let (recording, told) = match scoped::open(file, asked) {
         Ok(opened) => opened,
         Err(e) => {
             eprintln!("vramscope: {e}");
@@ -50,7 +51,7 @@ pub fn run(file: &Path, format: Format, asked: &Asked) -> ExitCode {
     if let Some(skipped) = &report.skipped {
         eprintln!("vramscope: {skipped}");
     }
-    if let Err(status) = crate::output::stdout::print(&text) {
+    if let Err(status) = crate::stdout::print(&text) {
         return status;
     }
     if report.damaged.is_some() {

@@ -7,8 +7,9 @@
 //! be old values presented as current. `vramscope_gpu_stale` and `vramscope_gpu_lost` say why.
 
 use super::families::{Family, Labels, Metric, Number, bytes, counter, gauge};
+use super::fresh::fresh;
 use super::published::Published;
-use crate::model::{DeviceSample, DeviceSnapshot, MemoryInfo, Reading};
+use crate::model::{DeviceSnapshot, MemoryInfo, Reading};
 use std::sync::Arc;
 
 type D = DeviceSnapshot;
@@ -180,11 +181,6 @@ pub fn families(published: &Published) -> Vec<Family> {
         .collect()
 }
 
-/// The latest sample, unless it is old (stale) or the GPU is lost.
-pub(super) fn fresh(d: &D) -> Option<&DeviceSample> {
-    d.sample.as_ref().filter(|s| !d.stale && !s.lost)
-}
-
 fn memory(d: &D) -> Option<MemoryInfo> {
     fresh(d)?.memory.as_ref().ok().copied()
 }
@@ -216,7 +212,7 @@ fn kib_per_second(r: &Reading<u32>) -> Option<Number> {
 mod tests {
     use super::*;
     use crate::model::SourceEvent;
-    use crate::model::{Absent, DeviceInfo, DriverInfo};
+    use crate::model::{Absent, DeviceInfo, DeviceSample, DriverInfo};
     use crate::serve::node::Node;
     use crate::state::{Monitor, StaleAfter};
 

@@ -10,7 +10,6 @@
 //! accept, so a client that sends its request with the connection is answered before a
 //! flood of newcomers can close it.
 
-use super::Limits;
 use super::encode::negotiate;
 use super::published::Latest;
 use super::slots::{Slot, Slots};
@@ -27,6 +26,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
+
+/// Limits that keep slow, idle or too many clients from starving the scrapers.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_connections: usize,
+    /// No complete request head within this: the connection is closed. Covers both a client
+    /// trickling its headers and an idle keep-alive connection.
+    pub client_timeout: Duration,
+    /// A connection is closed after this long whatever it does, so one whose client stopped
+    /// reading its response cannot hold a place for ever.
+    pub max_lifetime: Duration,
+}
 
 /// How long a connection told to close may take to finish the response it is writing.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);

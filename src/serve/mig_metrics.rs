@@ -8,6 +8,7 @@
 //! Utilisation has no per-instance sample: NVML does not support it in MIG mode.
 
 use super::families::{Family, Labels, Metric, Number, Sample, bytes, gauge};
+use super::fresh::fresh;
 use super::published::Published;
 use crate::model::{DeviceSnapshot, MemoryInfo, MigInstance};
 use std::sync::Arc;
@@ -61,7 +62,7 @@ pub fn per_instance(d: &DeviceSnapshot) -> bool {
 
 /// The instances of a GPU in MIG mode, when they could be read and the sample is fresh.
 fn instances(d: &DeviceSnapshot) -> Option<&[MigInstance]> {
-    let sample = super::device_metrics::fresh(d)?;
+    let sample = fresh(d)?;
     sample.mig_enabled()?.instances.as_deref().ok()
 }
 
@@ -148,7 +149,7 @@ pub fn families(published: &Published) -> Vec<Family> {
             .iter()
             .zip(&published.device_labels)
             .filter_map(|(d, labels)| {
-                let mig = super::device_metrics::fresh(d)?.mig.as_ref()?;
+                let mig = fresh(d)?.mig.as_ref()?;
                 Some(Sample {
                     labels: Arc::from(labels.pairs()),
                     value: Number::Int(u64::from(mig.pending.is_some())),

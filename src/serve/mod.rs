@@ -12,12 +12,14 @@
 //!   and format (`published`), so scrapers never reach NVML and a hundred of them cost the
 //!   driver nothing more than one.
 //!
-//! What is exported is decided in `families` (names, units, labels) and encoded by the
-//! ecosystem's crates in `encode`.
+//! What is exported is decided in `families` (the vocabulary: names, units, labels) and the
+//! files that build on it (`device_metrics`, `mig_metrics`, `process_metrics`), put together
+//! per scrape in `scrape` and encoded by the ecosystem's crates in `encode`.
 
 mod device_metrics;
 mod encode;
 mod families;
+mod fresh;
 mod http;
 mod mig_metrics;
 mod node;
@@ -26,10 +28,12 @@ mod process_metrics;
 mod processes;
 mod published;
 mod retention;
+mod scrape;
 mod slots;
 
-use crate::cli::{Cli, ServeArgs};
-use crate::sources::runner::Sampling;
+pub use http::Limits;
+
+use crate::sources::runner::{Sampling, SamplingConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::net::{SocketAddr, TcpListener};
@@ -45,21 +49,22 @@ const EXIT_USAGE: u8 = 2;
 /// Exit status when the server cannot start (address in use, no permission).
 const EXIT_FAILED: u8 = 1;
 
-/// Limits that keep slow, idle or too many clients from starving the scrapers.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    pub max_connections: usize,
-    /// No complete request head within this: the connection is closed. Covers both a client
-    /// trickling its headers and an idle keep-alive connection.
+/// What `vramscope serve` is asked for (`cli::ServeArgs::options`), so that the exporter does
+/// not import the command-line types above it.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub listen: String,
+    /// How long an exited process's series stay exported.
+    pub grace: Duration,
+    pub max_connections: u16,
     pub client_timeout: Duration,
-    /// A connection is closed after this long whatever it does, so one whose client stopped
-    /// reading its response cannot hold a place for ever.
-    pub max_lifetime: Duration,
+    /// The `hostname` label, as given (checked here).
+    pub hostname: Option<String>,
 }
 
-/// Runs the exporter until SIGTERM or SIGINT (then exit 0), or until it cannot start or the
-/// server fails.
-pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
+/// Runs the exporter, sampling with `config`, until SIGTERM or SIGINT (then exit 0), or until
+/// it cannot start or the server fails.
+pub fn run(config: SamplingConfig, args: &Options) -> ExitCode {
     let addr = match parse_listen(&args.listen) {
         Ok(addr) => addr,
         Err(message) => {
@@ -87,7 +92,7 @@ pub fn run(cli: &Cli, args: &ServeArgs) -> ExitCode {
     };
     let latest = Arc::new(published::Latest::default());
     let (tx, rx) = channel();
-    let sampling = match Sampling::start(cli.sampling(), tx) {
+    let sampling = match Sampling::start(config, tx) {
         Ok(sampling) => sampling,
         Err(e) => {
             eprintln!("vramscope: {e}");

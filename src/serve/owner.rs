@@ -2,7 +2,7 @@
 //! loop is, but headless. It drains each tick's events, takes one snapshot, and publishes it
 //! with the processes to export.
 
-use super::device_metrics::fresh;
+use super::fresh::fresh;
 use super::node::Node;
 use super::processes;
 use super::published::{Latest, Published};

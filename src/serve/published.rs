@@ -2,8 +2,6 @@
 //! swapped into `Latest`. Handlers only clone the `Arc`; each format is encoded by the first
 //! scrape that asks for it and shared by every later one until the next tick.
 
-use super::encode::{self, Format};
-use super::families;
 use super::node::DeviceLabels;
 use super::processes::ProcessEntry;
 use crate::model::Snapshot;
@@ -22,8 +20,9 @@ pub struct Published {
     pub processes: Vec<ProcessEntry>,
     /// This node's name, the `hostname` label of the per-process families.
     pub hostname: Option<String>,
-    text: OnceLock<Bytes>,
-    openmetrics: OnceLock<Bytes>,
+    /// Each format's encoding, made by the first scrape that asks (`scrape`).
+    pub(super) text: OnceLock<Bytes>,
+    pub(super) openmetrics: OnceLock<Bytes>,
 }
 
 impl Published {
@@ -52,16 +51,6 @@ impl Published {
     pub fn empty() -> Self {
         let snapshot = Monitor::new(0).snapshot(0, StaleAfter::NEVER);
         Self::new(Arc::new(snapshot), Vec::new(), Vec::new())
-    }
-
-    /// The exposition in `format`, encoded once per `Published`.
-    pub fn body(&self, format: Format) -> Bytes {
-        let cell = match format {
-            Format::Text => &self.text,
-            Format::OpenMetrics => &self.openmetrics,
-        };
-        cell.get_or_init(|| Bytes::from(encode::encode(format, families::build(self))))
-            .clone()
     }
 }
 

@@ -118,7 +118,7 @@ pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
         _ => return ExitCode::from(2),
     };
     match text {
-        Ok(text) => match crate::output::stdout::print(&text) {
+        Ok(text) => match crate::stdout::print(&text) {
             Ok(()) => ExitCode::SUCCESS,
             Err(status) => status,
         },

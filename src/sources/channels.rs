@@ -166,12 +166,7 @@ impl ChannelSampler {
         {
             self.last_clean = Some(now);
             for dir in discover::channel_dirs(self.policy.euid) {
-                discover::remove_stale(
-                    &dir,
-                    self.policy.euid,
-                    crate::clean::STALE_AFTER,
-                    Owners::Ours,
-                );
+                discover::remove_stale(&dir, self.policy.euid, discover::STALE_AFTER, Owners::Ours);
             }
         }
         let at_ms = now_ms();

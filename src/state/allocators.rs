@@ -3,7 +3,7 @@
 //! and its recent events. Kept after the writer ends, marked ended, because the last figures
 //! before a crash are what the user came for.
 
-use crate::history::{Retained, Series, SeriesConfig};
+use crate::history::{Lingering, Series, SeriesConfig};
 use crate::model::allocator::{RowProcess, SlotPeaks, joined_channel};
 use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SitesState;
@@ -84,7 +84,7 @@ impl ChannelState {
 /// Every channel seen, keyed by its file's path.
 #[derive(Clone)]
 pub struct Allocators {
-    channels: Retained<String, ChannelState>,
+    channels: Lingering<String, ChannelState>,
     /// The last pass's refused files, for the status line.
     rejected: Vec<String>,
 }
@@ -92,7 +92,7 @@ pub struct Allocators {
 impl Default for Allocators {
     fn default() -> Self {
         Allocators {
-            channels: Retained::new(LINGER_MS, MAX_CHANNELS),
+            channels: Lingering::new(LINGER_MS, MAX_CHANNELS),
             rejected: Vec::new(),
         }
     }
@@ -102,7 +102,7 @@ impl Allocators {
     /// Channels no longer read stay `linger_ms` (never less than they usually do).
     pub fn lingering(linger_ms: u64) -> Self {
         Allocators {
-            channels: Retained::new(linger_ms.max(LINGER_MS), MAX_CHANNELS),
+            channels: Lingering::new(linger_ms.max(LINGER_MS), MAX_CHANNELS),
             ..Self::default()
         }
     }

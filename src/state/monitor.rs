@@ -2,13 +2,14 @@
 
 use super::allocators::Allocators;
 use super::series_set::{DeviceSeries, ProcessKey, ProcessSeries};
-use crate::history::{Retained, Series};
+use crate::history::{Lingering, Series};
 use crate::model::ForeignText;
 use crate::model::SourceEvent;
 use crate::model::allocator::RowProcess;
+use crate::model::device::mig_uuids;
 use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
-use crate::model::mig::{MigUuid, RowInstance, mig_uuids};
+use crate::model::mig::{MigUuid, RowInstance};
 use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
@@ -64,7 +65,7 @@ pub struct Monitor {
     latest: BTreeMap<u32, DeviceSample>,
     host: Option<LatestHost>,
     device_series: BTreeMap<String, DeviceSeries>,
-    process_series: Retained<ProcessKey, ProcessSeries>,
+    process_series: Lingering<ProcessKey, ProcessSeries>,
     host_used: Series,
     allocators: Allocators,
     /// A channel batch or a changed GPU process list arrived: the channels' GPUs are
@@ -85,11 +86,11 @@ impl Monitor {
     /// (never less than it usually does): the exporter's grace period, during which an
     /// exited process's row stays in every snapshot with its last figures.
     pub fn remembering(now_ms: u64, linger_ms: u64) -> Self {
-        let linger_ms = linger_ms.max(Retained::<ProcessKey, ProcessSeries>::DEFAULT_LINGER_MS);
+        let linger_ms = linger_ms.max(Lingering::<ProcessKey, ProcessSeries>::DEFAULT_LINGER_MS);
         Self {
-            process_series: Retained::new(
+            process_series: Lingering::new(
                 linger_ms,
-                Retained::<ProcessKey, ProcessSeries>::DEFAULT_MAX_ENTRIES,
+                Lingering::<ProcessKey, ProcessSeries>::DEFAULT_MAX_ENTRIES,
             ),
             allocators: Allocators::lingering(linger_ms),
             ..Self::new(now_ms)

@@ -3,7 +3,111 @@
 //! allocator columns come with the data that fills them; POD, when chosen (it is by default),
 //! only while some process runs in a Kubernetes pod, so a machine without pods loses no room.
 
-use super::ui_state::SortColumn;
+/// Columns of the process table, in display order. `s` cycles through them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SortColumn {
+    Pid,
+    User,
+    Gpu,
+    /// NVML's list: C, G or C+G (`--columns`).
+    Type,
+    /// The writer's rank, shown only while some writer reports one.
+    Rank,
+    #[default]
+    Vram,
+    VramPeak,
+    Sm,
+    HostRss,
+    /// Host RSS as a share of the host's RAM (`--columns`).
+    HostMem,
+    Cpu,
+    /// Time since the process started (`--columns`).
+    Elapsed,
+    /// Allocator figures, shown only while some process is instrumented.
+    Allocated,
+    Reserved,
+    AllocPeak,
+    Step,
+    /// The Kubernetes pod (`namespace/pod:container`), shown while some process runs in one.
+    Pod,
+    Command,
+}
+
+impl SortColumn {
+    pub const ALL: [SortColumn; 18] = [
+        SortColumn::Pid,
+        SortColumn::User,
+        SortColumn::Gpu,
+        SortColumn::Rank,
+        SortColumn::Type,
+        SortColumn::Vram,
+        SortColumn::VramPeak,
+        SortColumn::Sm,
+        SortColumn::HostRss,
+        SortColumn::HostMem,
+        SortColumn::Cpu,
+        SortColumn::Elapsed,
+        SortColumn::Allocated,
+        SortColumn::Reserved,
+        SortColumn::AllocPeak,
+        SortColumn::Step,
+        SortColumn::Pod,
+        SortColumn::Command,
+    ];
+
+    /// The next column to sort by among those on screen.
+    pub fn next(self, on_screen: impl Fn(SortColumn) -> bool) -> Self {
+        let at = Self::ALL.iter().position(|c| *c == self).unwrap_or(0);
+        (1..=Self::ALL.len())
+            .map(|step| Self::ALL[(at + step) % Self::ALL.len()])
+            .find(|c| on_screen(*c))
+            .unwrap_or(self)
+    }
+
+    pub fn is_allocator(self) -> bool {
+        matches!(
+            self,
+            SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak | SortColumn::Step
+        )
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            SortColumn::Pid => "PID",
+            SortColumn::User => "USER",
+            SortColumn::Gpu => "GPU",
+            SortColumn::Type => "TYPE",
+            SortColumn::HostMem => "%MEM",
+            SortColumn::Elapsed => "ELAPSED",
+            SortColumn::Rank => "RANK",
+            SortColumn::Vram => "VRAM",
+            SortColumn::VramPeak => "PEAK",
+            SortColumn::Sm => "SM%",
+            SortColumn::HostRss => "RSS",
+            SortColumn::Cpu => "CPU%",
+            SortColumn::Allocated => "ALLOC",
+            SortColumn::Reserved => "RESV",
+            SortColumn::AllocPeak => "A.PEAK",
+            SortColumn::Step => "STEP",
+            SortColumn::Pod => "POD",
+            SortColumn::Command => "COMMAND",
+        }
+    }
+
+    /// Numbers read best largest first; names alphabetically.
+    pub fn default_descending(self) -> bool {
+        !matches!(
+            self,
+            SortColumn::Pid
+                | SortColumn::User
+                | SortColumn::Gpu
+                | SortColumn::Type
+                | SortColumn::Rank
+                | SortColumn::Pod
+                | SortColumn::Command
+        )
+    }
+}
 
 /// Every column `--columns` names, in the table's order, with its name on the command line.
 pub const NAMES: [(&str, SortColumn); 13] = [

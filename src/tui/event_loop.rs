@@ -4,6 +4,7 @@
 
 use super::feed::Feed;
 use super::keys::{self, Outcome};
+use super::options::Options;
 use super::rows::{TableRow, table_rows};
 use super::signals::{self, SignalEvent};
 use super::terminal::TerminalGuard;
@@ -11,7 +12,6 @@ use super::theme::Theme;
 use super::ui_state::UiState;
 use super::ui_state::{Clock, JobView};
 use super::view::View;
-use crate::cli::Cli;
 use crate::job::{Job, JobEnd, descends_from};
 use crate::model::SourceEvent;
 use crate::model::{Snapshot, now_ms};
@@ -74,16 +74,21 @@ impl From<SignalEvent> for Event {
 }
 
 /// Runs the interactive monitor until the person quits or a signal ends it.
-pub fn run(cli: &Cli, started: Instant, job: Option<RunJob>) -> ExitCode {
-    monitor(cli, started, job, None)
+pub fn run(options: &Options, started: Instant, job: Option<RunJob>) -> ExitCode {
+    monitor(options, started, job, None)
 }
 
 /// The same monitor on a recording, with a time cursor.
-pub fn replay(cli: &Cli, replay: Replay) -> ExitCode {
-    monitor(cli, Instant::now(), None, Some(replay))
+pub fn replay(options: &Options, replay: Replay) -> ExitCode {
+    monitor(options, Instant::now(), None, Some(replay))
 }
 
-fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Replay>) -> ExitCode {
+fn monitor(
+    options: &Options,
+    started: Instant,
+    job: Option<RunJob>,
+    replay: Option<Replay>,
+) -> ExitCode {
     // The layout solver is the costliest part of a frame; every panel's split is cached.
     ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
@@ -96,7 +101,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         eprintln!("vramscope: {why}");
         return ExitCode::from(2);
     }
-    if replay.is_some() && cli.record.is_some() {
+    if replay.is_some() && options.record.is_some() {
         eprintln!("vramscope: --record records live data; a replay is already a recording");
         return ExitCode::from(2);
     }
@@ -108,7 +113,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     let (feed, monitor) = match replay {
         Some(replay) => Feed::replay(replay),
         None => {
-            let sampling = match Sampling::start(cli.sampling(), tx.clone()) {
+            let sampling = match Sampling::start(options.sampling.clone(), tx.clone()) {
                 Ok(sampling) => sampling,
                 Err(e) => {
                     eprintln!("vramscope: {e}");
@@ -119,7 +124,7 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         }
     };
     // The header keeps the period recording began at; each change is recorded as it comes.
-    let recording = match LiveRecording::start(cli.record.as_deref(), feed.interval_ms()) {
+    let recording = match LiveRecording::start(options.record.as_deref(), feed.interval_ms()) {
         Ok(r) => r,
         Err(message) => {
             eprintln!("vramscope: {message}");
@@ -169,8 +174,8 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
     };
     let mut app = App {
         monitor,
-        ui: UiState::new(cli.ascii, cli.read_only),
-        theme: Theme::from_env_named(cli.theme, cli.ascii),
+        ui: UiState::new(options.ascii, options.read_only),
+        theme: Theme::from_env_named(options.theme, options.ascii),
         feed,
         exit_with_job,
         recording,
@@ -179,16 +184,12 @@ fn monitor(cli: &Cli, started: Instant, job: Option<RunJob>, replay: Option<Repl
         attaching: None,
     };
     app.ui.flash = job_started;
-    app.ui.columns = cli.columns.clone().unwrap_or_default();
+    app.ui.columns = options.columns.clone().unwrap_or_default();
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
     app.ui.clock = Clock::Local;
-    app.ui.sort = cli.sort;
-    app.ui.sort_descending = cli
-        .sort_order
-        .map_or(cli.sort.default_descending(), |order| {
-            order == crate::cli::SortOrder::Descending
-        });
+    app.ui.sort = options.sort;
+    app.ui.sort_descending = options.sort_descending;
     app.ui.host = app.feed.host();
     let mut first_frame = FirstFrame::from_env(started);
     // The last frame drawn for new data; frames drawn for input don't hold data back.
@@ -510,7 +511,7 @@ impl App {
                 Step::Input
             }
             Outcome::PlayDemo => {
-                match crate::demo::replay() {
+                match crate::replay::demo::replay() {
                     Ok(demo) => {
                         let (feed, monitor) = Feed::replay(demo);
                         self.behind_demo = Some(Behind {
@@ -521,7 +522,7 @@ impl App {
                         self.ui.time_cursor = true;
                         self.ui.host = self.feed.host();
                         self.ui.frozen = None;
-                        self.ui.flash = Some(crate::demo::GREETING.into());
+                        self.ui.flash = Some(crate::replay::demo::GREETING.into());
                     }
                     Err(e) => self.ui.flash = Some(format!("the demo cannot play: {e}")),
                 }

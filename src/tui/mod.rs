@@ -11,6 +11,7 @@ mod frame_writer;
 mod keys;
 pub mod layout;
 mod narrow;
+pub mod options;
 pub mod panels;
 pub mod rows;
 mod signal_send;
@@ -22,3 +23,4 @@ pub mod ui_state;
 pub mod view;
 
 pub use event_loop::{RunJob, replay, run};
+pub use options::Options;

@@ -3,7 +3,7 @@
 //! between the job and node views.
 
 use super::state::{Line, Mode, Ui};
-use crate::cli::ClusterView;
+use crate::cluster::options::ClusterView;
 use crate::cluster::view::Screen;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 

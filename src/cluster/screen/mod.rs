@@ -11,8 +11,8 @@ mod state;
 
 use super::fetch::{self, Fetched, Source};
 use super::model::Cluster;
+use super::options::{ClusterView, Options};
 use super::view::{self, StaleAfter};
-use crate::cli::{Cli, ClusterArgs, ClusterView};
 use crate::model::now_ms;
 use crate::tui::signals::{self, SignalEvent};
 use crate::tui::terminal::TerminalGuard;
@@ -43,8 +43,7 @@ fn fetched(f: Fetched) -> Event {
 }
 
 pub fn run(
-    cli: &Cli,
-    args: &ClusterArgs,
+    options: &Options,
     source: Source,
     stale_after: StaleAfter,
     started: Instant,
@@ -65,7 +64,7 @@ pub fn run(
         return ExitCode::from(1);
     }
     let describe = source.describe();
-    if let Err(e) = fetch::spawn(source, cli.interval, tx.clone(), fetched) {
+    if let Err(e) = fetch::spawn(source, options.interval, tx.clone(), fetched) {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
@@ -92,8 +91,8 @@ pub fn run(
             return ExitCode::from(1);
         }
     };
-    let theme = Theme::from_env_named(cli.theme, cli.ascii);
-    let mut ui = Ui::new(args.view);
+    let theme = Theme::from_env_named(options.theme, options.ascii);
+    let mut ui = Ui::new(options.view);
     let mut cluster = Cluster::default();
     let mut screen = view::build(&cluster, &describe, now_ms(), stale_after);
     let mut first_frame = std::env::var_os("VRAMSCOPE_FIRST_FRAME_FILE");

@@ -13,10 +13,10 @@
 
 use super::help;
 use super::state::{Line, Mode, Ui};
-use crate::cli::ClusterView;
 use crate::cluster::cells::{
     NODE_HEADINGS, RANK_HEADINGS, gpu_line, job_title, node_cells, oom_line, rank_cells,
 };
+use crate::cluster::options::ClusterView;
 use crate::cluster::view::{Screen, clock};
 use crate::tui::theme::Theme;
 use ratatui::Frame;

@@ -1,7 +1,7 @@
 //! What the person chose (view, selection, filter, sort, expanded nodes, pause) and the
 //! lines the body shows, made from the `Screen` and those choices.
 
-use crate::cli::ClusterView;
+use crate::cluster::options::ClusterView;
 use crate::cluster::view::{RankRow, Screen, sort_by_risk};
 use crate::tui::filter::Filter;
 use std::collections::BTreeSet;

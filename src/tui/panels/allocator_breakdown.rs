@@ -2,8 +2,8 @@
 //! allocator holds for live tensors, what it keeps cached, and what lies outside it; said
 //! to be unknown when the two figures were read at different moments.
 
-use super::allocator_detail::separator;
-use super::fmt;
+use super::panel_text;
+use super::panel_text::separator;
 use crate::model::allocator::split;
 use crate::model::{AllocatorSnapshot, ProcessAllocator, units};
 use crate::tui::rows::TableRow;
@@ -95,7 +95,7 @@ pub fn breakdown(
         }
         legend.push(Span::styled(format!("{glyph} {name} "), styles[i]));
         if i == 2 && skew.is_some() {
-            legend.push(Span::styled(fmt::NA, theme.dim));
+            legend.push(Span::styled(panel_text::NA, theme.dim));
         } else {
             legend.push(Span::styled(units::bytes(value), theme.value));
         }

@@ -9,7 +9,8 @@
 
 use super::allocator_breakdown::{breakdown, readings_apart};
 use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
-use super::{fmt, spark};
+use super::panel_text::separator;
+use super::{panel_text, spark};
 use crate::history::column_of;
 use crate::model::{
     AllocatorEvent, AllocatorSnapshot, EventKind, ProcessAllocator, WriterLiveness,
@@ -115,7 +116,7 @@ fn writer_line(
     allocator: &ProcessAllocator,
     channel: Option<&AllocatorSnapshot>,
 ) -> Line<'static> {
-    let mut spans = vec![fmt::label(theme, "allocator")];
+    let mut spans = vec![panel_text::label(theme, "allocator")];
     if let Some(id) = channel.map(|c| &c.identity) {
         spans.push(Span::styled(
             format!("{} {}", id.kind, id.framework),
@@ -160,11 +161,6 @@ fn writer_line(
         ));
     }
     Line::from(spans)
-}
-
-/// ` │ ` between the parts of a line.
-pub(super) fn separator(theme: &Theme) -> Span<'static> {
-    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
 
 /// A chart's plot line with its window label replaced by a name.
@@ -250,7 +246,7 @@ fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'stati
 
 /// The figures that matter for each kind, in words.
 fn event_detail(kind: &EventKind) -> String {
-    let b = |r: &crate::model::Reading<u64>| fmt::or_na_bytes(r);
+    let b = |r: &crate::model::Reading<u64>| panel_text::or_na_bytes(r);
     match kind {
         EventKind::Oom {
             requested,
@@ -278,7 +274,7 @@ fn event_detail(kind: &EventKind) -> String {
             b(peak_allocated),
             duration_ns
                 .as_ref()
-                .map_or(fmt::NA.to_string(), |ns| format!(
+                .map_or(panel_text::NA.to_string(), |ns| format!(
                     "{:.0} ms",
                     *ns as f64 / 1e6
                 ))
@@ -286,7 +282,7 @@ fn event_detail(kind: &EventKind) -> String {
         EventKind::NewHighWater { peak, previous } => {
             format!("{} (was {})", b(peak), b(previous))
         }
-        EventKind::AllocRetry { retries } => format!("{} so far", fmt::or_na_count(retries)),
+        EventKind::AllocRetry { retries } => format!("{} so far", panel_text::or_na_count(retries)),
         EventKind::SnapshotWritten { size, peak, .. } => {
             format!("{} file, peak {}", b(size), b(peak))
         }

@@ -1,7 +1,7 @@
 //! What the detail pane pins above an instrumented process's charts and scrolling events:
 //! where its true peak was, and its newest OOMs with their figures and outcome.
 
-use super::fmt;
+use super::panel_text;
 use crate::model::foresight::{Forecast, describe};
 use crate::model::time::age_label;
 use crate::model::units;
@@ -21,7 +21,7 @@ pub fn forecast_spans(theme: &Theme, forecast: &Forecast) -> Vec<Span<'static>> 
         _ => theme.label,
     };
     vec![
-        super::allocator_detail::separator(theme),
+        super::panel_text::separator(theme),
         Span::styled(words, style),
     ]
 }
@@ -32,7 +32,7 @@ const OOMS_PINNED: usize = 3;
 /// `A.PEAK 12.0 GiB at step 40, backward, 2m ago`: the true peak and where it happened, or
 /// that only the framework's counter knows it (then when and where are not known).
 pub fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'static> {
-    let mut spans = vec![fmt::label(theme, "A.PEAK")];
+    let mut spans = vec![panel_text::label(theme, "A.PEAK")];
     let Some(peak) = peak else {
         spans.push(Span::styled("-", theme.dim));
         return Line::from(spans);
@@ -82,7 +82,7 @@ pub fn oom_lines(theme: &Theme, ooms: &[Oom], now_ms: u64) -> Vec<Line<'static>>
 /// `2m ago  OOM fatal  step 80  wanted 6.00 GiB, 1.00 GiB free, alloc 9.00 GiB, resv 10.0 GiB
 /// backward`: the phase last, where a narrow pane cuts it rather than a figure.
 fn oom_line(theme: &Theme, oom: &Oom, now_ms: u64) -> Line<'static> {
-    let b = |r: &crate::model::Reading<u64>| fmt::or_na_bytes(r);
+    let b = |r: &crate::model::Reading<u64>| panel_text::or_na_bytes(r);
     let outcome = match oom.outcome {
         OomOutcome::Fatal => theme.crit,
         OomOutcome::Caught => theme.ok,

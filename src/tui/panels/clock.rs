@@ -6,8 +6,8 @@ use crate::tui::ui_state::Clock;
 /// `08:04:32 CET` in the person's zone, or `08:04:32 UTC`.
 pub fn time_of_day(now_ms: u64, clock: Clock) -> String {
     match clock {
-        Clock::Utc => super::fmt::clock_utc(now_ms),
-        Clock::Local => local(now_ms).unwrap_or_else(|| super::fmt::clock_utc(now_ms)),
+        Clock::Utc => super::panel_text::clock_utc(now_ms),
+        Clock::Local => local(now_ms).unwrap_or_else(|| super::panel_text::clock_utc(now_ms)),
     }
 }
 

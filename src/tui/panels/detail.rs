@@ -1,7 +1,7 @@
 //! The detail pane for the selected process: its full command (wrapped), container and pid view,
 //! its Kubernetes pod, and VRAM and host RSS sparklines with their peaks marked and labelled.
 
-use super::{allocator_detail, centered, command, fmt, spark};
+use super::{allocator_detail, centered, command, panel_text, spark};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -29,7 +29,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         format!(
             " PID {}  {}  GPU {} ",
             row.key.pid,
-            row.user().unwrap_or(fmt::NA),
+            row.user().unwrap_or(panel_text::NA),
             row.gpu_index
         ),
         theme.title,
@@ -47,7 +47,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
                 .instance_of_pid(row.key.pid)
         });
     if let Some(instance) = instance {
-        let profile = instance.profile.as_deref().unwrap_or(fmt::NA);
+        let profile = instance.profile.as_deref().unwrap_or(panel_text::NA);
         title.push(Span::styled(
             format!("MIG {profile} {} ", instance.ids_label()),
             theme.title,
@@ -63,7 +63,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     let command_extra = u16::try_from(command_lines.len().saturating_sub(1)).unwrap_or(0);
     lines.extend(command_lines);
     lines.push(Line::from(vec![
-        fmt::label(theme, "container"),
+        panel_text::label(theme, "container"),
         Span::styled(row.container().unwrap_or("-").to_string(), theme.value),
         Span::styled("  pid here ", theme.label),
         match (row.local_pid(), row.is_exited()) {
@@ -83,11 +83,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     let range = spark::window(view, chart_w);
     let series = view.history.process(&row.key);
 
-    let mut vram = vec![fmt::label(theme, "VRAM")];
+    let mut vram = vec![panel_text::label(theme, "VRAM")];
     vram.push(match (&row.vram, row.is_exited()) {
         (_, true) => Span::styled("-", theme.dim),
         (Ok(v), false) => Span::styled(units::bytes(*v), theme.value),
-        (Err(a), false) => Span::styled(format!("{} ({a})", fmt::NA), theme.dim),
+        (Err(a), false) => Span::styled(format!("{} ({a})", panel_text::NA), theme.dim),
     });
     if let Some(pct) = row.vram_pct {
         // A MIG process can use its instance's memory only: its share is of that.
@@ -97,7 +97,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
             "of the GPU"
         };
         vram.push(Span::styled(
-            format!(" ({} {of})", fmt::percent(pct)),
+            format!(" ({} {of})", panel_text::percent(pct)),
             theme.label,
         ));
     }
@@ -131,11 +131,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         lines.extend(spark::chart_with_peak(view, charted, range, plot));
     }
 
-    let mut rss = vec![fmt::label(theme, "RSS ")];
+    let mut rss = vec![panel_text::label(theme, "RSS ")];
     rss.push(match (row.rss(), row.is_exited()) {
         (_, true) => Span::styled("-", theme.dim),
         (Some(v), false) => Span::styled(units::bytes(v), theme.value),
-        (None, false) => Span::styled(fmt::NA, theme.dim),
+        (None, false) => Span::styled(panel_text::NA, theme.dim),
     });
     rss.push(Span::styled("   CPU ", theme.label));
     rss.push(percent_span(theme, row, row.cpu().map(f64::from), 1));
@@ -171,8 +171,8 @@ fn command_lines(view: &View, command: Option<&str>, inner_w: u16) -> Vec<Line<'
     let theme = view.theme;
     let Some(full) = command else {
         return vec![Line::from(vec![
-            fmt::label(theme, LABEL.trim_end()),
-            Span::styled(fmt::NA, theme.dim),
+            panel_text::label(theme, LABEL.trim_end()),
+            Span::styled(panel_text::NA, theme.dim),
         ])];
     };
     let width = usize::from(inner_w).saturating_sub(LABEL.len()).max(1);
@@ -189,7 +189,7 @@ fn command_lines(view: &View, command: Option<&str>, inner_w: u16) -> Vec<Line<'
         .enumerate()
         .map(|(i, part)| {
             let head = if i == 0 {
-                fmt::label(theme, LABEL.trim_end())
+                panel_text::label(theme, LABEL.trim_end())
             } else {
                 Span::raw(" ".repeat(LABEL.len()))
             };
@@ -206,25 +206,27 @@ fn pod_lines(theme: &Theme, row: &TableRow) -> Vec<Line<'static>> {
     };
     let shown = |reading: &crate::model::Reading<String>| match reading {
         Ok(text) => Span::styled(text.clone(), theme.value),
-        Err(why) => Span::styled(format!("{} ({why})", fmt::NA), theme.dim),
+        Err(why) => Span::styled(format!("{} ({why})", panel_text::NA), theme.dim),
     };
     let names = match (&pod.namespace, &pod.name) {
         (Ok(ns), Ok(name)) => Span::styled(format!("{ns}/{name}"), theme.value),
-        (Err(why), _) | (_, Err(why)) => Span::styled(format!("{} ({why})", fmt::NA), theme.dim),
+        (Err(why), _) | (_, Err(why)) => {
+            Span::styled(format!("{} ({why})", panel_text::NA), theme.dim)
+        }
     };
-    let mut first = vec![fmt::label(theme, "pod"), names];
+    let mut first = vec![panel_text::label(theme, "pod"), names];
     // A deleted pod's container name is gone for the same reason: said once.
     if pod.name.is_ok() {
         first.push(Span::styled("  container ", theme.label));
         first.push(shown(&pod.container));
     }
     let second = vec![
-        fmt::label(theme, "pod uid"),
+        panel_text::label(theme, "pod uid"),
         Span::styled(pod.uid.clone(), theme.value),
         Span::styled("  qos ", theme.label),
         match &pod.qos {
             Some(qos) => Span::styled(qos.clone(), theme.value),
-            None => Span::styled(fmt::NA, theme.dim),
+            None => Span::styled(panel_text::NA, theme.dim),
         },
     ];
     vec![Line::from(first), Line::from(second)]
@@ -243,6 +245,6 @@ fn percent_span(
     match value {
         _ if row.is_exited() => Span::styled("-", theme.dim),
         Some(v) => Span::styled(format!("{v:.decimals$}%"), theme.value),
-        None => Span::styled(fmt::NA, theme.dim),
+        None => Span::styled(panel_text::NA, theme.dim),
     }
 }

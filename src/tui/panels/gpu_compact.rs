@@ -9,9 +9,9 @@
 //! names it once above the rows (when there is a row for it) and the rows leave it out.
 //! When the GPUs outnumber the rows, the last row says how many are not shown.
 
-use super::fmt::{self, Rank};
 use super::gpu_panel::{alarm_figures, pcie_figure};
-use super::{put, spark};
+use super::panel_text::{self, Rank};
+use super::{buffer_write, spark};
 use crate::model::DeviceSnapshot;
 use crate::model::units;
 use crate::tui::theme::Theme;
@@ -33,7 +33,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, caption: Option<&str>)
     if let Some(model) = caption {
         let [top, rest] =
             Layout::vertical([Constraint::Length(1), Constraint::Fill(1)]).areas(area);
-        put::lines_in(
+        buffer_write::lines_in(
             frame.buffer_mut(),
             top,
             &[models_caption(view.theme, devices.len(), model)],
@@ -70,7 +70,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, caption: Option<&str>)
             view.theme.warn,
         ));
     }
-    put::lines_in(frame.buffer_mut(), area, &lines);
+    buffer_write::lines_in(frame.buffer_mut(), area, &lines);
 }
 
 /// `8 GPUs: NVIDIA H100 80GB HBM3`: the model every GPU shares, said once.
@@ -112,7 +112,7 @@ impl Parts {
         self.prefix
             .iter()
             .chain(self.figures.iter().flat_map(|(_, f)| f))
-            .map(put::cells)
+            .map(buffer_write::cells)
             .sum()
     }
 
@@ -120,10 +120,10 @@ impl Parts {
     /// when even the memory figure does not fit, the name gives up cells, since a shortened
     /// name misleads nobody.
     fn fit(mut self, width: usize) -> Self {
-        let prefix: usize = self.prefix.iter().map(put::cells).sum();
+        let prefix: usize = self.prefix.iter().map(buffer_write::cells).sum();
         let figures = std::mem::take(&mut self.figures);
         // The first figure's leading blank is part of the row's look: kept whatever is dropped.
-        self.figures = fmt::fitting_ranked(figures, width.saturating_sub(prefix))
+        self.figures = panel_text::fitting_ranked(figures, width.saturating_sub(prefix))
             .into_iter()
             .map(|f| (Rank::Figure, f))
             .collect();
@@ -167,9 +167,12 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
     if named {
         prefix.push(Span::raw(" "));
         // The marker shares the name's cells so that every row's bar starts in one column.
-        let name_w = NAME_W.saturating_sub(marker.as_ref().map_or(0, put::cells));
+        let name_w = NAME_W.saturating_sub(marker.as_ref().map_or(0, buffer_write::cells));
         let name = device.info.display_name();
-        let name: String = fmt::short_gpu_name(&name).chars().take(name_w).collect();
+        let name: String = panel_text::short_gpu_name(&name)
+            .chars()
+            .take(name_w)
+            .collect();
         prefix.push(Span::styled(format!("{name:<name_w$}"), theme.label));
         prefix.extend(marker);
     } else {
@@ -177,7 +180,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
         let marker_w = " STALE".len();
         match marker {
             Some(m) => {
-                let pad = marker_w.saturating_sub(put::cells(&m));
+                let pad = marker_w.saturating_sub(buffer_write::cells(&m));
                 prefix.push(m);
                 prefix.push(Span::raw(" ".repeat(pad)));
             }
@@ -200,7 +203,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
                 let f = m.used as f64 / m.total as f64;
                 fraction = Some(f);
                 figure.push(Span::styled(
-                    format!(" {:>4}", fmt::percent(f * 100.0)),
+                    format!(" {:>4}", panel_text::percent(f * 100.0)),
                     theme.level(f * 100.0),
                 ));
             }
@@ -208,10 +211,10 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
         }
         None => figures.push((
             Rank::Figure,
-            vec![Span::styled(format!(" mem {}", fmt::NA), theme.dim)],
+            vec![Span::styled(format!(" mem {}", panel_text::NA), theme.dim)],
         )),
     }
-    if let Some(share) = fmt::instrumented_share(device) {
+    if let Some(share) = panel_text::instrumented_share(device) {
         figures.push((
             Rank::Figure,
             vec![
@@ -227,7 +230,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
                 Span::styled(" pk ", theme.label),
                 Span::styled(units::short_bytes(peak.value as u64), theme.peak_marker),
                 Span::styled(
-                    format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)),
+                    format!(" {}", panel_text::short_age(peak.at_ms, view.now_ms)),
                     theme.dim,
                 ),
             ],
@@ -304,7 +307,7 @@ fn reading<T>(
             Rank::Absent,
             vec![
                 label(lead),
-                Span::styled(format!("{absent_label}{}", fmt::NA), theme.dim),
+                Span::styled(format!("{absent_label}{}", panel_text::NA), theme.dim),
             ],
         ),
     }

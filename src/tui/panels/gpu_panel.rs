@@ -26,9 +26,9 @@
 //!
 //! PCIe throughput joins the last line when `--pcie` asks for it.
 
-use super::fmt::{self, Rank};
+use super::panel_text::{self, Rank};
 use super::spark::Plot;
-use super::{mig_lines, put, spark, time_axis};
+use super::{buffer_write, mig_lines, spark, time_axis};
 use crate::model::device::throttle_reason_names;
 use crate::model::units;
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
@@ -120,7 +120,7 @@ pub fn render(
             let mut memory = spark::tall_chart_with_peak(view, charted, range, plot);
             let now = device
                 .memory_used()
-                .map_or(fmt::NA.into(), units::short_bytes);
+                .map_or(panel_text::NA.into(), units::short_bytes);
             // The current value ends the chart's bottom row, just above the peak label.
             let bottom = memory.len().saturating_sub(2);
             if let Some(row) = memory.get_mut(bottom) {
@@ -142,7 +142,7 @@ pub fn render(
                 let rows = inner.height.saturating_sub(used).max(1);
                 lines.extend(mig_lines::lines(theme, mig, rows, inner.width));
                 lines.push(last_line(theme, device, sample, inner.width));
-                put::lines_in(frame.buffer_mut(), inner, &lines);
+                buffer_write::lines_in(frame.buffer_mut(), inner, &lines);
                 return;
             }
             // Utilisation is routinely pinned at 100 %: its peak says little, so no marker.
@@ -160,7 +160,7 @@ pub fn render(
                 if i == last {
                     line.push(match sample.map(|s| &s.gpu_util) {
                         Some(Ok(u)) => Span::styled(format!(" {:>4}%", u), theme.value),
-                        _ => Span::styled(format!(" {:>5}", fmt::NA), theme.dim),
+                        _ => Span::styled(format!(" {:>5}", panel_text::NA), theme.dim),
                     });
                 }
                 lines.push(Line::from(line));
@@ -175,7 +175,7 @@ pub fn render(
     }
 
     lines.push(last_line(theme, device, sample, inner.width));
-    put::lines_in(frame.buffer_mut(), inner, &lines);
+    buffer_write::lines_in(frame.buffer_mut(), inner, &lines);
 }
 
 /// The panel's last line: the figures, or why there are none.
@@ -231,12 +231,15 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
     let memory = match device.sample.as_ref().map(|s| &s.memory) {
         Some(Ok(m)) => m,
         Some(Err(absent)) => {
-            spans.push(Span::styled(format!("{} ({absent})", fmt::NA), theme.dim));
+            spans.push(Span::styled(
+                format!("{} ({absent})", panel_text::NA),
+                theme.dim,
+            ));
             return Line::from(spans);
         }
         None => {
             spans.push(Span::styled(
-                format!("{} (no sample yet)", fmt::NA),
+                format!("{} (no sample yet)", panel_text::NA),
                 theme.dim,
             ));
             return Line::from(spans);
@@ -248,9 +251,9 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
         0.0
     };
     let pct = if memory.total > 0 {
-        fmt::percent(fraction * 100.0)
+        panel_text::percent(fraction * 100.0)
     } else {
-        fmt::NA.to_string()
+        panel_text::NA.to_string()
     };
     let mut text = format!(
         // Fixed widths keep the bar's end in one column across panels.
@@ -258,7 +261,7 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
         units::bytes(memory.used),
         units::bytes(memory.total)
     );
-    if let Some(share) = fmt::instrumented_share(device) {
+    if let Some(share) = panel_text::instrumented_share(device) {
         text.push_str(&format!("  {share} in allocators"));
     }
     let bar_w = width
@@ -287,7 +290,7 @@ fn stats_line(
     width: u16,
 ) -> Line<'static> {
     let gap = || Span::raw("  ");
-    let na = || Span::styled(fmt::NA, theme.dim);
+    let na = || Span::styled(panel_text::NA, theme.dim);
     let mut figures: Vec<(Rank, Vec<Span<'static>>)> = Vec::with_capacity(8);
     figures.push(match &s.temperature_c {
         Ok(t) => (
@@ -297,7 +300,7 @@ fn stats_line(
                 theme.value,
             )],
         ),
-        Err(_) => (Rank::Absent, vec![fmt::label(theme, "temp"), na()]),
+        Err(_) => (Rank::Absent, vec![panel_text::label(theme, "temp"), na()]),
     });
     let limit = s
         .power_limit_mw
@@ -310,23 +313,26 @@ fn stats_line(
                 gap(),
                 Span::styled(units::watts(*mw), theme.value),
                 Span::styled("/", theme.label),
-                fmt::value_span(theme, &limit, |mw| units::watts(*mw)),
+                panel_text::value_span(theme, &limit, |mw| units::watts(*mw)),
             ],
         ),
-        Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "power"), na()]),
+        Err(_) => (
+            Rank::Absent,
+            vec![gap(), panel_text::label(theme, "power"), na()],
+        ),
     });
-    let mut clocks = vec![gap(), fmt::label(theme, "SM/mem")];
+    let mut clocks = vec![gap(), panel_text::label(theme, "SM/mem")];
     pair(theme, &mut clocks, &s.sm_clock_mhz, &s.mem_clock_mhz, "MHz");
     figures.push((rank_of(&[&s.sm_clock_mhz, &s.mem_clock_mhz]), clocks));
     figures.push((
         rank_of(&[&s.fan_percent]),
         vec![
             gap(),
-            fmt::label(theme, "fan"),
-            fmt::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
+            panel_text::label(theme, "fan"),
+            panel_text::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
         ],
     ));
-    let mut codec = vec![gap(), fmt::label(theme, "enc/dec")];
+    let mut codec = vec![gap(), panel_text::label(theme, "enc/dec")];
     pair(theme, &mut codec, &s.encoder_util, &s.decoder_util, "%");
     figures.push((rank_of(&[&s.encoder_util, &s.decoder_util]), codec));
     figures.push(match &s.pstate {
@@ -334,11 +340,14 @@ fn stats_line(
             Rank::Figure,
             vec![gap(), Span::styled(format!("P{p}"), theme.value)],
         ),
-        Err(_) => (Rank::Absent, vec![gap(), fmt::label(theme, "pstate"), na()]),
+        Err(_) => (
+            Rank::Absent,
+            vec![gap(), panel_text::label(theme, "pstate"), na()],
+        ),
     });
     figures.extend(pcie_figure(theme, s, false));
     figures.extend(alarm_figures(theme, s, true));
-    let shown = fmt::fitting_ranked(figures, usize::from(width));
+    let shown = panel_text::fitting_ranked(figures, usize::from(width));
     Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
 }
 
@@ -360,7 +369,7 @@ pub fn pcie_figure(
             };
             Span::styled(text, theme.value)
         }
-        Err(_) => Span::styled(fmt::NA, theme.dim),
+        Err(_) => Span::styled(panel_text::NA, theme.dim),
     };
     let rank = if tx.is_err() && rx.is_err() {
         Rank::Absent
@@ -370,7 +379,7 @@ pub fn pcie_figure(
     let spans = if short {
         vec![
             Span::raw("  "),
-            fmt::label(theme, "PCIe"),
+            panel_text::label(theme, "PCIe"),
             rate(tx),
             Span::styled("/", theme.label),
             rate(rx),
@@ -379,7 +388,7 @@ pub fn pcie_figure(
     } else {
         vec![
             Span::raw("  "),
-            fmt::label(theme, "PCIe tx"),
+            panel_text::label(theme, "PCIe tx"),
             rate(tx),
             Span::styled(" rx ", theme.label),
             rate(rx),
@@ -414,7 +423,7 @@ pub fn alarm_figures(
                         rank,
                         vec![
                             gap(),
-                            fmt::label(theme, "thr"),
+                            panel_text::label(theme, "thr"),
                             Span::styled(names.join(","), style),
                         ],
                     ));
@@ -425,8 +434,8 @@ pub fn alarm_figures(
             Rank::Absent,
             vec![
                 gap(),
-                fmt::label(theme, "thr"),
-                Span::styled(fmt::NA, theme.dim),
+                panel_text::label(theme, "thr"),
+                Span::styled(panel_text::NA, theme.dim),
             ],
         )),
         Err(_) => {}
@@ -434,7 +443,7 @@ pub fn alarm_figures(
     // Only shown when non-zero: the count itself is the alarm.
     let corrected = s.ecc_corrected.as_ref().ok().copied();
     let uncorrected = s.ecc_uncorrected.as_ref().ok().copied();
-    let count = |c: Option<u64>| c.map_or_else(|| fmt::NA.to_string(), |v| v.to_string());
+    let count = |c: Option<u64>| c.map_or_else(|| panel_text::NA.to_string(), |v| v.to_string());
     if corrected.unwrap_or(0) > 0 || uncorrected.unwrap_or(0) > 0 {
         let style = if uncorrected.unwrap_or(0) > 0 {
             theme.crit
@@ -477,11 +486,11 @@ fn pair(
     unit: &'static str,
 ) {
     if a.is_err() && b.is_err() {
-        spans.push(Span::styled(fmt::NA, theme.dim));
+        spans.push(Span::styled(panel_text::NA, theme.dim));
         return;
     }
-    spans.push(fmt::value_span(theme, a, u32::to_string));
+    spans.push(panel_text::value_span(theme, a, u32::to_string));
     spans.push(Span::styled("/", theme.label));
-    spans.push(fmt::value_span(theme, b, u32::to_string));
+    spans.push(panel_text::value_span(theme, b, u32::to_string));
     spans.push(Span::styled(unit, theme.value));
 }

@@ -13,9 +13,9 @@
 //! too narrow for every figure. Both charts share one window, and so one time axis, with the
 //! full panels: memory scaled to the GPU's total, utilisation to 100 %, each peak marked.
 
-use super::fmt::{self, Rank};
+use super::buffer_write;
 use super::gpu_panel::{alarm_figures, pcie_figure};
-use super::put;
+use super::panel_text::{self, Rank};
 use super::spark::{self, Plot};
 use crate::model::DeviceSnapshot;
 use crate::model::units;
@@ -39,7 +39,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     let theme = view.theme;
     let mut title = format!(" GPU {} ", device.info.index);
     if named {
-        title.push_str(fmt::short_gpu_name(&device.info.display_name()));
+        title.push_str(panel_text::short_gpu_name(&device.info.display_name()));
         title.push(' ');
     }
     let mut spans = vec![Span::styled(title, theme.title)];
@@ -70,7 +70,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             );
             let used = device
                 .memory_used()
-                .map_or(fmt::NA.into(), units::short_bytes);
+                .map_or(panel_text::NA.into(), units::short_bytes);
             lines.push(chart_line(
                 view,
                 ("mem  ", series.memory_used, memory),
@@ -80,7 +80,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
             let util = Plot::row(chart_w, Some(100.0), theme.sparkline_alt);
             let now = match sample.map(|s| &s.gpu_util) {
                 Some(Ok(u)) => Span::styled(format!(" {u:>4}%"), theme.value),
-                _ => Span::styled(format!(" {:>5}", fmt::NA), theme.dim),
+                _ => Span::styled(format!(" {:>5}", panel_text::NA), theme.dim),
             };
             lines.push(chart_line(
                 view,
@@ -92,7 +92,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
         None => lines.push(Line::styled("no history yet", theme.dim)),
     }
     lines.push(figures_line(view, device, inner.width));
-    put::lines_in(frame.buffer_mut(), inner, &lines);
+    buffer_write::lines_in(frame.buffer_mut(), inner, &lines);
 }
 
 /// `label`, the series' chart with its peak marked, then `now`.
@@ -127,7 +127,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
                 Rank::Figure,
                 vec![
                     Span::styled(units::bytes_pair(m.used, m.total), theme.value),
-                    Span::styled(format!(" {}", fmt::percent(pct)), theme.level(pct)),
+                    Span::styled(format!(" {}", panel_text::percent(pct)), theme.level(pct)),
                 ],
             )
         }
@@ -137,7 +137,10 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
         ),
         Err(why) => (
             Rank::Absent,
-            vec![Span::styled(format!("mem {} ({why})", fmt::NA), theme.dim)],
+            vec![Span::styled(
+                format!("mem {} ({why})", panel_text::NA),
+                theme.dim,
+            )],
         ),
     });
     if let Some(peak) = device.memory_peak {
@@ -154,7 +157,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
                     theme.peak_marker,
                 ),
                 Span::styled(
-                    format!(" {}", fmt::short_age(peak.at_ms, view.now_ms)),
+                    format!(" {}", panel_text::short_age(peak.at_ms, view.now_ms)),
                     theme.dim,
                 ),
             ],
@@ -183,7 +186,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
         }),
     ));
     figures.extend(alarm_figures(theme, s, false));
-    let shown = fmt::fitting_ranked(figures, usize::from(width));
+    let shown = panel_text::fitting_ranked(figures, usize::from(width));
     Line::from(shown.into_iter().flatten().collect::<Vec<_>>())
 }
 
@@ -198,8 +201,8 @@ fn reading<E>(theme: &Theme, label: &str, value: Result<String, E>) -> (Rank, Ve
             Rank::Absent,
             vec![
                 Span::raw("  "),
-                fmt::label(theme, label),
-                Span::styled(fmt::NA, theme.dim),
+                panel_text::label(theme, label),
+                Span::styled(panel_text::NA, theme.dim),
             ],
         ),
     }

@@ -1,9 +1,9 @@
 //! The top line: program name, PAUSED and read-only markers, driver and CUDA versions, refresh
 //! interval, the host the data comes from and the time the screen shows.
 
+use super::buffer_write;
 use super::clock;
-use super::fmt;
-use super::put;
+use super::panel_text;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -36,11 +36,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     match &view.snapshot.driver {
         Some(driver) => {
             left.push(Span::styled("  driver ", theme.label));
-            left.push(fmt::value_span(theme, &driver.driver_version, Clone::clone));
+            left.push(panel_text::value_span(
+                theme,
+                &driver.driver_version,
+                Clone::clone,
+            ));
             left.push(Span::styled("  CUDA ", theme.label));
             left.push(match driver.cuda_label() {
                 Some(cuda) => Span::styled(cuda, theme.value),
-                None => Span::styled(fmt::NA, theme.dim),
+                None => Span::styled(panel_text::NA, theme.dim),
             });
         }
         None if view.snapshot.nvml_problem.is_some() => {
@@ -57,7 +61,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     };
     let every = vec![
         Span::styled("every ", theme.label),
-        Span::styled(fmt::interval_label(view.interval_ms), theme.value),
+        Span::styled(panel_text::interval_label(view.interval_ms), theme.value),
         Span::raw("  "),
     ];
     let clock = Span::styled(clock::time_of_day(view.now_ms, view.ui.clock), theme.value);
@@ -67,7 +71,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         .into_iter()
         .find(|right| left.width() + right.width() < usize::from(area.width));
     if let Some(right) = right {
-        put::line_in(frame.buffer_mut(), area, &right.right_aligned());
+        buffer_write::line_in(frame.buffer_mut(), area, &right.right_aligned());
     }
-    put::line_in(frame.buffer_mut(), area, &left);
+    buffer_write::line_in(frame.buffer_mut(), area, &left);
 }

@@ -29,7 +29,7 @@ pub fn lines(
     let Some(note) = note else {
         if sites_on && !replay {
             return vec![Line::from(vec![
-                super::fmt::label(theme, "HELD"),
+                super::panel_text::label(theme, "HELD"),
                 Span::styled("no snapshot yet (m asks for one)", theme.dim),
             ])];
         }
@@ -47,7 +47,7 @@ pub fn lines(
     match &note.sites {
         // A replay reads no files: they are of another time, perhaps another machine.
         SitesState::NotRead if replay => out.push(Line::from(vec![
-            super::fmt::label(theme, "HELD"),
+            super::panel_text::label(theme, "HELD"),
             Span::styled(
                 format!(
                     "snapshot {}: not read in a replay (vramscope report reads it)",
@@ -57,11 +57,11 @@ pub fn lines(
             ),
         ])),
         SitesState::NotRead | SitesState::Reading => out.push(Line::from(vec![
-            super::fmt::label(theme, "HELD"),
+            super::panel_text::label(theme, "HELD"),
             Span::styled(format!("reading snapshot {} ...", note.name), theme.dim),
         ])),
         SitesState::Failed { why } => out.push(Line::from(vec![
-            super::fmt::label(theme, "HELD"),
+            super::panel_text::label(theme, "HELD"),
             Span::styled(format!("snapshot {}: {why}", note.name), theme.warn),
         ])),
         SitesState::Reduced(held) => {
@@ -70,7 +70,7 @@ pub fn lines(
                 _ => theme.warn,
             };
             out.push(Line::from(vec![
-                super::fmt::label(theme, "HELD"),
+                super::panel_text::label(theme, "HELD"),
                 Span::styled(headline(held, SITES_SHOWN), style),
             ]));
             if let Some(note) = exactness_note(held) {

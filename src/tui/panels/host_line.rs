@@ -1,8 +1,8 @@
 //! The host line: `host RAM 12.3/62.8 GiB (avail 48.0 GiB)  swap 0 B/2.00 GiB  CPU 23%  load
 //! 1.20 0.80 0.50`, and on the right the active process filter. Shown with or without a GPU.
 
-use super::fmt;
-use super::put;
+use super::buffer_write;
+use super::panel_text;
 use crate::model::units;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -41,21 +41,24 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         }
         Some(Err(absent)) => {
             spans.push(Span::styled(
-                format!("{} ({absent})", fmt::NA),
+                format!("{} ({absent})", panel_text::NA),
                 theme.status_error,
             ));
         }
         None => spans.push(Span::styled(
-            format!("{} (no sample yet)", fmt::NA),
+            format!("{} (no sample yet)", panel_text::NA),
             theme.dim,
         )),
     }
     if let Some(load) = &view.snapshot.host_load {
         spans.push(Span::styled("  CPU ", theme.label));
         spans.push(match load.cpu_percent {
-            Some(pct) => Span::styled(fmt::percent(f64::from(pct)), theme.level(f64::from(pct))),
+            Some(pct) => Span::styled(
+                panel_text::percent(f64::from(pct)),
+                theme.level(f64::from(pct)),
+            ),
             // A share needs two passes: the first has none yet.
-            None => Span::styled(fmt::NA, theme.dim),
+            None => Span::styled(panel_text::NA, theme.dim),
         });
         let [one, five, fifteen] = load.load_average;
         spans.push(Span::styled("  load ", theme.label));
@@ -71,8 +74,8 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
             Span::styled(format!("\"{}\"", view.ui.filter), theme.warn),
         ]);
         if left.width() + filter.width() < usize::from(area.width) {
-            put::line_in(frame.buffer_mut(), area, &filter.right_aligned());
+            buffer_write::line_in(frame.buffer_mut(), area, &filter.right_aligned());
         }
     }
-    put::line_in(frame.buffer_mut(), area, &left);
+    buffer_write::line_in(frame.buffer_mut(), area, &left);
 }

@@ -11,7 +11,7 @@
 //! and several instances they share it (`MIG 3g.40gb 4.0G/40G │ 1g.10gb 1.0G/10G`), as many
 //! as the width holds and then `+N more`; more instances than rows end with `+N more`.
 
-use super::{fmt, put};
+use super::{buffer_write, panel_text};
 use crate::model::mig::MigInstance;
 use crate::model::{MigState, units};
 use crate::tui::theme::Theme;
@@ -28,7 +28,7 @@ pub fn lines(theme: &Theme, mig: &MigState, rows: u16, width: u16) -> Vec<Line<'
         Err(why) => {
             return vec![Line::from(vec![
                 head(theme),
-                Span::styled(format!("instances {} ({why})", fmt::NA), theme.dim),
+                Span::styled(format!("instances {} ({why})", panel_text::NA), theme.dim),
             ])];
         }
     };
@@ -73,11 +73,11 @@ pub fn lines(theme: &Theme, mig: &MigState, rows: u16, width: u16) -> Vec<Line<'
 /// `width` cells whole; those that do not are counted (`+3 more`), never cut at the edge.
 fn packed(theme: &Theme, instances: &[MigInstance], width: usize) -> Line<'static> {
     let mut spans = vec![head(theme)];
-    let mut used = put::cells(&spans[0]);
+    let mut used = buffer_write::cells(&spans[0]);
     for (i, instance) in instances.iter().enumerate() {
         let sep = if i > 0 { " │ " } else { "" };
         let text = format!("{} {}", profile(instance), short_memory(instance));
-        let cells = sep.chars().count() + put::cells(&Span::raw(text.as_str()));
+        let cells = sep.chars().count() + buffer_write::cells(&Span::raw(text.as_str()));
         let left = instances.len() - i - 1;
         // Room for this one, and for the count of the rest after it unless it is the last.
         let tail = if left > 0 { more(left).len() } else { 0 };
@@ -131,7 +131,7 @@ fn profile(instance: &MigInstance) -> String {
     instance
         .profile
         .clone()
-        .unwrap_or_else(|_| fmt::NA.to_string())
+        .unwrap_or_else(|_| panel_text::NA.to_string())
 }
 
 fn short_memory(instance: &MigInstance) -> String {
@@ -141,7 +141,7 @@ fn short_memory(instance: &MigInstance) -> String {
             units::short_bytes(m.used),
             units::short_bytes(m.total)
         ),
-        Err(_) => fmt::NA.to_string(),
+        Err(_) => panel_text::NA.to_string(),
     }
 }
 
@@ -165,7 +165,7 @@ fn instance_line(theme: &Theme, instance: &MigInstance, first: bool) -> Line<'st
             format!("  {:>9} / {}", units::bytes(m.used), units::bytes(m.total)),
             theme.value,
         ),
-        Err(why) => Span::styled(format!("  mem {} ({why})", fmt::NA), theme.dim),
+        Err(why) => Span::styled(format!("  mem {} ({why})", panel_text::NA), theme.dim),
     });
     // From GPM (`--gpm`) only: NVML's utilisation call has none in MIG mode.
     if let Ok(sm) = &instance.sm_util {
@@ -178,7 +178,7 @@ fn instance_line(theme: &Theme, instance: &MigInstance, first: bool) -> Line<'st
             let word = if pids.len() == 1 { "pid" } else { "pids" };
             Span::styled(format!("  {word} {}", pids.join(" ")), theme.value)
         }
-        Err(why) => Span::styled(format!("  processes {} ({why})", fmt::NA), theme.dim),
+        Err(why) => Span::styled(format!("  processes {} ({why})", panel_text::NA), theme.dim),
     });
     Line::from(spans)
 }

@@ -2,7 +2,7 @@
 //! row highlighted and kept in view, exited processes dimmed with their age. On narrow
 //! terminals the least important columns go first; PID, VRAM and COMMAND always stay.
 
-use super::{command, fmt, put};
+use super::{buffer_write, command, panel_text};
 use crate::model::units;
 use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
@@ -132,7 +132,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
             TableLine::Gpu(gpu) => {
                 let y = area.y + line_no as u16 + 1;
                 let title = gpu_line(view, rows, gpu);
-                put::line_in(buf, Rect::new(area.x, y, area.width, 1), &title);
+                buffer_write::line_in(buf, Rect::new(area.x, y, area.width, 1), &title);
                 continue;
             }
         };
@@ -273,7 +273,7 @@ fn put_position(
     if let Some(text) = text {
         let header = Rect::new(area.x, area.y, area.width, 1);
         let line = Line::styled(text, view.theme.header_row).right_aligned();
-        put::line_in(buf, header, &line);
+        buffer_write::line_in(buf, header, &line);
     }
 }
 
@@ -322,7 +322,7 @@ fn put_row(
         if width == 0 {
             break;
         }
-        let wide = line.spans().map(put::cells).sum::<usize>() > usize::from(width);
+        let wide = line.spans().map(buffer_write::cells).sum::<usize>() > usize::from(width);
         let cell = if line.overhang && line.right && wide && x > area.x {
             // A sort arrow on a label as wide as its column (`GPU▲`) takes the gap before it
             // rather than losing the label's first letter.
@@ -420,22 +420,22 @@ impl<'a> Cell<'a> {
         std::iter::once(&self.text).chain(&self.suffix)
     }
 
-    /// Draws the cell in its one-row `area`: as `put::cell_in` draws the same line, so a
+    /// Draws the cell in its one-row `area`: as `buffer_write::cell_in` draws the same line, so a
     /// right-aligned figure too wide for its column keeps its end (the unit).
     fn put(&self, buf: &mut Buffer, area: Rect) {
         let width = usize::from(area.width);
         if let Some(mark) = self.cut_mark
-            && self.spans().map(put::cells).sum::<usize>() > width
+            && self.spans().map(buffer_write::cells).sum::<usize>() > width
         {
             // Only cut cells pay for joining their text.
             let text: String = self.spans().map(|s| s.content.as_ref()).collect();
             let cut = command::cut(&text, width, mark).unwrap_or(text);
-            put::cell_in(buf, area, &Line::styled(cut, self.text.style));
+            buffer_write::cell_in(buf, area, &Line::styled(cut, self.text.style));
             return;
         }
-        if !put::spans_fit(buf, area, self.spans(), Style::new(), self.right) {
+        if !buffer_write::spans_fit(buf, area, self.spans(), Style::new(), self.right) {
             let line = Line::from(self.spans().cloned().collect::<Vec<_>>()).right_aligned();
-            put::cell_in(buf, area, &line);
+            buffer_write::cell_in(buf, area, &line);
         }
     }
 }
@@ -470,7 +470,7 @@ fn figure<T>(
     Cell::right(match value {
         _ if row.is_exited() => Span::raw("-"),
         Some(v) => Span::raw(f(v)),
-        None => Span::styled(fmt::NA, theme.dim),
+        None => Span::styled(panel_text::NA, theme.dim),
     })
 }
 
@@ -489,7 +489,7 @@ fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cel
         }
         SortColumn::User => Cell::left(match row.user() {
             Some(user) => Span::raw(user),
-            None => Span::styled(fmt::NA, theme.dim),
+            None => Span::styled(panel_text::NA, theme.dim),
         }),
         SortColumn::Gpu => Cell::right(Span::raw(row.gpu_index.to_string())),
         SortColumn::Type => figure(theme, row, row.kind.as_ref(), |k| k.letter().to_string()),
@@ -500,7 +500,7 @@ fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cel
             row.started_ms
                 .map(|start| view.now_ms.saturating_sub(start))
                 .as_ref(),
-            |ms| fmt::elapsed(*ms),
+            |ms| panel_text::elapsed(*ms),
         ),
         // Blank for a process without one, as the allocator columns are.
         SortColumn::Rank => Cell::right(Span::raw(
@@ -510,14 +510,14 @@ fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cel
             row.gone_label(view.now_ms, true).unwrap_or_default(),
         )),
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
-            Some(pct) => format!("{} {:>4}", units::bytes(*v), fmt::percent(pct)),
+            Some(pct) => format!("{} {:>4}", units::bytes(*v), panel_text::percent(pct)),
             None => units::bytes(*v),
         }),
         SortColumn::VramPeak => {
             // The peak outlives the process: exited rows show it too.
             Cell::right(match row.vram_peak {
                 Some(p) => Span::raw(units::bytes(p.value as u64)),
-                None => Span::styled(fmt::NA, theme.dim),
+                None => Span::styled(panel_text::NA, theme.dim),
             })
         }
         SortColumn::Sm => figure(theme, row, row.sm.as_ref().ok(), |v| v.to_string()),
@@ -538,7 +538,7 @@ fn allocator_cell(theme: &Theme, row: &TableRow, text: Option<String>) -> Cell<'
     Cell::right(match (&row.allocator, text) {
         (None, _) => Span::raw(""),
         (Some(_), Some(text)) => Span::raw(text),
-        (Some(_), None) => Span::styled(fmt::NA, theme.dim),
+        (Some(_), None) => Span::styled(panel_text::NA, theme.dim),
     })
 }
 
@@ -570,7 +570,7 @@ fn command_cell<'a>(view: &View, row: &'a TableRow) -> Cell<'a> {
     let theme = view.theme;
     let text = match row.command() {
         Some(full) => Span::raw(command::short(full)),
-        None => Span::styled(fmt::NA, theme.dim),
+        None => Span::styled(panel_text::NA, theme.dim),
     };
     // A writer `vramscope attach` started says so: its history begins at the attach.
     let attached = row.allocator.as_ref().is_some_and(|a| a.attached);

@@ -46,7 +46,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     frame.render_widget(Clear, popup);
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
-    super::put::lines_in(frame.buffer_mut(), inner, &shown);
+    super::buffer_write::lines_in(frame.buffer_mut(), inner, &shown);
 }
 
 /// Every reason wrapped to `width`, under a heading for faults and one for facts; a

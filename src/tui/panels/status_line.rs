@@ -4,7 +4,7 @@
 //! sit beside the hint takes the whole line, and one longer than the line is cut with a mark.
 
 use super::reasons::{self, Reason, Weight};
-use super::{command, put};
+use super::{buffer_write, command};
 use crate::tui::ui_state::Mode;
 use crate::tui::view::View;
 use ratatui::Frame;
@@ -47,7 +47,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
     let hint_fits =
         area.width > hint_w.saturating_mul(3) && flash_w <= area.width.saturating_sub(hint_w + 1);
     let left_area = if hint_fits {
-        put::line_in(frame.buffer_mut(), area, &hint.right_aligned());
+        buffer_write::line_in(frame.buffer_mut(), area, &hint.right_aligned());
         Rect {
             width: area.width.saturating_sub(hint_w + 1),
             ..area
@@ -64,7 +64,7 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) -> Option<Position> {
         }
         None => problems_line(view, &reasons, usize::from(left_area.width)),
     };
-    put::line_in(frame.buffer_mut(), left_area, &left);
+    buffer_write::line_in(frame.buffer_mut(), left_area, &left);
     None
 }
 
@@ -81,7 +81,7 @@ fn render_prompt(frame: &mut Frame, area: Rect, view: &View) -> Position {
         "   Enter keeps the filter, Esc clears it",
         theme.dim,
     ));
-    put::line_in(frame.buffer_mut(), area, &Line::from(spans));
+    buffer_write::line_in(frame.buffer_mut(), area, &Line::from(spans));
     let x = area
         .x
         .saturating_add(typed_w.min(area.width.saturating_sub(1)));

@@ -2,7 +2,7 @@
 //! Units themselves live in `model::units`, one formatter for every output.
 //! Everything absent renders as `n/a`, never as a zero.
 
-use super::put;
+use super::buffer_write;
 use crate::model::Reading;
 use crate::tui::theme::Theme;
 use ratatui::text::Span;
@@ -30,7 +30,7 @@ pub fn label(theme: &Theme, text: &str) -> Span<'static> {
 /// figures from its end, never half of one, since a number cut to its first digits reads as a
 /// different number. Each figure carries its own leading separator.
 pub fn fitting(mut figures: Vec<Vec<Span<'static>>>, width: usize) -> Vec<Vec<Span<'static>>> {
-    let used = |f: &[Vec<Span>]| f.iter().flatten().map(put::cells).sum::<usize>();
+    let used = |f: &[Vec<Span>]| f.iter().flatten().map(buffer_write::cells).sum::<usize>();
     while figures.len() > 1 && used(&figures) > width {
         figures.pop();
     }
@@ -59,7 +59,7 @@ pub fn fitting_ranked(
     let used = |f: &[(Rank, Vec<Span>)]| {
         f.iter()
             .flat_map(|(_, spans)| spans)
-            .map(put::cells)
+            .map(buffer_write::cells)
             .sum::<usize>()
     };
     while figures.len() > 1 && used(&figures) > width {
@@ -157,6 +157,11 @@ pub fn instrumented_share(device: &crate::model::DeviceSnapshot) -> Option<Strin
     }
     // Reserved and used are read at different moments: a share above 100 % is that skew.
     Some(percent(reserved.min(used) as f64 * 100.0 / used as f64))
+}
+
+/// ` │ ` between the parts of a line.
+pub fn separator(theme: &Theme) -> Span<'static> {
+    Span::styled(format!(" {} ", theme.glyphs.separator), theme.dim)
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! [`Retained`]: state for entities that come and go (processes), kept for a
+//! [`Lingering`]: state for entities that come and go (processes), kept for a
 //! while after they were last seen so the UI can still show an exited
 //! process and its peak, then dropped so churn cannot grow memory forever.
 
@@ -13,26 +13,26 @@ struct Entry<V> {
 /// A keyed store where liveness is inferred from `touch` times rather than
 /// explicit exit events, since a sampler only ever observes presence.
 #[derive(Clone, Debug)]
-pub struct Retained<K, V> {
+pub struct Lingering<K, V> {
     // Ordered so that iteration (and thus on-screen order) is stable.
     entries: BTreeMap<K, Entry<V>>,
     linger_ms: u64,
     max_entries: usize,
 }
 
-impl<K: Ord + Clone, V> Default for Retained<K, V> {
+impl<K: Ord + Clone, V> Default for Lingering<K, V> {
     fn default() -> Self {
-        Retained::new(Self::DEFAULT_LINGER_MS, Self::DEFAULT_MAX_ENTRIES)
+        Lingering::new(Self::DEFAULT_LINGER_MS, Self::DEFAULT_MAX_ENTRIES)
     }
 }
 
-impl<K: Ord + Clone, V> Retained<K, V> {
+impl<K: Ord + Clone, V> Lingering<K, V> {
     pub const DEFAULT_LINGER_MS: u64 = 10 * 60 * 1000;
     pub const DEFAULT_MAX_ENTRIES: usize = 4096;
 
     /// `max_entries` below 1 is raised to 1 so `touch` always has a slot.
     pub fn new(linger_ms: u64, max_entries: usize) -> Self {
-        Retained {
+        Lingering {
             entries: BTreeMap::new(),
             linger_ms,
             max_entries: max_entries.max(1),
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn lingers_then_evicts() {
-        let mut r: Retained<u32, u64> = Retained::new(1_000, 16);
+        let mut r: Lingering<u32, u64> = Lingering::new(1_000, 16);
         *r.touch(7, 100) = 42;
         r.touch(8, 100);
         r.touch(8, 900);
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn touch_keeps_state_and_refreshes() {
-        let mut r: Retained<u32, Vec<u8>> = Retained::default();
+        let mut r: Lingering<u32, Vec<u8>> = Lingering::default();
         r.touch(1, 10).push(1);
         r.touch(1, 20).push(2);
         assert_eq!(r.get(&1), Some(&vec![1, 2]));
@@ -182,7 +182,7 @@ mod tests {
 
     #[test]
     fn cap_displaces_longest_unseen() {
-        let mut r: Retained<u32, ()> = Retained::new(u64::MAX, 3);
+        let mut r: Lingering<u32, ()> = Lingering::new(u64::MAX, 3);
         r.touch(1, 30);
         r.touch(2, 10);
         r.touch(3, 20);
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn zero_cap_still_holds_one() {
-        let mut r: Retained<u32, u8> = Retained::new(0, 0);
+        let mut r: Lingering<u32, u8> = Lingering::new(0, 0);
         *r.touch(1, 0) = 5;
         *r.touch(2, 0) = 6;
         assert_eq!(r.len(), 1);

@@ -35,13 +35,13 @@ const ONE_READ_LIMIT: u64 = 64 * 1024;
 
 /// One copy of the live part.
 #[derive(Default)]
-pub struct Snapshot {
+pub struct LiveCopy {
     buf: Vec<u8>,
     slot_base: usize,
     slot_stride: usize,
 }
 
-impl Snapshot {
+impl LiveCopy {
     /// Takes a copy of `file` whose device section is `devices`, covering at least `slots`
     /// device slots and every slot in use when the copy was taken.
     pub fn take(&mut self, file: &File, devices: &Section, slots: u64) -> Result<(), String> {
@@ -123,8 +123,8 @@ impl Snapshot {
     /// `before` and `after`, shows it (see `settled`).
     pub fn settled_status<'a>(
         &'a self,
-        before: &Snapshot,
-        after: &Snapshot,
+        before: &LiveCopy,
+        after: &LiveCopy,
     ) -> Option<Cow<'a, [u8]>> {
         let at = status::OFFSET as u64;
         self.settled(
@@ -142,8 +142,8 @@ impl Snapshot {
         &'a self,
         i: usize,
         at: u64,
-        before: &Snapshot,
-        after: &Snapshot,
+        before: &LiveCopy,
+        after: &LiveCopy,
     ) -> Option<Cow<'a, [u8]>> {
         let copy = spare::DEVICE_COPY;
         self.settled(at, copy, before.slot(i), self.slot(i), after.slot(i))

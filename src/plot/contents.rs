@@ -131,7 +131,7 @@ impl Panel {
 }
 
 #[derive(Clone, Debug)]
-pub struct Timeline {
+pub struct Contents {
     pub host: Option<String>,
     /// The time axis: first and last moment in the recording.
     pub first_ms: u64,
