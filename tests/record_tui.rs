@@ -105,6 +105,93 @@ fn the_monitor_records_what_it_shows_until_quit() {
 }
 
 #[test]
+fn a_shorter_period_is_sampled_at_once_not_at_the_tick_the_old_one_planned() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("faster.jsonl");
+    // Without the fast memory sampling, nothing wakes the pool between two 30 s ticks.
+    let shell = format!(
+        "sh -c 'env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 30s --peak-interval off --record {}; echo EXIT=$?; exec sleep 30'",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display(),
+        file.display()
+    );
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
+    assert!(ok, "{screen}");
+    // 30 s -> 10 s -> 5 s -> 2 s -> 1 s.
+    t.keys(&["+", "+", "+", "+"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 1000 ms"));
+    assert!(ok, "{screen}");
+    std::thread::sleep(3 * SECOND);
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok && screen.contains("EXIT=0"), "{screen}");
+    let events = read_all(&file);
+    let changed_at = events
+        .iter()
+        .filter(|(_, e)| matches!(e, SourceEvent::Interval { ms: 1_000 }))
+        .map(|(t, _)| *t)
+        .next()
+        .expect("the change to 1 s recorded");
+    let after: Vec<u64> = events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            SourceEvent::Device(sample) if *t > changed_at => Some(sample.at_ms),
+            _ => None,
+        })
+        .collect();
+    // About three in the three seconds at 1 s; none before the fix, whose worker slept
+    // on until the 30 s tick.
+    assert!(
+        after.len() >= 2,
+        "GPU samples in the 3 s after the change to 1 s: {after:?}"
+    );
+}
+
+#[test]
+fn a_key_that_leaves_the_period_as_it_was_records_no_change() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("shortest.jsonl");
+    // 100 ms is the shortest period the keys offer: `+` leaves it so.
+    let shell = format!(
+        "sh -c 'env FAKE_NVML_SCENARIO={} {} --nvml-lib {} --interval 100ms --record {}; echo EXIT=$?; exec sleep 30'",
+        scenario.path.display(),
+        env!("CARGO_BIN_EXE_vramscope"),
+        fake_nvml().display(),
+        file.display()
+    );
+    let t = Tmux::start(scenario.dir(), 120, 40, &shell);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("NVIDIA H100"));
+    assert!(ok, "{screen}");
+    t.keys(&["+", "+"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 100 ms"));
+    assert!(ok, "{screen}");
+    // Then a real change, so the test sees that changes are recorded at all.
+    t.keys(&["-"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("refresh every 250 ms"));
+    assert!(ok, "{screen}");
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
+    assert!(ok && screen.contains("EXIT=0"), "{screen}");
+    let changes: Vec<SourceEvent> = read_all(&file)
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| matches!(e, SourceEvent::Interval { .. }))
+        .collect();
+    assert!(
+        matches!(changes[..], [SourceEvent::Interval { ms: 250 }]),
+        "{changes:?}"
+    );
+}
+
+#[test]
 fn sigterm_finishes_the_recording() {
     if !tmux::available() {
         return;

@@ -33,12 +33,7 @@ impl Capped<'_> {
     /// reading before the cap holding as the latest reading does live.
     pub fn query_held(&self, from_ms: u64, to_ms: u64, columns: usize) -> Vec<Option<Column>> {
         let to_ms = to_ms.min(self.end_ms);
-        self.series.held(
-            from_ms,
-            to_ms,
-            columns,
-            self.series.last_before(self.end_ms),
-        )
+        self.series.held(from_ms, to_ms, columns, self.end_ms)
     }
 
     /// [`Series::first_at`], when it lies before the cap.
@@ -97,6 +92,35 @@ mod tests {
             s.window_peak(BASE, BASE + 70_000).map(|p| p.value),
             Some(99.0)
         );
+    }
+
+    #[test]
+    fn a_cap_older_than_raw_reaches_reads_no_bucket_still_open_at_it() {
+        // Raw keeps the last 10 readings; 10 s buckets after that.
+        let mut s = Series::new(crate::history::SeriesConfig {
+            raw_span_ms: 10_000,
+            min_spacing_ms: 1_000,
+            tiers: vec![crate::history::TierSpec {
+                bucket_ms: 10_000,
+                span_ms: 3_600_000,
+            }],
+        });
+        // Paused at 55 s, in the middle of the bucket [50 s, 60 s); a spike at 57 s.
+        let at = BASE + 55_000;
+        for i in 0..120 {
+            let value = if i == 57 { 99.0 } else { 1.0 };
+            s.push(BASE + i * 1_000, value);
+        }
+        let columns = s.until(at).query_held(BASE + 15_000, at + 1, 40);
+        assert!(
+            columns.iter().flatten().all(|c| c.max < 99.0),
+            "a reading from after the moment drawn: {columns:?}"
+        );
+        // What was before it is still drawn.
+        assert!(columns.iter().flatten().any(|c| c.max == 1.0));
+        // Uncapped, the bucket with the spike is there.
+        let live = s.query_held(BASE + 15_000, at + 1, 40);
+        assert!(live.iter().flatten().any(|c| c.max == 99.0));
     }
 
     #[test]

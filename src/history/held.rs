@@ -12,19 +12,24 @@ impl Series {
     /// [`Series::query`], with each empty column that no break touches holding the last
     /// reading before it (from inside the window or before it).
     pub fn query_held(&self, from_ms: u64, to_ms: u64, columns: usize) -> Vec<Option<Column>> {
-        self.held(from_ms, to_ms, columns, self.last())
+        self.held(from_ms, to_ms, columns, u64::MAX)
     }
 
-    /// [`Series::query_held`] with `last` taken for the latest reading (the latest before
-    /// a cap, for [`super::Capped`]).
+    /// [`Series::query_held`] of the series as it stood at `end_ms` (exclusive), for
+    /// [`super::Capped`]: its buckets ended by then (`query_ending_by`), and its latest
+    /// reading before then.
     pub(super) fn held(
         &self,
         from_ms: u64,
         to_ms: u64,
         columns: usize,
-        last: Option<(u64, f64)>,
+        end_ms: u64,
     ) -> Vec<Option<Column>> {
-        let mut out = self.query(from_ms, to_ms, columns);
+        let last = match end_ms {
+            u64::MAX => self.last(),
+            end_ms => self.last_before(end_ms),
+        };
+        let mut out = self.query_ending_by(from_ms, to_ms, columns, end_ms);
         if out.is_empty() || from_ms >= to_ms {
             return out;
         }

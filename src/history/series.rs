@@ -278,6 +278,19 @@ impl Series {
     /// so a spike can widen when zoomed past the tier's resolution but is
     /// never dropped. Costs O(columns + samples in the window).
     pub fn query(&self, from_ms: u64, to_ms: u64, columns: usize) -> Vec<Option<Column>> {
+        self.query_ending_by(from_ms, to_ms, columns, u64::MAX)
+    }
+
+    /// [`Series::query`] of the series as it stood at `end_ms` (exclusive): a tier bucket
+    /// counts only when it ended by then, as one still open then may hold readings from
+    /// after it (a screen paused for longer than raw reaches back).
+    pub(super) fn query_ending_by(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+        columns: usize,
+        end_ms: u64,
+    ) -> Vec<Option<Column>> {
         let mut out = Vec::new();
         // A caller-supplied width must not be able to abort the process.
         if out.try_reserve_exact(columns).is_err() {
@@ -301,7 +314,10 @@ impl Series {
                 }
                 Source::Tier(i) => {
                     let tier = &self.tiers[i];
-                    for b in tier.overlapping(lo, hi) {
+                    for b in tier
+                        .overlapping(lo, hi)
+                        .filter(|b| tier.end_of(b) <= end_ms)
+                    {
                         let start = b.start_ms().max(lo);
                         let end = tier.end_of(b).min(hi);
                         let cols = grid.column(start)..=grid.column(end - 1);

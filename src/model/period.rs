@@ -54,6 +54,11 @@ impl Periods {
         }
     }
 
+    /// Each change after the first period, `(from_ms, value)`, in time order.
+    pub fn changes(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.steps.iter().skip(1).copied()
+    }
+
     /// How many periods there were: 1 when it never changed.
     pub fn len(&self) -> usize {
         self.steps.len()
@@ -85,6 +90,10 @@ mod tests {
         assert_eq!(p.max_within(4_000, 8_000), 1_000);
         assert_eq!(p.max_within(6_000, 9_000), 30_000);
         assert_eq!(p.map(|ms| ms * 10).at(6_000), 2_500);
+        assert_eq!(
+            p.changes().collect::<Vec<_>>(),
+            [(5_000, 250), (9_000, 30_000)]
+        );
     }
 
     #[test]

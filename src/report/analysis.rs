@@ -14,7 +14,7 @@ use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
 use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, PodInfo};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::sites::reduce;
@@ -124,6 +124,8 @@ pub struct Report {
     pub damaged: Option<String>,
     /// What was skipped, being of kinds this vramscope does not know.
     pub skipped: Option<String>,
+    /// The refresh period: the header's, then each change recorded (the monitor's `+`/`-`).
+    pub periods: Periods,
 }
 
 /// How many spikes the report lists.
@@ -173,8 +175,14 @@ struct Analysis {
 pub fn analyse(recording: Recording) -> Report {
     let header = recording.header().clone();
     let mut analysis = Analysis::default();
-    let ending = recording.each_event(|at_ms, event| analysis.event(at_ms, event));
-    analysis.finish(header, ending)
+    let mut periods = Periods::constant(header.interval_ms);
+    let ending = recording.each_event(|at_ms, event| {
+        if let SourceEvent::Interval { ms } = &event {
+            periods.change(at_ms, *ms);
+        }
+        analysis.event(at_ms, event);
+    });
+    analysis.finish(header, periods, ending)
 }
 
 impl Analysis {
@@ -194,7 +202,7 @@ impl Analysis {
                 self.folds.resolve();
                 self.note_ooms();
             }
-            // A recording gives a batch's members one by one.
+            // A recording gives a batch's members one by one; the period is `analyse`'s.
             SourceEvent::NvmlUnavailable(_)
             | SourceEvent::Batch(_)
             | SourceEvent::Interval { .. } => {}
@@ -391,7 +399,7 @@ impl Analysis {
         })
     }
 
-    fn finish(self, header: Header, ending: Ending) -> Report {
+    fn finish(self, header: Header, periods: Periods, ending: Ending) -> Report {
         let gpus = self
             .folds
             .devices()
@@ -483,6 +491,7 @@ impl Analysis {
             spikes,
             damaged: ending.damage,
             skipped: ending.skipped,
+            periods,
         }
     }
 

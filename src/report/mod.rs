@@ -4,6 +4,8 @@
 mod analysis;
 mod hints;
 mod markdown;
+#[cfg(test)]
+mod period_tests;
 mod render;
 mod spikes;
 

@@ -48,13 +48,13 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
     };
     let _ = writeln!(
         out,
-        "recorded by vramscope {}{}, {span}, every {} ms",
+        "recorded by vramscope {}{}, {span}, {}",
         h.vramscope_version,
         h.host.as_deref().map_or(String::new(), |host| format!(
             " on {}",
             shown(host, markdown)
         )),
-        h.interval_ms
+        periods_words(report)
     );
     for note in notes {
         let _ = writeln!(out, "{}", shown(note, markdown));
@@ -413,6 +413,30 @@ fn held_json(note: &SnapshotNote) -> serde_json::Value {
     })
 }
 
+/// Most period changes the text names one by one.
+const PERIODS_NAMED: usize = 4;
+
+/// `every 1000 ms`, or where the monitor's `+`/`-` changed it while recording, `every
+/// 1000 ms, then 5000 and 2000 ms` (`--json` says when).
+fn periods_words(report: &Report) -> String {
+    let first = format!("every {} ms", report.header.interval_ms);
+    let changes: Vec<u64> = report.periods.changes().map(|(_, ms)| ms).collect();
+    match changes.as_slice() {
+        [] => first,
+        [.., last] if changes.len() > PERIODS_NAMED => {
+            format!(
+                "{first}, changed {} times, lastly to {last} ms",
+                changes.len()
+            )
+        }
+        [only] => format!("{first}, then {only} ms"),
+        [before @ .., last] => {
+            let before: Vec<String> = before.iter().map(u64::to_string).collect();
+            format!("{first}, then {} and {last} ms", before.join(", "))
+        }
+    }
+}
+
 /// The summary as JSON, schema `vramscope.report` version 2 (each OOM once, with its
 /// `outcome`, `phase`, `message` and `explanation`; version 1 had one per event, with
 /// `caught` and `label`); bytes and ms throughout.
@@ -428,6 +452,9 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
         "recorded_by": report.header.vramscope_version,
         "host": report.header.host,
         "interval_ms": report.header.interval_ms,
+        "interval_changes": report.periods.changes().map(|(at_ms, ms)| json!({
+            "at_ms": at_ms, "interval_ms": ms,
+        })).collect::<Vec<_>>(),
         "first_ms": report.first_ms,
         "last_ms": report.last_ms,
         "damaged": report.damaged,

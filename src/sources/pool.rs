@@ -17,7 +17,7 @@
 //! The jobs and what one tick does are `jobs`'s (shared with one-shot output): the pid list
 //! the host and channel jobs follow is the tick's own, taken from the GPU jobs' last lists.
 //! When NVML's GPUs join, the next tick is now, so the first full screen does not wait a
-//! whole interval.
+//! whole interval; when the refresh period changes, the next tick is planned again by it.
 //!
 //! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
 //! read each GPU's used memory alone, behind the same per-GPU locks and under the same
@@ -50,9 +50,21 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// is read at once, so a new process never waits this long for its first figures.
 const HOST_MIN_PERIOD_MS: u64 = 2000;
 
-/// Handle kept by `Sampling`: where NVML's GPUs join once opened.
+/// Handle kept by `Sampling`: where NVML's GPUs join once opened, and where a new refresh
+/// period is taken up at once.
+#[derive(Clone)]
 pub struct Pool {
     shared: Arc<Shared>,
+}
+
+/// What a waiting worker is woken for.
+#[derive(Default)]
+struct Kick {
+    /// The next tick is now, a full one (the GPUs joined).
+    tick_now: bool,
+    /// The refresh period changed: the tick waited for was planned at the old one, which
+    /// may be up to 30 s away (or past the new one's next tick), so plan it again.
+    replan: bool,
 }
 
 struct Shared {
@@ -63,8 +75,8 @@ struct Shared {
     /// The fast memory sampling's period; `None`: off.
     peek_ms: Option<u64>,
     schedule: Schedule,
-    /// Set when the next tick is now (the GPUs joined); a waiting worker wakes on `kicked`.
-    kick: Mutex<bool>,
+    /// Why a waiting worker should wake before its tick; it wakes on `kicked`.
+    kick: Mutex<Kick>,
     kicked: Condvar,
     /// The receiver is gone: everyone stops.
     closed: AtomicBool,
@@ -138,7 +150,7 @@ impl Pool {
             interval_ms,
             peek_ms: peek_every.map(|p| p.as_millis() as u64),
             schedule,
-            kick: Mutex::new(false),
+            kick: Mutex::new(Kick::default()),
             kicked: Condvar::new(),
             closed: AtomicBool::new(false),
             alarm: Alarm::new().ok(),
@@ -161,31 +173,44 @@ impl Pool {
             }
             s
         }));
-        *lock(&self.shared.kick) = true;
+        lock(&self.shared.kick).tick_now = true;
+        self.shared.kicked.notify_all();
+    }
+
+    /// The refresh period changed (`Sampling::set_interval`): the next tick falls by the new
+    /// one, not at the moment planned by the old one.
+    pub fn replan(&self) {
+        lock(&self.shared.kick).replan = true;
         self.shared.kicked.notify_all();
     }
 }
 
 impl Shared {
-    /// Sleeps until the next tick, or until kicked (then a full tick, now).
+    /// Sleeps until the next tick, or until kicked: for a full tick now, or to plan the next
+    /// tick again by a new refresh period.
     fn wait(&self) -> Tick {
-        let (at, tick) = self
-            .schedule
-            .next(self.interval_ms.load(Ordering::Relaxed), self.peek_ms);
         let mut kick = lock(&self.kick);
-        loop {
-            if std::mem::take(&mut *kick) {
-                return Tick::Full;
+        'plan: loop {
+            let (at, tick) = self
+                .schedule
+                .next(self.interval_ms.load(Ordering::Relaxed), self.peek_ms);
+            loop {
+                if std::mem::take(&mut kick.tick_now) {
+                    return Tick::Full;
+                }
+                if std::mem::take(&mut kick.replan) {
+                    continue 'plan;
+                }
+                let left = at.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return tick;
+                }
+                kick = self
+                    .kicked
+                    .wait_timeout(kick, left)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .0;
             }
-            let left = at.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return tick;
-            }
-            kick = self
-                .kicked
-                .wait_timeout(kick, left)
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .0;
         }
     }
 }

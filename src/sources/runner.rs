@@ -29,6 +29,8 @@ pub struct SamplingConfig {
 /// tick; whoever shows it or records it asks here.
 pub struct Sampling {
     interval_ms: Arc<AtomicU64>,
+    /// To wake a worker waiting for a tick planned at the old period.
+    pool: Pool,
 }
 
 impl Sampling {
@@ -42,8 +44,9 @@ impl Sampling {
             epoch: Instant::now(),
         };
         let pool = Pool::start(tx.clone(), interval_ms.clone(), config.peak_every, schedule)?;
-        threads::spawn("nvml-open", move || nvml_start(config, tx, pool))?;
-        Ok(Sampling { interval_ms })
+        let joining = pool.clone();
+        threads::spawn("nvml-open", move || nvml_start(config, tx, joining))?;
+        Ok(Sampling { interval_ms, pool })
     }
 
     /// The refresh period now.
@@ -51,12 +54,15 @@ impl Sampling {
         self.interval_ms.load(Ordering::Relaxed)
     }
 
-    /// A new refresh period, from the next tick on. The event saying so is the caller's to
-    /// record and ingest like the samplers' own, so a recording knows the period it was
-    /// made at at every moment.
+    /// A new refresh period, from the next tick on: the next tick by the new period, not
+    /// the one planned by the old (from 30 s to 1 s, the first sample at 1 s comes within
+    /// a second, not up to 30 s later). The event saying so is the caller's to record and
+    /// ingest like the samplers' own, so a recording knows the period it was made at at
+    /// every moment.
     pub fn set_interval(&self, interval: Duration) -> SourceEvent {
         let ms = interval.as_millis() as u64;
         self.interval_ms.store(ms, Ordering::Relaxed);
+        self.pool.replan();
         SourceEvent::Interval { ms }
     }
 }

@@ -492,6 +492,10 @@ impl App {
             Outcome::StepInterval { slower } => {
                 let ms = keys::step_interval(self.feed.interval_ms(), slower);
                 self.ui.flash = Some(format!("refresh every {ms} ms"));
+                // At either end of the ladder the period stays: no change to record.
+                if ms == self.feed.interval_ms() {
+                    return Step::Input;
+                }
                 if let Some(event) = self.feed.set_interval(Duration::from_millis(ms)) {
                     // Recorded like the samplers' events, so a replay and a plot of the
                     // recording read each period from when it began.
