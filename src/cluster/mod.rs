@@ -12,6 +12,7 @@
 //! - outputs: `table` (`--once`), `json` (`--json`), `screen` (the interactive view).
 
 mod cells;
+mod charts;
 mod exposition;
 mod fetch;
 mod http;
@@ -105,7 +106,13 @@ fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
             return ExitCode::from(EXIT_NO_SOURCE);
         }
     };
-    let fetched = runtime.block_on(fetch::fetch(source, true));
+    // The single-node figures of every GPU: a script reads them all, in one query more.
+    let ask = fetch::Ask {
+        history: true,
+        charts: false,
+        detail: fetch::Detail::All,
+    };
+    let fetched = runtime.block_on(fetch::fetch(source, &ask));
     let nothing = fetched.origins.iter().all(|o| match o {
         fetch::Origin::Prometheus { problem } => problem.is_some(),
         fetch::Origin::Target { problem, .. } => problem.is_some(),

@@ -4,6 +4,7 @@
 //! handled as the monitor handles it (`tui::terminal`, `tui::signals`): restored on every
 //! exit path, suspended and resumed, resized.
 
+mod charts;
 mod help;
 mod keys;
 mod render;
@@ -23,6 +24,7 @@ use state::Ui;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 enum Event {
@@ -65,7 +67,9 @@ pub fn run(
         return ExitCode::from(1);
     }
     let describe = source.describe();
-    if let Err(e) = fetch::spawn(source, cli.interval, tx.clone(), fetched) {
+    // The targets of the nodes shown open: the fetcher reads their single-node figures.
+    let open = Arc::new(Mutex::new(Vec::new()));
+    if let Err(e) = fetch::spawn(source, cli.interval, Arc::clone(&open), tx.clone(), fetched) {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
@@ -108,8 +112,12 @@ pub fn run(
             ui.view = ClusterView::Jobs;
         }
         let lines = state::lines(&screen, &ui);
+        if let Ok(mut open) = open.lock() {
+            *open = state::open_instances(&screen, &ui);
+        }
         if let Err(e) = guard.draw(|frame| {
-            render::draw(frame, &screen, &mut ui, &lines, &theme);
+            let charts = (&cluster.charts, stale_after.unread_ms);
+            render::draw(frame, &screen, charts, &mut ui, &lines, &theme);
             None
         }) {
             break Err(format!("drawing failed: {e}"));
