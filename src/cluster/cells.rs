@@ -234,7 +234,7 @@ pub fn detail_figures(g: &GpuRow) -> Vec<Figure> {
             r.mem_clock_mhz,
             "DCGM_FI_DEV_MEM_CLOCK",
         ),
-        ("processes", "processes", "", processes, ""),
+        ("process_count", "processes", "", processes, ""),
     ];
     figures
         .into_iter()

@@ -36,7 +36,7 @@ pub enum Subject {
 pub const HEIGHT: u16 = 5;
 
 const LABEL_W: usize = 7;
-const VALUE_W: usize = 30;
+const VALUE_W: usize = 34;
 
 /// A chart row: its label, the series, its scale, and how its value reads.
 type Row<'a> = (&'a str, &'a Series, Option<f64>, fn(f64) -> String);

@@ -111,7 +111,7 @@ pub fn run(
         if !ui.view_chosen && screen.has_ranks() {
             ui.view = ClusterView::Jobs;
         }
-        let lines = state::lines(&screen, &ui);
+        let mut lines = state::lines(&screen, &ui);
         if let Ok(mut open) = open.lock() {
             *open = state::open_instances(&screen, &ui);
         }
@@ -145,7 +145,13 @@ pub fn run(
                     }
                 }
                 Event::Input(TermEvent::Key(key)) => {
-                    match keys::handle(key, &mut ui, &screen, &lines) {
+                    let outcome = keys::handle(key, &mut ui, &screen, &lines);
+                    // Keys typed together act each on what the one before made (`v` then
+                    // Down selects in the new view).
+                    if outcome != Outcome::Ignored {
+                        lines = state::lines(&screen, &ui);
+                    }
+                    match outcome {
                         Outcome::Quit => quit = Some(Ok(())),
                         Outcome::Suspend => {
                             guard.suspend();
