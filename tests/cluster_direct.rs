@@ -108,7 +108,12 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
                 &d["sm_clock_mhz"],
                 &d["mem_clock_mhz"]
             ),
-            (&json!(41.0), &json!(287.613), &json!(1410.0), &json!(1593.0)),
+            (
+                &json!(41.0),
+                &json!(287.613),
+                &json!(1410.0),
+                &json!(1593.0)
+            ),
             "{d}"
         );
         assert_eq!(d["power_limit_w"], Value::Null, "{d}");
@@ -140,7 +145,9 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         "{text}"
     );
     assert!(
-        text.contains("    power limit n/a: its dcgm-exporter does not collect DCGM_FI_DEV_POWER_MGMT_LIMIT"),
+        text.contains(
+            "    power limit n/a: its dcgm-exporter does not collect DCGM_FI_DEV_POWER_MGMT_LIMIT"
+        ),
         "{text}"
     );
     assert!(

@@ -266,6 +266,24 @@ fn a_fleet_running_only_dcgm_exporter_is_read_from_prometheus() {
     assert_eq!(g0["memory_total_bytes"], (65037 + 15521) * MIB, "{g0}");
     assert_eq!(g0["utilization_percent"], 96.0, "{g0}");
     assert_eq!(g0["pod"], "llama-train-0", "{g0}");
+    // dcgm-exporter's single-node figures through Prometheus's detail query.
+    let d = &g0["detail"];
+    assert_eq!(d["state"], "read", "{d}");
+    assert_eq!(
+        (&d["temperature_c"], &d["power_w"], &d["sm_clock_mhz"]),
+        (
+            &serde_json::json!(41.0),
+            &serde_json::json!(287.613),
+            &serde_json::json!(1410.0)
+        ),
+        "{d}"
+    );
+    assert!(
+        d["absent"]["power_limit_w"]
+            .as_str()
+            .is_some_and(|w| w.contains("DCGM_FI_DEV_POWER_MGMT_LIMIT")),
+        "{d}"
+    );
     assert_eq!(doc["jobs"], serde_json::json!([]));
     // The exporter stops: Prometheus marks its scrape failed, and the view keeps its last
     // figures, saying since when they are missing.

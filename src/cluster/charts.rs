@@ -190,7 +190,8 @@ impl Charts {
         for g in gpus {
             by_node.entry(g.node).or_default().push(g);
         }
-        self.nodes.retain(|node, _| by_node.contains_key(node.as_str()));
+        self.nodes
+            .retain(|node, _| by_node.contains_key(node.as_str()));
         for (node, gpus) in by_node {
             let charts = self
                 .nodes
@@ -215,8 +216,7 @@ impl Charts {
     /// names a target's node.
     pub fn take_past(&mut self, past: &[ChartPast], at: u64, node_of: impl Fn(&str) -> String) {
         // (subject is a job?, name, part) -> time -> values from each target.
-        let mut grouped: BTreeMap<(bool, String, &str), BTreeMap<u64, Vec<f64>>> =
-            BTreeMap::new();
+        let mut grouped: BTreeMap<(bool, String, &str), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
         let mut from = None::<u64>;
         for p in past {
             let (job, name) = match (p.part.as_str(), &p.instance) {
@@ -311,8 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn each_refresh_adds_the_sums_and_a_rank_not_read_breaks_the_job_instead_of_shrinking_it()
-    {
+    fn each_refresh_adds_the_sums_and_a_rank_not_read_breaks_the_job_instead_of_shrinking_it() {
         let mut c = Charts::default();
         let gpus = [
             gpu("na", ("a:1", 0), true, 40.0),

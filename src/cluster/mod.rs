@@ -7,7 +7,9 @@
 //! - `prometheus`, `scrape`: the two sources; `fetch`: one refresh of either, and the thread
 //!   that refreshes;
 //! - `normalise`: vramscope's and dcgm-exporter's spellings onto one model;
-//! - `model`: the fleet with last-good values, ages and "missing since";
+//! - `charts`: each job's and node's history for the charts (the start's range query, then
+//!   every refresh);
+//! - `model`: the fleet with last-good values, ages and "missing since", and its charts;
 //! - `view`: the job and node views, built once per refresh; `cells`: their text;
 //! - outputs: `table` (`--once`), `json` (`--json`), `screen` (the interactive view).
 

@@ -8,7 +8,11 @@
 //! - per GPU: `gpu` (index), `UUID`/`uuid`, `modelName`/`model_name`; memory from
 //!   `vramscope_gpu_memory_{used,total}_bytes` to the byte where present, else dcgm-exporter's
 //!   `DCGM_FI_DEV_FB_{USED,TOTAL}` (MiB; total as used + free where it has no total);
-//!   `DCGM_FI_DEV_GPU_UTIL`; vramscope's `vramscope_gpu_{stale,lost}`;
+//!   `DCGM_FI_DEV_GPU_UTIL`; vramscope's `vramscope_gpu_{stale,lost}`; the single-node figures
+//!   as both exporters spell them: `DCGM_FI_DEV_GPU_TEMP`, `DCGM_FI_DEV_POWER_USAGE`, the
+//!   limit as `DCGM_FI_DEV_ENFORCED_POWER_LIMIT` (vramscope; dcgm-exporter optionally) or
+//!   `DCGM_FI_DEV_POWER_MGMT_LIMIT` (dcgm-exporter), `DCGM_FI_DEV_{SM,MEM}_CLOCK`, and
+//!   vramscope's `vramscope_gpu_processes`;
 //! - Kubernetes: `exported_pod`/`exported_namespace`/`exported_container` first (Prometheus
 //!   renames the workload's labels so when it scrapes without `honor_labels`, and `pod` is
 //!   then the exporter's own pod), then `pod`/`namespace`/`container`, then the older

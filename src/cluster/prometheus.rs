@@ -3,9 +3,11 @@
 //!
 //! The cost does not grow with the fleet: each refresh is two instant queries whatever the
 //! number of nodes (`PRESENT`: every series the view reads, by one name matcher; `DOWN`:
-//! targets whose last scrape failed), and the start adds one range query (`HISTORY`) that
-//! fills the peaks' and OOM counters' recent past, so the first screen already knows which
-//! rank's peak grows and when an OOM happened.
+//! targets whose last scrape failed), plus one (`DETAIL_NAMES`) while nodes are open on the
+//! screen, for their targets only. The start adds one range query (`HISTORY`) that fills the
+//! peaks' and OOM counters' recent past, so the first screen already knows which rank's peak
+//! grows and when an OOM happened, and the screen's start one more (`CHARTS`) for the
+//! charts' past, summed by the server per job and per target.
 
 use super::http::{self, short};
 use super::series::Series;

@@ -8,6 +8,8 @@
 //! │ job J: N ranks, median step S                                               │
 //! │ RANK NODE GPU ALLOC RESERVED PEAK PEAK GROWTH STEP OOM IN OOMS STATE        │
 //! │ ...                          (or NODE GPUS MEMORY UTIL RANKS STATE, GPUs below)│
+//! │ job J, last 5m (past from Prometheus since T)       (`charts`, when 16 rows fit) │
+//! │ alloc / resv / worst / util sparklines with their current values             │
 //! └ status: keys, or the filter being typed ────────────────────────────────────┘
 //! ```
 
@@ -78,12 +80,7 @@ pub fn draw(
         && area.width >= 60
     {
         body.height -= CHART_HEIGHT + 1;
-        let at = Rect::new(
-            area.x,
-            body.y + body.height + 1,
-            area.width,
-            CHART_HEIGHT,
-        );
+        let at = Rect::new(area.x, body.y + body.height + 1, area.width, CHART_HEIGHT);
         super::charts::draw(
             frame,
             at,
@@ -116,9 +113,7 @@ fn subject(screen: &Screen, ui: &Ui, lines: &[Line]) -> Option<Subject> {
         Line::Node(n) => screen.nodes.get(*n).map(|n| Subject::Node(n.node.clone())),
         _ => None,
     };
-    selected
-        .and_then(of)
-        .or_else(|| lines.iter().find_map(of))
+    selected.and_then(of).or_else(|| lines.iter().find_map(of))
 }
 
 fn row(area: Rect, y: u16) -> Rect {
@@ -301,7 +296,10 @@ fn body_lines(
                 } else {
                     theme.value
                 };
-                Some(TextLine::from(Span::styled(format!("        {text}"), style)))
+                Some(TextLine::from(Span::styled(
+                    format!("        {text}"),
+                    style,
+                )))
             }),
         };
         let mut shown = shown.unwrap_or_default();

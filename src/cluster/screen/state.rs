@@ -148,11 +148,7 @@ impl ClusterFilter {
                 _ => words.push(word.to_string()),
             }
         }
-        ClusterFilter {
-            gpus,
-            ranks,
-            words,
-        }
+        ClusterFilter { gpus, ranks, words }
     }
 
     fn text(&self, text: &str) -> bool {
@@ -337,12 +333,14 @@ mod tests {
         assert_eq!(either, [1, 21]);
         // No rank 2: nothing, and the job is left out.
         assert_eq!(shown(&screen, "rank:2"), Vec::<u32>::new());
-        assert!(lines(&screen, &{
-            let mut ui = Ui::new(Some(ClusterView::Jobs));
-            ui.filter = "rank:2".into();
-            ui
-        })
-        .is_empty());
+        assert!(
+            lines(&screen, &{
+                let mut ui = Ui::new(Some(ClusterView::Jobs));
+                ui.filter = "rank:2".into();
+                ui
+            })
+            .is_empty()
+        );
         // Text stays a substring: node-1 is in node-12 too.
         let mut on = shown(&screen, "node-1");
         on.sort_unstable();
