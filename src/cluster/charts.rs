@@ -175,8 +175,13 @@ impl Charts {
                 (!values.is_empty()).then(|| values.iter().map(|v| *v as f64).sum())
             };
             let worst = ranks.iter().filter_map(|r| r.reserved).max();
-            // Each GPU once, however many of the job's ranks share it.
-            let on: BTreeSet<(&str, u32)> = ranks.iter().map(|r| r.gpu).collect();
+            // Each GPU once, however many of the job's ranks share it; as the range query
+            // counts them, the GPUs where its ranks publish allocator figures.
+            let on: BTreeSet<(&str, u32)> = ranks
+                .iter()
+                .filter(|r| r.allocated.is_some())
+                .map(|r| r.gpu)
+                .collect();
             let utils: Vec<f64> = on
                 .iter()
                 .filter_map(|g| util_of.get(g).copied().flatten())

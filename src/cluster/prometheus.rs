@@ -54,8 +54,9 @@ pub const DETAIL_NAMES: &str = concat!(
 /// used and the mean utilisation. Each part carries a `part` label. Aggregated by the
 /// server, so the answer is a few series per job and per target, not one per rank; the
 /// same sums as `charts::record` makes of each refresh. A rank is a process series with a
-/// `rank` or a job id, as the job view counts them; the utilisation of a GPU is taken once
-/// however many of its ranks (and MIG instances) there are.
+/// `rank` or a job id, as the job view counts them; a job's GPUs are those where its ranks
+/// publish allocator figures (one family, not every process family, keeps the query cheap),
+/// each taken once however many of its ranks (and MIG instances) there are.
 pub const CHARTS: &str = concat!(
     "label_replace(sum by (job_id, exported_job_id) (",
     "vramscope_process_allocator_allocated_bytes{rank!=\"\"}",
@@ -74,9 +75,9 @@ pub const CHARTS: &str = concat!(
     "), \"part\", \"job_worst\", \"\", \"\")",
     " or label_replace(avg by (job_id, exported_job_id) (",
     "group by (instance, gpu, job_id, exported_job_id) (",
-    "{__name__=~\"vramscope_process_.+\", rank!=\"\"}",
-    " or {__name__=~\"vramscope_process_.+\", job_id!=\"\"}",
-    " or {__name__=~\"vramscope_process_.+\", exported_job_id!=\"\"})",
+    "vramscope_process_allocator_allocated_bytes{rank!=\"\"}",
+    " or vramscope_process_allocator_allocated_bytes{job_id!=\"\"}",
+    " or vramscope_process_allocator_allocated_bytes{exported_job_id!=\"\"})",
     " * on (instance, gpu) group_left max by (instance, gpu) (DCGM_FI_DEV_GPU_UTIL)",
     "), \"part\", \"job_util\", \"\", \"\")",
     " or label_replace(sum by (instance) (vramscope_gpu_memory_used_bytes",
@@ -411,5 +412,15 @@ mod tests {
                 .unwrap_err()
                 .starts_with("not a Prometheus answer")
         );
+    }
+
+    #[test]
+    fn instances_are_matched_literally_in_a_safe_promql_string() {
+        let quoted = regex_quote("10.0.0.1:9400");
+        assert_eq!(quoted, r"10\.0\.0\.1:9400");
+        assert_eq!(promql_string(&quoted), r#""10\\.0\\.0\\.1:9400""#);
+        // A hostile name cannot close the string or add a matcher.
+        let hostile = promql_string(&regex_quote("a\"} or up{x=\"(.*)"));
+        assert_eq!(hostile, r#""a\"\\} or up\\{x=\"\\(\\.\\*\\)""#);
     }
 }
