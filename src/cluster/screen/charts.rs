@@ -141,3 +141,98 @@ fn value(
         None => (format!("{NA}: none read yet"), |t| t.dim),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::charts::{GpuNow, RankNow};
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    fn rendered(subject: &Subject, charts: &Charts, now_ms: u64) -> Vec<String> {
+        let mut terminal = Terminal::new(TestBackend::new(100, HEIGHT)).unwrap();
+        let theme = Theme::new(false, true);
+        terminal
+            .draw(|f| draw(f, f.area(), subject, charts, (now_ms, 3_000), &theme))
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        (0..HEIGHT)
+            .map(|y| {
+                (0..100)
+                    .map(|x| buffer[(x, y)].symbol())
+                    .collect::<String>()
+                    .trim_end()
+                    .to_string()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_job_s_charts_show_their_sums_then_since_when_nothing_was_read() {
+        let gib = 1u64 << 30;
+        let mut charts = Charts::default();
+        let gpus = [GpuNow {
+            node: "n",
+            gpu: ("n:1", 0),
+            read: true,
+            used: Some(3 * gib),
+            util: Some(70.0),
+        }];
+        for t in 0..30u64 {
+            let ranks = [
+                RankNow {
+                    job: "j",
+                    read: true,
+                    allocated: Some(gib + t * gib / 10),
+                    reserved: Some(2 * gib),
+                    gpu: ("n:1", 0),
+                },
+                RankNow {
+                    job: "j",
+                    read: true,
+                    allocated: Some(gib),
+                    reserved: Some(3 * gib),
+                    gpu: ("n:1", 0),
+                },
+            ];
+            charts.record(1_000_000 + t * 1_000, &ranks, &gpus);
+        }
+        let now = 1_029_000;
+        let lines = rendered(&Subject::Job("j".into()), &charts, now);
+        assert!(
+            lines[0].starts_with(
+                "job j, last 5m (no Prometheus: history from this view's refreshes only, since"
+            ),
+            "{lines:#?}"
+        );
+        assert!(lines[1].starts_with("alloc "), "{lines:#?}");
+        assert!(lines[1].ends_with(&format!(" {} total", units::bytes(gib * 49 / 10))));
+        assert!(lines[2].ends_with(&format!(" {} total", units::bytes(5 * gib))));
+        assert!(lines[3].ends_with(&format!(
+            " {} largest rank's reserved",
+            units::bytes(3 * gib)
+        )));
+        assert!(lines[4].ends_with(" 70% mean"), "{lines:#?}");
+        // The plot is drawn (ascii levels), rising at its right end.
+        assert!(lines[1].trim_end().len() > 60, "{lines:#?}");
+        // A refresh that misses a rank: a break, and the value says since when.
+        charts.record(
+            1_030_000,
+            &[RankNow {
+                job: "j",
+                read: false,
+                allocated: Some(gib),
+                reserved: Some(gib),
+                gpu: ("n:1", 0),
+            }],
+            &gpus,
+        );
+        let lines = rendered(&Subject::Job("j".into()), &charts, 1_030_000);
+        for line in &lines[1..] {
+            assert!(line.contains("n/a: none read since"), "{lines:#?}");
+        }
+        // Old readings are not current either, even without a break.
+        let lines = rendered(&Subject::Node("n".into()), &charts, 1_040_000);
+        assert!(lines[1].contains("n/a: none read since"), "{lines:#?}");
+    }
+}
