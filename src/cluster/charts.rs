@@ -1,8 +1,9 @@
 //! The charts' history: per job its allocated and reserved totals, its worst rank's reserved
 //! and the mean utilisation of its GPUs; per node its GPU memory used and mean utilisation.
-//! Filled at the start from Prometheus's range query (`prometheus::CHARTS`, the same sums
-//! made by the server) and extended by each refresh's answer (`record`); from a direct scrape
-//! only by the refreshes.
+//! Filled from Prometheus's range query (`prometheus::CHARTS`, the same sums made by the
+//! server), asked just after the first refresh so that it never holds up the first screen,
+//! and extended by each refresh's answer (`record`); from a direct scrape only by the
+//! refreshes.
 //!
 //! Nothing stale is drawn as current: a refresh that did not read every rank of a job (or
 //! every GPU of a node) records a break, not a smaller total, and a series holds its last
@@ -46,6 +47,8 @@ pub struct Charts {
     pub jobs: BTreeMap<String, JobCharts>,
     pub nodes: BTreeMap<String, NodeCharts>,
     pub past: Past,
+    /// When the first refresh was recorded: the range query's past ends before it.
+    first_record_ms: Option<u64>,
 }
 
 impl Default for Charts {
@@ -54,6 +57,7 @@ impl Default for Charts {
             jobs: BTreeMap::new(),
             nodes: BTreeMap::new(),
             past: Past::Nothing,
+            first_record_ms: None,
         }
     }
 }
@@ -152,6 +156,7 @@ impl Charts {
         if self.past == Past::Nothing {
             self.past = Past::Refreshes(at);
         }
+        self.first_record_ms.get_or_insert(at);
         let util_of: BTreeMap<(&str, u32), Option<f64>> = gpus
             .iter()
             .map(|g| (g.gpu, g.util.filter(|_| g.read)))
@@ -215,11 +220,13 @@ impl Charts {
         }
     }
 
-    /// The range query's past, before the first refresh at `at` is recorded: each part's
-    /// points before `at`, with a break where a step has no point. A node served by several
-    /// targets gets their sums (memory) and means (utilisation) step by step; `node_of`
-    /// names a target's node.
+    /// The range query's past (asked at `at`), put before what the refreshes recorded: each
+    /// part's points before the first refresh (or `at`), with a break where a step has no
+    /// point, then the refreshes' readings again. A node served by several targets gets
+    /// their sums (memory) and means (utilisation) step by step; `node_of` names a target's
+    /// node.
     pub fn take_past(&mut self, past: &[ChartPast], at: u64, node_of: impl Fn(&str) -> String) {
+        let at = self.first_record_ms.map_or(at, |first| first.min(at));
         // (subject is a job?, name, part) -> time -> values from each target.
         let mut grouped: BTreeMap<(bool, String, &str), BTreeMap<u64, Vec<f64>>> = BTreeMap::new();
         let mut from = None::<u64>;
@@ -241,7 +248,7 @@ impl Charts {
         }
         let step = HISTORY_STEP_S * 1000;
         for ((job, name, part), points) in grouped {
-            let series = if job {
+            let target = if job {
                 let charts = self.jobs.entry(name).or_insert_with(JobCharts::new);
                 match part {
                     "job_alloc" => &mut charts.allocated,
@@ -257,6 +264,10 @@ impl Charts {
                     &mut charts.util
                 }
             };
+            // A series holds readings in time order: the past goes into a new one, and
+            // what the refreshes recorded is replayed after it.
+            let recorded = std::mem::replace(target, series());
+            let series = target;
             let mut previous: Option<u64> = None;
             for (t, values) in points {
                 if let Some(p) = previous
@@ -279,6 +290,12 @@ impl Charts {
                 && at > p + step + step / 2
             {
                 series.push_gap(p + step);
+            }
+            for (t, value) in recorded.raw() {
+                match value {
+                    Some(v) => series.push(t, v),
+                    None => series.push_gap(t),
+                }
             }
         }
         if let Some(from) = from {
@@ -373,7 +390,19 @@ mod tests {
                 points: vec![(0, 5.0)],
             },
         ];
-        c.take_past(&past, 30_000, |_| "na".to_string());
+        // The refreshes' first reading came before the past (asked just after it).
+        c.record(
+            30_000,
+            &[RankNow {
+                job: "j",
+                read: true,
+                allocated: Some(8),
+                reserved: Some(9),
+                gpu: ("a:1", 0),
+            }],
+            &[],
+        );
+        c.take_past(&past, 31_000, |_| "na".to_string());
         assert_eq!(c.past, Past::Prometheus(0));
         let alloc = &c.jobs["j"].allocated;
         let raw: Vec<(u64, Option<f64>)> = alloc.raw().collect();
@@ -385,7 +414,8 @@ mod tests {
                 (5_000, Some(2.0)),
                 (10_000, None),
                 (20_000, Some(3.0)),
-                (25_000, None)
+                (25_000, None),
+                (30_000, Some(8.0))
             ]
         );
         let used: Vec<(u64, Option<f64>)> = c.nodes["na"].used.raw().collect();

@@ -72,8 +72,6 @@ impl Detail {
 pub struct Ask {
     /// The start's recent past of peaks and OOM counters.
     pub history: bool,
-    /// The start's past of the charts (the screen only).
-    pub charts: bool,
     pub detail: Detail,
 }
 
@@ -88,8 +86,6 @@ pub struct Fetched {
     pub down: Vec<(String, Option<String>)>,
     /// The recent past, read once at the start from Prometheus.
     pub history: Vec<Past>,
-    /// The charts' past, read once at the start from Prometheus.
-    pub charts: Vec<ChartPast>,
     /// Whose single-node figures the series hold (what was asked, and answered).
     pub detail: Detail,
     /// Why the single-node figures asked for are not there.
@@ -117,13 +113,6 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
                     None
                 }
             };
-            let charts = async {
-                if ask.charts {
-                    Some(prometheus.chart_history(at_ms).await)
-                } else {
-                    None
-                }
-            };
             let detail = async {
                 match &ask.detail {
                     Detail::None => None,
@@ -131,17 +120,9 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
                     Detail::Of(list) => Some(prometheus.detail(Some(list)).await),
                 }
             };
-            let (present, down, history, charts, detail) = tokio::join!(
-                prometheus.present(),
-                prometheus.down(),
-                history,
-                charts,
-                detail
-            );
-            fetched.requests = 2
-                + u32::from(ask.history)
-                + u32::from(ask.charts)
-                + u32::from(ask.detail != Detail::None);
+            let (present, down, history, detail) =
+                tokio::join!(prometheus.present(), prometheus.down(), history, detail);
+            fetched.requests = 2 + u32::from(ask.history) + u32::from(ask.detail != Detail::None);
             match present {
                 Ok(series) => {
                     fetched.series = series;
@@ -154,7 +135,6 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
             // Without these the view only knows less: no down marks, no past.
             fetched.down = down.unwrap_or_default();
             fetched.history = history.and_then(Result::ok).unwrap_or_default();
-            fetched.charts = charts.and_then(Result::ok).unwrap_or_default();
             match detail {
                 Some(Ok(series)) => {
                     fetched.series.extend(series);
@@ -225,17 +205,27 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the HTTP client: {e}"))
 }
 
+/// The charts' past from Prometheus's range query, asked at `at_ms` (Unix ms).
+#[derive(Debug)]
+pub struct ChartsPast {
+    pub at_ms: u64,
+    /// Empty when the query failed: the charts then fill from the refreshes only.
+    pub past: Vec<ChartPast>,
+}
+
 /// Starts the fetcher: a refresh every `interval` (the next starts `interval` after the
 /// previous began, or at once if it took longer: every request has its deadline, so a
-/// refresh ends), each sent on `tx` as `wrap(fetched)`. The first reads the recent past and
-/// the charts' past too; each reads the single-node figures of the targets `open` lists
-/// then (the nodes the screen shows open). It ends when the receiver is gone.
+/// refresh ends), each sent on `tx` as `wrap(fetched)`. The first reads the recent past
+/// too; right after it is sent, Prometheus's range query for the charts' past is asked and
+/// sent as `wrap_past(past)`, so it never holds up the first screen. Each refresh reads the
+/// single-node figures of the targets `open` lists then (the nodes the screen shows open).
+/// It ends when the receiver is gone.
 pub fn spawn<E: Send + 'static>(
     source: Source,
     interval: Duration,
     open: Arc<Mutex<Vec<String>>>,
     tx: Sender<E>,
-    wrap: fn(Fetched) -> E,
+    (wrap, wrap_past): (fn(Fetched) -> E, fn(ChartsPast) -> E),
 ) -> Result<(), String> {
     let runtime = runtime()?;
     thread::Builder::new()
@@ -247,7 +237,6 @@ pub fn spawn<E: Send + 'static>(
                 let open = open.lock().map(|o| o.clone()).unwrap_or_default();
                 let ask = Ask {
                     history: first,
-                    charts: first,
                     detail: if open.is_empty() {
                         Detail::None
                     } else {
@@ -255,10 +244,19 @@ pub fn spawn<E: Send + 'static>(
                     },
                 };
                 let fetched = runtime.block_on(fetch(&source, &ask));
-                first = false;
                 if tx.send(wrap(fetched)).is_err() {
                     return;
                 }
+                if first && let Source::Prometheus(prometheus) = &source {
+                    let at_ms = now_ms();
+                    let past = runtime
+                        .block_on(prometheus.chart_history(at_ms))
+                        .unwrap_or_default();
+                    if tx.send(wrap_past(ChartsPast { at_ms, past })).is_err() {
+                        return;
+                    }
+                }
+                first = false;
                 thread::sleep(interval.saturating_sub(began.elapsed()));
             }
         })

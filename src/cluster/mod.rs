@@ -111,7 +111,6 @@ fn once(cli: &Cli, source: &Source, stale_after: view::StaleAfter) -> ExitCode {
     // The single-node figures of every GPU: a script reads them all, in one query more.
     let ask = fetch::Ask {
         history: true,
-        charts: false,
         detail: fetch::Detail::All,
     };
     let fetched = runtime.block_on(fetch::fetch(source, &ask));

@@ -10,7 +10,7 @@
 use super::charts::{Charts, GpuNow, NO_JOB, RankNow};
 use super::fetch::{Detail, Fetched, Origin};
 use super::normalise::{GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key};
-use super::prometheus::{HISTORY_SPAN_S, Past};
+use super::prometheus::{ChartPast, HISTORY_SPAN_S, Past};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What is missing longer than this is dropped.
@@ -216,17 +216,21 @@ impl Cluster {
             self.take_history(&fetched.history, window_start, at);
         }
         self.forget(at);
-        if !fetched.charts.is_empty() {
-            let instances = &self.instances;
-            self.charts.take_past(&fetched.charts, at, |instance| {
-                instances
-                    .get(instance)
-                    .map(|e| e.node.clone())
-                    .filter(|n| !n.is_empty())
-                    .unwrap_or_else(|| super::normalise::host_of(instance))
-            });
-        }
         self.record_charts(at);
+    }
+
+    /// Prometheus's range query for the charts' past, asked at `at` (just after the first
+    /// refresh): one request more.
+    pub fn take_chart_past(&mut self, past: &[ChartPast], at: u64) {
+        self.requests += 1;
+        let instances = &self.instances;
+        self.charts.take_past(past, at, |instance| {
+            instances
+                .get(instance)
+                .map(|e| e.node.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| super::normalise::host_of(instance))
+        });
     }
 
     /// This refresh's figures onto the charts: a rank or GPU counts as read when this

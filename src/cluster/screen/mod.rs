@@ -10,7 +10,7 @@ mod keys;
 mod render;
 mod state;
 
-use super::fetch::{self, Fetched, Source};
+use super::fetch::{self, ChartsPast, Fetched, Source};
 use super::model::Cluster;
 use super::view::{self, StaleAfter};
 use crate::cli::{Cli, ClusterArgs, ClusterView};
@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 enum Event {
     Fetched(Box<Fetched>),
+    ChartsPast(ChartsPast),
     Input(TermEvent),
     InputClosed,
     Signal(SignalEvent),
@@ -42,6 +43,10 @@ impl From<SignalEvent> for Event {
 
 fn fetched(f: Fetched) -> Event {
     Event::Fetched(Box::new(f))
+}
+
+fn charts_past(p: ChartsPast) -> Event {
+    Event::ChartsPast(p)
 }
 
 pub fn run(
@@ -69,7 +74,13 @@ pub fn run(
     let describe = source.describe();
     // The targets of the nodes shown open: the fetcher reads their single-node figures.
     let open = Arc::new(Mutex::new(Vec::new()));
-    if let Err(e) = fetch::spawn(source, cli.interval, Arc::clone(&open), tx.clone(), fetched) {
+    if let Err(e) = fetch::spawn(
+        source,
+        cli.interval,
+        Arc::clone(&open),
+        tx.clone(),
+        (fetched, charts_past),
+    ) {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
@@ -139,6 +150,13 @@ pub fn run(
             match event {
                 Event::Fetched(f) => {
                     cluster.ingest(*f);
+                    if let Some(file) = &refresh_file {
+                        let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
+                        let _ = std::fs::write(file, counts);
+                    }
+                }
+                Event::ChartsPast(p) => {
+                    cluster.take_chart_past(&p.past, p.at_ms);
                     if let Some(file) = &refresh_file {
                         let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
                         let _ = std::fs::write(file, counts);
