@@ -32,14 +32,16 @@ pub struct NodeCharts {
 }
 
 /// Where the history before the view started came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Past {
     /// No refresh yet.
     Nothing,
     /// Prometheus's range query, from this moment (Unix ms).
     Prometheus(u64),
-    /// Only this view's refreshes, since this moment: no Prometheus, or it gave no past.
+    /// Only this view's refreshes, since this moment: no Prometheus.
     Refreshes(u64),
+    /// Only this view's refreshes, since this moment: Prometheus's range query failed.
+    Failed(u64, String),
 }
 
 #[derive(Debug)]

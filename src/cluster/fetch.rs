@@ -209,15 +209,17 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 #[derive(Debug)]
 pub struct ChartsPast {
     pub at_ms: u64,
-    /// Empty when the query failed: the charts then fill from the refreshes only.
-    pub past: Vec<ChartPast>,
+    /// Why there is none when the query failed: the charts then fill from the refreshes
+    /// only.
+    pub past: Result<Vec<ChartPast>, String>,
 }
 
 /// Starts the fetcher: a refresh every `interval` (the next starts `interval` after the
 /// previous began, or at once if it took longer: every request has its deadline, so a
 /// refresh ends), each sent on `tx` as `wrap(fetched)`. The first reads the recent past
-/// too; right after it is sent, Prometheus's range query for the charts' past is asked and
-/// sent as `wrap_past(past)`, so it never holds up the first screen. Each refresh reads the
+/// too; right after it is sent, Prometheus's range query for the charts' past is asked (on
+/// a thread of its own) and sent as `wrap_past(past)`, so it never holds up the first
+/// screen or the refreshes. Each refresh reads the
 /// single-node figures of the targets `open` lists then (the nodes the screen shows open).
 /// It ends when the receiver is gone.
 pub fn spawn<E: Send + 'static>(
@@ -248,13 +250,20 @@ pub fn spawn<E: Send + 'static>(
                     return;
                 }
                 if first && let Source::Prometheus(prometheus) = &source {
-                    let at_ms = now_ms();
-                    let past = runtime
-                        .block_on(prometheus.chart_history(at_ms))
-                        .unwrap_or_default();
-                    if tx.send(wrap_past(ChartsPast { at_ms, past })).is_err() {
-                        return;
-                    }
+                    // On a thread of its own, so a slow answer (seconds, for thousands of
+                    // ranks) does not hold up the refreshes.
+                    let prometheus = prometheus.clone();
+                    let tx = tx.clone();
+                    let _ = thread::Builder::new()
+                        .name("cluster-past".into())
+                        .spawn(move || {
+                            let at_ms = now_ms();
+                            let past = match self::runtime() {
+                                Ok(r) => r.block_on(prometheus.chart_history(at_ms)),
+                                Err(why) => Err(why),
+                            };
+                            let _ = tx.send(wrap_past(ChartsPast { at_ms, past }));
+                        });
                 }
                 first = false;
                 thread::sleep(interval.saturating_sub(began.elapsed()));

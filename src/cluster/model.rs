@@ -7,7 +7,7 @@
 //! GPU or process that an answering source no longer lists is kept with "missing since"
 //! until `FORGET_MS` has passed.
 
-use super::charts::{Charts, GpuNow, NO_JOB, RankNow};
+use super::charts::{Charts, GpuNow, NO_JOB, Past as ChartsPastFrom, RankNow};
 use super::fetch::{Detail, Fetched, Origin};
 use super::normalise::{GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key};
 use super::prometheus::{ChartPast, HISTORY_SPAN_S, Past};
@@ -221,10 +221,21 @@ impl Cluster {
 
     /// Prometheus's range query for the charts' past, asked at `at` (just after the first
     /// refresh): one request more.
-    pub fn take_chart_past(&mut self, past: &[ChartPast], at: u64) {
+    pub fn take_chart_past(&mut self, past: Result<Vec<ChartPast>, String>, at: u64) {
         self.requests += 1;
+        let past = match past {
+            Ok(past) => past,
+            Err(why) => {
+                let since = match self.charts.past {
+                    ChartsPastFrom::Refreshes(since) | ChartsPastFrom::Failed(since, _) => since,
+                    _ => at,
+                };
+                self.charts.past = ChartsPastFrom::Failed(since, why);
+                return;
+            }
+        };
         let instances = &self.instances;
-        self.charts.take_past(past, at, |instance| {
+        self.charts.take_past(&past, at, |instance| {
             instances
                 .get(instance)
                 .map(|e| e.node.clone())

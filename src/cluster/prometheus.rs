@@ -88,6 +88,9 @@ pub const CHARTS: &str = concat!(
     " \"part\", \"node_util\", \"\", \"\")"
 );
 
+/// The charts' past may take this many request deadlines: it holds nothing up.
+const PAST_DEADLINES: u32 = 5;
+
 /// How far back the start reads, and at what resolution.
 pub const HISTORY_SPAN_S: u64 = 300;
 pub const HISTORY_STEP_S: u64 = 5;
@@ -145,7 +148,7 @@ impl Prometheus {
     /// point is at `now_ms` itself, so it holds what an instant query now would.
     pub async fn history(&self, now_ms: u64) -> Result<Vec<Past>, String> {
         let query = format!("{{__name__=~\"{HISTORY_NAMES}\"}}");
-        let data = self.range(&query, now_ms).await?;
+        let data = self.range(&query, now_ms, self.deadline).await?;
         Ok(data
             .result
             .into_iter()
@@ -171,9 +174,12 @@ impl Prometheus {
             .await
     }
 
-    /// The charts' last `HISTORY_SPAN_S` seconds up to `now_ms` (`CHARTS`).
+    /// The charts' last `HISTORY_SPAN_S` seconds up to `now_ms` (`CHARTS`). Asked after the
+    /// first screen, holding nothing up, so it is allowed `PAST_DEADLINES` deadlines.
     pub async fn chart_history(&self, now_ms: u64) -> Result<Vec<ChartPast>, String> {
-        let data = self.range(CHARTS, now_ms).await?;
+        let data = self
+            .range(CHARTS, now_ms, self.deadline * PAST_DEADLINES)
+            .await?;
         Ok(data
             .result
             .into_iter()
@@ -204,7 +210,7 @@ impl Prometheus {
 
     /// A range query over the last `HISTORY_SPAN_S` seconds up to `now_ms`; its last point
     /// is at `now_ms` itself.
-    async fn range(&self, query: &str, now_ms: u64) -> Result<Data, String> {
+    async fn range(&self, query: &str, now_ms: u64, deadline: Duration) -> Result<Data, String> {
         let end = format!("{}.{:03}", now_ms / 1000, now_ms % 1000);
         let start = format!(
             "{}.{:03}",
@@ -216,7 +222,7 @@ impl Prometheus {
             self.url.path,
             encode_component(query)
         );
-        let data = self.call(&path).await?;
+        let data = self.call(&path, deadline).await?;
         if data.result_type != "matrix" {
             return Err(format!("a range query answered a {}", data.result_type));
         }
@@ -229,7 +235,7 @@ impl Prometheus {
             self.url.path,
             encode_component(query)
         );
-        let data = self.call(&path).await?;
+        let data = self.call(&path, self.deadline).await?;
         if data.result_type != "vector" {
             return Err(format!("an instant query answered a {}", data.result_type));
         }
@@ -245,15 +251,8 @@ impl Prometheus {
             .collect())
     }
 
-    async fn call(&self, path: &str) -> Result<Data, String> {
-        let body = http::get(
-            &self.url,
-            path,
-            "application/json",
-            self.deadline,
-            MAX_ANSWER,
-        )
-        .await?;
+    async fn call(&self, path: &str, deadline: Duration) -> Result<Data, String> {
+        let body = http::get(&self.url, path, "application/json", deadline, MAX_ANSWER).await?;
         decode(&body)
     }
 }

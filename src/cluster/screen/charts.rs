@@ -58,6 +58,10 @@ pub fn draw(
             "no Prometheus: history from this view's refreshes only, since {}",
             clock(since)
         ),
+        Past::Failed(since, ref why) => format!(
+            "Prometheus gave no past ({why}): history from this view's refreshes only, since {}",
+            clock(since)
+        ),
     };
     let (name, rows): (String, Vec<Row>) = match subject {
         Subject::Job(job) => match charts.jobs.get(job) {

@@ -156,7 +156,7 @@ pub fn run(
                     }
                 }
                 Event::ChartsPast(p) => {
-                    cluster.take_chart_past(&p.past, p.at_ms);
+                    cluster.take_chart_past(p.past, p.at_ms);
                     if let Some(file) = &refresh_file {
                         let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
                         let _ = std::fs::write(file, counts);
