@@ -205,6 +205,9 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the HTTP client: {e}"))
 }
 
+/// How the fetcher's two kinds of message become the receiver's events.
+pub type Wraps<E> = (fn(Fetched) -> E, fn(ChartsPast) -> E);
+
 /// The charts' past from Prometheus's range query, asked at `at_ms` (Unix ms).
 #[derive(Debug)]
 pub struct ChartsPast {
@@ -227,7 +230,7 @@ pub fn spawn<E: Send + 'static>(
     interval: Duration,
     open: Arc<Mutex<Vec<String>>>,
     tx: Sender<E>,
-    (wrap, wrap_past): (fn(Fetched) -> E, fn(ChartsPast) -> E),
+    (wrap, wrap_past): Wraps<E>,
 ) -> Result<(), String> {
     let runtime = runtime()?;
     thread::Builder::new()
