@@ -97,6 +97,40 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         assert_eq!(g1["pod"], Value::Null);
         assert_eq!(n["memory_used_bytes"], 65037 * MIB);
         assert_eq!(n["freshness"]["current"], true);
+        // The single-node figures dcgm-exporter serves, and why the others are n/a: it
+        // collects no power limit here, and serves no per-process figures.
+        let d = &g0["detail"];
+        assert_eq!(d["state"], "read", "{g0}");
+        assert_eq!(
+            (
+                &d["temperature_c"],
+                &d["power_w"],
+                &d["sm_clock_mhz"],
+                &d["mem_clock_mhz"]
+            ),
+            (
+                &json!(41.0),
+                &json!(287.613),
+                &json!(1410.0),
+                &json!(1593.0)
+            ),
+            "{d}"
+        );
+        assert_eq!(d["power_limit_w"], Value::Null, "{d}");
+        assert!(
+            d["absent"]["power_limit_w"]
+                .as_str()
+                .is_some_and(|w| w.contains("does not collect DCGM_FI_DEV_POWER_MGMT_LIMIT")),
+            "{d}"
+        );
+        assert_eq!(d["process_count"], Value::Null, "{d}");
+        assert!(
+            d["absent"]["process_count"]
+                .as_str()
+                .is_some_and(|w| w.contains("dcgm-exporter serves no such figure")),
+            "{d}"
+        );
+        assert_eq!(d["processes"], json!([]), "{d}");
     }
     // The plain table says the same.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
@@ -106,6 +140,16 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         .unwrap();
     let text = stdout(&out);
     assert!(text.contains("pod ml/llama-train-0 (trainer)"), "{text}");
+    assert!(
+        text.contains("    temp 41 C  power 287.6 W  SM clock 1410 MHz  memory clock 1593 MHz\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "    power limit n/a: its dcgm-exporter does not collect DCGM_FI_DEV_POWER_MGMT_LIMIT"
+        ),
+        "{text}"
+    );
     assert!(
         text.lines().any(|l| l.starts_with("dgx-a100-07  2 ")),
         "{text}"
@@ -191,9 +235,21 @@ fn a_target_that_goes_away_keeps_its_last_figures_marked_with_since_when() {
     // Open the first node: its GPUs with their pods.
     screen.keys(&["Down", "Enter"]);
     let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
-        s.contains("pod ml/llama-train-0 (trainer)")
+        s.contains("pod ml/llama-train-0 (trainer)") && s.contains("temp 41 C")
     });
     assert!(ok, "{shown}");
+    // The selected node's charts, from this view's refreshes only (no Prometheus): its
+    // GPUs' memory used (65,037 + 0 MiB) and mean utilisation ((96 + 0) / 2).
+    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
+        s.contains("63.5 GiB used") && s.contains("48% mean")
+    });
+    assert!(ok, "{shown}");
+    assert!(
+        shown.contains(
+            "node dgx-a100-07, last 5m (no Prometheus: history from this view's refreshes only, since"
+        ),
+        "{shown}"
+    );
     drop(goes);
     let (ok, shown) = screen.wait_for(Duration::from_secs(10), |s| {
         s.contains("! dgx-a100-07") && s.contains("connection refused (missing since")
@@ -212,6 +268,12 @@ fn a_target_that_goes_away_keeps_its_last_figures_marked_with_since_when() {
         .find(|l| l.starts_with("dgx-a100-08"))
         .unwrap_or_else(|| panic!("{shown}"));
     assert!(!fresh.contains("STALE"), "{fresh}");
+    // Its charts say since when nothing was read, not the last figure as if current.
+    let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
+        s.contains("n/a: none read since")
+    });
+    assert!(ok, "{shown}");
+    assert!(!shown.contains("63.5 GiB used"), "{shown}");
     // The screen follows keys while a target is gone: the help, then quit.
     screen.keys(&["?"]);
     let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {

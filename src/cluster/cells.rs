@@ -1,6 +1,7 @@
 //! The text of every cell the job and node views show, made once for the screen and
 //! `--once` alike: absent figures are `n/a`, stale rows say their age and why.
 
+use super::model::DetailState;
 use super::view::{Freshness, GpuRow, JobGroup, NodeRow, OomNote, RankRow, clock};
 use crate::model::NA;
 use crate::model::time::duration_label;
@@ -178,4 +179,134 @@ fn memory(used: Option<u64>, total: Option<u64>) -> String {
         (None, Some(t)) => format!("{NA} / {}", units::bytes(t)),
         (None, None) => NA.to_string(),
     }
+}
+
+/// One of an open GPU's single-node figures: its text when read, else why it is `n/a`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// Its JSON name.
+    pub key: &'static str,
+    pub value: Option<f64>,
+    /// `temp 41 C`, or the reason it is absent.
+    pub shown: Result<String, String>,
+}
+
+/// An open GPU's temperature, power and limit, clocks and process count, each with the
+/// reason when absent: not read yet, the query failed, or its exporter does not serve it
+/// (vramscope leaves out what NVML does not give; dcgm-exporter collects what its counters
+/// file lists).
+pub fn detail_figures(g: &GpuRow) -> Vec<Figure> {
+    let r = &g.reading;
+    let processes = r.processes.map(|n| n as f64);
+    let figures: [(&'static str, &str, &str, Option<f64>, &str); 6] = [
+        (
+            "temperature_c",
+            "temp",
+            "C",
+            r.temperature_c,
+            "DCGM_FI_DEV_GPU_TEMP",
+        ),
+        (
+            "power_w",
+            "power",
+            "W",
+            r.power_w,
+            "DCGM_FI_DEV_POWER_USAGE",
+        ),
+        (
+            "power_limit_w",
+            "power limit",
+            "W",
+            r.power_limit_w,
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        ),
+        (
+            "sm_clock_mhz",
+            "SM clock",
+            "MHz",
+            r.sm_clock_mhz,
+            "DCGM_FI_DEV_SM_CLOCK",
+        ),
+        (
+            "mem_clock_mhz",
+            "memory clock",
+            "MHz",
+            r.mem_clock_mhz,
+            "DCGM_FI_DEV_MEM_CLOCK",
+        ),
+        ("process_count", "processes", "", processes, ""),
+    ];
+    figures
+        .into_iter()
+        .map(|(key, name, unit, value, dcgm)| {
+            let shown = match (value, &g.detail) {
+                (Some(v), _) => {
+                    let number = if v.fract() == 0.0 || unit.is_empty() {
+                        format!("{v:.0}")
+                    } else {
+                        format!("{v:.1}")
+                    };
+                    Ok(format!("{name} {number}{}{unit}", if unit.is_empty() { "" } else { " " }))
+                }
+                (None, DetailState::NotAsked) => Err(format!("{name} {NA}: not read yet")),
+                (None, DetailState::Failed(why)) => {
+                    Err(format!("{name} {NA}: the query for it failed: {why}"))
+                }
+                (None, DetailState::Read) if r.from_vramscope => Err(format!(
+                    "{name} {NA}: its vramscope exporter serves none (NVML does not give it for this GPU)"
+                )),
+                (None, DetailState::Read) if dcgm.is_empty() => Err(format!(
+                    "{name} {NA}: dcgm-exporter serves no such figure"
+                )),
+                (None, DetailState::Read) => Err(format!(
+                    "{name} {NA}: its dcgm-exporter does not collect {dcgm} (add it to its counters file)"
+                )),
+            };
+            Figure { key, value, shown }
+        })
+        .collect()
+}
+
+/// The lines under an open GPU: its figures on one line, one line for each absent one with
+/// why, then its processes (pid, rank and job, command, user, memory).
+pub fn gpu_detail_lines(g: &GpuRow) -> Vec<String> {
+    let figures = detail_figures(g);
+    let mut lines = Vec::new();
+    let read: Vec<&str> = figures
+        .iter()
+        .filter_map(|f| f.shown.as_ref().ok().map(String::as_str))
+        .collect();
+    if !read.is_empty() {
+        lines.push(read.join("  "));
+    }
+    if g.detail == DetailState::NotAsked {
+        lines.push(format!(
+            "temperature, power, clocks {NA}: not read yet (read from the next refresh)"
+        ));
+    } else {
+        lines.extend(figures.into_iter().filter_map(|f| f.shown.err()));
+    }
+    for p in &g.processes {
+        let mut parts = vec![format!("pid {}", p.pid)];
+        if let Some(rank) = p.rank {
+            parts.push(format!("rank {rank}"));
+        }
+        if let Some(job) = &p.job {
+            parts.push(format!("job {job}"));
+        }
+        parts.push(p.command.clone().unwrap_or_else(|| NA.to_string()));
+        if let Some(user) = &p.user {
+            parts.push(format!("user {user}"));
+        }
+        parts.push(format!("used {}", bytes(p.used_bytes)));
+        if p.allocated.is_some() || p.reserved.is_some() {
+            parts.push(format!(
+                "alloc {}  reserved {}",
+                bytes(p.allocated),
+                bytes(p.reserved)
+            ));
+        }
+        lines.push(parts.join("  "));
+    }
+    lines
 }

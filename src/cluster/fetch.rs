@@ -3,11 +3,12 @@
 //! owned `Fetched` to the thread that owns the model; it never blocks that thread, so a
 //! source that hangs leaves the screen live and saying so.
 
-use super::prometheus::{Past, Prometheus};
+use super::prometheus::{ChartPast, Past, Prometheus};
 use super::scrape::Targets;
 use super::series::Series;
 use crate::model::now_ms;
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,36 @@ pub enum Origin {
     },
 }
 
+/// Whose single-node figures (`prometheus::DETAIL_NAMES`) a refresh reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// Nobody's: no node is open.
+    #[default]
+    None,
+    /// Every target's (`--once`, `--json`; a direct scrape reads whole pages anyway).
+    All,
+    /// These targets' (the nodes open on the screen).
+    Of(Vec<String>),
+}
+
+impl Detail {
+    pub fn covers(&self, instance: &str) -> bool {
+        match self {
+            Detail::None => false,
+            Detail::All => true,
+            Detail::Of(list) => list.iter().any(|i| i == instance),
+        }
+    }
+}
+
+/// What a refresh asks besides the present.
+#[derive(Clone, Debug, Default)]
+pub struct Ask {
+    /// The start's recent past of peaks and OOM counters.
+    pub history: bool,
+    pub detail: Detail,
+}
+
 /// One refresh's answers.
 #[derive(Debug, Default)]
 pub struct Fetched {
@@ -55,14 +86,18 @@ pub struct Fetched {
     pub down: Vec<(String, Option<String>)>,
     /// The recent past, read once at the start from Prometheus.
     pub history: Vec<Past>,
+    /// Whose single-node figures the series hold (what was asked, and answered).
+    pub detail: Detail,
+    /// Why the single-node figures asked for are not there.
+    pub detail_problem: Option<String>,
     /// HTTP requests made.
     pub requests: u32,
     /// How long the refresh took.
     pub took: Duration,
 }
 
-/// Reads `source` once; `first` adds the history a start needs.
-pub async fn fetch(source: &Source, first: bool) -> Fetched {
+/// Reads `source` once, with what `ask` adds.
+pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
     let started = Instant::now();
     let at_ms = now_ms();
     let mut fetched = Fetched {
@@ -72,15 +107,22 @@ pub async fn fetch(source: &Source, first: bool) -> Fetched {
     match source {
         Source::Prometheus(prometheus) => {
             let history = async {
-                if first {
+                if ask.history {
                     Some(prometheus.history(at_ms).await)
                 } else {
                     None
                 }
             };
-            let (present, down, history) =
-                tokio::join!(prometheus.present(), prometheus.down(), history);
-            fetched.requests = 2 + u32::from(first);
+            let detail = async {
+                match &ask.detail {
+                    Detail::None => None,
+                    Detail::All => Some(prometheus.detail(None).await),
+                    Detail::Of(list) => Some(prometheus.detail(Some(list)).await),
+                }
+            };
+            let (present, down, history, detail) =
+                tokio::join!(prometheus.present(), prometheus.down(), history, detail);
+            fetched.requests = 2 + u32::from(ask.history) + u32::from(ask.detail != Detail::None);
             match present {
                 Ok(series) => {
                     fetched.series = series;
@@ -93,9 +135,19 @@ pub async fn fetch(source: &Source, first: bool) -> Fetched {
             // Without these the view only knows less: no down marks, no past.
             fetched.down = down.unwrap_or_default();
             fetched.history = history.and_then(Result::ok).unwrap_or_default();
+            match detail {
+                Some(Ok(series)) => {
+                    fetched.series.extend(series);
+                    fetched.detail = ask.detail.clone();
+                }
+                Some(Err(problem)) => fetched.detail_problem = Some(problem),
+                None => {}
+            }
         }
         Source::Targets(targets) => {
             fetched.requests = u32::try_from(targets.targets.len()).unwrap_or(u32::MAX);
+            // Whole pages are read: every target's single-node figures come with them.
+            fetched.detail = Detail::All;
             for scraped in targets.round(wanted).await {
                 let problem = match scraped.result {
                     Ok(series) => {
@@ -115,14 +167,23 @@ pub async fn fetch(source: &Source, first: bool) -> Fetched {
     fetched
 }
 
-/// The families a direct scrape keeps: those `prometheus::PRESENT` asks Prometheus for.
+/// The families a direct scrape keeps: those `prometheus::PRESENT` and
+/// `prometheus::DETAIL_NAMES` ask Prometheus for.
 pub fn wanted(name: &str) -> bool {
-    const EXACT: [&str; 5] = [
+    const EXACT: [&str; 12] = [
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_DEV_FB_FREE",
         "DCGM_FI_DEV_FB_TOTAL",
         "DCGM_FI_DEV_GPU_UTIL",
         "vramscope_snapshot_timestamp_seconds",
+        // The single-node figures (`prometheus::DETAIL_NAMES`).
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "vramscope_gpu_processes",
     ];
     EXACT.contains(&name)
         || name.starts_with("vramscope_process_")
@@ -144,14 +205,32 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the HTTP client: {e}"))
 }
 
+/// How the fetcher's two kinds of message become the receiver's events.
+pub type Wraps<E> = (fn(Fetched) -> E, fn(ChartsPast) -> E);
+
+/// The charts' past from Prometheus's range query, asked at `at_ms` (Unix ms).
+#[derive(Debug)]
+pub struct ChartsPast {
+    pub at_ms: u64,
+    /// Why there is none when the query failed: the charts then fill from the refreshes
+    /// only.
+    pub past: Result<Vec<ChartPast>, String>,
+}
+
 /// Starts the fetcher: a refresh every `interval` (the next starts `interval` after the
 /// previous began, or at once if it took longer: every request has its deadline, so a
-/// refresh ends), each sent on `tx` as `wrap(fetched)`. It ends when the receiver is gone.
+/// refresh ends), each sent on `tx` as `wrap(fetched)`. The first reads the recent past
+/// too; right after it is sent, Prometheus's range query for the charts' past is asked (on
+/// a thread of its own) and sent as `wrap_past(past)`, so it never holds up the first
+/// screen or the refreshes. Each refresh reads the
+/// single-node figures of the targets `open` lists then (the nodes the screen shows open).
+/// It ends when the receiver is gone.
 pub fn spawn<E: Send + 'static>(
     source: Source,
     interval: Duration,
+    open: Arc<Mutex<Vec<String>>>,
     tx: Sender<E>,
-    wrap: fn(Fetched) -> E,
+    (wrap, wrap_past): Wraps<E>,
 ) -> Result<(), String> {
     let runtime = runtime()?;
     thread::Builder::new()
@@ -160,11 +239,36 @@ pub fn spawn<E: Send + 'static>(
             let mut first = true;
             loop {
                 let began = Instant::now();
-                let fetched = runtime.block_on(fetch(&source, first));
-                first = false;
+                let open = open.lock().map(|o| o.clone()).unwrap_or_default();
+                let ask = Ask {
+                    history: first,
+                    detail: if open.is_empty() {
+                        Detail::None
+                    } else {
+                        Detail::Of(open)
+                    },
+                };
+                let fetched = runtime.block_on(fetch(&source, &ask));
                 if tx.send(wrap(fetched)).is_err() {
                     return;
                 }
+                if first && let Source::Prometheus(prometheus) = &source {
+                    // On a thread of its own, so a slow answer (seconds, for thousands of
+                    // ranks) does not hold up the refreshes.
+                    let prometheus = prometheus.clone();
+                    let tx = tx.clone();
+                    let _ = thread::Builder::new()
+                        .name("cluster-past".into())
+                        .spawn(move || {
+                            let at_ms = now_ms();
+                            let past = match self::runtime() {
+                                Ok(r) => r.block_on(prometheus.chart_history(at_ms)),
+                                Err(why) => Err(why),
+                            };
+                            let _ = tx.send(wrap_past(ChartsPast { at_ms, past }));
+                        });
+                }
+                first = false;
                 thread::sleep(interval.saturating_sub(began.elapsed()));
             }
         })

@@ -2,6 +2,8 @@
 //! version 1). Absent figures are `null`, never 0; ages are milliseconds; moments are Unix
 //! milliseconds.
 
+use super::cells::detail_figures;
+use super::model::DetailState;
 use super::view::{Freshness, GpuRow, JobGroup, NodeRow, RankRow, Screen};
 use serde_json::{Value, json};
 
@@ -89,8 +91,47 @@ fn gpu(g: &GpuRow) -> Value {
         "namespace": r.namespace,
         "container": r.container,
         "ranks": g.ranks,
+        "detail": detail(g),
         "freshness": freshness(&g.fresh),
     })
+}
+
+/// An open GPU's single-node figures: each `null` when absent, with why in `absent`.
+fn detail(g: &GpuRow) -> Value {
+    let mut out = serde_json::Map::new();
+    let mut absent = serde_json::Map::new();
+    let state = match &g.detail {
+        DetailState::NotAsked => "not asked",
+        DetailState::Failed(_) => "failed",
+        DetailState::Read => "read",
+    };
+    out.insert("state".into(), json!(state));
+    for f in detail_figures(g) {
+        out.insert(f.key.into(), json!(f.value));
+        if let Err(why) = f.shown {
+            absent.insert(f.key.into(), json!(why));
+        }
+    }
+    out.insert("absent".into(), Value::Object(absent));
+    out.insert(
+        "processes".into(),
+        json!(
+            g.processes
+                .iter()
+                .map(|p| json!({
+                    "pid": p.pid,
+                    "rank": p.rank,
+                    "job": p.job,
+                    "command": p.command,
+                    "user": p.user,
+                    "memory_used_bytes": p.used_bytes,
+                    "allocated_bytes": p.allocated,
+                    "reserved_bytes": p.reserved,
+                }))
+                .collect::<Vec<_>>()
+        ),
+    );
+    Value::Object(out)
 }
 
 fn freshness(f: &Freshness) -> Value {

@@ -7,11 +7,14 @@
 //! - `prometheus`, `scrape`: the two sources; `fetch`: one refresh of either, and the thread
 //!   that refreshes;
 //! - `normalise`: vramscope's and dcgm-exporter's spellings onto one model;
-//! - `model`: the fleet with last-good values, ages and "missing since";
+//! - `charts`: each job's and node's history for the charts (the start's range query, then
+//!   every refresh);
+//! - `model`: the fleet with last-good values, ages and "missing since", and its charts;
 //! - `view`: the job and node views, built once per refresh; `cells`: their text;
 //! - outputs: `table` (`--once`), `json` (`--json`), `screen` (the interactive view).
 
 mod cells;
+mod charts;
 mod exposition;
 mod fetch;
 mod http;
@@ -107,7 +110,12 @@ fn once(options: &Options, source: &Source, stale_after: view::StaleAfter) -> Ex
             return ExitCode::from(EXIT_NO_SOURCE);
         }
     };
-    let fetched = runtime.block_on(fetch::fetch(source, true));
+    // The single-node figures of every GPU: a script reads them all, in one query more.
+    let ask = fetch::Ask {
+        history: true,
+        detail: fetch::Detail::All,
+    };
+    let fetched = runtime.block_on(fetch::fetch(source, &ask));
     let nothing = fetched.origins.iter().all(|o| match o {
         fetch::Origin::Prometheus { problem } => problem.is_some(),
         fetch::Origin::Target { problem, .. } => problem.is_some(),

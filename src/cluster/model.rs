@@ -7,9 +7,10 @@
 //! GPU or process that an answering source no longer lists is kept with "missing since"
 //! until `FORGET_MS` has passed.
 
-use super::fetch::{Fetched, Origin};
+use super::charts::{Charts, GpuNow, NO_JOB, Past as ChartsPastFrom, RankNow};
+use super::fetch::{Detail, Fetched, Origin};
 use super::normalise::{GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key};
-use super::prometheus::{HISTORY_SPAN_S, Past};
+use super::prometheus::{ChartPast, HISTORY_SPAN_S, Past};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What is missing longer than this is dropped.
@@ -37,6 +38,19 @@ pub struct Seen {
 pub struct TrackedGpu {
     pub reading: GpuReading,
     pub seen: Seen,
+    /// Whether its single-node figures were asked for with this reading.
+    pub detail: DetailState,
+}
+
+/// Whether a GPU's single-node figures (temperature, power, clocks, processes) were read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DetailState {
+    /// Not asked: its node is not open (they are read from the next refresh once it is).
+    NotAsked,
+    /// Asked, and the query failed: why.
+    Failed(String),
+    /// Read: a figure still absent is one its exporter does not serve.
+    Read,
 }
 
 #[derive(Clone, Debug)]
@@ -83,6 +97,8 @@ pub struct Cluster {
     pub last_requests: u32,
     pub requests: u64,
     pub fetches: u64,
+    /// Each job's and node's history for the charts.
+    pub charts: Charts,
 }
 
 impl Cluster {
@@ -123,6 +139,7 @@ impl Cluster {
             .any(|o| matches!(o, Origin::Prometheus { .. }));
         let Some(answered) = answered else {
             self.forget(at);
+            self.charts.gap_all(at);
             return;
         };
         let answered_all = prometheus;
@@ -175,7 +192,21 @@ impl Cluster {
                 seen_ms: at,
                 missing_since_ms: None,
             };
-            self.gpus.insert(key, TrackedGpu { reading, seen });
+            let detail = match (&fetched.detail_problem, fetched.detail.covers(&key.0)) {
+                (_, true) => DetailState::Read,
+                (Some(why), false) if fetched.detail == Detail::None => {
+                    DetailState::Failed(why.clone())
+                }
+                _ => DetailState::NotAsked,
+            };
+            self.gpus.insert(
+                key,
+                TrackedGpu {
+                    reading,
+                    seen,
+                    detail,
+                },
+            );
         }
         for (key, reading) in readings.processes {
             self.update_process(key, reading, at);
@@ -185,6 +216,69 @@ impl Cluster {
             self.take_history(&fetched.history, window_start, at);
         }
         self.forget(at);
+        self.record_charts(at);
+    }
+
+    /// Prometheus's range query for the charts' past, asked at `at` (just after the first
+    /// refresh): one request more.
+    pub fn take_chart_past(&mut self, past: Result<Vec<ChartPast>, String>, at: u64) {
+        self.requests += 1;
+        let past = match past {
+            Ok(past) => past,
+            Err(why) => {
+                let since = match self.charts.past {
+                    ChartsPastFrom::Refreshes(since) | ChartsPastFrom::Failed(since, _) => since,
+                    _ => at,
+                };
+                self.charts.past = ChartsPastFrom::Failed(since, why);
+                return;
+            }
+        };
+        let instances = &self.instances;
+        self.charts.take_past(&past, at, |instance| {
+            instances
+                .get(instance)
+                .map(|e| e.node.clone())
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| super::normalise::host_of(instance))
+        });
+    }
+
+    /// This refresh's figures onto the charts: a rank or GPU counts as read when this
+    /// refresh listed it and its target has no problem.
+    fn record_charts(&mut self, at: u64) {
+        let ok = |instance: &str, seen: &Seen| {
+            seen.seen_ms == at
+                && seen.missing_since_ms.is_none()
+                && self
+                    .instances
+                    .get(instance)
+                    .is_none_or(|e| e.problem.is_none())
+        };
+        let ranks: Vec<RankNow> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| p.reading.rank.is_some() || p.reading.job.is_some())
+            .map(|((instance, gpu, _), p)| RankNow {
+                job: p.reading.job.as_deref().unwrap_or(NO_JOB),
+                read: ok(instance, &p.seen),
+                allocated: p.reading.allocated,
+                reserved: p.reading.reserved,
+                gpu: (instance.as_str(), *gpu),
+            })
+            .collect();
+        let gpus: Vec<GpuNow> = self
+            .gpus
+            .iter()
+            .map(|((instance, gpu), g)| GpuNow {
+                node: g.reading.node.as_str(),
+                gpu: (instance.as_str(), *gpu),
+                read: ok(instance, &g.seen) && !g.reading.stale && !g.reading.lost,
+                used: g.reading.used_bytes,
+                util: g.reading.util_percent,
+            })
+            .collect();
+        self.charts.record(at, &ranks, &gpus);
     }
 
     fn update_process(&mut self, key: ProcKey, reading: ProcessReading, at: u64) {

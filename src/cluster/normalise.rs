@@ -8,7 +8,11 @@
 //! - per GPU: `gpu` (index), `UUID`/`uuid`, `modelName`/`model_name`; memory from
 //!   `vramscope_gpu_memory_{used,total}_bytes` to the byte where present, else dcgm-exporter's
 //!   `DCGM_FI_DEV_FB_{USED,TOTAL}` (MiB; total as used + free where it has no total);
-//!   `DCGM_FI_DEV_GPU_UTIL`; vramscope's `vramscope_gpu_{stale,lost}`;
+//!   `DCGM_FI_DEV_GPU_UTIL`; vramscope's `vramscope_gpu_{stale,lost}`; the single-node figures
+//!   as both exporters spell them: `DCGM_FI_DEV_GPU_TEMP`, `DCGM_FI_DEV_POWER_USAGE`, the
+//!   limit as `DCGM_FI_DEV_ENFORCED_POWER_LIMIT` (vramscope; dcgm-exporter optionally) or
+//!   `DCGM_FI_DEV_POWER_MGMT_LIMIT` (dcgm-exporter), `DCGM_FI_DEV_{SM,MEM}_CLOCK`, and
+//!   vramscope's `vramscope_gpu_processes`;
 //! - Kubernetes: `exported_pod`/`exported_namespace`/`exported_container` first (Prometheus
 //!   renames the workload's labels so when it scrapes without `honor_labels`, and `pod` is
 //!   then the exporter's own pod), then `pod`/`namespace`/`container`, then the older
@@ -41,6 +45,18 @@ pub struct GpuReading {
     pub pod: Option<String>,
     pub namespace: Option<String>,
     pub container: Option<String>,
+    /// Some `vramscope_gpu_*` family names it: a vramscope exporter serves it, so a figure
+    /// it leaves out is one NVML does not give on that GPU.
+    pub from_vramscope: bool,
+    /// The single-node screen's figures, read only for the nodes shown open
+    /// (`prometheus::DETAIL`).
+    pub temperature_c: Option<f64>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
+    pub mem_clock_mhz: Option<f64>,
+    /// Processes NVML lists on it (`vramscope_gpu_processes`; dcgm-exporter has none).
+    pub processes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -51,6 +67,7 @@ pub struct ProcessReading {
     pub rank: Option<u32>,
     pub local_rank: Option<u32>,
     pub command: Option<String>,
+    pub user: Option<String>,
     pub running: Option<bool>,
     pub used_bytes: Option<u64>,
     pub allocated: Option<u64>,
@@ -157,12 +174,25 @@ pub fn normalise(series: &[Series]) -> Readings {
         let node = node_of(&s.instance, &mut out.nodes);
         let g = out.gpus.entry(key.clone()).or_default();
         g.node = node;
+        g.from_vramscope |= gpu_field.is_some();
         fill_gpu_identity(g, s);
+        let finite = Some(s.value).filter(|v| *v >= 0.0);
         match (gpu_field, dcgm_field) {
             (Some("memory_used_bytes"), _) => g.used_bytes = count(s.value),
             (Some("memory_total_bytes"), _) => g.total_bytes = count(s.value),
             (Some("stale"), _) => g.stale = s.value > 0.0,
             (Some("lost"), _) => g.lost = s.value > 0.0,
+            (Some("processes"), _) => g.processes = count(s.value),
+            (_, Some("GPU_TEMP")) => g.temperature_c = finite,
+            (_, Some("POWER_USAGE")) => g.power_w = finite,
+            // vramscope's name for the limit, and dcgm-exporter's two (either may be in
+            // its counters file); the enforced one wins, as NVML's does.
+            (_, Some("ENFORCED_POWER_LIMIT")) => g.power_limit_w = finite,
+            (_, Some("POWER_MGMT_LIMIT")) => {
+                g.power_limit_w = g.power_limit_w.or(finite);
+            }
+            (_, Some("SM_CLOCK")) => g.sm_clock_mhz = finite,
+            (_, Some("MEM_CLOCK")) => g.mem_clock_mhz = finite,
             (_, Some("GPU_UTIL")) => g.util_percent = Some(s.value.clamp(0.0, 100.0)),
             (_, Some("FB_USED")) => fb.entry(key).or_default().0 = Some(s.value),
             (_, Some("FB_FREE")) => fb.entry(key).or_default().1 = Some(s.value),
@@ -198,6 +228,7 @@ fn fill_identity(p: &mut ProcessReading, s: &Series) {
     set_if_none(&mut p.uuid, s.any_label(&["uuid", "UUID"]));
     set_if_none(&mut p.job, s.any_label(&["job_id", "exported_job_id"]));
     set_if_none(&mut p.command, s.label("command"));
+    set_if_none(&mut p.user, s.label("user"));
     if p.rank.is_none() {
         p.rank = s.label("rank").and_then(|r| r.parse().ok());
     }

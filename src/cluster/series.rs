@@ -45,7 +45,7 @@ impl Series {
 /// Label text longer than this is cut: it is shown in one table cell at most.
 const MAX_TEXT: usize = 256;
 
-fn clean(mut text: String) -> String {
+pub fn clean(mut text: String) -> String {
     // Nearly every label is printable ASCII: that needs no character-by-character check.
     if !text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         crate::text::clean_in_place(&mut text);

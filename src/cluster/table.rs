@@ -1,8 +1,10 @@
 //! `vramscope cluster --once`: the screen as plain text. Problems first, then each job's
-//! OOMs and ranks (riskiest first), then the nodes with their GPUs.
+//! OOMs and ranks (riskiest first), then the nodes with their GPUs, each with its
+//! single-node figures and processes.
 
 use super::cells::{
-    NODE_HEADINGS, RANK_HEADINGS, gpu_line, job_title, node_cells, oom_line, rank_cells,
+    NODE_HEADINGS, RANK_HEADINGS, gpu_detail_lines, gpu_line, job_title, node_cells, oom_line,
+    rank_cells,
 };
 use super::view::{Screen, clock};
 use std::fmt::Write;
@@ -42,6 +44,9 @@ pub fn render(screen: &Screen) -> String {
         let _ = writeln!(out, "{}", n.node);
         for g in &n.gpus {
             let _ = writeln!(out, "  {}", gpu_line(g));
+            for line in gpu_detail_lines(g) {
+                let _ = writeln!(out, "    {line}");
+            }
         }
     }
     out

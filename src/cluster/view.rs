@@ -3,7 +3,7 @@
 //! first) and the node view (one line per node, its GPUs below). Every row says how old its
 //! figures are and, when they are not current, why.
 
-use super::model::{Cluster, Problem, Seen};
+use super::model::{Cluster, DetailState, Problem, Seen};
 use super::normalise::GpuReading;
 use std::collections::BTreeMap;
 
@@ -73,6 +73,20 @@ pub struct JobGroup {
     pub ranks: Vec<RankRow>,
 }
 
+/// A process on a GPU, as an open node lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuProcess {
+    pub pid: u32,
+    pub rank: Option<u32>,
+    pub job: Option<String>,
+    pub command: Option<String>,
+    pub user: Option<String>,
+    /// GPU memory NVML charges it (vramscope's exporters only).
+    pub used_bytes: Option<u64>,
+    pub allocated: Option<u64>,
+    pub reserved: Option<u64>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct GpuRow {
     pub gpu: u32,
@@ -80,6 +94,10 @@ pub struct GpuRow {
     pub reading: GpuReading,
     /// Ranks on it.
     pub ranks: Vec<u32>,
+    /// Whether its single-node figures were read.
+    pub detail: DetailState,
+    /// Processes its exporter lists on it, by pid.
+    pub processes: Vec<GpuProcess>,
     pub fresh: Freshness,
 }
 
@@ -194,13 +212,28 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
     jobs.sort_by_key(|j| j.ooms.is_empty());
     // Nodes.
     let mut ranks_on: BTreeMap<(String, u32), Vec<u32>> = BTreeMap::new();
-    for ((instance, gpu, _), p) in &cluster.processes {
-        if let Some(rank) = p.reading.rank {
+    let mut processes_on: BTreeMap<(String, u32), Vec<GpuProcess>> = BTreeMap::new();
+    for ((instance, gpu, pid), p) in &cluster.processes {
+        let r = &p.reading;
+        if let Some(rank) = r.rank {
             ranks_on
                 .entry((instance.clone(), *gpu))
                 .or_default()
                 .push(rank);
         }
+        processes_on
+            .entry((instance.clone(), *gpu))
+            .or_default()
+            .push(GpuProcess {
+                pid: *pid,
+                rank: r.rank,
+                job: r.job.clone(),
+                command: r.command.clone(),
+                user: r.user.clone(),
+                used_bytes: r.used_bytes,
+                allocated: r.allocated,
+                reserved: r.reserved,
+            });
     }
     let mut by_node: BTreeMap<String, Vec<GpuRow>> = BTreeMap::new();
     for ((instance, gpu), g) in &cluster.gpus {
@@ -216,6 +249,10 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
                 instance: instance.clone(),
                 reading: g.reading.clone(),
                 ranks,
+                detail: g.detail.clone(),
+                processes: processes_on
+                    .remove(&(instance.clone(), *gpu))
+                    .unwrap_or_default(),
                 fresh: fresh(instance, &g.seen),
             });
     }

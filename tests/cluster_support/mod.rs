@@ -35,6 +35,11 @@ pub fn used_gib(node: usize, gpu: u32) -> u64 {
     20 + 10 * node as u64 + u64::from(gpu)
 }
 
+/// Each node's GPU temperature (C): distinct on every node, for the single-node figures.
+pub fn temperature(node: usize, gpu: u32) -> u64 {
+    40 + 10 * node as u64 + u64::from(gpu)
+}
+
 /// One rank: a Python process publishing through vramscope's writer.
 pub struct Rank {
     pub rank: u32,
@@ -141,6 +146,7 @@ impl Fleet {
                         let mut d = h100(gpu);
                         d["timeline"][0]["memory_used"] = json!(used_gib(i, gpu) * GIB);
                         d["timeline"][0]["gpu_util"] = json!(50 + 10 * i as u64 + u64::from(gpu));
+                        d["timeline"][0]["temperature"] = json!(temperature(i, gpu));
                         let listed: Vec<Value> = ranks
                             .iter()
                             .filter(|r| r.node == i && r.gpu == gpu)

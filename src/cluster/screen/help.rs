@@ -11,12 +11,18 @@ const KEYS: [(&str, &str); 13] = [
     ("q, Ctrl-C", "quit"),
     ("?, h, F1", "this help (any key closes it)"),
     ("v, Tab", "switch between the job view and the node view"),
-    ("Up/Down, j/k", "select a rank or node"),
+    (
+        "Up/Down, j/k",
+        "select a rank or node (the charts below follow its job or node)",
+    ),
     ("PgUp/PgDn, Home/End", "select further"),
-    ("Enter", "open or close the selected node's GPUs"),
+    (
+        "Enter",
+        "open or close the selected node: each GPU's temperature, power, clocks, processes",
+    ),
     (
         "/",
-        "filter: words matched against job, node, target and rank:N; gpu:N keeps GPU N",
+        "filter: words matched within job, node and target; rank:N and gpu:N match exactly",
     ),
     ("Esc", "clear the filter"),
     (
@@ -29,7 +35,7 @@ const KEYS: [(&str, &str); 13] = [
     ("Ctrl-Z", "suspend"),
 ];
 
-const MARKS: [(&str, &str); 6] = [
+const MARKS: [(&str, &str); 7] = [
     (
         "nearest OOM",
         "the rank whose steps-to-OOM forecast is the smallest in its job",
@@ -48,6 +54,10 @@ const MARKS: [(&str, &str); 6] = [
         "the source answers but no longer lists it; last figures shown",
     ),
     ("n/a", "no exporter gives this figure (never shown as 0)"),
+    (
+        "n/a: none read since T",
+        "a chart's value when its last refresh did not read all of its ranks or GPUs",
+    ),
 ];
 
 pub fn draw(frame: &mut Frame, area: Rect, ui: &Ui, theme: &Theme) {

@@ -4,12 +4,13 @@
 //! handled as the monitor handles it (`tui::terminal`, `tui::signals`): restored on every
 //! exit path, suspended and resumed, resized.
 
+mod charts;
 mod help;
 mod keys;
 mod render;
 mod state;
 
-use super::fetch::{self, Fetched, Source};
+use super::fetch::{self, ChartsPast, Fetched, Source};
 use super::model::Cluster;
 use super::options::{ClusterView, Options};
 use super::view::{self, StaleAfter};
@@ -23,10 +24,12 @@ use state::Ui;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 enum Event {
     Fetched(Box<Fetched>),
+    ChartsPast(ChartsPast),
     Input(TermEvent),
     InputClosed,
     Signal(SignalEvent),
@@ -40,6 +43,10 @@ impl From<SignalEvent> for Event {
 
 fn fetched(f: Fetched) -> Event {
     Event::Fetched(Box::new(f))
+}
+
+fn charts_past(p: ChartsPast) -> Event {
+    Event::ChartsPast(p)
 }
 
 pub fn run(
@@ -64,7 +71,15 @@ pub fn run(
         return ExitCode::from(1);
     }
     let describe = source.describe();
-    if let Err(e) = fetch::spawn(source, options.interval, tx.clone(), fetched) {
+    // The targets of the nodes shown open: the fetcher reads their single-node figures.
+    let open = Arc::new(Mutex::new(Vec::new()));
+    if let Err(e) = fetch::spawn(
+        source,
+        options.interval,
+        Arc::clone(&open),
+        tx.clone(),
+        (fetched, charts_past),
+    ) {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
@@ -106,9 +121,13 @@ pub fn run(
         if !ui.view_chosen && screen.has_ranks() {
             ui.view = ClusterView::Jobs;
         }
-        let lines = state::lines(&screen, &ui);
+        let mut lines = state::lines(&screen, &ui);
+        if let Ok(mut open) = open.lock() {
+            *open = state::open_instances(&screen, &ui);
+        }
         if let Err(e) = guard.draw(|frame| {
-            render::draw(frame, &screen, &mut ui, &lines, &theme);
+            let charts = (&cluster.charts, stale_after.unread_ms);
+            render::draw(frame, &screen, charts, &mut ui, &lines, &theme);
             None
         }) {
             break Err(format!("drawing failed: {e}"));
@@ -135,8 +154,21 @@ pub fn run(
                         let _ = std::fs::write(file, counts);
                     }
                 }
+                Event::ChartsPast(p) => {
+                    cluster.take_chart_past(p.past, p.at_ms);
+                    if let Some(file) = &refresh_file {
+                        let counts = format!("{} {}\n", cluster.fetches, cluster.requests);
+                        let _ = std::fs::write(file, counts);
+                    }
+                }
                 Event::Input(TermEvent::Key(key)) => {
-                    match keys::handle(key, &mut ui, &screen, &lines) {
+                    let outcome = keys::handle(key, &mut ui, &screen, &lines);
+                    // Keys typed together act each on what the one before made (`v` then
+                    // Down selects in the new view).
+                    if outcome != Outcome::Ignored {
+                        lines = state::lines(&screen, &ui);
+                    }
+                    match outcome {
                         Outcome::Quit => quit = Some(Ok(())),
                         Outcome::Suspend => {
                             guard.suspend();

@@ -8,14 +8,19 @@
 //! │ job J: N ranks, median step S                                               │
 //! │ RANK NODE GPU ALLOC RESERVED PEAK PEAK GROWTH STEP OOM IN OOMS STATE        │
 //! │ ...                          (or NODE GPUS MEMORY UTIL RANKS STATE, GPUs below)│
+//! │ job J, last 5m (past from Prometheus since T)       (`charts`, when 16 rows fit) │
+//! │ alloc / resv / worst / util sparklines with their current values             │
 //! └ status: keys, or the filter being typed ────────────────────────────────────┘
 //! ```
 
+use super::charts::{HEIGHT as CHART_HEIGHT, Subject};
 use super::help;
 use super::state::{Line, Mode, Ui};
 use crate::cluster::cells::{
-    NODE_HEADINGS, RANK_HEADINGS, gpu_line, job_title, node_cells, oom_line, rank_cells,
+    NODE_HEADINGS, RANK_HEADINGS, gpu_detail_lines, gpu_line, job_title, node_cells, oom_line,
+    rank_cells,
 };
+use crate::cluster::charts::Charts;
 use crate::cluster::options::ClusterView;
 use crate::cluster::view::{Screen, clock};
 use crate::tui::theme::Theme;
@@ -25,7 +30,16 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line as TextLine, Span};
 use ratatui::widgets::Paragraph;
 
-pub fn draw(frame: &mut Frame, screen: &Screen, ui: &mut Ui, lines: &[Line], theme: &Theme) {
+/// Draws the screen; `charts` is the charts' history with how old a reading may be and still
+/// be shown as current.
+pub fn draw(
+    frame: &mut Frame,
+    screen: &Screen,
+    charts: (&Charts, u64),
+    ui: &mut Ui,
+    lines: &[Line],
+    theme: &Theme,
+) {
     let area = frame.area();
     if area.height < 3 || area.width < 20 {
         return;
@@ -53,17 +67,53 @@ pub fn draw(frame: &mut Frame, screen: &Screen, ui: &mut Ui, lines: &[Line], the
         let rect = Rect::new(area.x, area.y + 1, area.width, problems.len() as u16);
         frame.render_widget(Paragraph::new(problems), rect);
     }
-    let body = Rect::new(
+    let mut body = Rect::new(
         area.x,
         area.y + top,
         area.width,
         area.height.saturating_sub(top + 1),
     );
+    // The charts under the table, where there is room for both.
+    let subject = subject(screen, ui, lines);
+    if let Some(subject) = subject
+        && body.height >= CHARTS_FROM_HEIGHT
+        && area.width >= 60
+    {
+        body.height -= CHART_HEIGHT + 1;
+        let at = Rect::new(area.x, body.y + body.height + 1, area.width, CHART_HEIGHT);
+        super::charts::draw(
+            frame,
+            at,
+            &subject,
+            charts.0,
+            (screen.now_ms, charts.1),
+            theme,
+        );
+    }
     body_lines(frame, body, screen, ui, lines, theme);
     frame.render_widget(
         Paragraph::new(status(ui, theme)),
         row(area, area.height - 1),
     );
+}
+
+/// Rows the body needs before the charts take some of it.
+const CHARTS_FROM_HEIGHT: u16 = 16;
+
+/// What the charts are of: the selected rank's job or the selected node, else the first
+/// job or node in the view.
+fn subject(screen: &Screen, ui: &Ui, lines: &[Line]) -> Option<Subject> {
+    let selected = lines.iter().find(|l| {
+        l.key(screen)
+            .is_some_and(|k| Some(&k) == ui.selected.as_ref())
+    });
+    let of = |line: &Line| match line {
+        Line::Rank(r) => Some(Subject::Job(r.job.clone())),
+        Line::JobTitle(j) => screen.jobs.get(*j).map(|j| Subject::Job(j.job.clone())),
+        Line::Node(n) => screen.nodes.get(*n).map(|n| Subject::Node(n.node.clone())),
+        _ => None,
+    };
+    selected.and_then(of).or_else(|| lines.iter().find_map(of))
 }
 
 fn row(area: Rect, y: u16) -> Rect {
@@ -235,6 +285,19 @@ fn body_lines(
                 };
                 Some(TextLine::from(Span::styled(
                     format!("    {}", gpu_line(gpu)),
+                    style,
+                )))
+            }),
+            Line::GpuDetail(n, g, k) => screen.nodes.get(*n).and_then(|node| {
+                let gpu = node.gpus.get(*g)?;
+                let text = gpu_detail_lines(gpu).into_iter().nth(*k)?;
+                let style = if text.contains(crate::model::NA) {
+                    theme.dim
+                } else {
+                    theme.value
+                };
+                Some(TextLine::from(Span::styled(
+                    format!("        {text}"),
                     style,
                 )))
             }),
