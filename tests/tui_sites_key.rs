@@ -112,9 +112,7 @@ fn m_asks_the_selected_writer_for_a_snapshot_and_the_pane_shows_what_held_the_pe
     t.keys(&["m"]);
     let pid = std::process::id();
     let (ok, screen) = t.wait_for(5 * SECOND, |s| {
-        s.contains(&format!(
-            "asked pid {pid} for a memory snapshot (request 1)"
-        ))
+        s.contains(&format!("asked pid {pid} for a memory snapshot (#1)"))
     });
     assert!(ok, "{screen}");
     assert_eq!(requests(w.path()), 1);
