@@ -20,11 +20,11 @@ use crate::replay::Replay;
 use crate::sources::runner::Sampling;
 use crate::sources::sites_worker::{SitesDone, SitesWorker};
 use crate::state::{HistoryView, Monitor, StaleAfter};
-use crossterm::event::{self as term_event, Event as TermEvent};
+use crossterm::event::Event as TermEvent;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, Sender, channel};
+use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 /// Data never redraws more often than this, whatever the refresh period. (A tick's samples
@@ -161,7 +161,9 @@ fn monitor(
         }
     };
     // Before the terminal is taken over, so a failure leaves it as it was.
-    if let Err(e) = spawn_input_reader(tx) {
+    if let Err(e) =
+        crate::tui::input::spawn_reader(tx, |read| read.map_or(Event::InputClosed, Event::Input))
+    {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
@@ -582,23 +584,6 @@ fn follow_selection(ui: &mut UiState, rows: &[TableRow]) {
         None => ui.selected.min(rows.len().saturating_sub(1)),
     };
     ui.selected_key = rows.get(ui.selected).map(|r| r.key.clone());
-}
-
-/// Terminal input on its own thread, so the loop waits on a single channel.
-fn spawn_input_reader(tx: Sender<Event>) -> Result<(), crate::threads::SpawnFailed> {
-    crate::threads::spawn("input", move || {
-        loop {
-            let event = match term_event::read() {
-                Ok(e) => Event::Input(e),
-                Err(_) => Event::InputClosed,
-            };
-            let closed = matches!(event, Event::InputClosed);
-            if tx.send(event).is_err() || closed {
-                return;
-            }
-        }
-    })?;
-    Ok(())
 }
 
 /// Benchmark hook: with VRAMSCOPE_FIRST_FRAME_FILE set, writes the µs from start to the first

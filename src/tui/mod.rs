@@ -8,6 +8,7 @@ mod event_loop;
 mod feed;
 pub mod filter;
 mod frame_writer;
+pub(crate) mod input;
 mod keys;
 pub mod layout;
 mod narrow;

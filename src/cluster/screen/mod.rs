@@ -18,7 +18,7 @@ use crate::model::now_ms;
 use crate::tui::signals::{self, SignalEvent};
 use crate::tui::terminal::TerminalGuard;
 use crate::tui::theme::Theme;
-use crossterm::event::{self as term_event, Event as TermEvent};
+use crossterm::event::Event as TermEvent;
 use keys::Outcome;
 use state::Ui;
 use std::io::IsTerminal;
@@ -83,19 +83,9 @@ pub fn run(
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
-    let input = tx;
-    if let Err(e) = crate::threads::spawn("input", move || {
-        loop {
-            let event = match term_event::read() {
-                Ok(e) => Event::Input(e),
-                Err(_) => Event::InputClosed,
-            };
-            let closed = matches!(event, Event::InputClosed);
-            if input.send(event).is_err() || closed {
-                return;
-            }
-        }
-    }) {
+    if let Err(e) =
+        crate::tui::input::spawn_reader(tx, |read| read.map_or(Event::InputClosed, Event::Input))
+    {
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }

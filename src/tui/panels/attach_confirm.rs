@@ -1,12 +1,11 @@
 //! The attach (or detach) confirmation dialog: which process, whose, and what it costs.
 
-use super::centered;
+use super::confirm_dialog;
 use crate::tui::ui_state::AttachRequest;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Clear, Paragraph};
 
 pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &AttachRequest) {
     let theme = view.theme;
@@ -32,25 +31,11 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, request: &AttachReques
         ]),
         Line::styled(request.command.clone(), theme.value),
         Line::styled(cost, theme.label),
-        Line::from(vec![
-            Span::styled("y", theme.key),
-            Span::styled(" to confirm, any other key cancels", theme.label),
-        ]),
     ];
-    let want_w = lines
-        .iter()
-        .map(Line::width)
-        .max()
-        .unwrap_or(0)
-        .saturating_add(4)
-        .clamp(40, 100);
-    let popup = centered(area, u16::try_from(want_w).unwrap_or(100), 6);
     let title = if request.detach {
         " Detach? "
     } else {
         " Attach? "
     };
-    let block = super::overlay_block(theme, theme.warn).title(Line::styled(title, theme.warn));
-    frame.render_widget(Clear, popup);
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
+    confirm_dialog(frame, area, theme, lines, (title, theme.warn));
 }

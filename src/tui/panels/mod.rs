@@ -44,6 +44,35 @@ pub fn overlay_block(theme: &Theme, style: Style) -> Block<'static> {
         .padding(Padding::horizontal(1))
 }
 
+/// A yes/no dialog (kill, attach, detach): `lines` say what would happen, then the one
+/// answer line every confirmation shares; as wide as its longest line (40 to 100 cells),
+/// centred, in an overlay frame of `style` titled `title`.
+pub fn confirm_dialog(
+    frame: &mut ratatui::Frame,
+    area: Rect,
+    theme: &Theme,
+    mut lines: Vec<ratatui::text::Line<'static>>,
+    (title, style): (&'static str, Style),
+) {
+    use ratatui::text::{Line, Span};
+    use ratatui::widgets::{Clear, Paragraph};
+    lines.push(Line::from(vec![
+        Span::styled("y", theme.key),
+        Span::styled(" to confirm, any other key cancels", theme.label),
+    ]));
+    let want_w = lines
+        .iter()
+        .map(Line::width)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(4)
+        .clamp(40, 100);
+    let popup = centered(area, u16::try_from(want_w).unwrap_or(100), 6);
+    let block = overlay_block(theme, style).title(Line::styled(title, style));
+    frame.render_widget(Clear, popup);
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}
+
 /// A `width` x `height` rectangle centred in `area`, shrunk to fit it.
 pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let width = width.min(area.width);
