@@ -40,6 +40,7 @@ package!(
     "_importhook.py",
     "_jax.py",
     "_layout.py",
+    "_no_imports.py",
     "_peaks.py",
     "_polled.py",
     "_records.py",

@@ -13,6 +13,7 @@ reordering, a clear only when asked or when turned off) with each allocation's P
 innermost frame first, as `stacks="python"` records it.
 """
 
+import importlib
 import sys
 import time
 import types
@@ -69,6 +70,9 @@ class SimulatedCuda:
         self.history = None
         self.history_calls = []
         self.snapshots_taken = 0
+        # A module `_cuda_memorySnapshot` imports as it runs, as torch 2.11's imports
+        # torch._inductor (and torch._dynamo with it) the first time.
+        self.snapshot_imports = None
         self._ring = []
         self._ring_next = 0
 
@@ -156,6 +160,8 @@ class SimulatedCuda:
             self._ring, self._ring_next = [], 0
 
     def _memory_snapshot(self, pool=None):
+        if self.snapshot_imports is not None:
+            importlib.import_module(self.snapshot_imports)
         self.snapshots_taken += 1
         segments = []
         for address, (size, frames) in sorted(self.blocks.items()):

@@ -318,6 +318,24 @@ class PeakSteps(ClockedCase):
         self.assertEqual((info["peak_allocated"], info["step"]), (2 * GIB, 7))
 
 
+class PeakAfterLoading(ClockedCase):
+    def test_a_mark_before_the_first_step_does_not_hold_back_the_trainings_peak(self):
+        # The weights reach the GPU before any step: a mark that settles after a quiet second
+        # and is dumped. The training's own peak, a step later, is dumped once it settles,
+        # not a minute and ten steps later (on an H200 the run's real peak was never dumped).
+        self.start(sites=True)
+        self.cuda.alloc(GIB)
+        self.tick()
+        self.now += _sites.SETTLE_S
+        self.tick()
+        self.assertEqual(len(self.pickles()), 1)
+        self.assertIsNone(self.load(self.pickles()[0])["vramscope"]["step"])
+        dumps = [self.climb(size) for size in (2 * GIB, 0, 0, 0)]
+        self.assertEqual(dumps, [1, 2, 2, 2])
+        info = self.load(self.pickles()[-1])["vramscope"]
+        self.assertEqual((info["peak_allocated"], info["step"]), (3 * GIB, 2))
+
+
 class PeakSeconds(ClockedCase):
     env = {"VRAMSCOPE_SITES_EVERY_STEPS": "0", "VRAMSCOPE_SITES_EVERY_S": "4"}
 
@@ -396,6 +414,94 @@ class Requests(SitesCase):
 
         self.assertIn("total_allocated: 1.0GiB", _memory_viz.segsum(data))
         self.assertIn("snapshot.pickle", _memory_viz.trace_plot(data))
+
+
+# Two modules that import each other, each waiting (a little) for the other's import to have
+# begun on another thread: what torch._inductor and torch._dynamo can do to two threads that
+# import them at once, made certain. The program's thread, importing b, gets a half-initialised
+# a from importlib's deadlock breaker and fails, as its `torch.optim.AdamW(...)` failed on an
+# H200 when the sampler's first snapshot imported torch._inductor.
+RACE_EVENTS = """
+import threading
+started = {"a": threading.Event(), "b": threading.Event()}
+"""
+RACE_A = """
+import {prefix}_events as events
+events.started["a"].set()
+events.started["b"].wait(2.0)
+import {prefix}_b
+VALUE = "a"
+"""
+RACE_B = """
+import time
+import {prefix}_events as events
+events.started["b"].set()
+events.started["a"].wait(1.5)
+time.sleep(0.2)  # the other thread, if it imports a, now waits for this module
+import {prefix}_a as a
+OTHER = a.VALUE
+VALUE = "b"
+"""
+
+
+class SamplerImports(SitesCase):
+    """The sampler thread imports nothing; a dump that needs an import waits for the training
+    thread (vramscope/_no_imports.py)."""
+
+    def setUp(self):
+        SitesCase.setUp(self)
+        self.prefix = "vsrace%d_%d" % (os.getpid(), id(self))
+        self.modules = os.path.join(self.dir, "modules")
+        os.mkdir(self.modules)
+        for name, text in (("events", RACE_EVENTS), ("a", RACE_A), ("b", RACE_B), ("lazy", "VALUE = 1\n")):
+            with open(os.path.join(self.modules, "%s_%s.py" % (self.prefix, name)), "w") as f:
+                f.write(text.replace("{prefix}", self.prefix))
+        sys.path.insert(0, self.modules)
+
+    def tearDown(self):
+        sys.path.remove(self.modules)
+        for name in [n for n in sys.modules if n.startswith(self.prefix)]:
+            del sys.modules[name]
+        SitesCase.tearDown(self)
+
+    def test_a_dump_that_needs_an_import_is_taken_at_the_next_optimizer_step(self):
+        self.cuda.snapshot_imports = self.prefix + "_lazy"
+        self.start(sites=True)
+        self.cuda.alloc(GIB)
+        self.request()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.tick()  # the sampler's pass: refused, handed on, no warning
+            self.assertEqual(self.pickles(), [])
+            self.assertNotIn(self.prefix + "_lazy", sys.modules)
+            # A real optimizer's step, on this (the training) thread: its hook takes the dump.
+            weight = torch.nn.Parameter(torch.zeros(4))
+            optimizer = torch.optim.SGD([weight], lr=0.1)
+            weight.grad = torch.ones(4)
+            optimizer.step()
+        self.assertEqual([str(w.message) for w in caught if issubclass(w.category, VramscopeWarning)], [])
+        self.assertIn(self.prefix + "_lazy", sys.modules)
+        (name,) = self.pickles()
+        self.assertEqual(self.load(name)["vramscope"]["reason"], "request")
+        (event,) = self.snapshot_events()
+        self.assertEqual(event.args[2], REASON["request"])
+        optimizer.step()
+        self.assertEqual(len(self.pickles()), 1, "handed on once, taken once")
+
+    def test_the_programs_import_is_whole_while_the_sampler_runs(self):
+        # The sampler thread running for real: asked for a snapshot while the program imports
+        # `b`, which needs `a`, which the snapshot imports.
+        self.cuda.snapshot_imports = self.prefix + "_a"
+        self.assertTrue(vramscope.start(framework="torch", sites=True))
+        self.cuda.alloc(GIB)
+        self.request()
+        time.sleep(0.3)  # the sampler's pass (10 Hz) has tried the dump
+        b = __import__(self.prefix + "_b")  # "partially initialized module" if both import
+        self.assertEqual((b.VALUE, b.OTHER), ("b", "a"))
+        self.assertEqual(self.pickles(), [], "the sampler refused the import and waits")
+        vramscope.step()
+        (name,) = self.pickles()
+        self.assertEqual(self.load(name)["vramscope"]["reason"], "request")
 
 
 class FailingDumps(SitesCase):

@@ -78,6 +78,19 @@ def step():
     Once called, the automatic steps taken from PyTorch optimizers stop.
     """
     _rt().run(_rt().end_step)
+    _hand_over()
+
+
+def _hand_over():
+    """On the training thread, between steps or phases: allocation-site work the sampler
+    thread handed on because it needed an import (vramscope/_sites.py)."""
+    try:
+        rt = _rt().current()
+        sites = getattr(getattr(rt, "adapter", None), "sites", None)
+        if sites is not None:
+            sites.on_training_thread()
+    except Exception as e:
+        _rt().internal_error(e)
 
 
 def note(text):
@@ -124,6 +137,7 @@ class mark:
             phase = None
         if phase is not None:
             _rt().run(_end_phase, phase)
+            _hand_over()
         return False
 
     def __call__(self, fn):

@@ -19,6 +19,11 @@ observer (on the failing thread, before the exception unwinds), from a new high-
 (the sampler thread, rate-limited) and on request (`vramscope.snapshot()`, or a reader's
 count at 0x220, polled by the sampler). Each is announced by a SNAPSHOT_WRITTEN event. The
 newest `keep` files are kept. A dump that fails is one warning, once; the program goes on.
+
+The sampler thread imports nothing (`_no_imports`): torch's first snapshot imports
+torch._inductor, and an import there can break one the training thread is making. Work that
+would import is handed to the training thread, which does it at its next step (the optimizer's
+hook or `vramscope.step()`) or phase end, outside the writer's lock.
 """
 
 import math
@@ -29,6 +34,7 @@ import threading
 import time
 
 from . import _layout as L
+from . import _no_imports
 from . import _runtime
 from ._config import SITES_ENTRIES_DEFAULT
 from ._guard import warn_once
@@ -117,6 +123,11 @@ class Sites:
         self.dropped = 0
         self._dump_lock = threading.Lock()
         self._closed = False
+        # Sampler work that needed an import, for the training thread: (reason, device) dumps
+        # and a ring size. Appended by the sampler, taken by the training thread; each list
+        # operation is atomic.
+        self._handed = []
+        self._handed_resize = None
 
     # -- the history ------------------------------------------------------------------------
 
@@ -137,6 +148,7 @@ class Sites:
             self._record(enabled="all", context="alloc", stacks="python", max_entries=entries)
             self.owner = "vramscope"
             self.max_entries = entries
+            _no_imports.install()
             return True
         except Exception as e:
             warn_once("sites", "allocation sites are off: cannot record the allocator's history (%s)" % _one_line(e))
@@ -173,6 +185,9 @@ class Sites:
             except Exception:
                 pass
         self._closed = True
+        self._handed = []
+        self._handed_resize = None
+        _no_imports.remove()
         # A dump in progress closes the directory itself when it is done.
         if self._dump_lock.acquire(False):
             try:
@@ -192,15 +207,39 @@ class Sites:
 
     def background(self):
         """On the sampler thread, outside the writer's lock: grow the ring, then answer a
-        request and dump a settled peak, as planned under the lock."""
+        request and dump a settled peak, as planned under the lock. Without importing: what
+        would import is handed to the training thread (`on_training_thread`)."""
         plan = _runtime.run(self._plan)
         if not plan:
             return
         resize, dumps = plan
+        with _no_imports.refusing():
+            if resize is not None:
+                self._resize(*resize)
+            for reason, device in dumps:
+                self.take(reason, device)
+
+    def on_training_thread(self):
+        """From the training thread, outside the writer's lock (a step or a phase's end): the
+        sampler's work that needed an import, done here, where importing is safe. Nothing to
+        do costs one look at two attributes."""
+        if self._handed_resize is None and not self._handed:
+            return
+        resize, self._handed_resize = self._handed_resize, None
         if resize is not None:
             self._resize(*resize)
-        for reason, device in dumps:
+        while self._handed:
+            reason, device = self._handed.pop(0)
             self.take(reason, device)
+
+    @staticmethod
+    def _refused_import():
+        """Whether the work that just failed on this thread failed only because an import was
+        refused (inside `background`); then it is handed to the training thread."""
+        if _no_imports.refused() is None:
+            return False
+        _no_imports.clear()
+        return True
 
     def _plan(self, rt):
         session = rt.session
@@ -257,6 +296,9 @@ class Sites:
                 enabled="all", context="alloc", stacks="python", max_entries=entries, clear_history=clear
             )
         except Exception as e:
+            if self._refused_import():
+                self._handed_resize = (entries, clear, counts)
+                return
             warn_once("sites-resize", "cannot grow the allocator's history to %d entries (%s)" % (entries, _one_line(e)))
             self.fixed = True
             return
@@ -270,7 +312,8 @@ class Sites:
         Dumped once it has settled (a step boundary, or `SETTLE_S` without steps, passed
         without a rise: the ring, two and a half steps long, still holds the step that
         reached it), or, for a mark that keeps rising, `every_s` after it first rose; after
-        the first peak dump, at most one per `every_steps` steps and `every_s` seconds."""
+        the first peak dump, at most one per `every_steps` steps and `every_s` seconds, except
+        that the first dump after steps begin is free."""
         step = session.step
         for device in sorted(self.stats):
             state = session.slot(("torch", device))
@@ -304,6 +347,10 @@ class Sites:
         last = self._last_peak_dump
         if last is None:
             return True
+        if step is not None and last[1] is None:
+            # The last came before the first step (the weights reaching the GPU, seen as a
+            # mark that settled): the training's first settled mark is not held back by it.
+            return True
         if now - last[0] < self.config.sites_every_s:
             return False
         return step is None or last[1] is None or step - last[1] >= self.config.sites_every_steps
@@ -336,7 +383,10 @@ class Sites:
             _runtime.run(self._announce, meta, size)
             return meta["path"]
         except Exception as e:
-            self._failed(e)
+            if not self._refused_import():
+                self._failed(e)
+            elif (reason, device) not in self._handed:
+                self._handed.append((reason, device))
             return None
 
     def _describe(self, rt, reason, device, oom):

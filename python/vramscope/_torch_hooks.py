@@ -75,6 +75,9 @@ class TorchHooks:
             if compiling():
                 return
             _runtime.run_deferred(self._auto_step, optimizer)
+            sites = self._adapter.sites if self._adapter is not None else None
+            if sites is not None:
+                sites.on_training_thread()
 
         handle = register(vramscope_step_hook)
         self._undo.append(handle.remove)
