@@ -488,6 +488,20 @@ class SamplerImports(SitesCase):
         optimizer.step()
         self.assertEqual(len(self.pickles()), 1, "handed on once, taken once")
 
+    def test_with_the_programs_own_history_too(self):
+        torch.cuda.memory._record_memory_history(enabled="all", stacks="python", max_entries=1000)
+        self.cuda.snapshot_imports = self.prefix + "_lazy"
+        self.start(sites=True)
+        self.assertEqual(_runtime.current().adapter.sites.owner, "user")
+        self.cuda.alloc(GIB)
+        self.request()
+        self.tick()
+        self.assertEqual(self.pickles(), [])
+        self.assertNotIn(self.prefix + "_lazy", sys.modules)
+        vramscope.step()
+        (name,) = self.pickles()
+        self.assertEqual(self.load(name)["vramscope"]["history_owner"], "user")
+
     def test_the_programs_import_is_whole_while_the_sampler_runs(self):
         # The sampler thread running for real: asked for a snapshot while the program imports
         # `b`, which needs `a`, which the snapshot imports.
