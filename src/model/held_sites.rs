@@ -469,6 +469,52 @@ mod tests {
             "5.00 GiB at proj/model.py:123 attention"
         );
     }
+
+    fn fit(site: Option<RequestSite>, why: Option<&str>) -> OomFit {
+        OomFit {
+            requested: Some(512 << 30),
+            device_free: Some(84 << 30),
+            reserved: Some(54 << 30),
+            allocated: 54 << 30,
+            cached_free: Some(0),
+            largest_free_block: None,
+            verdict: "truly full".into(),
+            request_site: site,
+            unavailable: why
+                .map(|w| [("request_site".to_string(), w.to_string())].into())
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn the_oom_words_lead_with_where_the_request_was_made_or_why_not() {
+        let site = |line: u32, function: &str| RequestSite {
+            file: "/work/main/python/bench/gpu_sites_transformer.py".into(),
+            line,
+            function: function.into(),
+        };
+        let words = oom_words(&fit(Some(site(52, "forward")), None));
+        assert!(
+            words.starts_with(
+                "the request, 512 GiB at bench/gpu_sites_transformer.py:52 forward, 84.0 GiB free on the device, "
+            ),
+            "{words}"
+        );
+        assert!(words.ends_with(": truly full"), "{words}");
+        // No line, no function: nothing made up for them.
+        assert_eq!(
+            request_words(&fit(Some(site(0, "")), None)),
+            "the request, 512 GiB at bench/gpu_sites_transformer.py"
+        );
+        assert_eq!(
+            request_words(&fit(None, Some("the `oom` entry recorded no stack frames"))),
+            "the request, 512 GiB, where n/a (the `oom` entry recorded no stack frames)"
+        );
+        assert_eq!(
+            request_words(&fit(None, None)),
+            "the request, 512 GiB, where n/a"
+        );
+    }
 }
 
 /// One snapshot to reduce.
