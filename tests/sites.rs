@@ -189,6 +189,11 @@ fn an_oom_with_fragmentation_is_explained() {
         oom.verdict
     );
     assert_eq!(held.total_bytes, u(&want["live_requested"]));
+    // Where the request was made: the `oom` entry's first frame outside torch and the
+    // standard library (its innermost frames are torch's), the request's size with it.
+    let site = oom.request_site.clone().unwrap();
+    assert_eq!(key(&site), want["request_site"].as_str().unwrap());
+    assert_eq!((site.bytes, site.blocks), (u(&want["requested"]), 0));
     // A snapshot with no OOM cannot answer for one.
     let e = sites::held(&read("after_peak"), Moment::Oom, None, 10).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotInSnapshot);
@@ -209,6 +214,9 @@ fn an_oom_recovered_from_is_judged_on_the_layout_at_the_failure_not_at_the_dump(
         oom.verdict
     );
     assert_eq!(held.total_bytes, u(&want["live_requested"]));
+    // The request's site is the failed entry's, whatever was freed after it.
+    let site = oom.request_site.clone().unwrap();
+    assert_eq!(key(&site), want["request_site"].as_str().unwrap());
 }
 
 #[test]
@@ -241,6 +249,61 @@ fn an_oom_dump_without_figures_says_the_request_is_unknown_not_zero() {
     let v: Value = serde_json::from_str(&json).unwrap();
     assert!(v["oom"]["requested"].is_null(), "{json}");
     assert!(v["oom"]["largest_free_block"].is_u64(), "{json}");
+    // Nor is where it was made: no `oom` entry, no stack, no site.
+    let why = oom.request_site.clone().unwrap_err();
+    assert!(why.contains("no `oom` entry"), "{why}");
+    assert!(
+        out.contains("OOM: n/a (not recorded) requested, where n/a (the dump was made at an OOM but the history has no `oom` entry"),
+        "{out}"
+    );
+    assert!(v["oom"]["request_site"].is_null(), "{json}");
+    assert!(
+        v["oom"]["unavailable"]["request_site"]
+            .as_str()
+            .unwrap()
+            .contains("no `oom` entry"),
+        "{json}"
+    );
+}
+
+#[test]
+fn an_oom_entry_without_a_stack_has_no_request_site_not_a_made_up_one() {
+    let held = at("oom_no_stack", Moment::Oom);
+    let oom = held.oom.clone().unwrap();
+    assert_eq!(oom.requested, Some(u(&answer("oom_no_stack")["requested"])));
+    let why = oom.request_site.clone().unwrap_err();
+    assert_eq!(why, "the `oom` entry recorded no stack frames");
+    let file = path("oom_no_stack");
+    let file = file.to_str().unwrap();
+    let (code, out, err) = vramscope(&["sites", "--at", "oom", file]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "OOM: 4.00 MiB requested, where n/a (the `oom` entry recorded no stack frames)"
+        ),
+        "{out}"
+    );
+    // The live block's site (model.py:30) is not lent to the request.
+    let oom_line = out.lines().find(|l| l.starts_with("OOM:")).unwrap();
+    assert!(!oom_line.contains("model.py"), "{out}");
+    let (code, json, err) = vramscope(&["sites", "--json", "--at", "oom", file]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert!(v["oom"]["request_site"].is_null(), "{json}");
+    assert_eq!(
+        v["oom"]["unavailable"]["request_site"], "the `oom` entry recorded no stack frames",
+        "{json}"
+    );
+    // The words the report and the detail pane share say it too.
+    let fit = vramscope::sources::sites::convert(&held).oom.unwrap();
+    assert_eq!(fit.request_site, None);
+    let words = vramscope::model::held_sites::oom_words(&fit);
+    assert!(
+        words.starts_with(
+            "the request, 4.00 MiB, where n/a (the `oom` entry recorded no stack frames), 1.00 MiB free on the device"
+        ),
+        "{words}"
+    );
 }
 
 #[test]
@@ -335,7 +398,20 @@ fn the_command_prints_the_answer_as_text_and_json() {
     let (code, out, _) = vramscope(&["sites", oom.to_str().unwrap(), "--at", "oom"]);
     assert_eq!(code, 0);
     assert!(
-        out.contains("OOM: 4.00 MiB requested") && out.contains("fragmentation"),
+        out.contains("OOM: 4.00 MiB requested at model.py:99 big\n")
+            && out.contains("fragmentation"),
+        "{out}"
+    );
+    let (code, out, _) = vramscope(&["sites", oom.to_str().unwrap(), "--at", "oom", "--json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["oom"]["request_site"],
+        serde_json::json!({"file": "/home/u/model.py", "line": 99, "function": "big"}),
+        "{out}"
+    );
+    assert!(
+        v["oom"]["unavailable"].get("request_site").is_none(),
         "{out}"
     );
 
@@ -587,6 +663,32 @@ fn foreign_text_in_frames_never_reaches_the_output_raw() {
         let (code, out, err) = vramscope(&args);
         assert_eq!(code, 0, "{err}");
         assert!(out.contains("1000"), "{out}");
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'),
+            "{out:?}"
+        );
+    }
+}
+
+#[test]
+fn foreign_text_in_an_oom_requests_frames_never_reaches_the_output_raw() {
+    let bytes = python_bytes(
+        "f = {'name': 'evil\\x1b]52;c;aGk=\\x07', 'filename': '/home/u/\\u202emodel.py', 'line': 3}\n\
+         s = {'segments': [{'device': 0, 'address': 4096, 'total_size': 1024, 'stream': 0, 'blocks': [\
+         {'address': 4096, 'size': 1024, 'requested_size': 1000, 'state': 'active_allocated', 'frames': []}]}],\
+         'device_traces': [[{'action': 'oom', 'addr': 0, 'size': 5000, 'stream': 0, 'device_free': 0, 'frames': [f]}]]}\n\
+         sys.stdout.buffer.write(pickle.dumps(s))",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("foreign_oom.pickle");
+    std::fs::write(&file, &bytes).unwrap();
+    for extra in [&[][..], &["--json"][..]] {
+        let mut args = vec!["sites", file.to_str().unwrap(), "--at", "oom"];
+        args.extend_from_slice(extra);
+        let (code, out, err) = vramscope(&args);
+        assert_eq!(code, 0, "{err}");
+        // The site is there, cleaned: its line and the function's readable part.
+        assert!(out.contains("evil"), "{out}");
         assert!(
             !out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'),
             "{out:?}"

@@ -354,6 +354,56 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
     assert_eq!(oom_held["sites"]["state"], json!("failed"));
 }
 
+#[test]
+fn at_an_oom_json_and_the_report_say_where_the_failed_request_was_made() {
+    if !python3_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut w = writer(&channels, true);
+    w.oom(0, Some(5 * GIB), Some(GIB / 2));
+    let oom = snapshot_name(&w, 1, "oom");
+    let size = make_snapshot(&channels.join(&oom), "oom");
+    announce(&mut w, &oom, size, event::SNAPSHOT_OOM, 6 * GIB);
+    let mut gpu = h100(0);
+    gpu["processes"] =
+        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+
+    // The monitor's `--json`: the request's site (model.py:200, under torch's own frame).
+    let doc = scenario.json_reading(&channels);
+    let fit = &allocator(&doc)["snapshots"][0]["sites"]["oom"];
+    assert_eq!(
+        fit["request_site"],
+        json!({"file": "/home/user/proj/model.py", "line": 200, "function": "mlp"}),
+        "{doc}"
+    );
+    assert!(fit["unavailable"].get("request_site").is_none(), "{fit}");
+
+    let recording = record(&scenario, &channels);
+    let out = report(&[recording.to_str().unwrap(), "--history"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "why it did not fit: the request, 5.00 GiB at proj/model.py:200 mlp, 512 MiB free on the device"
+        ),
+        "{text}"
+    );
+    let out = report(&[recording.to_str().unwrap(), "--history", "--markdown"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("why it did not fit: the request, 5.00 GiB at proj/model.py:200 mlp"),
+        "{text}"
+    );
+    let out = report(&[recording.to_str().unwrap(), "--history", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = &doc["ooms"][0]["held"]["sites"];
+    assert_eq!(held["state"], json!("reduced"), "{doc}");
+    assert_eq!(held["oom"]["request_site"]["line"], json!(200), "{held}");
+}
+
 /// A program on the real torch (its CUDA driver calls simulated, `python/tests/
 /// _simulated_cuda.py`) with sites on: keeps 1 GiB, makes a 4 GiB temporary in
 /// `temporary()`, writes its channel's path to `argv[1]`, then runs until `argv[2]` exists.

@@ -176,6 +176,10 @@ fn a_cache_with_no_free_block_has_no_zero_byte_largest_block() {
         "{words}"
     );
     assert!(!words.contains("block 0 B"), "{words}");
+    assert!(
+        words.starts_with("the request, 4.00 MiB at proj/model.py:12 more, 1.00 MiB free"),
+        "{words}"
+    );
 
     let (code, out, err) = vramscope(&["sites", "--at", "oom", file.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");

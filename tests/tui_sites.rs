@@ -232,9 +232,40 @@ fn at_an_oom_the_pane_says_what_was_live_and_why_the_request_did_not_fit() {
     reduce_on_the_worker(&mut m, |_| {});
     let text = detail(&m);
     assert!(text.contains("HELD held at the OOM"), "{text}");
+    // Where the failed request was made (the `oom` entry's first frame outside torch), on
+    // a line of its own, then why it did not fit.
+    let request = text
+        .lines()
+        .find(|l| l.contains("at the OOM: the request"))
+        .unwrap_or_else(|| panic!("{text}"));
     assert!(
-        text.contains("at the OOM: wanted 5.00 GiB, 512 MiB free on the device"),
+        request
+            .trim_end_matches([' ', '│', '|'])
+            .ends_with("at the OOM: the request, 5.00 GiB at proj/model.py:200 mlp"),
+        "{request:?}"
+    );
+    assert!(
+        text.contains("  512 MiB free on the device, 2.00 GiB allocated of 8.00 GiB reserved"),
         "{text}"
+    );
+    // On an 80-column terminal the site stays whole and the longer line is cut with the mark.
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let narrow = screen(&m, &ui, 80, 50);
+    assert!(
+        narrow.contains("at the OOM: the request, 5.00 GiB at proj/model.py:200 mlp"),
+        "{narrow}"
+    );
+    let fit = narrow
+        .lines()
+        .find(|l| l.contains("512 MiB free on the device"))
+        .unwrap_or_else(|| panic!("{narrow}"));
+    let mark = color().glyphs.cut;
+    assert!(
+        fit.trim_end_matches([' ', '│', '|']).ends_with(mark),
+        "{fit:?}"
     );
 }
 

@@ -96,9 +96,20 @@ pub struct OomFit {
     pub largest_free_block: Option<u64>,
     /// The reduction's own sentence.
     pub verdict: String,
+    /// Where the failed request was made (the site of the `oom` entry's stack); `None` when
+    /// the snapshot cannot say (see `unavailable`).
+    pub request_site: Option<RequestSite>,
     /// Why each figure that is `None` above is: `reserved`, `cached_free`,
-    /// `largest_free_block`.
+    /// `largest_free_block`, `request_site`.
     pub unavailable: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a failed request was made: a site without bytes of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestSite {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
 }
 
 impl OomFit {
@@ -326,9 +337,49 @@ pub fn exactness_note(held: &HeldSites) -> Option<String> {
     }
 }
 
-/// `wanted 2.00 GiB, 1.00 GiB free on the device, cache 3.00 GiB free in blocks of at most
-/// 512 MiB: <verdict>`.
+/// `the request, 2.00 GiB at proj/model.py:123 attention, 1.00 GiB free on the device, ...:
+/// <verdict>`: `request_words`, then `fit_words`.
 pub fn oom_words(fit: &OomFit) -> String {
+    format!("{}, {}", request_words(fit), fit_words(fit))
+}
+
+/// `the request, 2.00 GiB at proj/model.py:123 attention`, or with `where n/a (why)` when
+/// the snapshot cannot place it.
+pub fn request_words(fit: &OomFit) -> String {
+    let size = fit
+        .requested
+        .map_or_else(|| "n/a".to_string(), units::bytes);
+    match &fit.request_site {
+        Some(site) => {
+            let function = if site.function.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", site.function)
+            };
+            // A stand-in (no file) is its words alone, as a site's label is.
+            if site.file.is_empty() {
+                return format!("the request, {size} at {}", site.function);
+            }
+            let line = if site.line == 0 {
+                String::new()
+            } else {
+                format!(":{}", site.line)
+            };
+            format!(
+                "the request, {size} at {}{line}{function}",
+                short_file(&site.file)
+            )
+        }
+        None => format!(
+            "the request, {size}, where {}",
+            fit.words(None, "request_site")
+        ),
+    }
+}
+
+/// `1.00 GiB free on the device, 2.00 GiB allocated of ..., cache 3.00 GiB free (largest
+/// free block 512 MiB): <verdict>`.
+pub fn fit_words(fit: &OomFit) -> String {
     let free = fit
         .device_free
         .map_or_else(|| "n/a".to_string(), units::bytes);
@@ -348,12 +399,7 @@ pub fn oom_words(fit: &OomFit) -> String {
             fit.words(fit.largest_free_block, "largest_free_block")
         )
     };
-    format!(
-        "wanted {}, {free} free on the device, {cache}: {}",
-        fit.requested
-            .map_or_else(|| "n/a".to_string(), units::bytes),
-        fit.verdict
-    )
+    format!("{free} free on the device, {cache}: {}", fit.verdict)
 }
 
 #[cfg(test)]
@@ -421,6 +467,52 @@ mod tests {
         assert_eq!(
             block_words(&exact.largest[0]),
             "5.00 GiB at proj/model.py:123 attention"
+        );
+    }
+
+    fn fit(site: Option<RequestSite>, why: Option<&str>) -> OomFit {
+        OomFit {
+            requested: Some(512 << 30),
+            device_free: Some(84 << 30),
+            reserved: Some(54 << 30),
+            allocated: 54 << 30,
+            cached_free: Some(0),
+            largest_free_block: None,
+            verdict: "truly full".into(),
+            request_site: site,
+            unavailable: why
+                .map(|w| [("request_site".to_string(), w.to_string())].into())
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn the_oom_words_lead_with_where_the_request_was_made_or_why_not() {
+        let site = |line: u32, function: &str| RequestSite {
+            file: "/work/main/python/bench/gpu_sites_transformer.py".into(),
+            line,
+            function: function.into(),
+        };
+        let words = oom_words(&fit(Some(site(52, "forward")), None));
+        assert!(
+            words.starts_with(
+                "the request, 512 GiB at bench/gpu_sites_transformer.py:52 forward, 84.0 GiB free on the device, "
+            ),
+            "{words}"
+        );
+        assert!(words.ends_with(": truly full"), "{words}");
+        // No line, no function: nothing made up for them.
+        assert_eq!(
+            request_words(&fit(Some(site(0, "")), None)),
+            "the request, 512 GiB at bench/gpu_sites_transformer.py"
+        );
+        assert_eq!(
+            request_words(&fit(None, Some("the `oom` entry recorded no stack frames"))),
+            "the request, 512 GiB, where n/a (the `oom` entry recorded no stack frames)"
+        );
+        assert_eq!(
+            request_words(&fit(None, None)),
+            "the request, 512 GiB, where n/a"
         );
     }
 }

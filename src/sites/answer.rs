@@ -3,7 +3,7 @@
 
 use super::error::{ErrorKind, SitesError};
 use super::exact::{self, History};
-use super::held::{BlockAt, Exactness, Held, Moment, Site};
+use super::held::{BlockAt, Exactness, Held, Known, Moment, Site};
 use super::oom;
 use super::site::SiteFinder;
 use super::snapshot::{Action, MemorySnapshot, TraceEntry};
@@ -72,6 +72,8 @@ pub(crate) fn held_on(
             .and_then(|i| entries.get(..=i))
             .and_then(|e| e.iter().rev().find_map(|e| e.time_us))
     };
+    // Before the walk: an OOM's request is placed by the same rule as the live blocks.
+    let mut finder = SiteFinder::new(&snap.frames, !entries.is_empty());
     let (state, exactness, time_us, oom) = match moment {
         Moment::End => (dump, Exactness::Exact, time_after(entries.len()), None),
         Moment::Peak => {
@@ -91,7 +93,8 @@ pub(crate) fn held_on(
                         .device_free
                         .or(key.and_then(|k| k.oom.as_ref()).and_then(|o| o.device_free));
                     let largest_free = oom::largest_free_block(snap, d, entries, Some(i), &state);
-                    let why = oom::explain(&state, Some(e.size), free, largest_free);
+                    let site = request_site(&mut finder, e);
+                    let why = oom::explain(&state, Some(e.size), free, largest_free, site);
                     (state, Exactness::Exact, e.time_us, Some(why))
                 }
                 (None, Some(k)) => {
@@ -99,7 +102,8 @@ pub(crate) fn held_on(
                     let requested = o.and_then(|o| o.requested);
                     let free = o.and_then(|o| o.device_free);
                     let largest_free = oom::largest_free_block(snap, d, entries, None, &dump);
-                    let why = oom::explain(&dump, requested, free, largest_free);
+                    let site = Err(NO_OOM_ENTRY.to_string());
+                    let why = oom::explain(&dump, requested, free, largest_free, site);
                     (dump, Exactness::Exact, time_after(entries.len()), Some(why))
                 }
                 (None, None) => {
@@ -111,7 +115,6 @@ pub(crate) fn held_on(
             }
         }
     };
-    let mut finder = SiteFinder::new(&snap.frames, !entries.is_empty());
     let (sites, all_sites, largest) = group(&state, &mut finder, top);
     Ok(Held {
         moment,
@@ -131,6 +134,22 @@ pub(crate) fn held_on(
         recorded_is_requested: matches!(recorded, Some(exact::Recorded::Requested(_))),
         mismatches: state.mismatches,
     })
+}
+
+/// Why an OOM has no request site: said, never a made-up frame.
+const NO_OOM_ENTRY: &str = "the dump was made at an OOM but the history has no `oom` entry to say where the request was made";
+const NO_OOM_STACK: &str = "the `oom` entry recorded no stack frames";
+
+/// Where the failed request `oom` was made: its stack's site by the live set's rule, its
+/// bytes the request's. A stack of machinery only is its innermost frame, as a block's is.
+fn request_site(finder: &mut SiteFinder, oom: &TraceEntry) -> Known<Site> {
+    if oom.stack.is_empty() {
+        return Err(NO_OOM_STACK.into());
+    }
+    let key = finder.key(oom.stack);
+    let mut site = finder.site(key);
+    site.bytes = oom.size;
+    Ok(site)
 }
 
 /// The live set by site (all, and the top `top`), and its largest blocks.

@@ -125,6 +125,12 @@ pub struct OomWhy {
     pub largest_free_block: Known<u64>,
     /// One line: fragmentation, truly full, or a cap.
     pub verdict: String,
+    /// Where the failed request was made: the `oom` entry's stack reduced by the live set's
+    /// rule (`SiteFinder::key`: its first frame outside torch, the standard library and the
+    /// writer), `bytes` the request's size and `blocks` 0 (it got none). Why not, when the
+    /// entry recorded no stack or the dump was at an OOM the history has no entry for: a
+    /// site is never made up.
+    pub request_site: Known<Site>,
 }
 
 /// What held the memory at one moment on one device.

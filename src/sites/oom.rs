@@ -6,7 +6,7 @@
 //! fragmentation; with device memory free for the segment it needed, a cap (a memory
 //! fraction, another limit); otherwise the device is truly full.
 
-use super::held::{Known, OomWhy};
+use super::held::{Known, OomWhy, Site};
 use super::snapshot::{Action, BlockState, MemorySnapshot, TraceEntry};
 use super::walk::State;
 
@@ -116,11 +116,13 @@ pub(crate) fn largest_free_block(
 /// Explains a failed request of `requested` bytes in `state`. `requested` is `None` when
 /// the snapshot was dumped at an OOM that recorded no figures: then nothing can be said of
 /// why it failed, and the verdict says so rather than judge a request of 0 bytes.
+/// `request_site`: where the request was made (`answer::request_site`), or why not.
 pub(crate) fn explain(
     state: &State,
     requested: Option<u64>,
     device_free: Option<u64>,
     largest_free_block: Known<u64>,
+    request_site: Known<Site>,
 ) -> OomWhy {
     let allocated = state.allocated_at_least();
     let reserved = state.reserved_known();
@@ -159,6 +161,7 @@ pub(crate) fn explain(
         cached_free,
         largest_free_block,
         verdict,
+        request_site,
     }
 }
 

@@ -209,7 +209,12 @@ pub fn text(held: &Held, file: &Path, context: &str) -> String {
         let requested = oom
             .requested
             .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
-        let _ = writeln!(out, "\nOOM: {requested} requested");
+        // Where the request was made, by the table's rule and label; never a made-up site.
+        let site = match &oom.request_site {
+            Ok(site) => format!(" at {}", site.label()),
+            Err(why) => format!(", where n/a ({why})"),
+        };
+        let _ = writeln!(out, "\nOOM: {requested} requested{site}");
         let free = oom
             .device_free
             .map_or_else(|| "n/a (not recorded)".to_string(), bytes);
@@ -250,6 +255,25 @@ fn site_json(site: &Site) -> Value {
     })
 }
 
+/// Where an OOM's request was made, `{file, line, function}`, or `null` with the reason
+/// put in `unavailable` under `request_site`.
+fn request_site_json(
+    site: &Known<Site>,
+    unavailable: &mut serde_json::Map<String, Value>,
+) -> Value {
+    match site {
+        Ok(site) => json!({
+            "file": site.file,
+            "line": site.line,
+            "function": site.function,
+        }),
+        Err(why) => {
+            unavailable.insert("request_site".to_string(), json!(why));
+            Value::Null
+        }
+    }
+}
+
 /// The answer as a JSON value (the monitor's `--json` and the report can embed it).
 pub fn held_json(held: &Held) -> Value {
     let exactness = match &held.exactness {
@@ -287,6 +311,7 @@ pub fn held_json(held: &Held) -> Value {
             "cached_free": known_json(&o.cached_free, "cached_free", &mut missing),
             "largest_free_block": known_json(&o.largest_free_block, "largest_free_block", &mut missing),
             "verdict": o.verdict,
+            "request_site": request_site_json(&o.request_site, &mut missing),
             "unavailable": missing,
         })
     });

@@ -5,7 +5,7 @@
 //! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
 
 use crate::model::held_sites::{
-    HeldBlock, HeldSite, HeldSites, OomFit, SitesExactness, SitesJob, SitesState,
+    HeldBlock, HeldSite, HeldSites, OomFit, RequestSite, SitesExactness, SitesJob, SitesState,
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::{File, OpenOptions};
@@ -153,6 +153,17 @@ pub fn convert(held: &Held) -> HeldSites {
             let reserved = figure(&o.reserved, "reserved");
             let cached_free = figure(&o.cached_free, "cached_free");
             let largest_free_block = figure(&o.largest_free_block, "largest_free_block");
+            let request_site = match &o.request_site {
+                Ok(site) => Some(RequestSite {
+                    file: site.file.clone(),
+                    line: site.line,
+                    function: site.function.clone(),
+                }),
+                Err(why) => {
+                    unavailable.insert("request_site".to_string(), why.clone());
+                    None
+                }
+            };
             OomFit {
                 requested: o.requested,
                 device_free: o.device_free,
@@ -161,6 +172,7 @@ pub fn convert(held: &Held) -> HeldSites {
                 cached_free,
                 largest_free_block,
                 verdict: o.verdict.clone(),
+                request_site,
                 unavailable,
             }
         }),

@@ -8,8 +8,8 @@ MODE:
          tensors that outlive it: the peak is 6 GiB, two-thirds of it the temporary; the
          recorded peak is 6 GiB, so the answer is exact.
   short  the same trace, but the allocator recorded a 7 GiB peak the ring no longer holds.
-  oom    the same, then a 5 GiB request that fails: 2 GiB live, 6 GiB cached but in a
-         4 GiB and a 2 GiB hole.
+  oom    the same, then a 5 GiB request at model.py:200 (mlp) that fails: 2 GiB live,
+         6 GiB cached but in a 4 GiB and a 2 GiB hole.
 """
 import pickle
 import sys
@@ -26,6 +26,7 @@ def frames(filename, line, name):
 
 MODEL = "/home/user/proj/model.py"
 TRAIN = "/home/user/proj/train.py"
+TORCH_LINEAR = "/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"
 
 
 def build(mode):
@@ -47,8 +48,12 @@ def build(mode):
         t += 1_000
     oom = None
     if mode == "oom":
+        # The failed request's Python stack, innermost first, as torch records it: torch's
+        # own frames, then the program's; its site is model.py:200 (mlp).
+        stack = ([{"filename": TORCH_LINEAR, "line": 125, "name": "forward"}]
+                 + frames(MODEL, 200, "mlp") + frames(TRAIN, 60, "step"))
         trace.append({"action": "oom", "addr": 0, "size": 5 * GIB, "stream": 0,
-                      "time_us": t, "device_free": GIB // 2, "frames": frames(MODEL, 200, "mlp")})
+                      "time_us": t, "device_free": GIB // 2, "frames": stack})
         oom = {"requested": 5 * GIB, "device_free": GIB // 2, "device_total": 9 * GIB}
     blocks = [
         {"address": a[0], "size": a[1], "requested_size": a[1], "state": "active_allocated",

@@ -124,19 +124,24 @@ class Sim:
                     return seg, i
         return None
 
-    def malloc(self, requested, *user, device_free=None):
-        """Allocates `requested` bytes from the user frames given (innermost first)."""
+    def malloc(self, requested, *user, device_free=None, oom_stack=True):
+        """Allocates `requested` bytes from the user frames given (innermost first). With
+        `device_free`, a request no cached block fits fails: an `oom` entry with the request's
+        Python stack, innermost first, as torch records it (none with `oom_stack=False`)."""
         size = round512(requested)
         found = self.find_free(size)
+        frames = [TORCH, TORCH_EMPTY] + [frame(*u) for u in user] + [STDLIB, MAIN] if user else []
         if found is None:
             if device_free is not None:
-                self.record({"action": "oom", "device_free": device_free, "size": requested, "stream": 0})
+                entry = {"action": "oom", "device_free": device_free, "size": requested, "stream": 0}
+                if oom_stack:
+                    entry["frames"] = frames
+                self.record(entry)
                 return None
             found = (self.new_segment(size), 0)
         seg, i = found
         b = seg["blocks"][i]
         rest = b["size"] - size
-        frames = [TORCH, TORCH_EMPTY] + [frame(*u) for u in user] + [STDLIB, MAIN] if user else []
         block = {"address": b["address"], "size": size, "requested_size": requested,
                  "state": "active_allocated", "frames": frames if self.history else []}
         seg["blocks"][i:i + 1] = [block] + ([{
@@ -298,7 +303,8 @@ def main():
     answers["oom_fragmented"] = {"requested": 4 * MB, "device_free": free_on_device,
                                  "reserved": sim.reserved, "allocated": sim.allocated,
                                  "cached_free": sim.reserved - sim.allocated,
-                                 "largest_free_block": 1 * MB, "live_requested": sim.requested}
+                                 "largest_free_block": 1 * MB, "live_requested": sim.requested,
+                                 "request_site": "/home/u/model.py:99:big"}
 
     # 3b. The same OOM, recovered from: everything freed after it and the dump taken later
     # (on request). The dump's segments show one free 20 MiB segment; at the failure the
@@ -314,13 +320,23 @@ def main():
         sim.free(b)
     dump(f"{out}/oom_recovered.pickle", sim.snapshot(key=True, reason="request"))
     answers["oom_recovered"] = {"requested": 4 * MB, "largest_free_block": 1 * MB,
-                                "largest_free_at_dump": 20 * MB, "live_requested": live_at_oom}
+                                "largest_free_at_dump": 20 * MB, "live_requested": live_at_oom,
+                                "request_site": "/home/u/model.py:99:big"}
 
     # 3c. Dumped at an OOM that recorded no figures and left no `oom` entry.
     sim = Sim(max_entries=100_000)
     sim.start_history()
     sim.malloc(1 * MB, (MODEL, 30, "fill"))
     dump(f"{out}/oom_no_figures.pickle", sim.snapshot(key=True, reason="oom", oom=None))
+
+    # 3d. An OOM whose `oom` entry recorded no stack: where the request was made is unknown.
+    sim = Sim(max_entries=100_000)
+    sim.start_history()
+    sim.malloc(18 * MB, (MODEL, 30, "fill"))
+    assert sim.malloc(4 * MB, (MODEL, 99, "big"), device_free=MB, oom_stack=False) is None
+    oom = {"requested": 4 * MB, "device_free": MB, "device_total": 24 * MB}
+    dump(f"{out}/oom_no_stack.pickle", sim.snapshot(key=True, reason="oom", oom=oom))
+    answers["oom_no_stack"] = {"requested": 4 * MB}
 
     # 4. A leak: the 1 MiB per step at leak.py:7 grows between two dumps of one run.
     sim = Sim(max_entries=100_000)

@@ -65,6 +65,7 @@ pub fn lines(
     if let Some(channel) = channel {
         out.extend(super::held_sites::lines(
             theme,
+            width,
             channel.relevant_snapshot(),
             channel.snapshots_dropped.as_ref(),
             channel.identity.sites,

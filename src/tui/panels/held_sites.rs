@@ -5,8 +5,9 @@
 //! a replay, that it is not read there. Under it, the snapshots the writer deleted to keep
 //! its bound, by name.
 
+use super::command;
 use crate::model::held_sites::{
-    SitesExactness, SitesState, SnapshotNote, exactness_note, headline, oom_words,
+    SitesExactness, SitesState, SnapshotNote, exactness_note, fit_words, headline, request_words,
 };
 use crate::model::snapshot_drops::Dropped;
 use crate::model::time::age_label;
@@ -16,10 +17,12 @@ use ratatui::text::{Line, Span};
 /// Sites named on the headline; `--json` and the report carry more.
 const SITES_SHOWN: usize = 3;
 
-/// The lines for `note` (none without one: a writer without `--sites` stays as it was;
-/// one with it and no snapshot yet says how to get one).
+/// The lines for `note`, the OOM's cut to `width` cells with the theme's mark (none without
+/// a note: a writer without `--sites` stays as it was; one with it and no snapshot yet says
+/// how to get one).
 pub fn lines(
     theme: &Theme,
+    width: u16,
     note: Option<&SnapshotNote>,
     dropped: Option<&Dropped>,
     sites_on: bool,
@@ -77,10 +80,16 @@ pub fn lines(
                 out.push(Line::styled(format!("  {note}"), theme.warn));
             }
             if let Some(fit) = &held.oom {
-                out.push(Line::styled(
-                    format!("  at the OOM: {}", oom_words(fit)),
-                    theme.crit,
-                ));
+                // Where the request was made on a line of its own, first: a long verdict
+                // cut at the pane's edge must not take it with it.
+                let width = usize::from(width);
+                for text in [
+                    format!("  at the OOM: {}", request_words(fit)),
+                    format!("  {}", fit_words(fit)),
+                ] {
+                    let text = command::cut(&text, width, theme.glyphs.cut).unwrap_or(text);
+                    out.push(Line::styled(text, theme.crit));
+                }
             }
         }
     }
