@@ -269,34 +269,41 @@ pub fn blocks(n: u64) -> String {
     }
 }
 
-/// `41% model.py:123 attention 5.00 GiB`.
-pub fn site_words(site: &HeldSite) -> String {
-    let function = if site.function.is_empty() {
+/// `proj/model.py:123 attention`; a stand-in without a file (`<allocated before the
+/// history>`) is its words alone, and a line of 0 is not written, as a site's label does.
+fn place(file: &str, line: u32, function: &str) -> String {
+    if file.is_empty() {
+        return function.to_string();
+    }
+    let line = if line == 0 {
         String::new()
     } else {
-        format!(" {}", site.function)
+        format!(":{line}")
     };
+    let function = if function.is_empty() {
+        String::new()
+    } else {
+        format!(" {function}")
+    };
+    format!("{}{line}{function}", short_file(file))
+}
+
+/// `41% model.py:123 attention 5.00 GiB`.
+pub fn site_words(site: &HeldSite) -> String {
     format!(
-        "{:.0}% {}:{}{function} {}",
+        "{:.0}% {} {}",
         site.share * 100.0,
-        short_file(&site.file),
-        site.line,
+        place(&site.file, site.line, &site.function),
         units::bytes(site.bytes)
     )
 }
 
 /// `4.00 GiB at proj/model.py:123 attention`.
 pub fn block_words(block: &HeldBlock) -> String {
-    let function = if block.function.is_empty() {
-        String::new()
-    } else {
-        format!(" {}", block.function)
-    };
     format!(
-        "{} at {}:{}{function}",
+        "{} at {}",
         units::bytes(block.bytes),
-        short_file(&block.file),
-        block.line
+        place(&block.file, block.line, &block.function)
     )
 }
 
@@ -350,26 +357,10 @@ pub fn request_words(fit: &OomFit) -> String {
         .requested
         .map_or_else(|| "n/a".to_string(), units::bytes);
     match &fit.request_site {
-        Some(site) => {
-            let function = if site.function.is_empty() {
-                String::new()
-            } else {
-                format!(" {}", site.function)
-            };
-            // A stand-in (no file) is its words alone, as a site's label is.
-            if site.file.is_empty() {
-                return format!("the request, {size} at {}", site.function);
-            }
-            let line = if site.line == 0 {
-                String::new()
-            } else {
-                format!(":{}", site.line)
-            };
-            format!(
-                "the request, {size} at {}{line}{function}",
-                short_file(&site.file)
-            )
-        }
+        Some(site) => format!(
+            "the request, {size} at {}",
+            place(&site.file, site.line, &site.function)
+        ),
         None => format!(
             "the request, {size}, where {}",
             fit.words(None, "request_site")
@@ -514,6 +505,30 @@ mod tests {
             request_words(&fit(None, None)),
             "the request, 512 GiB, where n/a"
         );
+    }
+
+    #[test]
+    fn a_stand_in_site_is_its_words_alone() {
+        // The report once wrote `:0 <allocated before the history>` for it.
+        let site = HeldSite {
+            file: String::new(),
+            line: 0,
+            function: "<allocated before the history>".into(),
+            bytes: 32 << 20,
+            blocks: 1,
+            share: 0.003,
+        };
+        assert_eq!(
+            site_words(&site),
+            "0% <allocated before the history> 32.0 MiB"
+        );
+        let block = HeldBlock {
+            bytes: 4 << 30,
+            file: "/srv/proj/model.py".into(),
+            line: 52,
+            function: "forward".into(),
+        };
+        assert_eq!(block_words(&block), "4.00 GiB at proj/model.py:52 forward");
     }
 }
 
