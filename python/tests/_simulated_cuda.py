@@ -73,6 +73,7 @@ class SimulatedCuda:
         # A module `_cuda_memorySnapshot` imports as it runs, as torch 2.11's imports
         # torch._inductor (and torch._dynamo with it) the first time.
         self.snapshot_imports = None
+        self.snapshot_import_error = ImportError
         self._ring = []
         self._ring_next = 0
 
@@ -161,7 +162,11 @@ class SimulatedCuda:
 
     def _memory_snapshot(self, pool=None):
         if self.snapshot_imports is not None:
-            importlib.import_module(self.snapshot_imports)
+            try:
+                importlib.import_module(self.snapshot_imports)
+            except ImportError as e:
+                # C++ code may hand an ImportError back as another exception.
+                raise self.snapshot_import_error(str(e)) from None
         self.snapshots_taken += 1
         segments = []
         for address, (size, frames) in sorted(self.blocks.items()):

@@ -25,7 +25,7 @@ except ImportError:
     raise unittest.SkipTest("the real torch is not installed for %s" % sys.executable)
 
 import vramscope
-from vramscope import _runtime, _sites
+from vramscope import _no_imports, _runtime, _sites
 from vramscope._guard import VramscopeWarning
 from _simulated_cuda import GIB, SimulatedCuda
 
@@ -488,6 +488,20 @@ class SamplerImports(SitesCase):
         optimizer.step()
         self.assertEqual(len(self.pickles()), 1, "handed on once, taken once")
 
+    def test_a_refusal_torch_turns_into_another_error_is_still_handed_on(self):
+        self.cuda.snapshot_imports = self.prefix + "_lazy"
+        self.cuda.snapshot_import_error = RuntimeError
+        self.start(sites=True)
+        self.cuda.alloc(GIB)
+        self.request()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.tick()
+            vramscope.step()
+        self.assertEqual([str(w.message) for w in caught if issubclass(w.category, VramscopeWarning)], [])
+        (name,) = self.pickles()
+        self.assertEqual(self.load(name)["vramscope"]["reason"], "request")
+
     def test_with_the_programs_own_history_too(self):
         torch.cuda.memory._record_memory_history(enabled="all", stacks="python", max_entries=1000)
         self.cuda.snapshot_imports = self.prefix + "_lazy"
@@ -509,13 +523,44 @@ class SamplerImports(SitesCase):
         self.assertTrue(vramscope.start(framework="torch", sites=True))
         self.cuda.alloc(GIB)
         self.request()
-        time.sleep(0.3)  # the sampler's pass (10 Hz) has tried the dump
+        sites = _runtime.current().adapter.sites
+        deadline = time.monotonic() + 10
+        while not sites._handed and time.monotonic() < deadline:
+            time.sleep(0.01)  # the sampler's pass (10 Hz) tries the dump, refused
+        self.assertEqual(sites._handed, [("request", 0)])
+        self.assertEqual(sites._handed_for, self.prefix + "_a")
         b = __import__(self.prefix + "_b")  # "partially initialized module" if both import
         self.assertEqual((b.VALUE, b.OTHER), ("b", "a"))
-        self.assertEqual(self.pickles(), [], "the sampler refused the import and waits")
-        vramscope.step()
+        # The program imported `a` itself: the sampler's next pass takes the dump.
+        deadline = time.monotonic() + 10
+        while not self.pickles() and time.monotonic() < deadline:
+            time.sleep(0.01)
         (name,) = self.pickles()
         self.assertEqual(self.load(name)["vramscope"]["reason"], "request")
+        self.assertEqual(sites._handed, [])
+
+    def test_without_steps_the_wait_is_said_once_and_stop_forgets_it(self):
+        self.cuda.snapshot_imports = self.prefix + "_lazy"
+        self.start(sites=True)
+        sites = _runtime.current().adapter.sites
+        now = [1000.0]
+        sites.clock = lambda: now[0]
+        self.cuda.alloc(GIB)
+        self.request()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for _ in range(3):
+                self.tick()
+                now[0] += _sites.HANDED_WARN_S / 2
+            self.tick()
+        messages = [str(w.message) for w in caught if issubclass(w.category, VramscopeWarning)]
+        self.assertEqual(len(messages), 1, messages)
+        self.assertIn("waits for the training thread: PyTorch imports %s_lazy" % self.prefix, messages[0])
+        self.assertIn("vramscope.snapshot()", messages[0])
+        self.assertEqual(self.pickles(), [])
+        vramscope.stop()
+        self.assertEqual(sites._handed, [])
+        self.assertNotIn(_no_imports._refuser, sys.meta_path)
 
 
 class FailingDumps(SitesCase):

@@ -12,7 +12,11 @@ A thread that imports nothing holds no module lock while it waits for one, so it
 half of such a cycle. Inside `refusing()`, any import the thread attempts is refused at once
 (`find_spec`, which importlib calls before it loads anything); the caller hands that work to
 the training thread, where importing is the program's own business. A module already
-imported is not an import: it is found in sys.modules and never reaches the finder.
+imported is not an import: it is found in sys.modules and never reaches the finder. One that
+another thread is importing is waited for, which is safe: this thread holds no module lock.
+A finder the program puts in front of this one later could still load a module here; the
+refuser is not moved back to the front, since reordering sys.meta_path while another thread
+walks it could make that thread skip a finder.
 """
 
 import sys
@@ -77,6 +81,14 @@ class refusing:
 def refused():
     """The first module refused on this thread inside the current `refusing()`, or None."""
     return _state.refused if _state.active else None
+
+
+def imported(name):
+    """Whether module `name` is imported and initialised: using it imports nothing."""
+    module = sys.modules.get(name) if name else None
+    if module is None:
+        return False
+    return not getattr(getattr(module, "__spec__", None), "_initializing", False)
 
 
 def clear():

@@ -26,6 +26,7 @@ would import is handed to the training thread, which does it at its next step (t
 hook or `vramscope.step()`) or phase end, outside the writer's lock.
 """
 
+import contextlib
 import math
 import os
 import pickle
@@ -51,6 +52,10 @@ STEP_WINDOW = 8
 # A program without steps: a high-water mark that has not moved for this long has settled.
 SETTLE_S = 1.0
 PICKLE_PROTOCOL = 4
+# Work handed to the training thread that has waited this long says so, once: a program
+# without steps, phases or `vramscope.snapshot()` would otherwise never learn why its
+# snapshots do not come.
+HANDED_WARN_S = 30.0
 
 REASONS = {"oom": L.SNAPSHOT_OOM, "peak": L.SNAPSHOT_PEAK, "request": L.SNAPSHOT_REQUEST}
 
@@ -123,11 +128,15 @@ class Sites:
         self.dropped = 0
         self._dump_lock = threading.Lock()
         self._closed = False
-        # Sampler work that needed an import, for the training thread: (reason, device) dumps
-        # and a ring size. Appended by the sampler, taken by the training thread; each list
-        # operation is atomic.
+        # Sampler work that needed an import, for the training thread (or for the sampler
+        # once the module is imported): (reason, device) dumps, a ring size, the module
+        # refused, since when it waits. Under `_handed_lock`: both threads take from it.
+        self._handed_lock = threading.Lock()
         self._handed = []
         self._handed_resize = None
+        self._handed_for = None
+        self._handed_since = None
+        self._pid = os.getpid()
 
     # -- the history ------------------------------------------------------------------------
 
@@ -186,8 +195,9 @@ class Sites:
             except Exception:
                 pass
         self._closed = True
-        self._handed = []
-        self._handed_resize = None
+        with self._handed_lock:
+            self._handed, self._handed_resize = [], None
+            self._handed_for = self._handed_since = None
         _no_imports.remove()
         # A dump in progress closes the directory itself when it is done.
         if self._dump_lock.acquire(False):
@@ -209,37 +219,68 @@ class Sites:
     def background(self):
         """On the sampler thread, outside the writer's lock: grow the ring, then answer a
         request and dump a settled peak, as planned under the lock. Without importing: what
-        would import is handed to the training thread (`on_training_thread`)."""
+        would import is handed to the training thread (`on_training_thread`), or done here
+        once the program has imported the module itself (torch.compile imports
+        torch._inductor, say)."""
+        if self._handed_since is not None and _no_imports.imported(self._handed_for):
+            self._run_handed(refuse=True)
         plan = _runtime.run(self._plan)
-        if not plan:
-            return
-        resize, dumps = plan
-        with _no_imports.refusing():
+        if plan:
+            resize, dumps = plan
+            # One refusal scope per piece of work: a refusal is blamed on the work it stopped.
             if resize is not None:
-                self._resize(*resize)
+                with _no_imports.refusing():
+                    self._resize(*resize)
             for reason, device in dumps:
-                self.take(reason, device)
+                with _no_imports.refusing():
+                    self.take(reason, device)
+        since = self._handed_since
+        if since is not None and self.clock() - since >= HANDED_WARN_S:
+            warn_once(
+                "sites-handed",
+                "a memory snapshot waits for the training thread: PyTorch imports %s to take it, "
+                "which vramscope's sampler thread never does (an import there can break one the "
+                "program is making); it is taken at the next optimizer step, vramscope.step() or "
+                "phase end, or call vramscope.snapshot()" % self._handed_for,
+            )
 
     def on_training_thread(self):
         """From the training thread, outside the writer's lock (a step or a phase's end): the
         sampler's work that needed an import, done here, where importing is safe. Nothing to
-        do costs one look at two attributes."""
-        if self._handed_resize is None and not self._handed:
+        do costs one look at an attribute."""
+        if self._handed_since is None or self._pid != os.getpid():
             return
-        resize, self._handed_resize = self._handed_resize, None
-        if resize is not None:
-            self._resize(*resize)
-        while self._handed:
-            reason, device = self._handed.pop(0)
-            self.take(reason, device)
+        self._run_handed(refuse=False)
 
-    @staticmethod
-    def _refused_import():
+    def _run_handed(self, refuse):
+        with self._handed_lock:
+            resize, self._handed_resize = self._handed_resize, None
+            dumps, self._handed = self._handed, []
+            self._handed_for = self._handed_since = None
+        scope = _no_imports.refusing if refuse else contextlib.nullcontext
+        if resize is not None:
+            with scope():
+                self._resize(*resize)
+        for reason, device in dumps:
+            with scope():
+                self.take(reason, device)
+
+    def _hand_on(self, dump=None, resize=None):
         """Whether the work that just failed on this thread failed only because an import was
-        refused (inside `background`); then it is handed to the training thread."""
-        if _no_imports.refused() is None:
+        refused (inside `background`); then it is handed on, to be done where importing is
+        safe."""
+        name = _no_imports.refused()
+        if name is None:
             return False
         _no_imports.clear()
+        with self._handed_lock:
+            if resize is not None:
+                self._handed_resize = resize
+            if dump is not None and dump not in self._handed:
+                self._handed.append(dump)
+            self._handed_for = name
+            if self._handed_since is None:
+                self._handed_since = self.clock()
         return True
 
     def _plan(self, rt):
@@ -297,8 +338,7 @@ class Sites:
                 enabled="all", context="alloc", stacks="python", max_entries=entries, clear_history=clear
             )
         except Exception as e:
-            if self._refused_import():
-                self._handed_resize = (entries, clear, counts)
+            if self._hand_on(resize=(entries, clear, counts)):
                 return
             warn_once("sites-resize", "cannot grow the allocator's history to %d entries (%s)" % (entries, _one_line(e)))
             self.fixed = True
@@ -384,10 +424,8 @@ class Sites:
             _runtime.run(self._announce, meta, size)
             return meta["path"]
         except Exception as e:
-            if not self._refused_import():
+            if not self._hand_on(dump=(reason, device)):
                 self._failed(e)
-            elif (reason, device) not in self._handed:
-                self._handed.append((reason, device))
             return None
 
     def _describe(self, rt, reason, device, oom):

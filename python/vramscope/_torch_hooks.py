@@ -77,7 +77,10 @@ class TorchHooks:
             _runtime.run_deferred(self._auto_step, optimizer)
             sites = self._adapter.sites if self._adapter is not None else None
             if sites is not None:
-                sites.on_training_thread()
+                try:
+                    sites.on_training_thread()
+                except Exception as e:
+                    _runtime.internal_error(e)
 
         handle = register(vramscope_step_hook)
         self._undo.append(handle.remove)
