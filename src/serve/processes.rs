@@ -8,6 +8,7 @@
 
 use crate::model::allocator::RowProcess;
 use crate::model::foresight::Forecast;
+use crate::model::mig::RowInstance;
 use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
 use crate::model::{AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot};
 
@@ -39,6 +40,35 @@ pub struct ProcessLabels {
 }
 
 impl ProcessLabels {
+    /// The labels of a process on one GPU (index, UUID, pid), listed, exited or known only
+    /// from its channel: what the host and NVML said of it, and what the channel joined to
+    /// it adds (its rank and job, and its command when the host's is not known).
+    fn of(
+        (gpu, uuid, pid): (u32, String, u32),
+        user: Option<String>,
+        command: Option<String>,
+        pod: Option<&PodInfo>,
+        mig: Option<&RowInstance>,
+        channel: Option<&AllocatorSnapshot>,
+    ) -> ProcessLabels {
+        let id = channel.map(|c| &c.identity);
+        ProcessLabels {
+            gpu,
+            uuid,
+            pid,
+            user,
+            command: command.or_else(|| id.and_then(|i| non_empty(&i.command))),
+            pod: pod_name(pod, |p| &p.name),
+            namespace: pod_name(pod, |p| &p.namespace),
+            container: pod_name(pod, |p| &p.container),
+            mig_profile: mig.and_then(|i| i.profile.as_ref().ok().cloned()),
+            mig_gi: mig.and_then(|i| i.gpu_instance_id.as_ref().ok().copied()),
+            rank: id.and_then(|i| i.rank),
+            local_rank: id.and_then(|i| i.local_rank),
+            job: id.and_then(|i| non_empty(&i.job_id)),
+        }
+    }
+
     pub fn pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = vec![
             ("gpu", self.gpu.to_string()),
@@ -188,27 +218,14 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
     let pod = host.and_then(|h| h.pod.as_ref());
     ProcessEntry {
         host_known: user.is_some() && command.is_some(),
-        labels: ProcessLabels {
-            gpu: row.gpu_index,
-            uuid: row.gpu_uuid.to_string(),
-            pid: row.nvml.pid,
+        labels: ProcessLabels::of(
+            (row.gpu_index, row.gpu_uuid.to_string(), row.nvml.pid),
             user,
-            command: command.or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
-            pod: pod_name(pod, |p| &p.name),
-            namespace: pod_name(pod, |p| &p.namespace),
-            container: pod_name(pod, |p| &p.container),
-            mig_profile: row
-                .mig
-                .as_ref()
-                .and_then(|i| i.profile.as_ref().ok().cloned()),
-            mig_gi: row
-                .mig
-                .as_ref()
-                .and_then(|i| i.gpu_instance_id.as_ref().ok().copied()),
-            rank: channel.and_then(|c| c.identity.rank),
-            local_rank: channel.and_then(|c| c.identity.local_rank),
-            job: channel.and_then(|c| non_empty(&c.identity.job_id)),
-        },
+            command,
+            pod,
+            row.mig.as_ref(),
+            channel,
+        ),
         running: true,
         used_bytes: row.nvml.used_memory.as_ref().ok().copied(),
         sm_util_percent: row.nvml.sm_util.as_ref().ok().copied(),
@@ -224,30 +241,14 @@ fn from_row(row: &ProcessRow, allocators: &[AllocatorSnapshot]) -> ProcessEntry 
 fn from_exited(row: &ExitedRow, snapshot: &Snapshot) -> ProcessEntry {
     let channel = channel_of(&snapshot.allocators, row.pid, RowProcess::Unlisted);
     ProcessEntry {
-        labels: ProcessLabels {
-            gpu: row.gpu_index,
-            uuid: row.gpu_uuid.to_string(),
-            pid: row.pid,
-            user: row.user.clone(),
-            command: row
-                .command
-                .clone()
-                .or_else(|| channel.and_then(|c| non_empty(&c.identity.command))),
-            pod: pod_name(row.pod.as_ref(), |p| &p.name),
-            namespace: pod_name(row.pod.as_ref(), |p| &p.namespace),
-            container: pod_name(row.pod.as_ref(), |p| &p.container),
-            mig_profile: row
-                .mig
-                .as_ref()
-                .and_then(|i| i.profile.as_ref().ok().cloned()),
-            mig_gi: row
-                .mig
-                .as_ref()
-                .and_then(|i| i.gpu_instance_id.as_ref().ok().copied()),
-            rank: channel.and_then(|c| c.identity.rank),
-            local_rank: channel.and_then(|c| c.identity.local_rank),
-            job: channel.and_then(|c| non_empty(&c.identity.job_id)),
-        },
+        labels: ProcessLabels::of(
+            (row.gpu_index, row.gpu_uuid.to_string(), row.pid),
+            row.user.clone(),
+            row.command.clone(),
+            row.pod.as_ref(),
+            row.mig.as_ref(),
+            channel,
+        ),
         running: false,
         host_known: true,
         used_bytes: None,
@@ -281,7 +282,6 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
         if !joined.is_some_and(|j| std::ptr::eq(j, channel)) {
             continue;
         }
-        let id = &channel.identity;
         for gpu in channel.gpu_indices.iter().flatten().copied() {
             let listed = snapshot
                 .processes
@@ -292,21 +292,14 @@ fn unlisted_channels(snapshot: &Snapshot) -> Vec<ProcessEntry> {
                 continue;
             };
             entries.push(ProcessEntry {
-                labels: ProcessLabels {
-                    gpu,
-                    uuid: info.info.key(),
-                    pid,
-                    user: None,
-                    command: non_empty(&id.command),
-                    pod: None,
-                    namespace: None,
-                    container: None,
-                    mig_profile: None,
-                    mig_gi: None,
-                    rank: id.rank,
-                    local_rank: id.local_rank,
-                    job: non_empty(&id.job_id),
-                },
+                labels: ProcessLabels::of(
+                    (gpu, info.info.key(), pid),
+                    None,
+                    None,
+                    None,
+                    None,
+                    Some(channel),
+                ),
                 running: true,
                 // Nothing more will come from the host about a pid it cannot see.
                 host_known: true,
