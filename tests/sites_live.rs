@@ -262,6 +262,14 @@ fn a_request_raises_the_channels_count_only_where_the_writer_records_history() {
 }
 
 /// Records `channels` for about two seconds with GPU 0 listing this process.
+/// One H100 on which NVML lists this test's own process, 9 GiB: the pid its channel names.
+fn this_process_on_an_h100() -> Scenario {
+    let mut gpu = h100(0);
+    gpu["processes"] =
+        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
+    Scenario::new(&json!({ "devices": [gpu] }))
+}
+
 fn record(scenario: &Scenario, channels: &Path) -> PathBuf {
     let path = scenario.dir().join("run.jsonl");
     let mut child = scenario
@@ -303,10 +311,7 @@ fn the_report_has_a_section_with_the_sites_at_the_peak_and_at_the_oom() {
     let oom = snapshot_name(&w, 2, "oom");
     let size = make_snapshot(&channels.join(&oom), "oom");
     announce(&mut w, &oom, size, event::SNAPSHOT_OOM, 6 * GIB);
-    let mut gpu = h100(0);
-    gpu["processes"] =
-        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
-    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let scenario = this_process_on_an_h100();
     let recording = record(&scenario, &channels);
     // The OOM's file is gone by the time of the report (the writer keeps the newest few).
     std::fs::remove_file(channels.join(&oom)).unwrap();
@@ -366,10 +371,7 @@ fn at_an_oom_json_and_the_report_say_where_the_failed_request_was_made() {
     let oom = snapshot_name(&w, 1, "oom");
     let size = make_snapshot(&channels.join(&oom), "oom");
     announce(&mut w, &oom, size, event::SNAPSHOT_OOM, 6 * GIB);
-    let mut gpu = h100(0);
-    gpu["processes"] =
-        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
-    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let scenario = this_process_on_an_h100();
 
     // The monitor's `--json`: the request's site (model.py:200, under torch's own frame).
     let doc = scenario.json_reading(&channels);
@@ -550,10 +552,7 @@ fn the_snapshots_the_writer_deleted_are_named_in_json_and_the_report() {
         }
         announce_deleted(&mut w, name, size, deleted);
     }
-    let mut gpu = h100(0);
-    gpu["processes"] =
-        json!([{ "t": 0, "compute": [{ "pid": std::process::id(), "used_memory": 9 * GIB }] }]);
-    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let scenario = this_process_on_an_h100();
     let doc = scenario.json_reading(&channels);
     let dropped = &allocator(&doc)["snapshots_dropped"];
     assert_eq!(

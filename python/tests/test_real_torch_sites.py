@@ -444,6 +444,13 @@ VALUE = "b"
 """
 
 
+def until(done, seconds=10.0):
+    """Waits for the real sampler thread's passes, polling, at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 class SamplerImports(SitesCase):
     """The sampler thread imports nothing; a dump that needs an import waits for the training
     thread (vramscope/_no_imports.py)."""
@@ -524,17 +531,13 @@ class SamplerImports(SitesCase):
         self.cuda.alloc(GIB)
         self.request()
         sites = _runtime.current().adapter.sites
-        deadline = time.monotonic() + 10
-        while not sites._handed and time.monotonic() < deadline:
-            time.sleep(0.01)  # the sampler's pass (10 Hz) tries the dump, refused
+        until(lambda: sites._handed)  # the sampler's pass (10 Hz) tries the dump, refused
         self.assertEqual(sites._handed, [("request", 0)])
         self.assertEqual(sites._handed_for, self.prefix + "_a")
         b = __import__(self.prefix + "_b")  # "partially initialized module" if both import
         self.assertEqual((b.VALUE, b.OTHER), ("b", "a"))
         # The program imported `a` itself: the sampler's next pass takes the dump.
-        deadline = time.monotonic() + 10
-        while not self.pickles() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        until(self.pickles)
         (name,) = self.pickles()
         self.assertEqual(self.load(name)["vramscope"]["reason"], "request")
         self.assertEqual(sites._handed, [])
