@@ -48,6 +48,7 @@ pub mod record;
 pub mod replay;
 #[cfg(feature = "monitor")]
 pub mod report;
+pub mod safe_fs;
 #[cfg(feature = "monitor")]
 pub mod serve;
 #[cfg(feature = "monitor")]

@@ -7,6 +7,7 @@
 )]
 
 pub mod tmux;
+pub mod users;
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
