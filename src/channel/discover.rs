@@ -9,7 +9,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_root, untrusted_dir, user_shm_dir};
+use super::dir::{SHM_DIR_PREFIX, env_dir, open_channel_dir, runtime_dir, shm_root, user_shm_dir};
 use super::layout::{EXTENSION, TEMP_EXTENSION};
 use super::model::Liveness;
 use super::reader::{Channel, Policy};
@@ -94,11 +94,7 @@ fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
 /// Why `dir` may not be trusted to hold channels for `euid`, if it may not: a symlink, not a
 /// directory, another owner (unless we are root), or writable by group or others.
 pub fn check_dir(dir: &Path, euid: u32) -> Result<(), String> {
-    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    match untrusted_dir(&meta, euid, 0o022, true) {
-        Some(why) => Err(format!("{} {why}", dir.display())),
-        None => Ok(()),
-    }
+    open_channel_dir(dir, euid).map(|_| ())
 }
 
 /// The channel files of a directory, and how many more there were than `MAX_FILES`.
@@ -130,15 +126,18 @@ pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
 /// Every entry of `dir` is read; of its `*.vsc` files at most `MAX_FILES` are kept, those
 /// whose name's pid is a live process first (a writer's file among old or junk ones).
 pub fn list_all(dir: &Path, euid: u32) -> Result<Listing, String> {
-    check_dir(dir, euid)?;
-    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Listed through the descriptor that was checked, not the path again.
+    let opened = open_channel_dir(dir, euid)?;
+    let entries = opened
+        .entries(usize::MAX)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut files: Vec<ChannelFile> = entries
-        .flatten()
+        .into_iter()
         .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
+            let name = e.name.to_str()?.to_string();
             let ext = Path::new(&name).extension()?;
             (!name.starts_with('.') && ext == EXTENSION).then(|| ChannelFile {
-                path: e.path(),
+                path: dir.join(&name),
                 name: parse_name(&name),
             })
         })

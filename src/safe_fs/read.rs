@@ -22,7 +22,7 @@ pub struct Bound {
 pub enum ReadError {
     /// Opening or reading failed.
     Io(io::Error),
-    /// A FIFO, device, socket or folder: reading one could block or never end.
+    /// A FIFO, device, socket or folder: reading one could block, act or never end.
     NotRegular(Kind),
     /// Larger than the bound (before reading, or while reading: it grew).
     TooLarge { size: u64, bound: Bound },
@@ -134,11 +134,11 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert!(matches!(
             read_file(&fifo, SMALL),
-            Err(ReadError::NotRegular(Kind::Other))
+            Err(ReadError::NotRegular(Kind::Fifo))
         ));
         assert!(matches!(
             read_file(Path::new("/dev/zero"), SMALL),
-            Err(ReadError::NotRegular(Kind::Other))
+            Err(ReadError::NotRegular(Kind::CharDevice))
         ));
         assert!(matches!(
             read_file(dir.path(), SMALL),
