@@ -28,6 +28,7 @@ mod cost;
 mod diff;
 mod error;
 mod exact;
+mod file;
 mod guard;
 mod held;
 mod limits;
@@ -52,26 +53,22 @@ pub use snapshot::{
 
 use std::path::Path;
 
-/// Reads a snapshot file within `limits`: a file over `max_file_bytes` is refused before
-/// it is read.
+/// Reads a snapshot file within `limits`: a FIFO or device, a file over `max_file_bytes`,
+/// or one that does not start as a pickle is refused before it is read (`file.rs`).
 pub fn read_file(path: &Path, limits: &Limits) -> Result<MemorySnapshot, SitesError> {
-    use std::io::Read;
-    let name = path.display().to_string();
-    let io = |e: std::io::Error| SitesError::new(ErrorKind::Io, format!("cannot read {name}: {e}"));
-    let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len > limits.max_file_bytes {
-        return Err(too_big(len, limits));
-    }
-    // A file that grows while it is read is still read only up to the limit.
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(limits.max_file_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    read_owned(bytes, limits)
+    let name = crate::text::clean(&path.display().to_string()).into_owned();
+    let file = crate::safe_fs::open_for_reading(path)
+        .map_err(|e| SitesError::new(ErrorKind::Io, format!("cannot read {name}: {e}")))?;
+    read_owned(file::bytes_of(&file, limits)?, limits)
 }
 
-fn too_big(len: u64, limits: &Limits) -> SitesError {
+/// The bytes of an open snapshot file (the monitor's, opened without following links),
+/// refused as `read_file` refuses them.
+pub fn read_open_file(file: &std::fs::File, limits: &Limits) -> Result<Vec<u8>, SitesError> {
+    file::bytes_of(file, limits)
+}
+
+pub(crate) fn too_big(len: u64, limits: &Limits) -> SitesError {
     SitesError::new(
         ErrorKind::Limit,
         format!(
