@@ -5,18 +5,19 @@
 //!
 //! Reading: the pickle is checked opcode by opcode (`guard`): a pickle that names a Python
 //! global or builds objects (what could run code in Python) is refused, and so is one that
-//! nests deeper than 64, refers to itself, or would make the reader build more values than
-//! `Limits::max_values`. The `pickled` crate (a serde-pickle fork that shares, as Python
+//! nests deeper than 64, refers to itself, or would make the reader build more values,
+//! strings and containers, or memo entries than `Limits` allows, or hold more on its stack
+//! than `safe_fs::bounds::SNAPSHOT_STACK`. The `pickled` crate (a serde-pickle fork that shares, as Python
 //! does, what a pickle refers to twice; serde-pickle 1.2 cannot read a real snapshot) builds
 //! its values from the bytes the guard has passed, on a thread of its own while the guard
 //! goes on (`parse`), and `read` copies them into our own owned types, keeping the newest
 //! trace entries, at most so many blocks and frames, and counting what it cut.
 //!
-//! Deviations from the shared contract, for callers: `Limits` has one more field,
-//! `max_values` (use `..Limits::default()`); `held_on` picks a device (`held` takes the
-//! `vramscope` key's device, else the first); `Held` has more fields: `all_sites` (what
-//! `diff` compares), `cut`, `reserved`, `recorded_peak` and `recorded_is_requested` (what
-//! the exactness compared with), `mismatches`; `SitesError::kind` says whether the file was
+//! Deviations from the shared contract, for callers: `Limits` has three more fields,
+//! `max_values`, `max_allocated` and `max_memo` (use `..Limits::default()`); `held_on`
+//! picks a device (`held` takes the `vramscope` key's device, else the first); `Held` has
+//! more fields: `all_sites` (what `diff` compares), `cut`, `reserved`, `recorded_peak` and
+//! `recorded_is_requested` (what the exactness compared with), `mismatches`; `SitesError::kind` says whether the file was
 //! unreadable or the question unanswerable. The `vramscope` key may carry one more field,
 //! `peak_requested` (`requested_bytes.all.peak`), which makes the exactness check byte for
 //! byte (`exact.rs`); `render` has the text and JSON the command prints (`held_json` for
