@@ -1,9 +1,10 @@
 //! Every read from outside has a bound (issue 28, §1.6), checked before the whole is read,
 //! and an answer over one is refused in one line, in bounded time and memory: a targets
 //! file that never ends or blocks, a Prometheus answer of too many series or bytes, an
-//! exporter's page of too many samples or bytes, and a source whose answer held nothing
-//! usable, which fails `--json` rather than printing an empty fleet with status 0. Each run
-//! is of the real binary, killed at a deadline, with its peak memory.
+//! exporter's page of too many samples or bytes, a source whose answer held nothing usable,
+//! which fails `--json` rather than printing an empty fleet with status 0, and a snapshot
+//! file that is no pickle or whose pickle holds too much on its stack. Each run is of the
+//! real binary, killed at a deadline, with its peak memory.
 
 mod cluster_support;
 mod common;
@@ -16,7 +17,8 @@ use serde_json::Value;
 use std::process::Command;
 use std::time::Duration;
 use vramscope::safe_fs::bounds::{
-    METRICS_PAGE, METRICS_PAGE_SAMPLES, PROMETHEUS_ANSWER, PROMETHEUS_SERIES, TARGETS_FILE,
+    METRICS_PAGE, METRICS_PAGE_SAMPLES, PROMETHEUS_ANSWER, PROMETHEUS_SERIES, SNAPSHOT,
+    SNAPSHOT_STACK, TARGETS_FILE,
 };
 
 /// `vramscope cluster ARGS`, measured and killed after `deadline`.
@@ -245,4 +247,71 @@ fn a_metrics_page_over_its_bounds_is_refused_in_bounded_memory() {
         problems(&run)
     );
     assert!(run.peak_rss_mib < 256, "{} MiB", run.peak_rss_mib);
+}
+
+/// `vramscope sites FILE`, measured.
+fn sites(file: &std::path::Path) -> Measured {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vramscope"));
+    cmd.env(NO_CONFIG.0, NO_CONFIG.1).arg("sites").arg(file);
+    let run = run_measured(cmd, Duration::from_secs(60));
+    eprintln!(
+        "sites {}: status {:?}, {:.2} s, peak RSS {} MiB",
+        file.display(),
+        run.status,
+        run.took.as_secs_f64(),
+        run.peak_rss_mib
+    );
+    run
+}
+
+#[test]
+fn a_snapshot_is_refused_by_its_first_bytes_and_by_its_stack_before_it_costs_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sparse gigabyte: within the size bound, and no pickle. Before, it was read whole
+    // (1.06 GB) to find that byte 0 is no opcode.
+    let sparse = dir.path().join("sparse.pickle");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(SNAPSHOT.max_bytes)
+        .unwrap();
+    let run = sites(&sparse);
+    assert_eq!(run.status, Some(1), "{}", run.stderr);
+    assert_eq!(
+        one_line(&run.stderr),
+        "vramscope: not a memory snapshot: it does not start as a pickle (byte 0 is 0x00, not PROTO 0x80)"
+    );
+    assert!(run.peak_rss_mib < 100, "{} MiB", run.peak_rss_mib);
+
+    // A FIFO is refused at once, never waited on.
+    let fifo = dir.path().join("fifo.pickle");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let run = sites(&fifo);
+    assert!(!run.timed_out);
+    assert_eq!(run.status, Some(1), "{}", run.stderr);
+    assert!(
+        one_line(&run.stderr).contains("is not a regular file"),
+        "{}",
+        run.stderr
+    );
+
+    // Eight million ints pushed before the one `APPENDS` that takes them (the red team's
+    // 65 million took 10 s and 3.2 GB before the stack's bound): refused as the stack
+    // passes its bound, having built at most that many.
+    let flat = dir.path().join("flat.pickle");
+    let mut p = b"\x80\x04}\x8c\x08segments\x94](".to_vec();
+    p.extend(std::iter::repeat_n(*b"K\x00", 8_000_000).flatten());
+    p.extend_from_slice(b"es.");
+    std::fs::write(&flat, &p).unwrap();
+    let run = sites(&flat);
+    assert_eq!(run.status, Some(1), "{}", run.stderr);
+    let line = one_line(&run.stderr);
+    assert!(
+        line.contains(&format!(
+            "refused: the pickle holds more than {SNAPSHOT_STACK} values on its stack"
+        )),
+        "{line}"
+    );
+    assert!(run.peak_rss_mib < 200, "{} MiB", run.peak_rss_mib);
 }
