@@ -42,19 +42,15 @@ pub fn run_measured(mut cmd: Command, deadline: Duration) -> Measured {
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
-    let pid = child.id() as libc::pid_t;
+    let pid = child.id();
     let mut timed_out = false;
     let mut peak_kib = 0;
     let status = loop {
         // Read before the check for its end: the last sample is as late as can be.
         peak_kib = peak_kib.max(high_water_kib(pid).unwrap_or(0));
-        let mut status = 0;
-        // SAFETY: `pid` is our unreaped child; `status` is writable.
-        let reaped = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-        if reaped == pid {
+        if let Some(status) = child.try_wait().expect("try_wait") {
             break status;
         }
-        assert_eq!(reaped, 0, "wait4: {}", std::io::Error::last_os_error());
         if !timed_out && started.elapsed() > deadline {
             timed_out = true;
             let _ = child.kill();
@@ -63,7 +59,7 @@ pub fn run_measured(mut cmd: Command, deadline: Duration) -> Measured {
     };
     let took = started.elapsed();
     Measured {
-        status: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        status: status.code(),
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
         peak_rss_mib: peak_kib / 1024,
@@ -74,7 +70,7 @@ pub fn run_measured(mut cmd: Command, deadline: Duration) -> Measured {
 
 /// `VmHWM` of a running process, in KiB (none once it has exited or before it has a
 /// memory map of its own).
-fn high_water_kib(pid: libc::pid_t) -> Option<u64> {
+fn high_water_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
