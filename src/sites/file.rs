@@ -34,7 +34,7 @@ pub(crate) fn bytes_of(file: &File, limits: &Limits) -> Result<Vec<u8>, SitesErr
         ..SNAPSHOT
     };
     safe_fs::read_bounded_if(file, bound, 2, pickle_start).map_err(|e| match e {
-        ReadError::TooLarge { size, .. } => super::too_big(size, limits),
+        ReadError::TooLarge { size, .. } => super::limits::too_big(size, limits),
         ReadError::BadStart(why) => SitesError::new(ErrorKind::NotASnapshot, why),
         ReadError::NotRegular(_) => {
             SitesError::new(ErrorKind::Io, format!("refused: the snapshot {e}"))

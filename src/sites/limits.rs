@@ -60,3 +60,14 @@ pub(crate) fn past_deadline(deadline: Duration) -> SitesError {
         format!("gave up reading after {took} (the deadline)"),
     )
 }
+
+/// The one line for a file or bytes over `max_file_bytes`.
+pub(crate) fn too_big(len: u64, limits: &Limits) -> SitesError {
+    SitesError::new(
+        ErrorKind::Limit,
+        format!(
+            "refused: the file is {len} bytes, over the {}-byte limit on a snapshot",
+            limits.max_file_bytes
+        ),
+    )
+}

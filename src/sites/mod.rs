@@ -69,16 +69,6 @@ pub fn read_open_file(file: &std::fs::File, limits: &Limits) -> Result<Vec<u8>, 
     file::bytes_of(file, limits)
 }
 
-pub(crate) fn too_big(len: u64, limits: &Limits) -> SitesError {
-    SitesError::new(
-        ErrorKind::Limit,
-        format!(
-            "refused: the file is {len} bytes, over the {}-byte limit on a snapshot",
-            limits.max_file_bytes
-        ),
-    )
-}
-
 /// Reads a snapshot from bytes within `limits` (a copy of them goes to the thread that
 /// parses them; `read_owned` hands over the caller's own).
 pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, SitesError> {
@@ -92,7 +82,7 @@ pub fn read_bytes_costed(
     cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
     if bytes.len() as u64 > limits.max_file_bytes {
-        return Err(too_big(bytes.len() as u64, limits));
+        return Err(limits::too_big(bytes.len() as u64, limits));
     }
     read_owned_costed(bytes.to_vec(), limits, cost)
 }
@@ -111,7 +101,7 @@ pub fn read_owned_costed(
     let started = std::time::Instant::now();
     let len = bytes.len() as u64;
     if len > limits.max_file_bytes {
-        return Err(too_big(len, limits));
+        return Err(limits::too_big(len, limits));
     }
     if bytes.is_empty() {
         return Err(SitesError::new(
