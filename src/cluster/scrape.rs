@@ -134,4 +134,17 @@ mod tests {
         );
         assert!(Targets::parse_list("a:x").is_err());
     }
+
+    #[test]
+    fn a_list_of_more_targets_than_the_bound_is_refused() {
+        let list = |n: usize| vec!["a:1"; n].join(",");
+        assert_eq!(
+            Targets::parse_list(&list(MAX_TARGETS)).unwrap().len(),
+            MAX_TARGETS
+        );
+        assert_eq!(
+            Targets::parse_list(&list(MAX_TARGETS + 1)).unwrap_err(),
+            format!("more than {MAX_TARGETS} targets (the most one list may name)")
+        );
+    }
 }
