@@ -10,8 +10,8 @@ pub const CONFIG: Bound = Bound {
     max_bytes: 1 << 20,
 };
 
-// Inputs read from other hosts and from files a user names (issue 28, §1.6). Each reader
-// takes its numbers from here: none keeps a copy of its own.
+// Inputs read from other hosts and from files a user names. Each reader takes its numbers
+// from here: none keeps a copy of its own.
 
 /// A `--targets-file`: one exporter address a line, comments allowed. 100,000 lines of
 /// `http://host.domain:9400/metrics` fit; reading a FIFO or `/dev/zero` as one never ends.
