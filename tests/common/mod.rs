@@ -6,6 +6,7 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+pub mod race;
 pub mod tmux;
 pub mod users;
 
