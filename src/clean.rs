@@ -22,8 +22,9 @@ pub fn run(all_users: bool) -> ExitCode {
     };
     let mut said = String::new();
     let (mut removed, mut snapshots) = (0_usize, 0_usize);
-    for dir in discover::channel_dirs(euid) {
-        for path in discover::remove_stale(&dir, euid, discover::STALE_AFTER, owners) {
+    // Each directory opened once and checked on its descriptor; removal is relative to it.
+    for dir in discover::cleaning_dirs(euid) {
+        for path in discover::remove_stale_in(&dir, euid, discover::STALE_AFTER, owners) {
             // A file's name is its owner's text: no control character reaches the terminal.
             said.push_str(&format!(
                 "removed {}\n",

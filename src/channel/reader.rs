@@ -4,6 +4,7 @@
 //! a rejection, not a SIGBUS. Those copies are the reader's own, for one seqlock read; what
 //! outlives a writer killed inside an update is the spare in the file (§3).
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -20,6 +21,7 @@ use super::ring::Ring;
 use super::sections::Sections;
 use super::sys;
 use super::validate;
+use crate::safe_fs::{Dir, Kind};
 
 /// Who is reading, and from where in the rings to start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,11 +112,51 @@ impl Channel {
                 Some(libc::ELOOP) => reject("not a regular file: a symlink".into()),
                 _ => reject(format!("cannot open: {e}")),
             })?;
+        Self::opened(
+            path.to_path_buf(),
+            file,
+            (before.dev(), before.ino()),
+            policy,
+        )
+    }
+
+    /// Opens and validates the file `name` in `dir`, a directory opened and checked once: for
+    /// work that must stay in that directory whatever its path names meanwhile (cleaning).
+    pub fn open_at(dir: &Dir, name: &OsStr, policy: &Policy) -> Result<Channel, Rejected> {
+        let path = dir.shown().join(name);
+        let reject = |reason: String| Rejected {
+            path: path.clone(),
+            reason,
+        };
+        // As `open`: nothing but a regular file is opened (never a symlink: `Dir` follows none).
+        let before = dir
+            .stat_at(name)
+            .map_err(|e| reject(format!("cannot stat: {e}")))?;
+        if before.kind != Kind::File {
+            return Err(reject("not a regular file".into()));
+        }
+        let file = dir
+            .open_read(name)
+            .map_err(|e| reject(format!("cannot open: {e}")))?;
+        Self::opened(path.clone(), file, (before.dev, before.ino), policy)
+    }
+
+    /// Validates `file`, opened at `path` after a look that found `(device, inode)`.
+    fn opened(
+        path: PathBuf,
+        file: File,
+        looked_at: (u64, u64),
+        policy: &Policy,
+    ) -> Result<Channel, Rejected> {
+        let reject = |reason: String| Rejected {
+            path: path.clone(),
+            reason,
+        };
         let meta = file
             .metadata()
             .map_err(|e| reject(format!("cannot stat: {e}")))?;
         validate::file(&meta, policy.euid).map_err(reject)?;
-        if (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
+        if (meta.dev(), meta.ino()) != looked_at {
             return Err(reject("replaced while being opened".into()));
         }
         let mut head = [0u8; header::SIZE];
@@ -143,7 +185,7 @@ impl Channel {
             events_at,
         );
         let channel = Channel {
-            path: path.to_path_buf(),
+            path: path.clone(),
             file,
             process: ProcessCheck::new(&identity, sys::monotonic_ns()),
             identity,

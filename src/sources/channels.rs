@@ -165,8 +165,13 @@ impl ChannelSampler {
             .is_none_or(|at| now.duration_since(at) >= CLEAN_EVERY)
         {
             self.last_clean = Some(now);
-            for dir in discover::channel_dirs(self.policy.euid) {
-                discover::remove_stale(&dir, self.policy.euid, discover::STALE_AFTER, Owners::Ours);
+            for dir in discover::cleaning_dirs(self.policy.euid) {
+                discover::remove_stale_in(
+                    &dir,
+                    self.policy.euid,
+                    discover::STALE_AFTER,
+                    Owners::Ours,
+                );
             }
         }
         let at_ms = now_ms();
