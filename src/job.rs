@@ -16,9 +16,10 @@ pub enum JobOutput {
     /// Its standard output goes to vramscope's standard error, leaving vramscope's own
     /// output (JSON, CSV) clean for a pipe.
     StdoutToStderr,
-    /// Standard output and error both go to this file; standard input is closed, since the
-    /// monitor reads the keyboard.
-    File(PathBuf),
+    /// Standard output and error both go to this file (made by [`create_log`], which is where
+    /// a refused name is said); standard input is closed, since the monitor reads the
+    /// keyboard.
+    File(PathBuf, File),
 }
 
 /// A launched job.
@@ -81,10 +82,7 @@ impl Job {
                 cmd.stdout(Stdio::from(err));
                 None
             }
-            JobOutput::File(path) => {
-                let file = open_log(&path).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
-                })?;
+            JobOutput::File(path, file) => {
                 cmd.stdin(Stdio::null())
                     .stdout(file.try_clone()?)
                     .stderr(file);
@@ -172,17 +170,16 @@ impl Job {
     }
 }
 
-/// The log: private (0600), and never through a symlink, since a default name in a shared
-/// temp directory could be planted by someone else.
-fn open_log(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+/// Creates (or empties) the job's log at `path`: private (0600), and never through a
+/// symlink, since a default name in a shared temp directory could be planted by someone
+/// else. As root its folder is walked from `/` and checked, the log is opened relative to it
+/// and checked on its descriptor (a regular file of root's with one link) before it is
+/// emptied (`safe_fs`): a user's symlink, hard link or folder is refused, never written.
+pub fn create_log(path: &Path) -> io::Result<File> {
+    let trust = crate::safe_fs::Trust::for_euid(crate::channel::sys::euid());
+    let (dir, name) = crate::safe_fs::place(path, trust)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+    crate::safe_fs::open_checked(&dir, &name, flags, 0o600, trust)
 }
 
 /// A name nobody can guess ahead of time: the pid and the clock's nanoseconds.
@@ -279,7 +276,8 @@ mod tests {
             .map(OsString::from)
             .collect();
         let env = [("GREETING".to_string(), OsString::from("hello from the job"))];
-        let job = Job::launch(&command, &env, JobOutput::File(log.clone())).unwrap();
+        let file = create_log(&log).unwrap();
+        let job = Job::launch(&command, &env, JobOutput::File(log.clone(), file)).unwrap();
         assert_eq!(job.label, "sh -c echo \"$GREETING\"; exit 3");
         let end = job.wait();
         assert_eq!(end.code, 3);
@@ -324,14 +322,39 @@ mod tests {
         let planted = dir.path().join("job.log");
         std::os::unix::fs::symlink(&target, &planted).unwrap();
         let command = vec![OsString::from("true")];
-        assert!(Job::launch(&command, &[], JobOutput::File(planted)).is_err());
+        assert!(create_log(&planted).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
         let log = dir.path().join("real.log");
-        Job::launch(&command, &[], JobOutput::File(log.clone()))
+        let file = create_log(&log).unwrap();
+        Job::launch(&command, &[], JobOutput::File(log.clone(), file))
             .unwrap()
             .wait();
         let mode = std::fs::metadata(&log).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// Needs root to give a folder away; CI runs as root.
+    #[test]
+    fn as_root_a_log_in_another_users_folder_or_a_hard_link_is_refused_untouched() {
+        use std::os::unix::fs::PermissionsExt;
+        if crate::channel::sys::euid() != 0 {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let top = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let theirs = top.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let err = create_log(&theirs.join("job.log")).unwrap_err();
+        assert!(err.to_string().ends_with("belongs to uid 65534"), "{err}");
+        assert!(!theirs.join("job.log").exists());
+        let target = top.path().join("precious");
+        std::fs::write(&target, "root's").unwrap();
+        std::fs::hard_link(&target, top.path().join("job.log")).unwrap();
+        let err = create_log(&top.path().join("job.log")).unwrap_err();
+        assert!(err.to_string().ends_with("has 2 hard links"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "root's");
     }
 
     #[test]

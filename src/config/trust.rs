@@ -51,7 +51,7 @@ pub fn read(path: &Path, euid: u32, missing_ok: bool) -> Result<Vec<u8>, Failure
              another user could write (--config none reads no file)"
         ))
     };
-    let (dir, name) = match safe_fs::place(path, trust) {
+    let (dir, name) = match safe_fs::place_following(path, trust) {
         Ok(found) => found,
         Err(e) if safe_fs::is_refusal(&e) => {
             if missing_ok && !exists(path) {

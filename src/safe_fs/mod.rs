@@ -29,7 +29,7 @@ mod walk;
 
 pub use as_user::as_user;
 pub use dir::{Dir, Entry};
-pub use place::{is_refusal, open_checked, place, place_creating};
+pub use place::{is_refusal, open_checked, place, place_creating, place_following};
 pub use read::{Bound, ReadError, open_for_reading, read_bounded, read_file};
 pub use stat::{Kind, Stat};
 pub use trust::Trust;

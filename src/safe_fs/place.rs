@@ -5,10 +5,11 @@
 //! ([`open_checked`]). For any other caller the kernel resolves the folder, since it checks
 //! every step as that caller's own and the caller reaches only what its user may.
 //!
-//! A symlink as the last component is followed only when [`Trust`] allows it (its owner is
-//! trusted and its folder was checked, so nobody else could have put it there), by walking
-//! its target again from `/`: root's own `~/.config/vramscope/config.toml -> /etc/...` works,
-//! a user's link in `/tmp` is refused.
+//! A symlink as the last component is never opened ([`Dir`] follows none); for a file only
+//! read, [`place_following`] follows one when [`Trust`] allows it (its owner is trusted and
+//! its folder was checked, so nobody else could have put it there), by walking its target
+//! again from `/`: root's own `~/.config/vramscope/config.toml -> /etc/...` works, a user's
+//! link in `/tmp` is refused.
 
 use super::dir::Dir;
 use super::stat::{Kind, Stat};
@@ -35,27 +36,34 @@ fn refusal(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, message)
 }
 
-/// The folder holding the file `path` names, and the file's name in it.
+/// The folder holding the file `path` names, and the file's name in it (to open with
+/// [`open_checked`] or [`Dir::open_file`], which do not follow it).
 pub fn place(path: &Path, trust: Trust) -> io::Result<(Dir, OsString)> {
-    reach(path, trust, None)
+    if !trust.checks() {
+        return by_kernel(path, None);
+    }
+    walk_parent(path, trust)
 }
 
 /// [`place`], making the missing folders on the way with `mode` (each made relative to the
 /// checked folder above it, and checked once made: one a user made first is refused).
 pub fn place_creating(path: &Path, trust: Trust, mode: u32) -> io::Result<(Dir, OsString)> {
-    reach(path, trust, Some(mode))
+    if !trust.checks() {
+        return by_kernel(path, Some(mode));
+    }
+    walk_parent_creating(path, trust, mode)
 }
 
-fn reach(path: &Path, trust: Trust, create: Option<u32>) -> io::Result<(Dir, OsString)> {
+/// [`place`] for a file to read, where a symlink as the last component that `trust` allows
+/// is followed (its target walked again from `/`); one it does not allow is refused. For
+/// an unprivileged caller the name is left to the open, as for [`place`].
+pub fn place_following(path: &Path, trust: Trust) -> io::Result<(Dir, OsString)> {
     if !trust.checks() {
-        return by_kernel(path, create);
+        return by_kernel(path, None);
     }
     let mut path = path.to_path_buf();
     for _ in 0..MAX_LINKS {
-        let (dir, name) = match create {
-            None => walk_parent(&path, trust)?,
-            Some(mode) => walk_parent_creating(&path, trust, mode)?,
-        };
+        let (dir, name) = walk_parent(&path, trust)?;
         let st = match dir.stat_at(&name) {
             Ok(st) => st,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((dir, name)),
@@ -169,7 +177,19 @@ pub fn open_checked(
     trust: Trust,
 ) -> io::Result<File> {
     let truncate = flags & libc::O_TRUNC != 0;
-    let file = dir.open_file(name, (flags & !libc::O_TRUNC) | libc::O_NONBLOCK, mode)?;
+    let file = dir
+        .open_file(name, (flags & !libc::O_TRUNC) | libc::O_NONBLOCK, mode)
+        .map_err(|e| {
+            // With O_CREAT in a sticky folder the kernel may say EACCES (protected_regular)
+            // where a symlink is the reason: said as such.
+            match dir.stat_at(name) {
+                Ok(st) if st.kind == Kind::Symlink => refusal(format!(
+                    "{} is a symlink, not followed",
+                    dir.shown().join(name).display()
+                )),
+                _ => e,
+            }
+        })?;
     let st = Stat::of(file.as_fd())?;
     if let Some(why) = trust.file(&st) {
         return Err(refusal(format!(
@@ -235,13 +255,15 @@ mod tests {
         let real = top.path().join("real.toml");
         std::fs::write(&real, "mine").unwrap();
         std::os::unix::fs::symlink(&real, top.path().join("ours")).unwrap();
-        let (dir, name) = place(&top.path().join("ours"), root).unwrap();
+        let (dir, name) = place_following(&top.path().join("ours"), root).unwrap();
         assert_eq!(name, "real.toml");
+        let (_, own_name) = place(&top.path().join("ours"), root).unwrap();
+        assert_eq!(own_name, "ours", "a writer's name is never followed");
         assert!(open_checked(&dir, &name, libc::O_RDONLY, 0, root).is_ok());
 
         std::os::unix::fs::symlink(&real, top.path().join("theirs")).unwrap();
         std::os::unix::fs::lchown(top.path().join("theirs"), Some(65534), None).unwrap();
-        let err = place(&top.path().join("theirs"), root).unwrap_err();
+        let err = place_following(&top.path().join("theirs"), root).unwrap_err();
         assert!(is_refusal(&err));
         assert!(
             err.to_string()
