@@ -223,10 +223,11 @@ impl ScratchDir {
     /// `$XDG_RUNTIME_DIR/vramscope-run-<pid>`, else under the temp directory; mode 0700.
     pub fn create() -> io::Result<ScratchDir> {
         use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
+        let base = scratch_base(
+            std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+            std::env::temp_dir(),
+            crate::channel::sys::euid(),
+        );
         let path = base.join(format!("vramscope-run-{}", unique_suffix()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(ScratchDir { path })
@@ -255,6 +256,21 @@ impl ScratchDir {
             .spawn();
         std::mem::forget(self);
     }
+}
+
+/// Where the scratch directory goes: `runtime` when it is a folder, else `temp`. As root
+/// (`euid` 0) only a folder whose every step root may rely on (`safe_fs::walk`): under
+/// `sudo -E` both variables may name the user's own folders, where the user could swap the
+/// fresh directory for a symlink before root writes the Python files into it; then /tmp.
+fn scratch_base(runtime: Option<PathBuf>, temp: PathBuf, euid: u32) -> PathBuf {
+    let usable = |p: &PathBuf| {
+        euid != 0 || crate::safe_fs::walk(p, crate::safe_fs::Trust::OwnedBy(0)).is_ok()
+    };
+    runtime
+        .filter(|p| p.is_dir())
+        .filter(usable)
+        .or_else(|| Some(temp).filter(usable))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
 impl Drop for ScratchDir {
@@ -355,6 +371,26 @@ mod tests {
         let err = create_log(&top.path().join("job.log")).unwrap_err();
         assert!(err.to_string().ends_with("has 2 hard links"), "{err}");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "root's");
+    }
+
+    /// Needs root to give a folder away; CI runs as root.
+    #[test]
+    fn as_root_the_scratch_directory_is_never_in_a_users_folder() {
+        if crate::channel::sys::euid() != 0 {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let top = tempfile::tempdir().unwrap();
+        let theirs = top.path().join("run-user");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let ours = top.path().to_path_buf();
+        assert_eq!(scratch_base(Some(theirs.clone()), ours.clone(), 0), ours);
+        assert_eq!(
+            scratch_base(Some(theirs.clone()), theirs.clone(), 0),
+            PathBuf::from("/tmp")
+        );
+        assert_eq!(scratch_base(Some(theirs.clone()), ours, 65534), theirs);
     }
 
     #[test]
