@@ -12,8 +12,6 @@ use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_root, untrusted_dir, 
 use super::layout::EXTENSION;
 use super::sys;
 
-pub use super::cleaning::{Owners, STALE_AFTER, cleaning_dirs, remove_stale, remove_stale_in};
-
 /// Channel files (names ending `.vsc`) taken from one directory at most, so a directory
 /// full of junk costs bounded time: each is opened and checked. Other names cost only their
 /// reading from the directory, and every entry is read, so a live writer is never hidden

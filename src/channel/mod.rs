@@ -9,7 +9,7 @@
 //!
 //! Needs only libc: it builds without the `monitor` feature.
 
-mod cleaning;
+pub mod cleaning;
 mod config;
 mod copies;
 mod crc32;
