@@ -225,6 +225,11 @@ mod tests {
             .write_all(b"x")
             .unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"x");
+        // The kernel's folder (O_PATH) still names, renames and removes relative to itself.
+        dir.rename(&name, OsStr::new("w.log")).unwrap();
+        assert_eq!(dir.stat_at(OsStr::new("w.log")).unwrap().kind, Kind::File);
+        dir.remove_file(OsStr::new("w.log")).unwrap();
+        assert!(!path.exists() && !path.with_file_name("w.log").exists());
         assert!(place(Path::new("/tmp/"), Trust::Anyone).is_err());
     }
 
