@@ -205,8 +205,6 @@ pub fn open_channel_dir(path: &Path, euid: u32) -> Result<crate::safe_fs::Dir, S
 /// a device can block or act), opened `O_NOFOLLOW | O_NONBLOCK`, and what was opened must be
 /// what was looked at. The caller checks the file's owner and mode on the descriptor.
 pub fn open_channel_file(path: &Path, euid: u32, write: bool) -> Result<std::fs::File, String> {
-    use crate::safe_fs::Kind;
-    use std::os::unix::fs::MetadataExt;
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
         return Err("not a file in a directory".to_string());
     };
@@ -216,6 +214,19 @@ pub fn open_channel_file(path: &Path, euid: u32, write: bool) -> Result<std::fs:
         parent
     };
     let dir = open_dir_unfollowed(parent, euid)?;
+    open_channel_file_in(&dir, name, write)
+}
+
+/// The file `name` in `dir` (a directory opened and checked once), as [`open_channel_file`]
+/// opens it: looked at without following, refused unless a regular file, opened
+/// `O_NOFOLLOW | O_NONBLOCK`, and what was opened must be what was looked at.
+pub fn open_channel_file_in(
+    dir: &crate::safe_fs::Dir,
+    name: &std::ffi::OsStr,
+    write: bool,
+) -> Result<std::fs::File, String> {
+    use crate::safe_fs::Kind;
+    use std::os::unix::fs::MetadataExt;
     let before = dir.stat_at(name).map_err(|e| format!("cannot stat: {e}"))?;
     if before.kind != Kind::File {
         return Err(format!("not a regular file: {}", before.kind.words()));

@@ -4,6 +4,7 @@
 //! a rejection, not a SIGBUS. Those copies are the reader's own, for one seqlock read; what
 //! outlives a writer killed inside an update is the spare in the file (§3).
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -20,6 +21,7 @@ use super::ring::Ring;
 use super::sections::Sections;
 use super::sys;
 use super::validate;
+use crate::safe_fs::Dir;
 
 /// Who is reading, and from where in the rings to start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,6 +102,29 @@ impl Channel {
         // Its directory by descriptor, the file relative to it: a FIFO or device is refused
         // before it is opened, and a swap of any path component meanwhile changes nothing.
         let file = super::dir::open_channel_file(path, policy.euid, false).map_err(reject)?;
+        Self::opened(path.to_path_buf(), file, policy)
+    }
+
+    /// Opens and validates the file `name` in `dir`, a directory opened and checked once: for
+    /// work that must stay in that directory whatever its path names meanwhile (cleaning).
+    pub fn open_at(dir: &Dir, name: &OsStr, policy: &Policy) -> Result<Channel, Rejected> {
+        let path = dir.shown().join(name);
+        let file = super::dir::open_channel_file_in(dir, name, false).map_err(|reason| {
+            Rejected {
+                path: path.clone(),
+                reason,
+            }
+        })?;
+        Self::opened(path, file, policy)
+    }
+
+    /// Validates `file`, opened at `path` (by `open_channel_file_in`: what was opened is what
+    /// was looked at).
+    fn opened(path: PathBuf, file: File, policy: &Policy) -> Result<Channel, Rejected> {
+        let reject = |reason: String| Rejected {
+            path: path.clone(),
+            reason,
+        };
         let meta = file
             .metadata()
             .map_err(|e| reject(format!("cannot stat: {e}")))?;
@@ -130,7 +155,7 @@ impl Channel {
             events_at,
         );
         let channel = Channel {
-            path: path.to_path_buf(),
+            path: path.clone(),
             file,
             process: ProcessCheck::new(&identity, sys::monotonic_ns()),
             identity,

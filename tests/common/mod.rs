@@ -7,6 +7,7 @@
 )]
 
 pub mod measured;
+pub mod race;
 pub mod tmux;
 pub mod users;
 
