@@ -109,12 +109,11 @@ impl Channel {
     /// work that must stay in that directory whatever its path names meanwhile (cleaning).
     pub fn open_at(dir: &Dir, name: &OsStr, policy: &Policy) -> Result<Channel, Rejected> {
         let path = dir.shown().join(name);
-        let file = super::dir::open_channel_file_in(dir, name, false).map_err(|reason| {
-            Rejected {
+        let file =
+            super::dir::open_channel_file_in(dir, name, false).map_err(|reason| Rejected {
                 path: path.clone(),
                 reason,
-            }
-        })?;
+            })?;
         Self::opened(path, file, policy)
     }
 
