@@ -499,7 +499,7 @@ fn a_target_that_execs_during_the_confirmation_gets_nothing() {
             Some(2),
             "",
             format!(
-                "\nvramscope: process {pid} runs another program than the one checked (it called exec): nothing done\n"
+                "vramscope: process {pid} runs another program than the one checked (it called exec): nothing done\n"
             )
             .as_str()
         )
@@ -531,7 +531,7 @@ fn a_target_that_exits_during_the_confirmation_gets_nothing() {
         (
             Some(2),
             "",
-            format!("\nvramscope: process {pid} exited before the attach: nothing done\n").as_str()
+            format!("vramscope: process {pid} exited before the attach: nothing done\n").as_str()
         )
     );
     assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
