@@ -295,6 +295,70 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The caller compares the identity itself right before `sys.remote_exec`: a process
+    /// that is no longer the one checked gets nothing (the next call, with the right
+    /// identity, runs and the first never does).
+    #[test]
+    fn the_caller_calls_only_while_the_pid_is_the_process_checked() {
+        let py = match std::env::var("VRAMSCOPE_PYTHON314") {
+            Ok(py) if !py.is_empty() => PathBuf::from(py),
+            _ => {
+                eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)");
+                return;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let child = Command::new(&py)
+            .args([
+                "-c",
+                "import sys\nopen(sys.argv[1], 'w').close()\nwhile True: sum(range(100))",
+                ready.to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap();
+        // Killed when the test ends, passed or failed.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = Killed(child);
+        let pid = child.0.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let wait = |path: &Path, what: &str| {
+            while !path.exists() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        wait(&ready, "python never started");
+        let script = |name: &str| {
+            let marker = dir.path().join(name);
+            let script = dir.path().join(format!("{name}.py"));
+            std::fs::write(&script, format!("open({:?}, 'w').close()\n", marker)).unwrap();
+            (marker, script.to_string_lossy().into_owned())
+        };
+        let process = super::super::process::Process::bind(pid).unwrap();
+        let mut stale = process.identity();
+        stale.image ^= 1;
+        let (stale_marker, stale_script) = script("stale");
+        let candidates = [py];
+        assert_eq!(
+            queue(pid, &stale_script, "3.14", &stale, &candidates),
+            Err(Failure::ChangedBeforeCall)
+        );
+        let (marker, fresh) = script("fresh");
+        assert_eq!(
+            queue(pid, &fresh, "3.14", &process.identity(), &candidates),
+            Ok(())
+        );
+        wait(&marker, "the right call never ran");
+        assert!(!stale_marker.exists(), "called into a process that changed");
+    }
+
     #[test]
     fn a_candidate_that_does_not_run_is_named() {
         let missing = PathBuf::from("/nonexistent/vramscope-test/python3.14");
