@@ -17,12 +17,15 @@
 
 pub mod agent;
 pub mod elf;
+pub mod pidfd;
 pub mod preflight;
+pub mod process;
 pub mod ptrace;
 pub mod remote_exec;
 pub mod target;
 
 use agent::Request;
+use process::Process;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -37,6 +40,9 @@ pub struct Options {
     pub ptrace: bool,
     /// The interpreter that calls `sys.remote_exec` (else the target's own, else PATH's).
     pub python: Option<std::path::PathBuf>,
+    /// The identity another vramscope showed when it asked (the TUI's dialog): a process
+    /// that is no longer that one is refused.
+    pub shown: Option<process::Identity>,
 }
 
 /// How the agent is queued in the target.
@@ -63,46 +69,72 @@ pub fn run(pid: i32, request: Request, options: Options) -> ExitCode {
 
 /// Exit statuses: 2 refused before touching the process, 1 failed while attaching, 3 still
 /// pending at the time-out.
+///
+/// The process is pinned first (`Process::bind`), and what /proc says of it is read after:
+/// the preflight's facts are then of the process whose identity the later checks compare.
 fn attach(pid: i32, request: Request, options: Options) -> Result<String, (String, u8)> {
     if pid <= 0 {
         return Err((format!("{pid} is not a process id"), 2));
     }
+    let process = Process::bind(pid);
     let target = Target::read(pid).map_err(|e| (e, 2))?;
     let rights = preflight::Rights::current();
     let ancestor = is_ancestor(pid);
     if let Some(line) = preflight::obstacle(&target, &rights, ancestor) {
         return Err((line, 2));
     }
+    let process = process.map_err(|e| (e, 2))?;
+    // What was read of it is of the process pinned.
+    process.check().map_err(|e| (e, 2))?;
+    if let Some(shown) = &options.shown {
+        process.is(shown).map_err(|e| (e, 2))?;
+    }
     match method(&target, &rights, &options) {
         Method::RemoteExec { want } => {
-            let placed = place(&target, request)?;
+            let placed = place(&process, &target, request)?;
             let script = format!("{}/boot.py", placed.there);
             let candidates = remote_exec::candidates(&target, options.python.as_deref(), &want);
-            if let Err(failure) = remote_exec::queue(pid, &script, &want, &candidates) {
+            // The caller compares the identity itself right before it calls: no pidfd
+            // reaches into `sys.remote_exec`, so the window left is that one's.
+            let queued = process
+                .check()
+                .map_err(remote_exec::Failure::Changed)
+                .and_then(|()| {
+                    remote_exec::queue(pid, &script, &want, &process.identity(), &candidates)
+                });
+            if let Err(failure) = queued {
                 agent::remove(&placed);
-                return Err(remote_exec_failed(pid, &want, failure, &rights));
+                return Err(remote_exec_failed(&process, &want, failure, &rights));
             }
             agent::queued(&placed);
-            wait(pid, placed, options.timeout)
+            wait(&process, placed, options.timeout)
         }
         Method::Ptrace => {
             let at = addresses(&target).map_err(|e| (e, 2))?;
             if !options.yes {
                 confirm(&target, request)?;
+                // The prompt took as long as the person did: the process may have exec'd
+                // another program, or exited and left its pid to another.
+                process.check().map_err(|e| (e, 2))?;
             }
-            let placed = place(&target, request)?;
+            let placed = place(&process, &target, request)?;
             let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
-            if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
+            let code = agent::bootstrap(&placed.there);
+            // Again once its main thread is stopped: a stopped thread cannot exec.
+            let same = || process.check();
+            if let Err(e) = ptrace::queue(pid, at, &code, helper, &same) {
                 agent::remove(&placed);
                 let line = if e.starts_with("ptrace: Operation not permitted") {
                     preflight::refused(pid, &rights)
+                } else if e.ends_with(": nothing done") {
+                    e
                 } else {
                     format!("attaching to process {pid} failed: {e}")
                 };
                 return Err((line, 1));
             }
             agent::queued(&placed);
-            wait(pid, placed, options.timeout)
+            wait(&process, placed, options.timeout)
         }
     }
 }
@@ -118,6 +150,7 @@ pub fn stops(pid: i32) -> bool {
         timeout: Duration::ZERO,
         ptrace: false,
         python: None,
+        shown: None,
     };
     matches!(
         method(&target, &preflight::Rights::current(), &options),
@@ -143,25 +176,41 @@ fn method(target: &Target, rights: &preflight::Rights, options: &Options) -> Met
     }
 }
 
-fn place(target: &Target, request: Request) -> Result<agent::Placed, (String, u8)> {
+/// The agent in the pinned process's own /tmp, as its user.
+fn place(
+    process: &Process,
+    target: &Target,
+    request: Request,
+) -> Result<agent::Placed, (String, u8)> {
     let pid = target.pid;
-    agent::place(&target.root_path(""), pid, target.uid, gid_of(pid), request).map_err(|e| {
+    let failed = |e: std::io::Error| {
         (
             format!("cannot place the agent in process {pid}'s /tmp: {e}"),
             1,
         )
-    })
+    };
+    let tmp = process.tmp().map_err(failed)?;
+    agent::place(tmp, pid, process.identity().uid, process.gid(), request).map_err(failed)
 }
 
 /// The line and status for a `sys.remote_exec` that queued nothing.
 fn remote_exec_failed(
-    pid: i32,
+    process: &Process,
     want: &str,
     failure: remote_exec::Failure,
     rights: &preflight::Rights,
 ) -> (String, u8) {
     use remote_exec::Failure;
+    let pid = process.pid;
     match failure {
+        Failure::Changed(line) => (line, 2),
+        // The caller saw a change; this says which, once more from the pinned process.
+        Failure::ChangedBeforeCall => (
+            process.check().err().unwrap_or_else(|| {
+                format!("process {pid} changed before sys.remote_exec was called: nothing done")
+            }),
+            2,
+        ),
         Failure::NoInterpreter(tried) => (
             format!(
                 "process {pid} runs Python {want}, and no Python {want} runs here to call sys.remote_exec ({tried}): name one with `--python PATH`, or use `--ptrace` (pauses its main thread for a few milliseconds)"
@@ -189,7 +238,12 @@ fn remote_exec_failed(
     }
 }
 
-fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
+fn wait(
+    process: &Process,
+    placed: agent::Placed,
+    timeout: Duration,
+) -> Result<String, (String, u8)> {
+    let pid = process.pid;
     let started = Instant::now();
     let mut said_pending = false;
     loop {
@@ -200,7 +254,7 @@ fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (S
             }
             return Ok(format!("process {pid}: {answer}"));
         }
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !process.alive() {
             agent::remove(&placed);
             return Err((format!("process {pid} exited before the agent ran"), 1));
         }
@@ -310,17 +364,6 @@ fn user_name(uid: u32) -> String {
         .unwrap_or_else(|| format!("uid {uid}"))
 }
 
-fn gid_of(pid: i32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Gid:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(u32::MAX)
-}
-
 /// Whether this process is an ancestor of `pid` (Yama 1 lets ancestors trace).
 fn is_ancestor(pid: i32) -> bool {
     let me = std::process::id() as i32;
@@ -368,6 +411,73 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         Some(answer)
+    }
+
+    /// The check asked once the main thread is stopped: a process that is no longer the one
+    /// confirmed gets nothing queued (the next queue, with the right identity, runs first),
+    /// and is left running, untraced.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_process_changed_when_stopped_gets_nothing_injected() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let Ok(child) = Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import sys, time\nopen(sys.argv[1], 'w').close()\nwhile True: time.sleep(0.01)",
+                ready.to_str().unwrap(),
+            ])
+            .spawn()
+        else {
+            eprintln!("SKIPPED: no /usr/bin/python3");
+            return;
+        };
+        // Killed when the test ends, passed or failed.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut child = Killed(child);
+        let pid = child.0.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "python never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let target = Target::read(pid).unwrap();
+        let at = addresses(&target).unwrap();
+        let mut shown = Process::bind(pid).unwrap().identity();
+        shown.exe.1 += 1;
+        let stale = Process::bind(pid).unwrap().shown_as(shown);
+        let marker = |name: &str| {
+            let path = dir.path().join(name);
+            let code = format!("open({:?}, 'w').close()", path.to_str().unwrap());
+            (path, code)
+        };
+        // Root traces from a helper; a user, from this process (an ancestor: Yama 1 allows).
+        let helper = crate::channel::sys::euid() == 0;
+        let (stale_file, stale_code) = marker("stale");
+        let err = ptrace::queue(pid, at, &stale_code, helper, &|| stale.check()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "process {pid} runs another program than the one checked (it called exec): nothing done"
+            )
+        );
+        let (fresh_file, fresh_code) = marker("fresh");
+        let same = Process::bind(pid).unwrap();
+        ptrace::queue(pid, at, &fresh_code, helper, &|| same.check()).unwrap();
+        while !fresh_file.exists() {
+            assert!(Instant::now() < deadline, "the right queue never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!stale_file.exists(), "queued into a process that changed");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(status.contains("TracerPid:\t0\n"), "{status}");
+        assert!(child.0.try_wait().unwrap().is_none(), "still running");
     }
 
     #[test]

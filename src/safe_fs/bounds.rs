@@ -80,3 +80,16 @@ pub const RECORDING_HEADER_LINE: usize = 64 << 10;
 /// The largest zstd window a compressed recording may ask for (2^24 bytes: 16 MiB), so a
 /// frame cannot make the decoder allocate more.
 pub const RECORDING_ZSTD_WINDOW_LOG: u32 = 24;
+
+/// A process's own `/proc/PID/stat` or `status` (a few kilobytes; the kernel writes them).
+pub const PROC_FILE: Bound = Bound {
+    what: "/proc file",
+    max_bytes: 64 << 10,
+};
+
+/// The attach agent's answer: one line in the target's /tmp, where its user could put
+/// anything else under that name.
+pub const AGENT_STATUS: Bound = Bound {
+    what: "attach agent's answer",
+    max_bytes: 16 << 10,
+};
