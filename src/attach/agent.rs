@@ -279,6 +279,7 @@ fn sweep(tmp: &Dir, uid: u32) {
             continue;
         };
         let has = |name: &str| dir.stat_at(OsStr::new(name)).is_ok();
+        // path-ok: /proc/PID is the kernel's, named by a number.
         let live = std::path::Path::new(&format!("/proc/{pid}")).exists();
         if live && has("queued") && !has("status") {
             continue;

@@ -110,7 +110,7 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
             wait(&process, placed, options.timeout)
         }
         Method::Ptrace => {
-            let at = addresses(&target).map_err(|e| (e, 2))?;
+            let at = addresses(&process, &target).map_err(|e| (e, 2))?;
             if !options.yes {
                 confirm(&target, request)?;
                 // The prompt took as long as the person did: the process may have exec'd
@@ -280,7 +280,7 @@ fn wait(
 }
 
 /// Finds the functions the injection calls, in the files the target maps.
-fn addresses(target: &Target) -> Result<ptrace::Addresses, String> {
+fn addresses(process: &Process, target: &Target) -> Result<ptrace::Addresses, String> {
     let mut mmap = None;
     let mut pending = None;
     let mut run = None;
@@ -291,7 +291,8 @@ fn addresses(target: &Target) -> Result<ptrace::Addresses, String> {
         if !is_libc && !is_python {
             continue;
         }
-        let Ok(bytes) = std::fs::read(target.root_path(path)) else {
+        // The mapped file itself, not its path (its user may swap that), read bounded.
+        let Ok(bytes) = process.mapped_file(*base) else {
             continue;
         };
         let Ok((found, min)) =
@@ -352,6 +353,7 @@ fn confirm(target: &Target, request: Request) -> Result<(), (String, u8)> {
 }
 
 fn user_name(uid: u32) -> String {
+    // path-ok: /etc/passwd is root's own file, only a name is taken from it (cleaned where shown).
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     passwd
         .lines()
@@ -369,6 +371,7 @@ fn is_ancestor(pid: i32) -> bool {
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..64 {
+        // path-ok: /proc/PID/stat is the kernel's, named by a number.
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
             return false;
         };
@@ -448,7 +451,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         let target = Target::read(pid).unwrap();
-        let at = addresses(&target).unwrap();
+        let at = addresses(&Process::bind(pid).unwrap(), &target).unwrap();
         let mut shown = Process::bind(pid).unwrap().identity();
         shown.exe.1 += 1;
         let stale = Process::bind(pid).unwrap().shown_as(shown);
@@ -492,5 +495,71 @@ mod tests {
             }
             _ => eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)"),
         }
+    }
+
+    /// A mapped library's path swapped for a FIFO (as a container's user can swap any path in
+    /// their root) must not hang root's attach: the symbols are read from the mapped file
+    /// itself, through the kernel's link to it.
+    #[test]
+    fn a_mapped_librarys_path_swapped_for_a_fifo_does_not_block_the_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+        let Some(libc) = libc else {
+            eprintln!("SKIPPED: no glibc at its Debian path");
+            return;
+        };
+        let copy = dir.path().join("libc.so.6");
+        std::fs::copy(libc, &copy).unwrap();
+        let ready = dir.path().join("ready");
+        // The copy mapped at offset 0 (as the loader maps a library), then a FIFO mounted over
+        // its name in the process's own mount namespace, where /proc/PID/maps still names it.
+        let fifo = dir.path().join("fifo");
+        let script = "import mmap, os, subprocess, sys, time\n\
+                      f = open(sys.argv[1], 'rb')\n\
+                      m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n\
+                      os.mkfifo(sys.argv[3])\n\
+                      subprocess.run(['mount', '--bind', sys.argv[3], sys.argv[1]], check=True)\n\
+                      open(sys.argv[2], 'w').close()\n\
+                      time.sleep(60)\n";
+        let spawned = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "python3", "-c", script])
+            .args([&copy, &ready, &fifo])
+            .spawn();
+        let Ok(mut child) = spawned.map_err(|e| e.to_string()).and_then(|c| {
+            (crate::channel::sys::euid() == 0)
+                .then_some(c)
+                .ok_or_else(|| "not root".to_string())
+        }) else {
+            eprintln!("SKIPPED: needs root, unshare and python3");
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = child.id() as i32;
+        let target = Target::read(pid).unwrap();
+        assert!(
+            target
+                .mapped
+                .iter()
+                .any(|(_, p)| p == copy.to_str().unwrap()),
+            "the copy is mapped under the FIFO's name"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let process = Process::bind(pid).unwrap();
+            let _ = tx.send(addresses(&process, &target).is_ok());
+        });
+        let answered = rx.recv_timeout(Duration::from_secs(20));
+        let _ = child.kill();
+        let _ = child.wait();
+        // Opening the FIFO by its path would never return (nobody writes it).
+        assert!(answered.is_ok(), "the lookup blocked on the FIFO");
     }
 }

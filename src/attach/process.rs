@@ -256,6 +256,40 @@ impl Process {
         Ok(tmp)
     }
 
+    /// The bytes of the file it maps at `start` (a mapping of file offset 0, as
+    /// `target::parse_maps` lists them), read through `/proc/PID/map_files/START-END`: the
+    /// kernel's link to the very file mapped, whatever its path names now (in a container
+    /// its user may swap that path for a FIFO or a link to `/dev/zero`), read bounded and
+    /// only if it is a regular file.
+    pub fn mapped_file(&self, start: u64) -> io::Result<Vec<u8>> {
+        let maps = read_bounded(&self.proc.open_read(OsStr::new("maps"))?, bounds::PROC_MAPS)
+            .map_err(io::Error::other)?;
+        // map_files names a range as `%lx-%lx`, without the zeros maps pads it with.
+        let range = String::from_utf8_lossy(&maps)
+            .lines()
+            .filter_map(|line| {
+                let (a, b) = line.split(' ').next()?.split_once('-')?;
+                let a = u64::from_str_radix(a, 16).ok()?;
+                let b = u64::from_str_radix(b, 16).ok()?;
+                (a == start).then(|| format!("{a:x}-{b:x}"))
+            })
+            .next()
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOENT))?;
+        let files = self.proc.sub(OsStr::new("map_files"))?;
+        let name = std::ffi::CString::new(range)?;
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC;
+        // SAFETY: the descriptor is open and the name NUL-terminated; the kernel's link is
+        // followed on purpose (it names the mapped file itself); openat returns a new
+        // descriptor or -1.
+        let fd = unsafe { libc::openat(files.as_fd().as_raw_fd(), name.as_ptr(), flags) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: just returned by openat, owned by nobody else.
+        let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+        read_bounded(&file, bounds::MAPPED_LIBRARY).map_err(io::Error::other)
+    }
+
     /// For tests: the process as if the confirmation had shown `identity`.
     #[cfg(test)]
     pub fn shown_as(mut self, identity: Identity) -> Process {
@@ -382,5 +416,23 @@ mod tests {
         for bad in ["1:2:3:4", "1:2:3:4:5:6", "1:2:3:x:5", "1:2:3:4:zz"] {
             assert_eq!(Identity::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_mapped_library_is_read_through_the_kernels_link_to_it() {
+        let pid = std::process::id() as i32;
+        let target = crate::attach::target::Target::read(pid).unwrap();
+        let (base, path) = target
+            .mapped
+            .iter()
+            .find(|(_, p)| p.contains("libc"))
+            .cloned()
+            .expect("this test binary maps libc");
+        let process = Process::bind(pid).unwrap();
+        let bytes = process.mapped_file(base).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF", "{path}");
+        assert_eq!(bytes, std::fs::read(&path).unwrap());
+        let err = process.mapped_file(1).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound);
     }
 }

@@ -87,6 +87,20 @@ pub const PROC_FILE: Bound = Bound {
     max_bytes: 64 << 10,
 };
 
+/// A process's `/proc/PID/maps`: one line a mapping; a training job with CUDA and its
+/// libraries maps a few thousand (a few hundred KB).
+pub const PROC_MAPS: Bound = Bound {
+    what: "/proc/PID/maps",
+    max_bytes: 16 << 20,
+};
+
+/// A library attach reads symbols from (libc, libpython, a static python): libpython 3.13
+/// is about 30 MB with its symbols.
+pub const MAPPED_LIBRARY: Bound = Bound {
+    what: "mapped library",
+    max_bytes: 512 << 20,
+};
+
 /// The attach agent's answer: one line in the target's /tmp, where its user could put
 /// anything else under that name.
 pub const AGENT_STATUS: Bound = Bound {
