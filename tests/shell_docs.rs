@@ -32,17 +32,14 @@ fn subcommands() -> Vec<String> {
 }
 
 /// Every long option of the top level and of each subcommand.
+/// Every long option a user is shown (a hidden one, such as attach's `--shown-as` that only
+/// the TUI passes, is in no page and no completion).
 fn long_options() -> Vec<String> {
     let cmd = Cli::command();
-    let mut longs: Vec<String> = cmd
-        .get_arguments()
-        .filter_map(|a| a.get_long().map(str::to_string))
-        .collect();
+    let shown = |a: &clap::Arg| (!a.is_hide_set()).then(|| a.get_long().map(str::to_string));
+    let mut longs: Vec<String> = cmd.get_arguments().filter_map(shown).flatten().collect();
     for sub in cmd.get_subcommands() {
-        longs.extend(
-            sub.get_arguments()
-                .filter_map(|a| a.get_long().map(str::to_string)),
-        );
+        longs.extend(sub.get_arguments().filter_map(shown).flatten());
     }
     longs
 }
