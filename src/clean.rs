@@ -4,7 +4,7 @@
 //! as only: as root it reads every user's channels but removes none of theirs uninvited.
 //! `--all-users` is how an administrator asks for the rest.
 
-use crate::channel::discover::{self, Owners};
+use crate::channel::cleaning::{self, Owners};
 use crate::channel::{Policy, sanitize};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
@@ -22,8 +22,9 @@ pub fn run(all_users: bool) -> ExitCode {
     };
     let mut said = String::new();
     let (mut removed, mut snapshots) = (0_usize, 0_usize);
-    for dir in discover::channel_dirs(euid) {
-        for path in discover::remove_stale(&dir, euid, discover::STALE_AFTER, owners) {
+    // Each directory opened once and checked on its descriptor; removal is relative to it.
+    for dir in cleaning::cleaning_dirs(euid) {
+        for path in cleaning::remove_stale_in(&dir, euid, cleaning::STALE_AFTER, owners) {
             // A file's name is its owner's text: no control character reaches the terminal.
             said.push_str(&format!(
                 "removed {}\n",

@@ -16,9 +16,10 @@ pub enum JobOutput {
     /// Its standard output goes to vramscope's standard error, leaving vramscope's own
     /// output (JSON, CSV) clean for a pipe.
     StdoutToStderr,
-    /// Standard output and error both go to this file; standard input is closed, since the
-    /// monitor reads the keyboard.
-    File(PathBuf),
+    /// Standard output and error both go to this file (made by [`create_log`], which is where
+    /// a refused name is said); standard input is closed, since the monitor reads the
+    /// keyboard.
+    File(PathBuf, File),
 }
 
 /// A launched job.
@@ -81,10 +82,7 @@ impl Job {
                 cmd.stdout(Stdio::from(err));
                 None
             }
-            JobOutput::File(path) => {
-                let file = open_log(&path).map_err(|e| {
-                    io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
-                })?;
+            JobOutput::File(path, file) => {
                 cmd.stdin(Stdio::null())
                     .stdout(file.try_clone()?)
                     .stderr(file);
@@ -172,17 +170,16 @@ impl Job {
     }
 }
 
-/// The log: private (0600), and never through a symlink, since a default name in a shared
-/// temp directory could be planted by someone else.
-fn open_log(path: &Path) -> io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+/// Creates (or empties) the job's log at `path`: private (0600), and never through a
+/// symlink, since a default name in a shared temp directory could be planted by someone
+/// else. As root its folder is walked from `/` and checked, the log is opened relative to it
+/// and checked on its descriptor (a regular file of root's with one link) before it is
+/// emptied (`safe_fs`): a user's symlink, hard link or folder is refused, never written.
+pub fn create_log(path: &Path) -> io::Result<File> {
+    let trust = crate::safe_fs::Trust::for_euid(crate::channel::sys::euid());
+    let (dir, name) = crate::safe_fs::place(path, trust)?;
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC;
+    crate::safe_fs::open_checked(&dir, &name, flags, 0o600, trust)
 }
 
 /// A name nobody can guess ahead of time: the pid and the clock's nanoseconds.
@@ -226,10 +223,11 @@ impl ScratchDir {
     /// `$XDG_RUNTIME_DIR/vramscope-run-<pid>`, else under the temp directory; mode 0700.
     pub fn create() -> io::Result<ScratchDir> {
         use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .unwrap_or_else(std::env::temp_dir);
+        let base = scratch_base(
+            std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+            std::env::temp_dir(),
+            crate::channel::sys::euid(),
+        );
         let path = base.join(format!("vramscope-run-{}", unique_suffix()));
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         Ok(ScratchDir { path })
@@ -260,6 +258,21 @@ impl ScratchDir {
     }
 }
 
+/// Where the scratch directory goes: `runtime` when it is a folder, else `temp`. As root
+/// (`euid` 0) only a folder whose every step root may rely on (`safe_fs::walk`): under
+/// `sudo -E` both variables may name the user's own folders, where the user could swap the
+/// fresh directory for a symlink before root writes the Python files into it; then /tmp.
+fn scratch_base(runtime: Option<PathBuf>, temp: PathBuf, euid: u32) -> PathBuf {
+    let usable = |p: &PathBuf| {
+        euid != 0 || crate::safe_fs::walk(p, crate::safe_fs::Trust::OwnedBy(0)).is_ok()
+    };
+    runtime
+        .filter(|p| p.is_dir())
+        .filter(usable)
+        .or_else(|| Some(temp).filter(usable))
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
 impl Drop for ScratchDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.path);
@@ -279,7 +292,8 @@ mod tests {
             .map(OsString::from)
             .collect();
         let env = [("GREETING".to_string(), OsString::from("hello from the job"))];
-        let job = Job::launch(&command, &env, JobOutput::File(log.clone())).unwrap();
+        let file = create_log(&log).unwrap();
+        let job = Job::launch(&command, &env, JobOutput::File(log.clone(), file)).unwrap();
         assert_eq!(job.label, "sh -c echo \"$GREETING\"; exit 3");
         let end = job.wait();
         assert_eq!(end.code, 3);
@@ -324,14 +338,59 @@ mod tests {
         let planted = dir.path().join("job.log");
         std::os::unix::fs::symlink(&target, &planted).unwrap();
         let command = vec![OsString::from("true")];
-        assert!(Job::launch(&command, &[], JobOutput::File(planted)).is_err());
+        assert!(create_log(&planted).is_err());
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
         let log = dir.path().join("real.log");
-        Job::launch(&command, &[], JobOutput::File(log.clone()))
+        let file = create_log(&log).unwrap();
+        Job::launch(&command, &[], JobOutput::File(log.clone(), file))
             .unwrap()
             .wait();
         let mode = std::fs::metadata(&log).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
+    }
+
+    /// Needs root to give a folder away; CI runs as root.
+    #[test]
+    fn as_root_a_log_in_another_users_folder_or_a_hard_link_is_refused_untouched() {
+        use std::os::unix::fs::PermissionsExt;
+        if crate::channel::sys::euid() != 0 {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let top = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(top.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let theirs = top.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let err = create_log(&theirs.join("job.log")).unwrap_err();
+        assert!(err.to_string().ends_with("belongs to uid 65534"), "{err}");
+        assert!(!theirs.join("job.log").exists());
+        let target = top.path().join("precious");
+        std::fs::write(&target, "root's").unwrap();
+        std::fs::hard_link(&target, top.path().join("job.log")).unwrap();
+        let err = create_log(&top.path().join("job.log")).unwrap_err();
+        assert!(err.to_string().ends_with("has 2 hard links"), "{err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "root's");
+    }
+
+    /// Needs root to give a folder away; CI runs as root.
+    #[test]
+    fn as_root_the_scratch_directory_is_never_in_a_users_folder() {
+        if crate::channel::sys::euid() != 0 {
+            eprintln!("skipped: not root");
+            return;
+        }
+        let top = tempfile::tempdir().unwrap();
+        let theirs = top.path().join("run-user");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let ours = top.path().to_path_buf();
+        assert_eq!(scratch_base(Some(theirs.clone()), ours.clone(), 0), ours);
+        assert_eq!(
+            scratch_base(Some(theirs.clone()), theirs.clone(), 0),
+            PathBuf::from("/tmp")
+        );
+        assert_eq!(scratch_base(Some(theirs.clone()), ours, 65534), theirs);
     }
 
     #[test]

@@ -50,6 +50,22 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
         eprintln!("vramscope: {why}");
         return ExitCode::from(2);
     }
+    // The log first: a name refused (a symlink, a folder root may not rely on) is one line and
+    // status 2, as any refused option, before anything is made or launched.
+    let output = if tui {
+        let path = args.log.clone().unwrap_or_else(default_log);
+        match crate::job::create_log(&path) {
+            Ok(file) => JobOutput::File(path, file),
+            Err(e) => {
+                eprintln!("vramscope: cannot create {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    } else if no_monitor {
+        JobOutput::Inherit
+    } else {
+        JobOutput::StdoutToStderr
+    };
     let scratch = ScratchDir::create();
     let env = match &scratch {
         Ok(dir) => match crate::inject::prepare(dir.path()) {
@@ -74,13 +90,6 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
         // itself reads it too.
         env.push((SITES_VAR.to_string(), OsString::from("1")));
     }
-    let output = if tui {
-        JobOutput::File(args.log.clone().unwrap_or_else(default_log))
-    } else if no_monitor {
-        JobOutput::Inherit
-    } else {
-        JobOutput::StdoutToStderr
-    };
     // Without a monitor on screen, whatever would end vramscope goes to the job, and
     // vramscope waits to exit with its status; held from before the job starts, so that
     // none is lost before its pid is known.
@@ -89,6 +98,7 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
     }
     let job = match Job::launch(&args.command, &env, output) {
         Ok(job) => job,
+        // The shell's status for a command that cannot be run.
         Err(e) => {
             eprintln!("vramscope: {e}");
             return ExitCode::from(127);

@@ -8,6 +8,15 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Before Rust's runtime puts `/dev/null` on a closed standard output (src/stdout.rs).
+#[used]
+#[unsafe(link_section = ".init_array")]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
+
+extern "C" fn note_closed_stdout() {
+    vramscope::stdout::note_if_closed();
+}
+
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<_> = std::env::args_os().collect();

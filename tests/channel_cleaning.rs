@@ -188,3 +188,76 @@ fn clean_removes_old_snapshots_of_gone_channels_only() {
     assert!(fs::symlink_metadata(&link).is_ok() && target.exists());
     drop(live);
 }
+
+/// Issue 28 §1.5: `clean --all-users` listed and unlinked through each user's directory by
+/// path, so a user who kept swapping their `vramscope-<uid>` for a symlink got root to delete
+/// a root-owned channel-shaped file elsewhere. Here a real other user flips it in a loop
+/// while root cleans again and again: root's file must survive every run.
+#[test]
+fn as_root_clean_all_users_never_follows_a_users_swapped_directory() {
+    let Some(user) = common::users::TestUser::create() else {
+        eprintln!("SKIPPED: needs root and useradd to race a real other user");
+        return;
+    };
+    if !common::cc_available() {
+        eprintln!("SKIPPED: needs cc for the flipper");
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let top_dir = tempfile::tempdir().unwrap();
+    let top = top_dir.path();
+    fs::set_permissions(top, fs::Permissions::from_mode(0o755)).unwrap();
+    let image = ended_image(&top.join("scratch"));
+    // /dev/shm's own shape: root's, sticky, anyone may make a folder in it.
+    let shm = top.join("shm");
+    fs::create_dir(&shm).unwrap();
+    fs::set_permissions(&shm, fs::Permissions::from_mode(0o1777)).unwrap();
+    // Root's folder with a file a clean would remove were it in the user's directory.
+    let roots = top.join("roots");
+    fs::create_dir(&roots).unwrap();
+    fs::set_permissions(&roots, fs::Permissions::from_mode(0o700)).unwrap();
+    let precious = write_file(&roots, "11-11.vsc", &image);
+    // The user's real directory, swapped in and out under their `vramscope-<uid>` name.
+    let name = shm.join(format!("vramscope-{}", user.uid));
+    let held = shm.join(format!(".vramscope-{}.held", user.uid));
+    fs::create_dir(&held).unwrap();
+    fs::set_permissions(&held, fs::Permissions::from_mode(0o700)).unwrap();
+    user.give(&held);
+    let clean = || {
+        let out = scenario
+            .command()
+            .env("VRAMSCOPE_SHM", &shm)
+            .args(["clean", "--all-users"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+
+    let flipper = common::race::flipper(top);
+    let mut flip = common::race::Flip::start(&user, &flipper, &name, &held, &roots, 3);
+    let mut runs = 0;
+    while flip.running() {
+        let said = clean();
+        runs += 1;
+        assert!(
+            precious.exists(),
+            "run {runs} removed root's file through the user's symlink: {said}"
+        );
+    }
+    let rounds = flip.finish();
+    eprintln!("clean --all-users: {runs} runs as root while the user flipped {rounds} times");
+    assert!(rounds > 0 && runs >= 3, "the race ran");
+
+    // Their real directory is cleaned as before: their ended file there goes.
+    let theirs = write_file(&name, "22-22.vsc", &image);
+    user.give(&theirs);
+    assert_eq!(
+        clean(),
+        format!(
+            "removed {}\n1 ended channel file(s) of any user's removed\n",
+            theirs.display()
+        )
+    );
+    assert!(precious.exists());
+}

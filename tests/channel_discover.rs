@@ -11,7 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
 use channel_support::{poke_u64, private_dir, small, write_file, writer};
-use vramscope::channel::discover::{self, ChannelFile, Owners};
+use vramscope::channel::cleaning::{self, Owners};
+use vramscope::channel::discover::{self, ChannelFile};
 use vramscope::channel::layout::header;
 use vramscope::channel::{Exit, Policy, monotonic_ns};
 
@@ -117,7 +118,7 @@ fn stale_files_are_removed_only_when_ours_ended_and_old() {
         p
     });
 
-    let mut removed = discover::remove_stale(d, euid(), ttl, Owners::Ours);
+    let mut removed = cleaning::remove_stale(d, euid(), ttl, Owners::Ours);
     removed.sort();
     assert_eq!(removed, [temp_old.clone(), crashed_old.clone()]);
     assert!(
@@ -128,7 +129,7 @@ fn stale_files_are_removed_only_when_ours_ended_and_old() {
     if let Some(p) = &theirs {
         assert!(p.exists(), "another user's file stays, even for root");
         // Unless an administrator asks.
-        let removed = discover::remove_stale(d, euid(), ttl, Owners::Everyone);
+        let removed = cleaning::remove_stale(d, euid(), ttl, Owners::Everyone);
         assert_eq!(removed, std::slice::from_ref(p));
     }
 
@@ -136,11 +137,11 @@ fn stale_files_are_removed_only_when_ours_ended_and_old() {
     let ended = writer(&d.join("sub"), small(1, 0, 8, 8));
     let kept = ended.path().to_path_buf();
     ended.finish(Exit::Error("boom".into())).expect("finish");
-    let mut removed = discover::remove_stale(d, euid(), Duration::ZERO, Owners::Ours);
+    let mut removed = cleaning::remove_stale(d, euid(), Duration::ZERO, Owners::Ours);
     removed.sort();
     assert_eq!(removed, [temp_fresh, crashed_fresh]);
     assert!(live.path().exists());
-    let removed = discover::remove_stale(
+    let removed = cleaning::remove_stale(
         kept.parent().expect("dir"),
         euid(),
         Duration::ZERO,

@@ -5,11 +5,13 @@
 
 mod common;
 
+use common::race;
 use common::tmux::{self, Tmux};
+use common::users::TestUser;
 use common::{GIB, Scenario, h100, stderr, stdout};
 use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -330,4 +332,166 @@ fn a_file_changes_the_period_theme_and_sort_the_monitor_starts_with() {
         !colours.contains("38;5;25") && colours.contains("38;5;6m"),
         "the dark theme's cyan title, not the light one's blue:\n{colours:?}"
     );
+}
+
+/// A folder of `user`'s own at `dir`, holding `file` (a path inside it) with `text`; every
+/// folder and the file are theirs.
+fn theirs(user: &TestUser, dir: &Path, file: &str, text: &str) {
+    let path = dir.join(file);
+    write(&path, text);
+    let mut at = path.as_path();
+    while at != dir.parent().unwrap() {
+        user.give(at);
+        at = at.parent().unwrap();
+    }
+}
+
+/// Issue 28 §1.2: the file was read by path and only then its path checked, so a user who
+/// controls one component of the path (their HOME under sudo, XDG_CONFIG_HOME,
+/// VRAMSCOPE_CONFIG, --config into their tree or a shared sticky folder) flipped a symlink
+/// between their file and root's, and root loaded their `nvml-lib`. Here the user flips it in
+/// a loop while root runs `--once` again and again: the planted library (a real shared
+/// object whose constructor leaves a marker) must never be loaded.
+#[test]
+fn as_root_a_path_a_user_flips_never_gives_root_the_users_file() {
+    let Some(user) = TestUser::create() else {
+        eprintln!("SKIPPED: needs root and useradd to race a real other user");
+        return;
+    };
+    if !common::cc_available() {
+        eprintln!("SKIPPED: needs cc for the planted library");
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let top_dir = tempfile::tempdir().unwrap();
+    let top = top_dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = top.join("marker");
+    let planted = race::marker_library(top, &marker);
+    let flipper = race::flipper(top);
+    let root_home = top.join("root-home");
+    let vramscope_as_root = |args: &[&std::ffi::OsStr], env: &[(&str, &Path)]| {
+        let mut cmd = scenario.command();
+        cmd.env_remove("VRAMSCOPE_NVML_LIB")
+            .env_remove("VRAMSCOPE_CONFIG")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", &root_home)
+            .envs(env.iter().copied())
+            .args(args)
+            .arg("--once");
+        cmd.output().unwrap()
+    };
+
+    // The planted library is what the test looks for: loaded by root, it leaves the marker.
+    let out = vramscope_as_root(
+        &["--nvml-lib".as_ref(), planted.as_os_str()],
+        &[("VRAMSCOPE_CONFIG", Path::new("none"))],
+    );
+    let said = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert_eq!(said, "euid 0\n", "the planted library ran as root: {out:?}");
+    std::fs::remove_file(&marker).unwrap();
+
+    // Root's own files (trusted wherever a flipped name points into them), and the user's.
+    let trusted = top.join("trusted");
+    let ours = format!("nvml-lib = {:?}\n", common::fake_nvml());
+    write(&trusted.join("config.toml"), &ours);
+    write(&trusted.join("vramscope/config.toml"), &ours);
+    let planted_text = format!("nvml-lib = {planted:?}\n");
+    let home = top.join("home");
+    std::fs::create_dir(&home).unwrap();
+    user.give(&home);
+    let shared = top.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let held_file = shared.join(".theirs.toml");
+    write(&held_file, &planted_text);
+    user.give(&held_file);
+    for held in ["c.held", "v.held", "x/vramscope.held"] {
+        theirs(&user, &home, &format!("{held}/config.toml"), &planted_text);
+    }
+    theirs(
+        &user,
+        &home,
+        ".config.held/vramscope/config.toml",
+        &planted_text,
+    );
+
+    struct Case<'a> {
+        what: &'a str,
+        args: Vec<&'a std::ffi::OsStr>,
+        env: Vec<(&'a str, PathBuf)>,
+        /// The name the user flips between `held` (theirs) and a symlink to `target` (root's).
+        name: PathBuf,
+        held: PathBuf,
+        target: &'a Path,
+    }
+    let named = home.join("c/config.toml");
+    let shared_name = shared.join("config.toml");
+    let cases = [
+        Case {
+            what: "--config through a folder of theirs",
+            args: vec!["--config".as_ref(), named.as_os_str()],
+            env: vec![],
+            name: home.join("c"),
+            held: home.join("c.held"),
+            target: &trusted,
+        },
+        Case {
+            what: "VRAMSCOPE_CONFIG through a folder of theirs",
+            args: vec![],
+            env: vec![("VRAMSCOPE_CONFIG", home.join("v/config.toml"))],
+            name: home.join("v"),
+            held: home.join("v.held"),
+            target: &trusted,
+        },
+        Case {
+            what: "XDG_CONFIG_HOME of theirs",
+            args: vec![],
+            env: vec![("XDG_CONFIG_HOME", home.join("x"))],
+            name: home.join("x/vramscope"),
+            held: home.join("x/vramscope.held"),
+            target: &trusted,
+        },
+        Case {
+            what: "their HOME, as under sudo",
+            args: vec![],
+            env: vec![("HOME", home.clone())],
+            name: home.join(".config"),
+            held: home.join(".config.held"),
+            target: &trusted,
+        },
+        Case {
+            what: "--config in a shared sticky folder",
+            args: vec!["--config".as_ref(), shared_name.as_os_str()],
+            env: vec![],
+            name: shared_name.clone(),
+            held: held_file.clone(),
+            target: &trusted.join("config.toml"),
+        },
+    ];
+    for case in cases {
+        let env: Vec<(&str, &Path)> = case.env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+        let mut flip = race::Flip::start(&user, &flipper, &case.name, &case.held, case.target, 2);
+        let (mut runs, mut refused) = (0, 0);
+        while flip.running() {
+            let out = vramscope_as_root(&case.args, &env);
+            runs += 1;
+            let err = stderr(&out);
+            assert!(
+                !marker.exists(),
+                "{}: root loaded the user's library on run {runs}: {out:?}",
+                case.what
+            );
+            assert!(err.lines().count() <= 1, "{}: {err}", case.what);
+            refused += usize::from(err.contains("refused: running as root"));
+        }
+        let rounds = flip.finish();
+        eprintln!(
+            "{}: {runs} runs as root ({refused} refused) while the user flipped {rounds} times",
+            case.what
+        );
+        assert!(rounds > 0 && runs >= 3, "{}: the race ran", case.what);
+        assert!(refused > 0, "{}: root refused the user's path", case.what);
+    }
+    assert!(!marker.exists());
 }

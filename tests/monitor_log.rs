@@ -160,3 +160,130 @@ fn the_configuration_file_sets_the_log_for_sampling_modes_only() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains(" UTC vramscope 0.1.0 started"), "{text}");
 }
+
+/// Issue 28 §1.7: a log whose first line cannot be written (`/dev/full`) is one line and a
+/// failed start, not a silent success.
+#[test]
+fn a_log_on_a_full_disk_stops_the_start_with_one_line() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    // As root /dev/full is refused as no regular file; as a user the write fails.
+    let out = scenario
+        .command()
+        .args(["--monitor-log", "/dev/full", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = common::stderr(&out);
+    assert!(
+        stderr.starts_with("vramscope: cannot write the log /dev/full: "),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert_eq!(common::stdout(&out), "");
+}
+
+/// A root-owned file a user would like root to append to, and its size now.
+fn victim(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
+    let target = dir.join("victim");
+    std::fs::write(&target, "root's own\n").unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (target, 11)
+}
+
+/// Root's `--monitor-log` at `log`, with `HOME` (and no XDG_STATE_HOME) for `auto`.
+fn log_as_root(scenario: &Scenario, log: &str, home: &std::path::Path) -> std::process::Output {
+    scenario
+        .command()
+        .env("HOME", home)
+        .env_remove("XDG_STATE_HOME")
+        .args(["--monitor-log", log, "--once"])
+        .output()
+        .unwrap()
+}
+
+fn refused_in_one_line(out: &std::process::Output, why: &str) {
+    let stderr = common::stderr(out);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("vramscope: cannot write the log "),
+        "{stderr}"
+    );
+    assert!(stderr.contains(why), "wanted {why:?}: {stderr}");
+}
+
+/// Issue 28 §1.3: the log was created and appended to by path, following symlinks, with no
+/// owner check. As root against a real other user: their symlink in a sticky shared folder,
+/// a hard link to root's file there, and `auto` under their HOME (as under sudo) while they
+/// swap the log's name for a symlink in a loop; each is refused in one line and root's file
+/// never grows.
+#[test]
+fn as_root_a_log_name_a_user_planted_or_flips_is_refused_and_nothing_is_appended() {
+    let Some(user) = common::users::TestUser::create() else {
+        eprintln!("SKIPPED: needs root and useradd to plant as a real other user");
+        return;
+    };
+    if !common::cc_available() {
+        eprintln!("SKIPPED: needs cc for the flipper");
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let top_dir = tempfile::tempdir().unwrap();
+    let top = top_dir.path();
+    std::fs::set_permissions(top, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (target, size) = victim(top);
+    let size_now = || std::fs::metadata(&target).unwrap().len();
+    let root_home = top.join("root-home");
+    let shared = top.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+
+    // Their symlink in the sticky folder.
+    let planted = shared.join("v.log");
+    let made = user
+        .command("ln")
+        .arg("-s")
+        .arg(&target)
+        .arg(&planted)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = log_as_root(&scenario, planted.to_str().unwrap(), &root_home);
+    refused_in_one_line(&out, "v.log is a symlink, not followed");
+    assert_eq!(size_now(), size, "nothing appended through their symlink");
+
+    // A hard link to root's file under the log's name (made by root here: this machine's
+    // protected_hardlinks keeps a user from linking a file they cannot write).
+    let linked = shared.join("linked.log");
+    std::fs::hard_link(&target, &linked).unwrap();
+    let out = log_as_root(&scenario, linked.to_str().unwrap(), &root_home);
+    refused_in_one_line(&out, "has 2 hard links");
+    assert_eq!(size_now(), size, "nothing appended through a hard link");
+    std::fs::remove_file(&linked).unwrap();
+
+    // `auto` in their HOME, its name flipped between their file and a symlink to root's.
+    let home = top.join("home");
+    let state = home.join(".local/state/vramscope");
+    std::fs::create_dir_all(&state).unwrap();
+    let held = state.join("held.log");
+    std::fs::write(&held, "").unwrap();
+    for at in [&held, &state, &state.parent().unwrap().to_path_buf()] {
+        user.give(at);
+    }
+    user.give(&home.join(".local"));
+    user.give(&home);
+    let flipper = common::race::flipper(top);
+    let name = state.join("vramscope.log");
+    let mut flip = common::race::Flip::start(&user, &flipper, &name, &held, &target, 2);
+    let mut runs = 0;
+    while flip.running() {
+        let out = log_as_root(&scenario, "auto", &home);
+        runs += 1;
+        refused_in_one_line(&out, &format!("belongs to uid {}", user.uid));
+        assert_eq!(size_now(), size, "run {runs} appended to root's file");
+    }
+    let rounds = flip.finish();
+    eprintln!("auto: {runs} runs as root while the user flipped {rounds} times");
+    assert!(rounds > 0 && runs >= 3, "the race ran");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "root's own\n");
+}

@@ -630,7 +630,13 @@ fn a_pickle_that_would_run_code_is_refused_and_never_runs() {
             (1, "", 1),
             "{err}"
         );
-        assert!(err.contains("never runs code"), "{err}");
+        if protocol == 0 {
+            // No PROTO opcode (protocols 0 and 1 have none, and no snapshot is written so):
+            // the file is refused by its first bytes, before any of it is checked or read.
+            assert!(err.contains("it does not start as a pickle"), "{err}");
+        } else {
+            assert!(err.contains("never runs code"), "{err}");
+        }
     }
     // Protocol 0 names the global in the file: the line says which.
     let bytes = python_bytes(

@@ -226,6 +226,43 @@ fn hostile_names_and_a_symlinked_snapshot_are_refused_in_one_line() {
 }
 
 #[test]
+fn a_sparse_gigabyte_announced_as_a_snapshot_is_refused_by_its_first_bytes_unread() {
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut w = writer(&channels, true);
+    let name = snapshot_name(&w, 1, "peak");
+    // Within the snapshot's size bound, all zeros: no pickle. Before, the monitor read it
+    // whole (1.06 GB) to find byte 0 is no opcode.
+    let size = vramscope::safe_fs::bounds::SNAPSHOT.max_bytes;
+    std::fs::File::create(channels.join(&name))
+        .unwrap()
+        .set_len(size)
+        .unwrap();
+    announce(&mut w, &name, size, event::SNAPSHOT_PEAK, 6 * GIB);
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let mut cmd = scenario.command();
+    cmd.env("VRAMSCOPE_DIR", &channels).arg("--json");
+    let run = common::measured::run_measured(cmd, Duration::from_secs(60));
+    eprintln!(
+        "--json: {:.2} s, peak RSS {} MiB",
+        run.took.as_secs_f64(),
+        run.peak_rss_mib
+    );
+    assert_eq!(run.status, Some(0), "{}", run.stderr);
+    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+    let sites = &allocator(&doc)["snapshots"][0]["sites"];
+    assert_eq!(sites["state"], json!("failed"), "{sites}");
+    assert_eq!(
+        sites["why"],
+        json!(
+            "not a memory snapshot: it does not start as a pickle (byte 0 is 0x00, not PROTO 0x80)"
+        ),
+        "{sites}"
+    );
+    assert!(run.peak_rss_mib < 200, "{} MiB", run.peak_rss_mib);
+}
+
+#[test]
 fn a_request_raises_the_channels_count_only_where_the_writer_records_history() {
     let work = tempfile::tempdir().unwrap();
     let with = work.path().join("with");

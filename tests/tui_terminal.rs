@@ -385,3 +385,49 @@ fn the_first_screen_names_the_processes_without_waiting_a_tick() {
     });
     assert!(ok, "user and command on the first screen:\n{screen}");
 }
+
+/// Issue 28 §1.7: `run --log` to a name it refuses (here a symlink: a default name in a
+/// shared temp directory could be planted) is one line and status 2, as any refused option,
+/// not 127 (the shell's "cannot run that command"); the job never starts and the symlink's
+/// target is untouched.
+#[test]
+fn run_refuses_a_log_through_a_symlink_in_one_line_with_status_2() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let dir = scenario.dir();
+    let target = dir.join("victim");
+    std::fs::write(&target, "precious").unwrap();
+    let planted = dir.join("job.log");
+    std::os::unix::fs::symlink(&target, &planted).unwrap();
+    let (status, err, started) = (dir.join("status"), dir.join("err"), dir.join("started"));
+    let run = format!(
+        "sh -c \"{} run --log {} -- touch {} 2> {}; echo \\$? > {}; sleep 30\"",
+        command(&scenario, ""),
+        planted.display(),
+        started.display(),
+        err.display(),
+        status.display(),
+    );
+    let _t = Tmux::start(dir, 120, 30, &run);
+    let deadline = std::time::Instant::now() + 10 * SECOND;
+    while !std::fs::read_to_string(&status).is_ok_and(|s| s.ends_with('\n')) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "vramscope never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(std::fs::read_to_string(&status).unwrap().trim(), "2");
+    let said = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(
+        said,
+        format!(
+            "vramscope: cannot create {0}: {0} is a symlink, not followed\n",
+            planted.display()
+        )
+    );
+    assert!(!started.exists(), "the job never started");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious");
+}

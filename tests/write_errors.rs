@@ -1,7 +1,8 @@
 //! Every command that writes to standard output ends the same way when it cannot: a pipe
 //! whose reader has gone (`| head`) is a quiet exit with status 0, and any other write error
 //! (here `/dev/full`) is one line on standard error and status 1; never a panic (status 101)
-//! and never a 0 with nothing written. `--help`, `--version` and `clean` print too.
+//! and never a 0 with nothing written; nor is no standard output at all (`>&-`). `--help`,
+//! `--version` and `clean` print too.
 
 mod common;
 mod recording_fixture;
@@ -31,6 +32,20 @@ fn to_closed_pipe(mut cmd: Command) -> Output {
     let (reader, writer) = std::io::pipe().expect("pipe");
     drop(reader);
     cmd.stdout(writer).stderr(Stdio::piped());
+    cmd.output().expect("run vramscope")
+}
+
+/// Runs `cmd` with no standard output at all (`>&-`).
+fn to_closed_stdout(mut cmd: Command) -> Output {
+    use std::os::unix::process::CommandExt;
+    cmd.stderr(Stdio::piped());
+    // SAFETY: only close(2), which is async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::close(1);
+            Ok(())
+        });
+    }
     cmd.output().expect("run vramscope")
 }
 
@@ -80,7 +95,8 @@ fn commands(scenario: &Scenario, recording: &str, channel: &str) -> Vec<(String,
 }
 
 #[test]
-fn every_printing_command_fails_in_one_line_on_a_full_disk_and_quietly_on_a_closed_pipe() {
+fn every_printing_command_fails_in_one_line_on_a_full_disk_or_without_stdout_and_quietly_on_a_closed_pipe()
+ {
     let scenario = scenario();
     let recording = scenario.dir().join("run.jsonl");
     recording_fixture::write_recording(&recording);
@@ -96,6 +112,17 @@ fn every_printing_command_fails_in_one_line_on_a_full_disk_and_quietly_on_a_clos
     }
     for (what, cmd) in commands(&scenario, &recording, &channel) {
         assert_closed_pipe_is_quiet(&what, &to_closed_pipe(cmd));
+    }
+    // Issue 28 §1.7: `>&-` printed nothing and exited 0.
+    for (what, cmd) in commands(&scenario, &recording, &channel) {
+        let out = to_closed_stdout(cmd);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
+        assert!(
+            err.starts_with("vramscope: ") && err.trim_end().ends_with(": it is closed"),
+            "{what}: {err}"
+        );
     }
     drop(writer);
 }

@@ -148,3 +148,102 @@ pub fn open_writer_dir(path: &Path, uid: u32) -> io::Result<DirHandle> {
         path: path.to_path_buf(),
     })
 }
+
+/// The folder `path` names: the folders above it walked from `/` and checked on their
+/// descriptors (`safe_fs::walk`: root's, or the one user's, writable by no one else unless
+/// sticky, for root; anything for a user), the folder itself opened without following a
+/// symlink. Its own owner and mode are the caller's to judge.
+fn open_dir_unfollowed(path: &Path, euid: u32) -> Result<crate::safe_fs::Dir, String> {
+    use crate::safe_fs::{Trust, walk_parent};
+    let shown = || path.display().to_string();
+    let (parent, name) =
+        walk_parent(path, Trust::for_euid(euid)).map_err(|e| format!("{}: {e}", shown()))?;
+    parent.sub(&name).map_err(|e| {
+        let link = parent
+            .stat_at(&name)
+            .is_ok_and(|st| st.kind == crate::safe_fs::Kind::Symlink);
+        if link {
+            format!("{} is a symlink", shown())
+        } else {
+            format!("{}: {e}", shown())
+        }
+    })
+}
+
+/// Opens a channel directory the way a reader must, root above all: its folders walked from
+/// `/` and checked on their descriptors (`safe_fs::walk`: root's, or the one user's, writable
+/// by no one else unless sticky), the directory itself opened without following a symlink
+/// and checked by `fstat` (a directory, its owner's unless we are root, not writable by group
+/// or others). Every read, request and removal in it is then relative to what was checked:
+/// a user who swaps the directory's path for a symlink meanwhile changes nothing.
+pub fn open_channel_dir(path: &Path, euid: u32) -> Result<crate::safe_fs::Dir, String> {
+    use crate::safe_fs::Kind;
+    let shown = || path.display().to_string();
+    let dir = open_dir_unfollowed(path, euid)?;
+    let st = dir.stat().map_err(|e| format!("{}: {e}", shown()))?;
+    let why = if st.kind != Kind::Dir {
+        Some("is not a directory".to_string())
+    } else if st.uid != euid && euid != 0 {
+        Some(format!("is owned by uid {}, not {euid}", st.uid))
+    } else if st.mode & 0o022 != 0 {
+        Some(format!(
+            "has mode {:04o}, allowing group/other access",
+            st.mode
+        ))
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(format!("{} {why}", shown())),
+        None => Ok(dir),
+    }
+}
+
+/// Opens the channel file at `path` (read-only, or read-write for a snapshot request) inside
+/// its directory opened by [`open_channel_dir`]: the name is looked at (`fstatat`, not
+/// following) and refused unless it is a regular file before it is opened (opening a FIFO or
+/// a device can block or act), opened `O_NOFOLLOW | O_NONBLOCK`, and what was opened must be
+/// what was looked at. The caller checks the file's owner and mode on the descriptor.
+pub fn open_channel_file(path: &Path, euid: u32, write: bool) -> Result<std::fs::File, String> {
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err("not a file in a directory".to_string());
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = open_dir_unfollowed(parent, euid)?;
+    open_channel_file_in(&dir, name, write)
+}
+
+/// The file `name` in `dir` (a directory opened and checked once), as [`open_channel_file`]
+/// opens it: looked at without following, refused unless a regular file, opened
+/// `O_NOFOLLOW | O_NONBLOCK`, and what was opened must be what was looked at.
+pub fn open_channel_file_in(
+    dir: &crate::safe_fs::Dir,
+    name: &std::ffi::OsStr,
+    write: bool,
+) -> Result<std::fs::File, String> {
+    use crate::safe_fs::Kind;
+    use std::os::unix::fs::MetadataExt;
+    let before = dir.stat_at(name).map_err(|e| format!("cannot stat: {e}"))?;
+    if before.kind != Kind::File {
+        return Err(format!("not a regular file: {}", before.kind.words()));
+    }
+    let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
+    let file = dir
+        .open_file(name, access | libc::O_NONBLOCK | libc::O_NOCTTY, 0)
+        .map_err(|e| {
+            if e.kind() == io::ErrorKind::PermissionDenied && e.to_string().contains("symlink") {
+                "not a regular file: a symlink".to_string()
+            } else {
+                format!("cannot open: {e}")
+            }
+        })?;
+    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    if (meta.dev(), meta.ino()) != (before.dev, before.ino) {
+        return Err("replaced while being opened".into());
+    }
+    Ok(file)
+}

@@ -1,19 +1,16 @@
 //! Finding channels: the directories to watch, the `*.vsc` files in them, channels inside
-//! containers and their host pids, and removal of files whose writers are long gone (§6).
+//! containers and their host pids; removal of files whose writers are long gone (§6) is
+//! `cleaning`'s.
 //! Directories are checked without following symlinks; files are checked again, and fully,
 //! by `Channel::open`.
 
 use std::fs;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use super::dir::{SHM_DIR_PREFIX, env_dir, runtime_dir, shm_root, untrusted_dir, user_shm_dir};
-use super::layout::{EXTENSION, TEMP_EXTENSION};
-use super::model::Liveness;
-use super::reader::{Channel, Policy};
-use super::sys::{self, LockProbe};
+use super::dir::{SHM_DIR_PREFIX, env_dir, open_channel_dir, runtime_dir, shm_root, user_shm_dir};
+use super::layout::EXTENSION;
+use super::sys;
 
 /// Channel files (names ending `.vsc`) taken from one directory at most, so a directory
 /// full of junk costs bounded time: each is opened and checked. Other names cost only their
@@ -94,11 +91,7 @@ fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
 /// Why `dir` may not be trusted to hold channels for `euid`, if it may not: a symlink, not a
 /// directory, another owner (unless we are root), or writable by group or others.
 pub fn check_dir(dir: &Path, euid: u32) -> Result<(), String> {
-    let meta = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    match untrusted_dir(&meta, euid, 0o022, true) {
-        Some(why) => Err(format!("{} {why}", dir.display())),
-        None => Ok(()),
-    }
+    open_channel_dir(dir, euid).map(|_| ())
 }
 
 /// The channel files of a directory, and how many more there were than `MAX_FILES`.
@@ -130,15 +123,18 @@ pub fn list(dir: &Path, euid: u32) -> Result<Vec<ChannelFile>, String> {
 /// Every entry of `dir` is read; of its `*.vsc` files at most `MAX_FILES` are kept, those
 /// whose name's pid is a live process first (a writer's file among old or junk ones).
 pub fn list_all(dir: &Path, euid: u32) -> Result<Listing, String> {
-    check_dir(dir, euid)?;
-    let entries = fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Listed through the descriptor that was checked, not the path again.
+    let opened = open_channel_dir(dir, euid)?;
+    let entries = opened
+        .entries(usize::MAX)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut files: Vec<ChannelFile> = entries
-        .flatten()
+        .into_iter()
         .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_string();
+            let name = e.name.to_str()?.to_string();
             let ext = Path::new(&name).extension()?;
             (!name.starts_with('.') && ext == EXTENSION).then(|| ChannelFile {
-                path: e.path(),
+                path: dir.join(&name),
                 name: parse_name(&name),
             })
         })
@@ -215,156 +211,9 @@ pub fn host_pid(
     })
 }
 
-/// Whose ended channel files a cleaning pass removes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Owners {
-    /// Only those owned by the user cleaning: a monitor run as root reads every user's files
-    /// but removes none of theirs.
-    Ours,
-    /// Every user's, for root when an administrator asks (`vramscope clean --all-users`).
-    Everyone,
-}
-
-/// How old an ended writer's files are when `remove_stale` removes them, for the monitor and
-/// `vramscope clean` alike (§6: the spec's default).
-pub const STALE_AFTER: Duration = Duration::from_secs(3600);
-
-/// Removes the channel files in `dir` of `owners` whose writer has ended and whose
-/// heartbeat is older than `ttl` (§6; the spec's default is an hour), dot-named leftovers
-/// of creations that died half-way, as old and unlocked, and memory snapshots
-/// (`<channel>.snap-*.pickle`, §8) whose channel is gone and which are older than `ttl`:
-/// tens of MB each, in `/dev/shm` they hold the host's memory until someone removes them,
-/// and the hour leaves `vramscope sites` and a report time to read them after a clean exit
-/// (which removes the channel at once). At most `MAX_FILES` of each kind are looked at per
-/// pass. Returns what it removed.
-pub fn remove_stale(dir: &Path, euid: u32, ttl: Duration, owners: Owners) -> Vec<PathBuf> {
-    let ttl_ns = u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX);
-    let mut removed = Vec::new();
-    if check_dir(dir, euid).is_err() {
-        return removed;
-    }
-    let Ok(entries) = fs::read_dir(dir) else {
-        return removed;
-    };
-    let now = sys::monotonic_ns();
-    let owner_ok = |uid: u32| uid == euid || owners == Owners::Everyone;
-    let (mut temps, mut channels, mut snapshots) = (0, 0, 0);
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let stale = if name.starts_with('.') {
-            let temp = name.ends_with(&format!(".{TEMP_EXTENSION}"));
-            temps += usize::from(temp);
-            (temp && temps <= MAX_FILES)
-                .then(|| stale_temp(&path, owner_ok, ttl))
-                .flatten()
-        } else if name.ends_with(&format!(".{EXTENSION}")) {
-            channels += 1;
-            (channels <= MAX_FILES)
-                .then(|| stale_channel(&path, euid, owner_ok, now, ttl_ns))
-                .flatten()
-        } else if let Some(channel) = snapshot_channel(&name) {
-            snapshots += 1;
-            let orphan = fs::symlink_metadata(dir.join(channel)).is_err();
-            (snapshots <= MAX_FILES && orphan)
-                .then(|| stale_file(&path, owner_ok, ttl))
-                .flatten()
-        } else {
-            None
-        };
-        if let Some(id) = stale {
-            // Only unlink if the name still refers to the file we judged.
-            let same = fs::symlink_metadata(&path).is_ok_and(|m| (m.dev(), m.ino()) == id);
-            if same && fs::remove_file(&path).is_ok() {
-                removed.push(path);
-            }
-        }
-    }
-    removed
-}
-
-/// The channel file a memory snapshot's name belongs to: `<channel>.vsc.snap-<seq>-<reason>.pickle`.
-fn snapshot_channel(name: &str) -> Option<&str> {
-    let (channel, rest) = name.split_once(".snap-")?;
-    (rest.ends_with(".pickle") && parse_name(channel).is_some()).then_some(channel)
-}
-
-/// `(dev, ino)` of a plain file of an owner we clean for, last changed more than `ttl` ago.
-fn stale_file(path: &Path, owner_ok: impl Fn(u32) -> bool, ttl: Duration) -> Option<(u64, u64)> {
-    let meta = fs::symlink_metadata(path).ok()?;
-    let old = meta
-        .modified()
-        .ok()
-        .and_then(|m| m.elapsed().ok())
-        .is_some_and(|age| age > ttl);
-    (meta.is_file() && owner_ok(meta.uid()) && old).then_some((meta.dev(), meta.ino()))
-}
-
-/// `(dev, ino)` of a channel of an owner we clean for that ended more than `ttl_ns` ago.
-fn stale_channel(
-    path: &Path,
-    euid: u32,
-    owner_ok: impl Fn(u32) -> bool,
-    now: u64,
-    ttl_ns: u64,
-) -> Option<(u64, u64)> {
-    let policy = Policy {
-        euid,
-        from_start: false,
-    };
-    let mut channel = Channel::open(path, &policy).ok()?;
-    let (uid, id) = channel.file_id();
-    if !owner_ok(uid) {
-        return None;
-    }
-    let update = channel.poll().ok()?;
-    if !matches!(update.liveness, Liveness::Ended { .. }) {
-        return None;
-    }
-    let last = update
-        .heartbeat_ns
-        .unwrap_or(channel.identity().created_monotonic_ns);
-    // A heartbeat ahead of our clock is from before a reboot: as old as it gets.
-    let age = if last <= now { now - last } else { u64::MAX };
-    (age > ttl_ns).then_some(id)
-}
-
-/// `(dev, ino)` of a leftover temporary file of an owner we clean for, unlocked and
-/// unmodified for `ttl`.
-fn stale_temp(path: &Path, owner_ok: impl Fn(u32) -> bool, ttl: Duration) -> Option<(u64, u64)> {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || !owner_ok(meta.uid()) {
-        return None;
-    }
-    let old = meta
-        .modified()
-        .ok()
-        .and_then(|m| m.elapsed().ok())
-        .is_some_and(|age| age > ttl);
-    use std::os::fd::AsRawFd;
-    (old && sys::probe_lock(file.as_raw_fd()) == LockProbe::Free)
-        .then_some((meta.dev(), meta.ino()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn snapshot_names_name_their_channel() {
-        assert_eq!(
-            snapshot_channel("123-456.vsc.snap-3-peak.pickle"),
-            Some("123-456.vsc")
-        );
-        assert_eq!(snapshot_channel("123-456.vsc.snap-3-peak.pickle.tmp"), None);
-        assert_eq!(snapshot_channel("notes.snap-3-peak.pickle"), None);
-        assert_eq!(snapshot_channel("123-456.vsc"), None);
-    }
 
     #[test]
     fn names() {

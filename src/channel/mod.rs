@@ -9,6 +9,7 @@
 //!
 //! Needs only libc: it builds without the `monitor` feature.
 
+pub mod cleaning;
 mod config;
 mod copies;
 mod crc32;

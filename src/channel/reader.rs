@@ -4,10 +4,11 @@
 //! a rejection, not a SIGBUS. Those copies are the reader's own, for one seqlock read; what
 //! outlives a writer killed inside an update is the spare in the file (§3).
 
+use std::ffi::OsStr;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::copies::{LiveCopy, read_exact_at};
@@ -20,6 +21,7 @@ use super::ring::Ring;
 use super::sections::Sections;
 use super::sys;
 use super::validate;
+use crate::safe_fs::Dir;
 
 /// Who is reading, and from where in the rings to start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,26 +99,36 @@ impl Channel {
             path: path.to_path_buf(),
             reason,
         };
-        // Refuse FIFOs and devices before opening them: opening one can block or act.
-        let before = fs::symlink_metadata(path).map_err(|e| reject(format!("cannot stat: {e}")))?;
-        validate::file(&before, policy.euid).map_err(reject)?;
-        // O_NONBLOCK: should a FIFO be swapped in after the check, opening it still returns.
-        let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC;
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags(flags)
-            .open(path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => reject("not a regular file: a symlink".into()),
-                _ => reject(format!("cannot open: {e}")),
-            })?;
+        // Its directory by descriptor, the file relative to it: a FIFO or device is refused
+        // before it is opened, and a swap of any path component meanwhile changes nothing.
+        let file = super::dir::open_channel_file(path, policy.euid, false).map_err(reject)?;
+        Self::opened(path.to_path_buf(), file, policy)
+    }
+
+    /// Opens and validates the file `name` in `dir`, a directory opened and checked once: for
+    /// work that must stay in that directory whatever its path names meanwhile (cleaning).
+    pub fn open_at(dir: &Dir, name: &OsStr, policy: &Policy) -> Result<Channel, Rejected> {
+        let path = dir.shown().join(name);
+        let file = super::dir::open_channel_file_in(dir, name, false).map_err(|reason| {
+            Rejected {
+                path: path.clone(),
+                reason,
+            }
+        })?;
+        Self::opened(path, file, policy)
+    }
+
+    /// Validates `file`, opened at `path` (by `open_channel_file_in`: what was opened is what
+    /// was looked at).
+    fn opened(path: PathBuf, file: File, policy: &Policy) -> Result<Channel, Rejected> {
+        let reject = |reason: String| Rejected {
+            path: path.clone(),
+            reason,
+        };
         let meta = file
             .metadata()
             .map_err(|e| reject(format!("cannot stat: {e}")))?;
         validate::file(&meta, policy.euid).map_err(reject)?;
-        if (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
-            return Err(reject("replaced while being opened".into()));
-        }
         let mut head = [0u8; header::SIZE];
         read_exact_at(&file, &mut head, 0).map_err(reject)?;
         let sections = validate::header(&head, meta.len()).map_err(reject)?;
@@ -143,7 +155,7 @@ impl Channel {
             events_at,
         );
         let channel = Channel {
-            path: path.to_path_buf(),
+            path: path.clone(),
             file,
             process: ProcessCheck::new(&identity, sys::monotonic_ns()),
             identity,
@@ -171,7 +183,7 @@ impl Channel {
     }
 
     /// The file's owner and `(device, inode)`, as checked when opened.
-    pub(crate) fn file_id(&self) -> (u32, (u64, u64)) {
+    pub fn file_id(&self) -> (u32, (u64, u64)) {
         (self.owner, self.dev_ino)
     }
 

@@ -3,8 +3,7 @@
 //! writes), and turning the name a `SNAPSHOT_WRITTEN` event announces into a path beside the
 //! channel, refusing any name that could lead elsewhere.
 
-use std::fs::{self, OpenOptions};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::copies::read_exact_at;
@@ -18,24 +17,11 @@ use super::validate;
 /// line, unless the writer set `SITES` (it would never answer) and still runs. Two readers
 /// racing may merge their requests into one, which the spec allows. Returns the new count.
 pub fn request_snapshot(path: &Path, euid: u32) -> Result<u64, String> {
-    let before = fs::symlink_metadata(path).map_err(|e| format!("cannot stat: {e}"))?;
-    validate::file(&before, euid)?;
-    // O_NOFOLLOW: a symlink swapped in after the check is refused, not followed; O_NONBLOCK:
-    // a FIFO swapped in does not block the monitor.
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => "not a regular file: a symlink".to_string(),
-            _ => format!("cannot open for the request: {e}"),
-        })?;
+    // Its directory by descriptor, the file relative to it (`open_channel_file`): the 8
+    // bytes written land in the file that was checked, whatever is swapped meanwhile.
+    let file = super::dir::open_channel_file(path, euid, true)?;
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
     validate::file(&meta, euid)?;
-    if (meta.dev(), meta.ino()) != (before.dev(), before.ino()) {
-        return Err("replaced while being opened".into());
-    }
     let mut head = [0u8; header::SIZE];
     read_exact_at(&file, &mut head, 0)?;
     validate::header(&head, meta.len())?;

@@ -15,10 +15,13 @@ pub struct Page {
     pub bad_lines: usize,
     /// Sample lines that parsed, kept or not.
     pub good_lines: usize,
+    /// The page held more samples to keep than this, the most kept: none are.
+    pub too_many: Option<usize>,
 }
 
-/// Parses `text` from `instance`, keeping the samples whose name `wanted` accepts.
-pub fn parse(text: &str, instance: &str, wanted: impl Fn(&str) -> bool) -> Page {
+/// Parses `text` from `instance`, keeping the samples whose name `wanted` accepts, at most
+/// `max_kept` of them: past that the parse stops and the page is refused (`too_many`).
+pub fn parse(text: &str, instance: &str, wanted: impl Fn(&str) -> bool, max_kept: usize) -> Page {
     let mut page = Page::default();
     for line in text.lines() {
         let line = line.trim();
@@ -29,6 +32,11 @@ pub fn parse(text: &str, instance: &str, wanted: impl Fn(&str) -> bool) -> Page 
             Some((name, labels, value)) => {
                 page.good_lines += 1;
                 if wanted(name) {
+                    if page.series.len() == max_kept {
+                        page.too_many = Some(max_kept);
+                        page.series = Vec::new();
+                        break;
+                    }
                     page.series.push(Series::new(name, labels, value, instance));
                 }
             }
@@ -41,6 +49,11 @@ pub fn parse(text: &str, instance: &str, wanted: impl Fn(&str) -> bool) -> Page 
 impl Page {
     /// Why the page is not a metrics page, when it is not.
     pub fn refusal(&self) -> Option<String> {
+        if let Some(max) = self.too_many {
+            return Some(format!(
+                "refused: the metrics page holds more than {max} samples of the families read (its bound)"
+            ));
+        }
         (self.good_lines == 0 && self.bad_lines > 0).then(|| {
             format!(
                 "not a metrics page ({} line{} that no exporter writes)",
@@ -151,7 +164,7 @@ mod tests {
                     up 1 1700000000000\n\
                     vramscope_process_step{rank=\"3\",} 40 # {a=\"b\"} 1\n\
                     other_family 7\n";
-        let page = parse(text, "n:9400", |n| n != "other_family");
+        let page = parse(text, "n:9400", |n| n != "other_family", 10);
         assert_eq!(page.good_lines, 4);
         assert_eq!(page.bad_lines, 0);
         assert_eq!(page.series.len(), 3);
@@ -164,16 +177,31 @@ mod tests {
 
     #[test]
     fn garbage_is_counted_and_a_page_of_it_refused() {
-        let page = parse("<html>\n<body>oops</body>\n", "n:1", |_| true);
+        let page = parse("<html>\n<body>oops</body>\n", "n:1", |_| true, 10);
         assert_eq!(page.good_lines, 0);
         assert!(page.refusal().unwrap().contains("not a metrics page"));
         let page = parse(
             "x{a=\"1\" 2\nx{a=1} 2\nx 1 2 3\ny{a=\"unterminated} 1\nz 5\n",
             "n:1",
             |_| true,
+            10,
         );
         assert_eq!((page.good_lines, page.bad_lines), (1, 4));
         assert!(page.refusal().is_none());
-        assert!(parse("", "n:1", |_| true).refusal().is_none());
+        assert!(parse("", "n:1", |_| true, 10).refusal().is_none());
+    }
+
+    #[test]
+    fn a_page_with_more_samples_to_keep_than_the_bound_is_refused_and_kept_empty() {
+        let text = "a 1\nb 2\nc 3\n";
+        let page = parse(text, "n:1", |n| n != "b", 2);
+        assert_eq!(page.series.len(), 2);
+        assert!(page.refusal().is_none());
+        let page = parse(text, "n:1", |_| true, 2);
+        assert!(page.series.is_empty());
+        assert_eq!(
+            page.refusal().unwrap(),
+            "refused: the metrics page holds more than 2 samples of the families read (its bound)"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! deadline and the cap. Every failure is one short line naming what went wrong.
 
 use super::url::Url;
+use crate::safe_fs::Bound;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::Request;
@@ -15,22 +16,23 @@ use tokio::net::TcpStream;
 /// What a GET gave: the body of a 2xx answer, or why there is none.
 pub type Fetch = Result<Bytes, String>;
 
-/// GETs `path_and_query` from `url`'s host within `deadline`, reading at most `limit` bytes
-/// of body.
+/// GETs `path_and_query` from `url`'s host within `deadline`, reading at most
+/// `bound.max_bytes` of body (an answer over it is refused, said so, with nothing kept).
 pub async fn get(
     url: &Url,
     path_and_query: &str,
     accept: &str,
     deadline: Duration,
-    limit: usize,
+    bound: Bound,
 ) -> Fetch {
-    match tokio::time::timeout(deadline, exchange(url, path_and_query, accept, limit)).await {
+    match tokio::time::timeout(deadline, exchange(url, path_and_query, accept, bound)).await {
         Ok(result) => result,
         Err(_) => Err(format!("no answer within {}", seconds(deadline))),
     }
 }
 
-async fn exchange(url: &Url, path_and_query: &str, accept: &str, limit: usize) -> Fetch {
+async fn exchange(url: &Url, path_and_query: &str, accept: &str, bound: Bound) -> Fetch {
+    let limit = usize::try_from(bound.max_bytes).unwrap_or(usize::MAX);
     let stream = TcpStream::connect((url.host.as_str(), url.port))
         .await
         .map_err(|e| connect_error(&e))?;
@@ -58,7 +60,11 @@ async fn exchange(url: &Url, path_and_query: &str, accept: &str, limit: usize) -
         .await
         .map_err(|e| {
             if e.is::<http_body_util::LengthLimitError>() {
-                format!("answer larger than {} MiB", limit >> 20)
+                format!(
+                    "refused: the {} is larger than {} MiB (its bound)",
+                    bound.what,
+                    limit >> 20
+                )
             } else {
                 format!("answer cut short: {}", short(&e.to_string()))
             }

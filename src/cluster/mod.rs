@@ -4,6 +4,7 @@
 //! Layers, each importing only those below it:
 //! - `url`, `http`: plain-HTTP GETs with a deadline and a size cap (hyper's client);
 //! - `series`, `exposition`: samples, and reading an exporter's page;
+//! - `answer`: Prometheus's answers decoded within their bounds;
 //! - `prometheus`, `scrape`: the two sources; `fetch`: one refresh of either, and the thread
 //!   that refreshes;
 //! - `normalise`: vramscope's and dcgm-exporter's spellings onto one model;
@@ -13,6 +14,7 @@
 //! - `view`: the job and node views, built once per refresh; `cells`: their text;
 //! - outputs: `table` (`--once`), `json` (`--json`), `screen` (the interactive view).
 
+mod answer;
 mod cells;
 mod charts;
 mod exposition;
@@ -38,7 +40,7 @@ use std::time::{Duration, Instant};
 
 /// Options that cannot be used, as clap's own errors.
 const EXIT_USAGE: u8 = 2;
-/// `--once`/`--json` when the source gave nothing at all.
+/// `--once`/`--json` when the source gave nothing at all, or nothing usable.
 const EXIT_NO_SOURCE: u8 = 1;
 
 pub use json::{SCHEMA, VERSION};
@@ -75,12 +77,7 @@ fn source(args: &Options) -> Result<Source, String> {
     }
     let text = match (&args.targets, &args.targets_file) {
         (Some(list), _) => list.clone(),
-        (None, Some(file)) => std::fs::read_to_string(file).map_err(|e| {
-            format!(
-                "--targets-file {}: {e}",
-                crate::text::clean(&file.display().to_string())
-            )
-        })?,
+        (None, Some(file)) => read_targets_file(file)?,
         (None, None) => return Err("give --prometheus URL or --targets LIST".into()),
     };
     let targets = scrape::Targets::parse_list(&text).map_err(|e| format!("--targets: {e}"))?;
@@ -89,6 +86,15 @@ fn source(args: &Options) -> Result<Source, String> {
         deadline: args.timeout,
         concurrency: usize::from(args.concurrency),
     }))
+}
+
+/// A `--targets-file`, read within its bound: a FIFO or a device is refused at once, a file
+/// over the bound by its size before any of it is read.
+fn read_targets_file(file: &std::path::Path) -> Result<String, String> {
+    let shown = || crate::text::clean(&file.display().to_string()).into_owned();
+    let bytes = crate::safe_fs::read_file(file, crate::safe_fs::bounds::TARGETS_FILE)
+        .map_err(|e| format!("--targets-file {}: {e}", shown()))?;
+    String::from_utf8(bytes).map_err(|_| format!("--targets-file {}: is not UTF-8 text", shown()))
 }
 
 fn stale_after(args: &Options) -> view::StaleAfter {
@@ -135,6 +141,18 @@ fn once(options: &Options, source: &Source, stale_after: view::StaleAfter) -> Ex
         for p in &screen.problems {
             eprintln!("vramscope: {p}");
         }
+        return ExitCode::from(EXIT_NO_SOURCE);
+    }
+    // An answer with nothing usable in it (no GPU, no job: a source that is not a fleet's,
+    // or one whose answer was cut) is said to be, and fails, as no answer does.
+    if screen.nodes.is_empty() && screen.jobs.is_empty() {
+        for p in &screen.problems {
+            eprintln!("vramscope: {p}");
+        }
+        eprintln!(
+            "vramscope: {} answered, but with no GPU and no job in it: nothing to show",
+            screen.source
+        );
         return ExitCode::from(EXIT_NO_SOURCE);
     }
     ExitCode::SUCCESS

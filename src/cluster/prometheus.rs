@@ -9,10 +9,11 @@
 //! grows and when an OOM happened, and the screen's start one more (`CHARTS`) for the
 //! charts' past, summed by the server per job and per target.
 
-use super::http::{self, short};
+use super::answer::{Data, Labels, Point, Points, decode};
+use super::http;
 use super::series::Series;
 use super::url::{Url, encode_component};
-use serde::Deserialize;
+use crate::safe_fs::bounds::PROMETHEUS_ANSWER;
 use std::time::Duration;
 
 /// Every series the view reads, in one instant query. Only what is shown is asked for, to
@@ -95,9 +96,6 @@ const PAST_DEADLINES: u32 = 5;
 pub const HISTORY_SPAN_S: u64 = 300;
 pub const HISTORY_STEP_S: u64 = 5;
 
-/// The largest answer read (a fleet of 2,048 ranks answers about 10 MiB).
-const MAX_ANSWER: usize = 256 << 20;
-
 /// A Prometheus server.
 #[derive(Clone, Debug)]
 pub struct Prometheus {
@@ -151,6 +149,7 @@ impl Prometheus {
         let data = self.range(&query, now_ms, self.deadline).await?;
         Ok(data
             .result
+            .0
             .into_iter()
             .filter_map(|r| {
                 Some(Past {
@@ -182,6 +181,7 @@ impl Prometheus {
             .await?;
         Ok(data
             .result
+            .0
             .into_iter()
             .filter_map(|r| {
                 let mut part = None;
@@ -241,9 +241,10 @@ impl Prometheus {
         }
         Ok(data
             .result
+            .0
             .into_iter()
             .filter_map(|r| {
-                let value = r.value.as_ref()?.1.parse().ok()?;
+                let value = r.value?.1.0?;
                 let mut s = series(r.metric)?;
                 s.value = value;
                 Some(s)
@@ -252,89 +253,24 @@ impl Prometheus {
     }
 
     async fn call(&self, path: &str, deadline: Duration) -> Result<Data, String> {
-        let body = http::get(&self.url, path, "application/json", deadline, MAX_ANSWER).await?;
+        let body = http::get(
+            &self.url,
+            path,
+            "application/json",
+            deadline,
+            PROMETHEUS_ANSWER,
+        )
+        .await?;
         decode(&body)
     }
 }
 
-/// Prometheus's envelope: `{status, data | errorType + error}`.
-#[derive(Deserialize)]
-struct Answer {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default, rename = "errorType")]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Data {
-    #[serde(rename = "resultType")]
-    result_type: String,
-    #[serde(default)]
-    result: Vec<Entry>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Entry {
-    #[serde(default)]
-    metric: Labels,
-    #[serde(default)]
-    value: Option<(f64, String)>,
-    #[serde(default)]
-    values: Vec<(f64, String)>,
-}
-
-/// A result's labels in the order given: read into a list, with no hashing, since each is
-/// looked at once.
-#[derive(Debug, Default)]
-struct Labels(Vec<(String, String)>);
-
-impl<'de> Deserialize<'de> for Labels {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Labels;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a map of label names to values")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<Labels, A::Error> {
-                let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(pair) = map.next_entry::<String, String>()? {
-                    pairs.push(pair);
-                }
-                Ok(Labels(pairs))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
-}
-
-fn decode(body: &[u8]) -> Result<Data, String> {
-    let answer: Answer = serde_json::from_slice(body)
-        .map_err(|e| format!("not a Prometheus answer: {}", short(&e.to_string())))?;
-    if answer.status != "success" {
-        return Err(format!(
-            "query failed: {}: {}",
-            short(answer.error_type.as_deref().unwrap_or("error")),
-            short(answer.error.as_deref().unwrap_or("no reason given"))
-        ));
-    }
-    answer
-        .data
-        .ok_or_else(|| "a successful answer without data".to_string())
-}
-
 /// A range result's points in Unix ms; values that are not numbers are left out.
-fn points(values: &[(f64, String)]) -> Vec<(u64, f64)> {
+fn points(values: &Points) -> Vec<(u64, f64)> {
     values
+        .0
         .iter()
-        .filter_map(|(t, v)| Some(((t * 1000.0) as u64, v.parse().ok()?)))
+        .filter_map(|Point(t, v)| Some(((t * 1000.0) as u64, v.0?)))
         .collect()
 }
 
@@ -388,29 +324,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn answers_decode_and_errors_say_why() {
+    fn a_decoded_series_takes_its_name_and_instance_from_the_labels() {
         let body = br#"{"status":"success","data":{"resultType":"vector","result":[
             {"metric":{"__name__":"DCGM_FI_DEV_FB_USED","instance":"n:9400","gpu":"0","Hostname":"a"},"value":[1700000000.5,"1024"]}]}}"#;
         let data = decode(body).unwrap();
-        assert_eq!(data.result_type, "vector");
-        let s = series(data.result.into_iter().next().unwrap().metric).unwrap();
+        let s = series(data.result.0.into_iter().next().unwrap().metric).unwrap();
         assert_eq!(
             (s.name.as_str(), s.instance.as_str()),
             ("DCGM_FI_DEV_FB_USED", "n:9400")
         );
         assert_eq!(s.label("Hostname"), Some("a"));
         assert_eq!(s.label("instance"), None);
-        let error = decode(br#"{"status":"error","errorType":"bad_data","error":"parse error at char 3\u001b[2J"}"#)
-            .unwrap_err();
-        assert_eq!(
-            error,
-            "query failed: bad_data: parse error at char 3\u{FFFD}[2J"
-        );
-        assert!(
-            decode(b"<html>502 Bad Gateway</html>")
-                .unwrap_err()
-                .starts_with("not a Prometheus answer")
-        );
     }
 
     #[test]

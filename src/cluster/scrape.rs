@@ -6,6 +6,7 @@ use super::exposition;
 use super::http::{self, short};
 use super::series::Series;
 use super::url::Url;
+use crate::safe_fs::bounds::{MAX_TARGETS, METRICS_PAGE, METRICS_PAGE_SAMPLES};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -13,9 +14,6 @@ use tokio::task::JoinSet;
 
 /// The default port of a target written without one (dcgm-exporter's).
 pub const DEFAULT_PORT: u16 = 9400;
-
-/// The largest page read from one exporter.
-const MAX_PAGE: usize = 32 << 20;
 
 /// The text format, as Prometheus asks for it; both exporters answer it.
 const ACCEPT: &str = "text/plain;version=0.0.4;q=0.9,*/*;q=0.1";
@@ -50,6 +48,11 @@ impl Targets {
                 let mut url = Url::parse(entry, DEFAULT_PORT)?;
                 if url.path.is_empty() {
                     url.path = "/metrics".into();
+                }
+                if urls.len() == MAX_TARGETS {
+                    return Err(format!(
+                        "more than {MAX_TARGETS} targets (the most one list may name)"
+                    ));
                 }
                 urls.push(url);
             }
@@ -97,10 +100,10 @@ impl Targets {
 
 async fn scrape(url: &Url, deadline: Duration, wanted: fn(&str) -> bool) -> Scraped {
     let instance = url.authority();
-    let result = match http::get(url, &url.path, ACCEPT, deadline, MAX_PAGE).await {
+    let result = match http::get(url, &url.path, ACCEPT, deadline, METRICS_PAGE).await {
         Ok(body) => match std::str::from_utf8(&body) {
             Ok(text) => {
-                let page = exposition::parse(text, &instance, wanted);
+                let page = exposition::parse(text, &instance, wanted, METRICS_PAGE_SAMPLES);
                 match page.refusal() {
                     Some(why) => Err(why),
                     None => Ok(page.series),
@@ -130,5 +133,18 @@ mod tests {
             "no targets given"
         );
         assert!(Targets::parse_list("a:x").is_err());
+    }
+
+    #[test]
+    fn a_list_of_more_targets_than_the_bound_is_refused() {
+        let list = |n: usize| vec!["a:1"; n].join(",");
+        assert_eq!(
+            Targets::parse_list(&list(MAX_TARGETS)).unwrap().len(),
+            MAX_TARGETS
+        );
+        assert_eq!(
+            Targets::parse_list(&list(MAX_TARGETS + 1)).unwrap_err(),
+            format!("more than {MAX_TARGETS} targets (the most one list may name)")
+        );
     }
 }

@@ -1,12 +1,8 @@
 //! Reading a configuration file: TOML, one flat table of settings, each remembered with its
 //! line so an error can name it. Nothing here knows which keys exist (see `settings`).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use toml_edit::{Document, Item, Value};
-
-/// More than any configuration needs; a larger file is refused rather than read.
-const MAX_BYTES: u64 = 1 << 20;
 
 /// A file's settings in the order written.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,21 +61,8 @@ pub fn shown(path: &Path) -> String {
     crate::text::clean(&path.to_string_lossy()).into_owned()
 }
 
-/// Reads and parses the regular file at `path`.
-pub fn read(path: &Path) -> Result<ConfigFile, String> {
-    let cannot = |e: std::io::Error| format!("{}: cannot read: {e}", shown(path));
-    // Not a FIFO or a device: reading one could block or never end.
-    let meta = std::fs::metadata(path).map_err(cannot)?;
-    if !meta.is_file() {
-        return Err(format!("{}: not a regular file", shown(path)));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!("{}: larger than 1 MiB", shown(path)));
-    }
+/// Parses `bytes`, the contents of `path` (read by `trust::read`), as UTF-8 TOML.
+pub fn parse_bytes(path: &Path, bytes: Vec<u8>) -> Result<ConfigFile, String> {
     let text = String::from_utf8(bytes).map_err(|e| {
         let line = line_at(
             &String::from_utf8_lossy(e.as_bytes()),
@@ -244,25 +227,14 @@ mod tests {
     }
 
     #[test]
-    fn what_is_not_a_small_regular_utf8_file_is_refused_in_one_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let missing = read(&dir.path().join("none.toml")).unwrap_err();
-        assert!(missing.contains("none.toml: cannot read: "), "{missing}");
-        let folder = read(dir.path()).unwrap_err();
-        assert!(folder.ends_with(": not a regular file"), "{folder}");
-        let big = dir.path().join("big.toml");
-        std::fs::write(&big, vec![b'#'; (MAX_BYTES + 1) as usize]).unwrap();
-        assert!(
-            read(&big)
-                .unwrap_err()
-                .ends_with("big.toml: larger than 1 MiB")
+    fn text_that_is_not_utf8_is_refused_naming_its_line() {
+        let latin = parse_bytes(
+            Path::new("/etc/x/latin.toml"),
+            b"ascii = true\n# caf\xe9\n".to_vec(),
         );
-        let latin = dir.path().join("latin.toml");
-        std::fs::write(&latin, b"ascii = true\n# caf\xe9\n").unwrap();
-        assert!(
-            read(&latin)
-                .unwrap_err()
-                .ends_with("latin.toml line 2: not UTF-8 text")
+        assert_eq!(
+            latin.unwrap_err(),
+            "/etc/x/latin.toml line 2: not UTF-8 text"
         );
     }
 }

@@ -44,15 +44,18 @@ pub fn choose(
 }
 
 impl Chosen {
-    /// The file to read, if any: the usual one only when it exists.
-    pub fn to_read(&self) -> Option<&Path> {
+    /// The file to read, if any.
+    pub fn path(&self) -> Option<&Path> {
         match self {
             Chosen::Nothing => None,
-            Chosen::Named(path) => Some(path),
-            Chosen::Usual(path) => std::fs::symlink_metadata(path)
-                .is_ok()
-                .then_some(path.as_path()),
+            Chosen::Named(path) | Chosen::Usual(path) => Some(path),
         }
+    }
+
+    /// Whether a missing file is no file (the usual location) rather than an error. Whether
+    /// it is there is learnt by the one open that reads it, never by a look beforehand.
+    pub fn missing_ok(&self) -> bool {
+        matches!(self, Chosen::Usual(_))
     }
 }
 
@@ -74,7 +77,6 @@ mod tests {
             choose(Some(Path::new("none")), os("/x"), os("/home/a")),
             Chosen::Nothing
         );
-        assert_eq!(Chosen::Nothing.to_read(), None);
     }
 
     #[test]
@@ -97,15 +99,11 @@ mod tests {
 
     #[test]
     fn a_missing_usual_file_is_no_file_but_a_missing_named_one_is_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let usual = Chosen::Usual(dir.path().join("config.toml"));
-        assert_eq!(usual.to_read(), None);
-        std::fs::write(dir.path().join("config.toml"), "").unwrap();
-        assert!(usual.to_read().is_some());
-        let named = Chosen::Named(dir.path().join("gone.toml"));
-        assert!(
-            named.to_read().is_some(),
-            "reading it will say it is missing"
-        );
+        let usual = Chosen::Usual("/x/config.toml".into());
+        assert_eq!(usual.path(), Some(Path::new("/x/config.toml")));
+        assert!(usual.missing_ok());
+        let named = Chosen::Named("gone.toml".into());
+        assert!(!named.missing_ok(), "reading it will say it is missing");
+        assert_eq!(Chosen::Nothing.path(), None);
     }
 }

@@ -50,10 +50,7 @@ pub fn parse(args: &[OsString]) -> Result<Resolved, ExitCode> {
         std::env::var_os("XDG_CONFIG_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
     );
-    let file = match chosen.to_read() {
-        None => None,
-        Some(path) => Some(load(path, crate::channel::sys::euid()).map_err(refuse)?),
-    };
+    let file = load(&chosen, crate::channel::sys::euid()).map_err(refuse)?;
     let (mut command, matches) = match &file {
         None => (command, matches),
         Some(file) => {
@@ -76,11 +73,17 @@ pub fn parse(args: &[OsString]) -> Result<Resolved, ExitCode> {
     })
 }
 
-/// The file at `path`, refused when root should not trust it.
-pub fn load(path: &std::path::Path, euid: u32) -> Result<file::ConfigFile, String> {
-    let read = file::read(path)?;
-    trust::check(path, euid)?;
-    Ok(read)
+/// The file chosen, if there is one, refused when root should not trust it: read by the one
+/// open that checks it (`trust::read`).
+pub fn load(chosen: &locate::Chosen, euid: u32) -> Result<Option<file::ConfigFile>, String> {
+    let Some(path) = chosen.path() else {
+        return Ok(None);
+    };
+    match trust::read(path, euid, chosen.missing_ok()) {
+        Ok(bytes) => file::parse_bytes(path, bytes).map(Some),
+        Err(trust::Failure::Missing(_)) if chosen.missing_ok() => Ok(None),
+        Err(failure) => Err(failure.line().to_string()),
+    }
 }
 
 fn refuse(line: String) -> ExitCode {

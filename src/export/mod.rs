@@ -55,7 +55,7 @@ pub fn run(file: &Path, out: Option<&Path>, asked: &Asked) -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        None => Box::new(io::stdout().lock()),
+        None => Box::new(crate::stdout::lock()),
     };
     let written = write_csv(recording, BufWriter::new(sink));
     for note in told.notes() {

@@ -3,7 +3,8 @@
 //! channel as it appears, changes or clears, and every restart of a stuck driver call. Off
 //! unless asked for; never on stdout (the terminal is the screen). The file is rotated and
 //! bounded (`rotate.rs`). A log that cannot be opened at start is an error the caller reports
-//! (exit 2: the user asked for it); a write that fails later is dropped, since the screen is
+//! (exit 2: the user asked for it), and so is one where its first line cannot be written
+//! (a full disk, `/dev/full`); a write that fails later is dropped, since the screen is
 //! the terminal and the monitor must go on.
 
 mod path;
@@ -14,6 +15,7 @@ pub use path::resolve;
 pub use reasons::ReasonLog;
 pub use rotate::{KEEP, MAX_BYTES, Rotating};
 
+use crate::safe_fs::Trust;
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
@@ -24,10 +26,10 @@ struct Log {
 
 static LOG: OnceLock<Mutex<Log>> = OnceLock::new();
 
-/// Opens the log for the rest of the process; an error names the file and the reason.
+/// Opens the log for the rest of the process and writes its first line; an error names the
+/// file and the reason (a folder or file root may not rely on, a full disk, `/dev/full`).
 pub fn open(path: &Path) -> Result<(), String> {
-    let file = Rotating::open(path, MAX_BYTES, KEEP)
-        .map_err(|e| format!("cannot write the log {}: {e}", path.display()))?;
+    let file = start(path, Trust::for_euid(crate::channel::sys::euid()))?;
     let log = Log {
         file,
         reasons: ReasonLog::default(),
@@ -35,8 +37,16 @@ pub fn open(path: &Path) -> Result<(), String> {
     if LOG.set(Mutex::new(log)).is_err() {
         return Err("the log is already open".to_string());
     }
-    note(&format!("vramscope {} started", env!("CARGO_PKG_VERSION")));
     Ok(())
+}
+
+/// The log at `path` with its first line written.
+fn start(path: &Path, trust: Trust) -> Result<Rotating, String> {
+    let cannot = |e: std::io::Error| format!("cannot write the log {}: {e}", path.display());
+    let mut file = Rotating::open(path, MAX_BYTES, KEEP, trust).map_err(cannot)?;
+    let started = format!("vramscope {} started", env!("CARGO_PKG_VERSION"));
+    file.write_line(&line(now_ms(), &started)).map_err(cannot)?;
+    Ok(file)
 }
 
 /// Whether a log is open (callers skip work that only feeds it).
@@ -95,5 +105,21 @@ mod tests {
         );
         assert!(!line(0, "a\x1bb\nc").contains('\x1b'));
         assert_eq!(line(0, "a\nb").matches('\n').count(), 1);
+    }
+
+    #[test]
+    fn a_first_line_that_cannot_be_written_is_an_error_naming_the_log() {
+        let err = start(Path::new("/dev/full"), Trust::Anyone).err().unwrap();
+        assert!(
+            err.starts_with("cannot write the log /dev/full: No space left on device"),
+            "{err}"
+        );
+        let err = start(Path::new("/dev/full"), Trust::OwnedBy(0))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err,
+            "cannot write the log /dev/full: /dev/full is not a regular file"
+        );
     }
 }

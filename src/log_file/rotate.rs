@@ -1,11 +1,19 @@
 //! A log file that never grows past `max_bytes`: when the next line would, `FILE` becomes
 //! `FILE.1` (and `FILE.1` `FILE.2`, up to `keep` old files, the oldest dropped), so the log
 //! takes at most `max_bytes * (keep + 1)` on disk however long the monitor runs.
+//!
+//! The file is reached through `safe_fs`: as root its folder is walked from `/` and checked
+//! (owned by root, written by no one else, or sticky such as /tmp), the log is opened relative
+//! to that folder without following a symlink, and its descriptor must say a regular file of
+//! root's with one link that no one else may write; rotation renames within that same folder,
+//! never by path. A symlink or a hard link planted under the log's name, or a folder a user
+//! controls, is refused: root never appends to a file it did not mean.
 
-use std::fs::{File, OpenOptions};
+use crate::safe_fs::{self, Dir, Trust};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// 10 MiB a file.
 pub const MAX_BYTES: u64 = 10 << 20;
@@ -13,7 +21,10 @@ pub const MAX_BYTES: u64 = 10 << 20;
 pub const KEEP: u32 = 2;
 
 pub struct Rotating {
-    path: PathBuf,
+    /// The folder, opened and checked once; every later open and rename is relative to it.
+    dir: Dir,
+    name: OsString,
+    trust: Trust,
     file: File,
     size: u64,
     max_bytes: u64,
@@ -21,18 +32,16 @@ pub struct Rotating {
 }
 
 impl Rotating {
-    /// Opens `path` for appending (mode 0600; its directory made 0700 when missing).
-    pub fn open(path: &Path, max_bytes: u64, keep: u32) -> io::Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-        }
-        let file = open_append(path)?;
+    /// Opens `path` for appending (mode 0600; its missing folders made 0700), checked as
+    /// `trust` says (`Trust::for_euid`).
+    pub fn open(path: &Path, max_bytes: u64, keep: u32, trust: Trust) -> io::Result<Self> {
+        let (dir, name) = safe_fs::place_creating(path, trust, 0o700)?;
+        let file = open_append(&dir, &name, trust)?;
         let size = file.metadata()?.len();
         Ok(Rotating {
-            path: path.to_path_buf(),
+            dir,
+            name,
+            trust,
             file,
             size,
             max_bytes,
@@ -57,41 +66,43 @@ impl Rotating {
             return Ok(());
         }
         for n in (1..self.keep).rev() {
-            let from = self.old(n);
-            if from.exists() {
-                std::fs::rename(&from, self.old(n + 1))?;
+            match self.dir.rename(&self.old(n), &self.old(n + 1)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
             }
         }
-        std::fs::rename(&self.path, self.old(1))?;
-        self.file = open_append(&self.path)?;
+        self.dir.rename(&self.name, &self.old(1))?;
+        self.file = open_append(&self.dir, &self.name, self.trust)?;
         self.size = 0;
         Ok(())
     }
 
-    fn old(&self, n: u32) -> PathBuf {
-        let mut name = self.path.clone().into_os_string();
+    fn old(&self, n: u32) -> OsString {
+        let mut name = self.name.clone();
         name.push(format!(".{n}"));
-        PathBuf::from(name)
+        name
     }
 }
 
-fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+fn open_append(dir: &Dir, name: &OsStr, trust: Trust) -> io::Result<File> {
+    let flags = libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT;
+    safe_fs::open_checked(dir, name, flags, 0o600, trust)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The caller's own rule: as root (CI) the checked path is the one exercised.
+    fn caller() -> Trust {
+        Trust::for_euid(crate::channel::sys::euid())
+    }
+
     #[test]
     fn the_log_rotates_and_stays_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/v.log");
-        let mut log = Rotating::open(&path, 100, 2).unwrap();
+        let mut log = Rotating::open(&path, 100, 2, caller()).unwrap();
         for i in 0..50 {
             log.write_line(&format!("line {i:03} of the log\n"))
                 .unwrap();
@@ -119,7 +130,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("v.log");
         std::fs::write(&path, "before\n").unwrap();
-        let mut log = Rotating::open(&path, 1000, 2).unwrap();
+        let mut log = Rotating::open(&path, 1000, 2, caller()).unwrap();
         log.write_line("after\n").unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "before\nafter\n");
     }

@@ -11,7 +11,7 @@ use crate::job::Job;
 use crate::model::NvmlProblem;
 use crate::sources::runner::SamplingConfig;
 use crate::stdout;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use taken::Takes;
@@ -66,7 +66,7 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
             None => return fail(&problem),
         },
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = stdout::lock();
     // Commands are cut to fit a terminal only; piped, they stay whole for grep and scripts.
     let command_cut = out
         .is_terminal()

@@ -8,11 +8,11 @@ use std::fmt;
 pub const FORMAT: &str = "vramscope.recording";
 /// The format version this vramscope writes and reads.
 pub const VERSION: u32 = 1;
-/// Longest line a reader accepts. vramscope's own lines stay far below it: a poll with many
-/// points is split over several records.
-pub const MAX_LINE: usize = 16 << 20;
+/// Longest line a reader accepts (the bound is stated in `safe_fs::bounds`). vramscope's own
+/// lines stay far below it: a poll with many points is split over several records.
+pub const MAX_LINE: usize = crate::safe_fs::bounds::RECORDING_LINE;
 /// Longest header line a reader accepts.
-pub const MAX_HEADER_LINE: usize = 64 << 10;
+pub const MAX_HEADER_LINE: usize = crate::safe_fs::bounds::RECORDING_HEADER_LINE;
 
 /// The first line of a recording.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The zstd magic number, little-endian on disk.
 pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// Largest zstd window accepted: 16 MiB (vramscope writes 128 KiB windows).
-const ZSTD_WINDOW_LOG_MAX: u32 = 24;
+const ZSTD_WINDOW_LOG_MAX: u32 = crate::safe_fs::bounds::RECORDING_ZSTD_WINDOW_LOG;
 const BUFFER: usize = 64 * 1024;
 
 /// Compressed input goes to the decoder this many bytes at a time. zstd reports damage

@@ -9,10 +9,11 @@ use super::header::{FORMAT, Header, MAX_LINE, VERSION};
 use super::wire::{device_infos, device_sample, driver, host_sample, problem};
 use crate::model::SourceEvent;
 use crate::model::{DeviceInfo, DriverInfo};
+use crate::safe_fs::{self, Trust};
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -114,18 +115,18 @@ impl Recorder {
                 format!("this vramscope writes format version {VERSION} only"),
             ));
         }
-        // Private: a recording holds every user's command lines and job ids.
-        let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-        if replace {
-            options.create(true).truncate(true);
+        // Private: a recording holds every user's command lines and job ids. As root the
+        // folder is walked from / and checked, the file opened relative to it (never through
+        // a symlink) and checked on its descriptor before a replaced one is emptied: a user's
+        // folder, symlink or hard link is refused, never written (`safe_fs`).
+        let trust = Trust::for_euid(crate::channel::sys::euid());
+        let (dir, name) = safe_fs::place(path, trust)?;
+        let how = if replace {
+            libc::O_CREAT | libc::O_TRUNC
         } else {
-            options.create_new(true);
-        }
-        let file = options.open(path)?;
+            libc::O_CREAT | libc::O_EXCL
+        };
+        let file = safe_fs::open_checked(&dir, &name, libc::O_WRONLY | how, 0o600, trust)?;
         // A replaced file keeps its old mode through O_TRUNC.
         file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
         let sink = if path.extension().is_some_and(|e| e == "zst") {

@@ -81,6 +81,22 @@ impl Dir {
         })
     }
 
+    /// Opens `path` as a directory following every symlink in it: only for a link the kernel
+    /// owns and must be followed (`/proc/PID/root`, a process's root folder).
+    pub fn open_following(path: &Path) -> io::Result<Dir> {
+        let c = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path holds a NUL byte"))?;
+        let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+        // SAFETY: `c` is NUL-terminated; open returns a new descriptor or -1.
+        let fd = check(unsafe { libc::open(c.as_ptr(), flags) })?;
+        // SAFETY: `fd` was just returned by open and is owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Dir {
+            fd,
+            shown: path.to_path_buf(),
+        })
+    }
+
     /// Takes an open directory descriptor (already checked by the caller).
     pub fn from_fd(fd: OwnedFd, shown: PathBuf) -> Dir {
         Dir { fd, shown }
@@ -140,7 +156,19 @@ impl Dir {
         let c = component(name)?;
         let fd = self
             .openat(&c, libc::O_RDONLY | libc::O_DIRECTORY, 0)
-            .map_err(|e| symlink_refused(e, &self.joined(name)))?;
+            .map_err(|e| {
+                // With O_DIRECTORY a symlink fails as "not a directory": say what it is.
+                let link = e.raw_os_error() == Some(libc::ENOTDIR)
+                    && Stat::at(self.fd.as_fd(), &c).is_ok_and(|st| st.kind == Kind::Symlink);
+                if link {
+                    symlink_refused(
+                        io::Error::from_raw_os_error(libc::ELOOP),
+                        &self.joined(name),
+                    )
+                } else {
+                    e
+                }
+            })?;
         Ok(Dir {
             fd,
             shown: self.joined(name),

@@ -21,6 +21,7 @@
 mod as_user;
 pub mod bounds;
 mod dir;
+mod place;
 mod read;
 mod stat;
 mod trust;
@@ -28,7 +29,8 @@ mod walk;
 
 pub use as_user::as_user;
 pub use dir::{Dir, Entry};
-pub use read::{Bound, ReadError, open_for_reading, read_bounded, read_file};
+pub use place::{is_refusal, open_checked, place, place_creating, place_following};
+pub use read::{Bound, ReadError, open_for_reading, read_bounded, read_bounded_if, read_file};
 pub use stat::{Kind, Stat};
 pub use trust::Trust;
 pub use walk::{walk, walk_parent};

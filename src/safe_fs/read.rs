@@ -22,10 +22,12 @@ pub struct Bound {
 pub enum ReadError {
     /// Opening or reading failed.
     Io(io::Error),
-    /// A FIFO, device, socket or folder: reading one could block or never end.
+    /// A FIFO, device, socket or folder: reading one could block, act or never end.
     NotRegular(Kind),
     /// Larger than the bound (before reading, or while reading: it grew).
     TooLarge { size: u64, bound: Bound },
+    /// Its first bytes say it is not of its kind (the reason, from the caller's check).
+    BadStart(String),
 }
 
 impl fmt::Display for ReadError {
@@ -44,6 +46,7 @@ impl fmt::Display for ReadError {
                 "is {size} bytes, more than the {} bytes a {} may have",
                 bound.max_bytes, bound.what
             ),
+            ReadError::BadStart(why) => write!(f, "{why}"),
         }
     }
 }
@@ -66,6 +69,38 @@ pub fn open_for_reading(path: &Path) -> io::Result<File> {
 /// Reads all of `file`, a regular file of at most `bound.max_bytes`: the size is checked on
 /// the descriptor before reading, and at most one byte more than the bound is ever read.
 pub fn read_bounded(file: &File, bound: Bound) -> Result<Vec<u8>, ReadError> {
+    let size = checked_size(file, bound)?;
+    read_whole(file, bound, size)
+}
+
+/// [`read_bounded`], once `accept` has seen the file's first `head` bytes (fewer if it is
+/// shorter) and found nothing wrong: a file whose start already says it is not of its kind
+/// is refused having cost those bytes only, whatever its size. The head is read with
+/// `pread`, so the whole is then read from the start.
+pub fn read_bounded_if(
+    file: &File,
+    bound: Bound,
+    head: usize,
+    accept: impl FnOnce(&[u8]) -> Result<(), String>,
+) -> Result<Vec<u8>, ReadError> {
+    use std::os::unix::fs::FileExt;
+    let size = checked_size(file, bound)?;
+    let mut start = vec![0u8; head];
+    let mut got = 0;
+    while got < head {
+        match file.read_at(&mut start[got..], got as u64) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    accept(&start[..got]).map_err(ReadError::BadStart)?;
+    read_whole(file, bound, size)
+}
+
+/// The size of `file`, a regular file within `bound`, by `fstat` on its descriptor.
+fn checked_size(file: &File, bound: Bound) -> Result<u64, ReadError> {
     let st = Stat::of(file.as_fd())?;
     if st.kind != Kind::File {
         return Err(ReadError::NotRegular(st.kind));
@@ -76,7 +111,11 @@ pub fn read_bounded(file: &File, bound: Bound) -> Result<Vec<u8>, ReadError> {
             bound,
         });
     }
-    let mut bytes = Vec::with_capacity(st.size as usize);
+    Ok(st.size)
+}
+
+fn read_whole(file: &File, bound: Bound, size: u64) -> Result<Vec<u8>, ReadError> {
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     let reader = file;
     reader
         .take(bound.max_bytes.saturating_add(1))
@@ -126,6 +165,35 @@ mod tests {
     }
 
     #[test]
+    fn a_file_whose_start_is_refused_is_not_read_further() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        std::fs::write(&f, "ab345678").unwrap();
+        let file = open_for_reading(&f).unwrap();
+        let mut seen = Vec::new();
+        let read = read_bounded_if(&file, SMALL, 2, |head| {
+            seen = head.to_vec();
+            Ok(())
+        });
+        // The head is read by offset: the whole still comes from the start.
+        assert_eq!(read.unwrap(), b"ab345678");
+        assert_eq!(seen, b"ab");
+        let refused = read_bounded_if(&file, SMALL, 2, |_| Err("no magic".into()));
+        assert_eq!(refused.unwrap_err().to_string(), "no magic");
+        // A short file shows what it has.
+        std::fs::write(&f, "a").unwrap();
+        let file = open_for_reading(&f).unwrap();
+        let read = read_bounded_if(&file, SMALL, 2, |head| {
+            if head == b"a" {
+                Ok(())
+            } else {
+                Err("?".into())
+            }
+        });
+        assert_eq!(read.unwrap(), b"a");
+    }
+
+    #[test]
     fn a_fifo_or_a_device_is_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
@@ -134,11 +202,11 @@ mod tests {
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert!(matches!(
             read_file(&fifo, SMALL),
-            Err(ReadError::NotRegular(Kind::Other))
+            Err(ReadError::NotRegular(Kind::Fifo))
         ));
         assert!(matches!(
             read_file(Path::new("/dev/zero"), SMALL),
-            Err(ReadError::NotRegular(Kind::Other))
+            Err(ReadError::NotRegular(Kind::CharDevice))
         ));
         assert!(matches!(
             read_file(dir.path(), SMALL),

@@ -10,8 +10,26 @@ pub enum Kind {
     File,
     Dir,
     Symlink,
-    /// A FIFO, socket or device: never read as a file (it could block or never end).
-    Other,
+    // The rest are never read as a file: opening or reading one could block, act or never end.
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
+}
+
+impl Kind {
+    /// What it is, in words: `a FIFO`, `a character device`...
+    pub fn words(self) -> &'static str {
+        match self {
+            Kind::File => "a regular file",
+            Kind::Dir => "a directory",
+            Kind::Symlink => "a symlink",
+            Kind::Fifo => "a FIFO",
+            Kind::CharDevice => "a character device",
+            Kind::BlockDevice => "a block device",
+            Kind::Socket => "a socket",
+        }
+    }
 }
 
 /// The facts a check needs, read from a descriptor (never from a path).
@@ -36,7 +54,10 @@ impl Stat {
             libc::S_IFREG => Kind::File,
             libc::S_IFDIR => Kind::Dir,
             libc::S_IFLNK => Kind::Symlink,
-            _ => Kind::Other,
+            libc::S_IFIFO => Kind::Fifo,
+            libc::S_IFCHR => Kind::CharDevice,
+            libc::S_IFBLK => Kind::BlockDevice,
+            _ => Kind::Socket,
         };
         Stat {
             kind,

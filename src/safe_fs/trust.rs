@@ -127,7 +127,7 @@ mod tests {
         let root = Trust::OwnedBy(0);
         assert_eq!(root.file(&stat(Kind::File, 0, 0o644)), None);
         assert!(root.file(&stat(Kind::File, 0, 0o666)).is_some());
-        assert!(root.file(&stat(Kind::Other, 0, 0o644)).is_some());
+        assert!(root.file(&stat(Kind::Fifo, 0, 0o644)).is_some());
         let mut linked = stat(Kind::File, 0, 0o644);
         linked.nlink = 2;
         assert_eq!(root.file(&linked).as_deref(), Some("has 2 hard links"));

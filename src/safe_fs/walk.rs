@@ -31,13 +31,19 @@ pub fn walk(path: &Path, trust: Trust) -> io::Result<Dir> {
     } else {
         std::env::current_dir()?.join(path)
     };
-    let root = Dir::open(Path::new("/"))?;
-    if let Some(why) = trust.folder(&root.stat()?) {
-        return Err(refused(Path::new("/"), "the folder", &why));
-    }
+    let (root, rest, trust) = match process_root(&absolute, trust)? {
+        Some(found) => found,
+        None => {
+            let root = Dir::open(Path::new("/"))?;
+            if let Some(why) = trust.folder(&root.stat()?) {
+                return Err(refused(Path::new("/"), "the folder", &why));
+            }
+            (root, absolute.clone(), trust)
+        }
+    };
     let mut chain = vec![root];
     let mut todo: Vec<OsString> = Vec::new();
-    push_components(&mut todo, &absolute);
+    push_components(&mut todo, &rest);
     let mut links = 0;
     while let Some(name) = todo.pop() {
         if name == "." {
@@ -80,6 +86,37 @@ pub fn walk(path: &Path, trust: Trust) -> io::Result<Dir> {
     chain
         .pop()
         .ok_or_else(|| io::Error::other("the walk lost its place"))
+}
+
+/// A path under `/proc/PID/root` (a container's files, seen from the host): that root is
+/// the kernel's link to the process's root folder, opened as the kernel gives it, and the
+/// rest is walked inside it, an absolute symlink there meaning that root (as the container
+/// sees it), never the host's. Its folders may belong to root or to the root folder's owner
+/// (a rootless container's files are its user's). `None` for any other path.
+fn process_root(path: &Path, trust: Trust) -> io::Result<Option<(Dir, PathBuf, Trust)>> {
+    let mut parts = path.components();
+    let (Some(Component::RootDir), Some(proc), Some(Component::Normal(pid)), Some(root)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Ok(None);
+    };
+    if proc != Component::Normal(OsStr::new("proc"))
+        || root != Component::Normal(OsStr::new("root"))
+        || pid.is_empty()
+        || !pid.as_bytes().iter().all(u8::is_ascii_digit)
+    {
+        return Ok(None);
+    }
+    let shown = Path::new("/proc").join(pid).join("root");
+    let dir = Dir::open_following(&shown)?;
+    let trust = match trust {
+        Trust::Anyone => Trust::Anyone,
+        Trust::OwnedBy(_) => Trust::OwnedBy(dir.stat()?.uid),
+    };
+    if let Some(why) = trust.folder(&dir.stat()?) {
+        return Err(refused(&shown, "the folder", &why));
+    }
+    Ok(Some((dir, parts.as_path().to_path_buf(), trust)))
 }
 
 /// Pushes the components of `path` so that `pop` yields them in order.
@@ -133,6 +170,25 @@ mod tests {
         assert_eq!(name, "f");
         assert!(parent.open_read(&name).is_ok());
         assert!(walk_parent(Path::new("/"), Trust::Anyone).is_err());
+    }
+
+    #[test]
+    fn a_process_root_is_entered_as_the_kernel_gives_it() {
+        // Our own root is the host's: /proc/self/root/tmp is /tmp, by inode.
+        let pid = std::process::id();
+        let dir = walk(
+            Path::new(&format!("/proc/{pid}/root/tmp")),
+            Trust::for_euid(0),
+        )
+        .unwrap();
+        let tmp = Dir::open(Path::new("/tmp")).unwrap().stat().unwrap();
+        assert!(dir.stat().unwrap().same_file(&tmp));
+        // An absolute symlink inside it means that root: `/proc/PID/root/<link to /tmp>`.
+        let top = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/tmp", top.path().join("abs")).unwrap();
+        let inside = format!("/proc/{pid}/root{}/abs", top.path().display());
+        let via = walk(Path::new(&inside), Trust::Anyone).unwrap();
+        assert!(via.stat().unwrap().same_file(&tmp));
     }
 
     /// Needs root to give a folder away; CI runs as root.

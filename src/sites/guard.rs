@@ -5,12 +5,20 @@
 //!   `NEWOBJ`, `REDUCE`, `BUILD`, the extension registry), persistent ids, out-of-band
 //!   buffers and bytearrays;
 //! - a pickle that would make the reader build more than `Limits::max_values` values (a
-//!   memo reference is one value: the crate shares what it names rather than copying it);
+//!   memo reference is one value: the crate shares what it names rather than copying it),
+//!   more than `max_allocated` strings and containers (each an allocation of its own), more
+//!   than `max_memo` stored values, or that puts more than `bounds::SNAPSHOT_STACK` values
+//!   on its stack at once (what the guard and the crate would both hold before any
+//!   container takes them). Each count is checked at the opcode that passes it, and the crate
+//!   builds only what the guard has passed, so a pickle over them costs what the limits
+//!   allow and no more;
 //! - a truncated pickle, a stack that underflows, or bytes after the pickle's end;
 //!
 //! and so says in one line what is wrong with the file before any of it is built.
 
 use super::error::{ErrorKind, SitesError};
+use super::limits::Limits;
+use crate::safe_fs::bounds::SNAPSHOT_STACK;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -119,6 +127,10 @@ fn opcode(code: u8) -> Option<(Op, Arg)> {
 pub struct Census {
     /// Values the reader will build.
     pub values: u64,
+    /// Of those, strings, bytes and containers.
+    pub allocated: u64,
+    /// Values stored in the memo.
+    pub memo: u64,
 }
 
 /// Values nest no deeper than this: a snapshot nests seven deep (the root, the traces,
@@ -191,16 +203,17 @@ const PUBLISH_EVERY: usize = 1 << 16;
 /// the pickle crate can read them while the rest is checked; on `Ok` all of them passed.
 pub fn check(
     bytes: &[u8],
-    max_values: u64,
+    limits: &Limits,
     started: Instant,
-    deadline: std::time::Duration,
     checked: &mut dyn FnMut(usize),
 ) -> Result<Census, SitesError> {
+    let deadline = limits.deadline;
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
     let mut stack: Vec<Slot> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
     let mut memo = Memo::default();
     let mut values: u64 = 0;
+    let mut allocated: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
     let mut published = 0usize;
@@ -261,7 +274,11 @@ pub fn check(
                         bytes.len() - pos
                     ));
                 }
-                return Ok(Census { values });
+                return Ok(Census {
+                    values,
+                    allocated,
+                    memo: memo.len() as u64,
+                });
             }
             Op::Nothing => {}
             Op::Mark => {
@@ -287,12 +304,18 @@ pub fn check(
                 };
                 stack.truncate(mark);
             }
-            Op::Scalar | Op::Text => {
+            Op::Scalar => {
                 values += 1;
+                stack.push(LEAF);
+            }
+            Op::Text => {
+                values += 1;
+                allocated += 1;
                 stack.push(LEAF);
             }
             Op::Empty => {
                 values += 1;
+                allocated += 1;
                 stack.push(Slot { nesting: 1, ..LEAF });
             }
             Op::Get => {
@@ -318,6 +341,7 @@ pub fn check(
                 };
                 let nesting = 1 + deepest(stack.drain(mark..));
                 values += 1;
+                allocated += 1;
                 stack.push(Slot { nesting, ..LEAF });
             }
             Op::Tuple(n) => {
@@ -327,6 +351,7 @@ pub fn check(
                 let from = stack.len() - n;
                 let nesting = 1 + deepest(stack.drain(from..));
                 values += 1;
+                allocated += 1;
                 stack.push(Slot { nesting, ..LEAF });
             }
             Op::Into(n) => {
@@ -393,18 +418,47 @@ pub fn check(
                 }
             }
         }
-        if values > max_values {
-            return Err(SitesError::new(
-                ErrorKind::Limit,
-                format!(
-                    "refused: reading this pickle would build more than {max_values} values (the limit on a snapshot's size in memory)"
-                ),
-            ));
+        if let Some(over) = over_a_limit(limits, values, allocated, memo.len(), stack.len(), at) {
+            return Err(SitesError::new(ErrorKind::Limit, over));
         }
         if pos - published >= PUBLISH_EVERY {
             published = pos;
             checked(pos);
         }
+    }
+}
+
+/// Which count passed its limit, as the line that says so.
+fn over_a_limit(
+    limits: &Limits,
+    values: u64,
+    allocated: u64,
+    memo: usize,
+    stack: usize,
+    at: usize,
+) -> Option<String> {
+    let memo = memo as u64;
+    if values > limits.max_values {
+        let max = limits.max_values;
+        Some(format!(
+            "refused: reading this pickle would build more than {max} values (the limit on a snapshot's size in memory)"
+        ))
+    } else if allocated > limits.max_allocated {
+        let max = limits.max_allocated;
+        Some(format!(
+            "refused: reading this pickle would build more than {max} strings and containers (the limit on a snapshot's size in memory)"
+        ))
+    } else if memo > limits.max_memo {
+        let max = limits.max_memo;
+        Some(format!(
+            "refused: the pickle stores more than {max} values in its memo (the limit on a snapshot's size in memory)"
+        ))
+    } else if stack > SNAPSHOT_STACK {
+        Some(format!(
+            "refused: the pickle holds more than {SNAPSHOT_STACK} values on its stack at byte {at} (Python's pickler puts at most 1,000 between a mark and the opcode that takes them)"
+        ))
+    } else {
+        None
     }
 }
 
@@ -493,13 +547,14 @@ mod tests {
     use std::time::Duration;
 
     fn run(bytes: &[u8]) -> Result<Census, SitesError> {
-        check(
-            bytes,
-            1_000,
-            Instant::now(),
-            Duration::from_secs(5),
-            &mut |_| {},
-        )
+        let limits = Limits {
+            max_values: 1_000,
+            max_allocated: 500,
+            max_memo: 100,
+            deadline: Duration::from_secs(5),
+            ..Limits::default()
+        };
+        check(bytes, &limits, Instant::now(), &mut |_| {})
     }
 
     #[test]
@@ -528,6 +583,63 @@ mod tests {
         let e = run(&p).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
         assert!(e.to_string().contains("more than 1000 values"), "{e}");
+    }
+
+    #[test]
+    fn strings_containers_memo_entries_and_a_deep_stack_have_their_own_limits() {
+        let batched = |item: &[u8], n: usize| {
+            let mut p = b"\x80\x04]".to_vec();
+            for chunk in 0..n.div_ceil(100) {
+                p.push(b'(');
+                for _ in 0..(n - chunk * 100).min(100) {
+                    p.extend_from_slice(item);
+                }
+                p.push(b'e');
+            }
+            p.push(b'.');
+            p
+        };
+        // 499 empty lists and the list holding them: within 500 allocations.
+        let census = run(&batched(b"]", 499)).unwrap();
+        assert_eq!(
+            (census.values, census.allocated, census.memo),
+            (500, 500, 0)
+        );
+        let e = run(&batched(b"]", 500)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
+        assert!(
+            e.to_string()
+                .contains("more than 500 strings and containers"),
+            "{e}"
+        );
+        let e = run(&batched(b"\x8c\x00", 600)).unwrap_err();
+        assert!(e.to_string().contains("strings and containers"), "{e}");
+        // Each int stored in the memo.
+        assert_eq!(run(&batched(b"K\x01\x94", 100)).unwrap().memo, 100);
+        let e = run(&batched(b"K\x01\x94", 101)).unwrap_err();
+        assert!(
+            e.to_string().contains("more than 100 values in its memo"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_stack_deeper_than_python_ever_makes_is_refused_as_it_grows() {
+        // One mark, then ints without end: refused once the stack passes its bound, not at
+        // the values' limit or the file's end.
+        let mut p = b"\x80\x04](".to_vec();
+        p.extend(std::iter::repeat_n(b'N', SNAPSHOT_STACK + 10));
+        p.extend_from_slice(b"e.");
+        let limits = Limits::default();
+        let e = check(&p, &limits, Instant::now(), &mut |_| {}).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
+        let at = 3 + SNAPSHOT_STACK;
+        assert!(
+            e.to_string().contains(&format!(
+                "more than {SNAPSHOT_STACK} values on its stack at byte {at}"
+            )),
+            "{e}"
+        );
     }
 
     #[test]

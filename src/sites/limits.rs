@@ -3,6 +3,7 @@
 //! pickle may build, caps on what is kept, and a deadline.
 
 use super::error::{ErrorKind, SitesError};
+use crate::safe_fs::bounds;
 use std::time::Duration;
 
 /// What reading one snapshot may cost. The defaults take a real snapshot of a
@@ -10,8 +11,7 @@ use std::time::Duration;
 /// not fit a monitor's memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// A larger file is refused before a byte of it is read. Default 1 GiB: PyTorch's own
-    /// docs put "several KB per entry" on a snapshot with deep stacks.
+    /// A larger file is refused before a byte of it is read (`bounds::SNAPSHOT`, 1 GiB).
     pub max_file_bytes: u64,
     /// Per device, the newest this many trace entries are kept and the older ones counted
     /// as cut: the backward walk needs the newest. Default 2,000,000.
@@ -24,22 +24,26 @@ pub struct Limits {
     /// Reading and reducing stop with an error past this. Default 30 s.
     pub deadline: Duration,
     /// The most values (ints, strings, containers, memo references) the pickle may make the
-    /// reader build, counted before any is built: a bound on memory no pickle can pass.
-    /// Default 64,000,000: about 36 bytes each when built (the benchmark's 1,000,000-entry
-    /// history is 15.3 million values and 557 MiB at its peak), so about 2.3 GB at most;
-    /// a history like the benchmark's of `max_trace_entries` (2,000,000) entries fits.
+    /// reader build, counted by the guard before any is built (`bounds::SNAPSHOT_VALUES`).
     pub max_values: u64,
+    /// Of those, the most that are an allocation of their own (strings, bytes, containers):
+    /// each costs the crate two to three times a plain value (`bounds::SNAPSHOT_ALLOCATED`).
+    pub max_allocated: u64,
+    /// The most values the pickle may store in its memo (`bounds::SNAPSHOT_MEMO`).
+    pub max_memo: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_file_bytes: 1 << 30,
+            max_file_bytes: bounds::SNAPSHOT.max_bytes,
             max_trace_entries: 2_000_000,
             max_blocks: 2_000_000,
             max_frames_per_entry: 64,
             deadline: Duration::from_secs(30),
-            max_values: 64_000_000,
+            max_values: bounds::SNAPSHOT_VALUES,
+            max_allocated: bounds::SNAPSHOT_ALLOCATED,
+            max_memo: bounds::SNAPSHOT_MEMO,
         }
     }
 }
@@ -54,5 +58,16 @@ pub(crate) fn past_deadline(deadline: Duration) -> SitesError {
     SitesError::new(
         ErrorKind::Limit,
         format!("gave up reading after {took} (the deadline)"),
+    )
+}
+
+/// The one line for a file or bytes over `max_file_bytes`.
+pub(crate) fn too_big(len: u64, limits: &Limits) -> SitesError {
+    SitesError::new(
+        ErrorKind::Limit,
+        format!(
+            "refused: the file is {len} bytes, over the {}-byte limit on a snapshot",
+            limits.max_file_bytes
+        ),
     )
 }

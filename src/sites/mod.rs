@@ -5,18 +5,19 @@
 //!
 //! Reading: the pickle is checked opcode by opcode (`guard`): a pickle that names a Python
 //! global or builds objects (what could run code in Python) is refused, and so is one that
-//! nests deeper than 64, refers to itself, or would make the reader build more values than
-//! `Limits::max_values`. The `pickled` crate (a serde-pickle fork that shares, as Python
+//! nests deeper than 64, refers to itself, or would make the reader build more values,
+//! strings and containers, or memo entries than `Limits` allows, or hold more on its stack
+//! than `safe_fs::bounds::SNAPSHOT_STACK`. The `pickled` crate (a serde-pickle fork that shares, as Python
 //! does, what a pickle refers to twice; serde-pickle 1.2 cannot read a real snapshot) builds
 //! its values from the bytes the guard has passed, on a thread of its own while the guard
 //! goes on (`parse`), and `read` copies them into our own owned types, keeping the newest
 //! trace entries, at most so many blocks and frames, and counting what it cut.
 //!
-//! Deviations from the shared contract, for callers: `Limits` has one more field,
-//! `max_values` (use `..Limits::default()`); `held_on` picks a device (`held` takes the
-//! `vramscope` key's device, else the first); `Held` has more fields: `all_sites` (what
-//! `diff` compares), `cut`, `reserved`, `recorded_peak` and `recorded_is_requested` (what
-//! the exactness compared with), `mismatches`; `SitesError::kind` says whether the file was
+//! Deviations from the shared contract, for callers: `Limits` has three more fields,
+//! `max_values`, `max_allocated` and `max_memo` (use `..Limits::default()`); `held_on`
+//! picks a device (`held` takes the `vramscope` key's device, else the first); `Held` has
+//! more fields: `all_sites` (what `diff` compares), `cut`, `reserved`, `recorded_peak` and
+//! `recorded_is_requested` (what the exactness compared with), `mismatches`; `SitesError::kind` says whether the file was
 //! unreadable or the question unanswerable. The `vramscope` key may carry one more field,
 //! `peak_requested` (`requested_bytes.all.peak`), which makes the exactness check byte for
 //! byte (`exact.rs`); `render` has the text and JSON the command prints (`held_json` for
@@ -28,6 +29,7 @@ mod cost;
 mod diff;
 mod error;
 mod exact;
+mod file;
 mod guard;
 mod held;
 mod limits;
@@ -52,33 +54,19 @@ pub use snapshot::{
 
 use std::path::Path;
 
-/// Reads a snapshot file within `limits`: a file over `max_file_bytes` is refused before
-/// it is read.
+/// Reads a snapshot file within `limits`: a FIFO or device, a file over `max_file_bytes`,
+/// or one that does not start as a pickle is refused before it is read (`file.rs`).
 pub fn read_file(path: &Path, limits: &Limits) -> Result<MemorySnapshot, SitesError> {
-    use std::io::Read;
-    let name = path.display().to_string();
-    let io = |e: std::io::Error| SitesError::new(ErrorKind::Io, format!("cannot read {name}: {e}"));
-    let file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
-    if len > limits.max_file_bytes {
-        return Err(too_big(len, limits));
-    }
-    // A file that grows while it is read is still read only up to the limit.
-    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    file.take(limits.max_file_bytes.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(io)?;
-    read_owned(bytes, limits)
+    let name = crate::text::clean(&path.display().to_string()).into_owned();
+    let file = crate::safe_fs::open_for_reading(path)
+        .map_err(|e| SitesError::new(ErrorKind::Io, format!("cannot read {name}: {e}")))?;
+    read_owned(file::bytes_of(&file, limits)?, limits)
 }
 
-fn too_big(len: u64, limits: &Limits) -> SitesError {
-    SitesError::new(
-        ErrorKind::Limit,
-        format!(
-            "refused: the file is {len} bytes, over the {}-byte limit on a snapshot",
-            limits.max_file_bytes
-        ),
-    )
+/// The bytes of an open snapshot file (the monitor's, opened without following links),
+/// refused as `read_file` refuses them.
+pub fn read_open_file(file: &std::fs::File, limits: &Limits) -> Result<Vec<u8>, SitesError> {
+    file::bytes_of(file, limits)
 }
 
 /// Reads a snapshot from bytes within `limits` (a copy of them goes to the thread that
@@ -94,7 +82,7 @@ pub fn read_bytes_costed(
     cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
     if bytes.len() as u64 > limits.max_file_bytes {
-        return Err(too_big(bytes.len() as u64, limits));
+        return Err(limits::too_big(bytes.len() as u64, limits));
     }
     read_owned_costed(bytes.to_vec(), limits, cost)
 }
@@ -113,7 +101,7 @@ pub fn read_owned_costed(
     let started = std::time::Instant::now();
     let len = bytes.len() as u64;
     if len > limits.max_file_bytes {
-        return Err(too_big(len, limits));
+        return Err(limits::too_big(len, limits));
     }
     if bytes.is_empty() {
         return Err(SitesError::new(

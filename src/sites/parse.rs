@@ -148,13 +148,7 @@ pub(crate) fn read(
     crate::threads::spawn("sites-parse", move || job.run(&tx))
         .map_err(|e| SitesError::new(ErrorKind::Io, format!("cannot read the snapshot: {e}")))?;
     let mut watch = Watch::start();
-    let checked = super::guard::check(
-        &bytes,
-        limits.max_values,
-        started,
-        limits.deadline,
-        &mut |pos| gate.open_to(pos),
-    );
+    let checked = super::guard::check(&bytes, limits, started, &mut |pos| gate.open_to(pos));
     cost.guard = watch.lap();
     if let Err(e) = checked {
         gate.close();

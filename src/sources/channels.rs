@@ -4,7 +4,8 @@
 //! A dead writer's file stays readable: it is polled on, marked ended, until it is removed.
 
 use super::dir_watch::DirWatch;
-use crate::channel::discover::{self, Owners};
+use crate::channel::cleaning::{self, Owners};
+use crate::channel::discover;
 use crate::channel::{
     Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
     WriterKind, WriterState, monotonic_ns, slot_uuid_string,
@@ -165,8 +166,13 @@ impl ChannelSampler {
             .is_none_or(|at| now.duration_since(at) >= CLEAN_EVERY)
         {
             self.last_clean = Some(now);
-            for dir in discover::channel_dirs(self.policy.euid) {
-                discover::remove_stale(&dir, self.policy.euid, discover::STALE_AFTER, Owners::Ours);
+            for dir in cleaning::cleaning_dirs(self.policy.euid) {
+                cleaning::remove_stale_in(
+                    &dir,
+                    self.policy.euid,
+                    cleaning::STALE_AFTER,
+                    Owners::Ours,
+                );
             }
         }
         let at_ms = now_ms();

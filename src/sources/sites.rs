@@ -9,7 +9,6 @@ use crate::model::held_sites::{
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::{File, OpenOptions};
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -22,7 +21,7 @@ const LARGEST_BLOCKS: usize = 5;
 /// longer exists (the writer keeps only its newest few) is said so.
 pub fn reduce(job: &SitesJob) -> SitesState {
     let limits = Limits::default();
-    let bytes = match read_bounded(Path::new(&job.path), limits.max_file_bytes) {
+    let bytes = match read_bounded(Path::new(&job.path), &limits) {
         Ok(bytes) => bytes,
         Err(why) => return SitesState::Failed { why },
     };
@@ -47,8 +46,9 @@ pub fn reduce(job: &SitesJob) -> SitesState {
     }
 }
 
-/// The file's bytes, if it is a regular file of ours no larger than `max`.
-fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+/// The file's bytes, if it is a regular file of ours within the snapshot's bound (size on
+/// the descriptor, then its first bytes: `sites::read_open_file`), before the whole is read.
+fn read_bounded(path: &Path, limits: &Limits) -> Result<Vec<u8>, String> {
     let file: File = OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -63,9 +63,6 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat the snapshot: {e}"))?;
-    if !meta.file_type().is_file() {
-        return Err("refused: the snapshot is not a regular file".into());
-    }
     let me = crate::channel::euid();
     if me != 0 && meta.uid() != me {
         return Err(format!(
@@ -73,23 +70,8 @@ fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
             meta.uid()
         ));
     }
-    if meta.len() > max {
-        return Err(format!(
-            "refused: the snapshot is {} bytes, over the {max}-byte bound",
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    // One byte past the bound tells a file that grew since the stat.
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read the snapshot: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!(
-            "refused: the snapshot grew past the {max}-byte bound"
-        ));
-    }
-    Ok(bytes)
+    sites::read_open_file(&file, limits)
+        .map_err(|e| crate::text::clean(&e.to_string()).into_owned())
 }
 
 /// The library's answer in the model's owned terms.

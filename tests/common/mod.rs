@@ -6,6 +6,8 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+pub mod measured;
+pub mod race;
 pub mod tmux;
 pub mod users;
 
