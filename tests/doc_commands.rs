@@ -957,3 +957,36 @@ fn the_readme_shows_the_screenshot_at_the_default_refresh() {
     let header = shot.lines().next().unwrap_or("");
     assert!(header.contains("every 1.0s"), "{header}");
 }
+
+/// The README is not part of the book (whose links CI checks in the built HTML): its own
+/// relative links must name files that exist, and their anchors headings of those files.
+#[test]
+fn the_readme_links_resolve() {
+    let readme = std::fs::read_to_string(Path::new(REPO).join("README.md")).unwrap();
+    let mut checked = 0;
+    for part in readme.split("](").skip(1) {
+        let Some(target) = part.split(')').next() else {
+            continue;
+        };
+        if target.starts_with("http") || target.starts_with('#') {
+            continue;
+        }
+        let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+        let path = Path::new(REPO).join(file);
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("README links to {target}: {e}"));
+        if !anchor.is_empty() {
+            // mdBook's ids: a heading in lower case, spaces as dashes.
+            let found = text.lines().filter(|l| l.starts_with('#')).any(|l| {
+                l.trim_start_matches('#')
+                    .trim()
+                    .to_lowercase()
+                    .replace(' ', "-")
+                    == anchor
+            });
+            assert!(found, "README links to {target}: no such heading");
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} links checked");
+}
