@@ -280,6 +280,10 @@ pub struct AttachArgs {
     /// [default: the target's own executable, else pythonX.Y on PATH].
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+    /// The TUI's own: the identity its dialog showed (STARTTIME:DEV:INO:UID); a process that
+    /// is no longer that one is refused.
+    #[arg(long, value_name = "IDENTITY", hide = true, value_parser = crate::attach::process::Identity::parse_arg)]
+    pub shown_as: Option<crate::attach::process::Identity>,
 }
 
 #[derive(Debug, Args)]

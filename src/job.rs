@@ -209,28 +209,39 @@ pub fn descends_from(pid: u32, root: u32) -> bool {
 /// The parent pid from /proc/PID/stat (field 4, after the command in parentheses, which may
 /// itself hold spaces and parentheses).
 fn parent_of(pid: u32) -> Option<u32> {
+    // path-ok: /proc/PID/stat is the kernel's, named by a number, not a user's file.
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     after.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A private directory for the injected Python files of this run, removed when dropped.
+/// Made by descriptor in a folder that was walked and checked (`scratch_base`), and removed
+/// relative to that folder: the path is only what the job is told (the folders on it are
+/// root's or sticky as root, the user's own otherwise, so nobody else can swap them).
 pub struct ScratchDir {
     path: PathBuf,
+    base: crate::safe_fs::Dir,
+    name: OsString,
 }
 
 impl ScratchDir {
     /// `$XDG_RUNTIME_DIR/vramscope-run-<pid>`, else under the temp directory; mode 0700.
     pub fn create() -> io::Result<ScratchDir> {
-        use std::os::unix::fs::DirBuilderExt;
-        let base = scratch_base(
+        let euid = crate::channel::sys::euid();
+        let (base_path, base) = scratch_base(
             std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
             std::env::temp_dir(),
-            crate::channel::sys::euid(),
-        );
-        let path = base.join(format!("vramscope-run-{}", unique_suffix()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
-        Ok(ScratchDir { path })
+            euid,
+        )?;
+        let name = OsString::from(format!("vramscope-run-{}", unique_suffix()));
+        // mkdirat: a name someone made first fails the create rather than being used.
+        base.create_dir(&name, 0o700)?;
+        Ok(ScratchDir {
+            path: base_path.join(&name),
+            base,
+            name,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -258,24 +269,30 @@ impl ScratchDir {
     }
 }
 
-/// Where the scratch directory goes: `runtime` when it is a folder, else `temp`. As root
-/// (`euid` 0) only a folder whose every step root may rely on (`safe_fs::walk`): under
-/// `sudo -E` both variables may name the user's own folders, where the user could swap the
-/// fresh directory for a symlink before root writes the Python files into it; then /tmp.
-fn scratch_base(runtime: Option<PathBuf>, temp: PathBuf, euid: u32) -> PathBuf {
-    let usable = |p: &PathBuf| {
-        euid != 0 || crate::safe_fs::walk(p, crate::safe_fs::Trust::OwnedBy(0)).is_ok()
-    };
-    runtime
-        .filter(|p| p.is_dir())
-        .filter(usable)
-        .or_else(|| Some(temp).filter(usable))
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
+/// Where the scratch directory goes, opened: `runtime` when it is a folder, else `temp`,
+/// else /tmp, each walked (`safe_fs::walk`) with the checks the caller needs. As root
+/// (`euid` 0) only a folder whose every step root may rely on: under `sudo -E` both
+/// variables may name the user's own folders, where the user could swap the fresh directory
+/// for a symlink before root writes the Python files into it.
+fn scratch_base(
+    runtime: Option<PathBuf>,
+    temp: PathBuf,
+    euid: u32,
+) -> io::Result<(PathBuf, crate::safe_fs::Dir)> {
+    let trust = crate::safe_fs::Trust::for_euid(euid);
+    let mut last = None;
+    for candidate in runtime.into_iter().chain([temp, PathBuf::from("/tmp")]) {
+        match crate::safe_fs::walk(&candidate, trust) {
+            Ok(dir) => return Ok((candidate, dir)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("no folder for the scratch directory")))
 }
 
 impl Drop for ScratchDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        let _ = self.base.remove_tree(&self.name);
     }
 }
 
@@ -385,12 +402,27 @@ mod tests {
         std::fs::create_dir(&theirs).unwrap();
         std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
         let ours = top.path().to_path_buf();
-        assert_eq!(scratch_base(Some(theirs.clone()), ours.clone(), 0), ours);
-        assert_eq!(
-            scratch_base(Some(theirs.clone()), theirs.clone(), 0),
-            PathBuf::from("/tmp")
-        );
-        assert_eq!(scratch_base(Some(theirs.clone()), ours, 65534), theirs);
+        let base = |runtime: &PathBuf, temp: &PathBuf, euid| {
+            scratch_base(Some(runtime.clone()), temp.clone(), euid)
+                .unwrap()
+                .0
+        };
+        assert_eq!(base(&theirs, &ours, 0), ours);
+        assert_eq!(base(&theirs, &theirs, 0), PathBuf::from("/tmp"));
+        assert_eq!(base(&theirs, &ours, 65534), theirs);
+        // What is made is made in the folder that was checked, and removed from it.
+        let scratch = {
+            let (path, dir) = scratch_base(None, ours.clone(), 0).unwrap();
+            dir.create_dir(std::ffi::OsStr::new("s"), 0o700).unwrap();
+            ScratchDir {
+                path: path.join("s"),
+                base: dir,
+                name: "s".into(),
+            }
+        };
+        std::fs::write(scratch.path().join("f"), "x").unwrap();
+        drop(scratch);
+        assert!(!ours.join("s").exists());
     }
 
     #[test]

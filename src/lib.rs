@@ -187,6 +187,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
                 timeout: std::time::Duration::from_secs(args.timeout),
                 ptrace: args.ptrace,
                 python: args.python.clone(),
+                shown: args.shown_as,
             };
             return attach::run(args.pid, attach::agent::Request::Attach, options);
         }
@@ -196,6 +197,7 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
                 timeout: std::time::Duration::from_secs(args.timeout),
                 ptrace: args.ptrace,
                 python: args.python.clone(),
+                shown: args.shown_as,
             };
             return attach::run(args.pid, attach::agent::Request::Detach, options);
         }

@@ -723,3 +723,51 @@ fn each_installed_cpython_version() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// §1.8 of issue 28: attaches to different processes side by side each sweep the same /tmp.
+/// A directory being filled must never look like one a killed attach left (its waiter
+/// existed a moment before it was locked: "cannot place the agent ... No such file or
+/// directory" under load). Directories are now filled under a staging name and renamed
+/// once their waiter is locked.
+#[test]
+fn side_by_side_attaches_never_sweep_each_others_agent() {
+    let Some(py) = python() else { return };
+    let dir = temp("side-by-side");
+    let targets: Vec<(Guard, std::path::PathBuf)> = (0..3)
+        .map(|i| {
+            let stop = dir.join(format!("stop{i}"));
+            let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+            wait_for(&dir.join(format!("stop{i}.ready")));
+            (child, stop)
+        })
+        .collect();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = targets
+            .iter()
+            .map(|(child, _)| {
+                let pid = child.id().to_string();
+                scope.spawn(move || {
+                    let mut failed = Vec::new();
+                    for _ in 0..25 {
+                        for verb in ["attach", "detach"] {
+                            let out = vramscope(&[verb, "--yes", &pid]);
+                            if out.status.code() != Some(0) {
+                                failed.push(format!("{verb} {pid}: {}", text(&out.stderr)));
+                            }
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        runs.into_iter().flat_map(|r| r.join().unwrap()).collect()
+    });
+    assert!(failures.is_empty(), "{failures:#?}");
+    for (child, stop) in targets {
+        let pid = child.id();
+        let (out, err, code) = child.finish(&stop);
+        assert_eq!((out.as_str(), err.as_str(), code), (LOOP_OUT, "", 0));
+        assert!(leftovers(pid).is_empty(), "{:?}", leftovers(pid));
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

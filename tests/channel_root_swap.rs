@@ -178,7 +178,8 @@ fn a_directory_flipped_in_a_loop_never_leads_root_to_its_own_file() {
         opened > 0 && asked > 0 && refused > 0,
         "opened {opened}, asked {asked}, refused {refused}"
     );
-    let theirs = if s.theirs.is_dir() {
+    // Wherever the flipper left it (not through the symlink it may have left in its place).
+    let theirs = if fs::symlink_metadata(&s.theirs).is_ok_and(|m| m.is_dir()) {
         s.theirs.join(&s.name)
     } else {
         s.theirs.with_extension("real").join(&s.name)

@@ -1,16 +1,24 @@
 //! The agent's files, placed where the target reads them: a fresh directory in its own /tmp
-//! (through /proc/PID/root, so a container's /tmp is the container's), owned by the target's
-//! user, holding the entry script (`boot.py` for `sys.remote_exec`, the same text the ptrace
-//! path queues), the agent, the request, and the embedded writer package. Nothing is
-//! installed into the program's environment; the agent removes the directory once done, and
-//! each attach or detach removes what a killed one left (`sweep`).
+//! (through /proc/PID/root, so a container's /tmp is the container's), holding the entry
+//! script (`boot.py` for `sys.remote_exec`, the same text the ptrace path queues), the agent,
+//! the request, and the embedded writer package. Nothing is installed into the program's
+//! environment; the agent removes the directory once done, and each attach or detach removes
+//! what a killed one left (`sweep`).
+//!
+//! That /tmp may be the target's user's own (a rootless container, a bind mount), so root
+//! works in it only by descriptor and only as that user (the threat model's rule): the /tmp
+//! is opened once, the fresh directory right after it is made, every file is created, read
+//! and removed relative to those, on a thread whose filesystem identity is the user's. A
+//! directory the user renames or swaps for a symlink can then lead the work only to files
+//! the user could touch anyway, and no change of owner is ever needed.
 
 use crate::inject::PACKAGE;
-use std::fs::{self, DirBuilder, OpenOptions};
+use crate::safe_fs::{Dir, Kind, Trust, as_user, bounds, read_bounded};
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The entry script the bootstrap runs.
 pub const AGENT: &str = include_str!(concat!(
@@ -18,16 +26,33 @@ pub const AGENT: &str = include_str!(concat!(
     "/assets/attach_agent.py"
 ));
 
-/// One placed agent: where vramscope sees it and where the target does.
+/// How a placed agent's directory is named: `vramscope-attach-PID-NANOS`.
+const PREFIX: &str = "vramscope-attach-";
+/// What its name ends with while it is being filled: a `sweep` takes only complete ones (whose
+/// `waiter` is locked from the moment the name exists) for what a killed vramscope left.
+const STAGING: &str = ".new";
+/// How old a directory without its waiter (or still staged) must be before a `sweep` takes
+/// it for a killed attach's: a young one may be another vramscope's, being placed right now.
+const ABANDONED_AFTER: Duration = Duration::from_secs(5);
+/// The most names a `sweep` reads in a /tmp.
+const SWEEP_MAX_ENTRIES: usize = 1 << 16;
+
+/// One placed agent. Everything is held by descriptor: the target's /tmp, opened once through
+/// its `/proc/PID/root`, and the agent's own directory, opened right after it was made; no
+/// path in a place the target's user controls is resolved again.
 pub struct Placed {
-    /// Through `/proc/self/fd/N/`: still this directory after the target exits (and its
-    /// `/proc/PID/root` with it), so vramscope can remove what it placed.
-    pub here: PathBuf,
+    tmp: Dir,
+    dir: Dir,
+    /// Its name in `tmp`.
+    name: OsString,
+    /// What the target opens, in its own file system: `/tmp/NAME`.
     pub there: String,
-    _tmp: fs::File,
+    /// Whose /tmp it is: every file operation in it is done as this user ([`as_user`]).
+    uid: u32,
+    gid: u32,
     /// `waiter`, locked while vramscope waits for the answer: the agent removes the
     /// directory itself when it can take the lock (vramscope gave up, or was killed).
-    _waiter: fs::File,
+    _waiter: File,
 }
 
 /// What the agent is asked to do.
@@ -46,89 +71,95 @@ impl Request {
     }
 }
 
-/// Writes the agent under `root`/tmp (root: `/proc/PID/root`), owned by `uid`/`gid`.
-pub fn place(root: &Path, pid: i32, uid: u32, gid: u32, request: Request) -> io::Result<Placed> {
-    // Held open for as long as the agent is placed; a /tmp that is a symlink is refused.
-    let tmp_dir = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(root.join("tmp"))?;
-    let tmp = PathBuf::from(format!("/proc/self/fd/{}", tmp_dir.as_raw_fd()));
+/// Writes the agent into `tmp` (the target's /tmp) as `uid`/`gid`, the target's user: a
+/// /tmp that user controls (their own container's, a bind mount) can then only lead the
+/// writes to files the user could write anyway, and every file is theirs with no change of
+/// owner. A /tmp that someone else may write (not root's or the user's, or writable by others
+/// without the sticky bit) is refused.
+pub fn place(tmp: Dir, pid: i32, uid: u32, gid: u32, request: Request) -> io::Result<Placed> {
+    if let Some(why) = Trust::OwnedBy(uid).folder(&tmp.stat()?) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} {why}", tmp.shown().display()),
+        ));
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or_default();
-    sweep(&tmp, uid);
-    let name = format!("vramscope-attach-{pid}-{nanos}");
-    let here = tmp.join(&name);
-    // A fresh name: creating fails rather than reuse anything that is there.
-    DirBuilder::new().mode(0o700).create(&here)?;
-    let result = (|| {
-        // The waiter first, locked as soon as it exists: a `sweep` takes a directory whose
-        // waiter is free (or missing, once it is old) for one a killed vramscope left.
-        let mut waiter = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(here.join("waiter"))?;
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            return Err(io::Error::last_os_error());
+    let name = OsString::from(format!("{PREFIX}{pid}-{nanos}"));
+    let (dir, waiter) = as_user(uid, gid, || {
+        sweep(&tmp, uid);
+        let mut staged = name.clone();
+        staged.push(STAGING);
+        // A fresh name: creating fails rather than reuse anything that is there.
+        tmp.create_dir(&staged, 0o700)?;
+        let filled = tmp.sub(&staged).and_then(|dir| {
+            let waiter = fill(&dir, &name, request)?;
+            tmp.rename(&staged, &name)?;
+            Ok((dir, waiter))
+        });
+        if filled.is_err() {
+            let _ = tmp.remove_tree(&staged);
         }
-        waiter.write_all(std::process::id().to_string().as_bytes())?;
-        write(&here.join("agent.py"), AGENT)?;
-        // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
-        write(&here.join("boot.py"), &bootstrap(&format!("/tmp/{name}")))?;
-        write(&here.join("request"), request.word())?;
-        for (path, text) in PACKAGE {
-            let target = here.join("lib/vramscope").join(path);
-            if let Some(parent) = target.parent() {
-                DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(parent)?;
-            }
-            write(&target, text)?;
-        }
-        chown_tree(&here, uid, gid)?;
-        Ok(waiter)
-    })();
-    match result {
-        Ok(waiter) => Ok(Placed {
-            here,
-            there: format!("/tmp/{name}"),
-            _tmp: tmp_dir,
-            _waiter: waiter,
-        }),
-        Err(e) => {
-            let _ = fs::remove_dir_all(&here);
-            Err(e)
-        }
-    }
+        filled
+    })??;
+    Ok(Placed {
+        tmp,
+        dir,
+        there: format!("/tmp/{}", name.to_string_lossy()),
+        name,
+        uid,
+        gid,
+        _waiter: waiter,
+    })
 }
 
-fn write(path: &Path, text: &str) -> io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)?;
-    f.write_all(text.as_bytes())
+/// The agent's files in its fresh directory `dir`, to be named `name`; the waiter, locked.
+fn fill(dir: &Dir, name: &OsStr, request: Request) -> io::Result<File> {
+    // The waiter first, locked as soon as it exists: a `sweep` takes a directory whose
+    // waiter is free for one a killed vramscope left.
+    let mut waiter = dir.create_new(OsStr::new("waiter"), 0o600)?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    waiter.write_all(std::process::id().to_string().as_bytes())?;
+    write(dir, "agent.py", AGENT)?;
+    // What `sys.remote_exec` runs (3.14): the same bootstrap the ptrace path queues.
+    let there = format!("/tmp/{}", name.to_string_lossy());
+    write(dir, "boot.py", &bootstrap(&there))?;
+    write(dir, "request", request.word())?;
+    for (path, text) in PACKAGE {
+        let mut parts: Vec<&str> = ["lib", "vramscope"].into_iter().collect();
+        parts.extend(path.split('/'));
+        let Some((file, folders)) = parts.split_last() else {
+            continue;
+        };
+        write(&folders_in(dir, folders)?, file, text)?;
+    }
+    Ok(waiter)
 }
 
-fn chown_tree(dir: &Path, uid: u32, gid: u32) -> io::Result<()> {
-    std::os::unix::fs::lchown(dir, Some(uid), Some(gid))?;
-    for entry in fs::read_dir(dir)? {
-        let path = entry?.path();
-        if fs::symlink_metadata(&path)?.is_dir() {
-            chown_tree(&path, uid, gid)?;
-        } else {
-            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+/// `dir`/`folders...`, each made (0700) where it is not there yet and opened without
+/// following.
+fn folders_in(dir: &Dir, folders: &[&str]) -> io::Result<Dir> {
+    let mut here = dir.try_clone()?;
+    for folder in folders {
+        let name = OsStr::new(folder);
+        match here.create_dir(name, 0o700) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
         }
+        here = here.sub(name)?;
     }
-    Ok(())
+    Ok(here)
+}
+
+fn write(dir: &Dir, name: &str, text: &str) -> io::Result<()> {
+    dir.create_new(OsStr::new(name), 0o600)?
+        .write_all(text.as_bytes())
 }
 
 /// The text `PyRun_SimpleString` runs in `__main__`: one `try` statement that binds no name
@@ -146,24 +177,69 @@ pub fn bootstrap(there: &str) -> String {
     )
 }
 
-/// The agent's answer, once it wrote one.
+/// The agent's answer, once it wrote one: read as the target's user, at most
+/// [`bounds::AGENT_STATUS`], a regular file only (its user could put a FIFO or a huge file
+/// under that name). What cannot be read is a failure, said as such.
 pub fn status(placed: &Placed) -> Option<String> {
-    let text = fs::read_to_string(placed.here.join("status")).ok()?;
-    Some(crate::channel::sanitize(text.trim().as_bytes()))
+    let read = as_user(placed.uid, placed.gid, || {
+        let file = match placed.dir.open_read(OsStr::new("status")) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("failed: its answer cannot be read: {e}")),
+        };
+        Some(match read_bounded(&file, bounds::AGENT_STATUS) {
+            Ok(text) => crate::channel::sanitize(String::from_utf8_lossy(&text).trim().as_bytes()),
+            Err(e) => format!("failed: its answer {e}"),
+        })
+    });
+    read.unwrap_or_else(|e| Some(format!("failed: its answer cannot be read: {e}")))
 }
 
 /// Stops waiting (the lock goes with `placed`): the agent removes its directory itself when
 /// it runs.
 pub fn stop_waiting(placed: Placed) {
     // It may have run in between: then nobody else removes the directory.
-    if placed.here.join("status").exists() {
-        let _ = fs::remove_dir_all(&placed.here);
-    }
+    let _ = as_user(placed.uid, placed.gid, || {
+        if placed.dir.stat_at(OsStr::new("status")).is_ok() {
+            remove_own(&placed);
+        }
+    });
 }
 
 /// Marks the agent queued: a later `sweep` leaves it for the agent to remove.
 pub fn queued(placed: &Placed) {
-    let _ = write(&placed.here.join("queued"), "");
+    let _ = as_user(placed.uid, placed.gid, || {
+        placed.dir.create_new(OsStr::new("queued"), 0o600)
+    });
+}
+
+/// Removes the directory (the agent answered, or was never queued).
+pub fn remove(placed: &Placed) {
+    let _ = as_user(placed.uid, placed.gid, || remove_own(placed));
+}
+
+/// Removes what `placed.name` names in the target's /tmp if it still is the directory that
+/// was made (not something the user renamed into its place). Called as the user.
+fn remove_own(placed: &Placed) {
+    let same = match (placed.tmp.stat_at(&placed.name), placed.dir.stat()) {
+        (Ok(there), Ok(made)) => there.same_file(&made),
+        _ => false,
+    };
+    if same {
+        let _ = placed.tmp.remove_tree(&placed.name);
+    }
+}
+
+/// A placed agent's directory name: its pid, and whether it is still staged.
+fn parse_name(name: &OsStr) -> Option<(&str, bool)> {
+    let rest = name.to_str()?.strip_prefix(PREFIX)?;
+    let (rest, staged) = match rest.strip_suffix(STAGING) {
+        Some(rest) => (rest, true),
+        None => (rest, false),
+    };
+    let (pid, n) = rest.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    (digits(pid) && digits(n)).then_some((pid, staged))
 }
 
 /// Removes what killed attaches left in this /tmp: each `vramscope-attach-PID-N` directory
@@ -171,69 +247,64 @@ pub fn queued(placed: &Placed) {
 /// `waiter` lock is free) and that no agent will still use: never queued (vramscope was
 /// killed before queueing it), already answered (killed while reading the answer), or whose
 /// process is gone (it exited with the agent still pending). One that is queued for a live
-/// process is the agent's to remove when it runs.
-fn sweep(tmp: &Path, uid: u32) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = fs::read_dir(tmp) else {
+/// process is the agent's to remove when it runs; one still staged, or without its waiter, is
+/// taken only once [`ABANDONED_AFTER`] old. Called as `uid`, relative to `tmp`.
+fn sweep(tmp: &Dir, uid: u32) {
+    let Ok(entries) = tmp.entries(SWEEP_MAX_ENTRIES) else {
         return;
     };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("vramscope-attach-")
-            .and_then(|rest| rest.split_once('-'))
-            .filter(|(pid, n)| {
-                !pid.is_empty()
-                    && !n.is_empty()
-                    && pid.bytes().all(|c| c.is_ascii_digit())
-                    && n.bytes().all(|c| c.is_ascii_digit())
-            })
-            .map(|(pid, _)| pid.to_string())
-        else {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    for entry in entries {
+        let Some((pid, staged)) = parse_name(&entry.name) else {
             continue;
         };
-        let dir = entry.path();
         // Not through a symlink, and only the agent's user's.
-        let age = match fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() && m.uid() == uid => m
-                .modified()
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .unwrap_or_default(),
-            _ => continue,
+        let Ok(st) = tmp.stat_at(&entry.name) else {
+            continue;
         };
-        let live = Path::new(&format!("/proc/{pid}")).exists();
-        let in_use = live && dir.join("queued").exists() && !dir.join("status").exists();
-        if in_use {
+        if st.kind != Kind::Dir || st.uid != uid {
             continue;
         }
-        let Ok(waiter) = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(dir.join("waiter"))
-        else {
-            // Killed in the microseconds between making it and its waiter; a young one may
-            // be another vramscope's, being placed right now.
-            if age > std::time::Duration::from_secs(5) {
-                let _ = fs::remove_dir_all(&dir);
+        let old = now.saturating_sub(st.mtime) > ABANDONED_AFTER.as_secs() as i64;
+        if staged {
+            if old {
+                let _ = tmp.remove_tree(&entry.name);
+            }
+            continue;
+        }
+        let Ok(dir) = tmp.sub(&entry.name) else {
+            continue;
+        };
+        let has = |name: &str| dir.stat_at(OsStr::new(name)).is_ok();
+        // path-ok: /proc/PID is the kernel's, named by a number.
+        let live = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        if live && has("queued") && !has("status") {
+            continue;
+        }
+        let Ok(waiter) = dir.open_file(
+            OsStr::new("waiter"),
+            libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY,
+            0,
+        ) else {
+            if old {
+                let _ = tmp.remove_tree(&entry.name);
             }
             continue;
         };
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(waiter.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            let _ = fs::remove_dir_all(&dir);
+            let _ = tmp.remove_tree(&entry.name);
         }
     }
-}
-
-/// Removes the directory (the agent answered, or was never queued).
-pub fn remove(placed: &Placed) {
-    let _ = fs::remove_dir_all(&placed.here);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn bootstrap_runs_the_agent_without_touching_main_globals() {

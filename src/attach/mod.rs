@@ -17,12 +17,15 @@
 
 pub mod agent;
 pub mod elf;
+pub mod pidfd;
 pub mod preflight;
+pub mod process;
 pub mod ptrace;
 pub mod remote_exec;
 pub mod target;
 
 use agent::Request;
+use process::Process;
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -37,6 +40,9 @@ pub struct Options {
     pub ptrace: bool,
     /// The interpreter that calls `sys.remote_exec` (else the target's own, else PATH's).
     pub python: Option<std::path::PathBuf>,
+    /// The identity another vramscope showed when it asked (the TUI's dialog): a process
+    /// that is no longer that one is refused.
+    pub shown: Option<process::Identity>,
 }
 
 /// How the agent is queued in the target.
@@ -63,46 +69,72 @@ pub fn run(pid: i32, request: Request, options: Options) -> ExitCode {
 
 /// Exit statuses: 2 refused before touching the process, 1 failed while attaching, 3 still
 /// pending at the time-out.
+///
+/// The process is pinned first (`Process::bind`), and what /proc says of it is read after:
+/// the preflight's facts are then of the process whose identity the later checks compare.
 fn attach(pid: i32, request: Request, options: Options) -> Result<String, (String, u8)> {
     if pid <= 0 {
         return Err((format!("{pid} is not a process id"), 2));
     }
+    let process = Process::bind(pid);
     let target = Target::read(pid).map_err(|e| (e, 2))?;
     let rights = preflight::Rights::current();
     let ancestor = is_ancestor(pid);
     if let Some(line) = preflight::obstacle(&target, &rights, ancestor) {
         return Err((line, 2));
     }
+    let process = process.map_err(|e| (e, 2))?;
+    // What was read of it is of the process pinned.
+    process.check().map_err(|e| (e, 2))?;
+    if let Some(shown) = &options.shown {
+        process.is(shown).map_err(|e| (e, 2))?;
+    }
     match method(&target, &rights, &options) {
         Method::RemoteExec { want } => {
-            let placed = place(&target, request)?;
+            let placed = place(&process, &target, request)?;
             let script = format!("{}/boot.py", placed.there);
             let candidates = remote_exec::candidates(&target, options.python.as_deref(), &want);
-            if let Err(failure) = remote_exec::queue(pid, &script, &want, &candidates) {
+            // The caller compares the identity itself right before it calls: no pidfd
+            // reaches into `sys.remote_exec`, so the window left is that one's.
+            let queued = process
+                .check()
+                .map_err(remote_exec::Failure::Changed)
+                .and_then(|()| {
+                    remote_exec::queue(pid, &script, &want, &process.identity(), &candidates)
+                });
+            if let Err(failure) = queued {
                 agent::remove(&placed);
-                return Err(remote_exec_failed(pid, &want, failure, &rights));
+                return Err(remote_exec_failed(&process, &want, failure, &rights));
             }
             agent::queued(&placed);
-            wait(pid, placed, options.timeout)
+            wait(&process, placed, options.timeout)
         }
         Method::Ptrace => {
-            let at = addresses(&target).map_err(|e| (e, 2))?;
+            let at = addresses(&process, &target).map_err(|e| (e, 2))?;
             if !options.yes {
                 confirm(&target, request)?;
+                // The prompt took as long as the person did: the process may have exec'd
+                // another program, or exited and left its pid to another.
+                process.check().map_err(|e| (e, 2))?;
             }
-            let placed = place(&target, request)?;
+            let placed = place(&process, &target, request)?;
             let helper = rights.yama != Some(1) || rights.cap_sys_ptrace;
-            if let Err(e) = ptrace::queue(pid, at, &agent::bootstrap(&placed.there), helper) {
+            let code = agent::bootstrap(&placed.there);
+            // Again once its main thread is stopped: a stopped thread cannot exec.
+            let same = || process.check();
+            if let Err(e) = ptrace::queue(pid, at, &code, helper, &same) {
                 agent::remove(&placed);
                 let line = if e.starts_with("ptrace: Operation not permitted") {
                     preflight::refused(pid, &rights)
+                } else if e.ends_with(": nothing done") {
+                    e
                 } else {
                     format!("attaching to process {pid} failed: {e}")
                 };
                 return Err((line, 1));
             }
             agent::queued(&placed);
-            wait(pid, placed, options.timeout)
+            wait(&process, placed, options.timeout)
         }
     }
 }
@@ -118,6 +150,7 @@ pub fn stops(pid: i32) -> bool {
         timeout: Duration::ZERO,
         ptrace: false,
         python: None,
+        shown: None,
     };
     matches!(
         method(&target, &preflight::Rights::current(), &options),
@@ -143,25 +176,41 @@ fn method(target: &Target, rights: &preflight::Rights, options: &Options) -> Met
     }
 }
 
-fn place(target: &Target, request: Request) -> Result<agent::Placed, (String, u8)> {
+/// The agent in the pinned process's own /tmp, as its user.
+fn place(
+    process: &Process,
+    target: &Target,
+    request: Request,
+) -> Result<agent::Placed, (String, u8)> {
     let pid = target.pid;
-    agent::place(&target.root_path(""), pid, target.uid, gid_of(pid), request).map_err(|e| {
+    let failed = |e: std::io::Error| {
         (
             format!("cannot place the agent in process {pid}'s /tmp: {e}"),
             1,
         )
-    })
+    };
+    let tmp = process.tmp().map_err(failed)?;
+    agent::place(tmp, pid, process.identity().uid, process.gid(), request).map_err(failed)
 }
 
 /// The line and status for a `sys.remote_exec` that queued nothing.
 fn remote_exec_failed(
-    pid: i32,
+    process: &Process,
     want: &str,
     failure: remote_exec::Failure,
     rights: &preflight::Rights,
 ) -> (String, u8) {
     use remote_exec::Failure;
+    let pid = process.pid;
     match failure {
+        Failure::Changed(line) => (line, 2),
+        // The caller saw a change; this says which, once more from the pinned process.
+        Failure::ChangedBeforeCall => (
+            process.check().err().unwrap_or_else(|| {
+                format!("process {pid} changed before sys.remote_exec was called: nothing done")
+            }),
+            2,
+        ),
         Failure::NoInterpreter(tried) => (
             format!(
                 "process {pid} runs Python {want}, and no Python {want} runs here to call sys.remote_exec ({tried}): name one with `--python PATH`, or use `--ptrace` (pauses its main thread for a few milliseconds)"
@@ -189,7 +238,12 @@ fn remote_exec_failed(
     }
 }
 
-fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (String, u8)> {
+fn wait(
+    process: &Process,
+    placed: agent::Placed,
+    timeout: Duration,
+) -> Result<String, (String, u8)> {
+    let pid = process.pid;
     let started = Instant::now();
     let mut said_pending = false;
     loop {
@@ -200,7 +254,7 @@ fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (S
             }
             return Ok(format!("process {pid}: {answer}"));
         }
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        if !process.alive() {
             agent::remove(&placed);
             return Err((format!("process {pid} exited before the agent ran"), 1));
         }
@@ -226,7 +280,7 @@ fn wait(pid: i32, placed: agent::Placed, timeout: Duration) -> Result<String, (S
 }
 
 /// Finds the functions the injection calls, in the files the target maps.
-fn addresses(target: &Target) -> Result<ptrace::Addresses, String> {
+fn addresses(process: &Process, target: &Target) -> Result<ptrace::Addresses, String> {
     let mut mmap = None;
     let mut pending = None;
     let mut run = None;
@@ -237,7 +291,8 @@ fn addresses(target: &Target) -> Result<ptrace::Addresses, String> {
         if !is_libc && !is_python {
             continue;
         }
-        let Ok(bytes) = std::fs::read(target.root_path(path)) else {
+        // The mapped file itself, not its path (its user may swap that), read bounded.
+        let Ok(bytes) = process.mapped_file(*base) else {
             continue;
         };
         let Ok((found, min)) =
@@ -298,6 +353,7 @@ fn confirm(target: &Target, request: Request) -> Result<(), (String, u8)> {
 }
 
 fn user_name(uid: u32) -> String {
+    // path-ok: /etc/passwd is root's own file, only a name is taken from it (cleaned where shown).
     let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
     passwd
         .lines()
@@ -310,22 +366,12 @@ fn user_name(uid: u32) -> String {
         .unwrap_or_else(|| format!("uid {uid}"))
 }
 
-fn gid_of(pid: i32) -> u32 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Gid:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(u32::MAX)
-}
-
 /// Whether this process is an ancestor of `pid` (Yama 1 lets ancestors trace).
 fn is_ancestor(pid: i32) -> bool {
     let me = std::process::id() as i32;
     let mut p = pid;
     for _ in 0..64 {
+        // path-ok: /proc/PID/stat is the kernel's, named by a number.
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
             return false;
         };
@@ -370,6 +416,73 @@ mod tests {
         Some(answer)
     }
 
+    /// The check asked once the main thread is stopped: a process that is no longer the one
+    /// confirmed gets nothing queued (the next queue, with the right identity, runs first),
+    /// and is left running, untraced.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_process_changed_when_stopped_gets_nothing_injected() {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let Ok(child) = Command::new("/usr/bin/python3")
+            .args([
+                "-c",
+                "import sys, time\nopen(sys.argv[1], 'w').close()\nwhile True: time.sleep(0.01)",
+                ready.to_str().unwrap(),
+            ])
+            .spawn()
+        else {
+            eprintln!("SKIPPED: no /usr/bin/python3");
+            return;
+        };
+        // Killed when the test ends, passed or failed.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut child = Killed(child);
+        let pid = child.0.id() as i32;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists() {
+            assert!(Instant::now() < deadline, "python never started");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let target = Target::read(pid).unwrap();
+        let at = addresses(&Process::bind(pid).unwrap(), &target).unwrap();
+        let mut shown = Process::bind(pid).unwrap().identity();
+        shown.exe.1 += 1;
+        let stale = Process::bind(pid).unwrap().shown_as(shown);
+        let marker = |name: &str| {
+            let path = dir.path().join(name);
+            let code = format!("open({:?}, 'w').close()", path.to_str().unwrap());
+            (path, code)
+        };
+        // Root traces from a helper; a user, from this process (an ancestor: Yama 1 allows).
+        let helper = crate::channel::sys::euid() == 0;
+        let (stale_file, stale_code) = marker("stale");
+        let err = ptrace::queue(pid, at, &stale_code, helper, &|| stale.check()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "process {pid} runs another program than the one checked (it called exec): nothing done"
+            )
+        );
+        let (fresh_file, fresh_code) = marker("fresh");
+        let same = Process::bind(pid).unwrap();
+        ptrace::queue(pid, at, &fresh_code, helper, &|| same.check()).unwrap();
+        while !fresh_file.exists() {
+            assert!(Instant::now() < deadline, "the right queue never ran");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!stale_file.exists(), "queued into a process that changed");
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        assert!(status.contains("TracerPid:\t0\n"), "{status}");
+        assert!(child.0.try_wait().unwrap().is_none(), "still running");
+    }
+
     #[test]
     fn only_a_314_target_is_attached_without_stopping_it() {
         match stops_with("/usr/bin/python3") {
@@ -382,5 +495,71 @@ mod tests {
             }
             _ => eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)"),
         }
+    }
+
+    /// A mapped library's path swapped for a FIFO (as a container's user can swap any path in
+    /// their root) must not hang root's attach: the symbols are read from the mapped file
+    /// itself, through the kernel's link to it.
+    #[test]
+    fn a_mapped_librarys_path_swapped_for_a_fifo_does_not_block_the_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        ]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+        let Some(libc) = libc else {
+            eprintln!("SKIPPED: no glibc at its Debian path");
+            return;
+        };
+        let copy = dir.path().join("libc.so.6");
+        std::fs::copy(libc, &copy).unwrap();
+        let ready = dir.path().join("ready");
+        // The copy mapped at offset 0 (as the loader maps a library), then a FIFO mounted over
+        // its name in the process's own mount namespace, where /proc/PID/maps still names it.
+        let fifo = dir.path().join("fifo");
+        let script = "import mmap, os, subprocess, sys, time\n\
+                      f = open(sys.argv[1], 'rb')\n\
+                      m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n\
+                      os.mkfifo(sys.argv[3])\n\
+                      subprocess.run(['mount', '--bind', sys.argv[3], sys.argv[1]], check=True)\n\
+                      open(sys.argv[2], 'w').close()\n\
+                      time.sleep(60)\n";
+        let spawned = Command::new("unshare")
+            .args(["-m", "--propagation", "private", "python3", "-c", script])
+            .args([&copy, &ready, &fifo])
+            .spawn();
+        let Ok(mut child) = spawned.map_err(|e| e.to_string()).and_then(|c| {
+            (crate::channel::sys::euid() == 0)
+                .then_some(c)
+                .ok_or_else(|| "not root".to_string())
+        }) else {
+            eprintln!("SKIPPED: needs root, unshare and python3");
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = child.id() as i32;
+        let target = Target::read(pid).unwrap();
+        assert!(
+            target
+                .mapped
+                .iter()
+                .any(|(_, p)| p == copy.to_str().unwrap()),
+            "the copy is mapped under the FIFO's name"
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let process = Process::bind(pid).unwrap();
+            let _ = tx.send(addresses(&process, &target).is_ok());
+        });
+        let answered = rx.recv_timeout(Duration::from_secs(20));
+        let _ = child.kill();
+        let _ = child.wait();
+        // Opening the FIFO by its path would never return (nobody writes it).
+        assert!(answered.is_ok(), "the lookup blocked on the FIFO");
     }
 }

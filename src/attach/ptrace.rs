@@ -53,13 +53,24 @@ const NT_X86_XSTATE: libc::c_int = 0x202;
 ///
 /// `helper: false` traces from this process: Yama's `ptrace_scope = 1` lets only an ancestor
 /// trace, which the helper is not.
+///
+/// `same` is asked once the main thread is stopped, before anything is written: whether the
+/// process is still the one the person confirmed (a stopped thread cannot exec, so what it
+/// says then holds for the injection). Its error is passed on as it is, with the thread
+/// resumed and untouched.
 #[cfg(target_arch = "x86_64")]
-pub fn queue(pid: i32, at: Addresses, code: &str, helper: bool) -> Result<(), String> {
+pub fn queue(
+    pid: i32,
+    at: Addresses,
+    code: &str,
+    helper: bool,
+    same: &dyn Fn() -> Result<(), String>,
+) -> Result<(), String> {
     let guard = SignalGuard::block();
     let result = if helper {
-        in_helper(|| queue_blocked(pid, at, code))
+        in_helper(|| queue_blocked(pid, at, code, same))
     } else {
-        queue_blocked(pid, at, code)
+        queue_blocked(pid, at, code, same)
     };
     drop(guard);
     result
@@ -119,12 +130,23 @@ fn in_helper(work: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-pub fn queue(_pid: i32, _at: Addresses, _code: &str, _helper: bool) -> Result<(), String> {
+pub fn queue(
+    _pid: i32,
+    _at: Addresses,
+    _code: &str,
+    _helper: bool,
+    _same: &dyn Fn() -> Result<(), String>,
+) -> Result<(), String> {
     Err("attach runs on x86_64 only in this version".to_string())
 }
 
 #[cfg(target_arch = "x86_64")]
-fn queue_blocked(pid: i32, at: Addresses, code: &str) -> Result<(), String> {
+fn queue_blocked(
+    pid: i32,
+    at: Addresses,
+    code: &str,
+    same: &dyn Fn() -> Result<(), String>,
+) -> Result<(), String> {
     // SAFETY: ptrace on a pid; no memory of ours is handed over.
     let rc = unsafe { libc::ptrace(libc::PTRACE_SEIZE, pid, 0usize, 0usize) };
     if rc != 0 {
@@ -145,6 +167,10 @@ fn queue_blocked(pid: i32, at: Addresses, code: &str) -> Result<(), String> {
         return Err(format!("ptrace interrupt: {e}"));
     }
     if let Err(e) = tracee.wait_stop(STOP_TIMEOUT) {
+        tracee.detach();
+        return Err(e);
+    }
+    if let Err(e) = same() {
         tracee.detach();
         return Err(e);
     }

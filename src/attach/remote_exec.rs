@@ -21,21 +21,42 @@
 //! the script's path in its own file system, which a container's paths are not. A target in
 //! another one is attached through ptrace (`super::ptrace`).
 
+use super::process::Identity;
 use super::target::Target;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The program each candidate runs: checks its version, then queues the script. Exit 3: not
-/// the version asked for (try the next candidate); 4: refused for want of rights; 5: any
-/// other failure, its message on stdout.
+/// The program each candidate runs: checks its version, then that the pid is still the
+/// process vramscope checked (start time, executable, uid, image: `Identity::token`'s form), then
+/// queues the script. Exit 3: not the version asked for (try the next candidate); 4: refused
+/// for want of rights; 5: any other failure, its message on stdout; 6: not the same process.
 const CALL: &str = "\
-import sys
-pid, script, want = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+import os, sys
+pid, script, want, ident = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 have = '%d.%d%s' % (sys.version_info[0], sys.version_info[1],
                     't' if not getattr(sys, '_is_gil_enabled', lambda: True)() else '')
 if have != want or not hasattr(sys, 'remote_exec'):
     print(have)
     sys.exit(3)
+def now():
+    with open('/proc/%d/stat' % pid) as f:
+        stat = f.read(65536)
+    with open('/proc/%d/status' % pid) as f:
+        uid = [l.split()[1] for l in f.read(65536).splitlines() if l.startswith('Uid:')][0]
+    exe = os.stat('/proc/%d/exe' % pid)
+    with open('/proc/%d/auxv' % pid, 'rb') as f:
+        auxv = f.read(65536)
+    h = 0xcbf29ce484222325
+    for b in auxv:
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    start = stat[stat.rfind(')') + 1:].split()[19]
+    return '%s:%d:%d:%s:%x' % (start, exe.st_dev, exe.st_ino, uid, h)
+try:
+    same = now() == ident
+except BaseException:
+    same = False
+if not same:
+    sys.exit(6)
 try:
     sys.remote_exec(pid, script)
 except PermissionError as e:
@@ -56,6 +77,10 @@ pub enum Failure {
     /// The target has remote debugging off (`Remote debugging is not enabled...`).
     Disabled,
     Other(String),
+    /// The process is no longer the one checked: the line saying how.
+    Changed(String),
+    /// The caller found the process changed right before it would have called.
+    ChangedBeforeCall,
 }
 
 /// The version the calling interpreter must have, as `CALL` spells it: `3.14` or `3.14t`.
@@ -111,8 +136,15 @@ pub fn candidates(target: &Target, explicit: Option<&Path>, want: &str) -> Vec<P
     out
 }
 
-/// Queues `script` (the path the target sees) through the first candidate of version `want`.
-pub fn queue(pid: i32, script: &str, want: &str, candidates: &[PathBuf]) -> Result<(), Failure> {
+/// Queues `script` (the path the target sees) through the first candidate of version `want`,
+/// which calls only while the pid is still the process `expected` describes.
+pub fn queue(
+    pid: i32,
+    script: &str,
+    want: &str,
+    expected: &Identity,
+    candidates: &[PathBuf],
+) -> Result<(), Failure> {
     let mut tried = Vec::new();
     let euid = crate::channel::euid();
     for python in candidates {
@@ -123,6 +155,7 @@ pub fn queue(pid: i32, script: &str, want: &str, candidates: &[PathBuf]) -> Resu
         }
         let out = Command::new(python)
             .args(["-I", "-S", "-c", CALL, &pid.to_string(), script, want])
+            .arg(expected.token())
             // The caller's own remote debugging must be on (`-I` ignores the variable; a
             // removed one cannot be read by a different build either).
             .env_remove("PYTHON_DISABLE_REMOTE_DEBUG")
@@ -146,6 +179,7 @@ pub fn queue(pid: i32, script: &str, want: &str, candidates: &[PathBuf]) -> Resu
                 return Err(Failure::Disabled);
             }
             Some(5) => return Err(Failure::Other(said)),
+            Some(6) => return Err(Failure::ChangedBeforeCall),
             _ => {
                 let err = String::from_utf8_lossy(&out.stderr);
                 let last = err.lines().last().unwrap_or("no output");
@@ -261,10 +295,80 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// The caller compares the identity itself right before `sys.remote_exec`: a process
+    /// that is no longer the one checked gets nothing (the next call, with the right
+    /// identity, runs and the first never does).
+    #[test]
+    fn the_caller_calls_only_while_the_pid_is_the_process_checked() {
+        let py = match std::env::var("VRAMSCOPE_PYTHON314") {
+            Ok(py) if !py.is_empty() => PathBuf::from(py),
+            _ => {
+                eprintln!("SKIPPED: needs VRAMSCOPE_PYTHON314 (a CPython 3.14)");
+                return;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let child = Command::new(&py)
+            .args([
+                "-c",
+                "import sys\nopen(sys.argv[1], 'w').close()\nwhile True: sum(range(100))",
+                ready.to_str().unwrap(),
+            ])
+            .spawn()
+            .unwrap();
+        // Killed when the test ends, passed or failed.
+        struct Killed(std::process::Child);
+        impl Drop for Killed {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let child = Killed(child);
+        let pid = child.0.id() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let wait = |path: &Path, what: &str| {
+            while !path.exists() {
+                assert!(std::time::Instant::now() < deadline, "{what}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        };
+        wait(&ready, "python never started");
+        let script = |name: &str| {
+            let marker = dir.path().join(name);
+            let script = dir.path().join(format!("{name}.py"));
+            std::fs::write(&script, format!("open({:?}, 'w').close()\n", marker)).unwrap();
+            (marker, script.to_string_lossy().into_owned())
+        };
+        let process = super::super::process::Process::bind(pid).unwrap();
+        let mut stale = process.identity();
+        stale.image ^= 1;
+        let (stale_marker, stale_script) = script("stale");
+        let candidates = [py];
+        assert_eq!(
+            queue(pid, &stale_script, "3.14", &stale, &candidates),
+            Err(Failure::ChangedBeforeCall)
+        );
+        let (marker, fresh) = script("fresh");
+        assert_eq!(
+            queue(pid, &fresh, "3.14", &process.identity(), &candidates),
+            Ok(())
+        );
+        wait(&marker, "the right call never ran");
+        assert!(!stale_marker.exists(), "called into a process that changed");
+    }
+
     #[test]
     fn a_candidate_that_does_not_run_is_named() {
         let missing = PathBuf::from("/nonexistent/vramscope-test/python3.14");
-        let Err(Failure::NoInterpreter(line)) = queue(1, "/tmp/x.py", "3.14", &[missing]) else {
+        let Err(Failure::NoInterpreter(line)) = queue(
+            1,
+            "/tmp/x.py",
+            "3.14",
+            &Identity::parse("1:2:3:4:5").unwrap(),
+            &[missing],
+        ) else {
             panic!("a missing interpreter queued something");
         };
         assert!(

@@ -199,14 +199,31 @@ pub fn open_channel_dir(path: &Path, euid: u32) -> Result<crate::safe_fs::Dir, S
     }
 }
 
+/// Why a channel file (or a snapshot beside it) was not opened: one line, and whether the
+/// name was simply not there (a writer's old snapshot it already removed, a channel gone).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotOpened {
+    pub missing: bool,
+    pub why: String,
+}
+
+impl From<String> for NotOpened {
+    fn from(why: String) -> Self {
+        NotOpened {
+            missing: false,
+            why,
+        }
+    }
+}
+
 /// Opens the channel file at `path` (read-only, or read-write for a snapshot request) inside
 /// its directory opened by [`open_channel_dir`]: the name is looked at (`fstatat`, not
 /// following) and refused unless it is a regular file before it is opened (opening a FIFO or
 /// a device can block or act), opened `O_NOFOLLOW | O_NONBLOCK`, and what was opened must be
 /// what was looked at. The caller checks the file's owner and mode on the descriptor.
-pub fn open_channel_file(path: &Path, euid: u32, write: bool) -> Result<std::fs::File, String> {
+pub fn open_channel_file(path: &Path, euid: u32, write: bool) -> Result<std::fs::File, NotOpened> {
     let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err("not a file in a directory".to_string());
+        return Err("not a file in a directory".to_string().into());
     };
     let parent = if parent.as_os_str().is_empty() {
         Path::new(".")
@@ -224,12 +241,15 @@ pub fn open_channel_file_in(
     dir: &crate::safe_fs::Dir,
     name: &std::ffi::OsStr,
     write: bool,
-) -> Result<std::fs::File, String> {
+) -> Result<std::fs::File, NotOpened> {
     use crate::safe_fs::Kind;
     use std::os::unix::fs::MetadataExt;
-    let before = dir.stat_at(name).map_err(|e| format!("cannot stat: {e}"))?;
+    let before = dir.stat_at(name).map_err(|e| NotOpened {
+        missing: e.kind() == io::ErrorKind::NotFound,
+        why: format!("cannot stat: {e}"),
+    })?;
     if before.kind != Kind::File {
-        return Err(format!("not a regular file: {}", before.kind.words()));
+        return Err(format!("not a regular file: {}", before.kind.words()).into());
     }
     let access = if write { libc::O_RDWR } else { libc::O_RDONLY };
     let file = dir
@@ -243,7 +263,7 @@ pub fn open_channel_file_in(
         })?;
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
     if (meta.dev(), meta.ino()) != (before.dev, before.ino) {
-        return Err("replaced while being opened".into());
+        return Err("replaced while being opened".to_string().into());
     }
     Ok(file)
 }

@@ -44,6 +44,7 @@ pub fn parse_name(name: &str) -> Option<(u32, u64)> {
 pub fn channel_dirs(euid: u32) -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut add = |p: PathBuf| {
+        // path-ok: a hint only, for the list of folders to watch: each is opened by open_channel_dir before anything in it is read.
         let is_dir = fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
         if is_dir && !dirs.contains(&p) {
             dirs.push(p);
@@ -72,6 +73,7 @@ pub fn candidate_dirs(euid: u32) -> Vec<PathBuf> {
 /// The `vramscope-*` entries of a `/dev/shm` directory, sorted; at most `MAX_FILES` of them.
 /// Every entry is looked at: PyTorch fills `/dev/shm` with files of its own.
 fn shm_channel_dirs(shm: &Path) -> Vec<PathBuf> {
+    // path-ok: names only, from /dev/shm (root's, sticky); each folder named is opened by open_channel_dir.
     let mut dirs: Vec<PathBuf> = fs::read_dir(shm)
         .into_iter()
         .flatten()
@@ -152,6 +154,7 @@ pub fn list_all(dir: &Path, euid: u32) -> Result<Listing, String> {
 
 /// Whether a process `pid` exists in our pid namespace.
 fn pid_exists(pid: u32) -> bool {
+    // path-ok: /proc/PID is the kernel's, named by a number.
     pid != 0 && fs::symlink_metadata(format!("/proc/{pid}")).is_ok()
 }
 
@@ -161,6 +164,7 @@ fn pid_exists(pid: u32) -> bool {
 pub fn container_dirs(host_pid: u32) -> Vec<PathBuf> {
     let root = PathBuf::from(format!("/proc/{host_pid}/root"));
     let mut dirs = shm_channel_dirs(&root.join("dev/shm"));
+    // path-ok: /proc/PID/environ is the kernel's copy of the process's start environment, bounded by it.
     let environ = fs::read(format!("/proc/{host_pid}/environ")).unwrap_or_default();
     for var in environ.split(|&b| b == 0) {
         let text = String::from_utf8_lossy(var);
@@ -174,6 +178,7 @@ pub fn container_dirs(host_pid: u32) -> Vec<PathBuf> {
         // Only absolute paths mean something under the container's root.
         if let Ok(rel) = inside.strip_prefix("/") {
             let d = root.join(rel);
+            // path-ok: a hint only, as in channel_dirs: the folder is opened by open_channel_dir before use.
             if !dirs.contains(&d) && fs::symlink_metadata(&d).is_ok_and(|m| m.is_dir()) {
                 dirs.push(d);
             }
@@ -185,6 +190,7 @@ pub fn container_dirs(host_pid: u32) -> Vec<PathBuf> {
 /// The `NSpid:` line of `/proc/<host_pid>/status`: the process's pid in each pid namespace it
 /// belongs to, outermost first (the last is what it calls itself).
 pub fn nspids(host_pid: u32) -> Option<Vec<u64>> {
+    // path-ok: /proc/PID/status is the kernel's.
     let status = fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
     parse_nspid(&status)
 }

@@ -35,6 +35,7 @@ mod writer;
 
 pub use config::{DeviceFigures, DeviceIdentity, EventFields, Exit, SampleFields, WriterConfig};
 pub use crc32::{crc32, crc32_update};
+pub use dir::{NotOpened, open_channel_file};
 pub use inspect::inspect;
 pub use kinds::{EventKind, WriterKind, WriterState};
 pub use layout::ABSENT;

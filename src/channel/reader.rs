@@ -101,7 +101,8 @@ impl Channel {
         };
         // Its directory by descriptor, the file relative to it: a FIFO or device is refused
         // before it is opened, and a swap of any path component meanwhile changes nothing.
-        let file = super::dir::open_channel_file(path, policy.euid, false).map_err(reject)?;
+        let file =
+            super::dir::open_channel_file(path, policy.euid, false).map_err(|n| reject(n.why))?;
         Self::opened(path.to_path_buf(), file, policy)
     }
 
@@ -109,11 +110,9 @@ impl Channel {
     /// work that must stay in that directory whatever its path names meanwhile (cleaning).
     pub fn open_at(dir: &Dir, name: &OsStr, policy: &Policy) -> Result<Channel, Rejected> {
         let path = dir.shown().join(name);
-        let file = super::dir::open_channel_file_in(dir, name, false).map_err(|reason| {
-            Rejected {
-                path: path.clone(),
-                reason,
-            }
+        let file = super::dir::open_channel_file_in(dir, name, false).map_err(|n| Rejected {
+            path: path.clone(),
+            reason: n.why,
         })?;
         Self::opened(path, file, policy)
     }

@@ -19,7 +19,7 @@ use super::validate;
 pub fn request_snapshot(path: &Path, euid: u32) -> Result<u64, String> {
     // Its directory by descriptor, the file relative to it (`open_channel_file`): the 8
     // bytes written land in the file that was checked, whatever is swapped meanwhile.
-    let file = super::dir::open_channel_file(path, euid, true)?;
+    let file = super::dir::open_channel_file(path, euid, true).map_err(|n| n.why)?;
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
     validate::file(&meta, euid)?;
     let mut head = [0u8; header::SIZE];

@@ -42,7 +42,12 @@ impl Failure {
 pub fn read(path: &Path, euid: u32, missing_ok: bool) -> Result<Vec<u8>, Failure> {
     let shown = super::file::shown(path);
     if euid != 0 {
-        return safe_fs::read_file(path, bounds::CONFIG).map_err(|e| failure(&shown, e));
+        // The usual location behind a folder this user may not search (HOME=/root kept by
+        // `setpriv` or `su`) is no file, as a name nobody can look up is.
+        return safe_fs::read_file(path, bounds::CONFIG).map_err(|e| match failure(&shown, e) {
+            Failure::Problem(line) if missing_ok && !exists(path) => Failure::Missing(line),
+            other => other,
+        });
     }
     let trust = Trust::OwnedBy(0);
     let refused = |why: &str| {

@@ -80,3 +80,30 @@ pub const RECORDING_HEADER_LINE: usize = 64 << 10;
 /// The largest zstd window a compressed recording may ask for (2^24 bytes: 16 MiB), so a
 /// frame cannot make the decoder allocate more.
 pub const RECORDING_ZSTD_WINDOW_LOG: u32 = 24;
+
+/// A process's own `/proc/PID/stat` or `status` (a few kilobytes; the kernel writes them).
+pub const PROC_FILE: Bound = Bound {
+    what: "/proc file",
+    max_bytes: 64 << 10,
+};
+
+/// A process's `/proc/PID/maps`: one line a mapping; a training job with CUDA and its
+/// libraries maps a few thousand (a few hundred KB).
+pub const PROC_MAPS: Bound = Bound {
+    what: "/proc/PID/maps",
+    max_bytes: 16 << 20,
+};
+
+/// A library attach reads symbols from (libc, libpython, a static python): libpython 3.13
+/// is about 30 MB with its symbols.
+pub const MAPPED_LIBRARY: Bound = Bound {
+    what: "mapped library",
+    max_bytes: 512 << 20,
+};
+
+/// The attach agent's answer: one line in the target's /tmp, where its user could put
+/// anything else under that name.
+pub const AGENT_STATUS: Bound = Bound {
+    what: "attach agent's answer",
+    max_bytes: 16 << 10,
+};

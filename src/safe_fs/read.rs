@@ -51,6 +51,8 @@ impl fmt::Display for ReadError {
     }
 }
 
+impl std::error::Error for ReadError {}
+
 impl From<io::Error> for ReadError {
     fn from(e: io::Error) -> Self {
         ReadError::Io(e)

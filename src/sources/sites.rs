@@ -8,8 +8,8 @@ use crate::model::held_sites::{
     HeldBlock, HeldSite, HeldSites, OomFit, RequestSite, SitesExactness, SitesJob, SitesState,
 };
 use crate::sites::{self, Exactness, Held, Limits, Moment};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// Sites kept per reduction: the screen shows a few, `--json` and the report all of these.
@@ -49,21 +49,21 @@ pub fn reduce(job: &SitesJob) -> SitesState {
 /// The file's bytes, if it is a regular file of ours within the snapshot's bound (size on
 /// the descriptor, then its first bytes: `sites::read_open_file`), before the whole is read.
 fn read_bounded(path: &Path, limits: &Limits) -> Result<Vec<u8>, String> {
-    let file: File = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) => {
-                "the file no longer exists (the writer keeps only its newest few)".to_string()
-            }
-            Some(libc::ELOOP) => "refused: the snapshot is a symlink".to_string(),
-            _ => format!("cannot open the snapshot: {e}"),
-        })?;
+    let me = crate::channel::euid();
+    // Beside its channel, in the writer's directory: opened as the channel is (the folder by
+    // descriptor, never through a symlink; a FIFO or device refused before it is opened).
+    let file: File = crate::channel::open_channel_file(path, me, false).map_err(|n| {
+        if n.missing {
+            "the file no longer exists (the writer keeps only its newest few)".to_string()
+        } else if n.why.ends_with("a symlink") {
+            "refused: the snapshot is a symlink".to_string()
+        } else {
+            format!("cannot open the snapshot: {}", n.why)
+        }
+    })?;
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot stat the snapshot: {e}"))?;
-    let me = crate::channel::euid();
     if me != 0 && meta.uid() != me {
         return Err(format!(
             "refused: the snapshot is owned by uid {}, not by us ({me})",

@@ -29,14 +29,15 @@ pub fn start(request: &AttachRequest) -> Result<Running, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find vramscope itself: {e}"))?;
     let verb = if request.detach { "detach" } else { "attach" };
-    let child = Command::new(exe)
-        .args([
-            verb,
-            "--yes",
-            "--timeout",
-            TIMEOUT_S,
-            &request.pid.to_string(),
-        ])
+    let mut command = Command::new(exe);
+    command.args([verb, "--yes", "--timeout", TIMEOUT_S]);
+    // The child pins the process itself; this makes it refuse one that is no longer the
+    // process the dialog showed (an exec while the person read it).
+    if let Some(shown) = &request.shown {
+        command.args(["--shown-as", &shown.token()]);
+    }
+    let child = command
+        .arg(request.pid.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -445,6 +445,7 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
                 command: t.command,
                 detach,
                 stops: crate::attach::stops(t.pid as i32),
+                shown: crate::attach::process::Identity::of(t.pid as i32),
             });
         }
         Err(why) => ui.flash = Some(why),

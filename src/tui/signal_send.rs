@@ -3,14 +3,14 @@
 //! sampled with the row. A pidfd, opened before that check, pins the process the check saw:
 //! the signal cannot reach a newcomer that took the pid in between.
 
+use crate::attach::pidfd::Pidfd;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
 
 /// Sends `signal` to `pid` if its start time (`/proc/PID/stat` field 22) is still
 /// `starttime`; otherwise, or when it cannot be sent, why not, in words.
 pub fn to_same_process(pid: u32, starttime: u64, signal: libc::c_int) -> Result<(), String> {
     let raw = libc::pid_t::try_from(pid).map_err(|_| format!("pid {pid} is out of range"))?;
-    let pidfd = match open_pidfd(raw) {
+    let pidfd = match Pidfd::open(raw) {
         Ok(fd) => Some(fd),
         // Kernels before 5.3: the check then leaves the short window pidfds close.
         Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => None,
@@ -29,7 +29,7 @@ pub fn to_same_process(pid: u32, starttime: u64, signal: libc::c_int) -> Result<
         Err(_) => return Err(format!("pid {pid} has exited")),
     }
     let sent = match &pidfd {
-        Some(fd) => send_through(fd, signal),
+        Some(fd) => fd.send(signal),
         None => {
             // SAFETY: kill takes plain integers; a wrong pid only yields an error code.
             if unsafe { libc::kill(raw, signal) } == 0 {
@@ -40,38 +40,6 @@ pub fn to_same_process(pid: u32, starttime: u64, signal: libc::c_int) -> Result<
         }
     };
     sent.map_err(|e| format!("could not signal {pid}: {e}"))
-}
-
-fn open_pidfd(pid: libc::pid_t) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let fd = libc::c_int::try_from(fd).map_err(io::Error::other)?;
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-fn send_through(pidfd: &OwnedFd, signal: libc::c_int) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let no_info: *const libc::siginfo_t = std::ptr::null();
-    // SAFETY: a descriptor we own, a signal number, a null siginfo (the kernel fills in
-    // what kill would) and no flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            signal,
-            no_info,
-            0,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }
 
 #[cfg(test)]

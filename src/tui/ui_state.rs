@@ -52,6 +52,9 @@ pub struct AttachRequest {
     /// Attaching stops its main thread for a few milliseconds (ptrace), rather than not at
     /// all (PEP 768, CPython 3.14+): the dialog says which.
     pub stops: bool,
+    /// The process as the dialog opened (start time, executable, uid): the attach refuses a
+    /// process that exec'd another program or left its pid to another since.
+    pub shown: Option<crate::attach::process::Identity>,
 }
 
 /// Which overlay, if any, takes the keys.
