@@ -53,14 +53,10 @@ fn no_module_imports_another_that_imports_it_back() {
 }
 
 #[test]
-fn the_readme_names_every_module() {
+fn the_code_layout_chapter_names_every_module() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let layout = readme
-        .split("## Layout of the code")
-        .nth(1)
-        .and_then(|rest| rest.split("\n## ").next())
-        .expect("README has a section \"Layout of the code\"");
+    let layout = std::fs::read_to_string(root.join("docs/code-layout.md")).unwrap();
+    assert!(layout.starts_with("# Layout of the code\n"));
     let mut missing = Vec::new();
     for entry in std::fs::read_dir(root.join("src")).unwrap() {
         let entry = entry.unwrap();
@@ -79,7 +75,7 @@ fn the_readme_names_every_module() {
     missing.sort();
     assert!(
         missing.is_empty(),
-        "README's \"Layout of the code\" does not name {missing:?}"
+        "docs/code-layout.md does not name {missing:?}"
     );
 }
 

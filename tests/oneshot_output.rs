@@ -351,10 +351,10 @@ fn one_shot_runs_shut_nvml_down_before_exiting() {
     }
 }
 
-/// The README reads the CSV with `pd.read_csv(path)` and picks rows by `record`: that needs
+/// docs/oneshot.md reads the CSV with `pd.read_csv(path)` and picks rows by `record`: that needs
 /// every column name once. Python's own `csv.DictReader` keeps only the last of two equal
 /// names, so it shows what a repeated `mem_util` loses (pandas is not installed for the
-/// tests; it renames a repeat to `mem_util.1`, which the README would have to explain).
+/// tests; it renames a repeat to `mem_util.1`, which the docs would have to explain).
 #[test]
 fn csv_header_names_each_column_once_for_the_readme_recipe() {
     if !common::python3_available() {

@@ -1,4 +1,4 @@
-//! `--json`: schema `vramscope.snapshot`, version 1 (documented in README.md). Absent figures
+//! `--json`: schema `vramscope.snapshot`, version 1 (documented in docs/oneshot.md). Absent figures
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};

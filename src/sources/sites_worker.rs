@@ -2,7 +2,7 @@
 //! memory snapshots the owner of the state hands it, and sends each answer back as an owned
 //! value. Bounded: one reduction runs at a time and one waits; a newer job takes the waiting
 //! one's place, and the displaced one goes back to the owner, who may ask again later. A
-//! reduction of a large trace takes seconds (README: its cost): the screen never waits.
+//! reduction of a large trace takes seconds (docs/benchmarks.md: its cost): the screen never waits.
 
 use super::sites::reduce;
 use crate::model::held_sites::SitesJob;
