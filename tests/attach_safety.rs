@@ -282,9 +282,50 @@ fn what_cannot_be_attached_to_gets_one_clear_line() {
 #[test]
 fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
     let Some(py) = python() else { return };
-    let dir = temp("sweep");
+    // As root the target gets a /tmp of its own (a private mount namespace with a folder
+    // bound on /tmp): the made-up directories below look abandoned, and any other attach
+    // running beside this test (the other tests here, another suite) sweeps the /tmp it
+    // writes in. The test's own files then live outside /tmp, where the target sees them.
+    let private = is_root()
+        && Command::new("unshare")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    let dir = if private {
+        let d = Path::new("/var/tmp").join(format!(
+            "vramscope-attach-test-sweep-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("tmp")).unwrap();
+        d
+    } else {
+        temp("sweep")
+    };
+    let tmp = if private {
+        dir.join("tmp")
+    } else {
+        Path::new("/tmp").to_path_buf()
+    };
     let stop = dir.join("stop");
-    let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
+    let child = if private {
+        let bind = "mount --bind \"$0\" /tmp && exec \"$@\"";
+        attach_support::Guard::new(
+            Command::new("unshare")
+                .args(["-m", "--propagation", "private", "sh", "-c", bind])
+                .arg(&tmp)
+                .args([py.as_str(), "-c", LOOP, stop.to_str().unwrap()])
+                .env("VRAMSCOPE_DIR", dir.join("channels"))
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    } else {
+        spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir)
+    };
     let pid = child.id();
     wait_for(&dir.join("stop.ready"));
     // A pid that is surely gone: a child of ours, reaped.
@@ -292,7 +333,7 @@ fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
     let gone_pid = gone.id();
     gone.wait().unwrap();
     let make = |name: &str, files: &[&str]| {
-        let d = Path::new("/tmp").join(name);
+        let d = tmp.join(name);
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir(&d).unwrap();
         for f in files {
