@@ -269,8 +269,11 @@ with vramscope.mark("warmup"):
     // Now that the script's pid is known, the fake NVML lists it (the fake re-reads its
     // scenario when the file changes).
     scenario.rewrite(&scenario_listing(pid, 5 * GIB));
+    // The last of the script's three reports, not the first: a refresh may fall between
+    // them (on a loaded machine it did: the first report's peak of 3 GiB, before the 5 GiB).
     let found = json_lines_until(&mut child, Duration::from_secs(20), |doc| {
-        process_row(doc, pid).is_some_and(|r| r["allocated"] == json!(3 * GIB))
+        process_row(doc, pid)
+            .is_some_and(|r| r["allocated"] == json!(3 * GIB) && r["phase"] == json!("warmup"))
     });
     let _ = child.kill();
     let _ = child.wait();
