@@ -173,7 +173,6 @@ typedef struct vsc_channel {
     uint32_t devices, strings;
     uint64_t samples, events, status_seq;
     uint64_t device_seq[64];
-    uint64_t explicit_ooms[64]; /* per slot, the OOMs reported through vsc_oom */
     uint32_t crc_table[8][256];
     char path[4096];
     struct vsc_channel *next_live;
@@ -642,15 +641,8 @@ static inline int vsc_add_device(vsc_channel *ch, const vsc_device *dev) {
     return (int)slot;
 }
 
-/* A published OOMs figure plus the OOMs reported through vsc_oom: absent only while both are. */
-static inline uint64_t vsc__plus_ooms(uint64_t published, uint64_t explicit_ooms) {
-    if (published == VSC_ABSENT) return explicit_ooms ? explicit_ooms : VSC_ABSENT;
-    uint64_t sum = published + explicit_ooms;
-    return sum < published || sum == VSC_ABSENT ? VSC_ABSENT - 1 : sum;
-}
-
-/* Seqlocked update of a slot's figures (spec section 3). The OOMs figure is the program's
- * f->ooms plus the OOMs it reported through vsc_oom. */
+/* Seqlocked update of a slot's figures (spec section 3). The OOMs figure is the program's own
+ * f->ooms: the OOMs reported through vsc_oom are events, which the monitor counts. */
 static inline int vsc_publish_device(vsc_channel *ch, int slot, const vsc_figures *f) {
     if (!vsc__usable(ch)) return VSC_E_CLOSED;
     if (f == NULL || slot < 0 || (uint32_t)slot >= ch->devices) return VSC_E_ARG;
@@ -659,7 +651,7 @@ static inline int vsc_publish_device(vsc_channel *ch, int slot, const vsc_figure
     uint64_t t = f->read_at_ns ? f->read_at_ns : vsc_now_ns();
     const uint64_t w[15] = {f->allocated, f->allocated_peak, f->reserved, f->reserved_peak, f->active,
                             f->inactive_split, f->requested, f->alloc_retries,
-                            vsc__plus_ooms(f->ooms, ch->explicit_ooms[slot]), f->device_allocs,
+                            f->ooms, f->device_allocs,
                             f->device_frees, f->device_free, f->limit, f->interval_peak, f->step_peak};
     vsc__spare(ch, base, 0xB0, seq + 1);
     vsc__begin(ch, base, seq + 1);
@@ -805,14 +797,6 @@ static inline int vsc_oom(vsc_channel *ch, int slot, uint64_t requested, uint64_
     e.args[4] = vsc__get64(dev + 0x50);
     e.args[5] = vsc__get64(dev + 0x78);
     vsc_event_append(ch, &e);
-    ch->explicit_ooms[slot]++;
-    uint64_t seq = ch->device_seq[slot];
-    uint64_t ooms = vsc__plus_ooms(vsc__get64(dev + 0x80), 1);
-    vsc__spare(ch, base, 0xB0, seq + 1);
-    vsc__begin(ch, base, seq + 1);
-    vsc__store(ch, base + 0x80, ooms);
-    vsc__store_release(ch, base, seq + 2);
-    ch->device_seq[slot] = seq + 2;
     return VSC_OK;
 }
 

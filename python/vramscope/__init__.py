@@ -248,9 +248,10 @@ def oom(device=0, requested=None, free=None):
 
     For OOMs no allocator observer sees: a trainer that catches one and skips the batch, a
     custom allocator. The OOM event also carries the device's total, allocated and
-    reserved figures and retries as the writer last knew them (with PyTorch, read now), and
-    the device's OOMs count goes up by one: the writer adds the OOMs reported here to the
-    count it publishes (`report(ooms=...)`, PyTorch's own) from then on.
+    reserved figures and retries as the writer last knew them (with PyTorch, read now). The
+    monitor counts OOM events and takes the larger of that and the program's own count
+    (`report(ooms=...)`, PyTorch's `num_ooms`), so an OOM both counted by the program and
+    reported here is one OOM.
     Starts the writer if it is not running.
     """
     try:
@@ -274,7 +275,7 @@ def _oom(rt, device, requested, free):
         state = session.add_slot(("report", device), DeviceInfo(device))
         if state is None:
             return
-    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free), explicit=True)
+    session.oom(state, requested, free, state.total, session.last_figures(state, device_free=free))
 
 
 def snapshot():

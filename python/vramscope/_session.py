@@ -59,9 +59,10 @@ class SlotState:
         self.step_allocated = None
         self.step_reserved = None
         self.last_step_peak = None
-        # OOMs counted here (explicit ones, and uncaught ones no OOM event stood for), added to
-        # the framework's own count in every published reading; that count as last read.
-        self.counted_ooms = 0
+        # The framework's own OOM count as last read. OOMs it does not count (explicit ones,
+        # uncaught ones no OOM event stood for) are events, and the monitor's fold counts
+        # the events: adding them here too counted one OOM twice when the program's own
+        # count (`report(ooms=N)`) already held it.
         self.own_ooms = None
         # The last OOM event not yet matched by an uncaught error: (step, phase, args).
         self.unmatched_oom = None
@@ -81,12 +82,6 @@ class _Phase:
         self.label = label
         self.path = label
         self.peaks = {}
-
-
-def _plus(count, more):
-    if count is None:
-        return more or None
-    return count + more
 
 
 def _max(a, b):
@@ -169,8 +164,6 @@ class Session:
         active = _A if fig.active is None else fig.active
         peak_word = _A if peak is None else peak
         state.own_ooms = ooms = fig.ooms
-        if state.counted_ooms:  # inline: this runs at every sample
-            ooms = _plus(ooms, state.counted_ooms)
         state.row = row = [
             t,
             allocated,
@@ -296,14 +289,12 @@ class Session:
 
     # -- events -----------------------------------------------------------------------------
 
-    def oom(self, state, requested, device_free, device_total, fig, explicit=False):
-        """An allocation failed: seen by the framework's allocator, or told by the program
-        (`explicit`), whose OOM the framework's own count does not hold, so it is counted here."""
+    def oom(self, state, requested, device_free, device_total, fig):
+        """An allocation failed: seen by the framework's allocator, or told by the program.
+        The event is the OOM; the monitor counts it, never this writer (see `own_ooms`)."""
         args = (requested, device_free, device_total, fig.allocated, fig.reserved, fig.retries)
         self._event(self.clock(), L.EV_OOM, state.slot, args, self._status_label)
         state.unmatched_oom = (self.step, self._phase_id, args)
-        if explicit:
-            state.counted_ooms += 1
         self.publish(state, fig, hook=True)
 
     @property
@@ -322,8 +313,8 @@ class Session:
         `at`: the `failure_point` where it was raised (now by default). `ordinal`: the device
         the message names, if any. The event carries that step and phase, the text
         `label: message`, and the figures of the OOM event that stood for the same failure
-        (same slot, step and phase) or else the slot's last published figures; a failure no
-        OOM event stood for is counted in the slot's OOMs.
+        (same slot, step and phase) or else the slot's last published figures; the monitor
+        counts a failure no OOM event stood for as an OOM of its own.
         """
         step, path, label = at if at is not None else self.failure_point()
         phase = self.channel.intern(path) if path else 0
@@ -340,11 +331,6 @@ class Session:
             else:
                 free, allocated, reserved, retries = self._last_row(state)
                 args = (requested, free, state.total, allocated, reserved, retries)
-                state.counted_ooms += 1
-                if state.row is not None:
-                    state.row[_ROW["ooms"]] = _u(_plus(state.own_ooms, state.counted_ooms))
-                    self.channel.publish_device(state.slot, state.row)
-                    state.row_published = True
         text = "%s: %s" % (label, message) if label else message
         self._event(self.clock(), L.EV_OOM_ERROR, slot, args, text, step=step, phase=phase)
 

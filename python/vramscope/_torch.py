@@ -160,7 +160,7 @@ class TorchAdapter(PolledAdapter):
             self.virtualiser.fold(device, stats)
             self.source.reset_peak(device)
 
-    def on_oom(self, session, device, requested, total_or_allowed, device_free, explicit=False):
+    def on_oom(self, session, device, requested, total_or_allowed, device_free):
         """The allocator's OOM observer: an OOM event with the figures of that moment.
 
         The observer's third argument is the device's total, or under
@@ -180,13 +180,13 @@ class TorchAdapter(PolledAdapter):
                 fig.limit = total_or_allowed
             elif total is None:
                 total = total_or_allowed
-        session.oom(state, requested, device_free, total, fig, explicit)
+        session.oom(state, requested, device_free, total, fig)
         if stats:
             self._after_read(device, stats)
 
     def explicit_oom(self, session, device, requested, device_free):
         """`vramscope.oom()`: the figures are read now; the total comes from the device."""
-        self.on_oom(session, device, requested, None, device_free, explicit=True)
+        self.on_oom(session, device, requested, None, device_free)
 
     def _total(self, device):
         try:

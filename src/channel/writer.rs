@@ -22,19 +22,6 @@ use super::sections::Sections;
 use super::sys::monotonic_ns;
 use super::text::fit;
 
-/// Where the OOMs figure is in `DeviceFigures::words`.
-const OOMS_WORD: usize = (device::OOMS - device::ALLOCATED) / 8;
-
-/// A published OOMs figure plus `explicit` OOMs reported through `Writer::oom`: absent only
-/// while both are none.
-fn with_explicit(published: u64, explicit: u64) -> u64 {
-    match (published, explicit) {
-        (ABSENT, 0) => ABSENT,
-        (ABSENT, n) => n,
-        (p, n) => p.saturating_add(n).min(ABSENT - 1),
-    }
-}
-
 /// A live channel of this process.
 pub struct Writer {
     map: Mapping,
@@ -52,7 +39,6 @@ pub struct Writer {
     device_seqs: Vec<u64>,
     /// Per slot, the OOMs reported through `oom`: every later `publish_device` adds them to
     /// the program's own count, so the slot's OOMs figure never goes back down.
-    explicit_ooms: Vec<u64>,
     status_seq: u64,
     /// The step and label of the last `status`: an `oom` happens at that step, in that phase.
     status_step: Option<u64>,
@@ -79,7 +65,6 @@ impl Writer {
             samples: 0,
             events: 0,
             device_seqs: Vec::new(),
-            explicit_ooms: Vec::new(),
             status_seq: 0,
             status_step: None,
             status_label: String::new(),
@@ -174,7 +159,6 @@ impl Writer {
         // The slot is complete before the count makes it valid.
         map.store(control::DEVICES_IN_USE, slot as u64 + 1, Ordering::Release);
         self.device_seqs.push(seq);
-        self.explicit_ooms.push(0);
         Some(slot)
     }
 
@@ -187,9 +171,7 @@ impl Writer {
         let read_at = figures.read_at_ns.unwrap_or_else(monotonic_ns);
         let map = &self.map;
         let seq = &mut self.device_seqs[slot];
-        let mut words = figures.words();
-        let explicit = self.explicit_ooms.get(slot).copied().unwrap_or(0);
-        words[OOMS_WORD] = with_explicit(words[OOMS_WORD], explicit);
+        let words = figures.words();
         Self::seq_begin(map, base, spare::DEVICE_COPY, seq);
         map.store(base + device::READ_AT, read_at, Ordering::Relaxed);
         for (i, w) in words.into_iter().enumerate() {
@@ -207,9 +189,9 @@ impl Writer {
     ///
     /// Appends an `OOM` event at the step and with the label last given to `status` (its
     /// phase when that label is one), carrying the slot's total and the allocated, reserved
-    /// and retry figures last published for it; then raises the slot's OOMs figure by one,
-    /// now and in every later `publish_device`, which adds the OOMs reported here to the
-    /// program's own count.
+    /// and retry figures last published for it. The slot's OOMs figure stays the program's
+    /// own count: the monitor counts the events and takes the larger of the two, so an OOM
+    /// the program counted and also reported here is one OOM, not two.
     pub fn oom(&mut self, slot: usize, requested: Option<u64>, free: Option<u64>) {
         if !self.live() || slot >= self.device_seqs.len() {
             return;
@@ -233,19 +215,6 @@ impl Writer {
         ev.text = &label;
         self.event(&ev);
         self.status_label = label;
-        if let Some(n) = self.explicit_ooms.get_mut(slot) {
-            *n += 1;
-        }
-        let map = &self.map;
-        let ooms = map.load(base + device::OOMS);
-        let seq = &mut self.device_seqs[slot];
-        Self::seq_begin(map, base, spare::DEVICE_COPY, seq);
-        map.store(
-            base + device::OOMS,
-            with_explicit(ooms, 1),
-            Ordering::Relaxed,
-        );
-        Self::seq_end(map, base, seq);
     }
 
     /// Appends a sample record to the ring (§4).

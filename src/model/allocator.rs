@@ -38,6 +38,8 @@ pub struct AllocatorSnapshot {
     pub recent_events: Vec<AllocatorEvent>,
     /// Every OOM kept, one per failure, oldest first.
     pub ooms: Vec<Oom>,
+    /// OOMs the fold saw but no longer keeps in `ooms` (each device's `ooms` counts them).
+    pub ooms_dropped: u64,
     /// The memory snapshots announced, oldest first, with what reducing them said.
     pub snapshots: Vec<SnapshotNote>,
     /// The snapshots the writer deleted to keep its bound; `None` before it announced one.
@@ -81,6 +83,7 @@ impl AllocatorSnapshot {
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
+            ooms_dropped: fold.ooms_dropped(),
             snapshots: fold.snapshots.iter().cloned().collect(),
             snapshots_dropped: fold.snapshot_drops.dropped(),
             lost_samples: fold.lost_samples,

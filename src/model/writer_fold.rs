@@ -100,8 +100,11 @@ pub struct Oom {
 /// One device slot, folded.
 #[derive(Clone, Debug, Default)]
 pub struct SlotFold {
-    /// The latest figures; kept after the writer ended.
+    /// The latest figures; kept after the writer ended. Their `ooms` is the fold's count
+    /// (`count_ooms`), not the writer's alone.
     pub device: Option<AllocatorDevice>,
+    /// OOMs folded on this slot, those no longer kept included.
+    oom_events: u64,
     /// NVML's index for it, as last resolved (kept after the writer ended).
     pub gpu: Option<u32>,
     peak: Option<PeakAt>,
@@ -128,6 +131,21 @@ impl SlotFold {
             .as_ref()
             .map_or(Room::default(), |d| room_of(d, outside));
         self.step_peaks.foresee(room)
+    }
+
+    /// The slot's OOMs: the larger of the program's own count (PyTorch's `num_ooms`,
+    /// `report(ooms=N)`) and the OOM events folded. Never their sum: an OOM the program
+    /// counts may also be an event (its observer's, or the one it passed to
+    /// `vramscope.oom()`), and each event is one OOM. Absent only while both are.
+    fn count_ooms(&mut self) {
+        let events = self.oom_events;
+        if let Some(device) = &mut self.device {
+            device.ooms = match &device.ooms {
+                Ok(counted) => Ok((*counted).max(events)),
+                Err(_) if events > 0 => Ok(events),
+                Err(why) => Err(why.clone()),
+            };
+        }
     }
 
     /// `witness` ranks how well the candidate knows where it happened: the framework's
@@ -170,7 +188,10 @@ pub struct WriterFold {
     pub label: String,
     /// Indexed by slot.
     pub slots: Vec<SlotFold>,
+    /// The newest OOMs, oldest first (at most `KEPT_OOMS`).
     pub ooms: VecDeque<Oom>,
+    /// Every OOM folded, those no longer in `ooms` included.
+    pub ooms_seen: u64,
     /// The memory snapshots announced, oldest first.
     pub snapshots: VecDeque<SnapshotNote>,
     /// Which of its snapshots the writer deleted to keep its bound.
@@ -198,6 +219,7 @@ impl Default for WriterFold {
             label: String::new(),
             slots: Vec::new(),
             ooms: VecDeque::new(),
+            ooms_seen: 0,
             snapshots: VecDeque::new(),
             snapshot_drops: SnapshotDrops::default(),
             recent: VecDeque::new(),
@@ -276,7 +298,24 @@ impl WriterFold {
         for device in &poll.devices {
             self.status_peak(device, at_ms);
         }
+        for slot in &mut self.slots {
+            slot.count_ooms();
+        }
         self.set_liveness(poll.liveness);
+    }
+
+    /// A new OOM: kept among the newest, and counted on its slot and for the writer.
+    fn add_oom(&mut self, oom: Oom) {
+        self.ooms_seen += 1;
+        if let Some(slot) = oom.slot.and_then(|s| self.slots.get_mut(usize::from(s))) {
+            slot.oom_events += 1;
+        }
+        push_capped(&mut self.ooms, oom, KEPT_OOMS);
+    }
+
+    /// OOMs folded that are no longer kept.
+    pub fn ooms_dropped(&self) -> u64 {
+        self.ooms_seen.saturating_sub(self.ooms.len() as u64)
     }
 
     /// The writer's file went away, or can no longer be read.
@@ -403,7 +442,7 @@ impl WriterFold {
                     outcome: OomOutcome::Pending,
                     message: None,
                 };
-                push_capped(&mut self.ooms, oom, KEPT_OOMS);
+                self.add_oom(oom);
             }
             EventKind::OomError { requested } => self.oom_error(&event, requested),
             EventKind::SnapshotWritten {
@@ -494,7 +533,7 @@ impl WriterFold {
             outcome: OomOutcome::Fatal,
             message: Some(event.label.clone()),
         };
-        push_capped(&mut self.ooms, oom, KEPT_OOMS);
+        self.add_oom(oom);
     }
 
     fn status_peak(&mut self, device: &AllocatorDevice, at_ms: u64) {
@@ -977,6 +1016,55 @@ mod tests {
         high.phase = "backward/attn".into();
         let fold = folded(vec![poll(vec![point(2_000, 900, 900)], vec![high])]);
         assert_eq!(fold.slots[0].true_peak().unwrap().phase, "backward/attn");
+    }
+
+    #[test]
+    fn an_oom_the_program_counts_and_reports_is_one_oom() {
+        // The program's own count holds the OOM it also reported: one, not two.
+        let mut counted = poll(vec![], vec![event(1_100, oom(1 << 30), "train")]);
+        counted.devices[0].ooms = Ok(1);
+        let fold = folded(vec![counted]);
+        assert_eq!(fold.slots[0].device.as_ref().unwrap().ooms, Ok(1));
+        // A program that counts none: the events are the count.
+        let mut uncounted = poll(vec![], vec![event(1_100, oom(1 << 30), "train")]);
+        uncounted.devices[0].ooms = Err(Absent::NotSupported);
+        let fold = folded(vec![uncounted]);
+        assert_eq!(fold.slots[0].device.as_ref().unwrap().ooms, Ok(1));
+        // A count above the events seen (events lost to the ring) stands.
+        let mut more = poll(vec![], vec![event(1_100, oom(1 << 30), "train")]);
+        more.devices[0].ooms = Ok(5);
+        let fold = folded(vec![more]);
+        assert_eq!(fold.slots[0].device.as_ref().unwrap().ooms, Ok(5));
+        // No count and no event: absent, with the writer's reason.
+        let mut none = poll(vec![], vec![]);
+        none.devices[0].ooms = Err(Absent::NotSupported);
+        let fold = folded(vec![none]);
+        assert_eq!(
+            fold.slots[0].device.as_ref().unwrap().ooms,
+            Err(Absent::NotSupported)
+        );
+    }
+
+    #[test]
+    fn ooms_beyond_those_kept_are_still_counted() {
+        let extra = 6;
+        let events = (0..(KEPT_OOMS + extra) as u64)
+            .map(|i| {
+                let mut e = event(1_000 + 31_000 * i, oom(1 << 20), "train");
+                e.step = Some(i);
+                e
+            })
+            .collect();
+        let mut many = poll(vec![], events);
+        many.devices[0].ooms = Err(Absent::NotSupported);
+        let fold = folded(vec![many]);
+        assert_eq!(fold.ooms.len(), KEPT_OOMS);
+        assert_eq!(fold.ooms_seen, (KEPT_OOMS + extra) as u64);
+        assert_eq!(fold.ooms_dropped(), extra as u64);
+        assert_eq!(
+            fold.slots[0].device.as_ref().unwrap().ooms,
+            Ok((KEPT_OOMS + extra) as u64)
+        );
     }
 
     #[test]

@@ -162,6 +162,7 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
         "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
+        "ooms_dropped": a.ooms_dropped,
         "sites": id.sites,
         "snapshots": a.snapshots.iter().map(snapshot).collect::<Vec<_>>(),
         "snapshots_dropped": a.snapshots_dropped,

@@ -292,7 +292,13 @@ impl Analysis {
             if let Ok(r) = device.alloc_retries {
                 extras.retries = Some(extras.retries.map_or(r, |s| s.max(r)));
             }
-            if let Ok(o) = device.ooms {
+            // The fold's count, not the writer's figure: it counts each OOM once.
+            let counted = fold
+                .slots
+                .get(usize::from(device.slot))
+                .and_then(|s| s.device.as_ref())
+                .and_then(|d| d.ooms.as_ref().ok().copied());
+            if let Some(o) = counted {
                 extras.ooms = Some(extras.ooms.map_or(o, |s| s.max(o)));
             }
         }

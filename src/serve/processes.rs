@@ -112,8 +112,7 @@ pub struct AllocatorFigures {
     pub reserved: Option<u64>,
     /// The highest allocated seen in any sample since the channel opened.
     pub peak: Option<u64>,
-    /// The writer's OOM counter, or the OOMs the monitor saw it report on this GPU if more
-    /// (an explicit OOM report, or the OOM that killed it before its counter was published).
+    /// The fold's count of the process's OOMs on this GPU (`SlotFold::count_ooms`).
     pub ooms: Option<u64>,
     pub retries: Option<u64>,
     pub step: Option<u64>,
@@ -126,13 +125,11 @@ pub struct AllocatorFigures {
 impl AllocatorFigures {
     fn of(allocator: &ProcessAllocator) -> Self {
         let device = &allocator.device;
-        let counted = device.ooms.as_ref().ok().copied();
-        let seen = (!allocator.ooms.is_empty()).then_some(allocator.ooms.len() as u64);
         Self {
             allocated: device.allocated.as_ref().ok().copied(),
             reserved: device.reserved.as_ref().ok().copied(),
             peak: allocator.peak.as_ref().map(|p| p.value),
-            ooms: counted.max(seen),
+            ooms: device.ooms.as_ref().ok().copied(),
             retries: device.alloc_retries.as_ref().ok().copied(),
             step: allocator.step,
             oom_in_steps: match &allocator.forecast {
