@@ -768,9 +768,9 @@ static inline int vsc_status(vsc_channel *ch, uint64_t step, const char *label) 
  * allocator.
  * Appends an OOM event at the step and with the label last given to vsc_status (its phase
  * when the label is one from vsc_phase), carrying the slot's total and the allocated,
- * reserved and retry figures last published for it; then raises the slot's OOMs figure by
- * one, now and in every later vsc_publish_device, which adds the OOMs reported here to the
- * program's own count. */
+ * reserved and retry figures last published for it. The slot's OOMs figure stays the
+ * program's own count: the monitor counts the events and takes the larger of the two, so an
+ * OOM the program counted and also reported here is one OOM. */
 static inline int vsc_oom(vsc_channel *ch, int slot, uint64_t requested, uint64_t device_free) {
     if (!vsc__usable(ch)) return VSC_E_CLOSED;
     if (slot < 0 || (uint32_t)slot >= ch->devices) return VSC_E_ARG;
