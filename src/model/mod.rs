@@ -17,6 +17,7 @@ pub mod host;
 pub mod memory;
 pub mod mig;
 pub mod oom_explain;
+pub mod oom_message;
 pub mod period;
 pub mod problem;
 pub mod snapshot;

@@ -25,6 +25,7 @@ use super::device::DeviceInfo;
 use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
 use super::mig::{MigUuid, legacy_parent_uuid};
+use super::oom_message::figures_in;
 use super::snapshot_drops::SnapshotDrops;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -95,6 +96,43 @@ pub struct Oom {
     pub outcome: OomOutcome,
     /// The error's message, when one escaped to the top of the program.
     pub message: Option<String>,
+    /// The figures no event gave that were read from `message` (`oom_message`), by their
+    /// JSON names: estimates to the message's two decimals.
+    pub from_message: Vec<&'static str>,
+}
+
+impl Oom {
+    /// Fills the figures still absent from what the error's message states.
+    fn fill_from_message(&mut self, message: &str) {
+        let stated = figures_in(message);
+        for (name, figure, value) in [
+            ("requested", &mut self.requested, stated.requested),
+            ("device_free", &mut self.device_free, stated.device_free),
+            ("device_total", &mut self.device_total, stated.device_total),
+            ("allocated", &mut self.allocated, stated.allocated),
+            ("reserved", &mut self.reserved, stated.reserved),
+        ] {
+            if let (Err(_), Some(value)) = (&figure, value) {
+                *figure = Ok(value);
+                self.from_message.push(name);
+            }
+        }
+    }
+
+    /// "free, total from the error's message", when any figure came from it.
+    pub fn sources_note(&self) -> Option<String> {
+        let names: Vec<&str> = self
+            .from_message
+            .iter()
+            .map(|n| match *n {
+                "device_free" => "free",
+                "device_total" => "total",
+                "requested" => "asked",
+                other => other,
+            })
+            .collect();
+        (!names.is_empty()).then(|| format!("{} from the error's message", names.join(", ")))
+    }
 }
 
 /// One device slot, folded.
@@ -441,6 +479,7 @@ impl WriterFold {
                     reserved: or_last(reserved, slot.and_then(|s| s.last_reserved)),
                     outcome: OomOutcome::Pending,
                     message: None,
+                    from_message: Vec::new(),
                 };
                 self.add_oom(oom);
             }
@@ -501,6 +540,7 @@ impl WriterFold {
             if oom.requested.is_err() {
                 oom.requested = requested.clone();
             }
+            oom.fill_from_message(&event.label);
             return;
         }
         // Without a slot the writer's only device is the one that failed.
@@ -510,7 +550,7 @@ impl WriterFold {
             slot.and_then(|s| s.device.as_ref())
                 .map_or(Err(Absent::NotAvailable), |d| f(d).clone())
         };
-        let oom = Oom {
+        let mut oom = Oom {
             at_ms: event.at_ms,
             slot: slot_index,
             step: event.step,
@@ -532,7 +572,9 @@ impl WriterFold {
             ),
             outcome: OomOutcome::Fatal,
             message: Some(event.label.clone()),
+            from_message: Vec::new(),
         };
+        oom.fill_from_message(&event.label);
         self.add_oom(oom);
     }
 
@@ -1147,6 +1189,47 @@ mod tests {
         );
         assert_eq!(only.allocated, Ok(9 << 30));
         assert_eq!(only.device_free, Ok(1 << 30));
+    }
+
+    #[test]
+    fn an_oom_with_no_free_figure_takes_it_from_pytorch_s_message_and_says_so() {
+        // `vramscope.oom(0, requested)` without `free`, then PyTorch's error escapes.
+        let explicit = EventKind::Oom {
+            requested: Ok(6 << 30),
+            device_free: Err(Absent::NotAvailable),
+            device_total: Ok(80 << 30),
+            allocated: Ok(70 << 30),
+            reserved: Err(Absent::NotAvailable),
+            retries: Ok(0),
+        };
+        let message = "train: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total \
+            capacity of 79.19 GiB of which 2.82 GiB is free. Of the allocated memory 70.00 GiB is \
+            allocated by PyTorch, and 1.98 GiB is reserved by PyTorch but unallocated.";
+        let error = event(
+            1_200,
+            EventKind::OomError {
+                requested: Ok(6 << 30),
+            },
+            message,
+        );
+        let fold = folded(vec![poll(
+            vec![],
+            vec![event(1_100, explicit, "train"), error],
+        )]);
+        let only = &fold.ooms[0];
+        let gib = |x: f64| (x * (1u64 << 30) as f64).round() as u64;
+        assert_eq!(only.device_free, Ok(gib(2.82)));
+        assert_eq!(only.reserved, Ok(gib(71.98)));
+        // The event's own figures stand: its total and allocated are not replaced.
+        assert_eq!(
+            (&only.device_total, &only.allocated),
+            (&Ok(80 << 30), &Ok(70 << 30))
+        );
+        assert_eq!(only.from_message, ["device_free", "reserved"]);
+        assert_eq!(
+            only.sources_note().as_deref(),
+            Some("free, reserved from the error's message")
+        );
     }
 
     #[test]

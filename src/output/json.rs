@@ -187,6 +187,7 @@ fn oom(o: &Oom) -> Json {
     value["phase"] = json!(o.phase);
     value["outcome"] = json!(o.outcome);
     value["message"] = json!(o.message);
+    value["from_message"] = json!(o.from_message);
     value
 }
 

@@ -391,6 +391,9 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
         figure(&oom.reserved),
     );
     where_(&mut line, oom.step, &oom.phase, markdown);
+    if let Some(note) = oom.sources_note() {
+        line.push_str(&format!(" ({note})"));
+    }
     line
 }
 
@@ -496,6 +499,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "device_total": reading(&oom.device_total),
                 "allocated": reading(&oom.allocated), "reserved": reading(&oom.reserved),
                 "step": oom.step, "phase": oom.phase, "message": oom.message,
+                "from_message": oom.from_message,
                 "explanation": o.explanation,
                 "held": o.held.as_ref().map(held_json),
             })

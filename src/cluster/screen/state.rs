@@ -316,7 +316,6 @@ mod tests {
                 job: "job-1".into(),
                 median_step: None,
                 ooms: Vec::new(),
-                ooms_dropped: 0,
                 ranks,
             }],
             nodes: Vec::new(),

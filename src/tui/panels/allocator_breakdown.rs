@@ -172,7 +172,6 @@ mod tests {
             device,
             peak: None,
             ooms: Vec::new(),
-            ooms_dropped: 0,
             step: None,
             label: String::new(),
             liveness: WriterLiveness::Live,

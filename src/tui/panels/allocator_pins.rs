@@ -109,5 +109,8 @@ fn oom_line(theme: &Theme, oom: &Oom, now_ms: u64) -> Line<'static> {
     if !oom.phase.is_empty() {
         spans.push(Span::styled(format!("  {}", oom.phase), theme.value));
     }
+    if let Some(note) = oom.sources_note() {
+        spans.push(Span::styled(format!("  ({note})"), theme.dim));
+    }
     Line::from(spans)
 }
