@@ -59,6 +59,21 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
         })
         .collect();
     let poll = ChannelPoll {
+        events,
+        ..channel_poll()
+    };
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    m
+}
+
+/// pid 4242's channel, live, at step 60, with no samples or events.
+fn channel_poll() -> ChannelPoll {
+    ChannelPoll {
         path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
             file: "4242-99.vsc".into(),
@@ -82,17 +97,10 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
         step: Some(60),
         label: String::new(),
         points: vec![],
-        events,
+        events: vec![],
         lost_samples: 0,
         lost_events: 0,
-    };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
-    m
+    }
 }
 
 #[test]
@@ -117,6 +125,50 @@ fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line_and_in_the_detai
         .find(|l| l.contains("A.PEAK") && !l.contains("COMMAND"))
         .unwrap();
     assert!(peak.contains("OOM in about 8 steps (8 s)"), "{peak}");
+}
+
+#[test]
+fn json_gives_the_forecast_the_screen_gives() {
+    // The same 8 steps as the screen: NVML's 4 GiB outside the allocator counted, not the
+    // writer's own room (the whole 80 GiB: 12 steps).
+    let m = stepping(GIB);
+    let doc = vramscope::output::json::to_value(&snapshot(&m));
+    let writer = &doc["allocators"][0];
+    let forecast = &writer["devices"][0]["forecast"];
+    assert_eq!(forecast["kind"], "oom_in", "{forecast}");
+    assert_eq!(forecast["steps"], 8, "{forecast}");
+    assert_eq!(
+        writer["devices"][0]["forecast_text"],
+        "OOM in about 8 steps (8 s)"
+    );
+}
+
+#[test]
+fn an_ended_process_is_given_no_forecast() {
+    let mut m = stepping(GIB);
+    let mut last = ChannelPoll {
+        liveness: WriterLiveness::Ended {
+            crashed: false,
+            error: true,
+        },
+        ..channel_poll()
+    };
+    last.step = Some(60);
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![last],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    let text = screen(&m, &ui(), 160, 40);
+    assert!(!text.contains("OOM in about"), "{text}");
+    let doc = vramscope::output::json::to_value(&snapshot(&m));
+    let forecast = &doc["allocators"][0]["devices"][0]["forecast"];
+    assert_eq!(forecast["kind"], "silent", "{forecast}");
+    assert_eq!(
+        doc["allocators"][0]["devices"][0]["forecast_text"],
+        serde_json::Value::Null
+    );
 }
 
 #[test]

@@ -6,7 +6,7 @@ pub use super::allocator_stream::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind, Gone,
     WriterIdentity, WriterLiveness,
 };
-use super::foresight::{Forecast, Room, StepPeaks};
+use super::foresight::{Forecast, Room, Silence, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
 use super::snapshot_drops::Dropped;
@@ -79,7 +79,10 @@ impl AllocatorSnapshot {
             devices: slots.iter().filter_map(|s| s.device.clone()).collect(),
             gpu_indices: slots.iter().map(|s| s.gpu).collect(),
             peaks: slots.iter().map(|s| s.true_peak().cloned()).collect(),
-            forecasts: slots.iter().map(|s| s.forecast(None)).collect(),
+            forecasts: slots
+                .iter()
+                .map(|s| ended_or(fold.liveness, || s.forecast(None)))
+                .collect(),
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
@@ -115,8 +118,12 @@ impl AllocatorSnapshot {
         self.devices.get(self.position(gpu_index)?)
     }
 
-    /// The forecast on `gpu_index` in the room the writer's figures and `outside` leave.
+    /// The forecast on `gpu_index` in the room the writer's figures and `outside` leave;
+    /// silent once the writer is no longer running.
     pub fn forecast_on_gpu(&self, gpu_index: u32, outside: Option<u64>) -> Forecast {
+        if !self.liveness.is_running() {
+            return Forecast::Silent(Silence::Ended);
+        }
         match (self.position(gpu_index), outside) {
             (Some(i), None) => self.forecasts[i].clone(),
             (Some(i), outside) => self.step_peaks[i].foresee(room_of(&self.devices[i], outside)),
@@ -268,5 +275,14 @@ mod tests {
         let p = split(10, 30, 20);
         assert_eq!(p.allocated + p.cache + p.outside, 20);
         assert!(p.skewed);
+    }
+}
+
+/// `forecast()` while the writer runs; `Silence::Ended` once it does not.
+fn ended_or(liveness: WriterLiveness, forecast: impl FnOnce() -> Forecast) -> Forecast {
+    if liveness.is_running() {
+        forecast()
+    } else {
+        Forecast::Silent(Silence::Ended)
     }
 }

@@ -135,6 +135,8 @@ pub enum Silence {
     NotRising,
     /// The peaks scatter too much around any line to extrapolate.
     Noisy,
+    /// The process has ended (or can no longer be read): there is no future to forecast.
+    Ended,
 }
 
 /// What the step peaks say about the future.

@@ -121,10 +121,30 @@ impl ProcessAllocator {
     pub fn seen_by_nvml(mut self, used: Option<u64>) -> Self {
         let reserved = self.device.reserved.as_ref().ok().copied();
         let outside = used.zip(reserved).map(|(u, r)| u.saturating_sub(r));
-        if outside.is_some() {
+        if outside.is_some() && self.liveness.is_running() {
             self.forecast = self.step_peaks.foresee(room_of(&self.device, outside));
         }
         self
+    }
+}
+
+/// Each writer's forecast per GPU made the one its process row shows (`seen_by_nvml`: in
+/// the room NVML's figure for the process leaves), so that `--json`'s writer section, the
+/// screen and the exporter give one figure, not one with and one without the memory the
+/// allocator does not hold. A GPU no row lists for the writer keeps the writer's own.
+pub fn forecasts_as_rows_see(allocators: &mut [AllocatorSnapshot], rows: &[ProcessRow]) {
+    for writer in allocators.iter_mut() {
+        let Some(pid) = writer.host_pid else {
+            continue;
+        };
+        for (gpu, forecast) in writer.gpu_indices.iter().zip(writer.forecasts.iter_mut()) {
+            let row = rows
+                .iter()
+                .find(|r| Some(r.gpu_index) == *gpu && r.nvml.pid == pid);
+            if let Some(allocator) = row.and_then(|r| r.allocator.as_ref()) {
+                forecast.clone_from(&allocator.forecast);
+            }
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use crate::model::device::mig_uuids;
 use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
 use crate::model::mig::{MigUuid, RowInstance};
+use crate::model::snapshot::forecasts_as_rows_see;
 use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
     AllocatorSnapshot, DeviceInfo, DeviceSample, DeviceSnapshot, DriverInfo, HostLoad, HostMemory,
@@ -273,7 +274,7 @@ impl Monitor {
 
     /// Joined latest state. A device silent for longer than `stale` is marked stale.
     pub fn snapshot(&self, now_ms: u64, stale: StaleAfter) -> Snapshot {
-        let allocators = self.allocators.snapshot();
+        let mut allocators = self.allocators.snapshot();
         let devices: Vec<DeviceSnapshot> = self
             .devices
             .iter()
@@ -295,6 +296,7 @@ impl Monitor {
             .collect();
         let host_processes = self.host.as_ref().map_or(&[][..], |h| &h.processes[..]);
         let mut processes = Snapshot::join_processes(&devices, host_processes, &allocators);
+        forecasts_as_rows_see(&mut allocators, &processes);
         self.add_history_facts(&mut processes);
         let exited = self.exited_rows(&processes, &allocators, now_ms);
         let devices = devices
