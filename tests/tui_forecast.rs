@@ -1,5 +1,6 @@
 //! The forecast on the monitor's status line: a writer whose step peaks climb steadily
 //! towards its GPU's memory is named there with the steps and time left; a flat one is not.
+//! A running writer the table cannot show is named there too, with why.
 
 #[allow(
     dead_code,
@@ -169,6 +170,28 @@ fn an_ended_process_is_given_no_forecast() {
         doc["allocators"][0]["devices"][0]["forecast_text"],
         serde_json::Value::Null
     );
+}
+
+#[test]
+fn a_running_writer_no_gpu_lists_is_named_on_the_status_line_not_all_readable() {
+    // `vramscope run` of a job NVML lists on no GPU (its pid, 7777, is in no list).
+    let mut m = two_gpus();
+    let mut poll = channel_poll();
+    poll.host_pid = Some(7777);
+    poll.path = "/dev/shm/vramscope-1000/7777-99.vsc".into();
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![poll],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    let text = screen(&m, &ui(), 160, 40);
+    let status = text.lines().last().unwrap();
+    assert!(
+        status.contains("instrumented pid 4242 not in the table:"),
+        "{status}"
+    );
+    assert!(!status.contains("figures readable"), "{status}");
 }
 
 #[test]

@@ -128,6 +128,35 @@ impl ProcessAllocator {
     }
 }
 
+impl Snapshot {
+    /// The instrumented processes no row of the table shows, each with why: ended, in a
+    /// namespace whose pids we cannot map, or on a GPU NVML does not match (a MIG instance,
+    /// a device hidden from us). Every output that says so asks this.
+    pub fn writers_without_a_row(&self) -> Vec<(&AllocatorSnapshot, String)> {
+        self.allocators
+            .iter()
+            .filter(|a| {
+                !self
+                    .processes
+                    .iter()
+                    .any(|r| Some(r.nvml.pid) == a.host_pid)
+            })
+            .map(|a| {
+                let why = match (a.host_pid, a.liveness.is_ended(), a.gpu_elsewhere()) {
+                    (_, true, _) => a.liveness.label().to_string(),
+                    // Said before the pid: another host's pid means nothing here either.
+                    (_, false, Some(gpu)) => format!("its GPU {gpu} is not on this host"),
+                    (None, false, None) => "its pid is not among NVML's processes here".into(),
+                    (Some(_), false, None) => {
+                        "no GPU of its matches NVML's by UUID or PCI bus id".into()
+                    }
+                };
+                (a, why)
+            })
+            .collect()
+    }
+}
+
 /// Each writer's forecast per GPU made the one its process row shows (`seen_by_nvml`: in
 /// the room NVML's figure for the process leaves), so that `--json`'s writer section, the
 /// screen and the exporter give one figure, not one with and one without the memory the

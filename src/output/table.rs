@@ -161,19 +161,7 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         );
     }
     let mut unshown = String::new();
-    // Writers with no row: ended, in a namespace we cannot map, or on a GPU NVML does not
-    // match (a MIG instance, a device hidden from us).
-    for a in &snapshot.allocators {
-        if rows.iter().any(|r| Some(r.nvml.pid) == a.host_pid) {
-            continue;
-        }
-        let why = match (a.host_pid, a.liveness.is_ended(), a.gpu_elsewhere()) {
-            (_, true, _) => a.liveness.label().to_string(),
-            // Said before the pid: another host's pid means nothing here either.
-            (_, false, Some(gpu)) => format!("its GPU {gpu} is not on this host"),
-            (None, false, None) => "its pid is not among NVML's processes here".into(),
-            (Some(_), false, None) => "no GPU of its matches NVML's by UUID or PCI bus id".into(),
-        };
+    for (a, why) in snapshot.writers_without_a_row() {
         let _ = writeln!(
             unshown,
             "instrumented pid {} ({}) not in the table: {why}",

@@ -51,6 +51,18 @@ pub fn collect(snapshot: &Snapshot, now_ms: u64, channels_in_one: bool) -> Vec<R
     for text in forecasts(snapshot) {
         push(text, Weight::Warning);
     }
+    // A running writer the table cannot show: its figures are nowhere else on screen.
+    for (a, why) in snapshot.writers_without_a_row() {
+        if !a.liveness.is_ended() {
+            push(
+                format!(
+                    "instrumented pid {} not in the table: {why}",
+                    a.identity.pid
+                ),
+                Weight::Warning,
+            );
+        }
+    }
     let mut items: Vec<Item> = Vec::new();
     for device in &snapshot.devices {
         let index = device.info.index;
