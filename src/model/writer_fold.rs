@@ -671,13 +671,23 @@ impl WriterFold {
             .find(|n| !n.at_oom() && n.slot.is_none_or(|s| usize::from(s) == slot))
     }
 
-    /// The snapshot that an OOM left: the OOM observer's dump, written within moments of it
-    /// on the same device.
+    /// The snapshot that an OOM left: the OOM observer's dump, written just after it on the
+    /// same device. A dump belongs to the newest OOM before it (`oom_of`), so an earlier OOM's
+    /// dump never stands for a later one that had none of its own.
     pub fn snapshot_of(&self, oom: &Oom) -> Option<&SnapshotNote> {
-        self.snapshots.iter().find(|n| {
-            n.at_oom()
-                && n.at_ms.abs_diff(oom.at_ms) <= SAME_FAILURE_MS
-                && (n.slot.is_none() || oom.slot.is_none() || n.slot == oom.slot)
+        self.snapshots
+            .iter()
+            .rev()
+            .find(|n| n.at_oom() && self.oom_of(n) == Some(oom))
+    }
+
+    /// The OOM an OOM dump was written for: the newest one at or before it, within moments,
+    /// on its device.
+    pub fn oom_of(&self, note: &SnapshotNote) -> Option<&Oom> {
+        self.ooms.iter().rev().find(|o| {
+            o.at_ms <= note.at_ms
+                && note.at_ms - o.at_ms <= SAME_FAILURE_MS
+                && (note.slot.is_none() || o.slot.is_none() || note.slot == o.slot)
         })
     }
 
@@ -1261,6 +1271,35 @@ mod tests {
             },
             "7-9.vsc.snap-1-peak.pickle",
         )
+    }
+
+    #[test]
+    fn each_oom_has_its_own_dump_or_none_never_an_earlier_oom_s() {
+        let path = |n: u32| Ok(format!("/dev/shm/vramscope-0/7-9.vsc.snap-{n}.pickle"));
+        // A caught 5 GiB OOM and its dump, a fatal 6 GiB one 3 s later and its dump.
+        let both = folded(vec![poll(
+            vec![],
+            vec![
+                event(1_000, oom(5 << 30), "train"),
+                snapshot(1_010, 0, path(1)),
+                event(4_000, oom(6 << 30), "train"),
+                snapshot(4_010, 0, path(2)),
+            ],
+        )]);
+        assert_eq!(both.ooms.len(), 2);
+        assert_eq!(both.snapshot_of(&both.ooms[0]).unwrap().path, path(1));
+        assert_eq!(both.snapshot_of(&both.ooms[1]).unwrap().path, path(2));
+        // The second one's dump missing: it has none, not the first one's.
+        let one = folded(vec![poll(
+            vec![],
+            vec![
+                event(1_000, oom(5 << 30), "train"),
+                snapshot(1_010, 0, path(1)),
+                event(4_000, oom(6 << 30), "train"),
+            ],
+        )]);
+        assert_eq!(one.snapshot_of(&one.ooms[0]).unwrap().path, path(1));
+        assert!(one.snapshot_of(&one.ooms[1]).is_none());
     }
 
     #[test]

@@ -190,7 +190,13 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
             p.pid, p.gpu_index
         );
         match note {
-            Some(note) => held_lines(out, note, markdown),
+            Some(note) => {
+                held_lines(out, note, markdown);
+                if let Some(words) = peak_not_covered(note, a_peak(p)) {
+                    let inner = if markdown { "  - " } else { "      " };
+                    let _ = writeln!(out, "{inner}{}", shown(&words, markdown));
+                }
+            }
             None => {
                 let inner = if markdown { "  - " } else { "      " };
                 let _ = writeln!(out, "{inner}no snapshot of its peak was announced");
@@ -206,6 +212,36 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
         let _ = writeln!(out, "{bullet}OOM of {who} at {}:", utc_label(o.oom.at_ms));
         held_lines(out, note, markdown);
     }
+}
+
+/// The run's allocated peak of a process, as the report found it.
+fn a_peak(p: &ProcessSummary) -> Option<u64> {
+    p.allocator
+        .as_ref()?
+        .peak_allocated
+        .as_ref()
+        .map(|at| at.value)
+}
+
+/// Where the snapshot of a peak was taken below the run's own peak, what it describes: the
+/// peak at its dump, not the run's, which no snapshot covers. Its "exact" is of that moment.
+fn peak_not_covered(note: &SnapshotNote, run_peak: Option<u64>) -> Option<String> {
+    let SitesState::Reduced(held) = &note.sites else {
+        return None;
+    };
+    let dumped = *note.peak.as_ref().ok()?;
+    let run_peak = run_peak?;
+    if held.moment != "peak" || dumped >= run_peak {
+        return None;
+    }
+    let at = note
+        .step
+        .map_or("an earlier".to_string(), |s| format!("the step-{s}"));
+    Some(format!(
+        "this is {at} peak ({}), not the run's peak {}: no snapshot covers it",
+        bytes(dumped),
+        bytes(run_peak)
+    ))
 }
 
 /// One snapshot: which file, then its top sites (or why it could not be read), whether the
@@ -513,4 +549,54 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
     });
     let text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
     text + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::held_sites::{HeldSites, SitesExactness, SnapshotReason};
+
+    const GIB: u64 = 1 << 30;
+
+    fn peak_note(dumped: u64, step: u64) -> SnapshotNote {
+        SnapshotNote {
+            at_ms: 1_000,
+            slot: Some(0),
+            name: "7-9.vsc.snap-1-peak.pickle".into(),
+            path: Ok("/dev/shm/vramscope-0/7-9.vsc.snap-1-peak.pickle".into()),
+            size: Ok(100),
+            reason: SnapshotReason::Peak,
+            peak: Ok(dumped),
+            allocated: Ok(dumped),
+            step: Some(step),
+            phase: String::new(),
+            max_entries: Ok(1000),
+            deleted: Ok(0),
+            sites: SitesState::Reduced(Box::new(HeldSites {
+                moment: "peak".into(),
+                total_bytes: dumped,
+                blocks: 3,
+                sites: vec![],
+                largest: vec![],
+                exactness: SitesExactness::Exact,
+                oom: None,
+                trace_entries: 10,
+            })),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_of_an_earlier_peak_says_it_is_not_the_run_s() {
+        let gib = |x: f64| (x * GIB as f64) as u64;
+        let note = peak_note(gib(3.77), 2);
+        assert_eq!(
+            peak_not_covered(&note, Some(gib(9.99))).as_deref(),
+            Some(
+                "this is the step-2 peak (3.77 GiB), not the run's peak 9.99 GiB: no snapshot covers it"
+            )
+        );
+        // The snapshot of the run's own peak needs no such word.
+        assert_eq!(peak_not_covered(&note, Some(gib(3.77))), None);
+        assert_eq!(peak_not_covered(&note, None), None);
+    }
 }
