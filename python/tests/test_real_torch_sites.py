@@ -310,12 +310,21 @@ class PeakSteps(ClockedCase):
 
     def test_peak_dumps_after_the_first_wait_for_every_steps(self):
         self.start(sites=True)
-        # Rises seen at step 1, settled at step 2 (the first dump is free); a new mark at
-        # step 3, settled at step 4, but the next dump waits for step 2 + 5.
-        dumps = [self.climb(size) for size in (GIB, 0, GIB, 0, 0, 0, 0, 0)]
+        # Rises seen at step 1, settled at step 2 (the first dump is free); a new mark 5 %
+        # higher at step 3, settled at step 4, but the next dump waits for step 2 + 5.
+        dumps = [self.climb(size) for size in (20 * GIB, 0, GIB, 0, 0, 0, 0, 0)]
         self.assertEqual(dumps, [0, 1, 1, 1, 1, 1, 2, 2])
         info = self.load(self.pickles()[-1])["vramscope"]
-        self.assertEqual((info["peak_allocated"], info["step"]), (2 * GIB, 7))
+        self.assertEqual((info["peak_allocated"], info["step"]), (21 * GIB, 7))
+
+    def test_a_peak_well_above_the_last_dump_is_dumped_once_it_settles(self):
+        self.start(sites=True)
+        # The run's real peak, twice the first one dumped, one step later: not held back
+        # by the spacing (with the default minute it got no snapshot at all).
+        dumps = [self.climb(size) for size in (GIB, 0, GIB, 0, 0)]
+        self.assertEqual(dumps, [0, 1, 1, 2, 2])
+        info = self.load(self.pickles()[-1])["vramscope"]
+        self.assertEqual((info["peak_allocated"], info["step"]), (2 * GIB, 4))
 
 
 class PeakAfterLoading(ClockedCase):
@@ -341,9 +350,9 @@ class PeakSeconds(ClockedCase):
 
     def test_peak_dumps_after_the_first_wait_for_every_s(self):
         self.start(sites=True)
-        # The first at step 2 (t + 2 s); a new mark at step 3, settled at step 4, dumped at
-        # step 6, four seconds after the first.
-        dumps = [self.climb(size) for size in (GIB, 0, GIB, 0, 0, 0, 0)]
+        # The first at step 2 (t + 2 s); a new mark 5 % higher at step 3, settled at step 4,
+        # dumped at step 6, four seconds after the first.
+        dumps = [self.climb(size) for size in (20 * GIB, 0, GIB, 0, 0, 0, 0)]
         self.assertEqual(dumps, [0, 1, 1, 1, 1, 2, 2])
 
     def test_a_mark_that_never_settles_is_dumped_every_s_after_it_rose(self):

@@ -52,6 +52,10 @@ STEP_WINDOW = 8
 # A program without steps: a high-water mark that has not moved for this long has settled.
 SETTLE_S = 1.0
 PICKLE_PROTOCOL = 4
+# A high-water mark this far (a fraction) above the last one dumped is dumped once it settles,
+# whatever the spacing (`sites_every_s`, `sites_every_steps`): with the default minute, a
+# run's real peak a few seconds after a smaller one otherwise got no snapshot at all.
+PEAK_MARGIN = 0.10
 # Work handed to the training thread that has waited this long says so, once: a program
 # without steps, phases or `vramscope.snapshot()` would otherwise never learn why its
 # snapshots do not come.
@@ -118,7 +122,6 @@ class Sites:
         self.stats = {}
         self._peaks = {}
         self._last_peak_dump = None  # (monotonic s, step)
-        self._last_oom_dump = None
         self._served = 0
         # Files: the channel's directory, names written (oldest first), how many deleted.
         self._dir_fd = None
@@ -354,7 +357,8 @@ class Sites:
         without a rise: the ring, two and a half steps long, still holds the step that
         reached it), or, for a mark that keeps rising, `every_s` after it first rose; after
         the first peak dump, at most one per `every_steps` steps and `every_s` seconds, except
-        that the first dump after steps begin is free."""
+        that the first dump after steps begin is free, and a settled mark `PEAK_MARGIN` above
+        the last one dumped is not held back."""
         step = session.step
         for device in sorted(self.stats):
             state = session.slot(("torch", device))
@@ -380,7 +384,8 @@ class Sites:
                 # means the step-end reading, which holds that step's peak, raised nothing.
                 settled = step > peak.rise_step
             forced = now - peak.pending_since >= self.config.sites_every_s
-            if (settled or forced) and self._peak_allowed(now, step):
+            well_above = settled and high > peak.dumped * (1 + PEAK_MARGIN)
+            if (settled or forced) and (well_above or self._peak_allowed(now, step)):
                 return device
         return None
 
@@ -399,12 +404,8 @@ class Sites:
     # -- dumps ------------------------------------------------------------------------------
 
     def on_oom(self, device, requested, device_total, device_free):
-        """From the allocator's OOM observer: a dump of the moment, at most one per `every_s`."""
-        now = self.clock()
-        last = self._last_oom_dump
-        if last is not None and now - last < self.config.sites_every_s:
-            return None
-        self._last_oom_dump = now
+        """From the allocator's OOM observer: a dump of the moment, for every OOM (never
+        spaced: an OOM a few seconds after a caught one is often the fatal one)."""
         oom = {"requested": requested, "device_free": device_free, "device_total": device_total}
         return self.take("oom", device, oom)
 
