@@ -10,11 +10,11 @@ use crate::model::foresight::Forecast;
 use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
-use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy};
+use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy, Verdict};
 use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo};
+use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
 use crate::record::{Ending, Header, Recording};
 use crate::sources::sites::reduce;
@@ -100,6 +100,9 @@ pub struct OomSummary {
     /// Why it happened (`oom_explain`): asked against free, the cache, outside the
     /// allocator, what `expandable_segments` would have changed.
     pub explanation: Vec<String>,
+    /// What kept the request from being served, as the explanation says; the hints below
+    /// it never contradict it.
+    pub verdict: Reading<Verdict>,
     /// The snapshot the writer dumped at it, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
 }
@@ -375,8 +378,9 @@ impl Analysis {
         Some(used.saturating_sub(*reserved))
     }
 
-    /// The explanation of one OOM of `fold`'s, from its figures and NVML's beside them.
-    fn explain(&self, path: &str, fold: &WriterFold, oom: &Oom) -> Vec<String> {
+    /// The explanation of one OOM of `fold`'s, from its figures and NVML's beside them, and
+    /// its verdict.
+    fn explain(&self, path: &str, fold: &WriterFold, oom: &Oom) -> (Vec<String>, Reading<Verdict>) {
         let used = self
             .used_at_oom
             .get(&(path.to_string(), oom.at_ms, oom.slot))
@@ -392,7 +396,7 @@ impl Analysis {
             },
             _ => Allocator::Other,
         };
-        oom_explain::explain(&OomFigures {
+        let figures = OomFigures {
             requested: oom.requested.clone(),
             device_free: oom.device_free.clone(),
             device_total: oom.device_total.clone(),
@@ -402,7 +406,11 @@ impl Analysis {
             used,
             used_by: UsedBy::Process,
             allocator,
-        })
+        };
+        (
+            oom_explain::explain(&figures),
+            oom_explain::verdict(&figures),
+        )
     }
 
     fn finish(self, header: Header, periods: Periods, ending: Ending) -> Report {
@@ -477,11 +485,13 @@ impl Analysis {
         let mut ooms: Vec<OomSummary> = Vec::new();
         for (path, fold) in &self.folds.writers {
             for oom in &fold.ooms {
+                let (explanation, verdict) = self.explain(path, fold, oom);
                 ooms.push(OomSummary {
                     pid: fold.host_pid,
                     gpu_index: oom_gpu(fold, oom),
                     oom: oom.clone(),
-                    explanation: self.explain(path, fold, oom),
+                    explanation,
+                    verdict,
                     held: fold.snapshot_of(oom).map(|n| reduced(path, n)),
                 });
             }

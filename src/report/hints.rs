@@ -2,6 +2,7 @@
 
 use super::analysis::Report;
 use crate::model::foresight::{Forecast, describe};
+use crate::model::oom_explain::Verdict;
 use crate::model::units::bytes;
 
 /// Inactive split blocks above this share of reserved memory count as fragmentation.
@@ -47,7 +48,16 @@ pub fn hints(report: &Report) -> Vec<String> {
         let fragmented = a.fragmentation.filter(|(split, reserved)| {
             *reserved > 0 && *split as f64 > *reserved as f64 * FRAGMENTED
         });
-        if (retries > 0 || fragmented.is_some()) && !expandable {
+        // Not where an OOM's own verdict says it would not have helped: all of the cache
+        // reclaimed was still too little, or the free memory was enough.
+        let ruled_out = report.ooms.iter().any(|o| {
+            o.pid == Some(p.pid)
+                && matches!(
+                    o.verdict,
+                    Ok(Verdict::TooLarge { .. } | Verdict::FreeWasEnough)
+                )
+        });
+        if (retries > 0 || fragmented.is_some()) && !expandable && !ruled_out {
             let why = match fragmented {
                 Some((split, reserved)) => format!(
                     "{} of its {} reserved sat in free but unreleasable split blocks",

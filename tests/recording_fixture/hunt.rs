@@ -201,7 +201,8 @@ fn status(t: u64, ooms: u64) -> AllocatorDevice {
         active: Err(Absent::NotSupported),
         inactive_split: Ok(0),
         requested: Err(Absent::NotSupported),
-        alloc_retries: Ok(0),
+        // The caching allocator frees its cache and retries once before an OOM.
+        alloc_retries: Ok(ooms),
         ooms: Ok(ooms),
         device_free: Ok(TOTAL - reserved(t) - CONTEXT),
         limit: Err(Absent::NotSupported),
