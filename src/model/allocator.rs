@@ -258,6 +258,15 @@ pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
     }
 }
 
+/// `forecast()` while the writer runs; `Silence::Ended` once it does not.
+fn ended_or(liveness: WriterLiveness, forecast: impl FnOnce() -> Forecast) -> Forecast {
+    if liveness.is_running() {
+        forecast()
+    } else {
+        Forecast::Silent(Silence::Ended)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,14 +284,5 @@ mod tests {
         let p = split(10, 30, 20);
         assert_eq!(p.allocated + p.cache + p.outside, 20);
         assert!(p.skewed);
-    }
-}
-
-/// `forecast()` while the writer runs; `Silence::Ended` once it does not.
-fn ended_or(liveness: WriterLiveness, forecast: impl FnOnce() -> Forecast) -> Forecast {
-    if liveness.is_running() {
-        forecast()
-    } else {
-        Forecast::Silent(Silence::Ended)
     }
 }
