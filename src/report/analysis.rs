@@ -62,6 +62,8 @@ pub struct AllocatorSummary {
     pub alloc_retries: Option<u64>,
     pub ooms: Option<u64>,
     pub allocator_config: String,
+    /// The command line as the writer gave it (its own argv).
+    pub writer_command: String,
     /// What its step peaks say: a leak, an OOM to come, or nothing confident.
     pub forecast: Forecast,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
@@ -580,6 +582,7 @@ impl Analysis {
                     alloc_retries: extras.and_then(|e| e.retries),
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
+                    writer_command: identity.command.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                     snapshots_dropped: fold.snapshot_drops.dropped(),
