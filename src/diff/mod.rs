@@ -35,8 +35,7 @@ enum Kind {
 /// refuse, with its own line. A file that cannot be opened is said here.
 fn kind_of(path: &Path) -> Result<Kind, String> {
     let name = crate::text::clean(&path.display().to_string()).into_owned();
-    let mut file =
-        crate::safe_fs::open_for_reading(path).map_err(|e| format!("{name}: {e}"))?;
+    let mut file = crate::safe_fs::open_for_reading(path).map_err(|e| format!("{name}: {e}"))?;
     let mut first = [0u8; 1];
     // A FIFO opened without blocking reads nothing: the recording's reader refuses it.
     let read = file.read(&mut first).unwrap_or(0);

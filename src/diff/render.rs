@@ -20,7 +20,11 @@ fn figure(value: Option<u64>) -> String {
 fn pair(a: Option<u64>, b: Option<u64>) -> String {
     let change = match (delta(a, b), a) {
         (Some(d), Some(base)) if base > 0 => {
-            format!(": {} ({:+.0}%)", signed_bytes(d), d as f64 * 100.0 / base as f64)
+            format!(
+                ": {} ({:+.0}%)",
+                signed_bytes(d),
+                d as f64 * 100.0 / base as f64
+            )
         }
         (Some(d), _) => format!(": {}", signed_bytes(d)),
         (None, _) => String::new(),
@@ -101,11 +105,7 @@ pub fn text(c: &Comparison) -> String {
             let stride = rows.len().div_ceil(STEPS_LISTED).max(1);
             for (i, &(step, a, b)) in rows.iter().enumerate() {
                 if i % stride == 0 || i + 1 == rows.len() {
-                    let _ = writeln!(
-                        out,
-                        "  step {step}: {}",
-                        pair(Some(a), Some(b))
-                    );
+                    let _ = writeln!(out, "  step {step}: {}", pair(Some(a), Some(b)));
                 }
             }
         }

@@ -51,7 +51,9 @@ impl PhasePeaks {
 
     /// Each phase kept, by name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, PhasePeak)> {
-        self.phases.iter().map(|(name, peak)| (name.as_str(), *peak))
+        self.phases
+            .iter()
+            .map(|(name, peak)| (name.as_str(), *peak))
     }
 
     pub fn get(&self, phase: &str) -> Option<PhasePeak> {
