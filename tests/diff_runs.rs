@@ -4,8 +4,9 @@
 //! world size, a leak at a known line, a buffer in one phase): the top-ranked cause is the
 //! injected one in every pair, its bytes within 1 % of what was injected. The recordings are
 //! written event by event through the real `Recorder` (as `report_summary.rs` writes its
-//! own), the snapshots by Python's `pickle` (`diff_support/snapshot.py`), and the real binary
-//! compares them.
+//! own), B's with a few MiB of noise on its phases (so one change shows a little differently
+//! in each figure, as in a real run), the snapshots by Python's `pickle`
+//! (`diff_support/snapshot.py`), and the real binary compares them.
 
 mod common;
 mod recording_fixture;
@@ -41,6 +42,18 @@ struct Spec {
     cache: u64,
     snapshot: Vec<Block>,
     oom_at_step: Option<u64>,
+    /// Up to 3 MiB of noise on each phase's peak, as a real run has from step to step: the
+    /// same change then shows a little differently in each figure.
+    noisy: bool,
+}
+
+/// The noise on phase `i` of `step`, when the run is noisy.
+fn noise(spec: &Spec, step: u64, i: u64) -> u64 {
+    if spec.noisy {
+        (step * 7 + i * 3) % 4 * MIB
+    } else {
+        0
+    }
 }
 
 fn baseline() -> Spec {
@@ -60,6 +73,7 @@ fn baseline() -> Spec {
         cache: 2 * GIB,
         snapshot: Vec::new(),
         oom_at_step: None,
+        noisy: false,
     }
 }
 
@@ -171,7 +185,7 @@ fn record(dir: &Path, name: &str, spec: &Spec) -> PathBuf {
         let mut step_peak = held;
         for (i, (phase, extra)) in spec.phases.iter().enumerate() {
             let t = start + 100 * i as u64;
-            let top = held + extra;
+            let top = held + extra + noise(spec, step, i as u64);
             step_peak = step_peak.max(top);
             events.push(event(t, EventKind::PhaseBegin, step, phase));
             points.push(point(t + 10, top, spec.cache, step));
@@ -454,7 +468,14 @@ fn the_top_cause_of_each_pair_is_the_injected_regression_within_one_percent() {
     for pair in pairs {
         let dir = tempfile::tempdir().unwrap();
         let a = record(dir.path(), "a", &pair.a);
-        let b = record(dir.path(), "b", &pair.b);
+        let b = record(
+            dir.path(),
+            "b",
+            &Spec {
+                noisy: true,
+                ..pair.b.clone()
+            },
+        );
         let out = diff(&[&a, &b], true);
         assert!(out.status.success(), "{}: {}", pair.name, stderr(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
