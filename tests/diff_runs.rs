@@ -498,6 +498,19 @@ fn the_top_cause_of_each_pair_is_the_injected_regression_within_one_percent() {
             pair.name,
             pair.bytes
         );
+        // Absent is not zero: each section says why it cannot compare.
+        assert_eq!(
+            doc["categories"]["unavailable"],
+            "the recordings carry no categories"
+        );
+        assert_eq!(doc["steps"]["compared"], STEPS, "{}", pair.name);
+        assert_eq!(doc["steps"]["rows"].as_array().unwrap().len() as u64, STEPS);
+        if pair.a.snapshot.is_empty() {
+            let why = doc["sites"]["unavailable"].as_str().unwrap();
+            assert!(why.contains("A has no snapshot of its peak"), "{why}");
+        } else {
+            assert!(!doc["sites"]["rows"].as_array().unwrap().is_empty());
+        }
         if pair.name == "larger batch" {
             assert_eq!(doc["ooms"]["a"].as_array().unwrap().len(), 0);
             let ooms = doc["ooms"]["b"].as_array().unwrap();
