@@ -201,6 +201,23 @@ pub enum Command {
     /// `torch.cuda.memory._dump_snapshot` writes); with two files, which sites grew from
     /// the first to the second (`--json`: schema `vramscope.sites`).
     Sites(crate::sites::command::SitesArgs),
+    /// Why run B peaked higher than run A: two recordings compared (their peaks phase by
+    /// phase and step by step, the sites held at each peak where `vramscope run --sites`
+    /// dumped snapshots, the OOMs, and the settings that change memory), every difference
+    /// ranked by its bytes; two memory snapshots are compared as `sites A B` does
+    /// (`--json`: schema `vramscope.diff`).
+    Diff {
+        /// The run that fits: a recording (`vramscope record`, `--record`), or a memory
+        /// snapshot.
+        a: PathBuf,
+        /// The run to explain, of the same kind as A.
+        b: PathBuf,
+        /// How many allocation sites that changed to list.
+        #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        top: u32,
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
     /// Remove channel files whose writers ended over an hour ago, yours only (the monitor
     /// does this every minute), and print each one removed.
     Clean {

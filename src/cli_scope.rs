@@ -18,6 +18,7 @@ const REPORT: Mode = Some("report");
 const EXPORT: Mode = Some("export");
 const CLUSTER: Mode = Some("cluster");
 const SITES: Mode = Some("sites");
+const DIFF: Mode = Some("diff");
 /// `vramscope config` shows every setting: it reads them all (`config::settings`).
 const CONFIG: Mode = Some("config");
 /// `run --no-monitor` only runs the job: it reads none of the monitor's options.
@@ -28,7 +29,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
-/// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
+/// JSON, as are `sites --json` and `diff --json`, and `export --csv` names the one format `export` writes.
 const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     (
@@ -44,7 +45,11 @@ const READ_BY: [(&str, &str, &[Mode]); 17] = [
         &[MONITOR, RUN, RECORD, SERVE],
     ),
     ("once", "--once", &[MONITOR, RUN, CLUSTER]),
-    ("json", "--json", &[MONITOR, RUN, REPORT, SITES, CLUSTER]),
+    (
+        "json",
+        "--json",
+        &[MONITOR, RUN, REPORT, SITES, DIFF, CLUSTER],
+    ),
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),

@@ -23,6 +23,8 @@ pub mod cluster;
 #[cfg(feature = "monitor")]
 pub mod config;
 #[cfg(feature = "monitor")]
+pub mod diff;
+#[cfg(feature = "monitor")]
 pub mod export;
 #[cfg(feature = "monitor")]
 pub mod history;
@@ -181,6 +183,9 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             return report::run(file, format, &scope.asked());
         }
         Some(cli::Command::Sites(args)) => return sites::command::run(args, cli.json),
+        Some(cli::Command::Diff { a, b, top, scope }) => {
+            return diff::run(a, b, *top as usize, &scope.asked(), cli.json);
+        }
         Some(cli::Command::Attach(args)) => {
             let options = attach::Options {
                 yes: args.yes,

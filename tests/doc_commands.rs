@@ -285,6 +285,17 @@ const RUN: &[(&str, &str, How)] = &[
         "vramscope sites peak.pickle --at peak --against end",
         How::Ends,
     ),
+    (
+        "vramscope diff fits.jsonl.zst ooms.jsonl.zst",
+        "vramscope diff run.jsonl.zst run.jsonl.zst",
+        How::Ends,
+    ),
+    (
+        "vramscope diff fits.jsonl.zst ooms.jsonl.zst --json",
+        "vramscope diff run.jsonl.zst run.jsonl.zst --json",
+        How::Ends,
+    ),
+    ("vramscope diff A.pickle B.pickle", "", How::Ends),
 ];
 
 /// Commands not run here: why, and what covers them instead.
@@ -871,6 +882,12 @@ const FOREIGN_OPTIONS: &[&str] = &[
     "--epochs",
     "--lr",
     "--nproc-per-node",
+    // a training script's batch size and sequence length, as `diff` reads them (docs/diff.md)
+    "--batch-size",
+    "--batch",
+    "--seq-len",
+    "--seq",
+    "--block-size",
     // CPython's configure (a build without remote debugging)
     "--without-remote-debug",
     // maturin

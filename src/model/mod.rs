@@ -19,6 +19,7 @@ pub mod mig;
 pub mod oom_explain;
 pub mod oom_message;
 pub mod period;
+pub mod phase_peaks;
 pub mod problem;
 pub mod snapshot;
 pub mod snapshot_drops;

@@ -26,6 +26,7 @@ use super::foresight::{Forecast, Room, StepPeak, StepPeaks};
 use super::held_sites::{SitesState, SnapshotNote, SnapshotReason};
 use super::mig::{MigUuid, legacy_parent_uuid};
 use super::oom_message::figures_in;
+use super::phase_peaks::PhasePeaks;
 use super::snapshot_drops::SnapshotDrops;
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -153,6 +154,8 @@ pub struct SlotFold {
     last_allocated: Option<u64>,
     last_reserved: Option<u64>,
     pub step_peaks: StepPeaks,
+    /// The highest allocation in each phase, over the whole run.
+    pub phase_peaks: PhasePeaks,
 }
 
 impl SlotFold {
@@ -405,6 +408,7 @@ impl WriterFold {
             (p, a) => p.or(a),
         };
         if let Some(value) = top {
+            slot.phase_peaks.raise(&phase, value, point.at_ms);
             slot.raise(
                 PeakAt {
                     value,
@@ -419,6 +423,12 @@ impl WriterFold {
     }
 
     fn event(&mut self, event: AllocatorEvent) {
+        // The phase's own peak, measured by the writer: before the phase is left.
+        if let EventKind::PhaseEnd { peak: Ok(peak) } = &event.kind
+            && let Some(slot) = event.slot.and_then(|s| self.slots.get_mut(usize::from(s)))
+        {
+            slot.phase_peaks.raise(&event.label, *peak, event.at_ms);
+        }
         match &event.kind {
             EventKind::PhaseBegin => self.phase = event.label.clone(),
             EventKind::PhaseEnd { .. } if self.phase == event.label => {
@@ -444,6 +454,7 @@ impl WriterFold {
             } => {
                 let phase = self.phase.clone();
                 if let Some(slot) = event.slot.and_then(|s| self.slots.get_mut(usize::from(s))) {
+                    slot.phase_peaks.raise(&phase, *value, event.at_ms);
                     slot.raise(
                         PeakAt {
                             value: *value,
@@ -732,6 +743,7 @@ impl WriterFold {
             slot.counter_floor = counter.or(slot.counter_floor);
             slot.peak = None;
             slot.peak_witness = 0;
+            slot.phase_peaks = PhasePeaks::default();
         }
     }
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The scope options as given on the command line (`cli::ScopeArgs` parses them).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Asked {
     pub history: bool,
     pub since: Option<When>,

@@ -6,11 +6,12 @@
 
 use super::spikes::{Rise, RiseTracker};
 use crate::model::SourceEvent;
-use crate::model::foresight::Forecast;
+use crate::model::foresight::{Forecast, StepPeak};
 use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy, Verdict};
+use crate::model::phase_peaks::PhasePeaks;
 use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
 use crate::model::writer_fold::{Oom, WriterFold};
@@ -61,12 +62,59 @@ pub struct AllocatorSummary {
     pub alloc_retries: Option<u64>,
     pub ooms: Option<u64>,
     pub allocator_config: String,
+    /// The command line as the writer gave it (its own argv).
+    pub writer_command: String,
     /// What its step peaks say: a leak, an OOM to come, or nothing confident.
     pub forecast: Forecast,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
     /// The snapshots the writer deleted to keep its bound, by name where seen.
     pub snapshots_dropped: Option<Dropped>,
+    /// The highest allocation in each phase (the fold's).
+    pub phase_peaks: PhasePeaks,
+    /// Each step's peak as its `STEP_END` said, by step number: the first `KEPT_STEPS`.
+    pub step_peaks: StepSeries,
+}
+
+/// Steps whose peaks a summary keeps per writer slot: a long run's first 100,000 (1.6 MB).
+pub const KEPT_STEPS: usize = 100_000;
+
+/// Each step's peak by step number, bounded by `KEPT_STEPS`; a step told twice (a ring read
+/// again) keeps its highest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepSeries {
+    peaks: BTreeMap<u64, u64>,
+    /// Steps beyond the bound, not kept.
+    pub untracked: u64,
+}
+
+impl StepSeries {
+    fn push(&mut self, peak: StepPeak) {
+        if let Some(seen) = self.peaks.get_mut(&peak.step) {
+            *seen = (*seen).max(peak.peak);
+        } else if self.peaks.len() < KEPT_STEPS {
+            self.peaks.insert(peak.step, peak.peak);
+        } else {
+            self.untracked += 1;
+        }
+    }
+
+    /// `(step, peak)`, by step.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.peaks.iter().map(|(s, p)| (*s, *p))
+    }
+
+    pub fn get(&self, step: u64) -> Option<u64> {
+        self.peaks.get(&step).copied()
+    }
+
+    pub fn len(&self) -> usize {
+        self.peaks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.peaks.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -149,6 +197,7 @@ struct SlotExtras {
     retries: Option<u64>,
     ooms: Option<u64>,
     rises: RiseTracker,
+    steps: StepSeries,
 }
 
 #[derive(Default)]
@@ -281,6 +330,12 @@ impl Analysis {
         let path = poll.path.clone();
         let points = poll.points.clone();
         let devices = poll.devices.clone();
+        for event in &poll.events {
+            if let (Some(slot), Some(peak)) = (event.slot, StepPeak::from_event(event)) {
+                let key = (path.clone(), usize::from(slot));
+                self.extras.entry(key).or_default().steps.push(peak);
+            }
+        }
         let fold = self.folds.poll(poll, at_ms);
         for device in &devices {
             let extras = self
@@ -543,9 +598,12 @@ impl Analysis {
                     alloc_retries: extras.and_then(|e| e.retries),
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
+                    writer_command: identity.command.clone(),
                     forecast: track.forecast(self.outside(pid, gpu_index, track)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                     snapshots_dropped: fold.snapshot_drops.dropped(),
+                    phase_peaks: track.phase_peaks.clone(),
+                    step_peaks: extras.map(|e| e.steps.clone()).unwrap_or_default(),
                 })
             })
     }

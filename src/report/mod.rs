@@ -9,7 +9,10 @@ mod period_tests;
 mod render;
 mod spikes;
 
-pub use analysis::{Report, analyse};
+pub use analysis::{
+    AllocatorSummary, At, GpuSummary, KEPT_STEPS, OomSummary, ProcessSummary, Report, StepSeries,
+    analyse,
+};
 
 use crate::record::scope::Asked;
 use crate::record::scoped;

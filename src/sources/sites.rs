@@ -20,30 +20,26 @@ const LARGEST_BLOCKS: usize = 5;
 /// Reads and reduces `job`'s file: the answer, or why not in one line. A file that no
 /// longer exists (the writer keeps only its newest few) is said so.
 pub fn reduce(job: &SitesJob) -> SitesState {
+    match held_of(job, TOP_SITES) {
+        Ok(held) => SitesState::Reduced(Box::new(convert(&held))),
+        Err(why) => SitesState::Failed { why },
+    }
+}
+
+/// `job`'s file read as `reduce` reads it, and the library's whole answer at its moment
+/// (`top` sites listed; `all_sites` holds every one, for `sites::diff`).
+pub fn held_of(job: &SitesJob, top: usize) -> Result<Held, String> {
     let limits = Limits::default();
-    let bytes = match read_bounded(Path::new(&job.path), &limits) {
-        Ok(bytes) => bytes,
-        Err(why) => return SitesState::Failed { why },
-    };
-    let snap = match sites::read_owned(bytes, &limits) {
-        Ok(snap) => snap,
-        Err(e) => {
-            return SitesState::Failed {
-                why: crate::text::clean(&e.to_string()).into_owned(),
-            };
-        }
-    };
+    let bytes = read_bounded(Path::new(&job.path), &limits)?;
+    let snap = sites::read_owned(bytes, &limits)
+        .map_err(|e| crate::text::clean(&e.to_string()).into_owned())?;
     let moment = if job.at_oom {
         Moment::Oom
     } else {
         Moment::Peak
     };
-    match sites::held(&snap, moment, job.recorded_peak, TOP_SITES) {
-        Ok(held) => SitesState::Reduced(Box::new(convert(&held))),
-        Err(e) => SitesState::Failed {
-            why: crate::text::clean(&e.to_string()).into_owned(),
-        },
-    }
+    sites::held(&snap, moment, job.recorded_peak, top)
+        .map_err(|e| crate::text::clean(&e.to_string()).into_owned())
 }
 
 /// The file's bytes, if it is a regular file of ours within the snapshot's bound (size on
