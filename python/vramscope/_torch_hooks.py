@@ -19,6 +19,37 @@ def _replay_step(rt, t, readings):
     rt.session.end_step(t)
 
 
+def _sync_step(rt, done):
+    """An attached writer's first step: the job's own count where its optimizer keeps one
+    (`done` steps taken, so the step ending now is `done - 1`), else counted from the attach;
+    said once, as a note, either way."""
+    if done is not None and done > 0:
+        rt.session.step = done - 1
+        rt.session.note("steps are the job's own: %d taken before this one (the optimizer's state)" % (done - 1))
+    else:
+        rt.session.note("steps count from the attach: the optimizer keeps no step count")
+
+
+def optimizer_steps_taken(optimizer):
+    """The steps `optimizer` has taken, from its per-parameter state (Adam's and AdamW's
+    `step`, SGD with momentum keeps none), or None. A count held on a GPU is not read: that
+    would wait for the device."""
+    try:
+        for group in optimizer.param_groups:
+            for param in group.get("params", ()):
+                state = optimizer.state.get(param)
+                if not state or "step" not in state:
+                    continue
+                step = state["step"]
+                device = getattr(step, "device", None)
+                if device is not None and getattr(device, "type", "cpu") != "cpu":
+                    return None
+                return int(step)
+    except Exception:
+        return None
+    return None
+
+
 def _compiling_check(torch):
     compiler = getattr(torch, "compiler", None)
     return getattr(compiler, "is_compiling", None) or (lambda: False)
@@ -31,6 +62,8 @@ class TorchHooks:
         self._undo = []
         self._adapter = None
         self._first_optimizer = None
+        # An attached writer takes the job's step at its first step boundary.
+        self._step_synced = False
 
     def install(self, runtime, adapter):
         self._adapter = adapter
@@ -98,6 +131,9 @@ class TorchHooks:
         # first (bench_step_hook.py measures the difference).
         t = rt.session.clock()
         readings = self._adapter.capture()
+        if _runtime.attached and not self._step_synced:
+            self._step_synced = True
+            rt.defer(_sync_step, optimizer_steps_taken(optimizer))
         rt.defer(_replay_step, t, readings)
 
     # -- OOM --------------------------------------------------------------------------------
