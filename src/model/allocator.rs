@@ -119,16 +119,17 @@ impl AllocatorSnapshot {
     }
 
     /// The forecast on `gpu_index` in the room the writer's figures and `outside` leave;
-    /// silent once the writer is no longer running.
+    /// no OOM to come once the writer is no longer running (`ended_or`).
     pub fn forecast_on_gpu(&self, gpu_index: u32, outside: Option<u64>) -> Forecast {
-        if !self.liveness.is_running() {
-            return Forecast::Silent(Silence::Ended);
-        }
-        match (self.position(gpu_index), outside) {
-            (Some(i), None) => self.forecasts[i].clone(),
-            (Some(i), outside) => self.step_peaks[i].foresee(room_of(&self.devices[i], outside)),
-            (None, _) => StepPeaks::default().foresee(Room::default()),
-        }
+        ended_or(self.liveness, || {
+            match (self.position(gpu_index), outside) {
+                (Some(i), None) => self.forecasts[i].clone(),
+                (Some(i), outside) => {
+                    self.step_peaks[i].foresee(room_of(&self.devices[i], outside))
+                }
+                (None, _) => StepPeaks::default().foresee(Room::default()),
+            }
+        })
     }
 
     /// The recent step peaks on `gpu_index`.
@@ -258,12 +259,27 @@ pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
     }
 }
 
-/// `forecast()` while the writer runs; `Silence::Ended` once it does not.
+/// `forecast()` while the writer runs. Once it does not, no future: a rise its step peaks
+/// showed stays said as what they did (`Leak`), with no OOM to come; else `Silence::Ended`.
 fn ended_or(liveness: WriterLiveness, forecast: impl FnOnce() -> Forecast) -> Forecast {
+    let forecast = forecast();
     if liveness.is_running() {
-        forecast()
-    } else {
-        Forecast::Silent(Silence::Ended)
+        return forecast;
+    }
+    match forecast {
+        Forecast::OomIn {
+            bytes_per_step,
+            fitted_steps,
+            ..
+        }
+        | Forecast::Leak {
+            bytes_per_step,
+            fitted_steps,
+        } => Forecast::Leak {
+            bytes_per_step,
+            fitted_steps,
+        },
+        Forecast::Silent(_) => Forecast::Silent(Silence::Ended),
     }
 }
 

@@ -129,9 +129,10 @@ impl ProcessAllocator {
 }
 
 impl Snapshot {
-    /// The instrumented processes no row of the table shows, each with why: ended, in a
-    /// namespace whose pids we cannot map, or on a GPU NVML does not match (a MIG instance,
-    /// a device hidden from us). Every output that says so asks this.
+    /// The instrumented processes whose figures no row of the table shows (no row joined to
+    /// them), each with why: ended, in a namespace whose pids we cannot map, or on a GPU NVML
+    /// does not match (a MIG instance, a device hidden from us). Every output that says so
+    /// asks this.
     pub fn writers_without_a_row(&self) -> Vec<(&AllocatorSnapshot, String)> {
         self.allocators
             .iter()
@@ -139,7 +140,7 @@ impl Snapshot {
                 !self
                     .processes
                     .iter()
-                    .any(|r| Some(r.nvml.pid) == a.host_pid)
+                    .any(|r| r.allocator.is_some() && Some(r.nvml.pid) == a.host_pid)
             })
             .map(|a| {
                 let why = match (a.host_pid, a.liveness.is_ended(), a.gpu_elsewhere()) {
