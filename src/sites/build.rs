@@ -154,9 +154,8 @@ impl<'b> Build<'b> {
         }
         let device_traces = |n: &Node| matches!(n, Node::DeviceTraces(_));
         let under_mark = mark.is_some_and(|m| m >= 1 && is(tree, stack.get(m - 1), device_traces));
-        let just_under = top >= 1
-            && mark.is_none_or(|m| top > m)
-            && is(tree, stack.get(top - 1), device_traces);
+        let just_under =
+            top >= 1 && mark.is_none_or(|m| top > m) && is(tree, stack.get(top - 1), device_traces);
         if under_mark || just_under {
             Node::Trace(Box::default())
         } else {
@@ -165,7 +164,12 @@ impl<'b> Build<'b> {
     }
 
     /// `LIST`, `DICT`, `TUPLE` and `TUPLE1`-`TUPLE3` (`code` `t` for all tuples).
-    pub(crate) fn from_items(&mut self, code: u8, items: &[Val], at: usize) -> Result<Val, SitesError> {
+    pub(crate) fn from_items(
+        &mut self,
+        code: u8,
+        items: &[Val],
+        at: usize,
+    ) -> Result<Val, SitesError> {
         Ok(match code {
             b'l' => self.tree.add(Node::List(items.to_vec())),
             b't' => self.tree.add(Node::Tuple(items.to_vec())),
@@ -192,7 +196,9 @@ impl<'b> Build<'b> {
             return Err(wrong_fill(kind, appends, at));
         };
         if appends && matches!(self.tree.node(id), Some(Node::Trace(_))) {
-            return self.reader.append_entries(&mut self.tree, Some(memo), id, items);
+            return self
+                .reader
+                .append_entries(&mut self.tree, Some(memo), id, items);
         }
         match (self.tree.node_mut(id), appends) {
             (Some(Node::List(list) | Node::DeviceTraces(list)), true) => {

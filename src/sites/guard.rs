@@ -383,7 +383,10 @@ pub(crate) fn decode(
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(mark..), &mut items);
                 let val = build.from_items(code, &items, at)?;
-                stack.push(Slot { nesting, ..leaf(val) });
+                stack.push(Slot {
+                    nesting,
+                    ..leaf(val)
+                });
             }
             Op::Tuple(n) => {
                 if stack.len() < floor + n {
@@ -393,7 +396,10 @@ pub(crate) fn decode(
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(from..), &mut items);
                 let val = build.from_items(b't', &items, at)?;
-                stack.push(Slot { nesting, ..leaf(val) });
+                stack.push(Slot {
+                    nesting,
+                    ..leaf(val)
+                });
             }
             Op::Into(n) => {
                 if stack.len() < floor + n + 1 {

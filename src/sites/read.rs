@@ -111,9 +111,7 @@ fn uint(tree: &Tree<'_>, v: Val, at: &dyn Fn() -> String) -> Result<Option<u64>,
 fn text(tree: &Tree<'_>, v: Val, at: &dyn Fn() -> String) -> Result<Option<String>, Failed> {
     match v {
         Val::Str { .. } => Ok(tree.str(v).map(|s| crate::text::clean(s).into_owned())),
-        Val::Bytes { at: start, len } => {
-            Ok(Some(crate::text::clean_bytes(tree.range(start, len))))
-        }
+        Val::Bytes { at: start, len } => Ok(Some(crate::text::clean_bytes(tree.range(start, len)))),
         Val::OldText => Err(format!(
             "{} is a protocol 0 string, which no snapshot holds",
             at()
@@ -125,12 +123,7 @@ fn text(tree: &Tree<'_>, v: Val, at: &dyn Fn() -> String) -> Result<Option<Strin
 
 /// The items of a list or tuple (a copy of the small values: the caller reads the tree
 /// while it goes through them).
-fn items(
-    tree: &Tree<'_>,
-    v: Val,
-    at: &dyn Fn() -> String,
-    what: &str,
-) -> Result<Vec<Val>, Failed> {
+fn items(tree: &Tree<'_>, v: Val, at: &dyn Fn() -> String, what: &str) -> Result<Vec<Val>, Failed> {
     match v {
         Val::Node(id) => match tree.node(id) {
             Some(Node::List(l) | Node::DeviceTraces(l) | Node::Tuple(l)) => Ok(l.clone()),
@@ -413,7 +406,10 @@ impl Reader {
             return Err(format!("device_traces[{d}]{failed}"));
         }
         // The newest entries are what the backward walk needs: the oldest go.
-        let skip = data.entries.len().saturating_sub(self.limits.max_trace_entries);
+        let skip = data
+            .entries
+            .len()
+            .saturating_sub(self.limits.max_trace_entries);
         data.entries.drain(..skip);
         let cut = data.base as usize + skip;
         self.cut.trace_entries += cut;
@@ -471,12 +467,12 @@ impl Reader {
         }
     }
 
-    /// A history holds at most twice `max_trace_entries` entries while it is read: past
-    /// that, the oldest go (they would be cut at the end), and an entry that a memo names
+    /// A history holds at most one and a half times `max_trace_entries` entries (and 4,096
+    /// more) while it is read: past that, the oldest go (they would be cut at the end), and an entry that a memo names
     /// is kept aside for the references that may follow.
     fn trim(&mut self, tree: &mut Tree<'_>, memo: &mut Memo, trace: u32, data: &mut TraceData) {
         let max = self.limits.max_trace_entries;
-        if data.entries.len() < max.saturating_mul(2).max(max + 4096) {
+        if data.entries.len() < max.saturating_add(max / 2).saturating_add(4096) {
             return;
         }
         let evicted = data.entries.len() - max;
@@ -808,7 +804,9 @@ pub(crate) fn canonical(tree: &Tree<'_>, v: Val) -> String {
                 let (open, close, items): (char, char, Vec<Val>) = match tree.node(id) {
                     Some(Node::List(l) | Node::DeviceTraces(l)) => ('[', ']', l.clone()),
                     Some(Node::Tuple(t)) => ('(', ')', t.clone()),
-                    Some(Node::Dict(d)) => ('{', '}', d.iter().flat_map(|&(k, v)| [k, v]).collect()),
+                    Some(Node::Dict(d)) => {
+                        ('{', '}', d.iter().flat_map(|&(k, v)| [k, v]).collect())
+                    }
                     _ => ('<', '>', Vec::new()),
                 };
                 out.push(open);
