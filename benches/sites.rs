@@ -47,8 +47,17 @@ fn user_sys_s() -> (f64, f64) {
     (s(u.ru_utime), s(u.ru_stime))
 }
 
+/// This process's peak RSS (`VmHWM`): not `ru_maxrss`, which Linux keeps across `execve`
+/// and so starts at the peak of cargo, which ran the benchmark.
 fn peak_rss_mib() -> f64 {
-    rusage().ru_maxrss as f64 / 1024.0
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn main() {
