@@ -382,6 +382,7 @@ pub(crate) fn decode(
                 };
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(mark..), &mut items);
+                too_deep(nesting, at)?;
                 let val = build.from_items(code, &items, at)?;
                 stack.push(Slot {
                     nesting,
@@ -395,6 +396,7 @@ pub(crate) fn decode(
                 let from = stack.len() - n;
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(from..), &mut items);
+                too_deep(nesting, at)?;
                 let val = build.from_items(b't', &items, at)?;
                 stack.push(Slot {
                     nesting,
@@ -508,6 +510,18 @@ fn over_a_limit(
     } else {
         None
     }
+}
+
+/// A container built whole (a tuple, or protocol 0's `LIST` and `DICT`) nests within the
+/// bound as one filled item by item does (`fill`).
+fn too_deep(nesting: u32, at: usize) -> Result<(), SitesError> {
+    if nesting > MAX_NESTING {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!("not a memory snapshot: values nest deeper than {MAX_NESTING} at byte {at}"),
+        ));
+    }
+    Ok(())
 }
 
 /// How deeply the drained `slots` nest, their values put in `items`.
