@@ -168,6 +168,10 @@ fn huge_declared_lengths_and_memo_ids_never_stored_are_refused() {
         ),
         (b"\x80\x04\x8f\x94.", "holds a set at byte 2"),
         (b"\x80\x04K\x01]a.", "appends to an integer"),
+        (
+            b"\x80\x04]\x94\x94.",
+            "at byte 4 is stored in the memo twice",
+        ),
     ] {
         let line = refused(bytes);
         assert!(line.contains(says), "{bytes:?}: {line}");
@@ -233,6 +237,10 @@ fn every_opcode_that_names_or_calls_a_global_is_refused() {
 }
 
 /// Runs `vramscope ARGS` and returns its status, stdout and its own peak RSS in KiB.
+#[expect(
+    clippy::zombie_processes,
+    reason = "wait4 below waits for the child, for its rusage, which clippy cannot see"
+)]
 fn vramscope_rss(args: &[&str]) -> (i32, String, i64) {
     let child = Command::new(BIN)
         .args(args)

@@ -164,7 +164,7 @@ impl<'b> Build<'b> {
     }
 
     /// `LIST`, `DICT`, `TUPLE` and `TUPLE1`-`TUPLE3` (`code` `t` for all tuples).
-    pub(crate) fn from_items(
+    pub(crate) fn built_whole(
         &mut self,
         code: u8,
         items: &[Val],

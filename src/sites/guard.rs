@@ -383,7 +383,7 @@ pub(crate) fn decode(
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(mark..), &mut items);
                 too_deep(nesting, at)?;
-                let val = build.from_items(code, &items, at)?;
+                let val = build.built_whole(code, &items, at)?;
                 stack.push(Slot {
                     nesting,
                     ..leaf(val)
@@ -397,7 +397,7 @@ pub(crate) fn decode(
                 items.clear();
                 let nesting = 1 + deepest(stack.drain(from..), &mut items);
                 too_deep(nesting, at)?;
-                let val = build.from_items(b't', &items, at)?;
+                let val = build.built_whole(b't', &items, at)?;
                 stack.push(Slot {
                     nesting,
                     ..leaf(val)
@@ -459,6 +459,13 @@ pub(crate) fn decode(
                 let Some(top) = stack.last_mut() else {
                     return underflow();
                 };
+                // Python's pickler stores a value once: a second id for the same slot would
+                // leave the first naming a container after the reader let it go.
+                if top.memo.is_some() && !top.reference {
+                    return not(format!(
+                        "not a memory snapshot: the value at byte {at} is stored in the memo twice"
+                    ));
+                }
                 memo.insert(
                     id,
                     Stored {
