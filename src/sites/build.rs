@@ -5,9 +5,9 @@
 //! list is a history is told from where the pickle builds it (`list_role`).
 
 use super::error::{ErrorKind, SitesError};
-use super::guard::{Memo, Slot};
+use super::history::Reader;
 use super::limits::Limits;
-use super::read::Reader;
+use super::memo::{Memo, Slot};
 use super::value::{Node, Tree, Val};
 
 /// The builder: the arena and the reader that turns histories into trace entries.

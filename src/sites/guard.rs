@@ -27,9 +27,9 @@
 use super::build::Build;
 use super::error::{ErrorKind, SitesError};
 use super::limits::Limits;
+use super::memo::{Memo, Slot, Stored, leaf};
 use super::value::{NO_MEMO, Val};
 use crate::safe_fs::bounds::SNAPSHOT_STACK;
-use std::collections::HashMap;
 use std::time::Instant;
 
 /// How an opcode's argument is written after it.
@@ -147,78 +147,6 @@ pub struct Census {
 /// a device's trace, an entry, its frames, a frame, a value). The bound keeps every
 /// recursive walk of the values far from the end of the stack.
 pub const MAX_NESTING: u32 = 64;
-
-/// A value on the pass's stack: the value, how deeply it nests, the memo id it was stored
-/// under, and whether this slot is a reference to a value stored earlier (`GET`).
-#[derive(Clone, Copy)]
-pub(crate) struct Slot {
-    pub(crate) val: Val,
-    nesting: u32,
-    memo: Option<u32>,
-    reference: bool,
-}
-
-fn leaf(val: Val) -> Slot {
-    Slot {
-        val,
-        nesting: 0,
-        memo: None,
-        reference: false,
-    }
-}
-
-/// A stored value: what it is, how deeply it nests, and how often it has been referenced.
-#[derive(Clone, Copy)]
-pub(crate) struct Stored {
-    pub(crate) val: Val,
-    nesting: u32,
-    pub(crate) references: u32,
-}
-
-/// Memo ids in Python's order (0, 1, 2, ... as `MEMOIZE` numbers them) go to chunks of this
-/// many: a million stored values cost what they hold, not twice that as a doubling vector
-/// may.
-const MEMO_CHUNK: usize = 1 << 16;
-
-/// The stored values by memo id; an id out of Python's order (`PUT`) goes to a map.
-#[derive(Default)]
-pub(crate) struct Memo {
-    seq: Vec<Vec<Stored>>,
-    seq_len: usize,
-    other: HashMap<u32, Stored>,
-}
-
-impl Memo {
-    fn len(&self) -> usize {
-        self.seq_len + self.other.len()
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        (id as usize) < self.seq_len || self.other.contains_key(&id)
-    }
-
-    pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut Stored> {
-        let i = id as usize;
-        if i < self.seq_len {
-            return self.seq.get_mut(i / MEMO_CHUNK)?.get_mut(i % MEMO_CHUNK);
-        }
-        self.other.get_mut(&id)
-    }
-
-    fn insert(&mut self, id: u32, stored: Stored) {
-        if id as usize == self.seq_len && !self.other.contains_key(&id) {
-            if self.seq_len.is_multiple_of(MEMO_CHUNK) {
-                self.seq.push(Vec::with_capacity(MEMO_CHUNK));
-            }
-            if let Some(chunk) = self.seq.last_mut() {
-                chunk.push(stored);
-                self.seq_len += 1;
-            }
-        } else {
-            self.other.insert(id, stored);
-        }
-    }
-}
 
 /// Decodes, checks and builds `bytes`; see the module's comment. The root value, and what
 /// it cost.
