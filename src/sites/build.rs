@@ -196,9 +196,13 @@ impl<'b> Build<'b> {
             return Err(wrong_fill(kind, appends, at));
         };
         if appends && matches!(self.tree.node(id), Some(Node::Trace(_))) {
+            // The bytes left bound the entries still to come (each takes at least 16 of
+            // them unless it is a reference): a history reserved for them at its first
+            // batch is never copied to grow, and the pages it does not fill cost no memory.
+            let room = self.tree.bytes.len().saturating_sub(at) / 16;
             return self
                 .reader
-                .append_entries(&mut self.tree, Some(memo), id, items);
+                .append_entries(&mut self.tree, Some(memo), id, items, room);
         }
         match (self.tree.node_mut(id), appends) {
             (Some(Node::List(list) | Node::DeviceTraces(list)), true) => {

@@ -91,11 +91,18 @@ impl Reader {
         mut memo: Option<&mut Memo>,
         trace: u32,
         items: &[Val],
+        room: usize,
     ) -> Result<(), SitesError> {
         let mut data = match tree.node_mut(trace) {
             Some(Node::Trace(data)) => std::mem::take(data),
             _ => return Ok(()),
         };
+        if data.entries.capacity() == 0 {
+            let most = self.limits.max_trace_entries;
+            let room = room.min(most.saturating_add(most / 2).saturating_add(4096));
+            data.entries.reserve(room);
+            data.homes.reserve(room);
+        }
         self.append_into(tree, memo.as_deref_mut(), trace, &mut data, items);
         if let Some(memo) = memo {
             self.trim(tree, memo, trace, &mut data);
