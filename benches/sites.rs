@@ -2,18 +2,18 @@
 //! training loop's allocations and frees over 40 sites with stacks 11 frames deep, from
 //! tests/sites_support/simulate.py) and reducing it to the live set at the peak. Prints the
 //! file's size, the time to read it, the time to reduce it, and the process's peak RSS;
-//! asserts nothing about time. Wall time is the answer's latency; CPU time (of all the
-//! process's threads: the guard and the parse run side by side) is what a loaded machine
-//! changes least.
+//! asserts nothing about time. Wall time is the answer's latency; CPU time is what a
+//! loaded machine changes least. The read is one pass on the calling thread.
 //!
-//! Run with `cargo bench --bench sites` (add `-- ENTRIES` for another history size).
+//! Run with `cargo bench --bench sites` (add `-- ENTRIES` for another history size). With
+//! `-- shared ENTRIES` it reads instead the tests' history of one entry dict referred to
+//! ENTRIES times (tests/sites.rs makes it with 10,000,000), within the default limits.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 use vramscope::sites::{self, Exactness, Limits, Moment, ReadCost, Spent};
 
-// The binary's allocator (src/main.rs), so that the figures are `vramscope sites`' own:
-// the pickle crate's parse makes tens of millions of small allocations.
+// The binary's allocator (src/main.rs), so that the figures are `vramscope sites`' own.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -47,8 +47,17 @@ fn user_sys_s() -> (f64, f64) {
     (s(u.ru_utime), s(u.ru_stime))
 }
 
+/// This process's peak RSS (`VmHWM`): not `ru_maxrss`, which Linux keeps across `execve`
+/// and so starts at the peak of cargo, which ran the benchmark.
 fn peak_rss_mib() -> f64 {
-    rusage().ru_maxrss as f64 / 1024.0
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
 fn main() {
@@ -56,6 +65,9 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(1_000_000);
+    if std::env::args().any(|a| a == "shared") {
+        return shared(entries);
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let made = Command::new("python3")
         .arg(concat!(
@@ -95,11 +107,6 @@ fn main() {
     let reduce_cpu = clock_s(libc::CLOCK_THREAD_CPUTIME_ID) - reduce_cpu0;
     let total = started.elapsed();
     drop(snap);
-    // The parse thread drops the crate's values after the answer: wait for it, so the
-    // user and system time below are the whole cost.
-    let settle_started = Instant::now();
-    sites::settle();
-    let settled = settle_started.elapsed();
     let (user2, sys2) = user_sys_s();
 
     assert_eq!(held.trace_entries as u64, entries);
@@ -114,24 +121,22 @@ fn main() {
         before
     );
     println!(
-        "sites: CPU time: read {:.0} ms (all threads, to the answer), reduce {:.0} ms; the whole run with the drop after the answer: user {:.0} ms, system {:.0} ms (reading alone: user {:.0} ms, system {:.0} ms); the drop ended {:.0} ms after the reduce",
+        "sites: CPU time: read {:.0} ms, reduce {:.0} ms; the whole run with the drop: user {:.0} ms, system {:.0} ms (reading alone: user {:.0} ms, system {:.0} ms)",
         (cpu1 - cpu0) * 1e3,
         reduce_cpu * 1e3,
         (user2 - user0) * 1e3,
         (sys2 - sys0) * 1e3,
         (user1 - user0) * 1e3,
         (sys1 - sys0) * 1e3,
-        settled.as_secs_f64() * 1e3,
     );
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     for (stage, spent) in [
         ("load the file", load),
-        ("guard (opcode check)", cost.guard),
-        ("parse (the pickle crate)", cost.parse),
+        ("one pass (check and build)", cost.decode),
         ("walk (into our types)", cost.walk),
     ] {
         println!(
-            "sites:   {stage:<26} CPU {:>5.0} ms, wall {:>5.0} ms",
+            "sites:   {stage:<27} CPU {:>5.0} ms, wall {:>5.0} ms",
             ms(spent.cpu),
             ms(spent.wall)
         );
@@ -152,5 +157,50 @@ fn main() {
         held.blocks,
         held.all_sites.len(),
         sites::render::exactness_words(&held)
+    );
+}
+
+/// The tests' shared-entry history: `[e] * entries`, one dict memoized and referred to.
+fn shared(entries: u64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("shared.pickle");
+    let code = format!(
+        "import pickle\ne = {{'action': 'alloc', 'addr': 1, 'size': 512, 'stream': 0, 'time_us': 1}}\n\
+         pickle.dump({{'segments': [], 'device_traces': [[e] * {entries}]}}, open('{}', 'wb'), protocol=4)",
+        file.display()
+    );
+    let made = Command::new("python3")
+        .args(["-c", &code])
+        .output()
+        .expect("python3");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let size = std::fs::metadata(&file).expect("file").len();
+    let before = peak_rss_mib();
+    let started = Instant::now();
+    let cpu0 = cpu_s();
+    let bytes = std::fs::read(&file).expect("file");
+    let snap = sites::read_owned(bytes, &Limits::default()).expect("read");
+    let read = started.elapsed();
+    let cpu = cpu_s() - cpu0;
+    let held = sites::held(&snap, Moment::Peak, None, 10).expect("held");
+    let total = started.elapsed();
+    println!(
+        "sites (shared): {entries} trace entries of one shared dict, {:.1} MB pickle: read {:.0} ms (CPU {:.0} ms), with the reduce {:.0} ms (wall); {} kept, {} cut; peak RSS {:.0} MiB (before reading {:.0} MiB)",
+        size as f64 / 1e6,
+        read.as_secs_f64() * 1e3,
+        cpu * 1e3,
+        total.as_secs_f64() * 1e3,
+        snap.traces[0].entries.len(),
+        snap.traces[0].cut,
+        peak_rss_mib(),
+        before
+    );
+    assert_eq!(
+        held.trace_entries as u64 + snap.cut.trace_entries as u64,
+        entries
     );
 }

@@ -348,6 +348,10 @@ const ELSEWHERE: &[(&str, &str)] = &[
     ),
     ("cargo bench --bench cluster", "a benchmark of minutes"),
     ("cargo bench --bench sites", "a benchmark of minutes"),
+    (
+        "cargo bench --bench sites -- shared 10000000",
+        "a benchmark of minutes",
+    ),
     ("cargo bench --bench channel", "a benchmark of minutes"),
     ("cargo bench --bench recording", "a benchmark of minutes"),
     (

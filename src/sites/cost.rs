@@ -1,5 +1,6 @@
-//! What reading a snapshot cost, stage by stage (the benchmark prints it): the pickle
-//! crate's share and ours are measured apart, so a change to either shows where it landed.
+//! What reading a snapshot cost, stage by stage (the benchmark prints it): the one pass
+//! over the pickle and the walk of what it built are measured apart, so a change to either
+//! shows where it landed.
 
 use std::time::{Duration, Instant};
 
@@ -10,16 +11,13 @@ pub struct Spent {
     pub cpu: Duration,
 }
 
-/// The stages of `read_bytes`. The guard runs on the caller's thread while the parse and
-/// then the walk run on the parse thread (`parse.rs`): the guard overlaps the parse, and
-/// the crate's values are dropped after the answer, off the caller's path (not counted).
+/// The stages of `read_bytes`, one after the other on the caller's thread.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadCost {
-    /// The opcode guard (`guard.rs`).
-    pub guard: Spent,
-    /// The pickle crate building its values (waiting for the guard included in wall).
-    pub parse: Spent,
-    /// Our walk copying them into `MemorySnapshot`.
+    /// The one pass (`guard.rs`): every opcode decoded, checked and built, each device's
+    /// history read into trace entries as it comes.
+    pub decode: Spent,
+    /// The walk of the rest (segments, blocks, the `vramscope` key) into `MemorySnapshot`.
     pub walk: Spent,
 }
 

@@ -1,25 +1,36 @@
-//! The pickle checked opcode by opcode before the pickle crate reads it. The crate never
-//! runs code, but it builds whatever a pickle asks for, and a pickle asking for objects is
-//! a pickle made to run code in Python. This walk, which builds nothing, refuses:
+//! The one pass over a snapshot's pickle: each opcode decoded once, checked, and built
+//! (`build.rs`, into `value.rs`'s values) before the next is read. The pass refuses:
 //! - every opcode a snapshot never holds: globals (`GLOBAL`, `STACK_GLOBAL`, `INST`, `OBJ`,
 //!   `NEWOBJ`, `REDUCE`, `BUILD`, the extension registry), persistent ids, out-of-band
-//!   buffers and bytearrays;
+//!   buffers, bytearrays and sets;
 //! - a pickle that would make the reader build more than `Limits::max_values` values (a
-//!   memo reference is one value: the crate shares what it names rather than copying it),
-//!   more than `max_allocated` strings and containers (each an allocation of its own), more
-//!   than `max_memo` stored values, or that puts more than `bounds::SNAPSHOT_STACK` values
-//!   on its stack at once (what the guard and the crate would both hold before any
-//!   container takes them). Each count is checked at the opcode that passes it, and the crate
-//!   builds only what the guard has passed, so a pickle over them costs what the limits
-//!   allow and no more;
-//! - a truncated pickle, a stack that underflows, or bytes after the pickle's end;
+//!   memo reference is one value: it shares what it names rather than copying it), more
+//!   than `max_allocated` strings and containers, more than `max_memo` stored values, or
+//!   that puts more than `bounds::SNAPSHOT_STACK` values on its stack at once. Each count
+//!   is checked at the opcode that passes it, before that opcode builds anything, so a
+//!   pickle over them costs what the limits allow and no more;
+//! - a truncated pickle, a stack that underflows, a cycle, nesting deeper than 64, or bytes
+//!   after the pickle's end;
 //!
-//! and so says in one line what is wrong with the file before any of it is built.
+//! and says in one line what is wrong, at which byte.
+//!
+//! Why our own reader and not a crate: no maintained pickle crate reads PyTorch's
+//! memo-shared snapshots fast. `pickled` 2.0.0-alpha9 (a serde-pickle fork, the one that
+//! read them at all) took 1,638 ms of wall time and 593 MiB of peak RSS for a
+//! 1,000,000-entry history (49.6 MB; `cargo bench --bench sites`, 2 cores, load average 3
+//! to 5: its parse alone 1,264 ms of CPU, a third of it in a cycle-breaking pass it cannot
+//! skip), after this guard had decoded every opcode once already; serde-pickle 1.2 fails
+//! on every shared frame dict, and the others measured take 3 to 8 s. The subset a snapshot
+//! uses is small and specified by Python's `pickletools`; one decoder that checks and builds
+//! at once reads the same file in 358 ms of wall time (354 ms of CPU) and 154 MiB of peak
+//! RSS, the file included (same benchmark, load average 3.5; docs/sites.md has the rest).
 
+use super::build::Build;
 use super::error::{ErrorKind, SitesError};
 use super::limits::Limits;
+use super::memo::{Memo, Slot, Stored, leaf};
+use super::value::{NO_MEMO, Val};
 use crate::safe_fs::bounds::SNAPSHOT_STACK;
-use std::collections::HashMap;
 use std::time::Instant;
 
 /// How an opcode's argument is written after it.
@@ -122,10 +133,10 @@ fn opcode(code: u8) -> Option<(Op, Arg)> {
     })
 }
 
-/// What a checked pickle will cost to read.
+/// What a pickle cost to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Census {
-    /// Values the reader will build.
+    /// Values built.
     pub values: u64,
     /// Of those, strings, bytes and containers.
     pub allocated: u64,
@@ -135,88 +146,27 @@ pub struct Census {
 
 /// Values nest no deeper than this: a snapshot nests seven deep (the root, the traces,
 /// a device's trace, an entry, its frames, a frame, a value). The bound keeps every
-/// recursive walk and drop of the parsed values far from the end of the stack.
+/// recursive walk of the values far from the end of the stack.
 pub const MAX_NESTING: u32 = 64;
 
-/// A value on the walk's stack: how deeply it nests, the memo id it was stored under, and
-/// whether this slot is a reference to a value stored earlier (`GET`, `DUP`).
-#[derive(Clone, Copy)]
-struct Slot {
-    nesting: u32,
-    memo: Option<u32>,
-    reference: bool,
-}
-
-const LEAF: Slot = Slot {
-    nesting: 0,
-    memo: None,
-    reference: false,
-};
-
-/// A stored value: how deeply it nests, and how often it has been referenced.
-#[derive(Clone, Copy, Default)]
-struct Stored {
-    nesting: u32,
-    references: u32,
-}
-
-/// The stored values by memo id. Python's pickler numbers them 0, 1, 2, ... (`MEMOIZE`), so
-/// a vector holds them; an id out of that order (`PUT`) goes to a map.
-#[derive(Default)]
-struct Memo {
-    seq: Vec<Stored>,
-    other: HashMap<u32, Stored>,
-}
-
-impl Memo {
-    fn len(&self) -> usize {
-        self.seq.len() + self.other.len()
-    }
-
-    fn contains(&self, id: u32) -> bool {
-        (id as usize) < self.seq.len() || self.other.contains_key(&id)
-    }
-
-    fn get_mut(&mut self, id: u32) -> Option<&mut Stored> {
-        match self.seq.get_mut(id as usize) {
-            Some(stored) => Some(stored),
-            None => self.other.get_mut(&id),
-        }
-    }
-
-    fn insert(&mut self, id: u32, stored: Stored) {
-        if id as usize == self.seq.len() && !self.other.contains_key(&id) {
-            self.seq.push(stored);
-        } else {
-            self.other.insert(id, stored);
-        }
-    }
-}
-
-/// Bytes checked between two calls of `check`'s `checked` (a reader waiting on them waits
-/// for about this much of the guard's work).
-const PUBLISH_EVERY: usize = 1 << 16;
-
-/// Walks `bytes` as a pickle without building it; see the module's comment. `checked` is
-/// told, every 64 KiB or so, that the bytes before that offset passed (an opcode boundary:
-/// every opcode there is allowed and the values they build are within the limits), so that
-/// the pickle crate can read them while the rest is checked; on `Ok` all of them passed.
-pub fn check(
+/// Decodes, checks and builds `bytes`; see the module's comment. The root value, and what
+/// it cost.
+pub(crate) fn decode(
     bytes: &[u8],
     limits: &Limits,
     started: Instant,
-    checked: &mut dyn FnMut(usize),
-) -> Result<Census, SitesError> {
+    build: &mut Build<'_>,
+) -> Result<(Val, Census), SitesError> {
     let deadline = limits.deadline;
     let not = |line: String| Err(SitesError::new(ErrorKind::NotASnapshot, line));
     let mut stack: Vec<Slot> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
     let mut memo = Memo::default();
+    let mut items: Vec<Val> = Vec::new();
     let mut values: u64 = 0;
     let mut allocated: u64 = 0;
     let mut pos = 0usize;
     let mut ops = 0u64;
-    let mut published = 0usize;
     loop {
         let at = pos;
         let truncated = || {
@@ -246,10 +196,29 @@ pub fn check(
                 "not a memory snapshot: the pickle's stack underflows at byte {at}"
             ))
         };
+        // The counts this opcode adds, checked before it builds anything.
+        let (adds, allocates) = match op {
+            Op::Scalar | Op::Get => (1, 0),
+            Op::Text | Op::Empty | Op::FromMark | Op::Tuple(_) => (1, 1),
+            _ => (0, 0),
+        };
+        if let Some(over) = over_a_limit(
+            limits,
+            values + adds,
+            allocated + allocates,
+            memo.len() + usize::from(matches!(op, Op::Memoize | Op::Put)),
+            stack.len() + usize::from(adds > 0),
+            at,
+        ) {
+            return Err(SitesError::new(ErrorKind::Limit, over));
+        }
+        values += adds;
+        allocated += allocates;
         match op {
             Op::Refused(what) => {
                 let named = if code == b'c' || code == b'i' {
                     let name = String::from_utf8_lossy(arg_bytes).replace('\n', ".");
+                    let name = crate::text::clean(&name);
                     format!(" (`{name}`)")
                 } else {
                     String::new()
@@ -274,16 +243,19 @@ pub fn check(
                         bytes.len() - pos
                     ));
                 }
-                return Ok(Census {
-                    values,
-                    allocated,
-                    memo: memo.len() as u64,
-                });
+                let root = stack.first().map_or(Val::None, |s| s.val);
+                return Ok((
+                    root,
+                    Census {
+                        values,
+                        allocated,
+                        memo: memo.len() as u64,
+                    },
+                ));
             }
             Op::Nothing => {}
             Op::Mark => {
-                // The crate gives each open mark a stack of its own: they nest no deeper
-                // than the values they build.
+                // Marks nest no deeper than the values they build.
                 if marks.len() >= MAX_NESTING as usize {
                     return not(format!(
                         "not a memory snapshot: marks nest deeper than {MAX_NESTING} at byte {at}"
@@ -304,19 +276,17 @@ pub fn check(
                 };
                 stack.truncate(mark);
             }
-            Op::Scalar => {
-                values += 1;
-                stack.push(LEAF);
-            }
+            Op::Scalar => stack.push(leaf(build.scalar(code, arg_bytes, at)?)),
             Op::Text => {
-                values += 1;
-                allocated += 1;
-                stack.push(LEAF);
+                let offset = next - arg_bytes.len();
+                stack.push(leaf(build.text(code, arg_bytes, offset, at)?));
             }
             Op::Empty => {
-                values += 1;
-                allocated += 1;
-                stack.push(Slot { nesting: 1, ..LEAF });
+                let val = build.empty(code, &stack, &marks, at)?;
+                stack.push(Slot {
+                    nesting: 1,
+                    ..leaf(val)
+                });
             }
             Op::Get => {
                 let Some(id) = memo_id(arg_bytes, arg) else {
@@ -328,8 +298,8 @@ pub fn check(
                     ));
                 };
                 stored.references = stored.references.saturating_add(1);
-                values += 1;
                 stack.push(Slot {
+                    val: stored.val,
                     nesting: stored.nesting,
                     memo: Some(id),
                     reference: true,
@@ -339,28 +309,38 @@ pub fn check(
                 let Some(mark) = marks.pop() else {
                     return underflow();
                 };
-                let nesting = 1 + deepest(stack.drain(mark..));
-                values += 1;
-                allocated += 1;
-                stack.push(Slot { nesting, ..LEAF });
+                items.clear();
+                let nesting = 1 + deepest(stack.drain(mark..), &mut items);
+                too_deep(nesting, at)?;
+                let val = build.built_whole(code, &items, at)?;
+                stack.push(Slot {
+                    nesting,
+                    ..leaf(val)
+                });
             }
             Op::Tuple(n) => {
                 if stack.len() < floor + n {
                     return underflow();
                 }
                 let from = stack.len() - n;
-                let nesting = 1 + deepest(stack.drain(from..));
-                values += 1;
-                allocated += 1;
-                stack.push(Slot { nesting, ..LEAF });
+                items.clear();
+                let nesting = 1 + deepest(stack.drain(from..), &mut items);
+                too_deep(nesting, at)?;
+                let val = build.built_whole(b't', &items, at)?;
+                stack.push(Slot {
+                    nesting,
+                    ..leaf(val)
+                });
             }
             Op::Into(n) => {
                 if stack.len() < floor + n + 1 {
                     return underflow();
                 }
                 let from = stack.len() - n;
-                let child = deepest(stack.drain(from..));
-                fill(&mut stack, &mut memo, child, at)?;
+                items.clear();
+                let child = deepest(stack.drain(from..), &mut items);
+                let container = fill(&mut stack, &mut memo, child, at)?;
+                build.fill(code, container, &items, &mut memo, at)?;
             }
             Op::IntoFromMark => {
                 let Some(mark) = marks.pop() else {
@@ -370,8 +350,10 @@ pub fn check(
                 if mark <= marks.last().copied().unwrap_or(0) {
                     return underflow();
                 }
-                let child = deepest(stack.drain(mark..));
-                fill(&mut stack, &mut memo, child, at)?;
+                items.clear();
+                let child = deepest(stack.drain(mark..), &mut items);
+                let container = fill(&mut stack, &mut memo, child, at)?;
+                build.fill(code, container, &items, &mut memo, at)?;
             }
             Op::Memoize | Op::Put => {
                 let id = if op == Op::Memoize {
@@ -389,8 +371,8 @@ pub fn check(
                 if stack.len() == floor {
                     return underflow();
                 }
-                // The crate keeps its memo as a vector as long as the largest id: Python's
-                // pickler numbers stored values from 0, so an id is below the values built.
+                // Python's pickler numbers stored values from 0, so an id is below the
+                // values built; a larger one only makes a reader size its memo for it.
                 if u64::from(id) > values {
                     return not(format!(
                         "not a memory snapshot: memo id {id} at byte {at} is larger than the values built so far"
@@ -398,7 +380,7 @@ pub fn check(
                 }
                 // Python's pickler never stores twice under one id; reusing one would let a
                 // value be filled after a reference to it went unseen.
-                if memo.contains(id) {
+                if memo.contains(id) || id == NO_MEMO {
                     return not(format!(
                         "not a memory snapshot: memo {id} is stored twice (byte {at})"
                     ));
@@ -406,24 +388,28 @@ pub fn check(
                 let Some(top) = stack.last_mut() else {
                     return underflow();
                 };
+                // Python's pickler stores a value once: a second id for the same slot would
+                // leave the first naming a container after the reader let it go.
+                if top.memo.is_some() && !top.reference {
+                    return not(format!(
+                        "not a memory snapshot: the value at byte {at} is stored in the memo twice"
+                    ));
+                }
                 memo.insert(
                     id,
                     Stored {
+                        val: top.val,
                         nesting: top.nesting,
                         references: 0,
                     },
                 );
                 if !top.reference {
                     top.memo = Some(id);
+                    if let Val::Node(node) = top.val {
+                        build.tree.set_memo_of(node, id);
+                    }
                 }
             }
-        }
-        if let Some(over) = over_a_limit(limits, values, allocated, memo.len(), stack.len(), at) {
-            return Err(SitesError::new(ErrorKind::Limit, over));
-        }
-        if pos - published >= PUBLISH_EVERY {
-            published = pos;
-            checked(pos);
         }
     }
 }
@@ -462,17 +448,39 @@ fn over_a_limit(
     }
 }
 
-fn deepest(slots: impl Iterator<Item = Slot>) -> u32 {
-    slots.map(|s| s.nesting).max().unwrap_or(0)
+/// A container built whole (a tuple, or protocol 0's `LIST` and `DICT`) nests within the
+/// bound as one filled item by item does (`fill`).
+fn too_deep(nesting: u32, at: usize) -> Result<(), SitesError> {
+    if nesting > MAX_NESTING {
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!("not a memory snapshot: values nest deeper than {MAX_NESTING} at byte {at}"),
+        ));
+    }
+    Ok(())
+}
+
+/// How deeply the drained `slots` nest, their values put in `items`.
+fn deepest(slots: impl Iterator<Item = Slot>, items: &mut Vec<Val>) -> u32 {
+    let mut deepest = 0;
+    for slot in slots {
+        deepest = deepest.max(slot.nesting);
+        items.push(slot.val);
+    }
+    deepest
 }
 
 /// Puts values nesting `child` deep into the container on top of the stack. Python's
 /// pickler fills a container through the slot that made it, before anything refers to it;
 /// filling one through a reference, or after a reference to it, is how a pickle makes a
 /// cycle or hides how deep it nests, so it is refused.
-fn fill(stack: &mut [Slot], memo: &mut Memo, child: u32, at: usize) -> Result<(), SitesError> {
+/// The container's value.
+fn fill(stack: &mut [Slot], memo: &mut Memo, child: u32, at: usize) -> Result<Val, SitesError> {
     let Some(top) = stack.last_mut() else {
-        return Ok(());
+        return Err(SitesError::new(
+            ErrorKind::NotASnapshot,
+            format!("not a memory snapshot: the pickle's stack underflows at byte {at}"),
+        ));
     };
     let stored = top.memo.and_then(|id| memo.get_mut(id));
     if top.reference || stored.as_ref().is_some_and(|s| s.references > 0) {
@@ -493,7 +501,7 @@ fn fill(stack: &mut [Slot], memo: &mut Memo, child: u32, at: usize) -> Result<()
     if let Some(stored) = stored {
         stored.nesting = top.nesting;
     }
-    Ok(())
+    Ok(top.val)
 }
 
 /// The argument of an opcode at `pos`, and where the next opcode starts.
@@ -554,7 +562,12 @@ mod tests {
             deadline: Duration::from_secs(5),
             ..Limits::default()
         };
-        check(bytes, &limits, Instant::now(), &mut |_| {})
+        decode_with(bytes, &limits)
+    }
+
+    fn decode_with(bytes: &[u8], limits: &Limits) -> Result<Census, SitesError> {
+        let mut build = Build::new(bytes, limits);
+        decode(bytes, limits, Instant::now(), &mut build).map(|(_, census)| census)
     }
 
     #[test]
@@ -631,7 +644,7 @@ mod tests {
         p.extend(std::iter::repeat_n(b'N', SNAPSHOT_STACK + 10));
         p.extend_from_slice(b"e.");
         let limits = Limits::default();
-        let e = check(&p, &limits, Instant::now(), &mut |_| {}).unwrap_err();
+        let e = decode_with(&p, &limits).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Limit, "{e}");
         let at = 3 + SNAPSHOT_STACK;
         assert!(

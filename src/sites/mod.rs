@@ -7,11 +7,11 @@
 //! global or builds objects (what could run code in Python) is refused, and so is one that
 //! nests deeper than 64, refers to itself, or would make the reader build more values,
 //! strings and containers, or memo entries than `Limits` allows, or hold more on its stack
-//! than `safe_fs::bounds::SNAPSHOT_STACK`. The `pickled` crate (a serde-pickle fork that shares, as Python
-//! does, what a pickle refers to twice; serde-pickle 1.2 cannot read a real snapshot) builds
-//! its values from the bytes the guard has passed, on a thread of its own while the guard
-//! goes on (`parse`), and `read` copies them into our own owned types, keeping the newest
-//! trace entries, at most so many blocks and frames, and counting what it cut.
+//! than `safe_fs::bounds::SNAPSHOT_STACK`. The same pass builds what each opcode it has
+//! passed asks for (`build`, into `value`'s arena, sharing what the pickle refers to twice)
+//! and `read` copies it into our own owned types, each device's history as it comes,
+//! keeping the newest trace entries, at most so many blocks and frames, and counting what
+//! it cut. The guard's module comment says why this is our own reader and not a crate.
 //!
 //! Deviations from the shared contract, for callers: `Limits` has three more fields,
 //! `max_values`, `max_allocated` and `max_memo` (use `..Limits::default()`); `held_on`
@@ -24,21 +24,25 @@
 //! embedding).
 
 mod answer;
+mod build;
 pub mod command;
 mod cost;
 mod diff;
 mod error;
 mod exact;
+mod field;
 mod file;
 mod guard;
 mod held;
+mod history;
 mod limits;
+mod memo;
 mod oom;
-mod parse;
 mod read;
 pub mod render;
 mod site;
 mod snapshot;
+mod value;
 mod walk;
 pub mod writer_json;
 
@@ -69,8 +73,7 @@ pub fn read_open_file(file: &std::fs::File, limits: &Limits) -> Result<Vec<u8>, 
     file::bytes_of(file, limits)
 }
 
-/// Reads a snapshot from bytes within `limits` (a copy of them goes to the thread that
-/// parses them; `read_owned` hands over the caller's own).
+/// Reads a snapshot from bytes within `limits`.
 pub fn read_bytes(bytes: &[u8], limits: &Limits) -> Result<MemorySnapshot, SitesError> {
     read_bytes_costed(bytes, limits, &mut ReadCost::default())
 }
@@ -84,7 +87,7 @@ pub fn read_bytes_costed(
     if bytes.len() as u64 > limits.max_file_bytes {
         return Err(limits::too_big(bytes.len() as u64, limits));
     }
-    read_owned_costed(bytes.to_vec(), limits, cost)
+    read_slice(bytes, limits, cost)
 }
 
 /// Reads a snapshot from bytes the caller no longer needs.
@@ -95,6 +98,14 @@ pub fn read_owned(bytes: Vec<u8>, limits: &Limits) -> Result<MemorySnapshot, Sit
 /// `read_owned`, saying in `cost` what each stage took (the benchmark's figures).
 pub fn read_owned_costed(
     bytes: Vec<u8>,
+    limits: &Limits,
+    cost: &mut ReadCost,
+) -> Result<MemorySnapshot, SitesError> {
+    read_slice(&bytes, limits, cost)
+}
+
+fn read_slice(
+    bytes: &[u8],
     limits: &Limits,
     cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
@@ -109,13 +120,14 @@ pub fn read_owned_costed(
             "not a memory snapshot: the file is empty",
         ));
     }
-    parse::read(std::sync::Arc::new(bytes), limits, started, cost)
+    read::read(bytes, limits, started, cost)
 }
 
-/// Waits until the last read's parse thread has dropped the pickle crate's values, which
-/// it does after handing over the answer (the benchmark counts that cost too).
-pub fn settle() {
-    parse::settle();
+/// The value a pickle holds, in the canonical form the differential test compares with
+/// Python's (see `read::canonical`): what the one pass built, within `limits`. For tests.
+#[doc(hidden)]
+pub fn canonical_pickle(bytes: &[u8], limits: &Limits) -> Result<String, SitesError> {
+    read::canonical_of(bytes, limits)
 }
 
 /// What held the memory at `moment` on the snapshot's own device (the `vramscope` key's,

@@ -1,286 +1,165 @@
-//! From a checked pickle to `MemorySnapshot`: the pickle crate builds its values (sharing,
-//! as Python does, every dict and list the pickle refers to twice), and this walk copies
-//! what the snapshot's shape says into our own owned types: the newest trace entries, at
-//! most so many blocks and frames, every string cleaned, each distinct frame once. A frame
-//! dict or frame list shared by many entries (torch shares them: a block's frames are its
-//! alloc entry's list) is read once and remembered by identity. A value of the wrong type is
-//! one line naming where it is; keys this reader does not know are not looked into.
+//! From the values the one pass builds (`value.rs`) to `MemorySnapshot`: what the
+//! snapshot's shape says, copied into our own owned types: the newest trace entries, at
+//! most so many blocks and frames, every string cleaned. Each device's history was read as
+//! the pickle appended it (`history.rs`); the rest (segments, blocks, the `vramscope` key)
+//! is read from the root once the pass ends (`finish`). A value of the wrong type is one
+//! line naming where it is; keys this reader does not know are not looked into.
 
+use super::build::Build;
+use super::cost::{ReadCost, Watch};
 use super::error::{ErrorKind, SitesError};
+use super::field::{Failed, dict, int, items, text, uint, want};
+use super::history::{NO_TRACE, Reader};
 use super::limits::Limits;
 use super::snapshot::{
-    Action, Block, BlockState, Cut, DeviceTrace, Frame, Frames, KeyOom, MemorySnapshot, Segment,
-    Stack, TraceEntry, VramscopeKey,
+    Block, BlockState, Cut, DeviceTrace, Frames, KeyOom, MemorySnapshot, Segment, Stack,
+    VramscopeKey,
 };
-use pickled::{Dict, HashableValue, Value};
+use super::value::{Node, TraceData, Tree, Val, big_int_decimal};
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
-
-/// Hashes an address with one multiplication: the shared values' identities are looked up
-/// millions of times, and an address needs no protection from collisions chosen by a file.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-type ByAddress<K, V> = HashMap<K, V, BuildHasherDefault<AddressHasher>>;
 
 /// Devices a snapshot may list traces for.
 const MAX_DEVICES: usize = 1024;
 
-type Failed = String;
-
-/// Copies the crate's values into a `MemorySnapshot`. `started` and the limits' deadline
-/// bound the walk too.
-pub(crate) fn walk(
-    value: &Value,
+/// Reads `bytes` in one pass and copies what it built into a `MemorySnapshot`; `cost` says
+/// what the pass and the final walk took. `started` and the limits' deadline bound both.
+pub(crate) fn read(
+    bytes: &[u8],
     limits: &Limits,
     started: Instant,
+    cost: &mut ReadCost,
 ) -> Result<MemorySnapshot, SitesError> {
-    let mut walk = Walk {
-        limits,
-        started,
-        frames: Frames::default(),
-        interned: HashMap::new(),
-        frame_at: ByAddress::default(),
-        stack_at: ByAddress::default(),
-        cut: Cut::default(),
-        blocks: 0,
-        seen: 0,
-        late: false,
-    };
-    match walk.root(value) {
-        Ok(mut snap) => {
-            snap.frames = std::mem::take(&mut walk.frames);
-            snap.cut = walk.cut;
-            Ok(snap)
+    let mut watch = Watch::start();
+    let mut build = Build::new(bytes, limits);
+    build.reader.started = started;
+    let decoded = super::guard::decode(bytes, limits, started, &mut build);
+    cost.decode = watch.lap();
+    let (root, _) = decoded?;
+    let Build {
+        mut tree,
+        mut reader,
+    } = build;
+    let snap = reader.finish(&mut tree, root);
+    cost.walk = watch.lap();
+    snap
+}
+
+impl Reader {
+    /// The snapshot from the root the pass built.
+    fn finish(&mut self, tree: &mut Tree<'_>, root: Val) -> Result<MemorySnapshot, SitesError> {
+        match self.root(tree, root) {
+            Ok(mut snap) => {
+                snap.frames = std::mem::take(&mut self.frames);
+                snap.cut = std::mem::take(&mut self.cut);
+                Ok(snap)
+            }
+            Err(_) if self.late => Err(super::limits::past_deadline(self.limits.deadline)),
+            Err(e) => Err(SitesError::new(
+                ErrorKind::NotASnapshot,
+                format!("not a memory snapshot: {e}"),
+            )),
         }
-        Err(_) if walk.late => Err(super::limits::past_deadline(limits.deadline)),
-        Err(e) => Err(SitesError::new(
-            ErrorKind::NotASnapshot,
-            format!("not a memory snapshot: {e}"),
-        )),
-    }
-}
-
-struct Walk<'l> {
-    limits: &'l Limits,
-    started: Instant,
-    frames: Frames,
-    interned: HashMap<Frame, u32>,
-    /// Frame dicts and frame lists already read, by the identity of the shared value.
-    frame_at: ByAddress<*const Dict, Option<u32>>,
-    stack_at: ByAddress<*const Vec<Value>, Stack>,
-    cut: Cut,
-    blocks: usize,
-    seen: u64,
-    late: bool,
-}
-
-/// The type of a value, for errors.
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::None => "None",
-        Value::Bool(_) => "a bool",
-        Value::I64(_) | Value::Int(_) => "an integer",
-        Value::F64(_) => "a float",
-        Value::Bytes(_) => "bytes",
-        Value::String(_) => "a string",
-        Value::List(_) => "a list",
-        Value::Tuple(_) => "a tuple",
-        Value::Set(_) | Value::FrozenSet(_) => "a set",
-        Value::Dict(_) => "a dict",
-        Value::Object(_) | Value::Weak(_) => "an object",
-    }
-}
-
-fn want(what: &str, v: &Value, at: &dyn Fn() -> String) -> Failed {
-    format!("{} is {}, not {what}", at(), kind(v))
-}
-
-/// An integer or None; a bool counts as 0 or 1.
-fn int(v: &Value, at: &dyn Fn() -> String) -> Result<Option<i64>, Failed> {
-    match v {
-        Value::I64(i) => Ok(Some(*i)),
-        Value::Bool(b) => Ok(Some(i64::from(*b))),
-        Value::None => Ok(None),
-        Value::Int(_) => Err(format!("{} is too large", at())),
-        other => Err(want("an integer", other, at)),
-    }
-}
-
-fn uint(v: &Value, at: &dyn Fn() -> String) -> Result<Option<u64>, Failed> {
-    match int(v, at)? {
-        None => Ok(None),
-        Some(i) => u64::try_from(i)
-            .map(Some)
-            .map_err(|_| format!("{} is negative ({i})", at())),
-    }
-}
-
-/// A string (cleaned) or None.
-fn text(v: &Value, at: &dyn Fn() -> String) -> Result<Option<String>, Failed> {
-    match v {
-        Value::String(s) => Ok(Some(crate::text::clean(s.inner()).into_owned())),
-        Value::Bytes(b) => Ok(Some(crate::text::clean_bytes(b.inner()))),
-        Value::None => Ok(None),
-        other => Err(want("a string", other, at)),
-    }
-}
-
-/// The string key of a dict entry, if it has one.
-fn key(k: &HashableValue) -> Option<&str> {
-    match k {
-        HashableValue::String(s) => Some(s.inner().as_str()),
-        _ => None,
-    }
-}
-
-/// Calls `f` with the items of a list or tuple.
-fn items<T>(
-    v: &Value,
-    at: &dyn Fn() -> String,
-    what: &str,
-    f: impl FnOnce(&[Value]) -> Result<T, Failed>,
-) -> Result<T, Failed> {
-    match v {
-        Value::List(l) => f(&l.inner()),
-        Value::Tuple(t) => f(t.inner()),
-        other => Err(want(what, other, at)),
-    }
-}
-
-fn dict<T>(
-    v: &Value,
-    at: &dyn Fn() -> String,
-    what: &str,
-    f: impl FnOnce(&Dict) -> Result<T, Failed>,
-) -> Result<T, Failed> {
-    match v {
-        Value::Dict(d) => f(&d.inner()),
-        other => Err(want(what, other, at)),
-    }
-}
-
-impl Walk<'_> {
-    fn tick(&mut self) -> Result<(), Failed> {
-        self.seen += 1;
-        if self.seen.is_multiple_of(4096) && self.started.elapsed() > self.limits.deadline {
-            self.late = true;
-            return Err("the deadline passed".to_string());
-        }
-        Ok(())
     }
 
-    fn root(&mut self, v: &Value) -> Result<MemorySnapshot, Failed> {
+    fn root(&mut self, tree: &mut Tree<'_>, v: Val) -> Result<MemorySnapshot, Failed> {
         let at = || "the pickle".to_string();
-        dict(v, &at, "a dict with `segments`", |d| {
-            let mut segments = None;
-            let mut traces = Vec::new();
-            let mut vramscope = None;
-            for (k, v) in d.iter() {
-                match key(k) {
-                    Some("segments") => segments = Some(self.segments(v)?),
-                    Some("device_traces") => traces = self.traces(v)?,
-                    Some("vramscope") => vramscope = vramscope_key(v)?,
-                    _ => {}
-                }
+        let d = dict(tree, v, &at, "a dict with `segments`")?;
+        let mut segments = None;
+        let mut traces = Vec::new();
+        let mut vramscope = None;
+        for (k, v) in d {
+            match tree.str(k) {
+                Some("segments") => segments = Some(self.segments(tree, v)?),
+                Some("device_traces") => traces = self.traces(tree, v)?,
+                Some("vramscope") => vramscope = vramscope_key(tree, v)?,
+                _ => {}
             }
-            let segments = segments.ok_or("a dict without `segments`")?;
-            Ok(MemorySnapshot {
-                segments,
-                traces,
-                vramscope,
-                frames: Frames::default(),
-                cut: Cut::default(),
-            })
+        }
+        let segments = segments.ok_or("a dict without `segments`")?;
+        Ok(MemorySnapshot {
+            segments,
+            traces,
+            vramscope,
+            frames: Frames::default(),
+            cut: Cut::default(),
         })
     }
 
-    fn segments(&mut self, v: &Value) -> Result<Vec<Segment>, Failed> {
+    fn segments(&mut self, tree: &mut Tree<'_>, v: Val) -> Result<Vec<Segment>, Failed> {
         let at = || "`segments`".to_string();
-        items(v, &at, "a list of segments", |list| {
-            let mut segments = Vec::with_capacity(list.len());
-            for (i, s) in list.iter().enumerate() {
-                segments.push(self.segment(s, i)?);
-            }
-            Ok(segments)
-        })
+        let list = items(tree, v, &at, "a list of segments")?;
+        let mut segments = Vec::with_capacity(list.len());
+        for (i, s) in list.into_iter().enumerate() {
+            segments.push(self.segment(tree, s, i)?);
+        }
+        Ok(segments)
     }
 
-    fn segment(&mut self, v: &Value, i: usize) -> Result<Segment, Failed> {
+    fn segment(&mut self, tree: &mut Tree<'_>, v: Val, i: usize) -> Result<Segment, Failed> {
         self.tick()?;
         let here = || format!("segments[{i}]");
-        dict(v, &here, "a dict", |d| {
-            let mut segment = Segment {
-                device: 0,
-                address: 0,
-                total_size: 0,
-                stream: 0,
-                blocks: Vec::new(),
-            };
-            let mut sized = false;
-            let mut blocks = None;
-            for (k, v) in d.iter() {
-                let name = key(k).unwrap_or("");
-                let at = || format!("segments[{i}].{name}");
-                match name {
-                    "device" => {
-                        let device = uint(v, &at)?.unwrap_or(0);
-                        segment.device =
-                            u32::try_from(device).map_err(|_| format!("{} is too large", at()))?;
-                    }
-                    "address" => segment.address = uint(v, &at)?.unwrap_or(0),
-                    "total_size" => {
-                        segment.total_size = uint(v, &at)?.unwrap_or(0);
-                        sized = true;
-                    }
-                    "stream" => segment.stream = int(v, &at)?.unwrap_or(0),
-                    "blocks" => blocks = Some(v),
-                    _ => {}
+        let d = dict(tree, v, &here, "a dict")?;
+        let mut segment = Segment {
+            device: 0,
+            address: 0,
+            total_size: 0,
+            stream: 0,
+            blocks: Vec::new(),
+        };
+        let mut sized = false;
+        let mut blocks = None;
+        for (k, v) in d {
+            let name = tree.str(k).unwrap_or("");
+            let at = || format!("segments[{i}].{name}");
+            match name {
+                "device" => {
+                    let device = uint(tree, v, &at)?.unwrap_or(0);
+                    segment.device =
+                        u32::try_from(device).map_err(|_| format!("{} is too large", at()))?;
+                }
+                "address" => segment.address = uint(tree, v, &at)?.unwrap_or(0),
+                "total_size" => {
+                    segment.total_size = uint(tree, v, &at)?.unwrap_or(0);
+                    sized = true;
+                }
+                "stream" => segment.stream = int(tree, v, &at)?.unwrap_or(0),
+                "blocks" => blocks = Some(v),
+                _ => {}
+            }
+        }
+        if !sized {
+            return Err(format!("{} has no `total_size`", here()));
+        }
+        if let Some(blocks) = blocks {
+            let at = || format!("segments[{i}].blocks");
+            let list = items(tree, blocks, &at, "a list of blocks")?;
+            let mut kept = Vec::with_capacity(list.len());
+            for (j, b) in list.into_iter().enumerate() {
+                if let Some(block) = self.block(tree, b, i, j)? {
+                    kept.push(block);
                 }
             }
-            if !sized {
-                return Err(format!("{} has no `total_size`", here()));
+            segment.blocks = kept;
+        }
+        // Blocks written without their address (older PyTorch) lie one after another.
+        let mut next = segment.address;
+        for block in &mut segment.blocks {
+            if block.address == u64::MAX {
+                block.address = next;
             }
-            if let Some(blocks) = blocks {
-                let at = || format!("segments[{i}].blocks");
-                segment.blocks = items(blocks, &at, "a list of blocks", |list| {
-                    let mut kept = Vec::with_capacity(list.len());
-                    for (j, b) in list.iter().enumerate() {
-                        if let Some(block) = self.block(b, i, j)? {
-                            kept.push(block);
-                        }
-                    }
-                    Ok(kept)
-                })?;
-            }
-            // Blocks written without their address (older PyTorch) lie one after another.
-            let mut next = segment.address;
-            for block in &mut segment.blocks {
-                if block.address == u64::MAX {
-                    block.address = next;
-                }
-                next = block.address.saturating_add(block.size);
-            }
-            Ok(segment)
-        })
+            next = block.address.saturating_add(block.size);
+        }
+        Ok(segment)
     }
 
-    fn block(&mut self, v: &Value, i: usize, j: usize) -> Result<Option<Block>, Failed> {
+    fn block(
+        &mut self,
+        tree: &mut Tree<'_>,
+        v: Val,
+        i: usize,
+        j: usize,
+    ) -> Result<Option<Block>, Failed> {
         self.tick()?;
         if self.blocks == self.limits.max_blocks {
             self.cut.blocks += 1;
@@ -288,252 +167,239 @@ impl Walk<'_> {
         }
         self.blocks += 1;
         let here = || format!("segments[{i}].blocks[{j}]");
-        dict(v, &here, "a dict", |d| {
-            let mut block = Block {
-                address: u64::MAX,
-                size: 0,
-                requested_size: 0,
-                state: BlockState::Other,
-                stack: Stack::default(),
-            };
-            let mut requested = None;
-            let mut sized = false;
-            for (k, v) in d.iter() {
-                let name = key(k).unwrap_or("");
-                let at = || format!("segments[{i}].blocks[{j}].{name}");
-                match name {
-                    "address" => block.address = uint(v, &at)?.unwrap_or(u64::MAX),
-                    "size" => {
-                        block.size = uint(v, &at)?.unwrap_or(0);
-                        sized = true;
-                    }
-                    "requested_size" => requested = uint(v, &at)?,
-                    "state" => {
-                        block.state = match text(v, &at)?.as_deref() {
-                            Some("active_allocated") => BlockState::ActiveAllocated,
-                            Some("active_awaiting_free" | "active_pending_free") => {
-                                BlockState::PendingFree
-                            }
-                            Some("inactive") => BlockState::Inactive,
-                            _ => BlockState::Other,
+        let d = dict(tree, v, &here, "a dict")?;
+        let mut block = Block {
+            address: u64::MAX,
+            size: 0,
+            requested_size: 0,
+            state: BlockState::Other,
+            stack: Stack::default(),
+        };
+        let mut requested = None;
+        let mut sized = false;
+        for (k, v) in d {
+            let name = tree.str(k).unwrap_or("");
+            let at = || format!("segments[{i}].blocks[{j}].{name}");
+            match name {
+                "address" => block.address = uint(tree, v, &at)?.unwrap_or(u64::MAX),
+                "size" => {
+                    block.size = uint(tree, v, &at)?.unwrap_or(0);
+                    sized = true;
+                }
+                "requested_size" => requested = uint(tree, v, &at)?,
+                "state" => {
+                    block.state = match text(tree, v, &at)?.as_deref() {
+                        Some("active_allocated") => BlockState::ActiveAllocated,
+                        Some("active_awaiting_free" | "active_pending_free") => {
+                            BlockState::PendingFree
                         }
+                        Some("inactive") => BlockState::Inactive,
+                        _ => BlockState::Other,
                     }
-                    "frames" => block.stack = self.stack(v, &at)?,
-                    _ => {}
                 }
-            }
-            if !sized {
-                return Err(format!("{} has no `size`", here()));
-            }
-            block.requested_size = requested.unwrap_or(block.size);
-            Ok(Some(block))
-        })
-    }
-
-    fn traces(&mut self, v: &Value) -> Result<Vec<DeviceTrace>, Failed> {
-        let at = || "`device_traces`".to_string();
-        items(v, &at, "a list of device traces", |devices| {
-            if devices.len() > MAX_DEVICES {
-                return Err(format!(
-                    "`device_traces` lists more than {MAX_DEVICES} devices"
-                ));
-            }
-            let mut traces = Vec::with_capacity(devices.len());
-            for (d, trace) in devices.iter().enumerate() {
-                traces.push(self.trace(trace, d)?);
-            }
-            Ok(traces)
-        })
-    }
-
-    fn trace(&mut self, v: &Value, d: usize) -> Result<DeviceTrace, Failed> {
-        let at = || format!("device_traces[{d}]");
-        items(v, &at, "a list of trace entries", |list| {
-            // The newest entries are what the backward walk needs: the oldest go.
-            let skip = list.len().saturating_sub(self.limits.max_trace_entries);
-            self.cut.trace_entries += skip;
-            let mut entries = Vec::with_capacity(list.len() - skip);
-            for (e, entry) in list.iter().enumerate().skip(skip) {
-                entries.push(self.entry(entry, d, e)?);
-            }
-            Ok(DeviceTrace { entries, cut: skip })
-        })
-    }
-
-    fn entry(&mut self, v: &Value, d: usize, e: usize) -> Result<TraceEntry, Failed> {
-        self.tick()?;
-        let here = || format!("device_traces[{d}][{e}]");
-        dict(v, &here, "a dict", |map| {
-            let mut entry = TraceEntry {
-                action: Action::Other,
-                addr: 0,
-                size: 0,
-                stream: 0,
-                time_us: None,
-                stack: Stack::default(),
-                device_free: None,
-            };
-            for (k, v) in map.iter() {
-                let name = key(k).unwrap_or("");
-                let at = || format!("device_traces[{d}][{e}].{name}");
-                match name {
-                    "action" => {
-                        entry.action = match v {
-                            Value::String(s) => Action::parse(s.inner()),
-                            other => return Err(want("a string", other, &at)),
-                        }
-                    }
-                    "addr" => entry.addr = uint(v, &at)?.unwrap_or(0),
-                    "size" => entry.size = uint(v, &at)?.unwrap_or(0),
-                    "stream" => entry.stream = int(v, &at)?.unwrap_or(0),
-                    "time_us" => entry.time_us = int(v, &at)?,
-                    "device_free" => entry.device_free = uint(v, &at)?,
-                    "frames" => entry.stack = self.stack(v, &at)?,
-                    _ => {}
-                }
-            }
-            Ok(entry)
-        })
-    }
-
-    /// A list of frames, innermost first, at most `max_frames_per_entry` of them.
-    fn stack(&mut self, v: &Value, at: &dyn Fn() -> String) -> Result<Stack, Failed> {
-        let list = match v {
-            Value::List(l) => l,
-            Value::None => return Ok(Stack::default()),
-            other => return Err(want("a list of frames", other, at)),
-        };
-        let id = list.rc_ptr();
-        if let Some(&stack) = self.stack_at.get(&id) {
-            return Ok(stack);
-        }
-        let frames = list.inner();
-        let start = u32::try_from(self.frames.pool.len()).unwrap_or(u32::MAX);
-        let mut kept = 0usize;
-        for (n, f) in frames.iter().enumerate() {
-            if kept == self.limits.max_frames_per_entry {
-                self.cut.frames += frames.len() - n;
-                break;
-            }
-            if let Some(frame) = self.frame(f, at)? {
-                self.frames.pool.push(frame);
-                kept += 1;
-            }
-        }
-        let stack = Stack {
-            start,
-            len: u32::try_from(kept).unwrap_or(0),
-        };
-        self.stack_at.insert(id, stack);
-        Ok(stack)
-    }
-
-    /// A frame dict, interned; `None` for one without a file name (left out of the stack).
-    fn frame(&mut self, v: &Value, at: &dyn Fn() -> String) -> Result<Option<u32>, Failed> {
-        let d = match v {
-            Value::Dict(d) => d,
-            other => return Err(want("a frame dict", other, at)),
-        };
-        let id = d.rc_ptr();
-        if let Some(&known) = self.frame_at.get(&id) {
-            return Ok(known);
-        }
-        let mut filename = None;
-        let mut name = None;
-        let mut line = 0u32;
-        for (k, v) in d.inner().iter() {
-            match key(k) {
-                Some("filename") => filename = text(v, at)?,
-                Some("name") => name = text(v, at)?,
-                Some("line") => {
-                    line = int(v, at)?.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
-                }
+                "frames" => block.stack = self.stack(tree, None, v, &at)?,
                 _ => {}
             }
         }
-        let found = filename.map(|filename| {
-            self.intern(Frame {
-                filename,
-                line,
-                name: name.unwrap_or_default(),
-            })
-        });
-        self.frame_at.insert(id, found);
-        Ok(found)
+        if !sized {
+            return Err(format!("{} has no `size`", here()));
+        }
+        block.requested_size = requested.unwrap_or(block.size);
+        Ok(Some(block))
     }
 
-    fn intern(&mut self, frame: Frame) -> u32 {
-        if let Some(&id) = self.interned.get(&frame) {
-            return id;
+    fn traces(&mut self, tree: &mut Tree<'_>, v: Val) -> Result<Vec<DeviceTrace>, Failed> {
+        let at = || "`device_traces`".to_string();
+        let devices = items(tree, v, &at, "a list of device traces")?;
+        if devices.len() > MAX_DEVICES {
+            return Err(format!(
+                "`device_traces` lists more than {MAX_DEVICES} devices"
+            ));
         }
-        let id = u32::try_from(self.frames.table.len()).unwrap_or(u32::MAX);
-        self.frames.table.push(frame.clone());
-        self.interned.insert(frame, id);
-        id
+        let mut traces: Vec<DeviceTrace> = Vec::with_capacity(devices.len());
+        // A history listed twice (the pickle refers to it again) is read once, then copied.
+        let mut first_at: HashMap<u32, usize> = HashMap::new();
+        for (d, trace) in devices.into_iter().enumerate() {
+            if let Val::Node(id) = trace {
+                if let Some(copy) = first_at.get(&id).and_then(|&f| traces.get(f)).cloned() {
+                    self.cut.trace_entries += copy.cut;
+                    traces.push(copy);
+                    continue;
+                }
+                first_at.insert(id, d);
+            }
+            traces.push(self.trace(tree, trace, d)?);
+        }
+        Ok(traces)
+    }
+
+    /// One device's history: the entries read as they came, or a plain list read now.
+    fn trace(&mut self, tree: &mut Tree<'_>, v: Val, d: usize) -> Result<DeviceTrace, Failed> {
+        let at = || format!("device_traces[{d}]");
+        let mut data = match v {
+            Val::Node(id) => match tree.node_mut(id) {
+                Some(Node::Trace(data)) => *std::mem::take(data),
+                _ => {
+                    let list = items(tree, v, &at, "a list of trace entries")?;
+                    let mut data = TraceData::default();
+                    self.append_into(tree, None, NO_TRACE, &mut data, &list);
+                    data
+                }
+            },
+            other => return Err(want(tree, "a list of trace entries", other, &at)),
+        };
+        if let Some(failed) = data.failed {
+            return Err(format!("device_traces[{d}]{failed}"));
+        }
+        // The newest entries are what the backward walk needs: the oldest go.
+        let skip = data
+            .entries
+            .len()
+            .saturating_sub(self.limits.max_trace_entries);
+        data.entries.drain(..skip);
+        let cut = data.base as usize + skip;
+        self.cut.trace_entries += cut;
+        Ok(DeviceTrace {
+            entries: data.entries,
+            cut,
+        })
     }
 }
 
 /// The `vramscope` key. Its fields are plain values; one of the wrong type is an error like
 /// any other field's.
-fn vramscope_key(v: &Value) -> Result<Option<VramscopeKey>, Failed> {
-    if matches!(v, Value::None) {
+fn vramscope_key(tree: &Tree<'_>, v: Val) -> Result<Option<VramscopeKey>, Failed> {
+    if matches!(v, Val::None) {
         return Ok(None);
     }
     let here = || "`vramscope`".to_string();
-    dict(v, &here, "a dict", |d| {
+    let d = dict(tree, v, &here, "a dict")?;
+    {
         let mut k = VramscopeKey::default();
         let small = |v: Option<u64>| v.and_then(|v| u32::try_from(v).ok());
-        for (name, v) in d.iter() {
-            let name = key(name).unwrap_or("");
+        for (name, v) in d {
+            let name = tree.str(name).unwrap_or("");
             let at = || format!("vramscope.{name}");
             match name {
-                "version" => k.version = int(v, &at)?,
-                "pid" => k.pid = small(uint(v, &at)?),
-                "device" => k.device = small(uint(v, &at)?),
-                "reason" => k.reason = text(v, &at)?,
-                "peak_allocated" => k.peak_allocated = uint(v, &at)?,
-                "peak_requested" => k.peak_requested = uint(v, &at)?,
-                "peak_time_us" => k.peak_time_us = int(v, &at)?,
-                "allocated" => k.allocated = uint(v, &at)?,
-                "reserved" => k.reserved = uint(v, &at)?,
-                "step" => k.step = int(v, &at)?,
-                "phase" => k.phase = text(v, &at)?,
-                "max_entries" => k.max_entries = uint(v, &at)?,
-                "history_owner" => k.history_owner = text(v, &at)?,
-                "oom" => k.oom = oom_key(v)?,
-                "rank" => k.rank = Some(int(v, &at)?),
-                "local_rank" => k.local_rank = Some(int(v, &at)?),
-                "world_size" => k.world_size = Some(int(v, &at)?),
-                "job_id" => k.job_id = Some(text(v, &at)?),
-                "channel" => k.channel = Some(text(v, &at)?),
+                "version" => k.version = int(tree, v, &at)?,
+                "pid" => k.pid = small(uint(tree, v, &at)?),
+                "device" => k.device = small(uint(tree, v, &at)?),
+                "reason" => k.reason = text(tree, v, &at)?,
+                "peak_allocated" => k.peak_allocated = uint(tree, v, &at)?,
+                "peak_requested" => k.peak_requested = uint(tree, v, &at)?,
+                "peak_time_us" => k.peak_time_us = int(tree, v, &at)?,
+                "allocated" => k.allocated = uint(tree, v, &at)?,
+                "reserved" => k.reserved = uint(tree, v, &at)?,
+                "step" => k.step = int(tree, v, &at)?,
+                "phase" => k.phase = text(tree, v, &at)?,
+                "max_entries" => k.max_entries = uint(tree, v, &at)?,
+                "history_owner" => k.history_owner = text(tree, v, &at)?,
+                "oom" => k.oom = oom_key(tree, v)?,
+                "rank" => k.rank = Some(int(tree, v, &at)?),
+                "local_rank" => k.local_rank = Some(int(tree, v, &at)?),
+                "world_size" => k.world_size = Some(int(tree, v, &at)?),
+                "job_id" => k.job_id = Some(text(tree, v, &at)?),
+                "channel" => k.channel = Some(text(tree, v, &at)?),
                 _ => {}
             }
         }
         Ok(Some(k))
-    })
+    }
 }
 
-fn oom_key(v: &Value) -> Result<Option<KeyOom>, Failed> {
-    if matches!(v, Value::None) {
+fn oom_key(tree: &Tree<'_>, v: Val) -> Result<Option<KeyOom>, Failed> {
+    if matches!(v, Val::None) {
         return Ok(None);
     }
     let here = || "vramscope.oom".to_string();
-    dict(v, &here, "a dict", |d| {
+    let d = dict(tree, v, &here, "a dict")?;
+    {
         let mut oom = KeyOom {
             requested: None,
             device_free: None,
             device_total: None,
         };
-        for (name, v) in d.iter() {
-            let name = key(name).unwrap_or("");
+        for (name, v) in d {
+            let name = tree.str(name).unwrap_or("");
             let at = || format!("vramscope.oom.{name}");
             match name {
-                "requested" => oom.requested = uint(v, &at)?,
-                "device_free" => oom.device_free = uint(v, &at)?,
-                "device_total" => oom.device_total = uint(v, &at)?,
+                "requested" => oom.requested = uint(tree, v, &at)?,
+                "device_free" => oom.device_free = uint(tree, v, &at)?,
+                "device_total" => oom.device_total = uint(tree, v, &at)?,
                 _ => {}
             }
         }
         Ok(Some(oom))
-    })
+    }
+}
+
+/// A value as one line of a canonical form that Python's side of the differential test
+/// (tests/pickle_reader.rs) writes the same way: `N`, `T`, `F`, decimal integers, `f` and
+/// the float's 16 hex digits, `s`/`b` and the hex of a string's UTF-8 or of bytes, `[..]`,
+/// `(..)` and `{k:v,..}` with items comma-separated in order, and for a container seen
+/// before `@` and the number it had when first written (`#n` before it, numbered in order
+/// of first appearance): sharing shows, so a copy where the pickle shared is a difference.
+pub(crate) fn canonical(tree: &Tree<'_>, v: Val) -> String {
+    fn hex(out: &mut String, bytes: &[u8]) {
+        for b in bytes {
+            out.push_str(&format!("{b:02x}"));
+        }
+    }
+    fn go(tree: &Tree<'_>, v: Val, seen: &mut HashMap<u32, usize>, out: &mut String) {
+        match v {
+            Val::None => out.push('N'),
+            Val::Bool(true) => out.push('T'),
+            Val::Bool(false) => out.push('F'),
+            Val::Int(i) => out.push_str(&i.to_string()),
+            Val::BigInt { at, len } => out.push_str(&big_int_decimal(tree.range(at, len))),
+            Val::Float(f) => out.push_str(&format!("f{:016x}", f.to_bits())),
+            Val::Str { at, len } => {
+                out.push('s');
+                hex(out, tree.range(at, len));
+            }
+            Val::Bytes { at, len } => {
+                out.push('b');
+                hex(out, tree.range(at, len));
+            }
+            Val::Node(id) => {
+                if let Some(n) = seen.get(&id) {
+                    out.push_str(&format!("@{n}"));
+                    return;
+                }
+                let n = seen.len();
+                seen.insert(id, n);
+                out.push_str(&format!("#{n}"));
+                let (open, close, items): (char, char, Vec<Val>) = match tree.node(id) {
+                    Some(Node::List(l) | Node::DeviceTraces(l)) => ('[', ']', l.clone()),
+                    Some(Node::Tuple(t)) => ('(', ')', t.clone()),
+                    Some(Node::Dict(d)) => {
+                        ('{', '}', d.iter().flat_map(|&(k, v)| [k, v]).collect())
+                    }
+                    _ => ('<', '>', Vec::new()),
+                };
+                out.push(open);
+                let dict = open == '{';
+                for (i, item) in items.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(if dict && i % 2 == 1 { ':' } else { ',' });
+                    }
+                    go(tree, item, seen, out);
+                }
+                out.push(close);
+            }
+            Val::OldText | Val::Stack(_) | Val::Frame(_) | Val::Entry { .. } => out.push('?'),
+        }
+    }
+    let mut out = String::new();
+    go(tree, v, &mut HashMap::new(), &mut out);
+    out
+}
+
+/// `canonical` of the value a pickle holds, read within `limits` (for the differential
+/// test: what the one pass built, before any of it is read as a snapshot). A root dict
+/// whose `device_traces` the pass reads as it comes is not for this.
+pub(crate) fn canonical_of(bytes: &[u8], limits: &Limits) -> Result<String, SitesError> {
+    let mut build = Build::new(bytes, limits);
+    let (root, _) = super::guard::decode(bytes, limits, Instant::now(), &mut build)?;
+    Ok(canonical(&build.tree, root))
 }

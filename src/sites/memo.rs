@@ -1,0 +1,79 @@
+//! The one pass's stack slots and memo: each value with how deeply it nests, the memo id
+//! it was stored under and whether it is a reference, so that the pass can refuse cycles
+//! and deep nesting, and the reader can tell a container nothing else refers to (which it
+//! lets go once read).
+
+use super::value::Val;
+use std::collections::HashMap;
+
+/// A value on the pass's stack: the value, how deeply it nests, the memo id it was stored
+/// under, and whether this slot is a reference to a value stored earlier (`GET`).
+#[derive(Clone, Copy)]
+pub(crate) struct Slot {
+    pub(crate) val: Val,
+    pub(super) nesting: u32,
+    pub(super) memo: Option<u32>,
+    pub(super) reference: bool,
+}
+
+pub(super) fn leaf(val: Val) -> Slot {
+    Slot {
+        val,
+        nesting: 0,
+        memo: None,
+        reference: false,
+    }
+}
+
+/// A stored value: what it is, how deeply it nests, and how often it has been referenced.
+#[derive(Clone, Copy)]
+pub(crate) struct Stored {
+    pub(crate) val: Val,
+    pub(super) nesting: u32,
+    pub(crate) references: u32,
+}
+
+/// Memo ids in Python's order (0, 1, 2, ... as `MEMOIZE` numbers them) go to chunks of this
+/// many: a million stored values cost what they hold, not twice that as a doubling vector
+/// may.
+const MEMO_CHUNK: usize = 1 << 16;
+
+/// The stored values by memo id; an id out of Python's order (`PUT`) goes to a map.
+#[derive(Default)]
+pub(crate) struct Memo {
+    seq: Vec<Vec<Stored>>,
+    seq_len: usize,
+    other: HashMap<u32, Stored>,
+}
+
+impl Memo {
+    pub(super) fn len(&self) -> usize {
+        self.seq_len + self.other.len()
+    }
+
+    pub(super) fn contains(&self, id: u32) -> bool {
+        (id as usize) < self.seq_len || self.other.contains_key(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: u32) -> Option<&mut Stored> {
+        let i = id as usize;
+        if i < self.seq_len {
+            return self.seq.get_mut(i / MEMO_CHUNK)?.get_mut(i % MEMO_CHUNK);
+        }
+        self.other.get_mut(&id)
+    }
+
+    pub(super) fn insert(&mut self, id: u32, stored: Stored) {
+        if id as usize == self.seq_len && !self.other.contains_key(&id) {
+            if self.seq_len.is_multiple_of(MEMO_CHUNK) {
+                self.seq.push(Vec::with_capacity(MEMO_CHUNK));
+            }
+            if let Some(chunk) = self.seq.last_mut() {
+                chunk.push(stored);
+                self.seq_len += 1;
+            }
+        } else {
+            self.other.insert(id, stored);
+        }
+    }
+}
