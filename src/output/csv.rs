@@ -116,17 +116,25 @@ mod tests {
     fn text_a_spreadsheet_would_run_is_defused_and_numbers_are_not() {
         for formula in ["=1+2", "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1"] {
             assert_eq!(
-                cell(&Value::Text(formula.into())),
+                cell(&Value::Text(formula.into()), MemoryUnits::Auto),
                 quote(&format!("'{formula}"))
             );
         }
         assert_eq!(
-            cell(&Value::Text("=HYPERLINK(\"http://e\",\"x\")".into())),
+            cell(
+                &Value::Text("=HYPERLINK(\"http://e\",\"x\")".into()),
+                MemoryUnits::Auto
+            ),
             "\"'=HYPERLINK(\"\"http://e\"\",\"\"x\"\")\""
         );
-        assert_eq!(cell(&Value::Text("python -m x".into())), "python -m x");
-        assert_eq!(cell(&Value::Int(3)), "3");
-        assert_eq!(cell(&Value::Float(-1.5)), "-1.5");
+        assert_eq!(
+            cell(&Value::Text("python -m x".into()), MemoryUnits::Auto),
+            "python -m x"
+        );
+        assert_eq!(cell(&Value::Int(3), MemoryUnits::Auto), "3");
+        assert_eq!(cell(&Value::Float(-1.5), MemoryUnits::Auto), "-1.5");
+        assert_eq!(cell(&Value::Bytes(3 << 20), MemoryUnits::Auto), "3145728");
+        assert_eq!(cell(&Value::Bytes(3 << 20), MemoryUnits::Mib), "3 MiB");
     }
 
     #[test]
