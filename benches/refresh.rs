@@ -5,6 +5,9 @@
 //! fast memory sampling every 100, 200 and 250 ms, at 1 s with it off (`--peak-interval off`:
 //! its cost is the difference), and at 100 ms refresh (no fast sampling: every refresh reads
 //! memory).
+//! After the table, the cost of one peek (the fast memory sampling's read of every GPU between
+//! refreshes): the CPU a second the 1 s runs with peeks cost over the one without, divided by
+//! the peeks a second they made (from the fake's count of memory reads beyond the refreshes').
 //! Printed per run: CPU time per refresh and per second (utime+stime from /proc/PID/stat over
 //! the run, and the same from the threads' schedstat in ns, since stat counts 10 ms ticks over
 //! the run), time from start to first frame, peak RSS (VmHWM), and NVML calls per refresh and
@@ -56,6 +59,7 @@ fn main() {
         "NVML calls/ref.",
         "NVML calls/s"
     );
+    let mut at_one_second = Vec::new();
     for (interval_ms, peaks) in [
         (1000u64, "100ms"),
         (1000, "200ms"),
@@ -84,6 +88,36 @@ fn main() {
                 per * per_second
             );
         }
+        if interval_ms == 1000 {
+            at_one_second.push((peaks, r));
+        }
+    }
+    print_peek_cost(&at_one_second);
+}
+
+/// The NVML call a peek makes, once per GPU.
+const PEEK_CALL: &str = "nvmlDeviceGetMemoryInfo_v2";
+
+/// Each 1 s run with peeks against the one without: CPU per second more, over peeks per second
+/// more (memory reads a second beyond the run without peeks', one per GPU per peek).
+fn print_peek_cost(runs: &[(&str, Result)]) {
+    let Some((_, off)) = runs.iter().find(|(peaks, _)| *peaks == "off") else {
+        return;
+    };
+    let reads = |r: &Result| r.calls_by_function.get(PEEK_CALL).copied().unwrap_or(0.0);
+    println!("cost per peek ({GPUS} GPUs, 1000ms refresh, against peaks off):");
+    for (peaks, r) in runs.iter().filter(|(peaks, _)| *peaks != "off") {
+        let peeks_per_second = (reads(r) - reads(off)) / GPUS as f64;
+        let extra_ms = r.cpu_ns_ms_per_refresh - off.cpu_ns_ms_per_refresh;
+        if peeks_per_second <= 0.0 {
+            println!("  {peaks:>6}: no peeks counted");
+            continue;
+        }
+        let per_peek_us = extra_ms * 1000.0 / peeks_per_second;
+        println!(
+            "  {peaks:>6}: {peeks_per_second:.1} peeks/s, {extra_ms:+.3} ms/s of CPU: {per_peek_us:.1} µs per peek, {:.1} µs per GPU read",
+            per_peek_us / GPUS as f64
+        );
     }
 }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::cluster::ClusterView;
+use crate::model::units::MemoryUnits;
 use crate::sources::runner::SamplingConfig;
 use crate::tui::theme::ThemeName;
 use crate::tui::ui_state::SortColumn;
@@ -92,6 +93,12 @@ pub struct Cli {
     /// ~/.config/vramscope/config.toml); `none`: from no file. `vramscope config` shows them.
     #[arg(long, value_name = "FILE", env = "VRAMSCOPE_CONFIG", global = true)]
     pub config: Option<PathBuf>,
+
+    /// How GPU memory is written in `--once`, `--csv` and on the screen: `auto` in the unit
+    /// that reads best (4.00 GiB), `mib` in whole MiB as nvidia-smi prints them (4096MiB; in
+    /// `--csv`, 4096 MiB). `--json` always gives bytes.
+    #[arg(long, value_name = "UNITS", value_enum, default_value_t, global = true)]
+    pub units: MemoryUnits,
 
     /// Colours for a dark or a light terminal background (NO_COLOR still means none).
     #[arg(long, value_name = "NAME", value_enum, default_value_t, global = true)]
@@ -522,6 +529,7 @@ impl Cli {
             ascii: self.ascii,
             read_only: self.read_only,
             theme: self.theme,
+            units: self.units,
             columns: self.columns.clone(),
             sort: self.sort,
             sort_descending: self
@@ -540,6 +548,7 @@ impl Cli {
             json: self.json,
             csv: self.csv,
             ascii: self.ascii,
+            units: self.units,
         }
     }
 }

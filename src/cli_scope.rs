@@ -30,7 +30,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, as are `sites --json` and `diff --json`, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 17] = [
+const READ_BY: [(&str, &str, &[Mode]); 18] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "interval",
@@ -57,6 +57,7 @@ const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),
     ("theme", "--theme", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),
+    ("units", "--units", &[MONITOR, RUN, REPLAY, DEMO]),
     ("sort", "--sort", &[MONITOR, RUN, REPLAY, DEMO]),
     ("sort_order", "--sort-order", &[MONITOR, RUN, REPLAY, DEMO]),
     (

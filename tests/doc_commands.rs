@@ -882,6 +882,9 @@ const FOREIGN_OPTIONS: &[&str] = &[
     "--show-user",
     "--show-cmd",
     "--show-pid",
+    // nvidia-smi, whose figures `--units mib` matches (docs/oneshot.md)
+    "--query-gpu",
+    "--format",
     // a training script's options in the examples (train.py, torchrun)
     "--epochs",
     "--lr",

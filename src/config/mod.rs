@@ -194,7 +194,7 @@ mod tests {
         for (text, expected) in [
             (
                 "\ncolour = \"red\"\n",
-                "/c/config.toml line 2: colour: unknown key (the keys: interval, pcie, nvml-lib, read-only, ascii, theme, sort, sort-order",
+                "/c/config.toml line 2: colour: unknown key (the keys: interval, pcie, nvml-lib, read-only, ascii, theme, units, sort, sort-order",
             ),
             (
                 "read_only = true\n",

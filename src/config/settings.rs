@@ -17,6 +17,7 @@ pub const SETTINGS: &[&str] = &[
     "read-only",
     "ascii",
     "theme",
+    "units",
     "sort",
     "sort-order",
     "peak-interval",

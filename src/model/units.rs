@@ -56,6 +56,45 @@ fn push_in_unit(out: &mut String, value: u64, unit: usize) {
     push_fixed(out, value, unit, decimals);
 }
 
+/// How GPU memory figures are written for people (`--units`): `auto` in the unit that reads
+/// best (`4.00 GiB`), `mib` in whole MiB as nvidia-smi prints them, so the two compare digit
+/// for digit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum MemoryUnits {
+    #[default]
+    Auto,
+    Mib,
+}
+
+impl MemoryUnits {
+    /// A memory figure for a table: `4.00 GiB`, or `4096MiB` (nvidia-smi's table).
+    pub fn bytes(self, value: u64) -> String {
+        match self {
+            MemoryUnits::Auto => bytes(value),
+            MemoryUnits::Mib => format!("{}MiB", whole_mib(value)),
+        }
+    }
+
+    /// Used and total for a compact line: `41.2/80.0 GiB`, or `42188/81559MiB`.
+    pub fn pair(self, used: u64, total: u64) -> String {
+        match self {
+            MemoryUnits::Auto => bytes_pair(used, total),
+            MemoryUnits::Mib => format!("{}/{}MiB", whole_mib(used), whole_mib(total)),
+        }
+    }
+}
+
+/// Whole MiB, rounded down: nvidia-smi divides NVML's bytes by 2^20 in integers
+/// (`85520809984` bytes is its `81559MiB`).
+pub fn whole_mib(value: u64) -> u64 {
+    value >> 20
+}
+
+/// `4096 MiB`: a memory figure as `nvidia-smi --query-gpu=memory.used --format=csv` prints it.
+pub fn csv_mib(value: u64) -> String {
+    format!("{} MiB", whole_mib(value))
+}
+
 /// `1.50 GiB`, `512 MiB`, `0 B`: at most three significant digits, a binary prefix.
 pub fn bytes(value: u64) -> String {
     let unit = unit_of(value);
@@ -108,6 +147,18 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1024 * 1024 * 1024;
+
+    #[test]
+    fn mib_is_whole_and_rounded_down_as_nvidia_smi_prints_it() {
+        let h100_total = 85_520_809_984;
+        assert_eq!(MemoryUnits::Mib.bytes(h100_total), "81559MiB");
+        assert_eq!(MemoryUnits::Mib.bytes(4 * GIB), "4096MiB");
+        assert_eq!(MemoryUnits::Mib.bytes((1 << 20) - 1), "0MiB");
+        assert_eq!(MemoryUnits::Mib.bytes(GIB + (1 << 20) + 1), "1025MiB");
+        assert_eq!(csv_mib(4 * GIB), "4096 MiB");
+        assert_eq!(MemoryUnits::Mib.pair(4 * GIB, h100_total), "4096/81559MiB");
+        assert_eq!(MemoryUnits::Auto.bytes(4 * GIB), "4.00 GiB");
+    }
 
     #[test]
     fn bytes_use_binary_prefixes_and_three_digits() {

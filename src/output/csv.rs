@@ -4,6 +4,7 @@
 
 use super::fields::{self, DEVICE, Field, PROCESS, Value};
 use crate::model::Snapshot;
+use crate::model::units::{MemoryUnits, csv_mib};
 use std::borrow::Cow;
 
 /// The header line: `record,time_ms`, then device fields, then process fields (the first two
@@ -27,41 +28,52 @@ fn process_column(name: &'static str) -> Cow<'static, str> {
     }
 }
 
-/// Rows for one snapshot, preceded by the header when `with_header`.
-pub fn render(snapshot: &Snapshot, with_header: bool) -> String {
+/// Rows for one snapshot, preceded by the header when `with_header`; GPU memory in bytes, or
+/// with `--units mib` as nvidia-smi's CSV writes it (`4096 MiB`).
+pub fn render(snapshot: &Snapshot, with_header: bool, units: MemoryUnits) -> String {
     let mut out = if with_header { header() } else { String::new() };
     let time = snapshot.taken_at_ms.to_string();
     for device in &snapshot.devices {
         let cells = fields::device(device);
-        out += &row("device", &time, &cells, &[]);
+        out += &row("device", &time, &cells, &[], units);
     }
     for process in &snapshot.processes {
         let cells = fields::process(process);
-        out += &row("process", &time, &[], &cells);
+        out += &row("process", &time, &[], &cells, units);
     }
     out
 }
 
-fn row(record: &str, time: &str, device: &[Field], process: &[Field]) -> String {
+fn row(
+    record: &str,
+    time: &str,
+    device: &[Field],
+    process: &[Field],
+    units: MemoryUnits,
+) -> String {
     let mut cells = vec![record.to_string(), time.to_string()];
-    cells.extend(pad(device, DEVICE.len()));
-    cells.extend(pad(process, PROCESS.len()));
+    cells.extend(pad(device, DEVICE.len(), units));
+    cells.extend(pad(process, PROCESS.len(), units));
     cells.join(",") + "\n"
 }
 
-fn pad(fields: &[Field], width: usize) -> Vec<String> {
+fn pad(fields: &[Field], width: usize, units: MemoryUnits) -> Vec<String> {
     if fields.is_empty() {
         return vec![String::new(); width];
     }
     fields
         .iter()
-        .map(|(_, r)| r.as_ref().map_or(String::new(), cell))
+        .map(|(_, r)| r.as_ref().map_or(String::new(), |v| cell(v, units)))
         .collect()
 }
 
-fn cell(value: &Value) -> String {
+fn cell(value: &Value, units: MemoryUnits) -> String {
     match value {
         Value::Int(v) => v.to_string(),
+        Value::Bytes(v) => match units {
+            MemoryUnits::Auto => v.to_string(),
+            MemoryUnits::Mib => csv_mib(*v),
+        },
         Value::Float(v) => format!("{v:.1}"),
         Value::Bool(v) => v.to_string(),
         Value::Text(v) => quote(&formula_guard(v)),
@@ -104,17 +116,25 @@ mod tests {
     fn text_a_spreadsheet_would_run_is_defused_and_numbers_are_not() {
         for formula in ["=1+2", "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1"] {
             assert_eq!(
-                cell(&Value::Text(formula.into())),
+                cell(&Value::Text(formula.into()), MemoryUnits::Auto),
                 quote(&format!("'{formula}"))
             );
         }
         assert_eq!(
-            cell(&Value::Text("=HYPERLINK(\"http://e\",\"x\")".into())),
+            cell(
+                &Value::Text("=HYPERLINK(\"http://e\",\"x\")".into()),
+                MemoryUnits::Auto
+            ),
             "\"'=HYPERLINK(\"\"http://e\"\",\"\"x\"\")\""
         );
-        assert_eq!(cell(&Value::Text("python -m x".into())), "python -m x");
-        assert_eq!(cell(&Value::Int(3)), "3");
-        assert_eq!(cell(&Value::Float(-1.5)), "-1.5");
+        assert_eq!(
+            cell(&Value::Text("python -m x".into()), MemoryUnits::Auto),
+            "python -m x"
+        );
+        assert_eq!(cell(&Value::Int(3), MemoryUnits::Auto), "3");
+        assert_eq!(cell(&Value::Float(-1.5), MemoryUnits::Auto), "-1.5");
+        assert_eq!(cell(&Value::Bytes(3 << 20), MemoryUnits::Auto), "3145728");
+        assert_eq!(cell(&Value::Bytes(3 << 20), MemoryUnits::Mib), "3 MiB");
     }
 
     #[test]

@@ -12,6 +12,8 @@ use crate::model::{
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Int(u64),
+    /// GPU memory in bytes: an integer in JSON, written in `--units` in CSV.
+    Bytes(u64),
     Float(f64),
     Text(String),
     Bool(bool),
@@ -40,7 +42,7 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             Ok(MemoryInfo {
                 reserved: Some(reserved),
                 ..
-            }) => Ok(Value::Int(*reserved)),
+            }) => Ok(Value::Bytes(*reserved)),
             Ok(_) => Err(Absent::Error(
                 "counted in memory_used by this driver's memory call".into(),
             )),
@@ -49,8 +51,12 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     }),
     ("memory_used", |d| memory(d, |m| m.used)),
     ("memory_free", |d| memory(d, |m| m.free)),
-    ("memory_used_peak", |d| memory_peak(d, |p| p.used)),
-    ("memory_used_peak_at_ms", |d| memory_peak(d, |p| p.at_ms)),
+    ("memory_used_peak", |d| {
+        memory_peak(d, |p| Value::Bytes(p.used))
+    }),
+    ("memory_used_peak_at_ms", |d| {
+        memory_peak(d, |p| Value::Int(p.at_ms))
+    }),
     ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
     ("mem_util", |d| sampled(d, |s| int(&s.mem_util))),
     ("temperature_c", |d| sampled(d, |s| int(&s.temperature_c))),
@@ -137,7 +143,9 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .ok_or_else(not_visible)
     }),
     ("type", |p| Ok(Value::Text(p.nvml.kind.letter().into()))),
-    ("used_memory", |p| int(&p.nvml.used_memory)),
+    ("used_memory", |p| {
+        p.nvml.used_memory.clone().map(Value::Bytes)
+    }),
     ("sm_util", |p| int(&p.nvml.sm_util)),
     ("mem_util", |p| int(&p.nvml.mem_util)),
     ("enc_util", |p| int(&p.nvml.enc_util)),
@@ -274,7 +282,7 @@ fn text(r: &Reading<String>) -> Reading<Value> {
 /// failing memory call's reason), and only before any sample "no sample yet".
 fn memory_total(d: &DeviceSnapshot) -> Reading<Value> {
     if let Some(total) = d.memory_total() {
-        return Ok(Value::Int(total));
+        return Ok(Value::Bytes(total));
     }
     match (d.sample.as_ref().map(|s| &s.memory), &d.info.memory_total) {
         (Some(Err(why)), _) | (None, Err(why)) => Err(why.clone()),
@@ -326,22 +334,19 @@ fn memory(d: &DeviceSnapshot, pick: fn(&MemoryInfo) -> u64) -> Reading<Value> {
     sampled(d, |s| {
         s.memory
             .as_ref()
-            .map(|m| Value::Int(pick(m)))
+            .map(|m| Value::Bytes(pick(m)))
             .map_err(Clone::clone)
     })
 }
 
 /// The highest used memory the fast memory sampling read since the previous sample.
-fn memory_peak(d: &DeviceSnapshot, pick: fn(&MemoryPeak) -> u64) -> Reading<Value> {
+fn memory_peak(d: &DeviceSnapshot, pick: fn(&MemoryPeak) -> Value) -> Reading<Value> {
     sampled(d, |s| {
-        s.memory_peak
-            .as_ref()
-            .map(|p| Value::Int(pick(p)))
-            .ok_or_else(|| {
-                Absent::Error(
-                    "no fast memory sampling (--peak-interval off, or a single reading)".into(),
-                )
-            })
+        s.memory_peak.as_ref().map(pick).ok_or_else(|| {
+            Absent::Error(
+                "no fast memory sampling (--peak-interval off, or a single reading)".into(),
+            )
+        })
     })
 }
 

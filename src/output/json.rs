@@ -251,7 +251,7 @@ fn object(fields: &[Field]) -> Json {
 
 fn scalar(value: &Value) -> Json {
     match value {
-        Value::Int(v) => json!(v),
+        Value::Int(v) | Value::Bytes(v) => json!(v),
         Value::Float(v) => json!((v * 10.0).round() / 10.0),
         Value::Text(v) => json!(v),
         Value::Bool(v) => json!(v),

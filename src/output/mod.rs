@@ -9,6 +9,7 @@ mod taken;
 
 use crate::job::Job;
 use crate::model::NvmlProblem;
+use crate::model::units::MemoryUnits;
 use crate::sources::runner::SamplingConfig;
 use crate::stdout;
 use std::io::Write;
@@ -34,6 +35,8 @@ pub struct Options {
     pub json: bool,
     pub csv: bool,
     pub ascii: bool,
+    /// `--units`: how `--once` and `--csv` write GPU memory.
+    pub units: MemoryUnits,
 }
 
 /// Runs `--once`, `--json`, `--csv` or `--loop` and returns the exit status.
@@ -78,9 +81,9 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
         let text = if options.json {
             json::render(&snapshot, period.is_none())
         } else if options.csv {
-            csv::render(&snapshot, first)
+            csv::render(&snapshot, first, options.units)
         } else {
-            table::render(&snapshot, command_cut, period.is_some())
+            table::render(&snapshot, command_cut, period.is_some(), options.units)
         };
         let separator = if !first && !options.json && !options.csv {
             "\n"

@@ -1,7 +1,7 @@
 //! `--once`: a compact table of GPUs and processes for people, in the spirit of nvidia-smi
 //! but narrow enough for 80 columns. Absent figures print `n/a`.
 
-use crate::model::units::{bytes, short_bytes, watts};
+use crate::model::units::{MemoryUnits, bytes, short_bytes, watts};
 use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
 
@@ -9,8 +9,13 @@ use std::fmt::Write;
 /// (output that is not a terminal). `cpu_column`: whether the table has CPU%, which is a
 /// difference of two readings: only `--loop` has a reading before, and one snapshot would
 /// print n/a in every row (measuring it over a window would add that window, 0.2 s, to a run
-/// that otherwise takes a few ms).
-pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) -> String {
+/// that otherwise takes a few ms). `units`: how the GPU memory figures are written (`--units`).
+pub fn render(
+    snapshot: &Snapshot,
+    command_cut: Option<&str>,
+    cpu_column: bool,
+    units: MemoryUnits,
+) -> String {
     let mut out = String::new();
     let driver = snapshot.driver.as_ref();
     let _ = writeln!(
@@ -39,7 +44,7 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) 
         "GPU", "NAME", "MEMORY USED / TOTAL", "UTIL", "TEMP", "POWER", "PST"
     );
     for d in &snapshot.devices {
-        out += &device_line(d, pcie);
+        out += &device_line(d, pcie, units);
         out += &mig_lines(d);
     }
     let cpu = if cpu_column { "  CPU%" } else { "" };
@@ -62,7 +67,7 @@ pub fn render(snapshot: &Snapshot, command_cut: Option<&str>, cpu_column: bool) 
         };
     }
     for p in &snapshot.processes {
-        out += &process_line(p, command_cut, cpu_column);
+        out += &process_line(p, command_cut, cpu_column, units);
     }
     out += &allocator_lines(snapshot);
     out += &notes(snapshot);
@@ -178,13 +183,13 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
     out
 }
 
-fn device_line(d: &DeviceSnapshot, pcie_column: bool) -> String {
+fn device_line(d: &DeviceSnapshot, pcie_column: bool, units: MemoryUnits) -> String {
     let name: String = d.info.display_name().chars().take(24).collect();
     let Some(s) = &d.sample else {
         return format!("{:>3}  {name:<24} (no sample)\n", d.info.index);
     };
     let memory = or_na(&s.memory, |m| {
-        format!("{} / {}", bytes(m.used), bytes(m.total))
+        format!("{} / {}", units.bytes(m.used), units.bytes(m.total))
     });
     let flag = if s.lost {
         "  [LOST]"
@@ -233,7 +238,12 @@ fn power(usage: &Reading<u32>, limit: &Reading<u32>) -> String {
 /// Characters of COMMAND a terminal line shows, its cut mark included.
 const COMMAND_CHARS: usize = 60;
 
-fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> String {
+fn process_line(
+    p: &ProcessRow,
+    command_cut: Option<&str>,
+    cpu_column: bool,
+    units: MemoryUnits,
+) -> String {
     let host = p.host.as_ref();
     let pid = match host.and_then(|h| h.local_pid) {
         Some(local) if local != p.nvml.pid => format!("{local}({})", p.nvml.pid),
@@ -268,7 +278,7 @@ fn process_line(p: &ProcessRow, command_cut: Option<&str>, cpu_column: bool) -> 
         "{pid:>8} {:>3} {:>4} {:>10} {:>4} {:>10}{cpu} {user:<10} {command}\n",
         p.gpu_index,
         p.nvml.kind.letter(),
-        or_na(&p.nvml.used_memory, |b| bytes(*b)),
+        or_na(&p.nvml.used_memory, |b| units.bytes(*b)),
         or_na(&p.nvml.sm_util, |u| u.to_string()),
         host.map_or(NA.into(), |h| or_na(&h.rss_bytes, |b| bytes(*b))),
     )

@@ -60,10 +60,14 @@ impl GpuJob {
     }
 
     /// The used memory alone (the fast memory sampling), kept for the next full sample;
-    /// skipped while another worker holds this GPU.
-    pub fn try_peek(&self, timer: &impl Timer) {
-        if let Ok(mut sampler) = self.sampler.try_lock() {
-            timer.timed(|| sampler.peek_memory());
+    /// skipped (false) while another worker holds this GPU.
+    fn try_peek(&self) -> bool {
+        match self.sampler.try_lock() {
+            Ok(mut sampler) => {
+                sampler.peek_memory();
+                true
+            }
+            Err(_) => false,
         }
     }
 
@@ -106,7 +110,10 @@ impl HostJob {
 /// Every sampling job: the GPUs (none until NVML has opened), the host, the channels. Each
 /// behind its own lock, so a call stuck in one holds only that one.
 pub struct Jobs {
-    gpus: Mutex<Vec<Arc<GpuJob>>>,
+    /// A shared slice, replaced whole when GPUs join: a tick or a peek takes it by cloning one
+    /// `Arc`, so walking the GPUs without holding the lock allocates nothing (a peek runs ten
+    /// times a second and must cost its driver calls, not a list copy).
+    gpus: Mutex<Arc<[Arc<GpuJob>]>>,
     host: Mutex<HostJob>,
     /// Instrumented programs' channels, polled every tick: reading a channel is a few
     /// `pread`s, and every record between two polls is in the file's rings anyway.
@@ -118,7 +125,7 @@ impl Jobs {
     /// stays the same.
     pub fn new(channels: ChannelSampler, host_min_period_ms: u64) -> Self {
         Jobs {
-            gpus: Mutex::new(Vec::new()),
+            gpus: Mutex::new(Arc::from(Vec::new())),
             host: Mutex::new(HostJob {
                 sampler: HostSampler::new(),
                 watched: Vec::new(),
@@ -130,12 +137,30 @@ impl Jobs {
     }
 
     pub fn add_gpus(&self, samplers: impl IntoIterator<Item = DeviceSampler>) {
-        lock(&self.gpus).extend(samplers.into_iter().map(|s| Arc::new(GpuJob::new(s))));
+        let mut gpus = lock(&self.gpus);
+        let joined: Vec<Arc<GpuJob>> = gpus
+            .iter()
+            .cloned()
+            .chain(samplers.into_iter().map(|s| Arc::new(GpuJob::new(s))))
+            .collect();
+        *gpus = Arc::from(joined);
     }
 
     /// The GPUs, for a tick to walk without holding the list's lock.
-    pub fn gpus(&self) -> Vec<Arc<GpuJob>> {
-        lock(&self.gpus).clone()
+    pub fn gpus(&self) -> Arc<[Arc<GpuJob>]> {
+        Arc::clone(&lock(&self.gpus))
+    }
+
+    /// A peek (the fast memory sampling): each GPU whose lock is free reads its used memory
+    /// alone, kept for its next full sample. The pass is timed as one call: its reads take
+    /// microseconds, and a GPU stuck inside one still holds only its own lock. Nothing is
+    /// allocated and nothing is sent. Returns how many GPUs were read.
+    pub fn peek(&self, timer: &impl Timer) -> usize {
+        let gpus = self.gpus();
+        if gpus.is_empty() {
+            return 0;
+        }
+        timer.timed(|| gpus.iter().filter(|gpu| gpu.try_peek()).count())
     }
 
     /// One tick: every GPU whose lock is free, then the host (when due, or at once when the
@@ -144,7 +169,7 @@ impl Jobs {
     pub fn tick(&self, interval_ms: u64, timer: &impl Timer) -> Vec<SourceEvent> {
         let gpus = self.gpus();
         let mut batch = Vec::with_capacity(gpus.len() + 2);
-        for gpu in &gpus {
+        for gpu in gpus.iter() {
             if let Some(sample) = gpu.try_sample(timer) {
                 batch.push(SourceEvent::Device(Box::new(sample)));
             }

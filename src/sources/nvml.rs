@@ -266,8 +266,14 @@ impl DeviceSampler {
         let (Ok(device), Some(highest)) = (&self.device, &mut self.peeks) else {
             return;
         };
-        if let Ok(m) = self.memory.read(device) {
-            note_highest(highest, m.used, now_ms());
+        // The clock is read only for a new high: most peeks read no more than the last.
+        if let Ok(m) = self.memory.read(device)
+            && highest.is_none_or(|h| m.used > h.used)
+        {
+            *highest = Some(MemoryPeak {
+                used: m.used,
+                at_ms: now_ms(),
+            });
         }
     }
 

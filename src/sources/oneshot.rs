@@ -76,7 +76,7 @@ impl OneShot {
             return;
         }
         let mut mig = false;
-        for gpu in self.jobs.gpus() {
+        for gpu in self.jobs.gpus().iter() {
             mig |= gpu.sampler().sample().mig_enabled().is_some();
         }
         if mig {
@@ -100,9 +100,7 @@ impl OneShot {
                 return;
             }
             std::thread::sleep(every);
-            for gpu in self.jobs.gpus() {
-                gpu.try_peek(&Untimed);
-            }
+            self.jobs.peek(&Untimed);
         }
     }
 

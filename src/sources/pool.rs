@@ -269,20 +269,18 @@ where
     }
 }
 
-/// A peek tick: each GPU whose lock is free reads its used memory alone, and keeps it for its
-/// next full sample. Watched like a full tick, so a peek stuck in the driver gets a spare
-/// worker started beside it.
+/// A peek tick (`Jobs::peek`), watched like a full tick, so a peek stuck in the driver gets a
+/// spare worker started beside it. The watchdog's alarm is set but not cancelled when the next
+/// tick is sure to come before it rings (peeks closer together than `STUCK_AFTER_MS`): that
+/// tick sets it again, so a healthy peek costs one syscall on the alarm, not two.
 fn peek_gpus(shared: &Shared, me: &Worker) {
-    let gpus = shared.jobs.gpus();
-    if gpus.is_empty() {
+    let Some(peek_ms) = shared.peek_ms else {
         return;
-    }
+    };
     shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
-    let timer = Watched { shared, me };
-    for gpu in &gpus {
-        gpu.try_peek(&timer);
+    if shared.jobs.peek(&Watched { shared, me }) == 0 || peek_ms >= STUCK_AFTER_MS {
+        shared.calm_watchdog();
     }
-    shared.calm_watchdog();
 }
 
 /// One tick (`Jobs::tick`), watched.

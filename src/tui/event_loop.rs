@@ -187,6 +187,7 @@ fn monitor(
     };
     app.ui.flash = job_started;
     app.ui.columns = options.columns.clone().unwrap_or_default();
+    app.ui.units = options.units;
     app.ui.job = job_view;
     app.ui.time_cursor = !app.feed.is_live();
     app.ui.clock = Clock::Local;

@@ -17,6 +17,8 @@ pub struct Options {
     pub ascii: bool,
     pub read_only: bool,
     pub theme: ThemeName,
+    /// `--units`: how GPU memory figures are written.
+    pub units: crate::model::units::MemoryUnits,
     pub columns: Option<ColumnChoice>,
     pub sort: SortColumn,
     /// Largest first: `--sort-order`, else the sort column's own default.

@@ -90,6 +90,8 @@ pub struct UiState {
     pub frozen: Option<Arc<Snapshot>>,
     pub ascii: bool,
     pub read_only: bool,
+    /// How GPU memory figures are written (`--units`).
+    pub units: crate::model::units::MemoryUnits,
     /// A one-off message for the status line (result of a kill, an interval change...).
     pub flash: Option<String>,
     /// The job `vramscope run` launched, if any.

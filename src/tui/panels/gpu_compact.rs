@@ -196,7 +196,7 @@ fn parts(view: &View, device: &DeviceSnapshot, index_w: usize, named: bool) -> P
     match memory {
         Some(m) => {
             let mut figure = vec![Span::styled(
-                format!(" {}", units::bytes_pair(m.used, m.total)),
+                format!(" {}", view.ui.units.pair(m.used, m.total)),
                 theme.value,
             )];
             if m.total > 0 {

@@ -30,7 +30,7 @@ use super::panel_text::{self, Rank};
 use super::spark::Plot;
 use super::{buffer_write, mig_lines, spark, time_axis};
 use crate::model::device::throttle_reason_names;
-use crate::model::units;
+use crate::model::units::{self, MemoryUnits};
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -100,7 +100,7 @@ pub fn render(
 
     let sample = device.sample.as_ref();
     let mut lines = Vec::with_capacity(usize::from(area.height));
-    lines.push(memory_line(theme, device, inner.width));
+    lines.push(memory_line(theme, view.ui.units, device, inner.width));
 
     let chart_w = inner.width.saturating_sub(spark::LABEL_W + VALUE_W);
     let range = spark::window(view, chart_w);
@@ -226,7 +226,12 @@ pub fn mig_tag(theme: &Theme, device: &DeviceSnapshot) -> Vec<Span<'static>> {
 }
 
 /// `mem  ▕████░░░░▏ 41.2 GiB / 80.0 GiB  51%`, or the reason memory is unknown.
-fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'static> {
+fn memory_line(
+    theme: &Theme,
+    units: MemoryUnits,
+    device: &DeviceSnapshot,
+    width: u16,
+) -> Line<'static> {
     let mut spans = vec![Span::styled("mem  ", theme.label)];
     let memory = match device.sample.as_ref().map(|s| &s.memory) {
         Some(Ok(m)) => m,
@@ -258,8 +263,8 @@ fn memory_line(theme: &Theme, device: &DeviceSnapshot, width: u16) -> Line<'stat
     let mut text = format!(
         // Fixed widths keep the bar's end in one column across panels.
         " {:>8} / {} {pct:>4}",
-        units::bytes(memory.used),
-        units::bytes(memory.total)
+        units.bytes(memory.used),
+        units.bytes(memory.total)
     );
     if let Some(share) = panel_text::instrumented_share(device) {
         text.push_str(&format!("  {share} in allocators"));

@@ -126,14 +126,14 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
             (
                 Rank::Figure,
                 vec![
-                    Span::styled(units::bytes_pair(m.used, m.total), theme.value),
+                    Span::styled(view.ui.units.pair(m.used, m.total), theme.value),
                     Span::styled(format!(" {}", panel_text::percent(pct)), theme.level(pct)),
                 ],
             )
         }
         Ok(m) => (
             Rank::Figure,
-            vec![Span::styled(units::bytes(m.used), theme.value)],
+            vec![Span::styled(view.ui.units.bytes(m.used), theme.value)],
         ),
         Err(why) => (
             Rank::Absent,

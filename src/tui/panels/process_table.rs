@@ -224,7 +224,7 @@ fn gpu_line(view: &View, rows: &[TableRow], gpu: u32) -> Line<'static> {
         Span::styled(format!("{rule}{rule} "), theme.border),
         Span::styled(format!("GPU {gpu} {name}"), theme.title),
         Span::styled(
-            format!("  {count} {noun}, {} ", units::bytes(vram)),
+            format!("  {count} {noun}, {} ", view.ui.units.bytes(vram)),
             theme.label,
         ),
     ])
@@ -510,13 +510,17 @@ fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cel
             row.gone_label(view.now_ms, true).unwrap_or_default(),
         )),
         SortColumn::Vram => figure(theme, row, row.vram.as_ref().ok(), |v| match row.vram_pct {
-            Some(pct) => format!("{} {:>4}", units::bytes(*v), panel_text::percent(pct)),
-            None => units::bytes(*v),
+            Some(pct) => format!(
+                "{} {:>4}",
+                view.ui.units.bytes(*v),
+                panel_text::percent(pct)
+            ),
+            None => view.ui.units.bytes(*v),
         }),
         SortColumn::VramPeak => {
             // The peak outlives the process: exited rows show it too.
             Cell::right(match row.vram_peak {
-                Some(p) => Span::raw(units::bytes(p.value as u64)),
+                Some(p) => Span::raw(view.ui.units.bytes(p.value as u64)),
                 None => Span::styled(panel_text::NA, theme.dim),
             })
         }
