@@ -17,7 +17,7 @@ use common::{ISOLATED_SHM, NO_CONFIG, NO_NODE, Scenario, fake_nvml, h100};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The environment of commands run on a host whose vramscope reads `scenario` and the
 /// channels in `channels`, finding programs in `bin` first.
@@ -175,7 +175,30 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
                 .any(|l| l.starts_with("node-b") && !l.contains("STALE"))
     });
     assert!(ok, "node-b never came back: {shown}");
+    quit_and_check_cleaned_up(&screen);
+}
+
+/// Quits the screen and waits for it to end: its ssh control folder is gone with it.
+fn quit_and_check_cleaned_up(screen: &Tmux) {
+    let pid = screen.pid();
     screen.keys(&["q"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while screen.pane("#{pane_dead}").trim() != "1" {
+        assert!(
+            Instant::now() < deadline,
+            "the screen did not end: {}",
+            screen.screen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let prefix = format!("vramscope-ssh-{pid}-");
+    let left: Vec<String> = std::fs::read_dir("/tmp")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -213,7 +236,7 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         spec(
             "older",
             Some(
-                "#!/bin/sh\nwhile :; do echo '{\"schema\":\"vramscope.snapshot\",\"version\":0,\"vramscope_version\":\"0.0.1\"}'; sleep 0.2; done\n",
+                "#!/bin/sh\nwhile echo '{\"schema\":\"vramscope.snapshot\",\"version\":0,\"vramscope_version\":\"0.0.1\"}'; do sleep 0.2; done\n",
             ),
         ),
         spec(
@@ -222,12 +245,14 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         ),
         spec(
             "stalls",
-            Some("#!/bin/sh\nvramscope-real \"$@\" | head -n 1\nexec sleep 600\n"),
+            // Silent after one document (for longer than a stall, not for ever: nothing
+            // tells a sleeping script its session is gone).
+            Some("#!/bin/sh\nvramscope-real \"$@\" | head -n 1\nexec sleep 15\n"),
         ),
         spec(
             "hostile",
             Some(&format!(
-                "#!/bin/sh\nwhile :; do cat <<'EOF'\n{hostile_doc}\nEOF\nsleep 0.2; done\n"
+                "#!/bin/sh\nwhile cat <<'EOF'\n{hostile_doc}\nEOF\ndo sleep 0.2; done\n"
             )),
         ),
         spec(
@@ -346,5 +371,5 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         .find(|l| l.starts_with("good"))
         .unwrap_or_else(|| panic!("{shown}"));
     assert!(!good.contains("STALE"), "{shown}");
-    screen.keys(&["q"]);
+    quit_and_check_cleaned_up(&screen);
 }

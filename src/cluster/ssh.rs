@@ -95,9 +95,8 @@ impl Hosts {
         for link in &self.links {
             link.stop();
         }
-        for link in &self.links {
-            ssh_link::exit_master(&self.setup, &link.host, &self.control_dir);
-        }
+        let hosts: Vec<&str> = self.links.iter().map(|l| l.host.as_str()).collect();
+        ssh_link::exit_masters(&self.setup, &hosts, &self.control_dir);
         // Ours, made 0700 by this run: nobody else could have put anything in it.
         let _ = std::fs::remove_dir_all(&self.control_dir);
     }

@@ -230,30 +230,36 @@ impl Keeper {
 
     /// Asks this host's master connection to exit, waiting at most the connection's deadline.
     fn exit_master(&self) {
-        exit_master(&self.setup, &self.host, &self.control_dir);
+        exit_masters(&self.setup, &[&self.host], &self.control_dir);
     }
 }
 
-/// Asks `host`'s master connection in `control_dir` to exit (none running: ssh says so
-/// and exits), waiting at most the connection's deadline.
-pub fn exit_master(setup: &SshSetup, host: &str, control_dir: &std::path::Path) {
-    let Ok(mut child) = Command::new("ssh")
-        .args(setup.exit_args(host, control_dir))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-    else {
-        return;
-    };
+/// Asks the master connections of `hosts` in `control_dir` to exit, all at once (a host
+/// with none running: ssh says so and exits), waiting at most the connection's deadline.
+pub fn exit_masters(setup: &SshSetup, hosts: &[&str], control_dir: &std::path::Path) {
+    let mut children: Vec<Child> = hosts
+        .iter()
+        .filter_map(|host| {
+            Command::new("ssh")
+                .args(setup.exit_args(host, control_dir))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()
+        })
+        .collect();
     let until = Instant::now() + setup.connect_timeout;
     while Instant::now() < until {
-        if !matches!(child.try_wait(), Ok(None)) {
+        children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+        if children.is_empty() {
             return;
         }
         thread::sleep(Duration::from_millis(20));
     }
-    kill(&mut child);
+    for child in &mut children {
+        kill(child);
+    }
 }
 
 fn kill(child: &mut Child) {
