@@ -125,7 +125,10 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
     };
     let list = NODES.join(",");
     // Every rank where it runs, with the figures its node's own exporter serves.
-    let (doc, status, stderr) = ssh_json(&hosts, &list, &["--interval", "250ms"]);
+    // Deadlines a loaded machine meets: `--once` waits for each host's first document at
+    // most two timeouts and three refreshes.
+    let (doc, status, stderr) =
+        ssh_json(&hosts, &list, &["--interval", "250ms", "--timeout", "5s"]);
     assert_eq!(status, Some(0), "{doc:#}\n{stderr}");
     assert_eq!(doc["problems"], json!([]), "{doc:#}");
     assert_eq!(doc["source"], "3 hosts over ssh");
@@ -141,7 +144,7 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
         160,
         40,
         &format!(
-            "env PATH={} {}={} {} cluster --ssh {list} --interval 300ms --timeout 1s --view nodes",
+            "env PATH={} {}={} {} cluster --ssh {list} --interval 300ms --timeout 3s --view nodes",
             hosts.client_path().to_string_lossy(),
             NO_CONFIG.0,
             NO_CONFIG.1,
@@ -272,7 +275,7 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
     };
     hosts.add_down_host("down");
     let list = "good,missing,older,refuses,stalls,hostile,hostile-err,down";
-    let (doc, status, stderr) = ssh_json(&hosts, list, &["--interval", "250ms", "--timeout", "2s"]);
+    let (doc, status, stderr) = ssh_json(&hosts, list, &["--interval", "250ms", "--timeout", "5s"]);
     // The good host answered: the others are said, not fatal.
     assert_eq!(status, Some(0), "{doc:#}\n{stderr}");
     let problem = |host: &str| -> String {
@@ -360,7 +363,7 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         250,
         50,
         &format!(
-            "env PATH={} {}={} {} cluster --ssh good,stalls --interval 300ms --timeout 1s --view nodes",
+            "env PATH={} {}={} {} cluster --ssh good,stalls --interval 300ms --timeout 2s --view nodes",
             hosts.client_path().to_string_lossy(),
             NO_CONFIG.0,
             NO_CONFIG.1,
