@@ -126,9 +126,10 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
     let list = NODES.join(",");
     // Every rank where it runs, with the figures its node's own exporter serves.
     // Deadlines a loaded machine meets: `--once` waits for each host's first document at
-    // most two timeouts and three refreshes.
+    // most two timeouts and three refreshes; a
+    // session is stalled only after three refreshes and a timeout.
     let (doc, status, stderr) =
-        ssh_json(&hosts, &list, &["--interval", "250ms", "--timeout", "5s"]);
+        ssh_json(&hosts, &list, &["--interval", "250ms", "--timeout", "10s"]);
     assert_eq!(status, Some(0), "{doc:#}\n{stderr}");
     assert_eq!(doc["problems"], json!([]), "{doc:#}");
     assert_eq!(doc["source"], "3 hosts over ssh");
@@ -144,7 +145,7 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
         160,
         40,
         &format!(
-            "env PATH={} {}={} {} cluster --ssh {list} --interval 300ms --timeout 3s --view nodes",
+            "env PATH={} {}={} {} cluster --ssh {list} --interval 300ms --timeout 5s --view nodes",
             hosts.client_path().to_string_lossy(),
             NO_CONFIG.0,
             NO_CONFIG.1,
@@ -158,12 +159,12 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
             .unwrap_or_else(|| panic!("no {name} row: {shown}"))
             .to_string()
     };
-    let (ok, shown) = screen.wait_for(Duration::from_secs(30), |s| {
+    let (ok, shown) = screen.wait_for(Duration::from_secs(60), |s| {
         NODES.iter().all(|n| s.lines().any(|l| l.starts_with(n))) && !s.contains("! node")
     });
     assert!(ok, "{shown}");
     hosts.hosts[1].kill();
-    let (ok, shown) = screen.wait_for(Duration::from_secs(20), |s| {
+    let (ok, shown) = screen.wait_for(Duration::from_secs(30), |s| {
         s.contains("! node-b: ")
             && s.lines()
                 .any(|l| l.starts_with("node-b") && l.contains("STALE"))
@@ -177,7 +178,7 @@ fn three_hosts_over_ssh_show_the_exporters_views_and_an_sshd_killed_mid_run_come
         assert!(!row(&shown, name).contains("STALE"), "{shown}");
     }
     hosts.hosts[1].restart();
-    let (ok, shown) = screen.wait_for(Duration::from_secs(40), |s| {
+    let (ok, shown) = screen.wait_for(Duration::from_secs(60), |s| {
         !s.contains("! node-b")
             && s.lines()
                 .any(|l| l.starts_with("node-b") && !l.contains("STALE"))
@@ -255,7 +256,7 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
             "stalls",
             // Silent after one document (for longer than a stall, not for ever: nothing
             // tells a sleeping script its session is gone).
-            Some("#!/bin/sh\nvramscope-real \"$@\" | head -n 1\nexec sleep 15\n"),
+            Some("#!/bin/sh\nvramscope-real \"$@\" | head -n 1\nexec sleep 30\n"),
         ),
         spec(
             "hostile",
@@ -275,7 +276,8 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
     };
     hosts.add_down_host("down");
     let list = "good,missing,older,refuses,stalls,hostile,hostile-err,down";
-    let (doc, status, stderr) = ssh_json(&hosts, list, &["--interval", "250ms", "--timeout", "5s"]);
+    let (doc, status, stderr) =
+        ssh_json(&hosts, list, &["--interval", "250ms", "--timeout", "10s"]);
     // The good host answered: the others are said, not fatal.
     assert_eq!(status, Some(0), "{doc:#}\n{stderr}");
     let problem = |host: &str| -> String {
@@ -303,15 +305,11 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         ),
         (
             "refuses",
-            "refuses: its vramscope refused `--json --loop` (an older one?): error: unexpected \
-             argument '--loop' found (trying again in 1s)"
-                .to_string(),
+            "refuses: its vramscope refused `--json --loop` (an older one?): ".to_string(),
         ),
         (
             "hostile-err",
-            "hostile-err: the remote vramscope exited with status 1: \u{FFFD}]52;c;aGk=\u{FFFD}\
-             \u{FFFD}[2Jbad\u{FFFD}news (trying again in 1s)"
-                .to_string(),
+            "hostile-err: the remote vramscope exited with status 1: ".to_string(),
         ),
         (
             "down",
@@ -321,6 +319,17 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         let p = problem(host);
         assert!(p.starts_with(&says), "{host}: {p}");
     }
+    // The last of the remote's stderr, cleaned (the remote user's shell may have written a
+    // line of its own before it: root's rc files here do).
+    assert!(
+        problem("refuses").contains("error: unexpected argument '--loop' found (trying again in "),
+        "{doc:#}"
+    );
+    assert!(
+        problem("hostile-err")
+            .contains("\u{FFFD}]52;c;aGk=\u{FFFD}\u{FFFD}[2Jbad\u{FFFD}news (trying again in "),
+        "{doc:#}"
+    );
     assert!(problem("down").contains("Connection refused"), "{doc:#}");
     assert!(problem("missing").contains("not found"), "{doc:#}");
     // The good host and the hostile one are shown; the hostile one's text cleaned.
@@ -363,14 +372,14 @@ fn hosts_that_fail_lack_vramscope_are_older_stall_or_send_hostile_text_are_one_l
         250,
         50,
         &format!(
-            "env PATH={} {}={} {} cluster --ssh good,stalls --interval 300ms --timeout 2s --view nodes",
+            "env PATH={} {}={} {} cluster --ssh good,stalls --interval 300ms --timeout 4s --view nodes",
             hosts.client_path().to_string_lossy(),
             NO_CONFIG.0,
             NO_CONFIG.1,
             env!("CARGO_BIN_EXE_vramscope"),
         ),
     );
-    let (ok, shown) = screen.wait_for(Duration::from_secs(30), |s| {
+    let (ok, shown) = screen.wait_for(Duration::from_secs(60), |s| {
         s.contains("! stalls: stalled: no document for")
     });
     assert!(ok, "{shown}");
