@@ -173,7 +173,12 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
         Source::Ssh(hosts) => {
             // Each host's latest document: no request is made here, the sessions run on.
             fetched.detail = Detail::All;
-            (fetched.series, fetched.origins) = hosts.round();
+            let (series, hosts) = hosts.round();
+            fetched.series = series;
+            fetched.origins = hosts
+                .into_iter()
+                .map(|(instance, problem)| Origin::Target { instance, problem })
+                .collect();
         }
     }
     fetched.took = started.elapsed();

@@ -9,7 +9,6 @@
 //! host, no remote port needs choosing (or can collide with another user's), and nobody on
 //! that host can read the figures from a port meant for this run.
 
-use super::fetch::Origin;
 use super::series::Series;
 use super::ssh_command::SshSetup;
 use super::ssh_link::{self, Link};
@@ -58,8 +57,9 @@ impl Hosts {
         self.links.len()
     }
 
-    /// The latest of every host: its document's series, or why there is none.
-    pub fn round(&self) -> (Vec<Series>, Vec<Origin>) {
+    /// The latest of every host: its document's series, and each host with why it has
+    /// none (`None`: it has one).
+    pub fn round(&self) -> (Vec<Series>, Vec<(String, Option<String>)>) {
         let mut series = Vec::new();
         let mut origins = Vec::new();
         for link in &self.links {
@@ -72,10 +72,7 @@ impl Hosts {
                 (_, Some(why)) => Some(why.clone()),
                 (None, None) => Some("no document yet".into()),
             };
-            origins.push(Origin::Target {
-                instance: crate::text::clean(&link.host).into_owned(),
-                problem,
-            });
+            origins.push((crate::text::clean(&link.host).into_owned(), problem));
         }
         (series, origins)
     }
