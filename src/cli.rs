@@ -450,7 +450,7 @@ impl ServeArgs {
 /// Options of `vramscope cluster`. The refresh period is the global `--interval`; `--once`
 /// and `--json` print once.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["prometheus", "targets", "targets_file"])))]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["prometheus", "targets", "targets_file", "ssh"])))]
 pub struct ClusterArgs {
     /// The Prometheus server to query (HTTP API, read-only), e.g. `http://prom:9090`.
     #[arg(long, value_name = "URL")]
@@ -464,6 +464,22 @@ pub struct ClusterArgs {
     /// The same list from a file: one or more targets a line, `#` comments.
     #[arg(long, value_name = "FILE")]
     pub targets_file: Option<PathBuf>,
+
+    /// Hosts to reach with your own ssh client instead (your ~/.ssh/config, keys, agent and
+    /// jump hosts): `[user@]host` entries, comma-separated; each runs `vramscope --json
+    /// --loop` at the refresh period (`--timeout` is ssh's ConnectTimeout).
+    #[arg(long, value_name = "HOSTS")]
+    pub ssh: Option<String>,
+
+    /// The program `--ssh` runs on each host, when `vramscope` is not on its PATH for
+    /// commands run over ssh (e.g. `~/.cargo/bin/vramscope`).
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "vramscope",
+        requires = "ssh"
+    )]
+    pub ssh_vramscope: String,
 
     /// Each request's deadline (connect, ask, read the answer).
     #[arg(long, value_name = "PERIOD", default_value = "2s", value_parser = parse_interval)]
@@ -495,6 +511,8 @@ impl ClusterArgs {
             prometheus: self.prometheus.clone(),
             targets: self.targets.clone(),
             targets_file: self.targets_file.clone(),
+            ssh: self.ssh.clone(),
+            ssh_vramscope: self.ssh_vramscope.clone(),
             timeout: self.timeout,
             concurrency: self.concurrency,
             stale_after: self.stale_after,

@@ -253,6 +253,18 @@ const RUN: &[(&str, &str, How)] = &[
         "",
         How::Screen("prom:9090"),
     ),
+    // The hosts do not resolve here: the screen says so for each (tests/cluster_ssh.rs
+    // reaches real sshd servers).
+    (
+        "vramscope cluster --ssh box1,box2,box3",
+        "",
+        How::Screen("3 hosts over ssh"),
+    ),
+    (
+        "vramscope cluster --ssh gpu-box-1,ann@gpu-box-2",
+        "",
+        How::Screen("2 hosts over ssh"),
+    ),
     (
         "vramscope cluster --prometheus http://prom:9090 --once",
         "",

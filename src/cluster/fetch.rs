@@ -6,6 +6,7 @@
 use super::prometheus::{ChartPast, Past, Prometheus};
 use super::scrape::Targets;
 use super::series::Series;
+use super::ssh::Hosts;
 use crate::model::now_ms;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -17,6 +18,8 @@ use std::time::{Duration, Instant};
 pub enum Source {
     Prometheus(Prometheus),
     Targets(Targets),
+    /// `--ssh`: hosts running `vramscope --json --loop` over ssh, each read as it sends.
+    Ssh(Arc<Hosts>),
 }
 
 impl Source {
@@ -28,6 +31,11 @@ impl Source {
                 "{} target{} scraped directly",
                 t.targets.len(),
                 if t.targets.len() == 1 { "" } else { "s" }
+            ),
+            Source::Ssh(h) => format!(
+                "{} host{} over ssh",
+                h.len(),
+                if h.len() == 1 { "" } else { "s" }
             ),
         }
     }
@@ -161,6 +169,16 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
                     problem,
                 });
             }
+        }
+        Source::Ssh(hosts) => {
+            // Each host's latest document: no request is made here, the sessions run on.
+            fetched.detail = Detail::All;
+            let (series, hosts) = hosts.round();
+            fetched.series = series;
+            fetched.origins = hosts
+                .into_iter()
+                .map(|(instance, problem)| Origin::Target { instance, problem })
+                .collect();
         }
     }
     fetched.took = started.elapsed();

@@ -5,8 +5,9 @@
 //! - `url`, `http`: plain-HTTP GETs with a deadline and a size cap (hyper's client);
 //! - `series`, `exposition`: samples, and reading an exporter's page;
 //! - `answer`: Prometheus's answers decoded within their bounds;
-//! - `prometheus`, `scrape`: the two sources; `fetch`: one refresh of either, and the thread
-//!   that refreshes;
+//! - `prometheus`, `scrape`: the two HTTP sources; `ssh_command`, `ssh_document`,
+//!   `ssh_link`, `ssh`: hosts over ssh (`--ssh`), each running `vramscope --json --loop`;
+//!   `fetch`: one refresh of any, and the thread that refreshes;
 //! - `normalise`: vramscope's and dcgm-exporter's spellings onto one model;
 //! - `charts`: each job's and node's history for the charts (the start's range query, then
 //!   every refresh);
@@ -28,6 +29,10 @@ mod prometheus;
 mod scrape;
 mod screen;
 mod series;
+mod ssh;
+mod ssh_command;
+mod ssh_document;
+mod ssh_link;
 mod table;
 mod url;
 mod view;
@@ -59,11 +64,35 @@ pub fn run(options: &Options, started: Instant) -> ExitCode {
         }
     };
     let stale_after = stale_after(options);
-    if options.once {
+    let hosts = match &source {
+        Source::Ssh(hosts) => Some(Arc::clone(hosts)),
+        _ => None,
+    };
+    let status = if options.once {
+        if let Some(hosts) = &hosts {
+            // Each host's first document, or why none: at most a connection's deadline
+            // and a refresh's, as a stalled session is given.
+            hosts.wait_settled(ssh_first_wait(options));
+        }
         once(options, &source, stale_after)
     } else {
         screen::run(options, source, stale_after, started)
+    };
+    if let Some(hosts) = hosts {
+        hosts.stop();
     }
+    status
+}
+
+/// How long a host's session may send nothing before it counts as stalled: three refreshes
+/// missed, each allowed its deadline (as a target not read is counted stale).
+fn ssh_stall_after(args: &Options) -> Duration {
+    3 * args.interval + args.timeout
+}
+
+/// `--once` waits this long at most for each host's first document.
+fn ssh_first_wait(args: &Options) -> Duration {
+    args.timeout + ssh_stall_after(args) + Duration::from_millis(500)
 }
 
 /// The source the options name.
@@ -75,10 +104,24 @@ fn source(args: &Options) -> Result<Source, String> {
             deadline: args.timeout,
         }));
     }
+    if let Some(list) = &args.ssh {
+        let hosts = ssh_command::parse_hosts(list).map_err(|e| format!("--ssh: {e}"))?;
+        let program = ssh_command::parse_remote_program(&args.ssh_vramscope)
+            .map_err(|e| format!("--ssh-vramscope: {e}"))?;
+        let setup = ssh_command::SshSetup {
+            program,
+            interval: args.interval,
+            connect_timeout: args.timeout,
+        };
+        let hosts = ssh::Hosts::start(hosts, setup, ssh_stall_after(args))?;
+        return Ok(Source::Ssh(Arc::new(hosts)));
+    }
     let text = match (&args.targets, &args.targets_file) {
         (Some(list), _) => list.clone(),
         (None, Some(file)) => read_targets_file(file)?,
-        (None, None) => return Err("give --prometheus URL or --targets LIST".into()),
+        (None, None) => {
+            return Err("give --prometheus URL, --targets LIST or --ssh HOSTS".into());
+        }
     };
     let targets = scrape::Targets::parse_list(&text).map_err(|e| format!("--targets: {e}"))?;
     Ok(Source::Targets(scrape::Targets {

@@ -25,6 +25,9 @@ pub struct Options {
     pub prometheus: Option<String>,
     pub targets: Option<String>,
     pub targets_file: Option<PathBuf>,
+    /// `--ssh`: the hosts, as given; `--ssh-vramscope`: the program they run.
+    pub ssh: Option<String>,
+    pub ssh_vramscope: String,
     pub timeout: Duration,
     pub concurrency: u16,
     pub stale_after: Duration,

@@ -161,7 +161,8 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
     }
     for (instance, entry) in &cluster.instances {
         if let Some(Problem { text, since_ms, .. }) = &entry.problem {
-            let node = if entry.node.is_empty() {
+            // A host reached by its name (`--ssh`) is its node: named once.
+            let node = if entry.node.is_empty() || entry.node == *instance {
                 instance.clone()
             } else {
                 format!("{} ({instance})", entry.node)

@@ -22,6 +22,13 @@ pub const TARGETS_FILE: Bound = Bound {
 /// The most targets one list names: each is scraped every refresh, so more is a mistake.
 pub const MAX_TARGETS: usize = 10_000;
 
+/// `cluster --ssh`: the most hosts one list names (each holds an ssh session and three
+/// threads), one remote `--json --loop` line (eight GPUs with a thousand processes make
+/// about 1.5 MB), and the last of ssh's stderr kept per host to say why it failed.
+pub const MAX_SSH_HOSTS: usize = 256;
+pub const SSH_DOCUMENT: usize = 16 << 20;
+pub const SSH_STDERR_TAIL: usize = 8 << 10;
+
 /// One exporter's `/metrics` page, scraped directly: dcgm-exporter's for eight GPUs is
 /// about 100 KB, vramscope's with a thousand processes about 2 MB.
 pub const METRICS_PAGE: Bound = Bound {

@@ -9,6 +9,7 @@
 )]
 
 pub mod page;
+pub mod sshd;
 
 use crate::common::{GIB, NO_CONFIG, Scenario, h100};
 use crate::serve_support::{Served, samples, value};
@@ -123,6 +124,8 @@ pub struct Node {
 pub struct Fleet {
     pub ranks: Vec<Rank>,
     pub nodes: Vec<Node>,
+    /// Each node's channel folder (`VRAMSCOPE_DIR`), where its ranks publish.
+    pub channels: Vec<std::path::PathBuf>,
     _work: tempfile::TempDir,
 }
 
@@ -172,6 +175,7 @@ impl Fleet {
         Fleet {
             ranks,
             nodes,
+            channels,
             _work: work,
         }
     }
