@@ -67,7 +67,11 @@ pub fn handle(
         Mode::Filter => filter_key(key, ui),
         Mode::Help => {
             let end = ui.help_scroll_end.get();
+            // A help that fits has nothing to scroll: its title says any key closes it, the
+            // arrows too, and a key that closes it does nothing else.
+            let scrolls = end > 0;
             let to = match key.code {
+                _ if !scrolls => None,
                 KeyCode::Up => Some(ui.help_scroll.saturating_sub(1)),
                 KeyCode::Down => Some(ui.help_scroll.saturating_add(1)),
                 KeyCode::PageUp => Some(ui.help_scroll.saturating_sub(10)),
