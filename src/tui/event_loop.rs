@@ -350,6 +350,7 @@ impl App {
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
+        super::rows::hold_vram(&mut self.ui, &snapshot);
         crate::log_file::reasons(|| {
             let now = self.feed.now_ms();
             let all = super::panels::reasons::collect(&snapshot, now, false);

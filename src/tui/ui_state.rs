@@ -121,6 +121,24 @@ pub struct UiState {
     /// The furthest the help can scroll at the last frame's size: set by the help panel, the
     /// one thing a panel writes, because only drawing knows how the text wrapped.
     pub help_scroll_end: std::cell::Cell<usize>,
+    /// The VRAM each process row is sorted by (`rows::hold_vram`): its reading when it last
+    /// took its place, so rows whose figures only jitter keep their order.
+    pub held_vram: std::collections::HashMap<ProcessKey, u64>,
+    /// Where the table's selected row sat on screen at the last frame, set by the table panel
+    /// (as `help_scroll_end`, only drawing knows the table's height): the row keeps its line
+    /// while the rows around it move.
+    pub table_place: std::cell::RefCell<Option<TablePlace>>,
+}
+
+/// The selected row's place on screen at the last frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TablePlace {
+    /// The process it was.
+    pub key: ProcessKey,
+    /// Its line among the rows shown (0: just under the header).
+    pub line: usize,
+    /// The first table line shown.
+    pub offset: usize,
 }
 
 /// The header's time zone: the person's local one, or UTC where the output must not depend

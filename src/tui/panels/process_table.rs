@@ -6,7 +6,7 @@ use super::{buffer_write, command, panel_text};
 use crate::model::units;
 use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
-use crate::tui::ui_state::SortColumn;
+use crate::tui::ui_state::{SortColumn, TablePlace};
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -124,8 +124,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         .iter()
         .position(|l| *l == TableLine::Row(selected))
         .unwrap_or(0);
-    // Scroll just enough that the selected row is the last one shown.
-    let offset = (selected_line + 1).saturating_sub(visible);
+    let offset = scroll_offset(
+        view,
+        rows.get(selected),
+        selected_line,
+        lines.len(),
+        visible,
+    );
     for (line_no, line) in lines.iter().skip(offset).take(visible).enumerate() {
         let i = match *line {
             TableLine::Row(i) => i,
@@ -180,6 +185,40 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
     }
+}
+
+/// The first table line shown. Scrolled down, the selected row keeps the screen line it had
+/// at the last frame while the rows around it move (a refresh re-sorted them); at the top,
+/// the table stays at its top, where a row that grows goes. Moved by a key, the selection
+/// keeps the window it was in, scrolled just enough to stay in view. The place is kept for
+/// the next frame.
+fn scroll_offset(
+    view: &View,
+    selected: Option<&TableRow>,
+    selected_line: usize,
+    lines: usize,
+    visible: usize,
+) -> usize {
+    let last_offset = lines.saturating_sub(visible);
+    let mut place = view.ui.table_place.borrow_mut();
+    let wanted = match (&*place, selected) {
+        (Some(before), Some(row)) if before.key == row.key && before.offset > 0 => {
+            selected_line.saturating_sub(before.line)
+        }
+        (Some(before), _) => before.offset,
+        // The first frame: the selected row the last one shown, if it is below the first page.
+        (None, _) => (selected_line + 1).saturating_sub(visible),
+    };
+    let offset = wanted
+        .min(last_offset)
+        .max((selected_line + 1).saturating_sub(visible))
+        .min(selected_line);
+    *place = selected.map(|row| TablePlace {
+        key: row.key.clone(),
+        line: selected_line.saturating_sub(offset),
+        offset,
+    });
+    offset
 }
 
 /// One line of the table under its header: a process row (its index in `rows`), or, grouped
