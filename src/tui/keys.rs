@@ -189,7 +189,15 @@ fn normal_key(
             Outcome::Redraw
         }
         KeyCode::Char('x') => {
-            ui.every_column = !ui.every_column;
+            // Every column; where they do not all fit, the next page of them; after the
+            // last, the chosen columns again.
+            match (ui.every_column, ui.next_column_page.get()) {
+                (true, Some(next)) => ui.column_page = next,
+                (every, _) => {
+                    ui.every_column = !every;
+                    ui.column_page = 0;
+                }
+            }
             // A sort column that left the screen would order the rows by something unseen.
             if !ui.shows(ui.sort) {
                 ui.sort = SortColumn::default();

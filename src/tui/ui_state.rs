@@ -116,6 +116,12 @@ pub struct UiState {
     pub columns: crate::tui::columns::ColumnChoice,
     /// Every column `--columns` can name shows (the `x` key), whatever was chosen.
     pub every_column: bool,
+    /// With every column, the page of columns the table shows when they do not all fit: the
+    /// first one after PID.
+    pub column_page: usize,
+    /// Where the next page of columns starts, while some are past the right edge: set by the
+    /// table panel (only drawing knows the width), read by `x`.
+    pub next_column_page: std::cell::Cell<Option<usize>>,
     /// The process table's rows sit under a line per GPU (the `b` key).
     pub group_by_gpu: bool,
     /// The furthest the help can scroll at the last frame's size: set by the help panel, the

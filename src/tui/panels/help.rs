@@ -22,7 +22,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter: pid user command container pod gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
-    ("x", "every column (TYPE, %MEM, ELAPSED) / the chosen ones"),
+    (
+        "x",
+        "every column (a page at a time if too wide) / the chosen ones",
+    ),
     ("b", "group the processes by GPU / one list"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
