@@ -69,8 +69,20 @@ pub struct Spark {
 pub fn spark(
     theme: &Theme,
     series: Capped,
-    (from_ms, to_ms): (u64, u64),
+    range: (u64, u64),
     plot: Plot,
+    mark_peak: bool,
+) -> Spark {
+    spark_from(theme, series, range, (plot, 0.0), mark_peak)
+}
+
+/// [`spark`] on a scale from `floor` (the bottom of the plot) to the plot's `scale`: a
+/// chart scaled to its own series (`own_scale`) starts at the window's lowest reading.
+pub fn spark_from(
+    theme: &Theme,
+    series: Capped,
+    (from_ms, to_ms): (u64, u64),
+    (plot, floor): (Plot, f64),
     mark_peak: bool,
 ) -> Spark {
     let columns = usize::from(plot.width);
@@ -97,7 +109,11 @@ pub fn spark(
     // Each column's height in levels over all rows; 0 is no data.
     let levels: Vec<usize> = data
         .iter()
-        .map(|cell| cell.map_or(0, |c| stacked_level(c.max, scale, visible * height)))
+        .map(|cell| {
+            cell.map_or(0, |c| {
+                stacked_level(c.max - floor, scale - floor, visible * height)
+            })
+        })
         .collect();
     // The marker sits in the row just above its column's top, or on the top row.
     let marker_row = marker_col
