@@ -233,3 +233,30 @@ fn a_key_that_closes_the_help_does_nothing_else() {
         assert!(ok, "{screen}");
     }
 }
+
+#[test]
+fn a_says_at_once_that_a_process_is_not_python_and_asks_nothing() {
+    if !tmux::available() {
+        return;
+    }
+    // The GPU process is this test's own: a Rust program, which maps no libpython.
+    let me = std::process::id();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": me, "used_memory": 6u64 << 30 }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let t = Tmux::start(scenario.dir(), 140, 30, &monitor(&scenario, "", ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.lines()
+            .any(|l| l.trim_start().starts_with(&me.to_string()) && !l.contains("n/a n/a"))
+    });
+    assert!(ok, "its row, read by the host pass:\n{screen}");
+    t.keys(&["a"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains(&format!("process {me} is not a Python process"))
+    });
+    assert!(ok, "said on the status line:\n{screen}");
+    assert!(
+        !screen.contains("to confirm"),
+        "no confirmation asked first:\n{screen}"
+    );
+}

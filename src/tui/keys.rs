@@ -449,6 +449,10 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
         return Outcome::Redraw;
     }
     match live_target(row, false) {
+        // Said at once, rather than after the person confirmed.
+        Ok(t) if !detach && let Some(why) = crate::attach::not_python(t.pid as i32) => {
+            ui.flash = Some(why);
+        }
         Ok(t) => {
             ui.mode = Mode::ConfirmAttach(AttachRequest {
                 pid: t.pid,
