@@ -358,6 +358,7 @@ impl App {
         });
         let rows = self.rows(&snapshot);
         self.ui.banner = self.feed.banner();
+        self.ui.recording = self.recording.label();
         focus_job(&mut self.ui, &rows);
         follow_selection(&mut self.ui, &rows);
         let view = View {

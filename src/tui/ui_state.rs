@@ -99,6 +99,8 @@ pub struct UiState {
     /// What the header says about the data's source when it is not live sampling
     /// (`replay run.jsonl ▶ ×4, 41% of 1h 00m`).
     pub banner: Option<String>,
+    /// `--record`: what the header says about the recording (file and size), while it runs.
+    pub recording: Option<String>,
     /// Charts cover 2^zoom times their usual span (negative: zoomed in).
     pub zoom: i8,
     /// The first line the reasons overlay (`w`) shows.
