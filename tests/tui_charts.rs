@@ -172,3 +172,47 @@ fn the_detail_pane_scales_a_process_chart_to_its_own_series() {
         "{text}"
     );
 }
+
+#[test]
+fn zoom_says_the_span_the_charts_now_cover() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let t = Tmux::start(
+        scenario.dir(),
+        120,
+        40,
+        &scenario.monitor_line("--interval 1s"),
+    );
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("util "));
+    assert!(ok, "a GPU panel:\n{screen}");
+    for key in ["Z", "Z", "z"] {
+        t.keys(&[key]);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+            s.lines()
+                .last()
+                .unwrap_or_default()
+                .contains("charts span ")
+        });
+        assert!(ok, "{key} says the span:\n{screen}");
+        let status = screen.lines().last().unwrap_or_default();
+        let span = status
+            .split("charts span ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            span.chars().next().is_some_and(|c| c.is_ascii_digit()),
+            "a length of time, not only a factor: {status}"
+        );
+        // The memory chart's head label names the same window.
+        let head = format!("{span:>4}");
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+            s.lines()
+                .any(|l| l.starts_with(&format!("{head} ")) || l.trim_end() == head)
+        });
+        assert!(ok, "the chart covers {span}:\n{screen}");
+    }
+}

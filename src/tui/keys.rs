@@ -316,10 +316,18 @@ fn zoom(ui: &mut UiState, by: i8) -> Outcome {
         return Outcome::Ignored;
     }
     ui.zoom = level;
-    ui.flash = Some(if level >= 0 {
-        format!("charts span {}× their usual time", 1u32 << level)
+    let relative = if level >= 0 {
+        format!("{}× their usual time", 1u32 << level)
     } else {
-        format!("charts span 1/{} of their usual time", 1u32 << -level)
+        format!("1/{} of their usual time", 1u32 << -level)
+    };
+    let usual = ui.chart_usual_ms.get();
+    ui.flash = Some(if usual > 0 {
+        let span = super::panels::spark::zoomed_span(usual, level);
+        let span = super::panels::time_axis::age_label(span);
+        format!("charts span {span} ({relative})")
+    } else {
+        format!("charts span {relative}")
     });
     Outcome::Redraw
 }

@@ -101,6 +101,9 @@ pub struct UiState {
     pub banner: Option<String>,
     /// `--record`: what the header says about the recording (file and size), while it runs.
     pub recording: Option<String>,
+    /// The unzoomed window of the last chart drawn, set by `spark::window` (only drawing
+    /// knows a chart's width): `z` and `Z` say the span they lead to.
+    pub chart_usual_ms: std::cell::Cell<u64>,
     /// Charts cover 2^zoom times their usual span (negative: zoomed in).
     pub zoom: i8,
     /// The first line the reasons overlay (`w`) shows.

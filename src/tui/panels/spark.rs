@@ -21,14 +21,22 @@ pub fn window(view: &View, width: u16) -> (u64, u64) {
     let usual = u64::from(width)
         .saturating_mul(view.interval_ms)
         .max(MIN_WINDOW_MS);
-    let window = if view.ui.zoom >= 0 {
-        usual.saturating_mul(1 << view.ui.zoom)
-    } else {
-        (usual >> -view.ui.zoom).max(1_000)
-    };
-    let window = super::time_axis::round_span(window);
+    // For `z` and `Z` to say the span they lead to.
+    view.ui.chart_usual_ms.set(usual);
+    let window = zoomed_span(usual, view.ui.zoom);
     let to = view.now_ms.saturating_add(1);
     (to.saturating_sub(window), to)
+}
+
+/// A chart's window of `usual` ms at `zoom` (2^zoom times as long), rounded as [`window`]
+/// rounds it.
+pub fn zoomed_span(usual: u64, zoom: i8) -> u64 {
+    let window = if zoom >= 0 {
+        usual.saturating_mul(1 << zoom)
+    } else {
+        (usual >> -zoom).max(1_000)
+    };
+    super::time_axis::round_span(window)
 }
 
 /// How a chart is drawn: `width` x `height` cells, scaled to `0..=scale` (to the window's own
