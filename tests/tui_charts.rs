@@ -187,22 +187,20 @@ fn zoom_says_the_span_the_charts_now_cover() {
     );
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("util "));
     assert!(ok, "a GPU panel:\n{screen}");
+    let said = |s: &str| -> Option<String> {
+        let status = s.lines().last()?;
+        let rest = status.split("charts span ").nth(1)?;
+        Some(rest.split_whitespace().next()?.to_string())
+    };
+    // Each key's line names another span than the one before: the line read is its own.
+    let mut before = String::new();
     for key in ["Z", "Z", "z"] {
         t.keys(&[key]);
-        let (ok, screen) = t.wait_for(3 * SECOND, |s| {
-            s.lines()
-                .last()
-                .unwrap_or_default()
-                .contains("charts span ")
-        });
+        let (ok, screen) = t.wait_for(5 * SECOND, |s| said(s).is_some_and(|x| x != before));
         assert!(ok, "{key} says the span:\n{screen}");
         let status = screen.lines().last().unwrap_or_default();
-        let span = status
-            .split("charts span ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_default()
-            .to_string();
+        let span = said(&screen).unwrap_or_default();
+        before = span.clone();
         assert!(
             span.chars().next().is_some_and(|c| c.is_ascii_digit()),
             "a length of time, not only a factor: {status}"
