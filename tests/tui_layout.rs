@@ -221,7 +221,7 @@ fn a_replay_zoomed_in_has_no_blank_column_between_samples() {
     assert!(ok, "{screen}");
     t.keys(&["z", "z", "z"]);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| {
-        s.contains("charts span 1/8") && s.lines().any(|l| l.trim_end() == " 30s")
+        s.contains("(1/8 of their usual time)") && s.lines().any(|l| l.trim_end() == " 30s")
     });
     assert!(ok, "zoomed in:\n{screen}");
     let (memory, util) = bottom_rows(&screen).expect("tall charts");
