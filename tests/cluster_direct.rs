@@ -232,8 +232,8 @@ fn a_target_that_goes_away_keeps_its_last_figures_marked_with_since_when() {
         s.contains("view: nodes") && s.contains("dgx-a100-07") && s.contains("dgx-a100-08")
     });
     assert!(ok, "{shown}");
-    // Open the first node: its GPUs with their pods.
-    screen.keys(&["Down", "Enter"]);
+    // The screen opens on the first node: Enter opens it, its GPUs with their pods.
+    screen.keys(&["Enter"]);
     let (ok, shown) = screen.wait_for(Duration::from_secs(5), |s| {
         s.contains("pod ml/llama-train-0 (trainer)") && s.contains("temp 41 C")
     });

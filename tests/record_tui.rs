@@ -228,3 +228,49 @@ fn an_existing_file_is_refused_before_the_screen_is_touched() {
     assert_eq!(t.pane("alternate_on"), "0");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious");
 }
+
+#[test]
+fn the_header_says_what_is_recorded_and_how_large_the_file_is() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = scenario();
+    let file = scenario.dir().join("screen.jsonl");
+    let t = Tmux::start(scenario.dir(), 160, 40, &shell(&scenario, &file));
+    // A plain file grows with every flush (at least every 500 ms): the size on screen is the
+    // file's, and it grows as the recording goes on.
+    let size_shown = |s: &str| -> Option<String> {
+        let header = s.lines().next()?;
+        let after = header.split(" REC ").nth(1)?;
+        let mut words = after.split_whitespace();
+        let name = words.next()?;
+        assert!(file.display().to_string().ends_with(name), "{header}");
+        Some(format!("{} {}", words.next()?, words.next()?))
+    };
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains("NVIDIA H100") && size_shown(s).is_some()
+    });
+    assert!(ok, "the header names the recording:\n{screen}");
+    let first = size_shown(&screen).unwrap();
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| {
+        size_shown(s).is_some_and(|size| size != first)
+    });
+    assert!(ok, "its size grows from {first}:\n{screen}");
+    let shown = size_shown(&screen).unwrap();
+    let on_disk = std::fs::metadata(&file).unwrap().len();
+    let figure: f64 = shown.split(' ').next().unwrap().parse().unwrap();
+    let unit = match shown.split(' ').nth(1).unwrap() {
+        "B" => 1.0,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        other => panic!("unit {other}"),
+    };
+    // The screen is at most a refresh or two behind the file.
+    assert!(
+        figure * unit <= on_disk as f64 * 1.01,
+        "{shown} shown, {on_disk} B on disk"
+    );
+    t.keys(&["q"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT=0"));
+    assert!(ok, "{screen}");
+}

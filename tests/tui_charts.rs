@@ -114,3 +114,103 @@ fn detail_pane_rss_chart_has_no_blank_columns_between_host_samples() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// The detail pane's lines from its VRAM line to its RSS line: the VRAM chart.
+fn vram_chart(screen: &str) -> Vec<String> {
+    screen
+        .lines()
+        .skip_while(|l| !l.contains("│ VRAM "))
+        .skip(1)
+        .take_while(|l| !l.contains("│ RSS "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn the_detail_pane_scales_a_process_chart_to_its_own_series() {
+    if !tmux::available() {
+        return;
+    }
+    // This test's own process, between 4.0 and 4.5 GiB on an 80 GiB GPU.
+    let me = std::process::id();
+    let points: Vec<_> = (0..120u64)
+        .map(|k| {
+            let used = (4u64 << 30) + (k % 6) * ((1u64 << 30) / 10);
+            json!({ "t": k as f64 * 0.25, "compute": [{ "pid": me, "used_memory": used }] })
+        })
+        .collect();
+    let mut gpu = h100(0);
+    gpu["processes"] = serde_json::Value::Array(points);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let command = scenario.monitor_line("--interval 250ms");
+    let t = Tmux::start(scenario.dir(), 100, 30, &command);
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains(&me.to_string()));
+    assert!(ok, "the process row:\n{screen}");
+    // A few refreshes of history, then the pane.
+    std::thread::sleep(3 * SECOND);
+    t.keys(&["Enter"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        vram_chart(s).iter().any(|l| l.contains("of 80.0G GPU"))
+    });
+    assert!(ok, "the VRAM chart names the GPU's total:\n{screen}");
+    let chart = vram_chart(&screen);
+    let text = chart.join("\n");
+    // Its top row is labelled with the window's highest reading, its bottom with the lowest.
+    assert!(
+        chart[0].contains(" 4.5G ") || chart[0].contains(" 4.4G "),
+        "{text}"
+    );
+    assert!(chart[1].contains(" 4.0G "), "{text}");
+    // Readings spread over the plot's height, not a line along its floor.
+    assert!(
+        text.contains('█'),
+        "full cells where the process is high:\n{text}"
+    );
+    assert!(text.contains("now"), "a time axis:\n{text}");
+    assert!(
+        text.contains("4.0G-4.5G of 80.0G GPU") || text.contains("4.0G-4.4G of 80.0G GPU"),
+        "{text}"
+    );
+}
+
+#[test]
+fn zoom_says_the_span_the_charts_now_cover() {
+    if !tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let t = Tmux::start(
+        scenario.dir(),
+        120,
+        40,
+        &scenario.monitor_line("--interval 1s"),
+    );
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("util "));
+    assert!(ok, "a GPU panel:\n{screen}");
+    let said = |s: &str| -> Option<String> {
+        let status = s.lines().last()?;
+        let rest = status.split("charts span ").nth(1)?;
+        Some(rest.split_whitespace().next()?.to_string())
+    };
+    // Each key's line names another span than the one before: the line read is its own.
+    let mut before = String::new();
+    for key in ["Z", "Z", "z"] {
+        t.keys(&[key]);
+        let (ok, screen) = t.wait_for(5 * SECOND, |s| said(s).is_some_and(|x| x != before));
+        assert!(ok, "{key} says the span:\n{screen}");
+        let status = screen.lines().last().unwrap_or_default();
+        let span = said(&screen).unwrap_or_default();
+        before = span.clone();
+        assert!(
+            span.chars().next().is_some_and(|c| c.is_ascii_digit()),
+            "a length of time, not only a factor: {status}"
+        );
+        // The memory chart's head label names the same window.
+        let head = format!("{span:>4}");
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| {
+            s.lines()
+                .any(|l| l.starts_with(&format!("{head} ")) || l.trim_end() == head)
+        });
+        assert!(ok, "the chart covers {span}:\n{screen}");
+    }
+}

@@ -187,3 +187,76 @@ fn a_replay_shows_the_recordings_host_and_its_time_in_the_local_zone() {
         );
     }
 }
+
+/// The first process row under the table's header: its pid, without the `*` mark.
+fn first_row_pid(screen: &str) -> String {
+    let mut lines = screen.lines().skip_while(|l| !l.contains("COMMAND"));
+    let row = lines.nth(1).unwrap_or_default();
+    let pid = row.split_whitespace().next().unwrap_or_default();
+    pid.trim_end_matches('*').to_string()
+}
+
+#[test]
+fn a_key_that_closes_the_help_does_nothing_else() {
+    if !tmux::available() {
+        return;
+    }
+    let compute: Vec<_> = (0..10u64)
+        .map(|i| json!({ "pid": 3_000_000 + i, "used_memory": (i + 1) << 30 }))
+        .collect();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": compute }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    // 200x50: the whole help fits, and its title says any key closes it.
+    let t = Tmux::start(scenario.dir(), 200, 50, &monitor(&scenario, "", ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("rows 1-10 of 10"));
+    assert!(ok, "the table:\n{screen}");
+    let first = first_row_pid(&screen);
+    assert!(first.starts_with("300000"), "{first:?}:\n{screen}");
+    for closing in ["Down", "PageDown", "End"] {
+        t.keys(&["?"]);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("(any key closes)"));
+        assert!(ok, "the help fits:\n{screen}");
+        t.keys(&[closing]);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| !s.contains("vramscope keys"));
+        assert!(ok, "{closing} closed the help:\n{screen}");
+        // The selection stayed where it was: Enter opens the first row's process.
+        t.keys(&["Enter"]);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains(" PID 300000"));
+        assert!(ok, "the detail pane:\n{screen}");
+        assert!(
+            screen.contains(&format!(" PID {first} ")),
+            "{closing} moved nothing underneath: the pane is of {first}:\n{screen}"
+        );
+        t.keys(&["Escape"]);
+        let (ok, screen) = t.wait_for(3 * SECOND, |s| !s.contains(" PID 300000"));
+        assert!(ok, "{screen}");
+    }
+}
+
+#[test]
+fn a_says_at_once_that_a_process_is_not_python_and_asks_nothing() {
+    if !tmux::available() {
+        return;
+    }
+    // The GPU process is this test's own: a Rust program, which maps no libpython.
+    let me = std::process::id();
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": me, "used_memory": 6u64 << 30 }] }]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let t = Tmux::start(scenario.dir(), 140, 30, &monitor(&scenario, "", ""));
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.lines()
+            .any(|l| l.trim_start().starts_with(&me.to_string()) && !l.contains("n/a n/a"))
+    });
+    assert!(ok, "its row, read by the host pass:\n{screen}");
+    t.keys(&["a"]);
+    let (ok, screen) = t.wait_for(5 * SECOND, |s| {
+        s.contains(&format!("process {me} is not a Python process"))
+    });
+    assert!(ok, "said on the status line:\n{screen}");
+    assert!(
+        !screen.contains("to confirm"),
+        "no confirmation asked first:\n{screen}"
+    );
+}

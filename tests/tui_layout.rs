@@ -221,7 +221,7 @@ fn a_replay_zoomed_in_has_no_blank_column_between_samples() {
     assert!(ok, "{screen}");
     t.keys(&["z", "z", "z"]);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| {
-        s.contains("charts span 1/8") && s.lines().any(|l| l.trim_end() == " 30s")
+        s.contains("(1/8 of their usual time)") && s.lines().any(|l| l.trim_end() == " 30s")
     });
     assert!(ok, "zoomed in:\n{screen}");
     let (memory, util) = bottom_rows(&screen).expect("tall charts");
@@ -254,4 +254,34 @@ fn pcie_throughput_shows_on_every_frame_when_asked() {
             "between two reads:\n{screen}"
         );
     }
+}
+
+#[test]
+fn identical_gpus_in_the_demo_get_bars_of_one_length_at_80_columns() {
+    if !tmux::available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let line = format!("{} demo", env!("CARGO_BIN_EXE_vramscope"));
+    let t = Tmux::start(dir.path(), 80, 24, &line);
+    // GPU 0 runs the instrumented trainer (its line says how much its allocators hold),
+    // GPU 1 the same model idle.
+    let mem_lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("mem "))
+            .map(str::to_string)
+            .collect()
+    };
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| {
+        let lines = mem_lines(s);
+        lines.len() == 2 && lines.iter().any(|l| l.contains("in allocators"))
+    });
+    assert!(
+        ok,
+        "two GPU panels, one with its allocators' share:\n{screen}"
+    );
+    let bar_end = |l: &String| l.chars().position(|c| c == '▏');
+    let ends: Vec<Option<usize>> = mem_lines(&screen).iter().map(bar_end).collect();
+    assert!(ends[0].is_some(), "{screen}");
+    assert_eq!(ends[0], ends[1], "one bar length for both:\n{screen}");
 }

@@ -139,6 +139,17 @@ fn attach(pid: i32, request: Request, options: Options) -> Result<String, (Strin
     }
 }
 
+/// Why `pid` is no process to attach to because it runs no Python, read before a dialog asks
+/// the person to confirm; None when it is one, or when its memory map cannot be read from
+/// here (the attach itself then says what stands in the way).
+pub fn not_python(pid: i32) -> Option<String> {
+    let target = Target::read(pid).ok()?;
+    if target.mapped.is_empty() {
+        return None;
+    }
+    preflight::not_python(&target)
+}
+
 /// Whether attaching to `pid` (with no option) would stop its main thread: ptrace rather
 /// than PEP 768. Unknown (unreadable) counts as stopping: the dialog then says the worst.
 pub fn stops(pid: i32) -> bool {

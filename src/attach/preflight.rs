@@ -37,6 +37,20 @@ impl Rights {
     }
 }
 
+/// The line saying `target` is no Python process, when it is not one: it runs no Python
+/// executable and maps no libpython. (Its memory map must have been read.)
+pub fn not_python(target: &Target) -> Option<String> {
+    if target.python_file().is_some() {
+        return None;
+    }
+    let what = target.exe.rsplit('/').next().unwrap_or("?");
+    Some(format!(
+        "process {} is not a Python process (it runs {}, and maps no libpython): vramscope attaches to CPython only",
+        target.pid,
+        crate::channel::sanitize(what.as_bytes())
+    ))
+}
+
 /// The one line saying why `target` cannot be attached to, and how to fix it; None when
 /// nothing stands in the way. `ancestor`: whether we are an ancestor of the target (Yama 1
 /// allows those).
@@ -79,12 +93,8 @@ pub fn obstacle(target: &Target, rights: &Rights, ancestor: bool) -> Option<Stri
             "cannot read process {pid}'s memory map (/proc/{pid}/maps): run vramscope as its user or as root"
         ));
     }
-    if target.python_file().is_none() {
-        let what = target.exe.rsplit('/').next().unwrap_or("?");
-        return Some(format!(
-            "process {pid} is not a Python process (it runs {}, and maps no libpython): vramscope attaches to CPython only",
-            crate::channel::sanitize(what.as_bytes())
-        ));
+    if let Some(why) = not_python(target) {
+        return Some(why);
     }
     if let Some((major, minor)) = target.python_version()
         && (major, minor) < (3, 8)

@@ -8,6 +8,9 @@ use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
 use std::path::Path;
 
+/// A recorded path longer than this shows by its file name alone in the header.
+const LABEL_PATH_MAX: usize = 32;
+
 /// The monitor's recording, or none.
 #[derive(Default)]
 pub struct LiveRecording {
@@ -47,6 +50,24 @@ impl LiveRecording {
             "recording to {} stopped: {error}",
             recorder.path().display()
         ))
+    }
+
+    /// `REC run.jsonl.zst 1.20 MiB` for the header while recording: the file as given
+    /// (its name alone when the path is long), cleaned for the terminal, and its size.
+    pub fn label(&self) -> Option<String> {
+        let recorder = self.recorder.as_ref()?;
+        let path = recorder.path();
+        let given = path.to_string_lossy();
+        let shown = if given.chars().count() <= LABEL_PATH_MAX {
+            given
+        } else {
+            path.file_name()
+                .map_or(given.clone(), |n| n.to_string_lossy())
+        };
+        let size = recorder
+            .bytes_on_disk()
+            .map_or_else(|| crate::model::NA.to_string(), units::bytes);
+        Some(format!("REC {} {size}", crate::text::clean(&shown)))
     }
 
     /// Ends the file; a line saying what was recorded, or why the end failed.

@@ -51,6 +51,14 @@ impl Sink {
         }
     }
 
+    /// The file written to, for its size on disk (by its descriptor, never by its path).
+    fn file(&self) -> &File {
+        match self {
+            Sink::Plain(w) => w.get_ref(),
+            Sink::Zstd(w) => w.get_ref(),
+        }
+    }
+
     fn finish(self) -> io::Result<()> {
         let file = match self {
             Sink::Plain(w) => w.into_inner().map_err(io::IntoInnerError::into_error)?,
@@ -198,6 +206,11 @@ impl Recorder {
             Some(sink) => sink.finish(),
             None => Ok(()),
         }
+    }
+
+    /// The file's size on disk: what has been flushed to it so far (by its descriptor).
+    pub fn bytes_on_disk(&self) -> Option<u64> {
+        Some(self.sink.as_ref()?.file().metadata().ok()?.len())
     }
 
     /// Records written so far (a batch counts its members), not counting the header.

@@ -351,6 +351,7 @@ impl App {
 
     fn draw(&mut self, guard: &mut TerminalGuard) -> std::io::Result<()> {
         let snapshot = self.shown();
+        super::rows::hold_vram(&mut self.ui, &snapshot);
         crate::log_file::reasons(|| {
             let now = self.feed.now_ms();
             let all = super::panels::reasons::collect(&snapshot, now, false);
@@ -358,6 +359,7 @@ impl App {
         });
         let rows = self.rows(&snapshot);
         self.ui.banner = self.feed.banner();
+        self.ui.recording = self.recording.label();
         focus_job(&mut self.ui, &rows);
         follow_selection(&mut self.ui, &rows);
         let view = View {

@@ -67,7 +67,11 @@ pub fn handle(
         Mode::Filter => filter_key(key, ui),
         Mode::Help => {
             let end = ui.help_scroll_end.get();
+            // A help that fits has nothing to scroll: its title says any key closes it, the
+            // arrows too, and a key that closes it does nothing else.
+            let scrolls = end > 0;
             let to = match key.code {
+                _ if !scrolls => None,
                 KeyCode::Up => Some(ui.help_scroll.saturating_sub(1)),
                 KeyCode::Down => Some(ui.help_scroll.saturating_add(1)),
                 KeyCode::PageUp => Some(ui.help_scroll.saturating_sub(10)),
@@ -185,7 +189,15 @@ fn normal_key(
             Outcome::Redraw
         }
         KeyCode::Char('x') => {
-            ui.every_column = !ui.every_column;
+            // Every column; where they do not all fit, the next page of them; after the
+            // last, the chosen columns again.
+            match (ui.every_column, ui.next_column_page.get()) {
+                (true, Some(next)) => ui.column_page = next,
+                (every, _) => {
+                    ui.every_column = !every;
+                    ui.column_page = 0;
+                }
+            }
             // A sort column that left the screen would order the rows by something unseen.
             if !ui.shows(ui.sort) {
                 ui.sort = SortColumn::default();
@@ -304,10 +316,18 @@ fn zoom(ui: &mut UiState, by: i8) -> Outcome {
         return Outcome::Ignored;
     }
     ui.zoom = level;
-    ui.flash = Some(if level >= 0 {
-        format!("charts span {}× their usual time", 1u32 << level)
+    let relative = if level >= 0 {
+        format!("{}× their usual time", 1u32 << level)
     } else {
-        format!("charts span 1/{} of their usual time", 1u32 << -level)
+        format!("1/{} of their usual time", 1u32 << -level)
+    };
+    let usual = ui.chart_usual_ms.get();
+    ui.flash = Some(if usual > 0 {
+        let span = super::panels::spark::zoomed_span(usual, level);
+        let span = super::panels::time_axis::age_label(span);
+        format!("charts span {span} ({relative})")
+    } else {
+        format!("charts span {relative}")
     });
     Outcome::Redraw
 }
@@ -437,6 +457,10 @@ fn ask_attach(ui: &mut UiState, rows: &[TableRow]) -> Outcome {
         return Outcome::Redraw;
     }
     match live_target(row, false) {
+        // Said at once, rather than after the person confirmed.
+        Ok(t) if !detach && let Some(why) = crate::attach::not_python(t.pid as i32) => {
+            ui.flash = Some(why);
+        }
         Ok(t) => {
             ui.mode = Mode::ConfirmAttach(AttachRequest {
                 pid: t.pid,

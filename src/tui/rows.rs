@@ -198,6 +198,46 @@ pub fn in_pods(snapshot: &Snapshot) -> bool {
     snapshot.processes.iter().any(listed) || snapshot.exited.iter().any(|e| e.pod.is_some())
 }
 
+/// How far (a share of the held figure) a process's VRAM must move before its row is sorted
+/// by the new reading: allocators breathe by a few percent every refresh, and a table sorted
+/// by the raw figure reshuffles rows of about equal size every second.
+const VRAM_HOLD_SHARE: f64 = 0.10;
+
+/// A move below this is always held, whatever the share: small processes jitter by a few MiB.
+const VRAM_HOLD_MIN: u64 = 64 << 20;
+
+/// Updates the VRAM each listed process is sorted by (`UiState::held_vram`): a reading that
+/// moved more than `VRAM_HOLD_SHARE` of the held one (and more than `VRAM_HOLD_MIN`)
+/// replaces it, one that moved less leaves the row where it is. Processes no longer listed
+/// are forgotten.
+pub fn hold_vram(ui: &mut UiState, snapshot: &Snapshot) {
+    let mut held = std::mem::take(&mut ui.held_vram);
+    let mut kept = std::collections::HashMap::with_capacity(snapshot.processes.len());
+    for p in &snapshot.processes {
+        let Ok(now) = p.nvml.used_memory else {
+            continue;
+        };
+        let key = ProcessKey {
+            pid: p.nvml.pid,
+            gpu_uuid: Arc::clone(&p.gpu_uuid),
+        };
+        let value = match held.remove(&key) {
+            Some(before) => {
+                let moved = now.abs_diff(before);
+                let hold = (before as f64 * VRAM_HOLD_SHARE) as u64;
+                if moved > hold.max(VRAM_HOLD_MIN) {
+                    now
+                } else {
+                    before
+                }
+            }
+            None => now,
+        };
+        kept.insert(key, value);
+    }
+    ui.held_vram = kept;
+}
+
 /// Rows in display order: live processes, then the exited ones the snapshot carries,
 /// filtered by `ui.filter` and sorted by `ui.sort`.
 pub fn table_rows(snapshot: &Snapshot, ui: &UiState) -> Vec<TableRow> {
@@ -311,7 +351,7 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             SortColumn::Elapsed => compare_opt(b.started_ms, a.started_ms),
             SortColumn::HostMem => compare_opt(a.host_mem_pct, b.host_mem_pct),
             SortColumn::Rank => compare_opt(a.rank(), b.rank()),
-            SortColumn::Vram => compare_opt(a.vram.as_ref().ok(), b.vram.as_ref().ok()),
+            SortColumn::Vram => compare_opt(sorted_vram(a, ui), sorted_vram(b, ui)),
             SortColumn::VramPeak => {
                 compare_opt(a.vram_peak.map(|p| p.value), b.vram_peak.map(|p| p.value))
             }
@@ -337,6 +377,12 @@ fn sort_rows(rows: &mut [TableRow], ui: &UiState) {
             .then(a.gpu_index.cmp(&b.gpu_index))
             .then_with(|| a.key.gpu_uuid.cmp(&b.key.gpu_uuid))
     });
+}
+
+/// The VRAM a row is sorted by: the held figure (`hold_vram`), else its reading.
+fn sorted_vram(row: &TableRow, ui: &UiState) -> Option<u64> {
+    let now = row.vram.as_ref().ok().copied()?;
+    Some(ui.held_vram.get(&row.key).copied().unwrap_or(now))
 }
 
 /// A pod's order: namespace, pod, container; unnamed (deleted) pods by uid, after named ones.

@@ -101,6 +101,11 @@ pub struct UiState {
     /// What the header says about the data's source when it is not live sampling
     /// (`replay run.jsonl ▶ ×4, 41% of 1h 00m`).
     pub banner: Option<String>,
+    /// `--record`: what the header says about the recording (file and size), while it runs.
+    pub recording: Option<String>,
+    /// The unzoomed window of the last chart drawn, set by `spark::window` (only drawing
+    /// knows a chart's width): `z` and `Z` say the span they lead to.
+    pub chart_usual_ms: std::cell::Cell<u64>,
     /// Charts cover 2^zoom times their usual span (negative: zoomed in).
     pub zoom: i8,
     /// The first line the reasons overlay (`w`) shows.
@@ -118,11 +123,35 @@ pub struct UiState {
     pub columns: crate::tui::columns::ColumnChoice,
     /// Every column `--columns` can name shows (the `x` key), whatever was chosen.
     pub every_column: bool,
+    /// With every column, the page of columns the table shows when they do not all fit: the
+    /// first one after PID.
+    pub column_page: usize,
+    /// Where the next page of columns starts, while some are past the right edge: set by the
+    /// table panel (only drawing knows the width), read by `x`.
+    pub next_column_page: std::cell::Cell<Option<usize>>,
     /// The process table's rows sit under a line per GPU (the `b` key).
     pub group_by_gpu: bool,
     /// The furthest the help can scroll at the last frame's size: set by the help panel, the
     /// one thing a panel writes, because only drawing knows how the text wrapped.
     pub help_scroll_end: std::cell::Cell<usize>,
+    /// The VRAM each process row is sorted by (`rows::hold_vram`): its reading when it last
+    /// took its place, so rows whose figures only jitter keep their order.
+    pub held_vram: std::collections::HashMap<ProcessKey, u64>,
+    /// Where the table's selected row sat on screen at the last frame, set by the table panel
+    /// (as `help_scroll_end`, only drawing knows the table's height): the row keeps its line
+    /// while the rows around it move.
+    pub table_place: std::cell::RefCell<Option<TablePlace>>,
+}
+
+/// The selected row's place on screen at the last frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TablePlace {
+    /// The process it was.
+    pub key: ProcessKey,
+    /// Its line among the rows shown (0: just under the header).
+    pub line: usize,
+    /// The first table line shown.
+    pub offset: usize,
 }
 
 /// The header's time zone: the person's local one, or UTC where the output must not depend

@@ -112,6 +112,7 @@ pub fn run(
             ui.view = ClusterView::Jobs;
         }
         let mut lines = state::lines(&screen, &ui);
+        ui.select_first_if_none(&screen, &lines);
         if let Ok(mut open) = open.lock() {
             *open = state::open_instances(&screen, &ui);
         }

@@ -90,6 +90,18 @@ impl Ui {
     }
 }
 
+impl Ui {
+    /// With nothing selected on screen (at the start, after the view switched, when the
+    /// filter hid the selected line) the first selectable line is: the screen opens on a
+    /// row, so Enter and the charts have a subject at once.
+    pub fn select_first_if_none(&mut self, screen: &Screen, lines: &[Line]) {
+        let shown = |key: &String| lines.iter().any(|l| l.key(screen).as_ref() == Some(key));
+        if !self.selected.as_ref().is_some_and(shown) {
+            self.selected = lines.iter().find_map(|l| l.key(screen));
+        }
+    }
+}
+
 /// One line of the body.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {

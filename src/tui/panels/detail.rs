@@ -1,7 +1,8 @@
 //! The detail pane for the selected process: its full command (wrapped), container and pid view,
-//! its Kubernetes pod, and VRAM and host RSS sparklines with their peaks marked and labelled.
+//! its Kubernetes pod, and VRAM and host RSS charts, each scaled to its own series with its
+//! range, time axis and peak labelled (`own_scale`).
 
-use super::{allocator_detail, centered, command, panel_text, spark};
+use super::{allocator_detail, centered, command, own_scale, panel_text, spark};
 use crate::model::units;
 use crate::tui::rows::TableRow;
 use crate::tui::theme::Theme;
@@ -60,7 +61,6 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
 
     let mut lines = Vec::with_capacity(10);
     let command_lines = command_lines(view, row.command(), inner_w);
-    let command_extra = u16::try_from(command_lines.len().saturating_sub(1)).unwrap_or(0);
     lines.extend(command_lines);
     lines.push(Line::from(vec![
         panel_text::label(theme, "container"),
@@ -76,7 +76,6 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         },
     ]));
     let pod = pod_lines(theme, row);
-    let command_extra = command_extra.saturating_add(u16::try_from(pod.len()).unwrap_or(0));
     lines.extend(pod);
 
     let chart_w = inner_w.saturating_sub(spark::LABEL_W);
@@ -109,8 +108,15 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         0,
     ));
     lines.push(Line::from(vram));
-    // Absolute scales, as on the GPU panel: a full plot means a full GPU (or host), so a
-    // small steady process reads as small rather than as a wall of full bars.
+    // Each chart is scaled to its own series (a process moving between 4.0 and 4.6 GiB
+    // fills the plot), its labels saying from where to where and of what total.
+    let own_w = inner_w.saturating_sub(own_scale::LABEL_W);
+    let own_rows = if area.height >= TALL_CHARTS_FROM {
+        3
+    } else {
+        2
+    };
+    let own_range = spark::window(view, own_w);
     let gpu_total = view
         .snapshot
         .devices
@@ -123,12 +129,16 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
         _ => None,
     };
     if let Some(s) = &series {
-        let plot = (chart_w, gpu_total, theme.sparkline);
         let charted = spark::Charted {
             series: s.vram,
             all_time: row.vram_peak,
         };
-        lines.extend(spark::chart_with_peak(view, charted, range, plot));
+        let of = match row.mig {
+            Some(_) => None,
+            None => gpu_total.map(|t| (t as u64, "GPU")),
+        };
+        let plot = (own_w, own_rows, theme.sparkline);
+        lines.extend(own_scale::chart(view, charted, own_range, plot, of));
     }
 
     let mut rss = vec![panel_text::label(theme, "RSS ")];
@@ -142,21 +152,20 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, row: Option<&TableRow>
     lines.push(Line::from(rss));
     match series {
         Some(s) => {
-            let plot = (chart_w, host_total, theme.sparkline_alt);
             let charted = spark::Charted {
                 series: s.host_rss,
                 all_time: row.rss_peak,
             };
-            lines.extend(spark::chart_with_peak(view, charted, range, plot));
+            let plot = (own_w, own_rows, theme.sparkline_alt);
+            let of = host_total.map(|t| (t as u64, "host RAM"));
+            lines.extend(own_scale::chart(view, charted, own_range, plot, of));
         }
         None => lines.push(Line::styled("no history for this process", theme.dim)),
     }
     let allocator = allocator_detail::lines(view, row, inner_w, range, chart_w, gpu_total);
-    let extra = u16::try_from(allocator.len())
-        .unwrap_or(u16::MAX)
-        .saturating_add(command_extra);
     lines.extend(allocator);
-    let popup = centered(area, width, 10_u16.saturating_add(extra));
+    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
+    let popup = centered(area, width, height);
     frame.render_widget(Clear, popup);
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
@@ -231,6 +240,9 @@ fn pod_lines(theme: &Theme, row: &TableRow) -> Vec<Line<'static>> {
     ];
     vec![Line::from(first), Line::from(second)]
 }
+
+/// From this terminal height the detail pane's charts are three rows tall, else two.
+const TALL_CHARTS_FROM: u16 = 32;
 
 /// Lines the detail pane gives a command before cutting it.
 const MAX_COMMAND_LINES: usize = 6;

@@ -100,7 +100,22 @@ pub fn render(
 
     let sample = device.sample.as_ref();
     let mut lines = Vec::with_capacity(usize::from(area.height));
-    lines.push(memory_line(theme, view.ui.units, device, inner.width));
+    // Room for `  86% in allocators` on every panel once one has it: identical GPUs then
+    // get bars of one length, whichever of them runs an instrumented program.
+    let any_share = view
+        .snapshot
+        .devices
+        .iter()
+        .any(|d| panel_text::instrumented_share(d).is_some());
+    let share_room = if any_share {
+        allocator_share_text("100%").len()
+    } else {
+        0
+    };
+    let bar_room = inner
+        .width
+        .saturating_sub(u16::try_from(share_room).unwrap_or(u16::MAX));
+    lines.push(memory_line(theme, view.ui.units, device, bar_room));
 
     let chart_w = inner.width.saturating_sub(spark::LABEL_W + VALUE_W);
     let range = spark::window(view, chart_w);
@@ -225,7 +240,14 @@ pub fn mig_tag(theme: &Theme, device: &DeviceSnapshot) -> Vec<Span<'static>> {
     spans
 }
 
-/// `mem  ▕████░░░░▏ 41.2 GiB / 80.0 GiB  51%`, or the reason memory is unknown.
+/// `  86% in allocators`, after a GPU's memory figures.
+fn allocator_share_text(share: &str) -> String {
+    format!("  {share} in allocators")
+}
+
+/// `mem  ▕████░░░░▏ 41.2 GiB / 80.0 GiB  51%`, or the reason memory is unknown; the bar
+/// and figures fill `width` cells, and the allocators' share, when there is one, follows
+/// in the room the caller left for it.
 fn memory_line(
     theme: &Theme,
     units: MemoryUnits,
@@ -266,12 +288,12 @@ fn memory_line(
         units.bytes(memory.used),
         units.bytes(memory.total)
     );
-    if let Some(share) = panel_text::instrumented_share(device) {
-        text.push_str(&format!("  {share} in allocators"));
-    }
     let bar_w = width
         .saturating_sub(spark::LABEL_W)
         .saturating_sub(u16::try_from(text.len()).unwrap_or(u16::MAX));
+    if let Some(share) = panel_text::instrumented_share(device) {
+        text.push_str(&allocator_share_text(&share));
+    }
     if bar_w >= 4 {
         spans.extend(spark::bar(
             theme,

@@ -24,6 +24,10 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
         left.push(Span::raw(" "));
         left.push(Span::styled(format!(" {banner} "), theme.paused));
     }
+    if let Some(recording) = &view.ui.recording {
+        left.push(Span::raw(" "));
+        left.push(Span::styled(format!(" {recording} "), theme.paused));
+    }
     if let Some(job) = &view.ui.job {
         left.push(Span::styled("  job ", theme.label));
         left.push(Span::styled(job.pid.to_string(), theme.value));

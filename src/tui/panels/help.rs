@@ -22,7 +22,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("/", "filter: pid user command container pod gpu:N"),
     ("Esc", "close an overlay, clear the filter"),
     ("s / S", "next sort column / reverse the order"),
-    ("x", "every column (TYPE, %MEM, ELAPSED) / the chosen ones"),
+    (
+        "x",
+        "every column (a page at a time if too wide) / the chosen ones",
+    ),
     ("b", "group the processes by GPU / one list"),
     ("Space", "pause the view (sampling goes on)"),
     ("r", "reset peaks"),
@@ -99,12 +102,13 @@ const KEY_W: usize = 14;
 const FRAME_W: usize = 4;
 
 /// Keys that do nothing in this state are not listed: a recording's cursor takes Space and
-/// `+`/`-`, and neither a recording nor `--read-only` signals processes.
+/// `+`/`-`, and neither a recording nor `--read-only` signals, attaches to or asks a snapshot
+/// of a process.
 fn entries(ui: &UiState) -> Vec<&'static (&'static str, &'static str)> {
     let cursor: &'static [(&str, &str)] = if ui.time_cursor { CURSOR_KEYS } else { &[] };
     let live = KEYS.iter().filter(|(key, _)| {
         let replaced = ui.time_cursor && matches!(*key, "Space" | "+ / -");
-        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K" | "a");
+        let no_signals = (ui.time_cursor || ui.read_only) && matches!(*key, "k" | "K" | "a" | "m");
         !replaced && !no_signals
     });
     cursor.iter().chain(live).collect()
@@ -233,4 +237,32 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View) {
     let visible: Vec<Line> = lines.into_iter().skip(from).take(shown).collect();
     frame.render_widget(Clear, popup);
     frame.render_widget(Paragraph::new(visible).block(block), popup);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys_listed(ui: &UiState) -> Vec<&'static str> {
+        entries(ui).iter().map(|(key, _)| *key).collect()
+    }
+
+    #[test]
+    fn read_only_lists_no_key_that_reaches_into_a_process() {
+        let live = keys_listed(&UiState::new(false, false));
+        for key in ["k", "K", "a", "m"] {
+            assert!(live.contains(&key), "{key} is listed live: {live:?}");
+        }
+        let read_only = keys_listed(&UiState::new(false, true));
+        for key in ["k", "K", "a", "m"] {
+            assert!(
+                !read_only.contains(&key),
+                "{key} under --read-only: {read_only:?}"
+            );
+        }
+        assert!(
+            read_only.contains(&"s / S"),
+            "the rest stays: {read_only:?}"
+        );
+    }
 }

@@ -20,6 +20,7 @@ pub mod host_line;
 pub mod kill_confirm;
 pub mod mig_lines;
 pub mod nvml_problem;
+pub mod own_scale;
 pub mod panel_text;
 pub mod process_table;
 pub mod reasons;

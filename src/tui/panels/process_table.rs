@@ -6,7 +6,7 @@ use super::{buffer_write, command, panel_text};
 use crate::model::units;
 use crate::tui::rows::{TableRow, ranked};
 use crate::tui::theme::Theme;
-use crate::tui::ui_state::SortColumn;
+use crate::tui::ui_state::{SortColumn, TablePlace};
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::buffer::Buffer;
@@ -16,6 +16,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 /// A fixed-width column; COMMAND takes what is left.
+#[derive(Clone, Copy)]
 struct Col {
     kind: SortColumn,
     width: u16,
@@ -97,13 +98,19 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         return;
     }
     let theme = view.theme;
-    let columns = fit_columns(
+    let fitted = fit_columns(
         area.width,
-        !view.snapshot.allocators.is_empty(),
-        ranked(view.snapshot),
-        pod_column(rows).filter(|_| view.ui.shows(SortColumn::Pod)),
+        Wanted {
+            allocator_columns: !view.snapshot.allocators.is_empty(),
+            rank_column: ranked(view.snapshot),
+            pod_column: pod_column(rows).filter(|_| view.ui.shows(SortColumn::Pod)),
+            sort: view.ui.sort,
+            page: view.ui.every_column.then_some(view.ui.column_page),
+        },
         |c| view.ui.shows(c),
     );
+    view.ui.next_column_page.set(fitted.next_page);
+    let columns = &fitted.columns;
     let mut kinds: Vec<(SortColumn, u16)> = columns.iter().map(|c| (c.kind, c.width)).collect();
     let fixed: u16 = kinds.iter().map(|(_, w)| w + 1).sum();
     kinds.push((SortColumn::Command, area.width.saturating_sub(fixed)));
@@ -124,8 +131,13 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         .iter()
         .position(|l| *l == TableLine::Row(selected))
         .unwrap_or(0);
-    // Scroll just enough that the selected row is the last one shown.
-    let offset = (selected_line + 1).saturating_sub(visible);
+    let offset = scroll_offset(
+        view,
+        rows.get(selected),
+        selected_line,
+        lines.len(),
+        visible,
+    );
     for (line_no, line) in lines.iter().skip(offset).take(visible).enumerate() {
         let i = match *line {
             TableLine::Row(i) => i,
@@ -163,7 +175,16 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         .take(visible)
         .filter(|l| matches!(l, TableLine::Row(_)))
         .count();
-    put_position(buf, area, fixed, view, rows, row_offset, rows_shown);
+    let hint = hidden_hint(view, &fitted);
+    put_position(
+        buf,
+        area,
+        fixed,
+        view,
+        rows,
+        (row_offset, rows_shown),
+        &hint,
+    );
 
     if rows.is_empty() && area.height > 1 {
         let text = if let Some(why) = unread_list(view) {
@@ -180,6 +201,40 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, rows: &[TableRow]) {
         };
         frame.render_widget(Paragraph::new(Line::styled(text, theme.dim)), below);
     }
+}
+
+/// The first table line shown. Scrolled down, the selected row keeps the screen line it had
+/// at the last frame while the rows around it move (a refresh re-sorted them); at the top,
+/// the table stays at its top, where a row that grows goes. Moved by a key, the selection
+/// keeps the window it was in, scrolled just enough to stay in view. The place is kept for
+/// the next frame.
+fn scroll_offset(
+    view: &View,
+    selected: Option<&TableRow>,
+    selected_line: usize,
+    lines: usize,
+    visible: usize,
+) -> usize {
+    let last_offset = lines.saturating_sub(visible);
+    let mut place = view.ui.table_place.borrow_mut();
+    let wanted = match (&*place, selected) {
+        (Some(before), Some(row)) if before.key == row.key && before.offset > 0 => {
+            selected_line.saturating_sub(before.line)
+        }
+        (Some(before), _) => before.offset,
+        // The first frame: the selected row the last one shown, if it is below the first page.
+        (None, _) => (selected_line + 1).saturating_sub(visible),
+    };
+    let offset = wanted
+        .min(last_offset)
+        .max((selected_line + 1).saturating_sub(visible))
+        .min(selected_line);
+    *place = selected.map(|row| TablePlace {
+        key: row.key.clone(),
+        line: selected_line.saturating_sub(offset),
+        offset,
+    });
+    offset
 }
 
 /// One line of the table under its header: a process row (its index in `rows`), or, grouped
@@ -239,10 +294,34 @@ fn put_position(
     command_x: u16,
     view: &View,
     rows: &[TableRow],
-    offset: usize,
-    visible: usize,
+    (offset, visible): (usize, usize),
+    hint: &Option<Hint>,
 ) {
+    // COMMAND's label, its sort arrow and a gap stay clear.
+    let label = SortColumn::Command.label().len() + 2;
+    let room = usize::from(area.width.saturating_sub(command_x)).saturating_sub(label);
+    let put = |buf: &mut Buffer, candidates: Vec<Option<String>>| {
+        let text = candidates
+            .into_iter()
+            .flatten()
+            .find(|t| t.chars().count() <= room);
+        if let Some(text) = text {
+            let header = Rect::new(area.x, area.y, area.width, 1);
+            let line = Line::styled(text, view.theme.header_row).right_aligned();
+            buffer_write::line_in(buf, header, &line);
+        }
+    };
     if rows.is_empty() || visible == 0 {
+        if let Some(h) = hint {
+            put(
+                buf,
+                vec![
+                    Some(h.long.clone()),
+                    Some(h.short.clone()),
+                    Some(h.tiny.clone()),
+                ],
+            );
+        }
         return;
     }
     let to = (offset + visible).min(rows.len());
@@ -259,22 +338,25 @@ fn put_position(
         format!("per GPU {}", counts.join(" "))
     });
     let compact = format!("{}-{to}/{}", offset + 1, rows.len());
-    // COMMAND's label, its sort arrow and a gap stay clear.
-    let label = SortColumn::Command.label().len() + 2;
-    let room = usize::from(area.width.saturating_sub(command_x)).saturating_sub(label);
-    let text = [
-        counts.map(|c| format!("{position}  {c}")),
-        Some(position),
-        Some(compact),
-    ]
-    .into_iter()
-    .flatten()
-    .find(|t| t.chars().count() <= room);
-    if let Some(text) = text {
-        let header = Rect::new(area.x, area.y, area.width, 1);
-        let line = Line::styled(text, view.theme.header_row).right_aligned();
-        buffer_write::line_in(buf, header, &line);
-    }
+    // What the width hides outranks the per-GPU counts and the long position: it is what
+    // the person cannot see at all.
+    let candidates = match hint {
+        Some(h) => vec![
+            counts.map(|c| format!("{position}  {c}  {}", h.long)),
+            Some(format!("{position}  {}", h.long)),
+            Some(format!("{compact}  {}", h.long)),
+            Some(h.long.clone()),
+            Some(h.short.clone()),
+            Some(h.tiny.clone()),
+            Some(compact),
+        ],
+        None => vec![
+            counts.map(|c| format!("{position}  {c}")),
+            Some(position),
+            Some(compact),
+        ],
+    };
+    put(buf, candidates);
 }
 
 /// Why a GPU's process list, or one of its two lists, was not read: an empty table must not
@@ -322,42 +404,65 @@ fn put_row(
         if width == 0 {
             break;
         }
-        let wide = line.spans().map(buffer_write::cells).sum::<usize>() > usize::from(width);
-        let cell = if line.overhang && line.right && wide && x > area.x {
-            // A sort arrow on a label as wide as its column (`GPU▲`) takes the gap before it
-            // rather than losing the label's first letter.
-            Rect::new(x - 1, y, width + 1, 1)
-        } else {
-            Rect::new(x, y, width, 1)
-        };
-        line.put(buf, cell);
+        line.put(buf, Rect::new(x, y, width, 1));
         x = x.saturating_add(width + 1);
     }
 }
-/// Drops the least important columns until COMMAND has room; POD narrows before any column
-/// that outranks it goes.
-fn fit_columns(
-    width: u16,
+/// What the table wants to show besides the chosen columns.
+struct Wanted {
     allocator_columns: bool,
     rank_column: bool,
     pod_column: Option<&'static Col>,
-    chosen: impl Fn(SortColumn) -> bool,
-) -> Vec<&'static Col> {
-    let mut kept: Vec<&Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).collect();
-    if rank_column {
+    /// The sort column is widened to hold its label and mark (`GPU▲`) in its own cells.
+    sort: SortColumn,
+    /// With every column (`x`): the page of columns shown, by the first one after PID.
+    page: Option<usize>,
+}
+
+/// The columns a frame draws and what the width left out.
+struct Fitted {
+    columns: Vec<Col>,
+    /// Wanted columns the width left out, in the table's order: dropped, or (every column)
+    /// on the pages after this one.
+    hidden: Vec<SortColumn>,
+    /// Every column: where the next page starts, while some are past the right edge.
+    next_page: Option<usize>,
+    /// Every column: this is a later page, the first ones are to the left.
+    later_page: bool,
+}
+
+/// The chosen columns, each sort column wide enough for its mark, fitted to `width`: the
+/// least important dropped until COMMAND has room (POD narrowing before any column that
+/// outranks it goes); with every column (`x`), none dropped: the columns after PID page
+/// sideways.
+fn fit_columns(width: u16, wanted: Wanted, chosen: impl Fn(SortColumn) -> bool) -> Fitted {
+    let mut kept: Vec<Col> = COLUMNS.iter().filter(|c| chosen(c.kind)).copied().collect();
+    if wanted.rank_column {
         let after_gpu = kept
             .iter()
             .position(|c| c.kind == SortColumn::Gpu)
             .map_or(kept.len(), |i| i + 1);
-        kept.insert(after_gpu, &RANK_COLUMN);
+        kept.insert(after_gpu, RANK_COLUMN);
     }
-    if allocator_columns {
+    if wanted.allocator_columns {
         // After CPU%, before COMMAND.
-        kept.extend(ALLOCATOR_COLUMNS.iter());
+        kept.extend(ALLOCATOR_COLUMNS.iter().copied());
     }
-    kept.extend(pod_column);
+    kept.extend(wanted.pod_column.copied());
+    let label_and_mark = u16::try_from(wanted.sort.label().len() + 1).unwrap_or(u16::MAX);
+    for c in kept.iter_mut().filter(|c| c.kind == wanted.sort) {
+        c.width = c.width.max(label_and_mark);
+    }
+    match wanted.page {
+        Some(first) => page_columns(width, kept, first),
+        None => drop_columns(width, kept),
+    }
+}
+
+fn drop_columns(width: u16, mut kept: Vec<Col>) -> Fitted {
     let need =
-        |kept: &[&Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
+        |kept: &[Col]| -> u16 { kept.iter().map(|c| c.width + 1).sum::<u16>() + MIN_COMMAND };
+    let mut hidden = Vec::new();
     while need(&kept) > width {
         let victim = kept
             .iter()
@@ -371,17 +476,85 @@ fn fit_columns(
             && let Some(at) = kept.iter().position(|c| c.kind == SortColumn::Pod)
             && let Some(narrower) = POD_COLUMNS.iter().rev().find(|c| c.width < kept[at].width)
         {
-            kept[at] = narrower;
+            kept[at] = *narrower;
             continue;
         }
         match victim {
-            Some((_, i)) => {
-                kept.remove(i);
-            }
+            Some((_, i)) => hidden.push(kept.remove(i).kind),
             None => break,
         }
     }
-    kept
+    let order = |k: &SortColumn| SortColumn::ALL.iter().position(|c| c == k);
+    hidden.sort_by_key(order);
+    Fitted {
+        columns: kept,
+        hidden,
+        next_page: None,
+        later_page: false,
+    }
+}
+
+/// Every column: PID, then as many of the others from `first` on as leave COMMAND its
+/// `MIN_COMMAND` cells (one at least), then COMMAND.
+fn page_columns(width: u16, kept: Vec<Col>, first: usize) -> Fitted {
+    let (pid, rest) = match kept.split_first() {
+        Some((pid, rest)) if pid.kind == SortColumn::Pid => (Some(*pid), rest),
+        _ => (None, &kept[..]),
+    };
+    let first = if first < rest.len() { first } else { 0 };
+    let pid_w = pid.map_or(0, |c| c.width + 1);
+    let room = width.saturating_sub(pid_w + MIN_COMMAND);
+    let mut used = 0u16;
+    let mut end = first;
+    while let Some(c) = rest.get(end) {
+        if used + c.width + 1 > room && end > first {
+            break;
+        }
+        used += c.width + 1;
+        end += 1;
+    }
+    let mut columns: Vec<Col> = pid.into_iter().collect();
+    columns.extend_from_slice(&rest[first..end]);
+    Fitted {
+        columns,
+        hidden: rest[end..].iter().map(|c| c.kind).collect(),
+        next_page: (end < rest.len()).then_some(end),
+        later_page: first > 0,
+    }
+}
+
+/// What the header says about columns the width hides, long, short and shortest (`hidden:
+/// CPU% RSS (x)`, `x: +CPU% RSS`, `x: 2 more`); on the last page of every column, that `x`
+/// goes back.
+struct Hint {
+    long: String,
+    short: String,
+    tiny: String,
+}
+
+fn hidden_hint(view: &View, fitted: &Fitted) -> Option<Hint> {
+    if fitted.hidden.is_empty() {
+        if fitted.later_page {
+            return Some(Hint {
+                long: "x: the chosen columns".into(),
+                short: "x: back".into(),
+                tiny: "x: back".into(),
+            });
+        }
+        return None;
+    }
+    let names: Vec<&str> = fitted.hidden.iter().map(|c| c.label()).collect();
+    let names = names.join(" ");
+    let more = if view.ui.every_column {
+        "more"
+    } else {
+        "hidden"
+    };
+    Some(Hint {
+        long: format!("{more}: {names} (x)"),
+        short: format!("x: +{names}"),
+        tiny: format!("x: {} more", fitted.hidden.len()),
+    })
 }
 
 /// One table cell: its text, borrowed from the row where the row holds it, and its side of
@@ -394,8 +567,6 @@ struct Cell<'a> {
     right: bool,
     /// Text cut at the column ends in this mark (commands, whose cut reads as whole).
     cut_mark: Option<&'static str>,
-    /// A header label may use the one-cell gap before its column.
-    overhang: bool,
 }
 
 impl<'a> Cell<'a> {
@@ -405,7 +576,6 @@ impl<'a> Cell<'a> {
             suffix: None,
             right: false,
             cut_mark: None,
-            overhang: false,
         }
     }
 
@@ -454,7 +624,6 @@ fn header_cell(view: &View, kind: SortColumn, right: bool) -> Cell<'static> {
     };
     Cell {
         right,
-        overhang: true,
         ..Cell::left(text)
     }
 }

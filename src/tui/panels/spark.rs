@@ -21,14 +21,22 @@ pub fn window(view: &View, width: u16) -> (u64, u64) {
     let usual = u64::from(width)
         .saturating_mul(view.interval_ms)
         .max(MIN_WINDOW_MS);
-    let window = if view.ui.zoom >= 0 {
-        usual.saturating_mul(1 << view.ui.zoom)
-    } else {
-        (usual >> -view.ui.zoom).max(1_000)
-    };
-    let window = super::time_axis::round_span(window);
+    // For `z` and `Z` to say the span they lead to.
+    view.ui.chart_usual_ms.set(usual);
+    let window = zoomed_span(usual, view.ui.zoom);
     let to = view.now_ms.saturating_add(1);
     (to.saturating_sub(window), to)
+}
+
+/// A chart's window of `usual` ms at `zoom` (2^zoom times as long), rounded as [`window`]
+/// rounds it.
+pub fn zoomed_span(usual: u64, zoom: i8) -> u64 {
+    let window = if zoom >= 0 {
+        usual.saturating_mul(1 << zoom)
+    } else {
+        (usual >> -zoom).max(1_000)
+    };
+    super::time_axis::round_span(window)
 }
 
 /// How a chart is drawn: `width` x `height` cells, scaled to `0..=scale` (to the window's own
@@ -69,8 +77,20 @@ pub struct Spark {
 pub fn spark(
     theme: &Theme,
     series: Capped,
-    (from_ms, to_ms): (u64, u64),
+    range: (u64, u64),
     plot: Plot,
+    mark_peak: bool,
+) -> Spark {
+    spark_from(theme, series, range, (plot, 0.0), mark_peak)
+}
+
+/// [`spark`] on a scale from `floor` (the bottom of the plot) to the plot's `scale`: a
+/// chart scaled to its own series (`own_scale`) starts at the window's lowest reading.
+pub fn spark_from(
+    theme: &Theme,
+    series: Capped,
+    (from_ms, to_ms): (u64, u64),
+    (plot, floor): (Plot, f64),
     mark_peak: bool,
 ) -> Spark {
     let columns = usize::from(plot.width);
@@ -97,7 +117,11 @@ pub fn spark(
     // Each column's height in levels over all rows; 0 is no data.
     let levels: Vec<usize> = data
         .iter()
-        .map(|cell| cell.map_or(0, |c| stacked_level(c.max, scale, visible * height)))
+        .map(|cell| {
+            cell.map_or(0, |c| {
+                stacked_level(c.max - floor, scale - floor, visible * height)
+            })
+        })
         .collect();
     // The marker sits in the row just above its column's top, or on the top row.
     let marker_row = marker_col

@@ -1,0 +1,110 @@
+//! A chart scaled to its own series, for the detail pane: a process moving between 4.0 and
+//! 4.6 GiB on an 80 GiB GPU fills the plot from its lowest reading to its highest rather
+//! than drawing a flat line at the bottom. The plot's left labels say where it starts and
+//! ends, an axis row of round ages sits under it, and the label line under that gives the
+//! window's peak and what the scale is of (the GPU's or the host's total):
+//!
+//! ```text
+//!    4.6G    ▂▅█▲▇▅▃▂
+//!    4.0G ▁▁▁▁▁▁▁▁▁▁▁▁
+//!        ╵2m          ╵1m          now
+//!        ▲ 4.62 GiB 40s ago (max of 2m) │ all-time 4.62 GiB 40s ago │ 4.0G-4.6G of 80.0G GPU
+//! ```
+
+use super::{spark, time_axis};
+use crate::model::units;
+use crate::tui::view::View;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+
+/// Cells before the plot for its scale labels (`  4.62G `).
+pub const LABEL_W: u16 = 8;
+
+/// The chart: `rows` plot rows (two at least, for the two labels), the axis, the label line.
+/// `total` is what the figure is a share of, named on the label line.
+pub fn chart(
+    view: &View,
+    charted: spark::Charted,
+    range: (u64, u64),
+    (width, rows, style): (u16, u16, Style),
+    total: Option<(u64, &str)>,
+) -> Vec<Line<'static>> {
+    let theme = view.theme;
+    let rows = rows.max(2);
+    let columns = usize::from(width);
+    let cells = charted.series.query_held(range.0, range.1, columns);
+    let lowest = cells
+        .iter()
+        .flatten()
+        .map(|c| c.min)
+        .fold(f64::INFINITY, f64::min);
+    let highest = charted
+        .series
+        .window_peak(range.0, range.1)
+        .map(|p| p.value);
+    // A flat or empty window keeps the absolute scale: there is no range to spread.
+    let (floor, top) = match highest {
+        Some(high) if lowest.is_finite() && high > lowest => (lowest, high),
+        Some(high) => (0.0, high),
+        None => (0.0, 0.0),
+    };
+    let plot = spark::Plot {
+        width,
+        height: rows,
+        scale: Some(top),
+        style,
+    };
+    let drawn = spark::spark_from(theme, charted.series, range, (plot, floor), true);
+    let label = |value: f64| format!("{:>w$} ", units::short_bytes(value as u64), w = 7);
+    let blank = " ".repeat(usize::from(LABEL_W));
+    let last = drawn.rows.len().saturating_sub(1);
+    let mut lines = Vec::with_capacity(drawn.rows.len() + 2);
+    for (i, row) in drawn.rows.iter().enumerate() {
+        let head = match i {
+            0 if highest.is_some() => label(top),
+            i if i == last && highest.is_some() => label(floor),
+            _ => blank.clone(),
+        };
+        let mut spans = vec![Span::styled(head, theme.dim)];
+        spans.extend(row.spans.iter().cloned());
+        lines.push(Line::from(spans));
+    }
+    let mut axis = vec![Span::raw(blank.clone())];
+    axis.extend(time_axis::axis(theme, range, width).spans);
+    lines.push(Line::from(axis));
+    // What the label speaks for: the window, or the part of it the history reaches into.
+    let seen_from = charted
+        .series
+        .first_at()
+        .map_or(range.0, |first| first.max(range.0));
+    let seen_ms = range.1.saturating_sub(seen_from).max(1);
+    let mut peak = vec![Span::raw(blank)];
+    let format = |v: f64| units::bytes(v as u64);
+    peak.extend(
+        spark::peak_label(
+            theme,
+            &drawn,
+            charted.all_time,
+            seen_ms,
+            view.now_ms,
+            format,
+        )
+        .spans,
+    );
+    if let Some((total, of)) = total.filter(|_| highest.is_some()) {
+        let total = units::short_bytes(total);
+        let scale = if floor > 0.0 {
+            let (low, high) = (floor as u64, top as u64);
+            let (low, high) = (units::short_bytes(low), units::short_bytes(high));
+            format!("{low}-{high} of {total} {of}")
+        } else {
+            format!("of {total} {of}")
+        };
+        peak.push(Span::styled(
+            format!(" {} {scale}", theme.glyphs.separator),
+            theme.dim,
+        ));
+    }
+    lines.push(Line::from(peak));
+    lines
+}
