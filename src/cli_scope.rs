@@ -29,7 +29,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, as is `sites --json`, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 17] = [
+const READ_BY: [(&str, &str, &[Mode]); 18] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "interval",
@@ -48,6 +48,7 @@ const READ_BY: [(&str, &str, &[Mode]); 17] = [
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
+    ("on", "--on", &[MONITOR, RUN]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),

@@ -39,6 +39,8 @@ pub mod log_file;
 #[cfg(feature = "monitor")]
 pub mod model;
 #[cfg(feature = "monitor")]
+pub mod notify;
+#[cfg(feature = "monitor")]
 pub mod output;
 #[cfg(feature = "monitor")]
 pub mod plot;
