@@ -1,0 +1,256 @@
+//! `--on EVENT=CMD` driven through the real binary on the fake NVML: a hook script records
+//! the JSON on its standard input and its VRAMSCOPE_* variables, so the tests assert on what
+//! a hook is really told; a hook that sleeps for ever is killed after the timeout and said
+//! once while the documents keep coming, and one that fails is said once.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Records one event: `<dir>/<kind>.json` is its standard input, `<dir>/<kind>.env` its
+/// VRAMSCOPE_* variables, and `<dir>/runs` gets one line per run.
+const RECORDER: &str = r#"#!/bin/sh
+dir="$1"
+cat > "$dir/$VRAMSCOPE_EVENT.json"
+env | grep '^VRAMSCOPE_' | sort > "$dir/$VRAMSCOPE_EVENT.env"
+echo "$VRAMSCOPE_EVENT" >> "$dir/runs"
+"#;
+
+/// Writes its pid to `argv[2]`, reports 9 GiB allocated on device 0 for 30 steps once
+/// `argv[1]` exists (NVML lists it by then), then dies of an uncaught CUDA OOM.
+const SCRIPT: &str = r#"
+import os, sys, time, vramscope
+GIB = 1 << 30
+open(sys.argv[2] + ".tmp", "w").write(str(os.getpid()))
+os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+for _ in range(30):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    vramscope.step()
+    time.sleep(0.02)
+time.sleep(1)
+raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
+"#;
+
+fn executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited {limit:?} for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn env_of(file: &Path) -> Vec<(String, String)> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn run_tells_the_hooks_of_the_jobs_oom_and_its_end_once_each() {
+    if !python3_available() {
+        return;
+    }
+    let work = tempfile::tempdir().unwrap();
+    // A folder with a space: the command is split into words as a shell quotes them.
+    let out = work.path().join("hook out");
+    std::fs::create_dir(&out).unwrap();
+    let recorder = work.path().join("record.sh");
+    executable(&recorder, RECORDER);
+    let script = work.path().join("train.py");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let (go, pid_file) = (work.path().join("go"), work.path().join("pid"));
+    let hook = |kind: &str| format!("{kind}={} '{}'", recorder.display(), out.display());
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let mut child = scenario
+        .command()
+        .env("VRAMSCOPE_DIR", work.path().join("channels"))
+        .args(["run", "--json", "--interval", "0.2"])
+        .args(["--on", &hook("oom"), "--on", &hook("exit")])
+        .args(["--", "python3"])
+        .args([&script, &go, &pid_file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    wait_for("the job to start", Duration::from_secs(30), || {
+        std::fs::read_to_string(&pid_file).is_ok()
+    });
+    let job_pid: u32 = std::fs::read_to_string(&pid_file).unwrap().parse().unwrap();
+    // NVML lists the job on GPU 0: its channel is read for the pids NVML lists.
+    let mut gpu0 = h100(0);
+    gpu0["processes"] =
+        json!([{ "t": 0, "compute": [{ "pid": job_pid, "used_memory": 11 * GIB }] }]);
+    scenario.rewrite(&json!({ "devices": [gpu0] }));
+    std::fs::write(&go, "").unwrap();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "the job's own status; {stderr}");
+    let runs = out.join("runs");
+    wait_for(
+        &format!("both hooks; {stderr}"),
+        Duration::from_secs(20),
+        || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() >= 2),
+    );
+    let mut kinds: Vec<String> = std::fs::read_to_string(&runs)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["exit", "oom"], "each once; {stderr}");
+
+    let oom: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("oom.json")).unwrap()).unwrap();
+    assert_eq!(oom["kind"], json!("oom"), "{oom}");
+    assert_eq!(oom["details"]["requested"], json!(6 * GIB), "{oom}");
+    assert_eq!(oom["details"]["step"], json!(30), "{oom}");
+    assert_eq!(
+        oom["pid"],
+        json!(job_pid),
+        "the job's pid, not vramscope's ({pid}): {oom}"
+    );
+    assert_eq!(oom["gpu"], json!(0), "{oom}");
+    let env = env_of(&out.join("oom.env"));
+    assert!(
+        env.contains(&("VRAMSCOPE_EVENT".into(), "oom".into())),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("VRAMSCOPE_PID".into(), job_pid.to_string())),
+        "{env:?}"
+    );
+    assert!(
+        env.contains(&("VRAMSCOPE_GPU".into(), "0".into())),
+        "{env:?}"
+    );
+
+    let exit: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("exit.json")).unwrap()).unwrap();
+    assert_eq!(exit["kind"], json!("exit"), "{exit}");
+    assert_eq!(exit["pid"], json!(job_pid), "{exit}");
+    assert_eq!(exit["details"]["status"], json!(1), "{exit}");
+    assert_eq!(exit["details"]["job"], json!(true), "{exit}");
+    let env = env_of(&out.join("exit.env"));
+    assert!(
+        env.contains(&("VRAMSCOPE_EVENT".into(), "exit".into())),
+        "{env:?}"
+    );
+}
+
+#[test]
+fn a_hook_that_hangs_is_killed_and_said_once_and_the_documents_keep_coming() {
+    let work = tempfile::tempdir().unwrap();
+    let hung_pid = work.path().join("hung.pid");
+    // From the configuration file: `on` is a setting. The hung hook asks for a shell itself.
+    let config = work.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "on = [\"free:1s=sh -c 'echo $$ > {}; exec sleep 1000'\", \"free:1s=false\"]\n",
+            hung_pid.display()
+        ),
+    )
+    .unwrap();
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let mut child = scenario
+        .command()
+        .args(["--config".as_ref(), config.as_os_str()])
+        .args(["--json", "--loop", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (docs_tx, docs) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = docs_tx.send((Instant::now(), line));
+        }
+    });
+    let (said_tx, said) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said_tx.send((Instant::now(), line));
+        }
+    });
+    wait_for("the hung hook to start", Duration::from_secs(30), || {
+        std::fs::read_to_string(&hung_pid).is_ok_and(|t| t.trim().parse::<u32>().is_ok())
+    });
+    let hook_started = Instant::now();
+    let sleeper: u32 = std::fs::read_to_string(&hung_pid)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lines
+        .iter()
+        .any(|(_, l): &(Instant, String)| l.contains("killed"))
+    {
+        let left = deadline.saturating_duration_since(Instant::now());
+        lines.push(said.recv_timeout(left).expect("the timeout said"));
+    }
+    let killed_at = lines.iter().find(|(_, l)| l.contains("killed")).unwrap().0;
+    assert!(
+        killed_at.duration_since(hook_started) >= Duration::from_secs(9),
+        "killed after its timeout, not before"
+    );
+    // Killed with what it started: the `sleep` the shell became is gone.
+    wait_for(
+        "the hung hook's process to go",
+        Duration::from_secs(10),
+        || {
+            !Path::new(&format!("/proc/{sleeper}")).exists()
+                || std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
+                    .is_ok_and(|s| s.contains(") Z "))
+        },
+    );
+    // A few more documents, then stop; the documents went on while the hook hung.
+    std::thread::sleep(Duration::from_secs(2));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let docs: Vec<(Instant, String)> = docs.try_iter().collect();
+    let during = docs
+        .iter()
+        .filter(|(at, _)| *at > hook_started && *at < killed_at)
+        .count();
+    assert!(during >= 5, "{during} documents while the hook hung");
+    for (_, doc) in &docs {
+        serde_json::from_str::<Value>(doc).expect("each document whole");
+    }
+    lines.extend(said.try_iter());
+    let text: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let killed = text.iter().filter(|l| l.contains("killed")).count();
+    let failed = text
+        .iter()
+        .filter(|l| l.contains("--on free:1s=false") && l.contains("exit status: 1"))
+        .count();
+    assert_eq!(killed, 1, "said once: {text:?}");
+    assert_eq!(failed, 1, "said once: {text:?}");
+    assert!(
+        text.iter()
+            .any(|l| l.starts_with("vramscope: --on free:1s=sh -c")
+                && l.ends_with("still running after 10 s: killed")),
+        "{text:?}"
+    );
+}
