@@ -290,11 +290,17 @@ fn new_peaks(
             continue;
         };
         let said = seen.peaks.get(gpu).copied().unwrap_or(0);
-        #[allow(clippy::cast_precision_loss)]
+        #[allow(
+            clippy::cast_precision_loss,
+            reason = "a share of memory, not an exact count"
+        )]
         let above = peak.value as f64 >= share * total as f64;
         if peak.value > said && above {
             seen.peaks.insert(*gpu, peak.value);
-            #[allow(clippy::cast_precision_loss)]
+            #[allow(
+                clippy::cast_precision_loss,
+                reason = "a share of memory, not an exact count"
+            )]
             let percent = 100.0 * peak.value as f64 / total as f64;
             let summary = format!(
                 "new peak in {} on GPU {gpu}: {} bytes, {percent:.0}% of the GPU",
@@ -348,7 +354,8 @@ fn hang(
     #[allow(
         clippy::cast_precision_loss,
         clippy::cast_possible_truncation,
-        clippy::cast_sign_loss
+        clippy::cast_sign_loss,
+        reason = "milliseconds, far inside both types"
     )]
     let limit = ((median as f64 * factor) as u64).max(HANG_FLOOR_MS);
     let waited = now.saturating_sub(since);

@@ -50,7 +50,11 @@ impl Notifier {
                 Kind::Exit => wanted.exit = true,
                 Kind::Hang => wanted.hang_factor = min_of(wanted.hang_factor, hook.threshold),
                 Kind::Peak => wanted.peak_share = min_of(wanted.peak_share, hook.threshold),
-                #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+                #[allow(
+                    clippy::cast_possible_truncation,
+                    clippy::cast_sign_loss,
+                    reason = "a positive threshold in seconds, far inside u64 in ms"
+                )]
                 Kind::Free => {
                     let ms = (hook.threshold * 1000.0) as u64;
                     wanted.free_after_ms = Some(wanted.free_after_ms.map_or(ms, |m| m.min(ms)));
