@@ -22,8 +22,9 @@ env | grep '^VRAMSCOPE_' | sort > "$dir/$VRAMSCOPE_EVENT.env"
 echo "$VRAMSCOPE_EVENT" >> "$dir/runs"
 "#;
 
-/// Writes its pid to `argv[2]`, reports 9 GiB allocated on device 0 for 30 steps once
-/// `argv[1]` exists (NVML lists it by then), then dies of an uncaught CUDA OOM.
+/// Writes its pid to `argv[2]`, reports 9 GiB allocated (a 12 GiB peak) on device 0 for 30
+/// steps of 50 ms once `argv[1]` exists (NVML lists it by then), stays on step 30 for 4 s
+/// (a hang: the floor is 3 s), then dies of an uncaught CUDA OOM.
 const SCRIPT: &str = r#"
 import os, sys, time, vramscope
 GIB = 1 << 30
@@ -34,8 +35,10 @@ while not os.path.exists(sys.argv[1]):
 for _ in range(30):
     vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
     vramscope.step()
-    time.sleep(0.02)
-time.sleep(1)
+    time.sleep(0.05)
+for _ in range(40):
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    time.sleep(0.1)
 raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
 "#;
 
@@ -62,7 +65,7 @@ fn env_of(file: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
-fn run_tells_the_hooks_of_the_jobs_oom_and_its_end_once_each() {
+fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
     if !python3_available() {
         return;
     }
@@ -82,6 +85,8 @@ fn run_tells_the_hooks_of_the_jobs_oom_and_its_end_once_each() {
         .env("VRAMSCOPE_DIR", work.path().join("channels"))
         .args(["run", "--json", "--interval", "0.2"])
         .args(["--on", &hook("oom"), "--on", &hook("exit")])
+        // 12 GiB of an 80 GiB GPU is 15%.
+        .args(["--on", &hook("peak:0.1"), "--on", &hook("hang")])
         .args(["--", "python3"])
         .args([&script, &go, &pid_file])
         .stdout(Stdio::null())
@@ -115,7 +120,25 @@ fn run_tells_the_hooks_of_the_jobs_oom_and_its_end_once_each() {
         .map(str::to_string)
         .collect();
     kinds.sort();
-    assert_eq!(kinds, ["exit", "oom"], "each once; {stderr}");
+    assert_eq!(
+        kinds,
+        ["exit", "hang", "oom", "peak"],
+        "each once; {stderr}"
+    );
+
+    let read = |kind: &str| -> Value {
+        let text = std::fs::read_to_string(out.join(format!("{kind}.json"))).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    let peak = read("peak");
+    assert_eq!(peak["pid"], json!(job_pid), "{peak}");
+    assert_eq!(peak["gpu"], json!(0), "{peak}");
+    assert_eq!(peak["details"]["peak"], json!(12 * GIB), "{peak}");
+    assert_eq!(peak["details"]["gpu_total"], json!(80 * GIB), "{peak}");
+    let hang = read("hang");
+    assert_eq!(hang["details"]["step"], json!(30), "{hang}");
+    let waited = hang["details"]["waited_ms"].as_u64().unwrap();
+    assert!(waited >= 3_000, "never before the floor: {hang}");
 
     let oom: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("oom.json")).unwrap()).unwrap();
@@ -253,4 +276,42 @@ fn a_hook_that_hangs_is_killed_and_said_once_and_the_documents_keep_coming() {
                 && l.ends_with("still running after 10 s: killed")),
         "{text:?}"
     );
+}
+
+#[test]
+fn the_monitor_runs_its_hooks_and_says_a_failing_one_on_the_status_line() {
+    if !common::tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0), h100(1)] }));
+    let out = scenario.dir().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let recorder = scenario.dir().join("record.sh");
+    executable(&recorder, RECORDER);
+    let line = format!(
+        "{} --interval 0.2 --on 'free:1s={} {}' --on free:1s=false",
+        scenario.monitor_line(""),
+        recorder.display(),
+        out.display()
+    );
+    let t = common::tmux::Tmux::start(scenario.dir(), 120, 30, &line);
+    let (said, screen) = t.wait_for(Duration::from_secs(30), |s| {
+        s.contains("--on free:1s=false: exit status: 1")
+    });
+    assert!(said, "the failing hook said on the screen:\n{screen}");
+    wait_for("the recording hook", Duration::from_secs(20), || {
+        std::fs::read_to_string(out.join("runs")).is_ok_and(|t| !t.is_empty())
+    });
+    // Both GPUs are free: the event is either's.
+    let free: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("free.json")).unwrap()).unwrap();
+    assert_eq!(free["kind"], json!("free"), "{free}");
+    assert!(free["gpu"] == json!(0) || free["gpu"] == json!(1), "{free}");
+    assert!(free["details"]["idle_s"].as_u64().unwrap() >= 1, "{free}");
+    let env = env_of(&out.join("free.env"));
+    assert!(
+        env.contains(&("VRAMSCOPE_EVENT".into(), "free".into())),
+        "{env:?}"
+    );
+    t.keys(&["q"]);
 }
