@@ -423,9 +423,10 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// What the exporter is asked for (`serve::run`).
-    pub fn options(&self) -> crate::serve::Options {
+    /// What the exporter is asked for (`serve::run`), with the global `--on` hooks.
+    pub fn options(&self, hooks: Vec<crate::notify::Hook>) -> crate::serve::Options {
         crate::serve::Options {
+            hooks,
             listen: self.listen.clone(),
             grace: self.grace,
             max_connections: self.max_connections,

@@ -48,7 +48,7 @@ const READ_BY: [(&str, &str, &[Mode]); 18] = [
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
-    ("on", "--on", &[MONITOR, RUN]),
+    ("on", "--on", &[MONITOR, RUN, SERVE]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),

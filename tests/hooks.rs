@@ -315,3 +315,35 @@ fn the_monitor_runs_its_hooks_and_says_a_failing_one_on_the_status_line() {
     );
     t.keys(&["q"]);
 }
+
+#[test]
+fn serve_runs_its_hooks_too() {
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let out = scenario.dir().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let recorder = scenario.dir().join("record.sh");
+    executable(&recorder, RECORDER);
+    let hook = format!("free:1s={} {}", recorder.display(), out.display());
+    let mut child = scenario
+        .command()
+        .args(["serve", "--listen", "127.0.0.1:0", "--interval", "200ms"])
+        .args(["--on", &hook])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let recorded = out.join("free.json");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(out.join("runs")).is_ok_and(|t| !t.is_empty()) {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("serve never ran its free hook");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let free: Value = serde_json::from_str(&std::fs::read_to_string(recorded).unwrap()).unwrap();
+    assert_eq!(free["kind"], json!("free"), "{free}");
+    assert_eq!(free["gpu"], json!(0), "{free}");
+}
