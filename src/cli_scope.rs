@@ -447,9 +447,13 @@ mod tests {
             // The indented command lines, each without its trailing comment.
             for line in text.lines().filter(|l| l.starts_with("    vramscope ")) {
                 let command = line.split(" #").next().unwrap_or(line);
-                // The shell's words end where a redirection or a pipe begins.
-                let args: Vec<&str> = command
-                    .split_whitespace()
+                // The shell's words (quotes taken as a shell takes them), which end where a
+                // redirection or a pipe begins.
+                let words = crate::notify::split_words(command)
+                    .unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
+                let args: Vec<&str> = words
+                    .iter()
+                    .map(String::as_str)
                     .skip(1)
                     .take_while(|w| !matches!(*w, ">" | ">>" | "<" | "|" | "&&" | ";"))
                     .collect();

@@ -306,7 +306,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "needs notify-send and a training script; tests/hooks.rs runs `run --json --on oom=... --on exit=...` with a hook that records what it is told",
     ),
     (
-        "vramscope --json --loop 10s --on \"free:30m=sh -c 'echo GPU \\$VRAMSCOPE_GPU is free | mail -s free me'\" >/dev/null",
+        "vramscope --json --loop 10s --on \"free:30m=sh -c 'echo GPU \\$VRAMSCOPE_GPU is free | mail -s free me'\" > /dev/null",
         "needs mail and 30 minutes; tests/hooks.rs runs `--json --loop` with `free:1s` hooks from a configuration file",
     ),
     (

@@ -13,7 +13,7 @@ mod spec;
 pub use detect::{HANG_FLOOR_MS, Wanted};
 pub use event::Event;
 pub use runner::{HOOK_TIMEOUT, QUEUED_AT_MOST, RUNNING_AT_ONCE};
-pub use spec::{Action, Hook, Kind, parse};
+pub use spec::{Action, Hook, Kind, parse, split_words};
 
 use crate::model::Snapshot;
 use std::time::{Duration, Instant};
