@@ -373,3 +373,85 @@ fn hang(
     event.details = json!({ "step": last, "waited_ms": waited, "median_step_ms": median });
     Some((Kind::Hang, event))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::WriterLiveness;
+    use crate::model::writer_fold::WriterFold;
+    use crate::model::writer_fold::test_support::{event, oom, poll};
+
+    fn snapshot_of(fold: &WriterFold, at_ms: u64) -> Snapshot {
+        Snapshot {
+            taken_at_ms: at_ms,
+            driver: None,
+            nvml_problem: None,
+            devices: Vec::new(),
+            processes: Vec::new(),
+            exited: Vec::new(),
+            host_memory: None,
+            host_load: None,
+            allocators: AllocatorSnapshot::of(fold).into_iter().collect(),
+            rejected_channels: Vec::new(),
+        }
+    }
+
+    fn kinds(events: &[(Kind, Event)]) -> Vec<&'static str> {
+        events.iter().map(|(k, _)| k.name()).collect()
+    }
+
+    #[test]
+    fn an_oom_from_before_watching_is_not_news_and_a_new_one_is_said_once() {
+        let wanted = Wanted {
+            oom: true,
+            exit: true,
+            ..Wanted::default()
+        };
+        let mut detector = Detector::new(wanted, 1_000);
+        let mut fold = WriterFold::default();
+        fold.ingest(poll(Vec::new(), vec![event(100, oom(6), "")]), 100);
+        assert!(detector.observe(&snapshot_of(&fold, 1_000)).is_empty());
+        fold.ingest(poll(Vec::new(), vec![event(2_000, oom(7), "")]), 2_000);
+        let events = detector.observe(&snapshot_of(&fold, 2_000));
+        assert_eq!(kinds(&events), ["oom"]);
+        assert_eq!(events[0].1.details["requested"], serde_json::json!(7));
+        assert_eq!(events[0].1.pid, Some(7));
+        assert!(detector.observe(&snapshot_of(&fold, 2_500)).is_empty());
+        // Ended after it was seen running: one exit, then nothing more.
+        let mut ended = poll(Vec::new(), Vec::new());
+        ended.liveness = WriterLiveness::Ended {
+            crashed: false,
+            error: true,
+        };
+        fold.ingest(ended, 3_000);
+        let events = detector.observe(&snapshot_of(&fold, 3_000));
+        assert_eq!(kinds(&events), ["exit"]);
+        assert_eq!(events[0].1.details["error"], serde_json::json!(true));
+        assert!(detector.observe(&snapshot_of(&fold, 3_500)).is_empty());
+    }
+
+    #[test]
+    fn the_job_run_started_ends_with_its_status_not_as_a_writer() {
+        let wanted = Wanted {
+            exit: true,
+            ..Wanted::default()
+        };
+        let mut detector = Detector::new(wanted, 0);
+        detector.watch_job(7);
+        let mut fold = WriterFold::default();
+        fold.ingest(poll(Vec::new(), Vec::new()), 10);
+        assert!(detector.observe(&snapshot_of(&fold, 10)).is_empty());
+        let mut ended = poll(Vec::new(), Vec::new());
+        ended.liveness = WriterLiveness::Ended {
+            crashed: true,
+            error: false,
+        };
+        fold.ingest(ended, 20);
+        assert!(detector.observe(&snapshot_of(&fold, 20)).is_empty());
+        let (kind, event) = detector
+            .job_ended(7, 137, "killed by signal 9", 30)
+            .unwrap();
+        assert_eq!(kind, Kind::Exit);
+        assert_eq!(event.details["status"], serde_json::json!(137));
+    }
+}
