@@ -347,3 +347,25 @@ fn serve_runs_its_hooks_too() {
     assert_eq!(free["kind"], json!("free"), "{free}");
     assert_eq!(free["gpu"], json!(0), "{free}");
 }
+
+#[test]
+fn a_bell_hook_rings_the_terminal_bell() {
+    // The monitor rings no bell of its own: tmux's flag is the hook's.
+    if !common::tmux::available() {
+        return;
+    }
+    let scenario = Scenario::new(&json!({ "devices": [h100(0)] }));
+    let line = format!(
+        "{} --interval 0.2 --on free:1s=bell",
+        scenario.monitor_line("")
+    );
+    let t = common::tmux::Tmux::start(scenario.dir(), 120, 30, &line);
+    let (ran, screen) = t.wait_for(Duration::from_secs(20), |s| s.contains("GPU"));
+    assert!(ran, "the monitor ran:\n{screen}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while t.pane("window_bell_flag") != "1" {
+        assert!(Instant::now() < deadline, "no bell:\n{}", t.screen());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    t.keys(&["q"]);
+}
