@@ -367,5 +367,9 @@ fn a_bell_hook_rings_the_terminal_bell() {
         assert!(Instant::now() < deadline, "no bell:\n{}", t.screen());
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The detached test session has no client to show tmux's message: that is not said.
+    std::thread::sleep(Duration::from_secs(1));
+    let screen = t.screen();
+    assert!(!screen.contains("--on free:1s=bell"), "{screen}");
     t.keys(&["q"]);
 }

@@ -137,6 +137,7 @@ impl Notifier {
                 label: armed.label.clone(),
                 argv,
                 event,
+                quiet: armed.hook.action == Action::Bell,
             });
         }
     }

@@ -28,6 +28,9 @@ pub struct Run {
     pub label: String,
     pub argv: Vec<String>,
     pub event: Event,
+    /// A failure is not said: the built-in tmux/screen message fails whenever no client is
+    /// attached (a detached session), which is no news.
+    pub quiet: bool,
 }
 
 /// The handle the monitor holds: it queues runs and collects what is to be said.
@@ -101,6 +104,7 @@ impl Runner {
 
 struct Running {
     label: String,
+    quiet: bool,
     child: Child,
     since: Instant,
 }
@@ -125,6 +129,7 @@ fn run_all(runs: &Receiver<Run>, said: &Mutex<Said>, busy: &AtomicUsize) {
                 Ok(run) => match start(&run) {
                     Ok(child) => running.push(Running {
                         label: run.label,
+                        quiet: run.quiet,
                         child,
                         since: Instant::now(),
                     }),
@@ -147,7 +152,9 @@ fn run_all(runs: &Receiver<Run>, said: &Mutex<Said>, busy: &AtomicUsize) {
         running.retain_mut(|r| match r.child.try_wait() {
             Ok(Some(status)) if status.success() => false,
             Ok(Some(status)) => {
-                say(&r.label, "failed", format!("{}: {status}", r.label));
+                if !r.quiet {
+                    say(&r.label, "failed", format!("{}: {status}", r.label));
+                }
                 false
             }
             Ok(None) if r.since.elapsed() >= HOOK_TIMEOUT => {
