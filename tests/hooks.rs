@@ -22,22 +22,26 @@ env | grep '^VRAMSCOPE_' | sort > "$dir/$VRAMSCOPE_EVENT.env"
 echo "$VRAMSCOPE_EVENT" >> "$dir/runs"
 "#;
 
-/// Writes its pid to `argv[2]`, reports 9 GiB allocated (a 12 GiB peak) on device 0 for 30
-/// steps of 50 ms once `argv[1]` exists (NVML lists it by then), stays on step 30 for 4 s
-/// (a hang: the floor is 3 s), then dies of an uncaught CUDA OOM.
+/// Writes its pid to `argv[2]` and reports 9 GiB allocated (a 12 GiB peak) on device 0;
+/// once `argv[1]` exists (the test has seen vramscope read it), 40 steps of 50 ms, then 6 s
+/// on step 40 (a hang: the floor is 3 s), then dies of an uncaught CUDA OOM.
 const SCRIPT: &str = r#"
 import os, sys, time, vramscope
 GIB = 1 << 30
+def report():
+    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+report()
 open(sys.argv[2] + ".tmp", "w").write(str(os.getpid()))
 os.rename(sys.argv[2] + ".tmp", sys.argv[2])
 while not os.path.exists(sys.argv[1]):
-    time.sleep(0.05)
-for _ in range(30):
-    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
-    vramscope.step()
+    report()
     time.sleep(0.05)
 for _ in range(40):
-    vramscope.report(device=0, allocated=9 * GIB, reserved=10 * GIB, peak=12 * GIB, free=GIB)
+    report()
+    vramscope.step()
+    time.sleep(0.05)
+for _ in range(60):
+    report()
     time.sleep(0.1)
 raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
 "#;
@@ -89,11 +93,18 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
         .args(["--on", &hook("peak:0.1"), "--on", &hook("hang")])
         .args(["--", "python3"])
         .args([&script, &go, &pid_file])
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let pid = child.id();
+    let (docs_tx, docs) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = docs_tx.send(line);
+        }
+    });
     wait_for("the job to start", Duration::from_secs(30), || {
         std::fs::read_to_string(&pid_file).is_ok()
     });
@@ -103,6 +114,19 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
     gpu0["processes"] =
         json!([{ "t": 0, "compute": [{ "pid": job_pid, "used_memory": 11 * GIB }] }]);
     scenario.rewrite(&json!({ "devices": [gpu0] }));
+    // Its steps begin once vramscope reads its channel, so that it sees them go by.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = docs.recv_timeout(left).expect("a document with the writer");
+        let doc: Value = serde_json::from_str(&line).unwrap();
+        let seen = doc["allocators"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|w| w["pid"] == json!(job_pid)));
+        if seen {
+            break;
+        }
+    }
     std::fs::write(&go, "").unwrap();
     let status = child.wait().unwrap();
     let mut stderr = String::new();
@@ -110,9 +134,9 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
     assert_eq!(status.code(), Some(1), "the job's own status; {stderr}");
     let runs = out.join("runs");
     wait_for(
-        &format!("both hooks; {stderr}"),
+        &format!("the four hooks; {stderr}"),
         Duration::from_secs(20),
-        || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() >= 2),
+        || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() >= 4),
     );
     let mut kinds: Vec<String> = std::fs::read_to_string(&runs)
         .unwrap()
@@ -136,7 +160,7 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
     assert_eq!(peak["details"]["peak"], json!(12 * GIB), "{peak}");
     assert_eq!(peak["details"]["gpu_total"], json!(80 * GIB), "{peak}");
     let hang = read("hang");
-    assert_eq!(hang["details"]["step"], json!(30), "{hang}");
+    assert_eq!(hang["details"]["step"], json!(40), "{hang}");
     let waited = hang["details"]["waited_ms"].as_u64().unwrap();
     assert!(waited >= 3_000, "never before the floor: {hang}");
 
@@ -144,7 +168,7 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
         serde_json::from_str(&std::fs::read_to_string(out.join("oom.json")).unwrap()).unwrap();
     assert_eq!(oom["kind"], json!("oom"), "{oom}");
     assert_eq!(oom["details"]["requested"], json!(6 * GIB), "{oom}");
-    assert_eq!(oom["details"]["step"], json!(30), "{oom}");
+    assert_eq!(oom["details"]["step"], json!(40), "{oom}");
     assert_eq!(
         oom["pid"],
         json!(job_pid),
