@@ -89,6 +89,18 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", global = true)]
     pub monitor_log: Option<PathBuf>,
 
+    /// Run CMD when EVENT happens, with the event as JSON on its standard input and
+    /// VRAMSCOPE_EVENT, _PID, _GPU, _RANK, _JOB, _SUMMARY set; repeatable. EVENT is oom, hang
+    /// (no step for K times the median step: `hang:K`, default 5), exit (a watched writer or
+    /// `run`'s job ended), peak (a new true peak above a share of the GPU: `peak:0.8`,
+    /// default 0.9) or free (a GPU with no process for a while: `free:10m`, default 5m).
+    /// CMD is split into words as a shell quotes them, and run without a shell (write
+    /// `sh -c '...'` for one); `bell` rings the terminal bell and, inside tmux or screen,
+    /// shows a status message. Once per event, at most once per 5 s per hook; a hook still
+    /// running after 10 s is killed.
+    #[arg(long = "on", value_name = "EVENT=CMD", global = true, action = clap::ArgAction::Append, value_parser = crate::notify::parse)]
+    pub on: Vec<crate::notify::Hook>,
+
     /// Read settings from FILE instead of $XDG_CONFIG_HOME/vramscope/config.toml (else
     /// ~/.config/vramscope/config.toml); `none`: from no file. `vramscope config` shows them.
     #[arg(long, value_name = "FILE", env = "VRAMSCOPE_CONFIG", global = true)]
@@ -435,9 +447,10 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
-    /// What the exporter is asked for (`serve::run`).
-    pub fn options(&self) -> crate::serve::Options {
+    /// What the exporter is asked for (`serve::run`), with the global `--on` hooks.
+    pub fn options(&self, hooks: Vec<crate::notify::Hook>) -> crate::serve::Options {
         crate::serve::Options {
+            hooks,
             listen: self.listen.clone(),
             grace: self.grace,
             max_connections: self.max_connections,
@@ -544,6 +557,7 @@ impl Cli {
         crate::tui::Options {
             sampling: self.sampling(),
             record: self.record.clone(),
+            hooks: self.on.clone(),
             ascii: self.ascii,
             read_only: self.read_only,
             theme: self.theme,
@@ -567,6 +581,7 @@ impl Cli {
             csv: self.csv,
             ascii: self.ascii,
             units: self.units,
+            hooks: self.on.clone(),
         }
     }
 }

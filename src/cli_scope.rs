@@ -30,7 +30,7 @@ const MONITOR_OF_RUN: [(&str, &str); 2] = [("log", "--log"), ("exit_with_job", "
 /// Each global option (clap's id, as spelled on the command line) and the modes that read it.
 /// `run` reads what the monitor reads: it is the monitor with a job. `report --json` is
 /// JSON, as are `sites --json` and `diff --json`, and `export --csv` names the one format `export` writes.
-const READ_BY: [(&str, &str, &[Mode]); 18] = [
+const READ_BY: [(&str, &str, &[Mode]); 19] = [
     ("nvml_lib", "--nvml-lib", &[MONITOR, RUN, RECORD, SERVE]),
     (
         "interval",
@@ -53,6 +53,7 @@ const READ_BY: [(&str, &str, &[Mode]); 18] = [
     ("csv", "--csv", &[MONITOR, RUN, EXPORT]),
     ("loop", "--loop", &[MONITOR, RUN]),
     ("record", "--record", &[MONITOR, RUN]),
+    ("on", "--on", &[MONITOR, RUN, SERVE]),
     ("read_only", "--read-only", &[MONITOR, RUN, REPLAY, DEMO]),
     ("columns", "--columns", &[MONITOR, RUN, REPLAY, DEMO]),
     ("ascii", "--ascii", &[MONITOR, RUN, REPLAY, DEMO, CLUSTER]),
@@ -452,9 +453,13 @@ mod tests {
             // The indented command lines, each without its trailing comment.
             for line in text.lines().filter(|l| l.starts_with("    vramscope ")) {
                 let command = line.split(" #").next().unwrap_or(line);
-                // The shell's words end where a redirection or a pipe begins.
-                let args: Vec<&str> = command
-                    .split_whitespace()
+                // The shell's words (quotes taken as a shell takes them), which end where a
+                // redirection or a pipe begins.
+                let words = crate::notify::split_words(command)
+                    .unwrap_or_else(|e| panic!("{file}: {line}: {e}"));
+                let args: Vec<&str> = words
+                    .iter()
+                    .map(String::as_str)
                     .skip(1)
                     .take_while(|w| !matches!(*w, ">" | ">>" | "<" | "|" | "&&" | ";"))
                     .collect();

@@ -41,6 +41,8 @@ pub mod log_file;
 #[cfg(feature = "monitor")]
 pub mod model;
 #[cfg(feature = "monitor")]
+pub mod notify;
+#[cfg(feature = "monitor")]
 pub mod output;
 #[cfg(feature = "monitor")]
 pub mod plot;
@@ -114,7 +116,9 @@ fn open_log(cli: &cli::Cli) -> Result<(), String> {
 fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
     match &cli.command {
         Some(cli::Command::Run(args)) => return launch::run(&args.options(cli), started),
-        Some(cli::Command::Serve(args)) => return serve::run(cli.sampling(), &args.options()),
+        Some(cli::Command::Serve(args)) => {
+            return serve::run(cli.sampling(), &args.options(cli.on.clone()));
+        }
         Some(cli::Command::Cluster(args)) => return cluster::run(&args.options(cli), started),
         Some(cli::Command::Record(args)) => {
             if cli.record.is_some() || cli.one_shot() {

@@ -313,6 +313,14 @@ const RUN: &[(&str, &str, How)] = &[
 /// Commands not run here: why, and what covers them instead.
 const ELSEWHERE: &[(&str, &str)] = &[
     (
+        "vramscope run --on 'oom=notify-send \"vramscope: OOM\"' --on exit=bell -- python train.py",
+        "needs notify-send and a training script; tests/hooks.rs runs `run --json --on oom=... --on exit=...` with a hook that records what it is told",
+    ),
+    (
+        "vramscope --json --loop 10s --on \"free:30m=sh -c 'echo GPU \\$VRAMSCOPE_GPU is free | mail -s free me'\" > /dev/null",
+        "needs mail and 30 minutes; tests/hooks.rs runs `--json --loop` with `free:1s` hooks from a configuration file",
+    ),
+    (
         "uvx vramscope",
         "needs the package index; tests/wheel_install.rs runs `uvx --from WHEEL vramscope` on the wheel scripts/dist builds",
     ),

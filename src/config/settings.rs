@@ -24,6 +24,7 @@ pub const SETTINGS: &[&str] = &[
     "columns",
     "monitor-log",
     "gpm",
+    "on",
 ];
 
 /// The environment variable of the option `long`: `VRAMSCOPE_READ_ONLY` for `read-only`.

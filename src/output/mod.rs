@@ -9,10 +9,11 @@ mod taken;
 
 use crate::job::Job;
 use crate::model::NvmlProblem;
+use crate::model::now_ms;
 use crate::model::units::MemoryUnits;
 use crate::sources::runner::SamplingConfig;
 use crate::stdout;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use taken::Takes;
@@ -37,6 +38,8 @@ pub struct Options {
     pub ascii: bool,
     /// `--units`: how `--once` and `--csv` write GPU memory.
     pub units: MemoryUnits,
+    /// `--on EVENT=CMD`: what to run when something happens, looked for in each take.
+    pub hooks: Vec<crate::notify::Hook>,
 }
 
 /// Runs `--once`, `--json`, `--csv` or `--loop` and returns the exit status.
@@ -69,6 +72,16 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
             None => return fail(&problem),
         },
     };
+    let mut notifier = match crate::notify::Notifier::start(&options.hooks, now_ms()) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let (Some(n), Some(job)) = (notifier.as_mut(), job.as_ref()) {
+        n.watch_job(job.pid);
+    }
     let mut out = stdout::lock();
     // Commands are cut to fit a terminal only; piped, they stay whole for grep and scripts.
     let command_cut = out
@@ -78,6 +91,15 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
     loop {
         let started = Instant::now();
         let snapshot = sampler.take();
+        if let Some(n) = notifier.as_mut() {
+            n.observe(&snapshot);
+            if let Some(end) = &job_end
+                && let Some(pid) = job.as_ref().map(|j| j.pid)
+            {
+                n.job_ended(pid, end.code, &end.text, snapshot.taken_at_ms);
+            }
+            said(n);
+        }
         let text = if options.json {
             json::render(&snapshot, period.is_none())
         } else if options.csv {
@@ -96,6 +118,7 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
         }
         first = false;
         if let Some(end) = &job_end {
+            finish_hooks(notifier.as_mut());
             return ExitCode::from(end.code);
         }
         let Some(period) = period else {
@@ -106,6 +129,26 @@ fn run_until(options: &Options, mut job: Option<Job>) -> ExitCode {
         }
         // One more snapshot after the job ends shows how it ended.
         job_end = job.as_mut().and_then(Job::try_end);
+    }
+}
+
+/// What the hooks have to say, on standard error (standard output is the document's); a
+/// bell, when one is due and standard error is a terminal.
+fn said(notifier: &mut crate::notify::Notifier) {
+    for line in notifier.take_said() {
+        eprintln!("vramscope: {line}");
+    }
+    if notifier.take_bell() && std::io::stderr().is_terminal() {
+        eprint!("\u{7}");
+    }
+}
+
+/// Before `run` exits with its job: the hooks the job's end started are given their time
+/// (at most the hook timeout), so that the word is not lost with vramscope.
+fn finish_hooks(notifier: Option<&mut crate::notify::Notifier>) {
+    if let Some(n) = notifier {
+        n.wait_idle(crate::notify::HOOK_TIMEOUT + std::time::Duration::from_secs(1));
+        said(n);
     }
 }
 

@@ -60,6 +60,8 @@ pub struct Options {
     pub client_timeout: Duration,
     /// The `hostname` label, as given (checked here).
     pub hostname: Option<String>,
+    /// `--on EVENT=CMD`: what to run when something happens.
+    pub hooks: Vec<crate::notify::Hook>,
 }
 
 /// Runs the exporter, sampling with `config`, until SIGTERM or SIGINT (then exit 0), or until
@@ -109,6 +111,13 @@ pub fn run(config: SamplingConfig, args: &Options) -> ExitCode {
     let settings = owner::Settings {
         grace: args.grace,
         hostname,
+        notifier: match crate::notify::Notifier::start(&args.hooks, crate::model::now_ms()) {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("vramscope: {e}");
+                return ExitCode::from(EXIT_FAILED);
+            }
+        },
     };
     if let Err(e) = owner::spawn(rx, sampling, Arc::clone(&latest), settings) {
         eprintln!("vramscope: cannot start the sampling thread: {e}");

@@ -17,11 +17,12 @@ use std::thread;
 use std::time::Duration;
 
 /// What the state thread needs from the command line.
-#[derive(Clone, Debug)]
 pub struct Settings {
     pub grace: Duration,
     /// `--hostname`: the node's name in the labels, instead of this machine's host name.
     pub hostname: Option<String>,
+    /// `--on EVENT=CMD`: the hooks, which look at each snapshot published.
+    pub notifier: Option<crate::notify::Notifier>,
 }
 
 /// Starts the state thread; it runs until the samplers stop.
@@ -37,7 +38,7 @@ pub fn spawn(
         .map(|_| ())
 }
 
-fn run(rx: &Receiver<SourceEvent>, sampling: Sampling, latest: &Latest, settings: Settings) {
+fn run(rx: &Receiver<SourceEvent>, sampling: Sampling, latest: &Latest, mut settings: Settings) {
     let interval_ms = sampling.interval_ms();
     let stale = StaleAfter::interval(interval_ms);
     // Exited processes are remembered by the monitor, for the whole grace period; the
@@ -71,6 +72,12 @@ fn run(rx: &Receiver<SourceEvent>, sampling: Sampling, latest: &Latest, settings
         }
         let now = now_ms();
         let snapshot = Arc::new(monitor.snapshot(now, stale));
+        if let Some(notifier) = settings.notifier.as_mut() {
+            notifier.observe(&snapshot);
+            for line in notifier.take_said() {
+                eprintln!("vramscope: {line}");
+            }
+        }
         let unreadable = unreadable_process_lists(&snapshot);
         let current = processes::from_snapshot(&snapshot);
         let exported = retention.update(current, &unreadable, now);

@@ -21,7 +21,7 @@ use crate::sources::runner::Sampling;
 use crate::sources::sites_worker::{SitesDone, SitesWorker};
 use crate::state::{HistoryView, Monitor, StaleAfter};
 use crossterm::event::Event as TermEvent;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -131,6 +131,22 @@ fn monitor(
             return ExitCode::from(2);
         }
     };
+    // Hooks look at live data only: a replay's events happened long ago.
+    let hooks = if feed.is_live() {
+        options.hooks.as_slice()
+    } else {
+        &[]
+    };
+    let mut notifier = match crate::notify::Notifier::start(hooks, now_ms()) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("vramscope: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if let (Some(n), Some(RunJob { job, .. })) = (notifier.as_mut(), job.as_ref()) {
+        n.watch_job(job.pid);
+    }
     let exit_with_job = job.as_ref().is_some_and(|j| j.exit_with_job);
     let job_started = job.as_ref().and_then(|RunJob { job, .. }| {
         let log = job.log.as_ref()?;
@@ -184,6 +200,11 @@ fn monitor(
         behind_demo: None,
         sites,
         attaching: None,
+        hooks: notifier.map(|notifier| Hooks {
+            notifier,
+            due: false,
+            last_look: None,
+        }),
     };
     app.ui.flash = job_started;
     app.ui.columns = options.columns.clone().unwrap_or_default();
@@ -208,6 +229,9 @@ fn monitor(
         if let Some(stopped) = app.recording.tick() {
             app.ui.flash = Some(stopped);
         }
+        if app.look_for_events() {
+            input_dirty = true;
+        }
         let now = Instant::now();
         // Until every GPU has reported once, the screen is incomplete: the frame that first
         // completes it is drawn at once, whenever the previous frame was.
@@ -226,6 +250,7 @@ fn monitor(
             if data_due {
                 last_data_draw = Some(Instant::now());
             }
+            app.ring_bell();
             complete |= app.monitor.has_first_data();
             first_frame.drawn(&app.monitor);
             data_since = None;
@@ -270,6 +295,13 @@ fn monitor(
         app.reduce_snapshots();
     };
     drop(guard);
+    if let Some(hooks) = &app.hooks {
+        // Long enough for the hooks the last events called for to start; they run on after.
+        hooks.notifier.wait_idle(HOOKS_AT_EXIT);
+        for line in hooks.notifier.take_said() {
+            eprintln!("vramscope: {line}");
+        }
+    }
     if let Some(line) = app.recording.finish() {
         eprintln!("vramscope: {line}");
     }
@@ -308,7 +340,23 @@ struct App {
     sites: SitesWorker,
     /// A `vramscope attach` started with `a`, still running.
     attaching: Option<super::attach_run::Running>,
+    /// `--on EVENT=CMD`: the hooks, looking at the live data.
+    hooks: Option<Hooks>,
 }
+
+/// The hooks and when they last looked at the live data.
+struct Hooks {
+    notifier: crate::notify::Notifier,
+    /// New live data arrived since the last look.
+    due: bool,
+    last_look: Option<Instant>,
+}
+
+/// The hooks look at most this often: peak reads arrive ten times a second, and each look
+/// takes a snapshot.
+const HOOKS_LOOK_GAP: Duration = Duration::from_millis(250);
+/// How long the monitor waits at exit for the hooks still queued or running.
+const HOOKS_AT_EXIT: Duration = Duration::from_secs(1);
 
 /// The live screen's data, kept while the demo plays over it.
 struct Behind {
@@ -317,6 +365,41 @@ struct Behind {
 }
 
 impl App {
+    /// Lets the hooks look at the live data (paused or not: a paused screen still hears
+    /// of an OOM) when new data came; true when they have something to say on screen.
+    fn look_for_events(&mut self) -> bool {
+        let Some(hooks) = &mut self.hooks else {
+            return false;
+        };
+        let recent = hooks
+            .last_look
+            .is_some_and(|t| t.elapsed() < HOOKS_LOOK_GAP);
+        if hooks.due && !recent && self.behind_demo.is_none() {
+            hooks.due = false;
+            hooks.last_look = Some(Instant::now());
+            let snapshot = self.monitor.snapshot(
+                self.feed.now_ms(),
+                StaleAfter::interval(self.feed.interval_ms()),
+            );
+            hooks.notifier.observe(&snapshot);
+        }
+        let said = hooks.notifier.take_said();
+        if said.is_empty() {
+            return false;
+        }
+        self.ui.flash = Some(said.join("; "));
+        true
+    }
+
+    /// The terminal bell, when a `bell` hook asked for one; between frames, so that it
+    /// never splits an escape sequence.
+    fn ring_bell(&mut self) {
+        if self.hooks.as_mut().is_some_and(|h| h.notifier.take_bell()) {
+            let mut out = std::io::stdout();
+            let _ = out.write_all(b"\x07").and_then(|()| out.flush());
+        }
+    }
+
     /// What the screen shows: the frozen snapshot while paused, else a fresh one.
     fn shown(&self) -> Arc<Snapshot> {
         match &self.ui.frozen {
@@ -398,6 +481,9 @@ impl App {
                     return Step::Nothing;
                 }
                 self.monitor.ingest(e);
+                if let Some(hooks) = &mut self.hooks {
+                    hooks.due = true;
+                }
                 if self.ui.frozen.is_some() {
                     Step::Nothing
                 } else {
@@ -434,6 +520,10 @@ impl App {
             }
             Event::JobEnded(end) => {
                 let code = end.code;
+                if let (Some(hooks), Some(job)) = (&mut self.hooks, &self.ui.job) {
+                    let at = self.feed.now_ms();
+                    hooks.notifier.job_ended(job.pid, code, &end.text, at);
+                }
                 if let Some(job) = &mut self.ui.job {
                     self.ui.flash = Some(format!("job {} {}", job.pid, end.text));
                     job.end = Some(end);

@@ -14,6 +14,8 @@ pub struct Options {
     pub sampling: SamplingConfig,
     /// `--record FILE`: the live session recorded as it is shown.
     pub record: Option<PathBuf>,
+    /// `--on EVENT=CMD`: what to run when something happens (live data only).
+    pub hooks: Vec<crate::notify::Hook>,
     pub ascii: bool,
     pub read_only: bool,
     pub theme: ThemeName,
