@@ -77,9 +77,19 @@ class Steps(RealTorchCase):
         self.assertTrue(events[0].t < events[1].t < events[2].t < events[3].t)
         self.assertEqual(self.snap().status_step, 3)
 
-    def test_an_attached_writer_takes_the_jobs_own_step_from_adam(self):
+    def attached_step(self, layer, opt):
+        """One training step of a writer started as `vramscope attach` starts it; the STEP_END
+        steps and MARK notes it wrote."""
         from vramscope import _runtime
 
+        _runtime.attached = True
+        self.addCleanup(setattr, _runtime, "attached", False)
+        self.assertTrue(vramscope.start(framework="torch"))
+        train_step(layer, opt)
+        vramscope.note("after")
+        return [e.step for e in self.events(EV_STEP_END)], [e.text for e in self.events(EV_MARK)]
+
+    def test_an_attached_writer_takes_the_jobs_own_step_from_adam(self):
         layer = torch.nn.Linear(4, 2)
         opt = torch.optim.Adam(layer.parameters(), lr=0.1)
         # Adam asks the CUDA stream whether it is capturing when CUDA is available: the
@@ -88,35 +98,18 @@ class Steps(RealTorchCase):
         self.addCleanup(setattr, torch.cuda, "is_available", available)
         for _ in range(300):  # the job's steps before the attach
             train_step(layer, opt)
-        _runtime.attached = True
-        try:
-            self.assertTrue(vramscope.start(framework="torch"))
-            train_step(layer, opt)
-            vramscope.note("after")
-            ends = self.events(EV_STEP_END)
-            self.assertEqual([e.step for e in ends], [300])
-            self.assertEqual(self.snap().status_step, 301)
-            notes = [e.text for e in self.events(EV_MARK)]
-            self.assertIn("steps are the job's own: 300 taken before this one (the optimizer's state)", notes)
-        finally:
-            _runtime.attached = False
+        steps, notes = self.attached_step(layer, opt)
+        self.assertEqual(steps, [300])
+        self.assertEqual(self.snap().status_step, 301)
+        self.assertIn("steps are the job's own: 300 taken before this one (the optimizer's state)", notes)
 
     def test_an_attached_writer_without_an_optimizer_count_says_steps_are_since_the_attach(self):
-        from vramscope import _runtime
-
         layer, opt = self.model()  # SGD without momentum keeps no step
         for _ in range(5):
             train_step(layer, opt)
-        _runtime.attached = True
-        try:
-            self.assertTrue(vramscope.start(framework="torch"))
-            train_step(layer, opt)
-            vramscope.note("after")
-            self.assertEqual([e.step for e in self.events(EV_STEP_END)], [0])
-            notes = [e.text for e in self.events(EV_MARK)]
-            self.assertIn("steps count from the attach: the optimizer keeps no step count", notes)
-        finally:
-            _runtime.attached = False
+        steps, notes = self.attached_step(layer, opt)
+        self.assertEqual(steps, [0])
+        self.assertIn("steps count from the attach: the optimizer keeps no step count", notes)
 
     def test_the_sampler_publishes_deferred_steps(self):
         self.assertTrue(vramscope.start(framework="torch"))
