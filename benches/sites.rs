@@ -8,6 +8,12 @@
 //! Run with `cargo bench --bench sites` (add `-- ENTRIES` for another history size). With
 //! `-- shared ENTRIES` it reads instead the tests' history of one entry dict referred to
 //! ENTRIES times (tests/sites.rs makes it with 10,000,000), within the default limits.
+//!
+//! With `-- against OLD_BINARY [ROUNDS]` it times instead whole `vramscope sites --json`
+//! runs of this build's binary and of OLD_BINARY (another build, such as the one that read
+//! with the `pickled` crate) on the same files in the same run, 100,000 and 1,000,000
+//! entries, the two taking turns so that a change in the machine's load falls on both:
+//! wall time, CPU time and peak RSS of each child, and whether the two printed the same.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -67,6 +73,12 @@ fn main() {
         .unwrap_or(1_000_000);
     if std::env::args().any(|a| a == "shared") {
         return shared(entries);
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(at) = args.iter().position(|a| a == "against") {
+        let old = args.get(at + 1).expect("against OLD_BINARY");
+        let rounds = args.get(at + 2).and_then(|r| r.parse().ok()).unwrap_or(10);
+        return against(old, rounds);
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let made = Command::new("python3")
@@ -202,5 +214,120 @@ fn shared(entries: u64) {
     assert_eq!(
         held.trace_entries as u64 + snap.cut.trace_entries as u64,
         entries
+    );
+}
+
+/// A history of `entries` entries from the simulator, in `dir`.
+fn simulated(dir: &std::path::Path, entries: u64) -> std::path::PathBuf {
+    let made = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/sites_support/simulate.py"
+        ))
+        .arg(dir)
+        .args(["bench", &entries.to_string()])
+        .output()
+        .expect("python3");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let file = dir.join(format!("bench-{entries}.pickle"));
+    std::fs::rename(dir.join("bench.pickle"), &file).expect("rename");
+    file
+}
+
+/// One whole run of `binary sites --json file`: what it printed, its wall time, its CPU
+/// time (user and system) and its peak RSS, from `wait4`.
+fn one_run(binary: &str, file: &std::path::Path) -> (Vec<u8>, f64, f64, f64) {
+    use std::io::Read;
+    let started = Instant::now();
+    let mut child = Command::new(binary)
+        .args(["--json", "sites"])
+        .arg(file)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut out = Vec::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_end(&mut out)
+        .expect("read");
+    let mut status = 0;
+    // SAFETY: wait4 only writes the status and the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: the child is ours and not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    let wall = started.elapsed().as_secs_f64() * 1e3;
+    assert_eq!(pid, child.id() as libc::pid_t, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{binary} failed"
+    );
+    let s = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    let cpu = s(usage.ru_utime) + s(usage.ru_stime);
+    (out, wall, cpu, usage.ru_maxrss as f64 / 1024.0)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// The old binary and this one on the same files, taking turns.
+fn against(old: &str, rounds: usize) {
+    let new = env!("CARGO_BIN_EXE_vramscope");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for entries in [100_000u64, 1_000_000] {
+        let file = simulated(dir.path(), entries);
+        let size = std::fs::metadata(&file).expect("file").len();
+        let mut runs: [(Vec<f64>, Vec<f64>, Vec<f64>); 2] = Default::default();
+        let mut printed: [Option<Vec<u8>>; 2] = [None, None];
+        for round in 0..rounds {
+            for turn in 0..2 {
+                let which = (round + turn) % 2;
+                let binary = if which == 0 { old } else { new };
+                let (out, wall, cpu, rss) = one_run(binary, &file);
+                runs[which].0.push(wall);
+                runs[which].1.push(cpu);
+                runs[which].2.push(rss);
+                printed[which] = Some(out);
+            }
+        }
+        println!(
+            "sites against the old binary: {entries} trace entries, {:.1} MB pickle, {rounds} runs each, taking turns",
+            size as f64 / 1e6
+        );
+        for (which, name) in [(0, "old"), (1, "new")] {
+            let (wall, cpu, rss) = &runs[which];
+            println!(
+                "sites:   {name}: wall median {:>5.0} ms (min {:>5.0}), CPU median {:>5.0} ms, peak RSS {:>4.0} MiB",
+                median(wall.clone()),
+                wall.iter().copied().fold(f64::INFINITY, f64::min),
+                median(cpu.clone()),
+                median(rss.clone()),
+            );
+        }
+        println!(
+            "sites:   the two printed {}",
+            if printed[0] == printed[1] {
+                "the same --json"
+            } else {
+                "DIFFERENT --json"
+            }
+        );
+    }
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "sites: load average {} on {} CPUs",
+        loadavg
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 }

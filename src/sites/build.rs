@@ -143,8 +143,8 @@ impl<'b> Build<'b> {
             && is(tree, stack.first(), |n| matches!(n, Node::Dict(_)))
             && stack
                 .get(top - 1)
-                .and_then(|s| tree.str(s.val))
-                .is_some_and(|k| k == "device_traces")
+                .and_then(|s| tree.str_bytes(s.val))
+                .is_some_and(|k| k == b"device_traces")
             && match mark {
                 None => top == 2,
                 Some(m) => marks.len() == 1 && m == 1 && (top - 1 - m).is_multiple_of(2),
@@ -191,9 +191,8 @@ impl<'b> Build<'b> {
         if !appends && !matches!(code, b's' | b'u') {
             return Err(set_at(at));
         }
-        let kind = self.tree.kind(container);
         let Val::Node(id) = container else {
-            return Err(wrong_fill(kind, appends, at));
+            return Err(wrong_fill(self.tree.kind(container), appends, at));
         };
         if appends && matches!(self.tree.node(id), Some(Node::Trace(_))) {
             // The bytes left bound the entries still to come (each takes at least 16 of
@@ -210,20 +209,27 @@ impl<'b> Build<'b> {
                 Ok(())
             }
             (Some(Node::Dict(dict)), false) => {
-                dict.extend(pairs(items, at)?);
+                even(items, at)?;
+                dict.extend(items.chunks_exact(2).map(|kv| (kv[0], kv[1])));
                 Ok(())
             }
-            _ => Err(wrong_fill(kind, appends, at)),
+            _ => Err(wrong_fill(self.tree.kind(container), appends, at)),
         }
     }
 }
 
-fn pairs(items: &[Val], at: usize) -> Result<Vec<(Val, Val)>, SitesError> {
+/// Refuses a dict's items that end with a key without its value.
+fn even(items: &[Val], at: usize) -> Result<(), SitesError> {
     if !items.len().is_multiple_of(2) {
         return Err(not(format!(
             "not a memory snapshot: a dict at byte {at} has a key without a value"
         )));
     }
+    Ok(())
+}
+
+fn pairs(items: &[Val], at: usize) -> Result<Vec<(Val, Val)>, SitesError> {
+    even(items, at)?;
     Ok(items.chunks_exact(2).map(|kv| (kv[0], kv[1])).collect())
 }
 

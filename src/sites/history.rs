@@ -6,12 +6,12 @@
 //! read; an entry cut from it that a memo names is kept aside for the references that follow.
 
 use super::error::SitesError;
+use super::fast_hash::WordMap;
 use super::field::{Failed, dict, int, resolve, text, uint, want};
 use super::limits::Limits;
 use super::memo::Memo;
 use super::snapshot::{Action, Cut, Frame, Frames, Stack, TraceEntry};
 use super::value::{NO_FRAME, NO_MEMO, Node, TraceData, Tree, Val};
-use std::collections::HashMap;
 use std::time::Instant;
 
 /// A trace entry's position with this bit set names its copy in `TraceData::saved`.
@@ -25,10 +25,10 @@ pub(crate) struct Reader {
     pub(super) limits: Limits,
     pub(crate) started: Instant,
     pub(super) frames: Frames,
-    interned: HashMap<Frame, u32>,
+    interned: WordMap<Frame, u32>,
     /// Each distinct stack once: torch gives every alloc entry a list of its own, and a
     /// training loop's stacks are a few hundred distinct ones.
-    stacks: HashMap<Box<[u32]>, Stack>,
+    stacks: WordMap<Box<[u32]>, Stack>,
     scratch: Vec<u32>,
     pub(super) cut: Cut,
     pub(super) blocks: usize,
@@ -65,8 +65,8 @@ impl Reader {
             limits: limits.clone(),
             started: Instant::now(),
             frames: Frames::default(),
-            interned: HashMap::new(),
-            stacks: HashMap::new(),
+            interned: WordMap::default(),
+            stacks: WordMap::default(),
             scratch: Vec::new(),
             cut: Cut::default(),
             blocks: 0,
@@ -251,21 +251,21 @@ impl Reader {
             device_free: None,
         };
         for &(k, v) in pairs {
-            let name = tree.str(k).unwrap_or("");
-            let at = || format!("[{pos}].{name}");
+            let name = tree.str_bytes(k).unwrap_or_default();
+            let at = || format!("[{pos}].{}", String::from_utf8_lossy(name));
             match name {
-                "action" => {
-                    entry.action = match tree.str(v) {
+                b"action" => {
+                    entry.action = match tree.str_bytes(v) {
                         Some(s) => Action::parse(s),
                         None => return Err(want(tree, "a string", v, &at)),
                     }
                 }
-                "addr" => entry.addr = uint(tree, v, &at)?.unwrap_or(0),
-                "size" => entry.size = uint(tree, v, &at)?.unwrap_or(0),
-                "stream" => entry.stream = int(tree, v, &at)?.unwrap_or(0),
-                "time_us" => entry.time_us = int(tree, v, &at)?,
-                "device_free" => entry.device_free = uint(tree, v, &at)?,
-                "frames" => entry.stack = self.stack(tree, memo.as_deref_mut(), v, &at)?,
+                b"addr" => entry.addr = uint(tree, v, &at)?.unwrap_or(0),
+                b"size" => entry.size = uint(tree, v, &at)?.unwrap_or(0),
+                b"stream" => entry.stream = int(tree, v, &at)?.unwrap_or(0),
+                b"time_us" => entry.time_us = int(tree, v, &at)?,
+                b"device_free" => entry.device_free = uint(tree, v, &at)?,
+                b"frames" => entry.stack = self.stack(tree, memo.as_deref_mut(), v, &at)?,
                 _ => {}
             }
         }
@@ -338,10 +338,10 @@ impl Reader {
         let mut name = None;
         let mut line = 0u32;
         for (k, v) in d {
-            match tree.str(k) {
-                Some("filename") => filename = text(tree, v, at)?,
-                Some("name") => name = text(tree, v, at)?,
-                Some("line") => {
+            match tree.str_bytes(k) {
+                Some(b"filename") => filename = text(tree, v, at)?,
+                Some(b"name") => name = text(tree, v, at)?,
+                Some(b"line") => {
                     line = int(tree, v, at)?
                         .and_then(|l| u32::try_from(l).ok())
                         .unwrap_or(0);

@@ -3,8 +3,8 @@
 //! and deep nesting, and the reader can tell a container nothing else refers to (which it
 //! lets go once read).
 
+use super::fast_hash::WordMap;
 use super::value::Val;
-use std::collections::HashMap;
 
 /// A value on the pass's stack: the value, how deeply it nests, the memo id it was stored
 /// under, and whether this slot is a reference to a value stored earlier (`GET`).
@@ -43,7 +43,7 @@ const MEMO_CHUNK: usize = 1 << 16;
 pub(crate) struct Memo {
     seq: Vec<Vec<Stored>>,
     seq_len: usize,
-    other: HashMap<u32, Stored>,
+    other: WordMap<u32, Stored>,
 }
 
 impl Memo {

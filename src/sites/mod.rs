@@ -30,6 +30,7 @@ mod cost;
 mod diff;
 mod error;
 mod exact;
+mod fast_hash;
 mod field;
 mod file;
 mod guard;

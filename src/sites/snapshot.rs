@@ -115,18 +115,18 @@ pub enum Action {
 }
 
 impl Action {
-    pub(crate) fn parse(name: &str) -> Action {
+    pub(crate) fn parse(name: &[u8]) -> Action {
         match name {
-            "alloc" => Action::Alloc,
-            "free_requested" => Action::FreeRequested,
-            "free_completed" => Action::FreeCompleted,
-            "segment_alloc" => Action::SegmentAlloc,
-            "segment_free" => Action::SegmentFree,
-            "segment_map" => Action::SegmentMap,
-            "segment_unmap" => Action::SegmentUnmap,
-            "snapshot" => Action::Snapshot,
-            "oom" => Action::Oom,
-            "annotate" => Action::Annotate,
+            b"alloc" => Action::Alloc,
+            b"free_requested" => Action::FreeRequested,
+            b"free_completed" => Action::FreeCompleted,
+            b"segment_alloc" => Action::SegmentAlloc,
+            b"segment_free" => Action::SegmentFree,
+            b"segment_map" => Action::SegmentMap,
+            b"segment_unmap" => Action::SegmentUnmap,
+            b"snapshot" => Action::Snapshot,
+            b"oom" => Action::Oom,
+            b"annotate" => Action::Annotate,
             _ => Action::Other,
         }
     }

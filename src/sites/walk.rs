@@ -112,7 +112,7 @@ pub(crate) fn at_dump(snap: &MemorySnapshot, device: u32) -> State {
 /// For each `free_requested` entry, the index of the `alloc` it frees, when the history
 /// holds it: a restored block gets its allocation's stack.
 pub(crate) fn pair_frees(entries: &[TraceEntry]) -> Vec<u32> {
-    let mut last_alloc: HashMap<u64, u32> = HashMap::new();
+    let mut last_alloc: super::fast_hash::WordMap<u64, u32> = Default::default();
     let mut paired = vec![u32::MAX; entries.len()];
     for (i, entry) in entries.iter().enumerate() {
         let i32_ = u32::try_from(i).unwrap_or(u32::MAX);
