@@ -240,6 +240,10 @@ fn simulated(dir: &std::path::Path, entries: u64) -> std::path::PathBuf {
 
 /// One whole run of `binary sites --json file`: what it printed, its wall time, its CPU
 /// time (user and system) and its peak RSS, from `wait4`.
+#[expect(
+    clippy::zombie_processes,
+    reason = "the child is waited for by wait4, for its own rusage, which Child::wait does not give"
+)]
 fn one_run(binary: &str, file: &std::path::Path) -> (Vec<u8>, f64, f64, f64) {
     use std::io::Read;
     let started = Instant::now();
