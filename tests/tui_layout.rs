@@ -72,6 +72,53 @@ fn eight_gpus_get_a_grid_at_200x50_and_the_one_line_list_at_80x24() {
     // Each panel has its two charts.
     assert_eq!(screen.matches("mem  ").count(), 8, "{screen}");
     assert_eq!(screen.matches("util ").count(), 8, "{screen}");
+    // One time axis under the grid, a `now` under each of its three columns' charts, each
+    // ending where the charts' cells end (six cells for the value after them).
+    let lines: Vec<&str> = screen.lines().collect();
+    let axis_at = lines
+        .iter()
+        .position(|l| l.matches("now").count() == 3)
+        .unwrap_or_else(|| panic!("a time axis row:\n{screen}"));
+    let axis = lines[axis_at];
+    assert!(
+        lines[..axis_at].iter().any(|l| l.contains(" GPU 6 "))
+            && lines[axis_at - 1].contains("GiB"),
+        "the axis comes right under the last tiles' figures:\n{screen}"
+    );
+    let tick = if axis.contains('╵') { '╵' } else { '|' };
+    assert!(
+        axis.matches(tick).count() >= 3,
+        "ticks on the axis: {axis:?}"
+    );
+    let util_rows: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("util "))
+        .collect();
+    let chart_end = |row: &str, nth: usize| -> usize {
+        // The column after a chart's last cell: where its value (` 60%`) starts.
+        let starts: Vec<usize> = row.match_indices("util ").map(|(i, _)| i).collect();
+        let chars = |byte: usize| row[..byte].chars().count();
+        let start = chars(starts[nth]);
+        let end_of_cell = starts
+            .get(nth + 1)
+            .map_or(row.chars().count(), |&next| chars(next) - 2);
+        assert!(end_of_cell > start);
+        end_of_cell - 6
+    };
+    let nows: Vec<usize> = axis
+        .match_indices("now")
+        .map(|(i, _)| axis[..i].chars().count() + 3)
+        .collect();
+    for (nth, now_end) in nows.iter().enumerate() {
+        let first_row = util_rows.iter().find(|r| r.matches("util ").count() == 3);
+        let first_row = first_row.unwrap_or_else(|| panic!("a full row of tiles:\n{screen}"));
+        assert_eq!(
+            *now_end,
+            chart_end(first_row, nth),
+            "`now` of column {nth} ends where its charts end:\n{axis}\n{first_row}"
+        );
+    }
     // The table keeps most of the screen.
     let table_at = screen
         .lines()

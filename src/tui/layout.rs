@@ -48,6 +48,8 @@ const TABLE_MIN_FOR_FULL: u16 = 4;
 /// Rows the process table keeps (header and seven processes) beside a grid of small panels:
 /// below that, the one-line list, which leaves the table more.
 const TABLE_MIN_FOR_GRID: u16 = 8;
+/// The grid's time axis: one row under its tiles, whose charts all cover one window.
+const GRID_AXIS_ROWS: u16 = 1;
 /// Rows the process table keeps (header and five processes) when the compact list spends a
 /// row naming the GPUs' one model.
 const TABLE_MIN_FOR_CAPTION: u16 = 6;
@@ -66,7 +68,8 @@ enum GpuArea {
         /// Rows added to each panel for MIG instances beyond the utilisation chart's.
         mig_extra: u16,
     },
-    /// Small panels, `columns` to a row; `caption`: a row naming the GPUs' one model first.
+    /// Small panels, `columns` to a row, and a time axis row under them; `caption`: a row
+    /// naming the GPUs' one model first.
     Grid {
         columns: u16,
         rows: u16,
@@ -91,7 +94,8 @@ impl GpuArea {
             } => rows.saturating_mul(gpu_panel::height_for(chart_rows).saturating_add(mig_extra)),
             GpuArea::Grid { rows, caption, .. } => rows
                 .saturating_mul(gpu_tile::HEIGHT)
-                .saturating_add(u16::from(caption)),
+                .saturating_add(u16::from(caption))
+                .saturating_add(GRID_AXIS_ROWS),
             GpuArea::Compact { rows, caption } => rows.saturating_add(u16::from(caption)),
         }
     }
@@ -261,15 +265,32 @@ fn draw_gpus(frame: &mut Frame, area: Rect, view: &View, plan: GpuArea) {
                 area = rest;
             }
             let named = model.is_none();
+            let tiles_h = rows.saturating_mul(gpu_tile::HEIGHT);
+            let [tiles, axis] = Layout::vertical([
+                Constraint::Length(tiles_h),
+                Constraint::Length(GRID_AXIS_ROWS),
+            ])
+            .areas(area);
             panels_in(
-                area,
+                tiles,
                 (columns, rows, gpu_tile::HEIGHT),
                 view,
                 |frame, cell, device| gpu_tile::render(frame, cell, view, device, named),
                 frame,
             );
+            for cell in grid_cells(axis, columns).iter() {
+                frame.render_widget(Paragraph::new(gpu_tile::axis(view, cell.width)), *cell);
+            }
         }
     }
+}
+
+/// `columns` cells across `area`, two blank columns between them: the grid's columns, the
+/// same for its tiles and for the time axis under them.
+fn grid_cells(area: Rect, columns: u16) -> std::rc::Rc<[Rect]> {
+    Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])
+        .spacing(2)
+        .split(area)
 }
 
 /// Lays the GPUs out in `rows` of `columns` cells `height` rows tall, two blank columns
@@ -285,9 +306,7 @@ fn panels_in(
         Layout::vertical(vec![Constraint::Length(height); usize::from(rows)]).split(area);
     let mut devices = view.snapshot.devices.iter();
     for row_area in row_areas.iter() {
-        let cells = Layout::horizontal(vec![Constraint::Fill(1); usize::from(columns)])
-            .spacing(2)
-            .split(*row_area);
+        let cells = grid_cells(*row_area, columns);
         for cell in cells.iter() {
             if let Some(device) = devices.next() {
                 draw(frame, *cell, device);

@@ -10,8 +10,10 @@
 //!
 //! The title names the model only when the GPUs differ (the grid's caption says it once
 //! otherwise). The last line keeps alarms (a costly throttle, ECC errors) longest when it is
-//! too narrow for every figure. Both charts share one window, and so one time axis, with the
-//! full panels: memory scaled to the GPU's total, utilisation to 100 %, each peak marked.
+//! too narrow for every figure. Both charts share one window with the full panels: memory
+//! scaled to the GPU's total, utilisation to 100 %, each peak marked. Every tile's charts
+//! cover the same window, so the grid draws one time axis under each of its columns
+//! (`axis`) rather than one per tile, which would take a fifth of each tile's rows.
 
 use super::buffer_write;
 use super::gpu_panel::{alarm_figures, pcie_figure};
@@ -93,6 +95,16 @@ pub fn render(frame: &mut Frame, area: Rect, view: &View, device: &DeviceSnapsho
     }
     lines.push(figures_line(view, device, inner.width));
     buffer_write::lines_in(frame.buffer_mut(), inner, &lines);
+}
+
+/// The time axis under a grid column `width` cells wide, its ticks under the tiles' chart
+/// cells (`╵1m30s ... now`) and blank under the labels and the values beside them.
+pub fn axis(view: &View, width: u16) -> Line<'static> {
+    let chart_w = width.saturating_sub(spark::LABEL_W + VALUE_W);
+    let range = spark::window(view, chart_w);
+    let mut spans = vec![Span::raw(" ".repeat(usize::from(spark::LABEL_W)))];
+    spans.extend(super::time_axis::axis(view.theme, range, chart_w).spans);
+    Line::from(spans)
 }
 
 /// `label`, the series' chart with its peak marked, then `now`.
