@@ -356,3 +356,72 @@ fn a_paused_detail_pane_keeps_the_events_and_charts_of_its_moment() {
     assert!(after.contains("15s ago  OOM caught  step 111"), "{after}");
     assert_eq!(before, after, "the paused detail pane changed");
 }
+
+#[test]
+fn the_allocator_charts_are_scaled_to_their_own_series_with_the_gpus_total_named() {
+    // Allocated climbs from 2 to 8 GiB over the last minute on an 80 GiB GPU: scaled to the
+    // whole GPU it was a row of `▁`.
+    let mut m = two_gpus();
+    let start = NOW - 60_000;
+    let points: Vec<AllocatorPoint> = (0..=600u64)
+        .map(|i| AllocatorPoint {
+            at_ms: start + i * 100,
+            slot: 0,
+            allocated: Some(2 * GIB + i * (6 * GIB / 600)),
+            reserved: Some(10 * GIB),
+            peak: Some(2 * GIB + i * (6 * GIB / 600)),
+            step: Some(100 + i / 50),
+            new_high_water: false,
+        })
+        .collect();
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        at_ms: NOW,
+        polls: vec![live_poll(points, Vec::new())],
+        gone: vec![],
+        rejected: vec![],
+    })));
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 120, 40);
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("│ alloc "))
+        .unwrap_or_else(|| panic!("an alloc chart:\n{text}"));
+    let levels: std::collections::BTreeSet<char> = lines[at]
+        .chars()
+        .filter(|c| "▁▂▃▄▅▆▇█".contains(*c))
+        .collect();
+    assert!(
+        levels.len() >= 6,
+        "the climb spreads over the row's heights, not along its floor: {levels:?}\n{}",
+        lines[at]
+    );
+    let label = lines[at + 1];
+    assert!(
+        label.contains("of 80.0G GPU") && label.contains("-8.0G"),
+        "the label says what the row spans, of the GPU's total: {label}"
+    );
+    let low = label
+        .split(" of 80.0G GPU")
+        .next()
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|span| span.split('-').next())
+        .unwrap_or_default();
+    assert!(
+        ["2.0G", "2.1G", "2.2G", "2.3G"].contains(&low),
+        "from about the window's lowest reading: {label}"
+    );
+    // Reserved is flat at 10 GiB: its row keeps the absolute scale and says so.
+    let resv = lines
+        .iter()
+        .position(|l| l.contains("│ resv "))
+        .unwrap_or_else(|| panic!("a resv chart:\n{text}"));
+    assert!(
+        lines[resv + 1].contains("flat at 10.0 GiB") && lines[resv + 1].contains("│ of 80.0G GPU"),
+        "{}",
+        lines[resv + 1]
+    );
+}

@@ -10,7 +10,7 @@
 use super::allocator_breakdown::{breakdown, readings_apart};
 use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
 use super::panel_text::separator;
-use super::{panel_text, spark};
+use super::{own_scale, panel_text, spark};
 use crate::history::column_of;
 use crate::model::{
     AllocatorEvent, AllocatorSnapshot, EventKind, ProcessAllocator, WriterLiveness,
@@ -86,8 +86,11 @@ pub fn lines(
             ];
             for (name, series, all_time, style) in charts {
                 let charted = spark::Charted { series, all_time };
+                // Scaled to its own series, the GPU's total named: scaled to the whole GPU,
+                // an allocator going from 2 to 8 GiB drew a flat line.
+                let of = gpu_total.map(|t| (t as u64, "GPU"));
                 let [plot, label] =
-                    spark::chart_with_peak(view, charted, range, (chart_w, gpu_total, style));
+                    own_scale::row_chart(view, charted, range, (chart_w, style), of);
                 out.push(relabel(plot, theme, name));
                 out.push(label);
             }

@@ -174,23 +174,9 @@ pub struct Charted<'a> {
     pub all_time: Option<Peak>,
 }
 
-/// A memory chart's two lines: the window length and the sparkline (scaled to
-/// `0..=scale`, drawn in `style`, the window's peak marked), then the peak label under it.
-/// Callers may append the current value to the plot line.
-pub fn chart_with_peak(
-    view: &View,
-    charted: Charted,
-    range: (u64, u64),
-    (width, scale, style): (u16, Option<f64>, Style),
-) -> [Line<'static>; 2] {
-    let mut lines = tall_chart_with_peak(view, charted, range, Plot::row(width, scale, style));
-    let label = lines.pop().unwrap_or_default();
-    let plot = lines.pop().unwrap_or_default();
-    [plot, label]
-}
-
-/// [`chart_with_peak`] `plot.height` rows tall: the plot's rows, top first, the first
-/// labelled with the window's length, then the peak label.
+/// A memory chart `plot.height` rows tall (scaled to `0..=plot.scale`, drawn in its style,
+/// the window's peak marked): the plot's rows, top first, the first labelled with the
+/// window's length, then the peak label.
 pub fn tall_chart_with_peak(
     view: &View,
     Charted { series, all_time }: Charted,
