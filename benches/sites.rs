@@ -81,21 +81,7 @@ fn main() {
         return against(old, rounds);
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let made = Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/sites_support/simulate.py"
-        ))
-        .arg(dir.path())
-        .args(["bench", &entries.to_string()])
-        .output()
-        .expect("python3");
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    let file = dir.path().join("bench.pickle");
+    let file = simulated(dir.path(), entries);
     let size = std::fs::metadata(&file).expect("file").len();
     let before = peak_rss_mib();
 
@@ -153,16 +139,7 @@ fn main() {
             ms(spent.wall)
         );
     }
-    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "sites: load average {} on {} CPUs",
-        loadavg
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
+    print_load();
     println!(
         "sites: held {} bytes in {} blocks at the peak, {} sites; {}",
         held.total_bytes,
@@ -214,6 +191,20 @@ fn shared(entries: u64) {
     assert_eq!(
         held.trace_entries as u64 + snap.cut.trace_entries as u64,
         entries
+    );
+}
+
+/// The machine's load, for reading the figures above it.
+fn print_load() {
+    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "sites: load average {} on {} CPUs",
+        loadavg
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
     );
 }
 
@@ -324,14 +315,5 @@ fn against(old: &str, rounds: usize) {
             }
         );
     }
-    let loadavg = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!(
-        "sites: load average {} on {} CPUs",
-        loadavg
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" "),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    );
+    print_load();
 }

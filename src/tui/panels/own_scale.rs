@@ -56,12 +56,7 @@ pub fn chart(
     let mut axis = vec![Span::raw(blank.clone())];
     axis.extend(time_axis::axis(theme, range, width).spans);
     lines.push(Line::from(axis));
-    // What the label speaks for: the window, or the part of it the history reaches into.
-    let seen_from = charted
-        .series
-        .first_at()
-        .map_or(range.0, |first| first.max(range.0));
-    let seen_ms = range.1.saturating_sub(seen_from).max(1);
+    let seen_ms = spark::seen_ms(charted.series, range);
     let mut peak = vec![Span::raw(blank)];
     let format = |v: f64| units::bytes(v as u64);
     peak.extend(
@@ -154,11 +149,7 @@ pub fn row_chart(
     let head = format!("{:>4} ", time_axis::age_label(window_ms));
     let mut row = vec![Span::styled(head, theme.dim)];
     row.extend(drawn.rows.iter().flat_map(|r| r.spans.iter().cloned()));
-    let seen_from = charted
-        .series
-        .first_at()
-        .map_or(range.0, |first| first.max(range.0));
-    let seen_ms = range.1.saturating_sub(seen_from).max(1);
+    let seen_ms = spark::seen_ms(charted.series, range);
     let mut label = vec![Span::raw(" ".repeat(usize::from(spark::LABEL_W)))];
     label.extend(
         spark::peak_label(theme, &drawn, charted.all_time, seen_ms, view.now_ms, |v| {

@@ -174,6 +174,15 @@ pub struct Charted<'a> {
     pub all_time: Option<Peak>,
 }
 
+/// What a peak label speaks for, in ms: the window `range`, or the part of it `series`'
+/// history reaches into.
+pub fn seen_ms(series: Capped, range: (u64, u64)) -> u64 {
+    let seen_from = series
+        .first_at()
+        .map_or(range.0, |first| first.max(range.0));
+    range.1.saturating_sub(seen_from).max(1)
+}
+
 /// A memory chart `plot.height` rows tall (scaled to `0..=plot.scale`, drawn in its style,
 /// the window's peak marked): the plot's rows, top first, the first labelled with the
 /// window's length, then the peak label.
@@ -185,11 +194,7 @@ pub fn tall_chart_with_peak(
 ) -> Vec<Line<'static>> {
     let theme = view.theme;
     let window_ms = range.1.saturating_sub(range.0);
-    // What the label speaks for: the window, or the part of it the history reaches into.
-    let seen_from = series
-        .first_at()
-        .map_or(range.0, |first| first.max(range.0));
-    let seen_ms = range.1.saturating_sub(seen_from).max(1);
+    let seen_ms = seen_ms(series, range);
     let drawn = spark(theme, series, range, plot, true);
     let mut label = vec![Span::raw(" ".repeat(usize::from(LABEL_W)))];
     label.extend(
