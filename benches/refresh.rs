@@ -67,7 +67,8 @@ fn main() {
         (1000, "off"),
         (100, "off"),
     ] {
-        let r = measure(dir.path(), &scenario, interval_ms, peaks, seconds);
+        let label = format!("{interval_ms}ms-peaks-{peaks}");
+        let r = measure(dir.path(), &label, &scenario, interval_ms, peaks, seconds);
         let per_second = 1000.0 / interval_ms as f64;
         println!(
             "{:>7}ms {:>6} {:>11.3} ms {:>11.3} ms {:>9.3} ms {:>9.3}% {:>9.1} ms {:>7.1} MB {:>16.1} {:>12.1}",
@@ -93,6 +94,91 @@ fn main() {
         }
     }
     print_peek_cost(&at_one_second);
+    print_attribution_cost(dir.path(), &pids, seconds);
+}
+
+/// The call a spike's attribution adds: the compute list, read by the peek that saw the rise.
+const LIST_CALL: &str = "nvmlDeviceGetComputeRunningProcesses_v3";
+
+/// The same 1 s refresh with 100 ms peeks on two scenarios where every GPU spikes for 250 ms
+/// each second, its last process with it: by 20 GiB (each spike attributed, the compute list
+/// read at it) and by 128 MiB (under the rise that reads the list: attribution off, the same
+/// new highs otherwise). The difference is what attributing costs.
+fn print_attribution_cost(dir: &Path, pids: &[u32], seconds: u64) {
+    let mut runs = Vec::new();
+    for (name, rise_mib) in [("on", 20 * 1024), ("off", 128)] {
+        let scenario = dir.join(format!("spiky-{name}.json"));
+        std::fs::write(&scenario, spiky_scenario(pids, rise_mib).to_string())
+            .expect("write scenario");
+        let label = format!("spikes-attribution-{name}");
+        runs.push((
+            name,
+            measure(dir, &label, &scenario, 1000, "100ms", seconds),
+        ));
+    }
+    let lists = |r: &Result| r.calls_by_function.get(LIST_CALL).copied().unwrap_or(0.0);
+    println!(
+        "spike attribution ({GPUS} GPUs, one 250 ms spike per GPU per second, 1000ms refresh, 100ms peeks):"
+    );
+    for (name, r) in &runs {
+        println!(
+            "  {name:>3}: {:.3} ms/s of CPU ({:.3} ms per refresh), {:.1} compute-list reads/s",
+            r.cpu_ns_ms_per_refresh,
+            r.cpu_ns_ms_per_refresh,
+            lists(r)
+        );
+    }
+    if let [(_, on), (_, off)] = &runs[..] {
+        // Per refresh, which is per second at 1 s.
+        let attributions = lists(on) - lists(off);
+        if attributions > 0.0 {
+            let extra_ms = on.cpu_ns_ms_per_refresh - off.cpu_ns_ms_per_refresh;
+            println!(
+                "  {attributions:.1} attributions/s more, {extra_ms:+.3} ms/s of CPU: {:.1} µs per attributed spike",
+                extra_ms * 1000.0 / attributions
+            );
+        }
+    }
+}
+
+/// [`scenario_json`]'s GPUs, each spiking by `rise_mib` from `k + 0.375` s to `k + 0.625` s
+/// of every second, its last process's figure with it.
+fn spiky_scenario(pids: &[u32], rise_mib: u64) -> Value {
+    let rise = rise_mib << 20;
+    let devices: Vec<Value> = (0..GPUS)
+        .map(|g| {
+            let mine = &pids[g * PROCS_PER_GPU..(g + 1) * PROCS_PER_GPU];
+            let list = |extra: u64| -> Value {
+                let procs: Vec<Value> = mine
+                    .iter()
+                    .enumerate()
+                    .map(|(i, pid)| {
+                        let used =
+                            ((i as u64 + 1) << 30) + if i + 1 == mine.len() { extra } else { 0 };
+                        json!({ "pid": pid, "used_memory": used })
+                    })
+                    .collect();
+                json!(procs)
+            };
+            let mut timeline = Vec::new();
+            let mut processes = vec![json!({ "t": 0, "compute": list(0), "graphics": [] })];
+            for k in 0..300u64 {
+                let base = support::timeline_point(k as f64, 0, 50 + k % 40, 400_000);
+                let mut spike = base.clone();
+                spike["t"] = json!(k as f64 + 0.375);
+                spike["memory_used"] = json!((40u64 << 30) + rise);
+                let mut back = base.clone();
+                back["t"] = json!(k as f64 + 0.625);
+                timeline.extend([base, spike, back]);
+                processes.push(json!({ "t": k as f64 + 0.375, "compute": list(rise) }));
+                processes.push(json!({ "t": k as f64 + 0.625, "compute": list(0) }));
+            }
+            let mut gpu = support::h100(g, format!("GPU-bench-{g}"), mine, timeline, Vec::new());
+            gpu["processes"] = json!(processes);
+            gpu
+        })
+        .collect();
+    json!({ "devices": devices })
 }
 
 /// The NVML call a peek makes, once per GPU.
@@ -131,8 +217,15 @@ struct Result {
     calls_by_function: BTreeMap<String, f64>,
 }
 
-fn measure(dir: &Path, scenario: &Path, interval_ms: u64, peaks: &str, seconds: u64) -> Result {
-    let run_dir = dir.join(format!("run-{interval_ms}ms-peaks-{peaks}"));
+fn measure(
+    dir: &Path,
+    label: &str,
+    scenario: &Path,
+    interval_ms: u64,
+    peaks: &str,
+    seconds: u64,
+) -> Result {
+    let run_dir = dir.join(format!("run-{label}"));
     std::fs::create_dir_all(&run_dir).expect("run dir");
     let counts_dir = support::counts_dir("vramscope-refresh");
     let counts = counts_dir.path().join("counts.json");

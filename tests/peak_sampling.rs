@@ -7,8 +7,6 @@ mod common;
 use common::tmux::{self, Tmux};
 use common::{GIB, Scenario, h100, stderr};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 use std::time::Duration;
 
 const BASE: u64 = 10 * GIB;
@@ -30,26 +28,6 @@ fn spiky() -> Scenario {
     Scenario::new(&json!({ "devices": [gpu] }))
 }
 
-/// The first `n` snapshots of `--json --loop 1s` with `extra` options.
-fn json_loop(scenario: &Scenario, extra: &[&str], n: usize) -> Vec<Value> {
-    let mut child = scenario
-        .command()
-        .args(["--json", "--loop", "1s"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start vramscope --json --loop");
-    let lines: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .take(n)
-        .map(|l| serde_json::from_str(&l.expect("a line")).expect("JSON"))
-        .collect();
-    let _ = child.kill();
-    let _ = child.wait();
-    lines
-}
-
 fn device_figure(snapshot: &Value, name: &str) -> Value {
     snapshot["devices"][0][name].clone()
 }
@@ -57,7 +35,7 @@ fn device_figure(snapshot: &Value, name: &str) -> Value {
 #[test]
 fn json_loop_catches_a_spike_between_refreshes_unless_the_fast_sampling_is_off() {
     let scenario = spiky();
-    let on = json_loop(&scenario, &[], 5);
+    let on = scenario.json_loop(&[], 5);
     assert_eq!(on.len(), 5);
     let peaks: Vec<Value> = on
         .iter()
@@ -80,7 +58,7 @@ fn json_loop_catches_a_spike_between_refreshes_unless_the_fast_sampling_is_off()
         assert!(at <= sampled, "the peak was read before the sample");
     }
 
-    let off = json_loop(&scenario, &["--peak-interval", "off"], 5);
+    let off = scenario.json_loop(&["--peak-interval", "off"], 5);
     for snapshot in &off {
         assert_eq!(device_figure(snapshot, "memory_used_peak"), Value::Null);
         assert!(

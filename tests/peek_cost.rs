@@ -95,7 +95,7 @@ fn a_peek_reads_each_gpu_allocates_nothing_and_its_high_reaches_the_next_sample(
         .iter()
         .filter_map(|e| match e {
             vramscope::model::SourceEvent::Device(d) => {
-                Some((d.index, d.memory_peak.map(|p| p.used)))
+                Some((d.index, d.memory_peak.as_ref().map(|p| p.used)))
             }
             _ => None,
         })

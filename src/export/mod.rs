@@ -144,7 +144,7 @@ impl<W: Write> Rows<'_, W> {
     fn device(&mut self, s: &DeviceSample) -> io::Result<()> {
         let (t, g) = (s.at_ms, Some(s.index));
         // A spike the fast memory sampling caught between two samples, at its own time.
-        if let Some(peak) = s.memory_peak.filter(|p| p.at_ms < t) {
+        if let Some(peak) = s.memory_peak.as_ref().filter(|p| p.at_ms < t) {
             self.row(peak.at_ms, "gpu", g, None, "memory_used_peak", peak.used)?;
         }
         if let Ok(m) = &s.memory {

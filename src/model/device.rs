@@ -3,6 +3,7 @@
 use super::absent::{Absent, Reading};
 pub use super::memory::MemoryInfo;
 use super::mig::{MigState, MigUuid};
+use super::peak_owner::PeakHolders;
 use serde::Serialize;
 
 /// Driver-wide facts, read once at start.
@@ -99,10 +100,13 @@ pub struct ListGaps {
 /// The fast memory sampling (`--peak-interval`) reads used memory alone several times per
 /// refresh, so a spike shorter than the refresh interval shows here although the sample's own
 /// `memory` missed it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MemoryPeak {
     pub used: u64,
     pub at_ms: u64,
+    /// What was read of the processes at that moment, so the fold can name the spike's owner
+    /// (`peak_owner::owner_of`).
+    pub holders: PeakHolders,
 }
 
 /// Everything read from one GPU in one tick.
@@ -146,6 +150,39 @@ pub struct DeviceSample {
 }
 
 impl DeviceSample {
+    /// A sample of a GPU none of whose figures could be read, each absent for `why`.
+    pub fn unreadable(index: u32, at_ms: u64, why: Absent) -> Self {
+        fn e<T>(why: &Absent) -> Reading<T> {
+            Err(why.clone())
+        }
+        DeviceSample {
+            index,
+            at_ms,
+            memory: e(&why),
+            memory_peak: None,
+            gpu_util: e(&why),
+            mem_util: e(&why),
+            temperature_c: e(&why),
+            power_mw: e(&why),
+            power_limit_mw: e(&why),
+            sm_clock_mhz: e(&why),
+            mem_clock_mhz: e(&why),
+            fan_percent: e(&why),
+            encoder_util: e(&why),
+            decoder_util: e(&why),
+            throttle_reasons: e(&why),
+            pstate: e(&why),
+            ecc_corrected: e(&why),
+            ecc_uncorrected: e(&why),
+            pcie_tx_kbs: None,
+            pcie_rx_kbs: None,
+            processes: e(&why),
+            list_gaps: ListGaps::default(),
+            lost: why == Absent::GpuLost,
+            mig: None,
+        }
+    }
+
     /// The MIG state when MIG is on (instances exist or may).
     pub fn mig_enabled(&self) -> Option<&MigState> {
         self.mig.as_ref().filter(|m| m.enabled)

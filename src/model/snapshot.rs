@@ -10,6 +10,7 @@ use super::allocator::{RowProcess, joined_channel};
 use super::foresight::{Forecast, StepPeaks};
 use super::host::by_pid;
 use super::mig::RowInstance;
+use super::peak_owner::PeakOwner;
 use super::writer_fold::{Oom, PeakAt, room_of};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
@@ -34,6 +35,12 @@ pub struct DeviceSnapshot {
     /// snapshot's moment.
     #[serde(skip)]
     pub memory_peak: Option<Peak>,
+    /// Who made `memory_peak` (`peak_owner::owner_of`).
+    #[serde(skip)]
+    pub memory_peak_owner: Option<PeakOwner>,
+    /// Who made the latest sample's interval peak (its `memory_peak`).
+    #[serde(skip)]
+    pub interval_peak_owner: Option<PeakOwner>,
 }
 
 impl DeviceSnapshot {

@@ -3,6 +3,7 @@
 //! names and the values cannot drift apart either.
 
 use crate::model::mig::{MigState, RowInstance};
+use crate::model::peak_owner::Who;
 use crate::model::{
     Absent, AllocatorDevice, DeviceSample, DeviceSnapshot, MemoryInfo, MemoryPeak,
     ProcessAllocator, ProcessKind, ProcessRow, Reading,
@@ -56,6 +57,15 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     }),
     ("memory_used_peak_at_ms", |d| {
         memory_peak(d, |p| Value::Int(p.at_ms))
+    }),
+    // The process that made the interval's peak (`peak_owner::owner_of`).
+    ("memory_used_peak_pid", |d| {
+        memory_peak(d, |_| Value::Int(0))?;
+        match d.interval_peak_owner.as_ref().map(|o| &o.who) {
+            Some(Who::Process { pid, .. }) => Ok(Value::Int(u64::from(*pid))),
+            Some(Who::NotAttributed(why)) => Err(Absent::Error(format!("not attributed: {why}"))),
+            None => Err(Absent::NotAvailable),
+        }
     }),
     ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
     ("mem_util", |d| sampled(d, |s| int(&s.mem_util))),
@@ -145,6 +155,14 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     ("type", |p| Ok(Value::Text(p.nvml.kind.letter().into()))),
     ("used_memory", |p| {
         p.nvml.used_memory.clone().map(Value::Bytes)
+    }),
+    // The all-time peak of the process's history, spikes the fast sampling attributed to it
+    // included.
+    ("used_memory_peak", |p| {
+        p.peaks
+            .vram
+            .map(|peak| Value::Bytes(peak.value as u64))
+            .ok_or_else(|| Absent::Error("no figure read yet".into()))
     }),
     ("sm_util", |p| int(&p.nvml.sm_util)),
     ("mem_util", |p| int(&p.nvml.mem_util)),

@@ -101,7 +101,11 @@ impl Collector {
         self.folds.device(sample);
         let points = self.points;
         // A spike the fast memory sampling caught between two samples, at its own time.
-        if let Some(peak) = sample.memory_peak.filter(|p| p.at_ms < sample.at_ms) {
+        if let Some(peak) = sample
+            .memory_peak
+            .as_ref()
+            .filter(|p| p.at_ms < sample.at_ms)
+        {
             self.seen(peak.at_ms);
             self.gpu_used
                 .entry(sample.index)

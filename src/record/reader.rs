@@ -12,7 +12,8 @@ use super::wire::{
     device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
 };
 use crate::model::ForeignText;
-use crate::model::SourceEvent;
+use crate::model::peak_owner::{NotAttributed, PeakHolders};
+use crate::model::{DeviceSample, SourceEvent};
 use serde::Deserialize;
 use serde_json::Value;
 use std::fs::File;
@@ -254,7 +255,7 @@ impl Events {
         } else if let Some(problem) = record.nvml_unavailable {
             SourceEvent::NvmlUnavailable(problem.0)
         } else if let Some(sample) = record.device {
-            SourceEvent::Device(Box::new(sample.0))
+            SourceEvent::Device(Box::new(peak_holders_known(sample.0)))
         } else if let Some(sample) = record.host {
             SourceEvent::Host(Box::new(sample.0))
         } else if let Some(batch) = record.channels {
@@ -401,4 +402,18 @@ fn problem_error(name: &str, problem: &Problem, line: u64) -> RecordingError {
             format!("{name}: byte offset {offset}: {what}")
         }
     })
+}
+
+/// A bare `[used, at_ms]` peak is the sample's own reading where its moment is the sample's;
+/// at any other moment it is a peek's from a recording made before peaks carried their
+/// holders, whose owner is not known.
+fn peak_holders_known(mut sample: DeviceSample) -> DeviceSample {
+    let at_ms = sample.at_ms;
+    if let Some(peak) = &mut sample.memory_peak
+        && peak.holders == PeakHolders::TheSample
+        && peak.at_ms != at_ms
+    {
+        peak.holders = PeakHolders::NotRead(NotAttributed::NotRecorded);
+    }
+    sample
 }

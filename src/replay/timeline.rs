@@ -141,7 +141,7 @@ fn note_marks(
     match event {
         SourceEvent::Device(sample) => {
             // The fast memory sampling's peak of the interval, this sample's reading included.
-            let used = sample.memory_peak.map(|p| p.used).or(sample
+            let used = sample.memory_peak.as_ref().map(|p| p.used).or(sample
                 .memory
                 .as_ref()
                 .ok()

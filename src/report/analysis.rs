@@ -11,6 +11,7 @@ use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
 use crate::model::mig::RowInstance;
 use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy, Verdict};
+use crate::model::peak_owner::{self, PeakHolders, PeakOwner};
 use crate::model::phase_peaks::PhasePeaks;
 use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::SlotFold;
@@ -38,6 +39,8 @@ pub struct GpuSummary {
     pub uuid: Option<String>,
     pub total: Option<u64>,
     pub peak_used: Option<At>,
+    /// Who made `peak_used`, or why none is named.
+    pub peak_owner: Option<PeakOwner>,
 }
 
 impl GpuSummary {
@@ -208,6 +211,10 @@ struct Analysis {
     extras: BTreeMap<(String, usize), SlotExtras>,
     /// The peaks per GPU and per (pid, GPU): an entry is `Some` as soon as `raise` makes it.
     gpu_peaks: BTreeMap<u32, Option<At>>,
+    /// Who made each GPU's peak (`peak_owner::owner_of`).
+    gpu_peak_owners: BTreeMap<u32, PeakOwner>,
+    /// Each GPU's previous sample: a peak's owner is the process that rose most since it.
+    last_device: BTreeMap<u32, DeviceSample>,
     gpu_rises: BTreeMap<u32, RiseTracker>,
     process_peaks: BTreeMap<(u32, u32), Option<At>>,
     /// NVML's latest used figure per (pid, GPU).
@@ -263,18 +270,35 @@ impl Analysis {
 
     fn device(&mut self, sample: &DeviceSample) {
         self.folds.device(sample);
+        // The monitor's rule for who made the sample's peak (`peak_owner::owner_of`).
+        let owner = peak_owner::owner_of(sample, self.last_device.get(&sample.index));
+        let mut raised = false;
         // A spike the fast memory sampling caught between two samples.
-        if let Some(peak) = sample.memory_peak {
-            raise(
+        if let Some(peak) = &sample.memory_peak {
+            raised |= raise(
                 self.gpu_peaks.entry(sample.index).or_default(),
                 peak.used,
                 peak.at_ms,
                 None,
                 "",
             );
+            // Each process's figure at the spike, as the monitor keeps it in its history.
+            if let PeakHolders::Read(holders) = &peak.holders {
+                for held in holders {
+                    raise(
+                        self.process_peaks
+                            .entry((held.pid, sample.index))
+                            .or_default(),
+                        held.used,
+                        peak.at_ms,
+                        None,
+                        "",
+                    );
+                }
+            }
         }
         if let Ok(memory) = &sample.memory {
-            raise(
+            raised |= raise(
                 self.gpu_peaks.entry(sample.index).or_default(),
                 memory.used,
                 sample.at_ms,
@@ -307,6 +331,10 @@ impl Analysis {
                 }
             }
         }
+        if raised && let Some(owner) = owner {
+            self.gpu_peak_owners.insert(sample.index, owner);
+        }
+        self.last_device.insert(sample.index, sample.clone());
     }
 
     fn host(&mut self, sample: &HostSample) {
@@ -479,6 +507,7 @@ impl Analysis {
                 uuid: d.uuid.as_ref().ok().cloned(),
                 total: d.memory_total.as_ref().ok().copied(),
                 peak_used: self.gpu_peaks.get(&d.index).cloned().flatten(),
+                peak_owner: self.gpu_peak_owners.get(&d.index).cloned(),
             })
             .collect();
         let mut processes: Vec<ProcessSummary> = self

@@ -8,6 +8,7 @@ use crate::model::held_sites::{
     SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
     summary,
 };
+use crate::model::peak_owner::{PeakOwner, Who};
 use crate::model::snapshot_drops::Dropped;
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
@@ -68,7 +69,7 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
 
     section(&mut out, "GPUs", markdown);
     if markdown && !report.gpus.is_empty() {
-        out += "| GPU | name | peak used | at | total | headroom |\n|---|---|---|---|---|---|\n";
+        out += "| GPU | name | peak used | at | total | headroom | made by |\n|---|---|---|---|---|---|---|\n";
     }
     for g in &report.gpus {
         let peak = g.peak_used.as_ref();
@@ -87,14 +88,17 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
             peak.map_or(NA.into(), |p| utc_label(p.at_ms)),
             g.total.map_or(NA.into(), bytes),
             headroom,
+            g.peak_owner
+                .as_ref()
+                .map_or(NA.into(), |o| o.describe(bytes)),
         ];
         if markdown {
             let _ = writeln!(out, "| {} |", cells.join(" | "));
         } else {
             let _ = writeln!(
                 out,
-                "  GPU {} {}: peak {} of {} at {}, headroom {}",
-                cells[0], cells[1], cells[2], cells[4], cells[3], cells[5]
+                "  GPU {} {}: peak {} of {} at {}, headroom {}; made by {}",
+                cells[0], cells[1], cells[2], cells[4], cells[3], cells[5], cells[6]
             );
         }
     }
@@ -501,6 +505,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
         "gpus": report.gpus.iter().map(|g| json!({
             "index": g.index, "name": g.name, "uuid": g.uuid, "total": g.total,
             "peak_used": at(g.peak_used.as_ref()), "headroom": g.headroom(),
+            "peak_owner": g.peak_owner.as_ref().map(owner_json),
         })).collect::<Vec<_>>(),
         "processes": report.processes.iter().map(|p| json!({
             "pid": p.pid, "gpu_index": p.gpu_index, "command": p.command, "user": p.user,
@@ -549,6 +554,18 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
     });
     let text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
     text + "\n"
+}
+
+/// A GPU peak's owner in the report's JSON: `{"pid", "used", "rise"}`, or
+/// `{"not_attributed": why}`.
+fn owner_json(owner: &PeakOwner) -> serde_json::Value {
+    let between = owner.between_refreshes;
+    match &owner.who {
+        Who::Process { pid, used, rise } => json!({
+            "pid": pid, "used": used, "rise": rise, "between_refreshes": between,
+        }),
+        Who::NotAttributed(why) => json!({ "not_attributed": why, "between_refreshes": between }),
+    }
 }
 
 #[cfg(test)]

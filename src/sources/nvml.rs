@@ -6,6 +6,7 @@ use super::nvml_lists::{self, ListKind, ProcessList, SampleBuffer};
 use super::nvml_memory::MemoryReader;
 use super::nvml_mig::MigReader;
 use crate::model::mig::{MigState, mig_util_absent};
+use crate::model::peak_owner::{ATTRIBUTE_RISE, HeldBy, NotAttributed, PeakHolders};
 use crate::model::{
     Absent, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, ListGaps, MemoryInfo, MemoryPeak,
     NvmlProblem, ProcessKind, Reading, now_ms,
@@ -147,6 +148,7 @@ impl NvmlSession {
             r535_process_bug: self.r535_process_bug,
             memory,
             peeks: None,
+            refreshed_used: None,
             lists: ListBuffers::default(),
             util: UtilTracker::default(),
             slow: SlowFigures::default(),
@@ -171,6 +173,8 @@ pub struct DeviceSampler {
     /// `None` while the fast memory sampling is off; else the highest used memory it read
     /// since the previous sample (`Some(None)`: nothing read yet).
     peeks: Option<Option<MemoryPeak>>,
+    /// Used memory at the last sample that read it: a peek's rise is measured from here.
+    refreshed_used: Option<u64>,
     lists: ListBuffers,
     util: UtilTracker,
     slow: SlowFigures,
@@ -262,19 +266,40 @@ impl DeviceSampler {
 
     /// The fast path: reads used memory alone (one NVML call) and keeps it when it is the
     /// highest since the previous sample. A failed read is left to the next sample to report.
+    /// A new high `ATTRIBUTE_RISE` or more above the last refresh's reading is a spike: the
+    /// compute list is read right then (one more call), so the fold can name its owner.
     pub fn peek_memory(&mut self) {
         let (Ok(device), Some(highest)) = (&self.device, &mut self.peeks) else {
             return;
         };
         // The clock is read only for a new high: most peeks read no more than the last.
-        if let Ok(m) = self.memory.read(device)
-            && highest.is_none_or(|h| m.used > h.used)
-        {
-            *highest = Some(MemoryPeak {
-                used: m.used,
-                at_ms: now_ms(),
-            });
+        let Ok(m) = self.memory.read(device) else {
+            return;
+        };
+        if highest.as_ref().is_some_and(|h| m.used <= h.used) {
+            return;
         }
+        let rise = m.used.saturating_sub(self.refreshed_used.unwrap_or(m.used));
+        let holders = if rise >= ATTRIBUTE_RISE {
+            match self.lists.compute.read(device) {
+                Ok(list) => PeakHolders::Read(
+                    list.iter()
+                        .filter_map(|p| match p.used_gpu_memory {
+                            UsedGpuMemory::Used(used) => Some(HeldBy { pid: p.pid, used }),
+                            UsedGpuMemory::Unavailable => None,
+                        })
+                        .collect(),
+                ),
+                Err(e) => PeakHolders::NotRead(NotAttributed::ListUnread(absent(e))),
+            }
+        } else {
+            PeakHolders::NotRead(NotAttributed::SmallRise { rise })
+        };
+        *highest = Some(MemoryPeak {
+            used: m.used,
+            at_ms: now_ms(),
+            holders,
+        });
     }
 
     /// Reads every figure of this device once.
@@ -283,10 +308,14 @@ impl DeviceSampler {
         let pcie_due = self.pcie_due();
         let device = match &self.device {
             Ok(d) => d,
-            Err(why) => return unreadable_sample(self.index, at_ms, why.clone()),
+            Err(why) => return DeviceSample::unreadable(self.index, at_ms, why.clone()),
         };
         let memory = self.memory.read(device).map_err(absent);
         let memory_peak = take_memory_peak(&mut self.peeks, &memory, at_ms);
+        // What the next peeks' rises are measured from; a failed read keeps the last one.
+        if let Ok(m) = &memory {
+            self.refreshed_used = Some(m.used);
+        }
         let mig = self.mig.read(device);
         let utilization = in_mig_mode(device.utilization_rates().map_err(absent), mig.as_ref());
         let throttle = device.current_throttle_reasons().map_err(absent);
@@ -447,9 +476,14 @@ fn take_memory_peak(
 }
 
 /// Keeps `used` read at `at_ms` when it is above the highest so far; a tie keeps the earlier.
+/// Read by the sample itself, its holders are the sample's own lists.
 fn note_highest(highest: &mut Option<MemoryPeak>, used: u64, at_ms: u64) {
-    if highest.is_none_or(|h| used > h.used) {
-        *highest = Some(MemoryPeak { used, at_ms });
+    if highest.as_ref().is_none_or(|h| used > h.used) {
+        *highest = Some(MemoryPeak {
+            used,
+            at_ms,
+            holders: PeakHolders::TheSample,
+        });
     }
 }
 
@@ -609,38 +643,6 @@ fn unreadable_info(index: u32, why: Absent) -> DeviceInfo {
         pci_bus_id: Err(why.clone()),
         memory_total: Err(why.clone()),
         power_limit_mw: Err(why),
-    }
-}
-
-fn unreadable_sample(index: u32, at_ms: u64, why: Absent) -> DeviceSample {
-    fn e<T>(why: &Absent) -> Reading<T> {
-        Err(why.clone())
-    }
-    DeviceSample {
-        index,
-        at_ms,
-        memory: e(&why),
-        memory_peak: None,
-        gpu_util: e(&why),
-        mem_util: e(&why),
-        temperature_c: e(&why),
-        power_mw: e(&why),
-        power_limit_mw: e(&why),
-        sm_clock_mhz: e(&why),
-        mem_clock_mhz: e(&why),
-        fan_percent: e(&why),
-        encoder_util: e(&why),
-        decoder_util: e(&why),
-        throttle_reasons: e(&why),
-        pstate: e(&why),
-        ecc_corrected: e(&why),
-        ecc_uncorrected: e(&why),
-        pcie_tx_kbs: None,
-        pcie_rx_kbs: None,
-        processes: e(&why),
-        list_gaps: ListGaps::default(),
-        lost: why == Absent::GpuLost,
-        mig: None,
     }
 }
 

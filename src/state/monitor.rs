@@ -10,6 +10,7 @@ use crate::model::device::mig_uuids;
 use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
 use crate::model::mig::{MigUuid, RowInstance};
+use crate::model::peak_owner::{self, PeakHolders};
 use crate::model::snapshot::forecasts_as_rows_see;
 use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
 use crate::model::{
@@ -178,9 +179,14 @@ impl Monitor {
         let key = info.key();
         let uuid: Arc<str> = Arc::from(key.as_str());
         let series = self.device_series.entry(key).or_default();
+        let all_time_before = series.memory_used.peak();
         // A spike the fast memory sampling caught between two samples: in the history (and so
         // in the charts' peak markers and the all-time peak) at the moment it was read.
-        if let Some(peak) = sample.memory_peak.filter(|p| p.at_ms < sample.at_ms) {
+        let between = sample
+            .memory_peak
+            .as_ref()
+            .filter(|p| p.at_ms < sample.at_ms);
+        if let Some(peak) = between {
             series
                 .memory_used
                 .push_between(peak.at_ms, peak.used as f64);
@@ -188,6 +194,30 @@ impl Monitor {
         match &sample.memory {
             Ok(m) => series.memory_used.push(sample.at_ms, m.used as f64),
             Err(_) => series.memory_used.push_gap(sample.at_ms),
+        }
+        // The spike's owner: named once here, from what the sampler read at the peak, for
+        // every output that shows the peak.
+        let owner = peak_owner::owner_of(&sample, self.latest.get(&sample.index));
+        if series.memory_used.peak() != all_time_before {
+            series.peak_owner.clone_from(&owner);
+        }
+        series.interval_peak_owner = owner;
+        // Each process's figure at the spike, in its own history, so its PEAK and its chart
+        // hold the spike it made.
+        if let Some(peak) = between
+            && let PeakHolders::Read(holders) = &peak.holders
+        {
+            for held in holders {
+                let entry = self.process_series.touch(
+                    ProcessKey {
+                        pid: held.pid,
+                        gpu_uuid: Arc::clone(&uuid),
+                    },
+                    peak.at_ms,
+                );
+                entry.gpu_index = sample.index;
+                entry.vram.push_between(peak.at_ms, held.used as f64);
+            }
         }
         match &sample.gpu_util {
             Ok(u) => series.gpu_util.push(sample.at_ms, f64::from(*u)),
@@ -291,6 +321,14 @@ impl Monitor {
                         .device_series
                         .get(&info.key())
                         .and_then(|s| s.memory_used.peak()),
+                    memory_peak_owner: self
+                        .device_series
+                        .get(&info.key())
+                        .and_then(|s| s.peak_owner.clone()),
+                    interval_peak_owner: self
+                        .device_series
+                        .get(&info.key())
+                        .and_then(|s| s.interval_peak_owner.clone()),
                 }
             })
             .collect();
@@ -452,6 +490,7 @@ impl Monitor {
     pub fn reset_peaks(&mut self) {
         for series in self.device_series.values_mut() {
             series.memory_used.reset_peak();
+            series.peak_owner = None;
             series.gpu_util.reset_peak();
         }
         for (_, series) in self.process_series.iter_mut() {

@@ -1,6 +1,7 @@
 //! Which series vramscope keeps for each GPU and each GPU process.
 
 use crate::history::{Series, SeriesConfig};
+use crate::model::peak_owner::PeakOwner;
 use std::sync::Arc;
 
 /// History of one GPU.
@@ -8,6 +9,10 @@ use std::sync::Arc;
 pub struct DeviceSeries {
     pub memory_used: Series,
     pub gpu_util: Series,
+    /// Who made `memory_used`'s all-time peak (`peak_owner::owner_of` of its sample).
+    pub peak_owner: Option<PeakOwner>,
+    /// Who made the latest sample's interval peak.
+    pub interval_peak_owner: Option<PeakOwner>,
 }
 
 /// A process on a GPU: one pid can use several GPUs, each with its own VRAM.

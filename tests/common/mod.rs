@@ -51,6 +51,27 @@ impl Scenario {
         std::fs::rename(&tmp, &self.path).expect("rename");
     }
 
+    /// The first `n` snapshots of `--json --loop 1s` with `extra` options.
+    pub fn json_loop(&self, extra: &[&str], n: usize) -> Vec<Value> {
+        use std::io::{BufRead, BufReader};
+        let mut child = self
+            .command()
+            .args(["--json", "--loop", "1s"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start vramscope --json --loop");
+        let lines: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+            .lines()
+            .take(n)
+            .map(|l| serde_json::from_str(&l.expect("a line")).expect("JSON"))
+            .collect();
+        let _ = child.kill();
+        let _ = child.wait();
+        lines
+    }
+
     /// The binary with `VRAMSCOPE_NVML_LIB` pointing at the fake and the scenario in its environment,
     /// isolated from the machine's channels (see [`ISOLATED_SHM`]).
     pub fn command(&self) -> Command {

@@ -133,6 +133,23 @@ pub fn render(
                 all_time: device.memory_peak,
             };
             let mut memory = spark::tall_chart_with_peak(view, charted, range, plot);
+            // Who made an all-time peak read between two refreshes, which no process's
+            // refreshed figure shows: the spike's owner (`peak_owner`), or that none could
+            // be named. A peak a refresh read is in the rows' own figures.
+            if let (Some(_), Some(owner), Some(label)) = (
+                device.memory_peak,
+                device
+                    .memory_peak_owner
+                    .as_ref()
+                    .filter(|o| o.between_refreshes),
+                memory.last_mut(),
+            ) {
+                let text = match owner.pid() {
+                    Some(pid) => format!(" by pid {pid}"),
+                    None => " not attributed".into(),
+                };
+                label.spans.push(Span::styled(text, theme.label));
+            }
             let now = device
                 .memory_used()
                 .map_or(panel_text::NA.into(), units::short_bytes);
