@@ -138,3 +138,50 @@ fn rows_of_about_equal_vram_keep_their_order_and_the_selection_its_line() {
     let (ok, screen) = t.wait_for(3 * SECOND, |_| order(&rows(&t)).first() == Some(&riser));
     assert!(ok, "the riser is the first row:\n{screen}");
 }
+
+/// A monitor just opened shows its table from the top: a selection nobody made does not pin
+/// the first frame's top process. Here one small process runs alone for two seconds, then
+/// thirty larger ones join above it in VRAM order.
+#[test]
+fn a_selection_nobody_made_stays_on_the_top_row_as_processes_join() {
+    if !tmux::available() {
+        return;
+    }
+    let small = json!([{ "pid": FIRST_PID, "used_memory": GIB }]);
+    let mut all: Vec<Value> = (1..=30u64)
+        .map(|i| json!({ "pid": FIRST_PID + i, "used_memory": (2 + i) * GIB }))
+        .collect();
+    all.push(json!({ "pid": FIRST_PID, "used_memory": GIB }));
+    let mut gpu = h100(0);
+    gpu["processes"] = json!([
+        { "t": 0, "compute": small },
+        { "t": 2, "compute": all },
+    ]);
+    let scenario = Scenario::new(&json!({ "devices": [gpu] }));
+    let line = format!(
+        "env NO_COLOR=1 {}",
+        scenario.monitor_line("--interval 250ms")
+    );
+    let t = Tmux::start(scenario.dir(), 100, 30, &line);
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains("of 1"));
+    assert!(ok, "the lone process first:\n{screen}");
+    let (ok, screen) = t.wait_for(10 * SECOND, |s| s.contains("of 31"));
+    assert!(ok, "the others joined:\n{screen}");
+    // Past a few refreshes, the window still starts at the top, its first row selected.
+    std::thread::sleep(SECOND);
+    let screen = t.screen();
+    assert!(
+        screen.contains("rows 1-"),
+        "the table from its top:\n{screen}"
+    );
+    let shown = rows(&t);
+    assert_eq!(
+        shown.first().map(|r| (r.1.clone(), r.2)),
+        Some(((FIRST_PID + 30).to_string(), true)),
+        "the largest process first, and selected: {shown:?}\n{screen}"
+    );
+    // A key puts the selection on a process: from then on it follows that process.
+    t.keys(&["Down"]);
+    let (ok, screen) = t.wait_for(3 * SECOND, |_| rows(&t).get(1).is_some_and(|r| r.2));
+    assert!(ok, "the second row selected:\n{screen}");
+}

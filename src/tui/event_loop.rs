@@ -662,18 +662,21 @@ fn focus_job(ui: &mut UiState, rows: &[TableRow]) {
     {
         job.focused = true;
         ui.selected_key = Some(row.key.clone());
+        ui.selection_chosen = true;
     }
 }
 
-/// Keeps the selection on the same process when rows are re-sorted or come and go; when it
-/// has gone, on the same line.
+/// Keeps a chosen selection on the same process when rows are re-sorted or come and go;
+/// when it has gone, on the same line. One nobody chose stays on the top row.
 fn follow_selection(ui: &mut UiState, rows: &[TableRow]) {
     let found = ui
         .selected_key
         .as_ref()
+        .filter(|_| ui.selection_chosen)
         .and_then(|key| rows.iter().position(|r| &r.key == key));
     ui.selected = match found {
         Some(at) => at,
+        None if !ui.selection_chosen => 0,
         None => ui.selected.min(rows.len().saturating_sub(1)),
     };
     ui.selected_key = rows.get(ui.selected).map(|r| r.key.clone());

@@ -359,6 +359,7 @@ fn select(ui: &mut UiState, rows: &[TableRow], delta: i64) -> Outcome {
     let at = (ui.selected as i64).saturating_add(delta).clamp(0, last) as usize;
     ui.selected = at;
     ui.selected_key = rows.get(at).map(|r| r.key.clone());
+    ui.selection_chosen = true;
     Outcome::Redraw
 }
 

@@ -85,6 +85,10 @@ pub struct UiState {
     pub selected: usize,
     /// The selected process, so the selection follows it when rows move.
     pub selected_key: Option<ProcessKey>,
+    /// The person (or `run`, opening on its job) put the selection on a process: it follows
+    /// that process. Until then it stays on the top row, so a monitor just opened shows the
+    /// table from its top however the first frames' rows move.
+    pub selection_chosen: bool,
     /// Set while paused: the frozen snapshot, shown at its own time. Sampling goes on
     /// underneath.
     pub frozen: Option<Arc<Snapshot>>,
