@@ -150,6 +150,14 @@ fn the_recording_keeps_the_owner_and_the_report_names_it() {
         .and_then(|l| l.iter().find(|p| p["pid"] == json!(SPIKER)))
         .expect("the spiker's row");
     assert_eq!(spiker["peak_nvml_used"]["bytes"], json!(SPIKER_PEAK));
+    // The spikes no refresh saw are the report's largest (issue 29 §1.6).
+    let spikes = report["spikes"].as_array().cloned().unwrap_or_default();
+    assert!(
+        spikes
+            .iter()
+            .any(|s| s["what"] == "GPU 0" && s["rise"] == json!(20 * GIB)),
+        "a 20 GiB spike of GPU 0 among {spikes:?}"
+    );
 
     let text = scenario
         .command()

@@ -282,6 +282,14 @@ impl Analysis {
                 None,
                 "",
             );
+            // Read between two refreshes, it is in the GPU's series as the monitor's history
+            // has it: a 250 ms spike no refresh saw is among the report's spikes.
+            if peak.at_ms < sample.at_ms {
+                self.gpu_rises
+                    .entry(sample.index)
+                    .or_default()
+                    .push(peak.at_ms, peak.used);
+            }
             // Each process's figure at the spike, as the monitor keeps it in its history.
             if let PeakHolders::Read(holders) = &peak.holders {
                 for held in holders {
