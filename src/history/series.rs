@@ -402,11 +402,18 @@ impl Series {
         if let Some(p) = before.checked_sub(1).and_then(|i| self.raw.get(i)) {
             return p.reading().map(|v| (p.at_ms, v));
         }
+        // Raw still holds every reading: none came before `at_ms`. A bucket that began
+        // before it may hold only later readings (buckets start on their own grid, before
+        // the first reading): taking its last would draw history from before the series
+        // began.
+        if self.raw_covered_from == 0 {
+            return None;
+        }
         self.tiers.iter().find_map(|tier| {
             tier.buckets()
-                .take_while(|b| b.start_ms() < at_ms)
+                .take_while(|b| tier.end_of(b) <= at_ms)
                 .last()
-                .map(|b| (tier.end_of(b).min(at_ms), b.last()))
+                .map(|b| (tier.end_of(b), b.last()))
         })
     }
 

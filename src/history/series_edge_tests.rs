@@ -174,3 +174,17 @@ fn extreme_times_and_configs_do_not_panic() {
     assert_eq!(s.window_peak(0, u64::MAX), None);
     assert!(s.memory_bytes() < 2_000);
 }
+
+#[test]
+fn no_column_before_the_first_reading_is_drawn() {
+    // 1 s readings from 30 s into a 60 s window: the first half has nothing to show.
+    let mut s = Series::default();
+    let start = BASE + 30 * SEC + 400;
+    for i in 0..30 {
+        s.push(start + i * SEC, 10.0 + (i % 3) as f64);
+    }
+    let now = start + 29 * SEC + 1;
+    let cols = s.until(now).query_held(now - 60 * SEC, now, 55);
+    let first = cols.iter().position(Option::is_some).expect("some data");
+    assert!(first >= 26, "drawn from column {first}: {cols:?}");
+}
