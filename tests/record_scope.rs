@@ -647,3 +647,39 @@ fn export_writes_the_same_scope() {
     );
     assert!(rows.iter().any(|r| r[1] == "gpu" && r[2] == "0"));
 }
+
+/// Replay's `p` and `o` jump to moments of the recording: not to a writer's peak or OOMs from
+/// its ring history, which the first poll brought at 0 % of the file (29 §1.5).
+#[test]
+fn replay_marks_are_of_what_happened_while_it_recorded() {
+    use vramscope::replay::{Command as Key, Replay};
+    let m = made();
+    let mut replay = Replay::open(&m.file).expect("open the recording");
+    let mut monitor = replay.fresh_monitor();
+    let said = replay
+        .command(Key::LargestPeak, &mut monitor)
+        .unwrap_or_default();
+    assert!(
+        said.contains("12.0 GiB") && !said.contains("30.0 GiB") && !said.contains("50.0 GiB"),
+        "the peak A reached while recorded: {said}"
+    );
+    assert!(replay.now_ms() >= m.started_ms, "{said}");
+    // Each OOM mark in turn: the two of the recording, none of C's or A's earlier ones.
+    let mut said_ooms = Vec::new();
+    for _ in 0..4 {
+        let said = replay
+            .command(Key::NextOom, &mut monitor)
+            .unwrap_or_default();
+        if said_ooms.contains(&said) {
+            break;
+        }
+        said_ooms.push(said);
+    }
+    let asked: Vec<&String> = said_ooms.iter().filter(|s| s.contains("GiB")).collect();
+    assert!(
+        asked
+            .iter()
+            .all(|s| !s.contains("16.0 GiB") && !s.contains("8.00 GiB")),
+        "{said_ooms:?}"
+    );
+}

@@ -141,6 +141,20 @@ pub(super) fn selection_words(asked: &Asked) -> String {
 }
 
 impl Scope {
+    /// What a recording itself covers: everything from `started_ms` on, no ring history
+    /// from before it, every process. The scope `report`, `plot` and `export` apply when
+    /// asked for nothing, for readers that ask nothing (replay's marks).
+    pub fn recording_only(started_ms: u64) -> Scope {
+        Scope {
+            started_ms,
+            from_ms: started_ms,
+            until_ms: u64::MAX,
+            asked_from_ms: started_ms,
+            selection: None,
+            tally: Arc::default(),
+        }
+    }
+
     /// The event as the scope keeps it, with `t` kept within the scope's window; `None`
     /// when nothing of it is kept.
     pub fn apply(&mut self, t: u64, event: SourceEvent) -> Option<(u64, SourceEvent)> {

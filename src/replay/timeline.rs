@@ -13,6 +13,7 @@ use crate::model::units::bytes;
 use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
 use crate::model::{NA, Periods, Reading};
 use crate::record::folds::{RecordedFolds, oom_gpu};
+use crate::record::scope::Scope;
 use crate::record::{Header, Recording};
 use std::collections::HashMap;
 
@@ -58,7 +59,15 @@ impl Timeline {
         let header = recording.header().clone();
         let mut cut_short = None;
         let mut peak: Option<(u64, u64, u32)> = None;
-        let mut writers = Writers::default();
+        // The marks are of what happened while it recorded: a writer's ring history from
+        // before (its peak, its OOMs) is no moment of the file to jump to.
+        let mut writers = Writers {
+            scope: Scope::recording_only(header.started_ms),
+            folds: RecordedFolds::default(),
+            oom_seen: HashMap::new(),
+            peak: None,
+            peak_value: 0,
+        };
         let mut marks = Vec::new();
         let mut periods = Periods::constant(header.interval_ms);
         let (mut events, mut first_any, mut first_screen, mut last_ms) = (0, None, None, None);
@@ -186,8 +195,9 @@ fn note_marks(
 
 /// The writers of the recording, folded as the monitor folds them, and when each OOM and
 /// each new true peak first reached the monitor (where jumping to it shows it).
-#[derive(Default)]
 struct Writers {
+    /// What of the channels' batches the marks cover (`Scope::recording_only`).
+    scope: Scope,
     folds: RecordedFolds,
     /// (channel path, OOM time, slot) -> when the poll that brought it was recorded.
     oom_seen: HashMap<(String, u64, Option<u16>), u64>,
@@ -202,8 +212,13 @@ impl Writers {
             SourceEvent::Started { devices, .. } => self.folds.started(devices),
             SourceEvent::Device(sample) => self.folds.device(sample),
             SourceEvent::Channels(batch) => {
-                self.folds.batch((**batch).clone());
-                self.note(recorded_ms);
+                let scoped = self
+                    .scope
+                    .apply(recorded_ms, SourceEvent::Channels(batch.clone()));
+                if let Some((_, SourceEvent::Channels(batch))) = scoped {
+                    self.folds.batch(*batch);
+                    self.note(recorded_ms);
+                }
             }
             _ => {}
         }
