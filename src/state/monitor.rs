@@ -202,37 +202,23 @@ impl Monitor {
             series.peak_owner.clone_from(&owner);
         }
         series.interval_peak_owner = owner;
+        match &sample.gpu_util {
+            Ok(u) => series.gpu_util.push(sample.at_ms, f64::from(*u)),
+            Err(_) => series.gpu_util.push_gap(sample.at_ms),
+        }
         // Each process's figure at the spike, in its own history, so its PEAK and its chart
         // hold the spike it made.
         if let Some(peak) = between
             && let PeakHolders::Read(holders) = &peak.holders
         {
             for held in holders {
-                let entry = self.process_series.touch(
-                    ProcessKey {
-                        pid: held.pid,
-                        gpu_uuid: Arc::clone(&uuid),
-                    },
-                    peak.at_ms,
-                );
-                entry.gpu_index = sample.index;
+                let entry = self.process_on(held.pid, &uuid, sample.index, peak.at_ms);
                 entry.vram.push_between(peak.at_ms, held.used as f64);
             }
         }
-        match &sample.gpu_util {
-            Ok(u) => series.gpu_util.push(sample.at_ms, f64::from(*u)),
-            Err(_) => series.gpu_util.push_gap(sample.at_ms),
-        }
         if let Ok(processes) = &sample.processes {
             for p in processes {
-                let entry = self.process_series.touch(
-                    ProcessKey {
-                        pid: p.pid,
-                        gpu_uuid: Arc::clone(&uuid),
-                    },
-                    sample.at_ms,
-                );
-                entry.gpu_index = sample.index;
+                let entry = self.process_on(p.pid, &uuid, sample.index, sample.at_ms);
                 entry.mig = sample
                     .mig_enabled()
                     .and_then(|m| m.instance_of_pid(p.pid))
@@ -259,6 +245,23 @@ impl Monitor {
             self.gpus_unresolved = true;
         }
         self.latest.insert(sample.index, sample);
+    }
+
+    /// `pid`'s series on the GPU `gpu_uuid` (index `gpu_index`), seen at `at_ms`.
+    fn process_on(
+        &mut self,
+        pid: u32,
+        gpu_uuid: &Arc<str>,
+        gpu_index: u32,
+        at_ms: u64,
+    ) -> &mut ProcessSeries {
+        let key = ProcessKey {
+            pid,
+            gpu_uuid: Arc::clone(gpu_uuid),
+        };
+        let entry = self.process_series.touch(key, at_ms);
+        entry.gpu_index = gpu_index;
+        entry
     }
 
     fn ingest_host(&mut self, sample: HostSample) {
