@@ -3,7 +3,7 @@
 use super::absent::{Absent, Reading};
 pub use super::memory::MemoryInfo;
 use super::mig::{MigState, MigUuid};
-use super::peak_owner::PeakHolders;
+use super::peak_holders::PeakHolders;
 use serde::Serialize;
 
 /// Driver-wide facts, read once at start.

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod mig;
 pub mod oom_explain;
 pub mod oom_message;
+pub mod peak_holders;
 pub mod peak_owner;
 pub mod period;
 pub mod phase_peaks;

@@ -8,42 +8,8 @@
 
 use super::absent::Absent;
 use super::device::{DeviceSample, MemoryPeak};
+pub use super::peak_holders::{ATTRIBUTE_RISE, HeldBy, NotAttributed, PeakHolders};
 use serde::Serialize;
-
-/// The rise since the last refresh above which a peek reads the compute list: a spike worth
-/// naming its owner. Below it the refreshes' own figures tell the story, and a peek costs one
-/// call (the memory read) and nothing else.
-pub const ATTRIBUTE_RISE: u64 = 256 * 1024 * 1024;
-
-/// What was read of the processes at a peak.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub enum PeakHolders {
-    /// The peak is the refresh's own reading: its process lists are the sample's.
-    TheSample,
-    /// The compute list read right after the peek that found the rise: each process's used
-    /// memory then (processes whose figure NVML did not give are left out).
-    Read(Vec<HeldBy>),
-    /// No list was read at the peak, and why.
-    NotRead(NotAttributed),
-}
-
-/// One process's used memory at a peak.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct HeldBy {
-    pub pid: u32,
-    pub used: u64,
-}
-
-/// Why a peak has no owner.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub enum NotAttributed {
-    /// The rise since the last refresh was under [`ATTRIBUTE_RISE`], so no list was read.
-    SmallRise { rise: u64 },
-    /// The compute list could not be read right after the peek.
-    ListUnread(Absent),
-    /// A recording made before peaks carried their holders.
-    NotRecorded,
-}
 
 /// Who made a peak, and whether the peak was read between two refreshes (by a peek, where the
 /// refreshes' process figures never saw it) or by a refresh.
@@ -104,7 +70,19 @@ fn peak_of(sample: &DeviceSample) -> Option<(u64, u64, PeakHolders)> {
 /// Each process's used memory at `sample`'s peak, where it was read: the peek's list, or the
 /// sample's own list where the peak is the sample's reading.
 pub fn holders_at_peak(sample: &DeviceSample) -> Result<Vec<HeldBy>, NotAttributed> {
-    let (_, _, holders) = peak_of(sample).ok_or(NotAttributed::ListUnread(Absent::NotAvailable))?;
+    let (used, _, holders) =
+        peak_of(sample).ok_or(NotAttributed::ListUnread(Absent::NotAvailable))?;
+    // A peek that rose too little to read the list, at a level the sample itself reads
+    // again (a flat interval's first peek keeps its earlier moment on a tie): the sample's
+    // list held that memory.
+    let holders = match holders {
+        PeakHolders::NotRead(NotAttributed::SmallRise { .. })
+            if sample.memory.as_ref().is_ok_and(|m| m.used >= used) =>
+        {
+            PeakHolders::TheSample
+        }
+        other => other,
+    };
     match holders {
         PeakHolders::Read(list) => Ok(list),
         PeakHolders::NotRead(why) => Err(why),
@@ -265,6 +243,18 @@ mod tests {
             panic!("no owner");
         };
         assert!(why.contains("under the 256 MiB"), "{why}");
+    }
+
+    #[test]
+    fn a_flat_interval_s_peek_is_owned_from_the_sample_s_list() {
+        let peak = MemoryPeak {
+            used: 10 * GIB,
+            at_ms: 900,
+            holders: PeakHolders::NotRead(NotAttributed::SmallRise { rise: 0 }),
+        };
+        let s = sample(10 * GIB, Some(peak), vec![process(1, GIB)]);
+        let owner = owner_of(&s, None).unwrap();
+        assert_eq!((owner.pid(), owner.between_refreshes), (Some(1), true));
     }
 
     #[test]
