@@ -117,17 +117,25 @@ fn the_recording_keeps_the_owner_and_the_report_names_it() {
         .expect("run vramscope record");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = std::fs::read_to_string(&file).unwrap();
-    let holders: Vec<Value> = text
+    let records: Vec<Value> = text
         .lines()
         .skip(1)
-        .filter_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()?
-                .get("device")
-                .cloned()
-        })
-        .filter_map(|d| d["memory_peak"].get(2).cloned())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r.get("device").is_some())
         .collect();
+    // Beside the device record, where readers from before holders skip it; the peak itself
+    // stays the `[used, at_ms]` pair they read.
+    let holders: Vec<Value> = records
+        .iter()
+        .filter_map(|r| r.get("peak_holders").cloned())
+        .collect();
+    assert!(
+        records
+            .iter()
+            .filter_map(|r| r["device"].get("memory_peak"))
+            .all(|p| p.as_array().is_some_and(|pair| pair.len() == 2)),
+        "{records:?}"
+    );
     assert!(
         holders.contains(&json!([[QUIET, 4 * GIB], [SPIKER, SPIKER_PEAK]])),
         "the compute list read at the spike is recorded: {holders:?}"

@@ -9,7 +9,7 @@ use super::lines::{Line, Lines, Problem};
 use super::scope::Scope;
 use super::skipped::Skipped;
 use super::wire::{
-    device_infos, device_sample, driver, host_sample, problem, take_skipped_processes,
+    device_infos, device_sample, driver, host_sample, peak_holders, problem, take_skipped_processes,
 };
 use crate::model::ForeignText;
 use crate::model::peak_owner::{NotAttributed, PeakHolders};
@@ -49,6 +49,8 @@ struct RecordIn {
     started: Option<StartedIn>,
     nvml_unavailable: Option<problem::Own>,
     device: Option<device_sample::Own>,
+    /// Beside `device`: what was read of the processes at its peak.
+    peak_holders: Option<peak_holders::In>,
     host: Option<host_sample::Own>,
     channels: Option<BatchIn>,
     interval: Option<IntervalIn>,
@@ -255,7 +257,7 @@ impl Events {
         } else if let Some(problem) = record.nvml_unavailable {
             SourceEvent::NvmlUnavailable(problem.0)
         } else if let Some(sample) = record.device {
-            SourceEvent::Device(Box::new(peak_holders_known(sample.0)))
+            SourceEvent::Device(Box::new(holders_of(sample.0, record.peak_holders)))
         } else if let Some(sample) = record.host {
             SourceEvent::Host(Box::new(sample.0))
         } else if let Some(batch) = record.channels {
@@ -404,16 +406,17 @@ fn problem_error(name: &str, problem: &Problem, line: u64) -> RecordingError {
     })
 }
 
-/// A bare `[used, at_ms]` peak is the sample's own reading where its moment is the sample's;
-/// at any other moment it is a peek's from a recording made before peaks carried their
-/// holders, whose owner is not known.
-fn peak_holders_known(mut sample: DeviceSample) -> DeviceSample {
+/// The peak's holders: those recorded beside the sample; without them, the sample's own
+/// where the peak's moment is the sample's, and unknown at any other moment (a recording
+/// made before holders were recorded).
+fn holders_of(mut sample: DeviceSample, beside: Option<peak_holders::In>) -> DeviceSample {
     let at_ms = sample.at_ms;
-    if let Some(peak) = &mut sample.memory_peak
-        && peak.holders == PeakHolders::TheSample
-        && peak.at_ms != at_ms
-    {
-        peak.holders = PeakHolders::NotRead(NotAttributed::NotRecorded);
+    if let Some(peak) = &mut sample.memory_peak {
+        peak.holders = match beside {
+            Some(peak_holders::In(holders)) => holders,
+            None if peak.at_ms == at_ms => PeakHolders::TheSample,
+            None => PeakHolders::NotRead(NotAttributed::NotRecorded),
+        };
     }
     sample
 }

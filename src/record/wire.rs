@@ -16,86 +16,103 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::wire_reading::{AbsentOut, AbsentWire, memory, optional_reading, reading};
 
-/// The fast memory sampling's peak as `[used, at_ms]` where it is the record's own reading,
-/// and `[used, at_ms, holders]` where a peek read it: `holders` is `[[pid, used], ...]` (the
-/// compute list read at the peak), `{"rise": bytes}` (under the rise that reads the list) or an
-/// absence (the list could not be read). Left out where the fast sampling was off.
+/// The fast memory sampling's peak as `[used, at_ms]`; left out where it was off. What was
+/// read of the processes at it goes beside the device record (`peak_holders`), where readers
+/// from before it skip it.
 mod memory_peak {
+    use super::*;
+    use crate::model::peak_owner::PeakHolders;
+
+    pub fn serialize<S: Serializer>(value: &Option<MemoryPeak>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(p) => [p.used, p.at_ms].serialize(s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Its holders are the record's `peak_holders`, set by the reader (`holders_of`); until
+    /// then the sample's own.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<MemoryPeak>, D::Error> {
+        let value: Option<[u64; 2]> = Option::deserialize(d)?;
+        Ok(value.map(|[used, at_ms]| MemoryPeak {
+            used,
+            at_ms,
+            holders: PeakHolders::TheSample,
+        }))
+    }
+}
+
+/// A peak's holders beside its device record: `[[pid, used], ...]` (the compute list read at
+/// the peak), `{"rise": bytes}` (under the rise that reads the list) or an absence (the list
+/// could not be read). Left out where the peak is the sample's own reading.
+pub mod peak_holders {
     use super::*;
     use crate::model::peak_owner::{HeldBy, NotAttributed, PeakHolders};
 
     #[derive(Serialize, Deserialize)]
     #[serde(untagged)]
-    enum HoldersWire<W> {
+    enum Wire<W> {
         Read(Vec<[u64; 2]>),
         SmallRise { rise: u64 },
         ListUnread(W),
     }
 
-    pub fn serialize<S: Serializer>(value: &Option<MemoryPeak>, s: S) -> Result<S::Ok, S::Error> {
-        let Some(p) = value else {
-            return s.serialize_none();
-        };
-        let holders = match &p.holders {
-            PeakHolders::TheSample => return [p.used, p.at_ms].serialize(s),
-            PeakHolders::Read(list) => {
-                HoldersWire::Read(list.iter().map(|h| [u64::from(h.pid), h.used]).collect())
-            }
-            PeakHolders::NotRead(NotAttributed::SmallRise { rise }) => {
-                HoldersWire::SmallRise { rise: *rise }
-            }
-            PeakHolders::NotRead(NotAttributed::ListUnread(why)) => {
-                HoldersWire::ListUnread(AbsentOut::from(why))
-            }
-            PeakHolders::NotRead(NotAttributed::NotRecorded) => {
-                return [p.used, p.at_ms].serialize(s);
-            }
-        };
-        (p.used, p.at_ms, holders).serialize(s)
+    /// What a device record carries beside it: `None` for a peak that is the sample's own
+    /// reading (or none at all).
+    pub fn of(sample: &DeviceSample) -> Option<Out<'_>> {
+        match &sample.memory_peak.as_ref()?.holders {
+            PeakHolders::TheSample | PeakHolders::NotRead(NotAttributed::NotRecorded) => None,
+            holders => Some(Out(holders)),
+        }
     }
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum PeakWire {
-        WithHolders(u64, u64, HoldersWire<AbsentWire>),
-        Bare(u64, u64),
+    pub struct Out<'a>(&'a PeakHolders);
+
+    impl Serialize for Out<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            let wire = match self.0 {
+                PeakHolders::Read(list) => {
+                    Wire::Read(list.iter().map(|h| [u64::from(h.pid), h.used]).collect())
+                }
+                PeakHolders::NotRead(NotAttributed::SmallRise { rise }) => {
+                    Wire::SmallRise { rise: *rise }
+                }
+                PeakHolders::NotRead(NotAttributed::ListUnread(why)) => {
+                    Wire::ListUnread(AbsentOut::from(why))
+                }
+                // `of` never gives these.
+                PeakHolders::TheSample | PeakHolders::NotRead(NotAttributed::NotRecorded) => {
+                    return s.serialize_none();
+                }
+            };
+            wire.serialize(s)
+        }
     }
 
-    /// Deserialized with the record's own `at_ms` unknown here: a bare pair is the sample's
-    /// own reading or, from a recording made before peaks carried holders, a peek's; the
-    /// reader tells them apart (`holders_of_bare`).
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<MemoryPeak>, D::Error> {
-        let value: Option<PeakWire> = Option::deserialize(d)?;
-        Ok(value.map(|wire| match wire {
-            PeakWire::Bare(used, at_ms) => MemoryPeak {
-                used,
-                at_ms,
-                holders: PeakHolders::TheSample,
-            },
-            PeakWire::WithHolders(used, at_ms, holders) => MemoryPeak {
-                used,
-                at_ms,
-                holders: match holders {
-                    HoldersWire::Read(list) => PeakHolders::Read(
-                        list.into_iter()
-                            // A pid beyond u32 is no process of NVML's: left out.
-                            .filter_map(|[pid, used]| {
-                                Some(HeldBy {
-                                    pid: u32::try_from(pid).ok()?,
-                                    used,
-                                })
+    /// As read: the holders, cleaned of nothing (numbers and an absence, whose words the
+    /// absence's reader cleans).
+    pub struct In(pub PeakHolders);
+
+    impl<'de> Deserialize<'de> for In {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            Ok(In(match Wire::<AbsentWire>::deserialize(d)? {
+                Wire::Read(list) => PeakHolders::Read(
+                    list.into_iter()
+                        // A pid beyond u32 is no process of NVML's: left out.
+                        .filter_map(|[pid, used]| {
+                            Some(HeldBy {
+                                pid: u32::try_from(pid).ok()?,
+                                used,
                             })
-                            .collect(),
-                    ),
-                    HoldersWire::SmallRise { rise } => {
-                        PeakHolders::NotRead(NotAttributed::SmallRise { rise })
-                    }
-                    HoldersWire::ListUnread(why) => {
-                        PeakHolders::NotRead(NotAttributed::ListUnread(why.into()))
-                    }
-                },
-            },
-        }))
+                        })
+                        .collect(),
+                ),
+                Wire::SmallRise { rise } => PeakHolders::NotRead(NotAttributed::SmallRise { rise }),
+                Wire::ListUnread(why) => {
+                    PeakHolders::NotRead(NotAttributed::ListUnread(why.into()))
+                }
+            }))
+        }
     }
 }
 
@@ -714,21 +731,21 @@ mod tests {
     }
 
     #[test]
-    fn a_peak_s_holders_are_recorded_and_read_back() {
+    fn a_peak_s_holders_go_beside_its_bare_pair_and_read_back() {
         use crate::model::peak_owner::{HeldBy, NotAttributed, PeakHolders};
         let mut sample = DeviceSample::unreadable(0, 2_000, Absent::NotAvailable);
         let cases = [
             (
                 PeakHolders::Read(vec![HeldBy { pid: 7, used: 3 }]),
-                serde_json::json!([10, 1_500, [[7, 3]]]),
+                serde_json::json!([[7, 3]]),
             ),
             (
                 PeakHolders::NotRead(NotAttributed::SmallRise { rise: 4 }),
-                serde_json::json!([10, 1_500, {"rise": 4}]),
+                serde_json::json!({"rise": 4}),
             ),
             (
                 PeakHolders::NotRead(NotAttributed::ListUnread(Absent::Timeout)),
-                serde_json::json!([10, 1_500, {"absent": "timeout"}]),
+                serde_json::json!({"absent": "timeout"}),
             ),
         ];
         for (holders, json) in cases {
@@ -739,29 +756,25 @@ mod tests {
             });
             let written =
                 DeviceSampleDef::serialize(&sample, serde_json::value::Serializer).unwrap();
-            assert_eq!(written["memory_peak"], json);
-            let read = DeviceSampleDef::deserialize(written).unwrap();
-            assert_eq!(read.memory_peak.map(|p| p.holders), Some(holders));
+            // The pair stays what readers before holders read.
+            assert_eq!(written["memory_peak"], serde_json::json!([10, 1_500]));
+            let beside = serde_json::to_value(peak_holders::of(&sample)).unwrap();
+            assert_eq!(beside, json);
+            let read: peak_holders::In = serde_json::from_value(beside).unwrap();
+            assert_eq!(read.0, holders);
         }
-        // A bare pair: the sample's own reading (the reader marks one at another moment as
-        // a peak whose holders were not recorded).
+        // The sample's own reading has nothing beside it.
         sample.memory_peak = Some(MemoryPeak {
             used: 10,
             at_ms: 2_000,
             holders: PeakHolders::TheSample,
         });
-        let written = DeviceSampleDef::serialize(&sample, serde_json::value::Serializer).unwrap();
-        assert_eq!(written["memory_peak"], serde_json::json!([10, 2_000]));
-        // A pid beyond u32 is left out, and a malformed holder list is damage, not a zero.
-        let mut bad = written.clone();
-        bad["memory_peak"] = serde_json::json!([10, 1_500, [[u64::MAX, 3], [8, 1]]]);
-        let read = DeviceSampleDef::deserialize(bad.clone()).unwrap();
-        assert_eq!(
-            read.memory_peak.map(|p| p.holders),
-            Some(PeakHolders::Read(vec![HeldBy { pid: 8, used: 1 }]))
-        );
-        bad["memory_peak"] = serde_json::json!([10, 1_500, "lots"]);
-        assert!(DeviceSampleDef::deserialize(bad).is_err());
+        assert!(peak_holders::of(&sample).is_none());
+        // A pid beyond u32 is left out, and a malformed list is damage, not a zero.
+        let read: peak_holders::In =
+            serde_json::from_value(serde_json::json!([[u64::MAX, 3], [8, 1]])).unwrap();
+        assert_eq!(read.0, PeakHolders::Read(vec![HeldBy { pid: 8, used: 1 }]));
+        assert!(serde_json::from_value::<peak_holders::In>(serde_json::json!("lots")).is_err());
     }
 
     #[test]

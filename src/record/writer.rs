@@ -6,7 +6,7 @@
 
 use super::channels::WritersSent;
 use super::header::{FORMAT, Header, MAX_LINE, VERSION};
-use super::wire::{device_infos, device_sample, driver, host_sample, problem};
+use super::wire::{device_infos, device_sample, driver, host_sample, peak_holders, problem};
 use crate::model::SourceEvent;
 use crate::model::{DeviceInfo, DriverInfo};
 use crate::safe_fs::{self, Trust};
@@ -242,7 +242,13 @@ impl Recorder {
                 self.write_line(t, "nvml_unavailable", &problem::Ref(why))
             }
             SourceEvent::Device(sample) => {
-                self.write_line(t, "device", &device_sample::Ref(sample))
+                let beside = peak_holders::of(sample);
+                self.write_line_with(
+                    t,
+                    "device",
+                    &device_sample::Ref(sample),
+                    beside.as_ref().map(|h| ("peak_holders", h)),
+                )
             }
             SourceEvent::Host(sample) => self.write_line(t, "host", &host_sample::Ref(sample)),
             SourceEvent::Interval { ms } => {
@@ -259,9 +265,25 @@ impl Recorder {
 
     /// `{"t":T,"KIND":PAYLOAD}` and a newline.
     fn write_line<P: Serialize>(&mut self, t: u64, kind: &str, payload: &P) -> io::Result<()> {
+        self.write_line_with::<P, P>(t, kind, payload, None)
+    }
+
+    /// [`Self::write_line`] with one more key beside the payload, which readers that do not
+    /// know it skip.
+    fn write_line_with<P: Serialize, B: Serialize>(
+        &mut self,
+        t: u64,
+        kind: &str,
+        payload: &P,
+        beside: Option<(&str, &B)>,
+    ) -> io::Result<()> {
         self.line.clear();
         write!(self.line, "{{\"t\":{t},\"{kind}\":")?;
         serde_json::to_writer(&mut self.line, payload)?;
+        if let Some((key, value)) = beside {
+            write!(self.line, ",\"{key}\":")?;
+            serde_json::to_writer(&mut self.line, value)?;
+        }
         self.line.extend_from_slice(b"}\n");
         if self.line.len() > MAX_LINE {
             return Err(io::Error::new(
