@@ -1,5 +1,6 @@
 """What the writer adds to each optimizer step of the real torch: µs per step with and
-without it, back to back and paced as a GPU-bound loop is.
+without it, back to back and paced as a GPU-bound loop is; and what one `vramscope.mark`
+phase costs the training thread.
 
     $VRAMSCOPE_REAL_PYTHON python/bench/bench_step_hook.py
 
@@ -88,6 +89,7 @@ def main():
         with_writer = best(lambda: per_step_us(opt, n))
         with_writer_paced = best(lambda: per_step_us(opt, paced, pause), 3)
         hook_now, hook_sync = best(lambda: _hook_alone(opt, n))
+        mark_now, mark_sync = best(lambda: _mark_alone(n))
         explicit = best(lambda: _explicit_steps(n))  # turns automatic steps off: last
         vramscope.stop()
         print("torch %s, SGD on a 16x16 Linear (CPU), time in optimizer.step():" % torch.__version__)
@@ -102,6 +104,9 @@ def main():
         print("  the step hook alone, %d calls, best of 5:" % n)
         print("    %-52s %7.1f us" % ("reading only, publishing deferred (now)", hook_now))
         print("    %-52s %7.1f us" % ("reading and publishing at once (before)", hook_sync))
+        print("  one `with vramscope.mark(...)` (entered and left), %d uses, best of 5:" % n)
+        print("    %-52s %7.1f us" % ("reading only, publishing deferred (now)", mark_now))
+        print("    %-52s %7.1f us" % ("reading and publishing at once (before)", mark_sync))
         print("  %-54s %7.1f us" % ("one vramscope.step() call (reads and publishes)", explicit))
     finally:
         vramscope.stop()
@@ -130,6 +135,32 @@ def _hook_alone(opt, n):
     start = clock()
     for _ in range(n):
         _runtime.run(_runtime.end_step, False)
+    return now, (clock() - start) / n * 1e6
+
+
+def _mark_alone(n):
+    """A phase entered and left with nothing in it, in batches below the deferral bound (two
+    deferred readings a use), the deferred publishing done outside the timing; against the
+    same with the publishing done at each use, as `mark` did before it deferred."""
+    from vramscope import _runtime
+
+    phase = vramscope.mark("bench")
+    clock = time.perf_counter
+    spent = 0.0
+    batch = (MAX_DEFERRED - 1) // 2
+    for _ in range(n // batch):
+        start = clock()
+        for _ in range(batch):
+            with phase:
+                pass
+        spent += clock() - start
+        _runtime.run(lambda rt: None)  # publishes what the batch deferred
+    now = spent / (n // batch * batch) * 1e6
+    start = clock()
+    for _ in range(n):
+        with phase:
+            pass
+        _runtime.run(lambda rt: None)
     return now, (clock() - start) / n * 1e6
 
 

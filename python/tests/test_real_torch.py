@@ -111,6 +111,43 @@ class Steps(RealTorchCase):
         self.assertEqual(steps, [0])
         self.assertIn("steps count from the attach: the optimizer keeps no step count", notes)
 
+    def test_a_phase_is_read_at_its_edges_and_published_later(self):
+        # `mark` reads at entry and exit and publishes on the writer's next call: the phase's
+        # peak is the spike inside it, not the higher one just before it, and its events
+        # keep the times they were read at.
+        # Exact peaks (the peak counter reset at each reading): without them a phase's peak
+        # is seen only where it passes the run's.
+        from vramscope import _layout as L
+
+        os.environ["VRAMSCOPE_PEAK"] = "reset"
+        self.assertTrue(vramscope.start(framework="torch"))
+        self.cuda.alloc(4 * GIB)
+        self.cuda.free(4 * GIB)  # a spike before the phase, read at its entry
+        before = self.snap()
+        # The writer's lock keeps the sampler thread from publishing while the phase runs.
+        from vramscope import _runtime
+
+        with _runtime._lock:
+            with vramscope.mark("backward"):
+                entered = time.time() * 1e6
+                self.cuda.alloc(2 * GIB)
+                self.cuda.free(2 * GIB)
+                # Nothing published yet: the channel has not been told of the phase.
+                self.assertEqual(S.events(self.snap().raw)[0], S.events(before.raw)[0])
+            left = time.time() * 1e6
+        time.sleep(0.01)
+        vramscope.note("after")
+        events = S.events(self.snap().raw)[0]
+        (begin,) = [e for e in events if e.kind == L.EV_PHASE_BEGIN]
+        (end,) = [e for e in events if e.kind == L.EV_PHASE_END]
+        (after,) = [e for e in events if e.kind == EV_MARK]
+        self.assertEqual(self.snap().phase_name(end.phase), "backward")
+        self.assertEqual(end.args[0], 2 * GIB)
+        self.assertLessEqual(begin.t, entered)
+        self.assertLess(begin.t, end.t)
+        self.assertLessEqual(end.t, left)
+        self.assertLess(end.t, after.t)
+
     def test_the_sampler_publishes_deferred_steps(self):
         self.assertTrue(vramscope.start(framework="torch"))
         layer, opt = self.model()

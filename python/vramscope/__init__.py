@@ -117,7 +117,7 @@ class mark:
         return phases
 
     def __enter__(self):
-        phase = _rt().run(_begin_phase, self.label)
+        phase = _rt().run_deferred(_begin_phase, self.label)
         try:
             self._phases().append(phase)
         except Exception:
@@ -136,7 +136,7 @@ class mark:
         except Exception:
             phase = None
         if phase is not None:
-            _rt().run(_end_phase, phase)
+            _rt().run_deferred(_end_phase, phase)
             _hand_over()
         return False
 
@@ -162,16 +162,48 @@ class mark:
         return wrapper
 
 
+# A phase's edges are read on the training thread, at once, and published later, as the
+# step hook's are (`_runtime.Runtime.defer`): with an adapter that can read without
+# publishing (torch's `capture`), entering and leaving a phase costs its two readings and no
+# more; the sampler's next tick, or the writer's next call, publishes them with their own
+# times, in order. python/bench/bench_step_hook.py measures a `mark` both ways.
+
+
 def _begin_phase(rt, label):
-    rt.adapter.tick(rt.session, True)
-    return (rt.session, rt.session.begin_phase(label))
+    session = rt.session
+    capture = getattr(rt.adapter, "capture", None)
+    if capture is None:
+        if rt.pending:
+            rt.flush()
+        rt.adapter.tick(session, True)
+        return (session, session.begin_phase(label))
+    phase = session.new_phase(label)
+    rt.defer(_publish_begin, session.clock(), capture(), phase)
+    return (session, phase)
+
+
+def _publish_begin(rt, t, readings, phase):
+    rt.adapter.replay(rt.session, t, readings)
+    rt.session.begin_phase(phase.label, t, phase)
 
 
 def _end_phase(rt, phase):
     session, token = phase
-    if session is rt.session:
-        rt.adapter.tick(rt.session, True)
+    if session is not rt.session:
+        return
+    capture = getattr(rt.adapter, "capture", None)
+    if capture is None:
+        if rt.pending:
+            rt.flush()
+        rt.adapter.tick(session, True)
         session.end_phase(token)
+        return
+    rt.defer(_publish_end, session.clock(), capture(), token)
+
+
+def _publish_end(rt, t, readings, token):
+    rt.adapter.replay(rt.session, t, readings)
+    rt.session.end_phase(token, t)
 
 
 def report(

@@ -245,20 +245,30 @@ class Session:
 
     # -- phases and labels ------------------------------------------------------------------
 
-    def begin_phase(self, label):
-        phase = _Phase(label)
+    @staticmethod
+    def new_phase(label):
+        """A phase not yet begun: the token `begin_phase` and `end_phase` take."""
+        return _Phase(label)
+
+    def begin_phase(self, label, t=None, phase=None):
+        """Begins a phase (`phase`, made by `new_phase`, or a new one) at `t`, now by
+        default: a phase begun later than it was entered (`vramscope.mark`) keeps its time."""
+        if phase is None:
+            phase = _Phase(label)
         if self._phases:
-            phase.path = self._phases[-1].path + "/" + label
+            phase.path = self._phases[-1].path + "/" + phase.label
         self._phases.append(phase)
         self._relabel()
-        self._event(self.clock(), L.EV_PHASE_BEGIN, L.NO_SLOT, (), phase.path)
+        self._event(self.clock() if t is None else t, L.EV_PHASE_BEGIN, L.NO_SLOT, (), phase.path)
         return phase
 
-    def end_phase(self, phase):
-        """Ends `phase` (not necessarily the innermost: phases may end out of order)."""
+    def end_phase(self, phase, t=None):
+        """Ends `phase` (not necessarily the innermost: phases may end out of order) at `t`,
+        now by default."""
         if phase not in self._phases:
             return
-        t = self.clock()
+        if t is None:
+            t = self.clock()
         if not phase.peaks:
             self._event(t, L.EV_PHASE_END, L.NO_SLOT, (None,), phase.path)
         for slot, peak in sorted(phase.peaks.items()):

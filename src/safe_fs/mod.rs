@@ -30,7 +30,10 @@ mod walk;
 pub use as_user::as_user;
 pub use dir::{Dir, Entry};
 pub use place::{is_refusal, open_checked, place, place_creating, place_following};
-pub use read::{Bound, ReadError, open_for_reading, read_bounded, read_bounded_if, read_file};
+pub use read::{
+    Bound, ReadError, open_for_reading, read_bounded, read_bounded_if, read_bounded_if_into,
+    read_file,
+};
 pub use stat::{Kind, Stat};
 pub use trust::Trust;
 pub use walk::{walk, walk_parent};

@@ -72,7 +72,7 @@ pub fn open_for_reading(path: &Path) -> io::Result<File> {
 /// the descriptor before reading, and at most one byte more than the bound is ever read.
 pub fn read_bounded(file: &File, bound: Bound) -> Result<Vec<u8>, ReadError> {
     let size = checked_size(file, bound)?;
-    read_whole(file, bound, size)
+    read_whole(file, bound, size, |_| {})
 }
 
 /// [`read_bounded`], once `accept` has seen the file's first `head` bytes (fewer if it is
@@ -84,6 +84,18 @@ pub fn read_bounded_if(
     bound: Bound,
     head: usize,
     accept: impl FnOnce(&[u8]) -> Result<(), String>,
+) -> Result<Vec<u8>, ReadError> {
+    read_bounded_if_into(file, bound, head, accept, |_| {})
+}
+
+/// [`read_bounded_if`], handing the buffer, its capacity the file's size, to `prepare`
+/// before a byte is read into it (to advise the kernel how to back it).
+pub fn read_bounded_if_into(
+    file: &File,
+    bound: Bound,
+    head: usize,
+    accept: impl FnOnce(&[u8]) -> Result<(), String>,
+    prepare: impl FnOnce(&Vec<u8>),
 ) -> Result<Vec<u8>, ReadError> {
     use std::os::unix::fs::FileExt;
     let size = checked_size(file, bound)?;
@@ -98,7 +110,7 @@ pub fn read_bounded_if(
         }
     }
     accept(&start[..got]).map_err(ReadError::BadStart)?;
-    read_whole(file, bound, size)
+    read_whole(file, bound, size, prepare)
 }
 
 /// The size of `file`, a regular file within `bound`, by `fstat` on its descriptor.
@@ -116,8 +128,14 @@ fn checked_size(file: &File, bound: Bound) -> Result<u64, ReadError> {
     Ok(st.size)
 }
 
-fn read_whole(file: &File, bound: Bound, size: u64) -> Result<Vec<u8>, ReadError> {
+fn read_whole(
+    file: &File,
+    bound: Bound,
+    size: u64,
+    prepare: impl FnOnce(&Vec<u8>),
+) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    prepare(&bytes);
     let reader = file;
     reader
         .take(bound.max_bytes.saturating_add(1))

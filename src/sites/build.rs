@@ -82,19 +82,7 @@ impl<'b> Build<'b> {
         let at32 = u32::try_from(offset).map_err(|_| far())?;
         let len = u32::try_from(arg.len()).map_err(|_| far())?;
         Ok(match code {
-            0x8a | 0x8b if arg.len() <= 8 => {
-                let mut v = 0u64;
-                for (i, b) in arg.iter().enumerate() {
-                    v |= u64::from(*b) << (8 * i);
-                }
-                // Sign-extended from its width.
-                let unused = 64 - 8 * arg.len() as u32;
-                Val::Int(if unused == 64 {
-                    0
-                } else {
-                    ((v << unused) as i64) >> unused
-                })
-            }
+            0x8a | 0x8b if arg.len() <= 8 => Val::Int(super::guard::sign_extended(arg)),
             0x8a | 0x8b => Val::BigInt { at: at32, len },
             0x8c | b'X' | 0x8d => {
                 if std::str::from_utf8(arg).is_err() {
@@ -119,10 +107,16 @@ impl<'b> Build<'b> {
     ) -> Result<Val, SitesError> {
         Ok(match code {
             b']' => {
-                let node = self.list_role(stack, marks);
+                let node = match self.list_role(stack, marks) {
+                    Node::List(_) => Node::List(self.tree.empty_items()),
+                    other => other,
+                };
                 self.tree.add(node)
             }
-            b'}' => self.tree.add(Node::Dict(Vec::new())),
+            b'}' => {
+                let pairs = self.tree.empty_pairs();
+                self.tree.add(Node::Dict(pairs))
+            }
             b')' => self.tree.add(Node::Tuple(Vec::new())),
             _ => return Err(set_at(at)),
         })

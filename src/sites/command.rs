@@ -71,7 +71,11 @@ pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
         return ExitCode::from(2);
     }
     let top = args.top as usize;
-    let limits = Limits::default();
+    // The command reads its files once and exits: their buffers may take 2 MiB pages.
+    let limits = Limits {
+        huge_pages: true,
+        ..Limits::default()
+    };
     let read = |path: &Path| super::read_file(path, &limits);
     let answer = |snap: &MemorySnapshot, moment: At| -> Result<Held, SitesError> {
         super::held_on(snap, args.device, moment.into(), None, top)

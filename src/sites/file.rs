@@ -33,7 +33,12 @@ pub(crate) fn bytes_of(file: &File, limits: &Limits) -> Result<Vec<u8>, SitesErr
         max_bytes: limits.max_file_bytes,
         ..SNAPSHOT
     };
-    safe_fs::read_bounded_if(file, bound, 2, pickle_start).map_err(|e| match e {
+    let prepare = |bytes: &Vec<u8>| {
+        if limits.huge_pages {
+            super::huge_pages::advise(bytes);
+        }
+    };
+    safe_fs::read_bounded_if_into(file, bound, 2, pickle_start, prepare).map_err(|e| match e {
         ReadError::TooLarge { size, .. } => super::limits::too_big(size, limits),
         ReadError::BadStart(why) => SitesError::new(ErrorKind::NotASnapshot, why),
         ReadError::NotRegular(_) => {

@@ -102,6 +102,10 @@ impl Reader {
             let room = room.min(most.saturating_add(most / 2).saturating_add(4096));
             data.entries.reserve(room);
             data.homes.reserve(room);
+            if self.limits.huge_pages {
+                super::huge_pages::advise(&data.entries);
+                super::huge_pages::advise(&data.homes);
+            }
         }
         self.append_into(tree, memo.as_deref_mut(), trace, &mut data, items);
         if let Some(memo) = memo {
@@ -224,7 +228,9 @@ impl Reader {
                 };
                 let home = tree.memo_of(id);
                 let mut memo = memo;
-                let entry = self.entry(tree, memo.as_deref_mut(), &pairs, pos)?;
+                let entry = self.entry(tree, memo.as_deref_mut(), &pairs, pos);
+                tree.recycle_pairs(pairs);
+                let entry = entry?;
                 if memo.is_some() {
                     keep_as(tree, memo, id, Val::Entry { trace, pos });
                 }
@@ -315,6 +321,7 @@ impl Reader {
             }
         };
         self.scratch = ids;
+        tree.recycle_items(frames);
         keep_as(tree, memo, id, Val::Stack(stack));
         Ok(stack)
     }

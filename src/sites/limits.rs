@@ -31,6 +31,10 @@ pub struct Limits {
     pub max_allocated: u64,
     /// The most values the pickle may store in its memo (`bounds::SNAPSHOT_MEMO`).
     pub max_memo: u64,
+    /// Back the file's bytes and each history with 2 MiB pages (`huge_pages.rs`): for a
+    /// command that reads one snapshot and exits. Default false: a long-running process
+    /// would keep its allocator's freed memory in them.
+    pub huge_pages: bool,
 }
 
 impl Default for Limits {
@@ -44,6 +48,7 @@ impl Default for Limits {
             max_values: bounds::SNAPSHOT_VALUES,
             max_allocated: bounds::SNAPSHOT_ALLOCATED,
             max_memo: bounds::SNAPSHOT_MEMO,
+            huge_pages: false,
         }
     }
 }

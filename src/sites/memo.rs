@@ -34,9 +34,9 @@ pub(crate) struct Stored {
 }
 
 /// Memo ids in Python's order (0, 1, 2, ... as `MEMOIZE` numbers them) go to chunks of this
-/// many: a million stored values cost what they hold, not twice that as a doubling vector
-/// may.
-const MEMO_CHUNK: usize = 1 << 16;
+/// many (6 MiB of address space each, resident only as far as they are filled): a million
+/// stored values cost what they hold, not twice that as a doubling vector may.
+const MEMO_CHUNK: usize = 1 << 18;
 
 /// The stored values by memo id; an id out of Python's order (`PUT`) goes to a map.
 #[derive(Default)]
@@ -44,9 +44,18 @@ pub(crate) struct Memo {
     seq: Vec<Vec<Stored>>,
     seq_len: usize,
     other: WordMap<u32, Stored>,
+    /// Whether chunks are backed with 2 MiB pages (`Limits::huge_pages`).
+    huge_pages: bool,
 }
 
 impl Memo {
+    pub(super) fn new(huge_pages: bool) -> Self {
+        Memo {
+            huge_pages,
+            ..Memo::default()
+        }
+    }
+
     pub(super) fn len(&self) -> usize {
         self.seq_len + self.other.len()
     }
@@ -66,7 +75,11 @@ impl Memo {
     pub(super) fn insert(&mut self, id: u32, stored: Stored) {
         if id as usize == self.seq_len && !self.other.contains_key(&id) {
             if self.seq_len.is_multiple_of(MEMO_CHUNK) {
-                self.seq.push(Vec::with_capacity(MEMO_CHUNK));
+                let chunk = Vec::with_capacity(MEMO_CHUNK);
+                if self.huge_pages {
+                    super::huge_pages::advise(&chunk);
+                }
+                self.seq.push(chunk);
             }
             if let Some(chunk) = self.seq.last_mut() {
                 chunk.push(stored);

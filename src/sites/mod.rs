@@ -36,6 +36,7 @@ mod file;
 mod guard;
 mod held;
 mod history;
+mod huge_pages;
 mod limits;
 mod memo;
 mod oom;

@@ -105,7 +105,19 @@ pub(crate) struct Tree<'b> {
     /// Per node, the memo id it was stored under (or `NO_MEMO`).
     memo_of: Vec<u32>,
     free: Vec<u32>,
+    /// The emptied item vectors of entry dicts and frame lists read already, for the next
+    /// dict or list: a history builds one of each per entry, and allocating each afresh was
+    /// a tenth of reading one.
+    spare_pairs: Vec<Vec<(Val, Val)>>,
+    spare_items: Vec<Vec<Val>>,
 }
+
+/// Spare item vectors kept, and the most items one may hold to be kept. Python's pickler
+/// appends a list's items in batches of 1,000, so a history's entry dicts are all built
+/// before the batch that reads them; an entry or a stack holds a few dozen items at most,
+/// and a bigger container's memory is not kept after it (at most 1.5 MiB in all).
+const SPARES: usize = 1024;
+const SPARE_ITEMS: usize = 32;
 
 impl<'b> Tree<'b> {
     pub(crate) fn new(bytes: &'b [u8]) -> Self {
@@ -114,6 +126,34 @@ impl<'b> Tree<'b> {
             nodes: Vec::new(),
             memo_of: Vec::new(),
             free: Vec::new(),
+            spare_pairs: Vec::new(),
+            spare_items: Vec::new(),
+        }
+    }
+
+    /// A new empty dict's items, from the spares when there is one.
+    pub(crate) fn empty_pairs(&mut self) -> Vec<(Val, Val)> {
+        self.spare_pairs.pop().unwrap_or_default()
+    }
+
+    /// A new empty list's items, from the spares when there is one.
+    pub(crate) fn empty_items(&mut self) -> Vec<Val> {
+        self.spare_items.pop().unwrap_or_default()
+    }
+
+    /// Keeps a dict's items, read and no longer needed, for the next dict.
+    pub(crate) fn recycle_pairs(&mut self, mut pairs: Vec<(Val, Val)>) {
+        if self.spare_pairs.len() < SPARES && pairs.capacity() <= SPARE_ITEMS {
+            pairs.clear();
+            self.spare_pairs.push(pairs);
+        }
+    }
+
+    /// Keeps a list's items, read and no longer needed, for the next list.
+    pub(crate) fn recycle_items(&mut self, mut items: Vec<Val>) {
+        if self.spare_items.len() < SPARES && items.capacity() <= SPARE_ITEMS {
+            items.clear();
+            self.spare_items.push(items);
         }
     }
 
