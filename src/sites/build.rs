@@ -82,7 +82,7 @@ impl<'b> Build<'b> {
         let at32 = u32::try_from(offset).map_err(|_| far())?;
         let len = u32::try_from(arg.len()).map_err(|_| far())?;
         Ok(match code {
-            0x8a | 0x8b if arg.len() <= 8 => Val::Int(super::guard::sign_extended(arg)),
+            0x8a | 0x8b if arg.len() <= 8 => Val::Int(sign_extended(arg)),
             0x8a | 0x8b => Val::BigInt { at: at32, len },
             0x8c | b'X' | 0x8d => {
                 if std::str::from_utf8(arg).is_err() {
@@ -242,4 +242,19 @@ fn set_at(at: usize) -> SitesError {
     not(format!(
         "not a memory snapshot: the pickle holds a set at byte {at} (a snapshot holds dicts, lists and tuples)"
     ))
+}
+
+/// A little-endian two's-complement integer of at most 8 bytes, sign-extended from its
+/// width (`LONG1`'s encoding; no bytes is 0).
+pub(super) fn sign_extended(le: &[u8]) -> i64 {
+    let mut v = 0u64;
+    for (i, b) in le.iter().enumerate() {
+        v |= u64::from(*b) << (8 * i);
+    }
+    let unused = 64 - 8 * le.len() as u32;
+    if unused == 64 {
+        0
+    } else {
+        ((v << unused) as i64) >> unused
+    }
 }

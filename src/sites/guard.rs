@@ -498,7 +498,7 @@ fn quick_step(
                 return None;
             }
             let digits = bytes.get(pos + 2..pos + 2 + n)?;
-            stack.push(leaf(Val::Int(sign_extended(digits))));
+            stack.push(leaf(Val::Int(super::build::sign_extended(digits))));
             *counts.values += 1;
             *counts.allocated += 1;
             pos + 2 + n
@@ -507,21 +507,6 @@ fn quick_step(
     };
     *counts.ops += 1;
     Some(next)
-}
-
-/// A little-endian two's-complement integer of at most 8 bytes, sign-extended from its
-/// width (`LONG1`'s encoding; no bytes is 0).
-pub(super) fn sign_extended(le: &[u8]) -> i64 {
-    let mut v = 0u64;
-    for (i, b) in le.iter().enumerate() {
-        v |= u64::from(*b) << (8 * i);
-    }
-    let unused = 64 - 8 * le.len() as u32;
-    if unused == 64 {
-        0
-    } else {
-        ((v << unused) as i64) >> unused
-    }
 }
 
 /// Which count passed its limit, as the line that says so.
