@@ -313,13 +313,7 @@ pub(crate) fn decode(
                         "not a memory snapshot: byte {at} refers to memo {id}, which was never stored"
                     ));
                 };
-                stored.references = stored.references.saturating_add(1);
-                stack.push(Slot {
-                    val: stored.val,
-                    nesting: stored.nesting,
-                    memo: Some(id),
-                    reference: true,
-                });
+                stack.push(stored.referenced(id));
             }
             Op::FromMark => {
                 let Some(mark) = marks.pop() else {
@@ -465,13 +459,7 @@ fn quick_step(
         b'h' if room => {
             let id = u32::from(*bytes.get(pos + 1)?);
             let stored = memo.get_mut(id)?;
-            stored.references = stored.references.saturating_add(1);
-            stack.push(Slot {
-                val: stored.val,
-                nesting: stored.nesting,
-                memo: Some(id),
-                reference: true,
-            });
+            stack.push(stored.referenced(id));
             *counts.values += 1;
             pos + 2
         }

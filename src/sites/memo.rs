@@ -33,6 +33,19 @@ pub(crate) struct Stored {
     pub(crate) references: u32,
 }
 
+impl Stored {
+    /// A reference to this value (a `GET` of memo `id`), counted as one.
+    pub(super) fn referenced(&mut self, id: u32) -> Slot {
+        self.references = self.references.saturating_add(1);
+        Slot {
+            val: self.val,
+            nesting: self.nesting,
+            memo: Some(id),
+            reference: true,
+        }
+    }
+}
+
 /// Memo ids in Python's order (0, 1, 2, ... as `MEMOIZE` numbers them) go to chunks of this
 /// many (6 MiB of address space each, resident only as far as they are filled): a million
 /// stored values cost what they hold, not twice that as a doubling vector may.
