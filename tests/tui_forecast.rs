@@ -106,14 +106,17 @@ fn channel_poll() -> ChannelPoll {
 
 #[test]
 fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line_and_in_the_detail_pane() {
-    // 1 GiB a step, 68 GiB at the last one. NVML counts 30 GiB for the process, the
-    // allocator reserves 26: 4 GiB are outside it (the CUDA context, libraries), so the
-    // allocator can grow to 76 of the GPU's 80 GiB: 8 steps, a second each.
-    let m = stepping(GIB);
+    // A quarter GiB a step, 23.75 GiB at the last one. GPU 0 has 38.8 GiB free (80 GiB less
+    // the 41.2 NVML counts used: this process's 30, pid 5151's 8, the rest outside any listed
+    // process) and the allocator already holds 26 GiB it can hand out again, so its peak can
+    // reach 64.8 GiB: 164.2 steps, so the 165th fails, shown as about 170 (two figures), a
+    // second each. The device total less this process's own 4 GiB outside the allocator
+    // (76 GiB, 209 steps) would forget pid 5151 and the rest.
+    let m = stepping(GIB / 4);
     let text = screen(&m, &ui(), 160, 40);
     let status = text.lines().last().unwrap();
     assert!(
-        status.contains("pid 4242 GPU 0: OOM in about 8 steps (8 s)"),
+        status.contains("pid 4242 GPU 0: OOM in about 170 steps (3 min)"),
         "{status}"
     );
     let mut ui = ui();
@@ -125,28 +128,28 @@ fn a_steady_climb_towards_the_gpus_memory_is_on_the_status_line_and_in_the_detai
         .lines()
         .find(|l| l.contains("A.PEAK") && !l.contains("COMMAND"))
         .unwrap();
-    assert!(peak.contains("OOM in about 8 steps (8 s)"), "{peak}");
+    assert!(peak.contains("OOM in about 170 steps (3 min)"), "{peak}");
 }
 
 #[test]
 fn json_gives_the_forecast_the_screen_gives() {
-    // The same 8 steps as the screen: NVML's 4 GiB outside the allocator counted, not the
-    // writer's own room (the whole 80 GiB: 12 steps).
-    let m = stepping(GIB);
+    // The same 165 steps as the screen: NVML's free memory beside the writer's slot, not the
+    // writer's own room (the whole 80 GiB: 225 steps).
+    let m = stepping(GIB / 4);
     let doc = vramscope::output::json::to_value(&snapshot(&m));
     let writer = &doc["allocators"][0];
     let forecast = &writer["devices"][0]["forecast"];
     assert_eq!(forecast["kind"], "oom_in", "{forecast}");
-    assert_eq!(forecast["steps"], 8, "{forecast}");
+    assert_eq!(forecast["steps"], 165, "{forecast}");
     assert_eq!(
         writer["devices"][0]["forecast_text"],
-        "OOM in about 8 steps (8 s)"
+        "OOM in about 170 steps (3 min)"
     );
 }
 
 #[test]
 fn an_ended_process_is_given_no_oom_to_come() {
-    let mut m = stepping(GIB);
+    let mut m = stepping(GIB / 4);
     let mut last = ChannelPoll {
         liveness: WriterLiveness::Ended {
             crashed: false,
@@ -169,7 +172,7 @@ fn an_ended_process_is_given_no_oom_to_come() {
     assert_eq!(forecast["kind"], "leak", "{forecast}");
     assert_eq!(
         doc["allocators"][0]["devices"][0]["forecast_text"],
-        "step peaks rising 1.00 GiB/step"
+        "step peaks rising 256 MiB/step"
     );
 }
 

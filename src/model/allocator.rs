@@ -10,7 +10,7 @@ use super::foresight::{Forecast, Room, Silence, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
 use super::snapshot_drops::Dropped;
-use super::writer_fold::{Oom, PeakAt, WriterFold, room_of};
+use super::writer_fold::{NvmlBeside, Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -81,7 +81,7 @@ impl AllocatorSnapshot {
             peaks: slots.iter().map(|s| s.true_peak().cloned()).collect(),
             forecasts: slots
                 .iter()
-                .map(|s| ended_or(fold.liveness, || s.forecast(None)))
+                .map(|s| ended_or(fold.liveness, || s.forecast(NvmlBeside::NONE)))
                 .collect(),
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
@@ -118,17 +118,13 @@ impl AllocatorSnapshot {
         self.devices.get(self.position(gpu_index)?)
     }
 
-    /// The forecast on `gpu_index` in the room the writer's figures and `outside` leave;
-    /// no OOM to come once the writer is no longer running (`ended_or`).
-    pub fn forecast_on_gpu(&self, gpu_index: u32, outside: Option<u64>) -> Forecast {
-        ended_or(self.liveness, || {
-            match (self.position(gpu_index), outside) {
-                (Some(i), None) => self.forecasts[i].clone(),
-                (Some(i), outside) => {
-                    self.step_peaks[i].foresee(room_of(&self.devices[i], outside))
-                }
-                (None, _) => StepPeaks::default().foresee(Room::default()),
-            }
+    /// The forecast on `gpu_index` in the room the writer's figures and `nvml` leave
+    /// (`room_of`); no OOM to come once the writer is no longer running (`ended_or`).
+    pub fn forecast_on_gpu(&self, gpu_index: u32, nvml: NvmlBeside) -> Forecast {
+        ended_or(self.liveness, || match self.position(gpu_index) {
+            Some(i) if nvml == NvmlBeside::NONE => self.forecasts[i].clone(),
+            Some(i) => self.step_peaks[i].foresee(room_of(&self.devices[i], nvml)),
+            None => StepPeaks::default().foresee(Room::default()),
         })
     }
 

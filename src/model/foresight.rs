@@ -106,22 +106,32 @@ pub struct Room {
     pub total: Option<u64>,
     /// The allocator's own limit (PyTorch's per-process memory fraction), when one is set.
     pub limit: Option<u64>,
-    /// Device memory held outside this allocator: NVML's used minus the allocator's reserved
-    /// (CUDA context, libraries, other processes when NVML's figure is the device's).
+    /// Device memory the process holds outside this allocator: NVML's used for the process
+    /// minus the allocator's reserved (the CUDA context, libraries).
     pub outside: Option<u64>,
+    /// The device's free memory (NVML's, else the framework's `cudaMemGetInfo`): what is left
+    /// after every process, the allocators' caches and the driver's own reserve.
+    pub free: Option<u64>,
+    /// The bytes this allocator already holds from the driver, which it can hand out again.
+    pub reserved: Option<u64>,
 }
 
 impl Room {
-    /// The most the step peak can reach: the limit when one is set, the device total less
-    /// what is outside the allocator, the lower of the two when both are known.
+    /// The most the step peak can reach: the device's free memory plus what the allocator
+    /// already holds, else the device total less what the process holds outside the
+    /// allocator; the lowest of those and the limit that are known.
     pub fn ceiling(&self) -> Option<u64> {
-        let device = self
+        let reachable = self
+            .free
+            .zip(self.reserved)
+            .map(|(f, r)| f.saturating_add(r));
+        let total_less_outside = self
             .total
             .map(|total| total.saturating_sub(self.outside.unwrap_or(0)));
-        match (self.limit, device) {
-            (Some(limit), Some(device)) => Some(limit.min(device)),
-            (limit, device) => limit.or(device),
-        }
+        [reachable, total_less_outside, self.limit]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }
 

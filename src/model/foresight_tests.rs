@@ -253,6 +253,7 @@ fn the_ceiling_is_the_limit_or_the_total_less_what_is_outside() {
         total: Some(80 * GIB),
         limit: None,
         outside: Some(2 * GIB),
+        ..Room::default()
     };
     assert_eq!(outside.ceiling(), Some(78 * GIB));
     let limited = Room {
@@ -271,6 +272,32 @@ fn the_ceiling_is_the_limit_or_the_total_less_what_is_outside() {
         oom_steps(&foresee(&series(0..100, leak), outside)).0,
         4445 - 128
     );
+}
+
+#[test]
+fn the_free_memory_and_the_allocator_s_own_cache_are_its_ceiling_when_both_are_known() {
+    // A neighbour's 20 GiB and the driver's reserve leave 29.5 GiB free; with the 26 GiB the
+    // allocator holds, its peak can reach 55.5 GiB, not the 76 the total less its own
+    // outside memory would give.
+    let room = Room {
+        total: Some(80 * GIB),
+        limit: None,
+        outside: Some(4 * GIB),
+        free: Some(29 * GIB + GIB / 2),
+        reserved: Some(26 * GIB),
+    };
+    assert_eq!(room.ceiling(), Some(55 * GIB + GIB / 2));
+    // The free figure alone says nothing of the cache: the total's rule stands.
+    let free_only = Room {
+        reserved: None,
+        ..room
+    };
+    assert_eq!(free_only.ceiling(), Some(76 * GIB));
+    let limited = Room {
+        limit: Some(40 * GIB),
+        ..room
+    };
+    assert_eq!(limited.ceiling(), Some(40 * GIB));
 }
 
 #[test]
@@ -472,11 +499,15 @@ mod hostile {
 
     fn room() -> impl Strategy<Value = Room> {
         let figure = || proptest::option::of(prop_oneof![any::<u64>(), 0u64..(96 * GIB)]);
-        (figure(), figure(), figure()).prop_map(|(total, limit, outside)| Room {
-            total,
-            limit,
-            outside,
-        })
+        (figure(), figure(), figure(), figure(), figure()).prop_map(
+            |(total, limit, outside, free, reserved)| Room {
+                total,
+                limit,
+                outside,
+                free,
+                reserved,
+            },
+        )
     }
 
     /// A line with jitter and one spike, so the fit and the countdown are reached often.

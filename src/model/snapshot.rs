@@ -11,7 +11,7 @@ use super::foresight::{Forecast, StepPeaks};
 use super::host::by_pid;
 use super::mig::RowInstance;
 use super::peak_owner::PeakOwner;
-use super::writer_fold::{Oom, PeakAt, room_of};
+use super::writer_fold::{NvmlBeside, Oom, PeakAt, room_of};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
     HostMemory, HostProcess, NvmlProblem, WriterLiveness,
@@ -122,14 +122,12 @@ pub struct ProcessAllocator {
 }
 
 impl ProcessAllocator {
-    /// The forecast again, in the room NVML's figure for the process leaves: what it holds
-    /// beyond the allocator's reserved bytes (CUDA context, libraries) is not the allocator's
-    /// to grow into.
-    pub fn seen_by_nvml(mut self, used: Option<u64>) -> Self {
-        let reserved = self.device.reserved.as_ref().ok().copied();
-        let outside = used.zip(reserved).map(|(u, r)| u.saturating_sub(r));
-        if outside.is_some() && self.liveness.is_running() {
-            self.forecast = self.step_peaks.foresee(room_of(&self.device, outside));
+    /// The forecast again, in the room NVML's sample leaves (`room_of`): what the process
+    /// holds beyond the allocator's reserved (CUDA context, libraries) and what the device
+    /// has free after every other process and the driver's reserve.
+    pub fn seen_by_nvml(mut self, nvml: NvmlBeside) -> Self {
+        if nvml != NvmlBeside::NONE && self.liveness.is_running() {
+            self.forecast = self.step_peaks.foresee(room_of(&self.device, nvml));
         }
         self
     }
@@ -257,7 +255,12 @@ impl Snapshot {
                     .and_then(|m| m.instance_of_pid(process.pid))
                     .map(RowInstance::from);
                 let allocator = allocator_of(allocators, process.pid, device.info.index, listed)
-                    .map(|a| a.seen_by_nvml(process.used_memory.as_ref().ok().copied()));
+                    .map(|a| {
+                        a.seen_by_nvml(NvmlBeside {
+                            process_used: process.used_memory.as_ref().ok().copied(),
+                            device_free: sample.memory.as_ref().ok().map(|m| m.free),
+                        })
+                    });
                 let unjoined = match allocator {
                     Some(_) => None,
                     None => channel_of(allocators, process.pid, listed)
@@ -302,7 +305,7 @@ pub fn allocator_of(
         liveness: channel.liveness,
         rank: channel.identity.rank,
         attached: channel.identity.attached,
-        forecast: channel.forecast_on_gpu(gpu_index, None),
+        forecast: channel.forecast_on_gpu(gpu_index, NvmlBeside::NONE),
         step_peaks: channel.step_peaks_on_gpu(gpu_index),
     })
 }

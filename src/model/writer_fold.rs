@@ -165,12 +165,12 @@ impl SlotFold {
     }
 
     /// What the step peaks say about an OOM to come, in the room the latest figures give
-    /// (`outside`: device memory NVML counts beyond the allocator's reserved, when known).
-    pub fn forecast(&self, outside: Option<u64>) -> Forecast {
+    /// with what NVML read beside them (`room_of`).
+    pub fn forecast(&self, nvml: NvmlBeside) -> Forecast {
         let room = self
             .device
             .as_ref()
-            .map_or(Room::default(), |d| room_of(d, outside));
+            .map_or(Room::default(), |d| room_of(d, nvml));
         self.step_peaks.foresee(room)
     }
 
@@ -748,13 +748,39 @@ impl WriterFold {
     }
 }
 
-/// The memory a slot's allocator can grow into: the device's total and the allocator's
-/// limit as the writer gave them, less `outside` (NVML's figure beyond reserved) when known.
-pub fn room_of(device: &AllocatorDevice, outside: Option<u64>) -> Room {
+/// What NVML read beside a writer's slot in one device sample: the process's used memory and
+/// the device's free memory. Both absent where no sample lists the process.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NvmlBeside {
+    pub process_used: Option<u64>,
+    pub device_free: Option<u64>,
+}
+
+impl NvmlBeside {
+    /// Nothing from NVML: the writer's own figures alone.
+    pub const NONE: NvmlBeside = NvmlBeside {
+        process_used: None,
+        device_free: None,
+    };
+}
+
+/// The memory a slot's allocator can grow into, the one rule every output's forecast uses:
+/// the device's total, free memory and the allocator's limit and reserved as the writer gave
+/// them, NVML's free memory in place of the writer's where a sample has it, and what NVML
+/// counts for the process beyond the allocator's reserved (its CUDA context, libraries).
+pub fn room_of(device: &AllocatorDevice, nvml: NvmlBeside) -> Room {
+    let reserved = device.reserved.as_ref().ok().copied();
     Room {
         total: device.total.as_ref().ok().copied(),
         limit: device.limit.as_ref().ok().copied(),
-        outside,
+        outside: nvml
+            .process_used
+            .zip(reserved)
+            .map(|(used, reserved)| used.saturating_sub(reserved)),
+        free: nvml
+            .device_free
+            .or_else(|| device.device_free.as_ref().ok().copied()),
+        reserved,
     }
 }
 

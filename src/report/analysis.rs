@@ -14,7 +14,7 @@ use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy, Verdict};
 use crate::model::peak_owner::{self, PeakHolders, PeakOwner};
 use crate::model::phase_peaks::PhasePeaks;
 use crate::model::snapshot_drops::Dropped;
-use crate::model::writer_fold::SlotFold;
+use crate::model::writer_fold::NvmlBeside;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading};
 use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
@@ -219,6 +219,9 @@ struct Analysis {
     process_peaks: BTreeMap<(u32, u32), Option<At>>,
     /// NVML's latest used figure per (pid, GPU).
     process_used: BTreeMap<(u32, u32), u64>,
+    /// What NVML read beside each (pid, GPU) in the last sample that listed it: the room its
+    /// forecast is given (`room_of`), as the monitor gives it while the process runs.
+    process_beside: BTreeMap<(u32, u32), NvmlBeside>,
     /// The MIG instance each (pid, GPU) was last listed in.
     process_mig: BTreeMap<(u32, u32), RowInstance>,
     /// (channel path, OOM time, slot) -> NVML's used figure for its process when the OOM
@@ -329,6 +332,13 @@ impl Analysis {
             for p in processes {
                 if let Ok(used) = p.used_memory {
                     self.process_used.insert((p.pid, sample.index), used);
+                    self.process_beside.insert(
+                        (p.pid, sample.index),
+                        NvmlBeside {
+                            process_used: Some(used),
+                            device_free: sample.memory.as_ref().ok().map(|m| m.free),
+                        },
+                    );
                     raise(
                         self.process_peaks.entry((p.pid, sample.index)).or_default(),
                         used,
@@ -462,11 +472,12 @@ impl Analysis {
         }
     }
 
-    /// Device memory NVML counts for the process beyond the allocator's reserved.
-    fn outside(&self, pid: u32, gpu: u32, slot: &SlotFold) -> Option<u64> {
-        let used = self.process_used.get(&(pid, gpu))?;
-        let reserved = slot.device.as_ref()?.reserved.as_ref().ok()?;
-        Some(used.saturating_sub(*reserved))
+    /// What NVML read beside the process on `gpu` when it was last listed.
+    fn beside(&self, pid: u32, gpu: u32) -> NvmlBeside {
+        self.process_beside
+            .get(&(pid, gpu))
+            .copied()
+            .unwrap_or(NvmlBeside::NONE)
     }
 
     /// The explanation of one OOM of `fold`'s, from its figures and NVML's beside them, and
@@ -636,7 +647,7 @@ impl Analysis {
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
                     writer_command: identity.command.clone(),
-                    forecast: track.forecast(self.outside(pid, gpu_index, track)),
+                    forecast: track.forecast(self.beside(pid, gpu_index)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                     snapshots_dropped: fold.snapshot_drops.dropped(),
                     phase_peaks: track.phase_peaks.clone(),
