@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::python3_available;
+use common::{python3_available, real_packages_python};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -46,26 +46,6 @@ fn python_unittests_pass() {
             .is_some_and(|l| l.starts_with("OK")),
         "{log}"
     );
-}
-
-/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
-/// In CI its absence fails; elsewhere the test says it is skipped and how to run it.
-fn real_packages_python() -> Option<String> {
-    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
-            );
-            eprintln!(
-                "SKIPPED: the adapters' tests against the real torch and jax need \
-                 VRAMSCOPE_REAL_PYTHON, a python with python/ci/requirements-real.txt \
-                 installed (.ci/run sets it)"
-            );
-            None
-        }
-    }
 }
 
 #[test]

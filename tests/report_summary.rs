@@ -324,10 +324,16 @@ fn the_hunt_is_told_with_the_folds_peak_one_fatal_oom_and_the_real_spike() {
     ] {
         assert!(text.contains(why), "{why:?} in {text}");
     }
-    // The leak of 16 MiB a step is named.
+    // The leak of 16 MiB a step is named, as what the step peaks did: the process died of
+    // its OOM, so no OOM is to come (the monitor says the same of an ended writer).
     assert!(
-        text.contains("  - pid 4242 on GPU 0: memory leaks: each step's peak 16.0 MiB above the one before (OOM in about"),
+        text.contains("  - pid 4242 on GPU 0: memory leaks: each step's peak 16.0 MiB above the one before (its last 38 steps; it has ended)"),
         "{text}"
+    );
+    assert!(!text.contains("OOM in about"), "{text}");
+    assert_eq!(
+        doc["processes"][0]["allocator"]["forecast"]["kind"],
+        json!("leak")
     );
     let hints = doc["hints"].as_array().unwrap();
     assert!(

@@ -186,6 +186,26 @@ class SimulatedCuda:
                     "blocks": [block],
                 }
             )
+        # What the allocator reserved beyond its live blocks is its cache: freed blocks that
+        # stay in their segments, here one inactive segment (torch lists each freed block in
+        # the segment it was carved from; the sizes are what a reader sums).
+        cached = self.stats["reserved_bytes"]["all"]["current"] - sum(s["total_size"] for s in segments)
+        if cached > 0:
+            block = {"address": self._next_address, "size": cached, "requested_size": 0, "state": "inactive", "frames": []}
+            segments.append(
+                {
+                    "device": 0,
+                    "address": self._next_address,
+                    "total_size": cached,
+                    "stream": 0,
+                    "segment_type": "large",
+                    "segment_pool_id": (0, 0),
+                    "allocated_size": 0,
+                    "active_size": 0,
+                    "requested_size": 0,
+                    "blocks": [block],
+                }
+            )
         return {"segments": segments, "device_traces": [self.trace()], "allocator_settings": {}}
 
     def _account(self, n):

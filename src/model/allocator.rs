@@ -6,7 +6,7 @@ pub use super::allocator_stream::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind, Gone,
     WriterIdentity, WriterLiveness,
 };
-use super::foresight::{Forecast, Room, Silence, StepPeaks};
+use super::foresight::{Forecast, Room, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
 use super::snapshot_drops::Dropped;
@@ -81,7 +81,7 @@ impl AllocatorSnapshot {
             peaks: slots.iter().map(|s| s.true_peak().cloned()).collect(),
             forecasts: slots
                 .iter()
-                .map(|s| ended_or(fold.liveness, || s.forecast(NvmlBeside::NONE)))
+                .map(|s| fold.forecast(s, NvmlBeside::NONE))
                 .collect(),
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
@@ -255,27 +255,13 @@ pub fn split(allocated: u64, reserved: u64, used: u64) -> Breakdown {
     }
 }
 
-/// `forecast()` while the writer runs. Once it does not, no future: a rise its step peaks
-/// showed stays said as what they did (`Leak`), with no OOM to come; else `Silence::Ended`.
+/// `forecast()` while the writer runs; once it does not, `Forecast::once_ended`.
 fn ended_or(liveness: WriterLiveness, forecast: impl FnOnce() -> Forecast) -> Forecast {
     let forecast = forecast();
     if liveness.is_running() {
-        return forecast;
-    }
-    match forecast {
-        Forecast::OomIn {
-            bytes_per_step,
-            fitted_steps,
-            ..
-        }
-        | Forecast::Leak {
-            bytes_per_step,
-            fitted_steps,
-        } => Forecast::Leak {
-            bytes_per_step,
-            fitted_steps,
-        },
-        Forecast::Silent(_) => Forecast::Silent(Silence::Ended),
+        forecast
+    } else {
+        forecast.once_ended()
     }
 }
 

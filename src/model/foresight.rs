@@ -291,6 +291,28 @@ fn forecast_from(run: &[StepPeak], room: Room) -> Forecast {
     }
 }
 
+impl Forecast {
+    /// The forecast once the process no longer runs: no future. A rise its step peaks showed
+    /// stays said as what they did (`Leak`), with no OOM to come; else `Silence::Ended`.
+    pub fn once_ended(self) -> Forecast {
+        match self {
+            Forecast::OomIn {
+                bytes_per_step,
+                fitted_steps,
+                ..
+            }
+            | Forecast::Leak {
+                bytes_per_step,
+                fitted_steps,
+            } => Forecast::Leak {
+                bytes_per_step,
+                fitted_steps,
+            },
+            Forecast::Silent(_) => Forecast::Silent(Silence::Ended),
+        }
+    }
+}
+
 /// The forecast in words, or nothing when it is silent: `OOM in about 120 steps (4 min)`,
 /// `step peaks rising 16.0 MiB/step`.
 pub fn describe(forecast: &Forecast) -> Option<String> {

@@ -134,7 +134,8 @@ pub fn explain(f: &OomFigures) -> Vec<String> {
 pub fn verdict(f: &OomFigures) -> Reading<Verdict> {
     let requested = named("requested", &f.requested)?;
     let usable = usable_free(f)?;
-    if requested <= usable {
+    // A request the cache cannot serve needs a new segment of the device's, not just its size.
+    if segment_for(requested) <= usable {
         return Ok(Verdict::FreeWasEnough);
     }
     let cached = cached(f)?;
@@ -148,6 +149,20 @@ pub fn verdict(f: &OomFigures) -> Reading<Verdict> {
         Ok(Verdict::TooLarge {
             short: requested - whole,
         })
+    }
+}
+
+/// The segment the allocator asks the driver for to serve `requested` with no cached block
+/// (`CUDACachingAllocator.cpp`'s `get_allocation_size`): 2 MiB for a request up to 1 MiB,
+/// 20 MiB under 10 MiB, else the request rounded up to 2 MiB.
+pub fn segment_for(requested: u64) -> u64 {
+    const MIB: u64 = 1 << 20;
+    if requested <= MIB {
+        2 * MIB
+    } else if requested < 10 * MIB {
+        20 * MIB
+    } else {
+        requested.div_ceil(2 * MIB).saturating_mul(2 * MIB)
     }
 }
 

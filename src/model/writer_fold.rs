@@ -280,6 +280,17 @@ enum Item<'a> {
 }
 
 impl WriterFold {
+    /// One of its slots' forecast as every output gives it: in the room `room_of` leaves,
+    /// and no OOM to come once the writer no longer runs (`Forecast::once_ended`).
+    pub fn forecast(&self, slot: &SlotFold, nvml: NvmlBeside) -> Forecast {
+        let forecast = slot.forecast(nvml);
+        if self.liveness.is_running() {
+            forecast
+        } else {
+            forecast.once_ended()
+        }
+    }
+
     /// Folds one poll read at `at_ms`.
     pub fn ingest(&mut self, poll: ChannelPoll, at_ms: u64) {
         if self.path != poll.path {

@@ -647,7 +647,7 @@ impl Analysis {
                     ooms: extras.and_then(|e| e.ooms),
                     allocator_config: identity.allocator_config.clone(),
                     writer_command: identity.command.clone(),
-                    forecast: track.forecast(self.beside(pid, gpu_index)),
+                    forecast: fold.forecast(track, self.beside(pid, gpu_index)),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                     snapshots_dropped: fold.snapshot_drops.dropped(),
                     phase_peaks: track.phase_peaks.clone(),

@@ -27,20 +27,27 @@ pub fn hints(report: &Report) -> Vec<String> {
     }
     for p in &report.processes {
         let Some(a) = &p.allocator else { continue };
-        // The step peaks say it: a leak, or an OOM to come (foresight's gates decide).
-        if let Some(said) = describe(&a.forecast) {
-            let what = match a.forecast {
-                Forecast::OomIn { bytes_per_step, .. } | Forecast::Leak { bytes_per_step, .. } => {
-                    format!(
-                        "memory leaks: each step's peak {} above the one before",
-                        bytes(bytes_per_step.round() as u64)
-                    )
-                }
-                Forecast::Silent(_) => String::new(),
-            };
+        // The step peaks say it: a leak, with an OOM to come while the process ran at the
+        // recording's end (foresight's gates decide, as on the screen).
+        let leak = match &a.forecast {
+            Forecast::OomIn { bytes_per_step, .. } => {
+                describe(&a.forecast).map(|when| (*bytes_per_step, format!(" ({when})")))
+            }
+            Forecast::Leak {
+                bytes_per_step,
+                fitted_steps,
+            } => Some((
+                *bytes_per_step,
+                format!(" (its last {fitted_steps} steps; it has ended)"),
+            )),
+            Forecast::Silent(_) => None,
+        };
+        if let Some((bytes_per_step, said)) = leak {
             out.push(format!(
-                "pid {} on GPU {}: {what} ({said}); look for tensors kept across steps (a loss summed without .item(), a growing list or cache)",
-                p.pid, p.gpu_index
+                "pid {} on GPU {}: memory leaks: each step's peak {} above the one before{said}; look for tensors kept across steps (a loss summed without .item(), a growing list or cache)",
+                p.pid,
+                p.gpu_index,
+                bytes(bytes_per_step.round() as u64)
             ));
         }
         let expandable = a.allocator_config.contains("expandable_segments:True");

@@ -1,9 +1,10 @@
 //! The summary as plain text, Markdown or JSON: one `Report`, three spellings. Absent figures
 //! read `n/a` (text, Markdown) or `null` (JSON), never 0.
 
-use super::analysis::{At, OomSummary, ProcessSummary, Report};
+use super::analysis::{AllocatorSummary, At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
+use crate::model::foresight::describe;
 use crate::model::held_sites::{
     SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
     summary,
@@ -398,9 +399,13 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         "{inner}reserved peak {}",
         at(a.peak_reserved.as_ref(), markdown)
     );
-    let frag = a.fragmentation.map_or(NA.into(), |(split, reserved)| {
-        format!("{} of {} reserved", bytes(split), bytes(reserved))
-    });
+    // The reserved figure is the one read with the largest split: beside none, it says nothing.
+    let frag = a
+        .fragmentation
+        .map_or(NA.into(), |(split, reserved)| match split {
+            0 => bytes(0),
+            _ => format!("{} of {} reserved", bytes(split), bytes(reserved)),
+        });
     let _ = writeln!(
         out,
         "{inner}cache at the allocated peak {}; largest inactive split {frag}; allocation retries {}; OOMs {}",
@@ -485,9 +490,7 @@ fn periods_words(report: &Report) -> String {
 /// `caught` and `label`); bytes and ms throughout.
 /// `scope`: what part of the recording it covers (`record::scope::Told::json`).
 pub fn json(report: &Report, scope: serde_json::Value) -> String {
-    let at = |a: Option<&At>| {
-        a.map(|a| json!({ "bytes": a.value, "at_ms": a.at_ms, "step": a.step, "phase": a.phase }))
-    };
+    let at = at_json;
     let reading = |r: &Reading<u64>| r.as_ref().ok().copied();
     let doc = json!({
         "schema": "vramscope.report",
@@ -517,19 +520,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
             "gpu_instance_id": p.mig.as_ref().and_then(|i| i.gpu_instance_id.as_ref().ok()),
             "mig_uuid": p.mig.as_ref().and_then(|i| i.uuid.as_ref().ok()),
             "peak_nvml_used": at(p.peak_nvml.as_ref()),
-            "allocator": p.allocator.as_ref().map(|a| json!({
-                "kind": a.kind, "framework": a.framework, "rank": a.rank,
-                "world_size": a.world_size,
-                "peak_allocated": at(a.peak_allocated.as_ref()),
-                "peak_reserved": at(a.peak_reserved.as_ref()),
-                "cache_at_peak": a.cache_at_peak,
-                "inactive_split": a.fragmentation.map(|f| f.0),
-                "reserved_at_inactive_split": a.fragmentation.map(|f| f.1),
-                "alloc_retries": a.alloc_retries, "ooms": a.ooms,
-                "allocator_config": a.allocator_config,
-                "held_at_peak": a.held.as_ref().map(held_json),
-                "snapshots_dropped": a.snapshots_dropped,
-            })),
+            "allocator": p.allocator.as_ref().map(allocator_json),
         })).collect::<Vec<_>>(),
         "ooms": report.ooms.iter().map(|o| {
             let oom = &o.oom;
@@ -554,6 +545,31 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
     });
     let text = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".into());
     text + "\n"
+}
+
+/// A figure's moment in the report's `--json`.
+fn at_json(a: Option<&At>) -> Option<serde_json::Value> {
+    a.map(|a| json!({ "bytes": a.value, "at_ms": a.at_ms, "step": a.step, "phase": a.phase }))
+}
+
+/// A process's allocator in the report's `--json`.
+fn allocator_json(a: &AllocatorSummary) -> serde_json::Value {
+    json!({
+        "kind": a.kind, "framework": a.framework, "rank": a.rank,
+        "world_size": a.world_size,
+        "peak_allocated": at_json(a.peak_allocated.as_ref()),
+        "peak_reserved": at_json(a.peak_reserved.as_ref()),
+        "cache_at_peak": a.cache_at_peak,
+        "inactive_split": a.fragmentation.map(|f| f.0),
+        "reserved_at_inactive_split": a.fragmentation.map(|f| f.1),
+        "alloc_retries": a.alloc_retries, "ooms": a.ooms,
+        "allocator_config": a.allocator_config,
+        "held_at_peak": a.held.as_ref().map(held_json),
+        "snapshots_dropped": a.snapshots_dropped,
+        // The same keys as the monitor's `--json` device.
+        "forecast": a.forecast,
+        "forecast_text": describe(&a.forecast),
+    })
 }
 
 /// A GPU peak's owner in the report's JSON: `{"pid", "used", "rise"}`, or

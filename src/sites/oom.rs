@@ -1,26 +1,18 @@
 //! Why a request failed: the request against free device memory, the cache, and the
 //! largest free block. The allocator first looks for a cached free block that fits, then
-//! asks the device for a new segment (2 MiB for a request under 1 MiB, 20 MiB under
-//! 10 MiB, else the request rounded up to 2 MiB), and frees the cache and retries before
-//! it gives up. So a failure with enough cached free memory but no block large enough is
-//! fragmentation; with device memory free for the segment it needed, a cap (a memory
-//! fraction, another limit); otherwise the device is truly full.
+//! asks the device for a new segment (`oom_explain::segment_for`), and frees the wholly free
+//! cached segments and retries before it gives up. So a failure with device memory free for
+//! the segment it needed is a cap (a memory fraction, another limit); one with enough free in
+//! the cache, or in the cache and on the device together, but no block large enough is
+//! fragmentation; otherwise the device is truly full. Which of them is `oom_explain`'s
+//! verdict, the one the report's and the monitor's explanations give; the snapshot adds the
+//! largest free block.
 
 use super::held::{Known, OomWhy, Site};
 use super::snapshot::{Action, BlockState, MemorySnapshot, TraceEntry};
 use super::walk::State;
-
-/// What the device had to give for `requested`.
-fn segment_for(requested: u64) -> u64 {
-    const MIB: u64 = 1 << 20;
-    if requested <= MIB {
-        2 * MIB
-    } else if requested < 10 * MIB {
-        20 * MIB
-    } else {
-        requested.div_ceil(2 * MIB).saturating_mul(2 * MIB)
-    }
-}
+use crate::model::absent::Absent;
+use crate::model::oom_explain::{self, Allocator, OomFigures, UsedBy, Verdict, segment_for};
 
 /// Why there is no largest free block to give: absent is not a 0-byte block.
 const NO_SEGMENT: &str = "the snapshot has no segment on the device";
@@ -165,6 +157,9 @@ pub(crate) fn explain(
     }
 }
 
+/// The verdict in words, with what the snapshot adds to the figures (the largest free
+/// block). Which verdict is `oom_explain::verdict`'s, the one rule every output uses for an
+/// OOM's figures: the snapshot gives the same figures (requested, free, allocated, cached).
 fn verdict(
     requested: u64,
     device_free: Option<u64>,
@@ -172,15 +167,7 @@ fn verdict(
     cached_free: &Known<u64>,
     allocated: u64,
 ) -> String {
-    let segment = segment_for(requested);
     let gib = |b: u64| crate::model::units::bytes(b);
-    if let Some(free) = device_free.filter(|free| *free >= segment) {
-        return format!(
-            "a cap: the device had {} free, enough for the {} segment the request needed, yet the allocator refused (a memory fraction or another limit)",
-            gib(free),
-            gib(segment)
-        );
-    }
     let cached_free = match cached_free {
         Ok(c) => *c,
         // The reason is the reserved figure's, given beside it.
@@ -196,26 +183,48 @@ fn verdict(
             );
         }
     };
-    match (device_free, largest_free_block) {
-        (_, Ok(largest)) if cached_free >= requested && *largest < requested => format!(
-            "fragmentation: {} of the cache is free, more than the {} asked for, but in pieces; the largest free block is {} (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
-            gib(cached_free),
-            gib(requested),
-            gib(*largest)
+    let figures = OomFigures {
+        requested: Ok(requested),
+        device_free: device_free.ok_or(Absent::NotAvailable),
+        device_total: Err(Absent::NotAvailable),
+        limit: None,
+        allocated: Ok(allocated),
+        reserved: Ok(allocated.saturating_add(cached_free)),
+        used: Err(Absent::NotAvailable),
+        used_by: UsedBy::Process,
+        allocator: Allocator::Torch { config: "" },
+    };
+    let largest = match largest_free_block {
+        Ok(largest) => format!("the largest free block is {}", gib(*largest)),
+        Err(why) => format!("the largest free block then is unknown ({why})"),
+    };
+    match (oom_explain::verdict(&figures), device_free) {
+        (Ok(Verdict::FreeWasEnough), Some(free)) => format!(
+            "a cap: the device had {} free, enough for the {} segment the request needed, yet the allocator refused (a memory fraction or another limit)",
+            gib(free),
+            gib(segment_for(requested))
         ),
-        (_, Err(why)) if cached_free >= requested => format!(
-            "fragmentation, likely: {} of the cache is free, more than the {} asked for, but the largest free block then is unknown ({why})",
+        (Ok(Verdict::FragmentedCache), _) => format!(
+            "fragmentation: {} of the cache is free, more than the {} asked for, but in pieces; {largest} (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
             gib(cached_free),
             gib(requested)
         ),
-        (Some(free), _) => format!(
-            "truly full: {} asked for, {} free on the device and {} free in the cache; tensors hold {}",
+        (Ok(Verdict::FragmentedCacheAndFree), Some(free)) => format!(
+            "fragmentation: {} free in the cache and {} on the device held the {} asked for together, but not as one block; {largest} (try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+            gib(cached_free),
+            gib(free),
+            gib(requested)
+        ),
+        (Ok(Verdict::TooLarge { short }), Some(free)) => format!(
+            "truly full: {} asked for, {} free on the device and {} free in the cache, {} short even together; tensors hold {}",
             gib(requested),
             gib(free),
             gib(cached_free),
+            gib(short),
             gib(allocated)
         ),
-        (None, _) => format!(
+        // Without the device's free memory only the cache can be judged.
+        _ => format!(
             "truly full, as far as the snapshot says: {} asked for, {} free in the cache (the device's free memory was not recorded); tensors hold {}",
             gib(requested),
             gib(cached_free),

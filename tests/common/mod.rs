@@ -249,3 +249,23 @@ pub fn read_counts_text(path: &Path) -> String {
     }
     text
 }
+
+/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
+/// In CI its absence fails; elsewhere the test says it is skipped and how to run it.
+pub fn real_packages_python() -> Option<String> {
+    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
+        Ok(python) if !python.is_empty() => Some(python),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
+            );
+            eprintln!(
+                "SKIPPED: the adapters' tests against the real torch and jax need \
+                 VRAMSCOPE_REAL_PYTHON, a python with python/ci/requirements-real.txt \
+                 installed (.ci/run sets it)"
+            );
+            None
+        }
+    }
+}
