@@ -196,7 +196,11 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
         let at = T0 + s * 1000;
         let used = if s == 30 { 75 * GIB } else { 40 * GIB };
         assert_eq!(find(at, "gpu", "memory_used"), vec![used.to_string()]);
-        assert_eq!(find(at, "gpu", "power"), vec!["400000"]);
+        // The names `--json` and `--csv` give these figures, not export's own.
+        assert_eq!(find(at, "gpu", "power_mw"), vec!["400000"]);
+        assert_eq!(find(at, "gpu", "temperature_c"), vec!["60"]);
+        assert_eq!(find(at, "gpu", "sm_clock_mhz"), vec!["1980"]);
+        assert!(find(at, "gpu", "temperature").is_empty());
         assert_eq!(
             find(at, "process", "used_memory"),
             vec![(30 * GIB).to_string()]

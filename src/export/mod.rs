@@ -7,7 +7,9 @@
 //! - `gpu`: NVML's GPU index, empty where it does not apply or is unknown; `pid`: the host
 //!   pid, empty for `gpu` and `host` rows.
 //! - `metric` and its unit: `memory_used`, `memory_total` (bytes), `gpu_util`, `mem_util`
-//!   (%), `temperature` (°C), `power` (mW), `sm_clock`, `mem_clock` (MHz) for GPUs, and
+//!   (%), `temperature_c` (°C), `power_mw` (mW), `sm_clock_mhz`, `mem_clock_mhz` (MHz) for
+//!   GPUs (the names `--json` and `--csv` give them: `model::figure_names`; export of vramscope
+//!   0.1.0 wrote `temperature`, `power`, `sm_clock` and `mem_clock`), and
 //!   `memory_used_peak` (bytes) at the moment the fast memory sampling read a spike between
 //!   two samples;
 //!   `used_memory`, `host_rss` (bytes), `sm_util` (%), `cpu_percent` (% of one core) for
@@ -24,6 +26,7 @@
 //!   text column added here must go through both.
 
 use crate::model::SourceEvent;
+use crate::model::figure_names::*;
 use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
@@ -145,19 +148,19 @@ impl<W: Write> Rows<'_, W> {
         let (t, g) = (s.at_ms, Some(s.index));
         // A spike the fast memory sampling caught between two samples, at its own time.
         if let Some(peak) = s.memory_peak.as_ref().filter(|p| p.at_ms < t) {
-            self.row(peak.at_ms, "gpu", g, None, "memory_used_peak", peak.used)?;
+            self.row(peak.at_ms, "gpu", g, None, MEMORY_USED_PEAK, peak.used)?;
         }
         if let Ok(m) = &s.memory {
-            self.row(t, "gpu", g, None, "memory_used", m.used)?;
-            self.row(t, "gpu", g, None, "memory_total", m.total)?;
+            self.row(t, "gpu", g, None, MEMORY_USED, m.used)?;
+            self.row(t, "gpu", g, None, MEMORY_TOTAL, m.total)?;
         }
         let figures: [(&str, &Reading<u32>); 6] = [
-            ("gpu_util", &s.gpu_util),
-            ("mem_util", &s.mem_util),
-            ("temperature", &s.temperature_c),
-            ("power", &s.power_mw),
-            ("sm_clock", &s.sm_clock_mhz),
-            ("mem_clock", &s.mem_clock_mhz),
+            (GPU_UTIL, &s.gpu_util),
+            (MEM_UTIL, &s.mem_util),
+            (TEMPERATURE_C, &s.temperature_c),
+            (POWER_MW, &s.power_mw),
+            (SM_CLOCK_MHZ, &s.sm_clock_mhz),
+            (MEM_CLOCK_MHZ, &s.mem_clock_mhz),
         ];
         for (metric, value) in figures {
             if let Ok(v) = value {
@@ -167,10 +170,10 @@ impl<W: Write> Rows<'_, W> {
         if let Ok(processes) = &s.processes {
             for p in processes {
                 if let Ok(used) = p.used_memory {
-                    self.row(t, "process", g, Some(p.pid), "used_memory", used)?;
+                    self.row(t, "process", g, Some(p.pid), USED_MEMORY, used)?;
                 }
                 if let Ok(sm) = p.sm_util {
-                    self.row(t, "process", g, Some(p.pid), "sm_util", sm)?;
+                    self.row(t, "process", g, Some(p.pid), SM_UTIL, sm)?;
                 }
             }
         }
@@ -179,15 +182,15 @@ impl<W: Write> Rows<'_, W> {
 
     fn host(&mut self, s: &HostSample) -> io::Result<()> {
         if let Ok(m) = &s.memory {
-            self.row(s.at_ms, "host", None, None, "memory_used", m.used)?;
-            self.row(s.at_ms, "host", None, None, "memory_total", m.total)?;
+            self.row(s.at_ms, "host", None, None, MEMORY_USED, m.used)?;
+            self.row(s.at_ms, "host", None, None, MEMORY_TOTAL, m.total)?;
         }
         for p in &s.processes {
             if let Ok(rss) = p.rss_bytes {
-                self.row(s.at_ms, "process", None, Some(p.pid), "host_rss", rss)?;
+                self.row(s.at_ms, "process", None, Some(p.pid), HOST_RSS, rss)?;
             }
             if let Ok(cpu) = p.cpu_percent {
-                self.row(s.at_ms, "process", None, Some(p.pid), "cpu_percent", cpu)?;
+                self.row(s.at_ms, "process", None, Some(p.pid), CPU_PERCENT, cpu)?;
             }
         }
         Ok(())

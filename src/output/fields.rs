@@ -2,6 +2,7 @@
 //! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
 //! names and the values cannot drift apart either.
 
+use crate::model::figure_names::*;
 use crate::model::mig::{MigState, RowInstance};
 use crate::model::peak_owner::Who;
 use crate::model::{
@@ -37,7 +38,7 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
     ("lost", |d| {
         Ok(Value::Bool(d.sample.as_ref().is_some_and(|s| s.lost)))
     }),
-    ("memory_total", memory_total),
+    (MEMORY_TOTAL, memory_total),
     ("memory_reserved", |d| {
         sampled(d, |s| match &s.memory {
             Ok(MemoryInfo {
@@ -50,9 +51,9 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             Err(why) => Err(why.clone()),
         })
     }),
-    ("memory_used", |d| memory(d, |m| m.used)),
+    (MEMORY_USED, |d| memory(d, |m| m.used)),
     ("memory_free", |d| memory(d, |m| m.free)),
-    ("memory_used_peak", |d| {
+    (MEMORY_USED_PEAK, |d| {
         memory_peak(d, |p| Value::Bytes(p.used))
     }),
     ("memory_used_peak_at_ms", |d| {
@@ -67,13 +68,13 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             None => Err(Absent::NotAvailable),
         }
     }),
-    ("gpu_util", |d| sampled(d, |s| int(&s.gpu_util))),
-    ("mem_util", |d| sampled(d, |s| int(&s.mem_util))),
-    ("temperature_c", |d| sampled(d, |s| int(&s.temperature_c))),
-    ("power_mw", |d| sampled(d, |s| int(&s.power_mw))),
+    (GPU_UTIL, |d| sampled(d, |s| int(&s.gpu_util))),
+    (MEM_UTIL, |d| sampled(d, |s| int(&s.mem_util))),
+    (TEMPERATURE_C, |d| sampled(d, |s| int(&s.temperature_c))),
+    (POWER_MW, |d| sampled(d, |s| int(&s.power_mw))),
     ("power_limit_mw", |d| sampled(d, |s| int(&s.power_limit_mw))),
-    ("sm_clock_mhz", |d| sampled(d, |s| int(&s.sm_clock_mhz))),
-    ("mem_clock_mhz", |d| sampled(d, |s| int(&s.mem_clock_mhz))),
+    (SM_CLOCK_MHZ, |d| sampled(d, |s| int(&s.sm_clock_mhz))),
+    (MEM_CLOCK_MHZ, |d| sampled(d, |s| int(&s.mem_clock_mhz))),
     ("fan_percent", |d| sampled(d, |s| int(&s.fan_percent))),
     ("encoder_util", |d| sampled(d, |s| int(&s.encoder_util))),
     ("decoder_util", |d| sampled(d, |s| int(&s.decoder_util))),
@@ -153,7 +154,7 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .ok_or_else(not_visible)
     }),
     ("type", |p| Ok(Value::Text(p.nvml.kind.letter().into()))),
-    ("used_memory", |p| {
+    (USED_MEMORY, |p| {
         p.nvml.used_memory.clone().map(Value::Bytes)
     }),
     // The all-time peak of the process's history, spikes the fast sampling attributed to it
@@ -164,14 +165,14 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
             .map(|peak| Value::Bytes(peak.value as u64))
             .ok_or_else(|| Absent::Error("no figure read yet".into()))
     }),
-    ("sm_util", |p| int(&p.nvml.sm_util)),
+    (SM_UTIL, |p| int(&p.nvml.sm_util)),
     ("mem_util", |p| int(&p.nvml.mem_util)),
     ("enc_util", |p| int(&p.nvml.enc_util)),
     ("dec_util", |p| int(&p.nvml.dec_util)),
     ("user", |p| host(p, |h| text(&h.user))),
     ("command", |p| host(p, |h| text(&h.command))),
-    ("host_rss", |p| host(p, |h| int(&h.rss_bytes))),
-    ("cpu_percent", |p| {
+    (HOST_RSS, |p| host(p, |h| int(&h.rss_bytes))),
+    (CPU_PERCENT, |p| {
         host(p, |h| {
             h.cpu_percent
                 .as_ref()
