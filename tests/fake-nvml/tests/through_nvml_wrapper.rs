@@ -8,6 +8,19 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use serde_json::json;
+use std::sync::{Mutex, MutexGuard};
+
+/// One test at a time: each loads and unloads its own copies of the library, and glibc
+/// (2.36 here) races a thread's `__tls_get_addr` in one copy against another thread's
+/// `dlclose` of another copy (the unloading frees the TLS slot map the lookup walks): about
+/// 1 run in 20 of this file's tests in parallel died of SIGSEGV in `tls_get_addr_tail`. One
+/// process never loads NVML twice at once (vramscope loads it once), so the tests take turns.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    // A test that failed while holding it poisons it; the next still runs.
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// `target/<profile>/deps/libfake_nvml.so` (or the profile dir itself).
 fn built_library() -> PathBuf {
@@ -68,6 +81,7 @@ fn open(lib: &Path) -> Nvml {
 
 #[test]
 fn reads_everything_through_nvml_wrapper() {
+    let _turn = one_at_a_time();
     assert!(
         std::env::var_os("FAKE_NVML_SCENARIO").is_none(),
         "unset FAKE_NVML_SCENARIO: this test relies on sidecar scenarios"
@@ -155,6 +169,7 @@ fn reads_everything_through_nvml_wrapper() {
 
 #[test]
 fn init_error_reaches_the_wrapper() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let lib = install(dir.path(), &json!({"init_error": "DriverNotLoaded"}));
     let err = Nvml::builder().lib_path(lib.as_os_str()).init().err();
@@ -166,6 +181,7 @@ fn init_error_reaches_the_wrapper() {
 /// ones they replace and every other call still work.
 #[test]
 fn a_copy_without_symbols_lacks_them_as_an_old_driver_does() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let full = install(dir.path(), &scenario("NVIDIA A100-SXM4-40GB"));
     let lib = dir.path().join("libnvidia-ml-r470.so.1");
@@ -209,6 +225,7 @@ fn a_copy_without_symbols_lacks_them_as_an_old_driver_does() {
 
 #[test]
 fn only_exported_functions_other_than_init_can_be_left_out() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let full = install(dir.path(), &scenario("x"));
     let to = dir.path().join("copy.so");
@@ -227,6 +244,7 @@ fn only_exported_functions_other_than_init_can_be_left_out() {
 
 #[test]
 fn mig_instances_through_nvml_wrapper() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().expect("tempdir");
     let mut s = scenario("NVIDIA H100 80GB HBM3");
     s["devices"][0]["mig"] = json!({"current": true, "gpm": true, "instances": [
