@@ -13,7 +13,7 @@ What it does, step by step (every figure is the simulated allocator's, so known 
   observers and raises torch.OutOfMemoryError, which the job catches, skipping the batch
   (so the optimizer, and the writer's steps, are one behind the batch from there on);
 - at batch FATAL (89), in `backward`, a 10 GiB temporary fails the same way, uncaught:
-  3.62 GiB free and 5.00 GiB cached are 1.38 GiB short of it.
+  3.64 GiB free and 4.98 GiB cached are 1.38 GiB short of it.
 
 The device NVML would show is the simulated one: the job rewrites the fake NVML's scenario
 ($FAKE_NVML_SCENARIO) after every change, listing its own pid with what the driver would

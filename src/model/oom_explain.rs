@@ -134,8 +134,7 @@ pub fn explain(f: &OomFigures) -> Vec<String> {
 pub fn verdict(f: &OomFigures) -> Reading<Verdict> {
     let requested = named("requested", &f.requested)?;
     let usable = usable_free(f)?;
-    // A request the cache cannot serve needs a new segment of the device's, not just its size.
-    if segment_for(requested) <= usable {
+    if requested <= usable {
         return Ok(Verdict::FreeWasEnough);
     }
     let cached = cached(f)?;

@@ -69,6 +69,8 @@ pub struct AllocatorSummary {
     pub writer_command: String,
     /// What its step peaks say: a leak, an OOM to come, or nothing confident.
     pub forecast: Forecast,
+    /// Whether the writer had ended by the recording's end (not merely unreadable).
+    pub ended: bool,
     /// The newest snapshot of its peak the writer announced, reduced (`--sites`).
     pub held: Option<SnapshotNote>,
     /// The snapshots the writer deleted to keep its bound, by name where seen.
@@ -330,15 +332,17 @@ impl Analysis {
         }
         if let Ok(processes) = &sample.processes {
             for p in processes {
+                // As the monitor's row does: the device's free memory whatever the process's
+                // own figure (`snapshot::join_processes`).
+                self.process_beside.insert(
+                    (p.pid, sample.index),
+                    NvmlBeside {
+                        process_used: p.used_memory.as_ref().ok().copied(),
+                        device_free: sample.memory.as_ref().ok().map(|m| m.free),
+                    },
+                );
                 if let Ok(used) = p.used_memory {
                     self.process_used.insert((p.pid, sample.index), used);
-                    self.process_beside.insert(
-                        (p.pid, sample.index),
-                        NvmlBeside {
-                            process_used: Some(used),
-                            device_free: sample.memory.as_ref().ok().map(|m| m.free),
-                        },
-                    );
                     raise(
                         self.process_peaks.entry((p.pid, sample.index)).or_default(),
                         used,
@@ -648,6 +652,7 @@ impl Analysis {
                     allocator_config: identity.allocator_config.clone(),
                     writer_command: identity.command.clone(),
                     forecast: fold.forecast(track, self.beside(pid, gpu_index)),
+                    ended: fold.liveness.is_ended(),
                     held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
                     snapshots_dropped: fold.snapshot_drops.dropped(),
                     phase_peaks: track.phase_peaks.clone(),

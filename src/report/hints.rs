@@ -27,8 +27,9 @@ pub fn hints(report: &Report) -> Vec<String> {
     }
     for p in &report.processes {
         let Some(a) = &p.allocator else { continue };
-        // The step peaks say it: a leak, with an OOM to come while the process ran at the
-        // recording's end (foresight's gates decide, as on the screen).
+        // The step peaks say it: a leak, with an OOM to come when the process still ran at the
+        // recording's end and foresight's gates allow one (as on the screen), and said to have
+        // ended only when it had.
         let leak = match &a.forecast {
             Forecast::OomIn { bytes_per_step, .. } => {
                 describe(&a.forecast).map(|when| (*bytes_per_step, format!(" ({when})")))
@@ -38,7 +39,11 @@ pub fn hints(report: &Report) -> Vec<String> {
                 fitted_steps,
             } => Some((
                 *bytes_per_step,
-                format!(" (its last {fitted_steps} steps; it has ended)"),
+                if a.ended {
+                    format!(" (its last {fitted_steps} steps; it has ended)")
+                } else {
+                    format!(" (its last {fitted_steps} steps)")
+                },
             )),
             Forecast::Silent(_) => None,
         };

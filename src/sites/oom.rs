@@ -185,7 +185,8 @@ fn verdict(
     };
     let figures = OomFigures {
         requested: Ok(requested),
-        device_free: device_free.ok_or(Absent::NotAvailable),
+        // Without the device's figure only the cache is judged: free counted as none.
+        device_free: Ok(device_free.unwrap_or(0)),
         device_total: Err(Absent::NotAvailable),
         limit: None,
         allocated: Ok(allocated),
@@ -199,9 +200,15 @@ fn verdict(
         Err(why) => format!("the largest free block then is unknown ({why})"),
     };
     match (oom_explain::verdict(&figures), device_free) {
-        (Ok(Verdict::FreeWasEnough), Some(free)) => format!(
+        (Ok(Verdict::FreeWasEnough), Some(free)) if free >= segment_for(requested) => format!(
             "a cap: the device had {} free, enough for the {} segment the request needed, yet the allocator refused (a memory fraction or another limit)",
             gib(free),
+            gib(segment_for(requested))
+        ),
+        (Ok(Verdict::FreeWasEnough), Some(free)) => format!(
+            "too little for a segment: the device had {} free, as much as the {} asked for but less than the {} segment the allocator rounds it to",
+            gib(free),
+            gib(requested),
             gib(segment_for(requested))
         ),
         (Ok(Verdict::FragmentedCache), _) => format!(
