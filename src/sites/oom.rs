@@ -239,3 +239,39 @@ fn verdict(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_verdict_is_the_oom_explanation_s_with_the_snapshot_s_largest_block() {
+        let largest = Ok(3 * GIB);
+        // The cache and the free memory together held it: fragmentation, as the report's
+        // explanation says ("with expandable_segments:True it would likely have fit").
+        let v = verdict(7 * GIB, Some(4 * GIB), &largest, &Ok(5 * GIB), 6 * GIB);
+        assert!(
+            v.starts_with("fragmentation: 5.00 GiB free in the cache and 4.00 GiB on the device"),
+            "{v}"
+        );
+        // Not even together: truly full, by how much.
+        let v = verdict(10 * GIB, Some(3 * GIB), &largest, &Ok(5 * GIB), 6 * GIB);
+        assert!(v.contains("2.00 GiB short even together"), "{v}");
+        // The device's free memory unknown: the cache alone is judged, not called full.
+        let v = verdict(4 * GIB, None, &largest, &Ok(5 * GIB), 6 * GIB);
+        assert!(v.starts_with("fragmentation: 5.00 GiB of the cache"), "{v}");
+        let v = verdict(8 * GIB, None, &largest, &Ok(5 * GIB), 6 * GIB);
+        assert!(
+            v.starts_with("truly full, as far as the snapshot says"),
+            "{v}"
+        );
+        // Free memory the size of the request but under the segment it is rounded to.
+        let v = verdict(3 * MIB, Some(4 * MIB), &Err("none".into()), &Ok(0), GIB);
+        assert!(v.starts_with("too little for a segment"), "{v}");
+        let v = verdict(3 * MIB, Some(40 * MIB), &Err("none".into()), &Ok(0), GIB);
+        assert!(v.starts_with("a cap: the device had 40.0 MiB free"), "{v}");
+    }
+}
