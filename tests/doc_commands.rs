@@ -452,7 +452,18 @@ const ELSEWHERE: &[(&str, &str)] = &[
 struct Work {
     dir: tempfile::TempDir,
     targets: String,
-    _exporters: Vec<std::process::Child>,
+    exporters: Vec<std::process::Child>,
+}
+
+/// The exporters end with the test: a `Child` dropped is not killed, and each run left two
+/// `vramscope serve` processes behind on the machine.
+impl Drop for Work {
+    fn drop(&mut self) {
+        for child in &mut self.exporters {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 impl Work {
@@ -511,14 +522,15 @@ impl Work {
         let mut work = Work {
             dir,
             targets: String::new(),
-            _exporters: Vec::new(),
+            exporters: Vec::new(),
         };
         // Two exporters for `cluster --targets`.
         let mut addrs = Vec::new();
         for _ in 0..2 {
             let home = work.fresh_home();
             let mut child = work
-                .command("vramscope serve --listen 127.0.0.1:0", &home)
+                // `exec`: the child killed is the exporter itself, not a shell above it.
+                .command("exec vramscope serve --listen 127.0.0.1:0", &home)
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -537,7 +549,7 @@ impl Work {
                 }
                 line.clear();
             }
-            work._exporters.push(child);
+            work.exporters.push(child);
         }
         assert_eq!(addrs.len(), 2, "the exporters never said where they listen");
         work.targets = addrs.join(",");
