@@ -4,6 +4,7 @@
 //! the fold (`writer_fold`, `foresight`) and the snapshot's view of it (`allocator`).
 
 use super::absent::Reading;
+use crate::channel::EventKind as RawKind;
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -226,47 +227,90 @@ impl EventKind {
         matches!(self, EventKind::Oom { .. } | EventKind::OomError { .. })
     }
 
-    /// What a person reads for the kind: the screen, the replay's status line.
-    pub fn title(&self) -> String {
+    /// The kind's row in the one table of kinds (`channel::EventKind`): its code, tag, title
+    /// and argument names are read there.
+    pub fn raw(&self) -> RawKind {
         match self {
-            EventKind::Oom { .. } => "OOM".into(),
-            EventKind::OomError { .. } => "OOM (uncaught)".into(),
-            EventKind::PhaseBegin => "phase begins".into(),
-            EventKind::PhaseEnd { .. } => "phase ends".into(),
-            EventKind::StepEnd { .. } => "step ends".into(),
-            EventKind::Mark => "mark".into(),
-            EventKind::NewHighWater { .. } => "new peak".into(),
-            EventKind::AllocRetry { .. } => "alloc retry".into(),
-            EventKind::Exit { error: true } => "exit (error)".into(),
-            EventKind::Exit { error: false } => "exit".into(),
-            EventKind::SnapshotWritten { .. } => "snapshot written".into(),
-            EventKind::ForeignPeakReset { .. } => "peak reset by the program".into(),
-            EventKind::EmptyCache { .. } => "cache emptied".into(),
-            EventKind::Unknown { code } => format!("event {code}"),
+            EventKind::Oom { .. } => RawKind::Oom,
+            EventKind::OomError { .. } => RawKind::OomError,
+            EventKind::PhaseBegin => RawKind::PhaseBegin,
+            EventKind::PhaseEnd { .. } => RawKind::PhaseEnd,
+            EventKind::StepEnd { .. } => RawKind::StepEnd,
+            EventKind::Mark => RawKind::Mark,
+            EventKind::NewHighWater { .. } => RawKind::NewHighWater,
+            EventKind::AllocRetry { .. } => RawKind::AllocRetry,
+            EventKind::Exit { .. } => RawKind::Exit,
+            EventKind::SnapshotWritten { .. } => RawKind::SnapshotWritten,
+            EventKind::ForeignPeakReset { .. } => RawKind::ForeignPeakReset,
+            EventKind::EmptyCache { .. } => RawKind::EmptyCache,
+            EventKind::Unknown { code } => RawKind::Unknown(*code),
         }
     }
 
-    /// The kind's name in JSON and `inspect`: a stable identifier, not for people.
-    pub fn name(&self) -> &'static str {
-        match self {
-            EventKind::Oom { .. } => "oom",
-            EventKind::OomError { .. } => "oom_error",
-            EventKind::PhaseBegin => "phase_begin",
-            EventKind::PhaseEnd { .. } => "phase_end",
-            EventKind::StepEnd { .. } => "step_end",
-            EventKind::Mark => "mark",
-            EventKind::NewHighWater { .. } => "new_high_water",
-            EventKind::AllocRetry { .. } => "alloc_retry",
-            EventKind::Exit { .. } => "exit",
-            EventKind::SnapshotWritten { .. } => "snapshot_written",
-            EventKind::ForeignPeakReset { .. } => "foreign_peak_reset",
-            EventKind::EmptyCache { .. } => "empty_cache",
-            EventKind::Unknown { .. } => "unknown",
+    /// The kind with its arguments, from a record's kind and its six `a0..a5` (the table
+    /// names them; `u64::MAX` is a figure the writer could not read). `snapshot_path` is
+    /// asked only of `SNAPSHOT_WRITTEN`: the file its text names, beside the channel.
+    pub fn from_record(
+        raw: RawKind,
+        args: [u64; 6],
+        snapshot_path: impl FnOnce() -> Reading<String>,
+    ) -> EventKind {
+        let a = |i: usize| {
+            if args[i] == crate::channel::ABSENT {
+                Err(super::absent::Absent::NotSupported)
+            } else {
+                Ok(args[i])
+            }
+        };
+        match raw {
+            RawKind::Oom => EventKind::Oom {
+                requested: a(0),
+                device_free: a(1),
+                device_total: a(2),
+                allocated: a(3),
+                reserved: a(4),
+                retries: a(5),
+            },
+            RawKind::OomError => EventKind::OomError { requested: a(0) },
+            RawKind::PhaseBegin => EventKind::PhaseBegin,
+            RawKind::PhaseEnd => EventKind::PhaseEnd { peak: a(0) },
+            RawKind::StepEnd => EventKind::StepEnd {
+                peak_allocated: a(0),
+                peak_reserved: a(1),
+                duration_ns: a(2),
+            },
+            RawKind::Mark => EventKind::Mark,
+            RawKind::NewHighWater => EventKind::NewHighWater {
+                peak: a(0),
+                previous: a(1),
+            },
+            RawKind::AllocRetry => EventKind::AllocRetry { retries: a(0) },
+            RawKind::Exit => EventKind::Exit {
+                error: args[0] == 1,
+            },
+            RawKind::SnapshotWritten => EventKind::SnapshotWritten {
+                path: snapshot_path(),
+                size: a(0),
+                peak: a(1),
+                reason: a(2),
+                allocated: a(3),
+                max_entries: a(4),
+                deleted: a(5),
+            },
+            RawKind::ForeignPeakReset => EventKind::ForeignPeakReset {
+                before: a(0),
+                after: a(1),
+            },
+            RawKind::EmptyCache => EventKind::EmptyCache {
+                before: a(0),
+                after: a(1),
+            },
+            RawKind::Unknown(code) => EventKind::Unknown { code },
         }
     }
 
-    /// The kind's figures, named.
-    pub fn figures(&self) -> Vec<(&'static str, Reading<u64>)> {
+    /// The arguments in the record's order, as `from_record` took them.
+    fn arg_values(&self) -> Vec<Reading<u64>> {
         match self {
             EventKind::Oom {
                 requested,
@@ -276,33 +320,29 @@ impl EventKind {
                 reserved,
                 retries,
             } => vec![
-                ("requested", requested.clone()),
-                ("device_free", device_free.clone()),
-                ("device_total", device_total.clone()),
-                ("allocated", allocated.clone()),
-                ("reserved", reserved.clone()),
-                ("retries", retries.clone()),
+                requested.clone(),
+                device_free.clone(),
+                device_total.clone(),
+                allocated.clone(),
+                reserved.clone(),
+                retries.clone(),
             ],
-            EventKind::OomError { requested } => vec![("requested", requested.clone())],
-            EventKind::PhaseEnd { peak } => vec![("peak", peak.clone())],
+            EventKind::OomError { requested } => vec![requested.clone()],
+            EventKind::PhaseEnd { peak } => vec![peak.clone()],
             EventKind::StepEnd {
                 peak_allocated,
                 peak_reserved,
                 duration_ns,
             } => vec![
-                ("peak_allocated", peak_allocated.clone()),
-                ("peak_reserved", peak_reserved.clone()),
-                ("duration_ns", duration_ns.clone()),
+                peak_allocated.clone(),
+                peak_reserved.clone(),
+                duration_ns.clone(),
             ],
-            EventKind::NewHighWater { peak, previous } => {
-                vec![("peak", peak.clone()), ("previous", previous.clone())]
-            }
-            EventKind::AllocRetry { retries } => vec![("retries", retries.clone())],
-            EventKind::Exit { error } => vec![("error", Ok(u64::from(*error)))],
+            EventKind::NewHighWater { peak, previous } => vec![peak.clone(), previous.clone()],
+            EventKind::AllocRetry { retries } => vec![retries.clone()],
+            EventKind::Exit { error } => vec![Ok(u64::from(*error))],
             EventKind::ForeignPeakReset { before, after }
-            | EventKind::EmptyCache { before, after } => {
-                vec![("before", before.clone()), ("after", after.clone())]
-            }
+            | EventKind::EmptyCache { before, after } => vec![before.clone(), after.clone()],
             EventKind::SnapshotWritten {
                 size,
                 peak,
@@ -312,16 +352,39 @@ impl EventKind {
                 deleted,
                 ..
             } => vec![
-                ("size", size.clone()),
-                ("peak", peak.clone()),
-                ("reason", reason.clone()),
-                ("allocated", allocated.clone()),
-                ("max_entries", max_entries.clone()),
-                ("deleted", deleted.clone()),
+                size.clone(),
+                peak.clone(),
+                reason.clone(),
+                allocated.clone(),
+                max_entries.clone(),
+                deleted.clone(),
             ],
-            EventKind::Unknown { code } => vec![("code", Ok(u64::from(*code)))],
+            EventKind::Unknown { code } => vec![Ok(u64::from(*code))],
             EventKind::PhaseBegin | EventKind::Mark => vec![],
         }
+    }
+
+    /// What a person reads for the kind: the screen, the replay's status line.
+    pub fn title(&self) -> String {
+        match self {
+            EventKind::Exit { error: true } => "exit (error)".into(),
+            other => other.raw().title(),
+        }
+    }
+
+    /// The kind's name in JSON and `inspect`: a stable identifier, not for people.
+    pub fn name(&self) -> &'static str {
+        self.raw().tag()
+    }
+
+    /// The kind's figures, named as the table names its arguments (an unknown kind's one
+    /// figure is its code).
+    pub fn figures(&self) -> Vec<(&'static str, Reading<u64>)> {
+        let names: &[&'static str] = match self {
+            EventKind::Unknown { .. } => &["code"],
+            known => known.raw().args(),
+        };
+        names.iter().copied().zip(self.arg_values()).collect()
     }
 }
 

@@ -7,7 +7,7 @@
 use super::points::{self, PointGroup};
 use super::skipped::Skipped;
 use super::wire::{
-    EVENT_KINDS, LIVENESS_STATES, WriterLivenessDef, allocator_devices, allocator_events, identity,
+    LIVENESS_STATES, WriterLivenessDef, allocator_devices, allocator_events, identity,
 };
 use crate::model::{
     AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, Gone, WriterIdentity,
@@ -261,7 +261,8 @@ impl WritersRead {
             let mut events = Vec::with_capacity(poll.events.len());
             for event in poll.events {
                 let kind = event.get("event").cloned().unwrap_or(Value::Null);
-                if !is_known(&kind, "kind", &EVENT_KINDS) {
+                let kinds: Vec<&str> = crate::channel::EventKind::tags().collect();
+                if !is_known(&kind, "kind", &kinds) {
                     self.skipped.events += 1;
                     continue;
                 }

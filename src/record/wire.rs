@@ -577,23 +577,8 @@ pub struct AllocatorDeviceDef {
     step_peak: Reading<u64>,
 }
 
-/// Every `kind` of `EventKindDef`: any other was added by a later version.
-pub const EVENT_KINDS: [&str; 13] = [
-    "oom",
-    "oom_error",
-    "phase_begin",
-    "phase_end",
-    "step_end",
-    "mark",
-    "new_high_water",
-    "alloc_retry",
-    "exit",
-    "snapshot_written",
-    "foreign_peak_reset",
-    "empty_cache",
-    "unknown",
-];
-
+// `EventKindDef`'s tags and field names are the table's (`channel::EventKind`); a kind with
+// another tag was added by a later version. `the_recorded_kinds_are_the_tables` holds them.
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "EventKind", rename_all = "snake_case", tag = "kind")]
 pub enum EventKindDef {
@@ -698,6 +683,33 @@ pub struct AllocatorEventDef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recorded_kinds_are_the_tables() {
+        use crate::channel::EventKind as RawKind;
+        let raws = RawKind::KNOWN.iter().copied().chain([RawKind::Unknown(99)]);
+        for raw in raws {
+            let kind = EventKind::from_record(raw, [7; 6], || Ok("s.pickle".into()));
+            assert_eq!(kind.raw(), raw);
+            let written = EventKindDef::serialize(&kind, serde_json::value::Serializer).unwrap();
+            let live = serde_json::to_value(&kind).unwrap();
+            for (how, value) in [("recorded", &written), ("--json", &live)] {
+                assert_eq!(value["kind"], raw.tag(), "{how} {raw:?}");
+                let mut keys: Vec<&str> = value
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|k| *k != "kind" && *k != "path")
+                    .collect();
+                let mut named: Vec<&str> = kind.figures().iter().map(|(n, _)| *n).collect();
+                keys.sort_unstable();
+                named.sort_unstable();
+                assert_eq!(keys, named, "{how} {raw:?}");
+            }
+            assert_eq!(EventKindDef::deserialize(written).unwrap(), kind);
+        }
+    }
 
     #[test]
     fn why_a_pod_could_not_be_read_is_recorded_and_read_back_cleaned() {

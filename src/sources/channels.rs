@@ -7,8 +7,8 @@ use super::dir_watch::DirWatch;
 use crate::channel::cleaning::{self, Owners};
 use crate::channel::discover;
 use crate::channel::{
-    Channel, DeviceSlot, EventKind as RawKind, EventRecord, Identity, Liveness, Policy, Update,
-    WriterKind, WriterState, monotonic_ns, slot_uuid_string,
+    Channel, DeviceSlot, EventRecord, Identity, Liveness, Policy, Update, WriterKind, WriterState,
+    monotonic_ns, slot_uuid_string,
 };
 use crate::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
@@ -554,64 +554,14 @@ fn device(slot: &DeviceSlot) -> AllocatorDevice {
     }
 }
 
-/// The spec's §2.8 arguments, named. `channel`: the channel file's path, beside which a
-/// snapshot the event announces lies.
+/// The record's kind and arguments (`EventKind::from_record`). `channel`: the channel file's
+/// path, beside which a snapshot the event announces lies.
 fn event_kind(e: &EventRecord, channel: &Path) -> EventKind {
-    let a = |i: usize| {
-        let v = e.args[i];
-        if v == crate::channel::ABSENT {
-            Err(Absent::NotSupported)
-        } else {
-            Ok(v)
-        }
-    };
-    match e.kind {
-        RawKind::Oom => EventKind::Oom {
-            requested: a(0),
-            device_free: a(1),
-            device_total: a(2),
-            allocated: a(3),
-            reserved: a(4),
-            retries: a(5),
-        },
-        RawKind::OomError => EventKind::OomError { requested: a(0) },
-        RawKind::PhaseBegin => EventKind::PhaseBegin,
-        RawKind::PhaseEnd => EventKind::PhaseEnd { peak: a(0) },
-        RawKind::StepEnd => EventKind::StepEnd {
-            peak_allocated: a(0),
-            peak_reserved: a(1),
-            duration_ns: a(2),
-        },
-        RawKind::Mark => EventKind::Mark,
-        RawKind::NewHighWater => EventKind::NewHighWater {
-            peak: a(0),
-            previous: a(1),
-        },
-        RawKind::AllocRetry => EventKind::AllocRetry { retries: a(0) },
-        RawKind::Exit => EventKind::Exit {
-            error: e.args[0] == 1,
-        },
-        RawKind::SnapshotWritten => EventKind::SnapshotWritten {
-            path: crate::channel::snapshot_path(channel, &e.text, e.text_intact)
-                .map(|p| p.to_string_lossy().into_owned())
-                .map_err(Absent::Error),
-            size: a(0),
-            peak: a(1),
-            reason: a(2),
-            allocated: a(3),
-            max_entries: a(4),
-            deleted: a(5),
-        },
-        RawKind::ForeignPeakReset => EventKind::ForeignPeakReset {
-            before: a(0),
-            after: a(1),
-        },
-        RawKind::EmptyCache => EventKind::EmptyCache {
-            before: a(0),
-            after: a(1),
-        },
-        RawKind::Unknown(code) => EventKind::Unknown { code },
-    }
+    EventKind::from_record(e.kind, e.args, || {
+        crate::channel::snapshot_path(channel, &e.text, e.text_intact)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(Absent::Error)
+    })
 }
 
 #[cfg(test)]
