@@ -30,7 +30,7 @@ use crate::model::figure_names::*;
 use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
-use crate::record::folds::{RecordedFolds, oom_gpu};
+use crate::record::folds::RecordedFolds;
 use crate::record::scope::Asked;
 use crate::record::scoped;
 use std::collections::{HashMap, HashSet};
@@ -242,7 +242,7 @@ impl<W: Write> Rows<'_, W> {
                 continue;
             }
             written.insert(key);
-            let (t, gpu, pid) = (oom.at_ms, oom_gpu(fold, oom), fold.host_pid);
+            let (t, gpu, pid) = (oom.at_ms, fold.gpu_of_oom(oom), fold.host_pid);
             let figures = [
                 ("oom_requested", &oom.requested),
                 ("oom_device_free", &oom.device_free),

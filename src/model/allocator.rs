@@ -38,6 +38,9 @@ pub struct AllocatorSnapshot {
     pub recent_events: Vec<AllocatorEvent>,
     /// Every OOM kept, one per failure, oldest first.
     pub ooms: Vec<Oom>,
+    /// Where the fold placed each of `ooms` (`WriterFold::gpu_of_oom`).
+    #[serde(skip)]
+    pub oom_gpus: Vec<Option<u32>>,
     /// OOMs the fold saw but no longer keeps in `ooms` (each device's `ooms` counts them).
     pub ooms_dropped: u64,
     /// The memory snapshots announced, oldest first, with what reducing them said.
@@ -86,6 +89,7 @@ impl AllocatorSnapshot {
             step_peaks: slots.iter().map(|s| s.step_peaks.clone()).collect(),
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
+            oom_gpus: fold.ooms.iter().map(|o| fold.gpu_of_oom(o)).collect(),
             ooms_dropped: fold.ooms_dropped(),
             snapshots: fold.snapshots.iter().cloned().collect(),
             snapshots_dropped: fold.snapshot_drops.dropped(),
@@ -140,18 +144,14 @@ impl AllocatorSnapshot {
         self.peaks.get(self.position(gpu_index)?)?.as_ref()
     }
 
-    /// The OOMs on `gpu_index` (and those that name no device), oldest first.
+    /// The OOMs the fold placed on `gpu_index` or on no one GPU (`WriterFold::ooms_on`),
+    /// oldest first.
     pub fn ooms_on_gpu(&self, gpu_index: u32) -> Vec<Oom> {
         self.ooms
             .iter()
-            .filter(|o| {
-                let slot_gpu = o.slot.and_then(|slot| {
-                    let i = self.devices.iter().position(|d| d.slot == slot)?;
-                    self.gpu_indices.get(i).copied().flatten()
-                });
-                slot_gpu.is_none_or(|g| g == gpu_index)
-            })
-            .cloned()
+            .zip(&self.oom_gpus)
+            .filter(|(_, gpu)| gpu.is_none_or(|g| g == gpu_index))
+            .map(|(oom, _)| oom.clone())
             .collect()
     }
 }

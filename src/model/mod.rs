@@ -1,6 +1,6 @@
 //! Pure data shared by samplers, the state, the TUI, one-shot output, recording, replay, the
-//! exporter and the offline reports: the bottom layer, which imports nothing of the crate but
-//! `text`.
+//! exporter and the offline reports. Below it are only `channel` (the format's event kinds,
+//! whose one table the model's kinds read), `history` (its `Peak`) and `text`.
 //! Nothing here touches the terminal, NVML or threads.
 
 pub mod absent;
@@ -13,6 +13,7 @@ pub mod foreign;
 pub mod foresight;
 #[cfg(test)]
 mod foresight_tests;
+pub mod gpu_lists;
 pub mod held_sites;
 pub mod host;
 pub mod memory;

@@ -729,18 +729,40 @@ impl WriterFold {
         }
     }
 
-    /// The slot NVML knows as `gpu_index`.
-    pub fn on_gpu(&self, gpu_index: u32) -> Option<&SlotFold> {
-        self.slots.iter().find(|s| s.gpu == Some(gpu_index))
+    /// The slot NVML knows as `gpu_index`, with its index: the one rule every reader joins a
+    /// GPU's row to the writer's figures by (no slot whose GPU is unknown is guessed onto it).
+    pub fn slot_on(&self, gpu_index: u32) -> Option<(usize, &SlotFold)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.gpu == Some(gpu_index))
     }
 
-    /// OOMs on `gpu_index`, or without a slot, oldest first.
+    /// The slot NVML knows as `gpu_index`.
+    pub fn on_gpu(&self, gpu_index: u32) -> Option<&SlotFold> {
+        self.slot_on(gpu_index).map(|(_, slot)| slot)
+    }
+
+    /// Where an OOM is placed, for every reader: the GPU of the slot it names; without a
+    /// slot, the writer's one GPU. `None` where there is no one GPU (its slot joined to none,
+    /// or a slotless OOM of a writer on several): it is then shown on each of the writer's
+    /// GPUs (`ooms_on`) and counted once.
+    pub fn gpu_of_oom(&self, oom: &Oom) -> Option<u32> {
+        match oom.slot {
+            Some(slot) => self.slots.get(usize::from(slot)).and_then(|s| s.gpu),
+            None => {
+                let mut gpus = self.slots.iter().filter_map(|s| s.gpu);
+                let first = gpus.next();
+                first.filter(|g| gpus.all(|other| other == *g))
+            }
+        }
+    }
+
+    /// OOMs placed on `gpu_index`, or on no one GPU (`gpu_of_oom`), oldest first.
     pub fn ooms_on(&self, gpu_index: u32) -> impl Iterator<Item = &Oom> {
-        self.ooms.iter().filter(move |o| {
-            o.slot
-                .and_then(|s| self.slots.get(usize::from(s)))
-                .is_none_or(|s| s.gpu == Some(gpu_index) || s.gpu.is_none())
-        })
+        self.ooms
+            .iter()
+            .filter(move |o| self.gpu_of_oom(o).is_none_or(|g| g == gpu_index))
     }
 
     /// Forget true peaks (the `r` key), as for NVML's peaks: the framework's counter is
@@ -1008,6 +1030,53 @@ mod tests {
             fold.ingest(p, 10_000 + i as u64 * 1_000);
         }
         fold
+    }
+
+    #[test]
+    fn an_oom_is_placed_by_one_rule_and_the_snapshot_places_it_the_same() {
+        let devices = [info(0, "GPU-a", "0:18"), info(1, "GPU-b", "0:3b")];
+        let slotless = |at_ms| AllocatorEvent {
+            slot: None,
+            ..event(at_ms, oom(1 << 30), "")
+        };
+        let on_slot = |at_ms, slot| AllocatorEvent {
+            slot: Some(slot),
+            ..event(at_ms, oom(1 << 30), "")
+        };
+        let mut one = poll(vec![], vec![on_slot(1_000, 0), slotless(2_000)]);
+        one.devices = vec![device(Some("GPU-b"), None)];
+        let mut fold = folded(vec![one]);
+        fold.resolve_gpus(&devices, &[], &[]);
+        let placed: Vec<_> = fold.ooms.iter().map(|o| fold.gpu_of_oom(o)).collect();
+        assert_eq!(
+            placed,
+            [Some(1), Some(1)],
+            "a one-GPU writer's OOMs are on its GPU"
+        );
+        assert_eq!(fold.ooms_on(0).count(), 0);
+        assert_eq!(fold.slot_on(1).map(|(i, _)| i), Some(0));
+        assert!(
+            fold.slot_on(0).is_none(),
+            "no slot is guessed onto another GPU"
+        );
+
+        // On two GPUs, an OOM that names no slot is on no one GPU: shown on both.
+        let mut two = poll(vec![], vec![on_slot(1_000, 1), slotless(2_000)]);
+        let mut second = device(Some("GPU-a"), None);
+        second.slot = 1;
+        two.devices = vec![device(Some("GPU-b"), None), second];
+        let mut fold = folded(vec![two]);
+        fold.resolve_gpus(&devices, &[], &[]);
+        let placed: Vec<_> = fold.ooms.iter().map(|o| fold.gpu_of_oom(o)).collect();
+        assert_eq!(placed, [Some(0), None]);
+        assert_eq!(fold.ooms_on(0).count(), 2);
+        assert_eq!(fold.ooms_on(1).count(), 1);
+        let snapshot = crate::model::AllocatorSnapshot::of(&fold).unwrap();
+        for gpu in [0, 1] {
+            let live: Vec<u64> = snapshot.ooms_on_gpu(gpu).iter().map(|o| o.at_ms).collect();
+            let folded: Vec<u64> = fold.ooms_on(gpu).map(|o| o.at_ms).collect();
+            assert_eq!(live, folded, "GPU {gpu}");
+        }
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::model::writer_fold::WriterFold;
 use crate::model::{
     ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Periods, Reading,
 };
-use crate::record::folds::{RecordedFolds, oom_gpu};
+use crate::record::folds::RecordedFolds;
 use crate::record::{Ending, Recording};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -322,7 +322,7 @@ impl Collector {
                     outcome: oom.outcome,
                     pid: fold.host_pid,
                 };
-                let gpus = match oom_gpu(fold, oom) {
+                let gpus = match fold.gpu_of_oom(oom) {
                     Some(gpu) if panels.contains_key(&Some(gpu)) => vec![Some(gpu)],
                     _ => match channel_gpus.get(path.as_str()) {
                         Some(gpus) if !gpus.is_empty() => gpus.clone(),

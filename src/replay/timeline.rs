@@ -12,7 +12,7 @@ use crate::model::SourceEvent;
 use crate::model::units::bytes;
 use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
 use crate::model::{NA, Periods, Reading};
-use crate::record::folds::{RecordedFolds, oom_gpu};
+use crate::record::folds::RecordedFolds;
 use crate::record::scope::Scope;
 use crate::record::{Header, Recording};
 use std::collections::HashMap;
@@ -258,7 +258,7 @@ impl Writers {
                     marks.push(Mark {
                         at_ms,
                         kind: MarkKind::Oom,
-                        label: format!("{}: {}", who(fold, oom_gpu(fold, oom)), oom_label(oom)),
+                        label: format!("{}: {}", who(fold, fold.gpu_of_oom(oom)), oom_label(oom)),
                     });
                 }
             }

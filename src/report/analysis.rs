@@ -17,7 +17,7 @@ use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::NvmlBeside;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading};
-use crate::record::folds::{RecordedFolds, oom_gpu, slot_on};
+use crate::record::folds::RecordedFolds;
 use crate::record::{Ending, Header, Recording};
 use crate::sources::sites::reduce;
 use std::collections::BTreeMap;
@@ -467,7 +467,7 @@ impl Analysis {
                 }
                 let used = fold
                     .host_pid
-                    .zip(oom_gpu(fold, oom))
+                    .zip(fold.gpu_of_oom(oom))
                     .and_then(|at| self.process_used.get(&at).copied());
                 if let Some(used) = used {
                     self.used_at_oom.insert(key, used);
@@ -595,7 +595,7 @@ impl Analysis {
                 let (explanation, verdict) = self.explain(path, fold, oom);
                 ooms.push(OomSummary {
                     pid: fold.host_pid,
-                    gpu_index: oom_gpu(fold, oom),
+                    gpu_index: fold.gpu_of_oom(oom),
                     oom: oom.clone(),
                     explanation,
                     verdict,
@@ -626,7 +626,7 @@ impl Analysis {
             .filter(|(_, fold)| fold.host_pid == Some(pid))
             .find_map(|(path, fold)| {
                 let identity = fold.identity.as_ref()?;
-                let (slot, track) = slot_on(fold, gpu_index)?;
+                let (slot, track) = fold.slot_on(gpu_index)?;
                 let extras = self.extras.get(&(path.clone(), slot));
                 let peak = track.true_peak();
                 Some(AllocatorSummary {

@@ -72,12 +72,8 @@ impl ChannelState {
 
     /// The channel's slot that NVML knows as `gpu_index`, and its history.
     pub fn on_gpu(&self, gpu_index: u32) -> Option<(&SlotFold, Option<&SlotSeries>)> {
-        let position = self
-            .fold
-            .slots
-            .iter()
-            .position(|s| s.gpu == Some(gpu_index))?;
-        Some((&self.fold.slots[position], self.slots.get(position)))
+        let (position, slot) = self.fold.slot_on(gpu_index)?;
+        Some((slot, self.slots.get(position)))
     }
 }
 

@@ -6,10 +6,10 @@ use crate::history::{Lingering, Series};
 use crate::model::ForeignText;
 use crate::model::SourceEvent;
 use crate::model::allocator::RowProcess;
-use crate::model::device::mig_uuids;
+use crate::model::gpu_lists::GpuLists;
 use crate::model::held_sites::{SitesJob, SitesState};
 use crate::model::host;
-use crate::model::mig::{MigUuid, RowInstance};
+use crate::model::mig::RowInstance;
 use crate::model::peak_owner::{self, PeakHolders};
 use crate::model::snapshot::forecasts_as_rows_see;
 use crate::model::snapshot::{ExitedRow, ProcessPeaks, allocator_of, instrumented_reserved};
@@ -65,6 +65,8 @@ pub struct Monitor {
     // Ordered maps: with a handful of GPUs a few compares find one, cheaper than SipHash of
     // the index or UUID, and these are looked up several times a frame.
     latest: BTreeMap<u32, DeviceSample>,
+    /// What each GPU's latest sample lists: the writers' GPUs are resolved by it.
+    gpu_lists: GpuLists,
     host: Option<LatestHost>,
     device_series: BTreeMap<String, DeviceSeries>,
     process_series: Lingering<ProcessKey, ProcessSeries>,
@@ -236,12 +238,9 @@ impl Monitor {
                 }
             }
         }
-        let pids = |s: &DeviceSample| -> Option<Vec<u32>> {
-            Some(s.processes.as_ref().ok()?.iter().map(|p| p.pid).collect())
-        };
-        let previous = self.latest.get(&sample.index);
-        // A MIG instance created or destroyed changes which writer slots name this GPU.
-        if previous.is_none_or(|p| pids(p) != pids(&sample) || mig_uuids(p) != mig_uuids(&sample)) {
+        // A process joining or leaving, or a MIG instance created or destroyed, changes which
+        // writer slots name this GPU.
+        if self.gpu_lists.observe(&sample) {
             self.gpus_unresolved = true;
         }
         self.latest.insert(sample.index, sample);
@@ -431,21 +430,10 @@ impl Monitor {
     /// Resolves the channels' GPUs (`WriterFold::resolve_gpus`) against NVML's latest
     /// process lists.
     fn resolve_gpus(&mut self) {
-        let latest = &self.latest;
-        let listed_on = |pid: u32| -> Vec<u32> {
-            latest
-                .values()
-                .filter(|s| {
-                    s.processes
-                        .as_ref()
-                        .is_ok_and(|list| list.iter().any(|p| p.pid == pid))
-                })
-                .map(|s| s.index)
-                .collect()
-        };
-        let instances: Vec<MigUuid> = latest.values().flat_map(mig_uuids).collect();
+        let instances = self.gpu_lists.instances();
+        let lists = &self.gpu_lists;
         self.allocators
-            .resolve_gpus(&self.devices, &instances, listed_on);
+            .resolve_gpus(&self.devices, &instances, |pid| lists.gpus_listing(pid));
     }
 
     /// Every GPU has sent a sample, or NVML has said why it cannot: the screen is complete.
