@@ -6,6 +6,7 @@
 
 use super::spikes::{Rise, RiseTracker};
 use crate::model::SourceEvent;
+use crate::model::allocator::{RowProcess, joined_channel};
 use crate::model::foresight::{Forecast, StepPeak};
 use crate::model::held_sites::SitesJob;
 use crate::model::held_sites::SnapshotNote;
@@ -142,6 +143,9 @@ struct HostFacts {
     command: Option<String>,
     user: Option<String>,
     pod: Option<PodInfo>,
+    /// The start time the host last read for the pid: which process NVML's row is, when a
+    /// pid was used twice (`joined_channel`).
+    starttime: Option<u64>,
 }
 
 /// One OOM as the fold merged it, with the writer's pid and the GPU it happened on.
@@ -371,6 +375,9 @@ impl Analysis {
             if p.pod.is_some() {
                 entry.pod.clone_from(&p.pod);
             }
+            if p.starttime.is_some() {
+                entry.starttime = p.starttime;
+            }
         }
     }
 
@@ -537,8 +544,12 @@ impl Analysis {
             .process_peaks
             .iter()
             .map(|(&(pid, gpu_index), peak)| {
-                let HostFacts { command, user, pod } =
-                    self.hosts.get(&pid).cloned().unwrap_or_default();
+                let HostFacts {
+                    command,
+                    user,
+                    pod,
+                    starttime,
+                } = self.hosts.get(&pid).cloned().unwrap_or_default();
                 ProcessSummary {
                     pid,
                     gpu_index,
@@ -547,7 +558,7 @@ impl Analysis {
                     pod,
                     mig: self.process_mig.get(&(pid, gpu_index)).cloned(),
                     peak_nvml: peak.clone(),
-                    allocator: self.allocator_of(pid, gpu_index),
+                    allocator: self.allocator_of(pid, starttime, gpu_index),
                 }
             })
             .collect();
@@ -618,47 +629,72 @@ impl Analysis {
         }
     }
 
-    /// The allocator figures of the writer that NVML listed as `pid`, for `gpu_index`.
-    fn allocator_of(&self, pid: u32, gpu_index: u32) -> Option<AllocatorSummary> {
-        self.folds
+    /// The allocator figures of the writer that NVML listed as `pid`, for `gpu_index`: the
+    /// channel its row joins by the monitor's rule (`joined_channel`: pid, start time and
+    /// liveness), so a pid used again by another process never shows the first one's.
+    fn allocator_of(
+        &self,
+        pid: u32,
+        starttime: Option<u64>,
+        gpu_index: u32,
+    ) -> Option<AllocatorSummary> {
+        let candidates: Vec<(&String, &WriterFold)> = self
+            .folds
             .writers
             .iter()
-            .filter(|(_, fold)| fold.host_pid == Some(pid))
-            .find_map(|(path, fold)| {
-                let identity = fold.identity.as_ref()?;
-                let (slot, track) = fold.slot_on(gpu_index)?;
-                let extras = self.extras.get(&(path.clone(), slot));
-                let peak = track.true_peak();
-                Some(AllocatorSummary {
-                    kind: identity.kind.clone(),
-                    framework: identity.framework.clone(),
-                    rank: identity.rank,
-                    world_size: identity.world_size,
-                    peak_allocated: peak.map(|p| At {
-                        value: p.value,
-                        at_ms: p.at_ms,
-                        step: p.step,
-                        phase: p.phase.clone(),
-                    }),
-                    peak_reserved: extras.and_then(|e| e.peak_reserved.clone()),
-                    cache_at_peak: peak.and_then(|p| {
-                        let e = extras?;
-                        let reserved = e.reserved_at_peak.or(e.status_reserved)?;
-                        Some(reserved.saturating_sub(p.value))
-                    }),
-                    fragmentation: extras.and_then(|e| e.fragmentation),
-                    alloc_retries: extras.and_then(|e| e.retries),
-                    ooms: extras.and_then(|e| e.ooms),
-                    allocator_config: identity.allocator_config.clone(),
-                    writer_command: identity.command.clone(),
-                    forecast: fold.forecast(track, self.beside(pid, gpu_index)),
-                    ended: fold.liveness.is_ended(),
-                    held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
-                    snapshots_dropped: fold.snapshot_drops.dropped(),
-                    phase_peaks: track.phase_peaks.clone(),
-                    step_peaks: extras.map(|e| e.steps.clone()).unwrap_or_default(),
-                })
+            .filter(|(_, fold)| {
+                fold.host_pid == Some(pid)
+                    && fold.identity.is_some()
+                    && fold.slot_on(gpu_index).is_some()
             })
+            .collect();
+        // Without the host's start time the row cannot tell two processes apart: the pid's
+        // channel, an ended one first, as for a row NVML no longer lists.
+        let process = match starttime {
+            Some(_) => RowProcess::Listed { starttime },
+            None => RowProcess::Unlisted,
+        };
+        let joined = joined_channel(
+            candidates.iter(),
+            |(_, fold)| fold.liveness,
+            |(_, fold)| fold.identity.as_ref().and_then(|i| i.starttime()),
+            process,
+        );
+        joined.and_then(|&(path, fold)| {
+            let identity = fold.identity.as_ref()?;
+            let (slot, track) = fold.slot_on(gpu_index)?;
+            let extras = self.extras.get(&(path.clone(), slot));
+            let peak = track.true_peak();
+            Some(AllocatorSummary {
+                kind: identity.kind.clone(),
+                framework: identity.framework.clone(),
+                rank: identity.rank,
+                world_size: identity.world_size,
+                peak_allocated: peak.map(|p| At {
+                    value: p.value,
+                    at_ms: p.at_ms,
+                    step: p.step,
+                    phase: p.phase.clone(),
+                }),
+                peak_reserved: extras.and_then(|e| e.peak_reserved.clone()),
+                cache_at_peak: peak.and_then(|p| {
+                    let e = extras?;
+                    let reserved = e.reserved_at_peak.or(e.status_reserved)?;
+                    Some(reserved.saturating_sub(p.value))
+                }),
+                fragmentation: extras.and_then(|e| e.fragmentation),
+                alloc_retries: extras.and_then(|e| e.retries),
+                ooms: extras.and_then(|e| e.ooms),
+                allocator_config: identity.allocator_config.clone(),
+                writer_command: identity.command.clone(),
+                forecast: fold.forecast(track, self.beside(pid, gpu_index)),
+                ended: fold.liveness.is_ended(),
+                held: fold.peak_snapshot(slot).map(|n| reduced(path, n)),
+                snapshots_dropped: fold.snapshot_drops.dropped(),
+                phase_peaks: track.phase_peaks.clone(),
+                step_peaks: extras.map(|e| e.steps.clone()).unwrap_or_default(),
+            })
+        })
     }
 }
 

@@ -3,6 +3,8 @@
 
 mod analysis;
 mod hints;
+#[cfg(test)]
+mod join_tests;
 mod markdown;
 #[cfg(test)]
 mod period_tests;
