@@ -11,6 +11,7 @@ use attach_support::{
     Guard, LOOP, LOOP_OUT, PUBLISHED_WITHIN, READY_WITHIN, assert_running, channel_files, inspect,
     leftovers, spawn, state, temp, text, vramscope,
 };
+use common::real_packages_python;
 use common::wait::{wait_for_path, wait_until};
 use std::io::Read;
 use std::path::Path;
@@ -560,21 +561,6 @@ fn a_process_that_exits_mid_attach() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
-fn real_python() -> Option<String> {
-    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
-            );
-            eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON (the real torch)");
-            None
-        }
-    }
-}
-
 /// A training loop on the real torch, with only the CUDA driver simulated
 /// (python/tests/_simulated_cuda.py): it reached a 5 GiB peak before anyone attached.
 const TRAIN: &str = "
@@ -603,7 +589,9 @@ print(torch.cuda.max_memory_allocated(), len(cuda.observers))
 
 #[test]
 fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
-    let Some(py) = real_python() else { return };
+    let Some(py) = real_packages_python() else {
+        return;
+    };
     let dir = temp("torch-up");
     let stop = dir.join("stop");
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
@@ -662,7 +650,9 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
 
 #[test]
 fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
-    let Some(py) = real_python() else { return };
+    let Some(py) = real_packages_python() else {
+        return;
+    };
     let dir = temp("torch-later");
     let stop = dir.join("stop");
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
