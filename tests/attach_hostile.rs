@@ -11,8 +11,9 @@
 mod attach_support;
 mod common;
 
-use attach_support::{Guard, LOOP, assert_running, leftovers, temp, text, vramscope, wait_for};
+use attach_support::{Guard, LOOP, READY_WITHIN, assert_running, leftovers, temp, text, vramscope};
 use common::users::TestUser;
+use common::wait::{self, wait_for_path};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -241,7 +242,7 @@ fn a_users_own_tmp_swapped_for_a_symlink_never_leads_root_elsewhere() {
             .spawn()
             .unwrap(),
     );
-    wait_for(&usertmp.join("stop.ready"));
+    wait_for_path(&usertmp.join("stop.ready"), READY_WITHIN);
     let pid = target.id();
     let theirs = std::fs::metadata(format!("/proc/{pid}/root/tmp")).unwrap();
     let made = std::fs::metadata(&usertmp).unwrap();
@@ -306,7 +307,7 @@ fn in_the_sticky_tmp_no_root_owned_file_appears_where_the_user_points() {
             .spawn()
             .unwrap(),
     );
-    wait_for(&run.join("stop.ready"));
+    wait_for_path(&run.join("stop.ready"), READY_WITHIN);
     let pid = target.id();
     let swap_stop = base.join("swapper.stop");
     let swapper = start_swapper(&user, Path::new("/tmp"), &chosen, pid, &moved, &swap_stop);
@@ -400,28 +401,18 @@ impl Prompted {
     }
 
     fn wait_until(&self, what: &str, ok: impl Fn(&str) -> bool) {
-        let t = Instant::now();
-        while !ok(&self.stderr.lock().unwrap()) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "{what}: {}",
-                self.stderr.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let seen = wait::poll(Duration::from_secs(60), wait::POLL, || {
+            ok(&self.stderr.lock().unwrap()).then_some(())
+        });
+        assert!(seen.is_ok(), "{what}: {}", self.stderr.lock().unwrap());
     }
 
     /// Answers `y` and returns the exit status and what came after the prompt.
     fn confirm(mut self) -> (Option<i32>, String, String) {
         self.master.write_all(b"y\n").unwrap();
-        let t = Instant::now();
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(t.elapsed() < Duration::from_secs(60), "attach never ended");
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let status = wait::wait_for("attach to end", Duration::from_secs(60), || {
+            self.child.try_wait().unwrap()
+        });
         self.wait_until("stderr never closed", |_| true);
         let mut out = String::new();
         self.child
@@ -432,15 +423,15 @@ impl Prompted {
             .unwrap();
         // The reader thread has seen everything once the child is gone and a moment passed
         // for its last read: poll for the line that must follow the prompt.
-        let t = Instant::now();
-        loop {
+        let after = || {
             let err = self.stderr.lock().unwrap().clone();
-            let after = err.rsplit("[y/N] ").next().unwrap_or("").to_string();
-            if after.ends_with('\n') || t.elapsed() > Duration::from_secs(10) {
-                return (status.code(), out, after);
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            err.rsplit("[y/N] ").next().unwrap_or("").to_string()
+        };
+        let after = wait::poll(Duration::from_secs(10), wait::POLL, || {
+            Some(after()).filter(|a| a.ends_with('\n'))
+        })
+        .unwrap_or_else(|_| after());
+        (status.code(), out, after)
     }
 }
 
@@ -450,16 +441,13 @@ fn exe_of(pid: u32) -> String {
         .unwrap_or_default()
 }
 
+/// Waits for `pid` to run a program whose path ends in `ends`; the failure names the one it
+/// runs.
 fn wait_exe(pid: u32, ends: &str) {
-    let t = Instant::now();
-    while !exe_of(pid).ends_with(ends) {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "never exec'd {ends}: {}",
-            exe_of(pid)
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let execd = wait::poll(Duration::from_secs(60), wait::POLL, || {
+        exe_of(pid).ends_with(ends).then_some(())
+    });
+    assert!(execd.is_ok(), "never exec'd {ends}: {}", exe_of(pid));
 }
 
 fn spawn_changing(dir: &Path, then: &[&str]) -> Guard {
@@ -488,7 +476,7 @@ fn a_target_that_execs_during_the_confirmation_gets_nothing() {
     let dir = temp("exec-prompt");
     let target = spawn_changing(&dir, &["/bin/sleep", "30"]);
     let pid = target.id();
-    wait_for(&dir.join("go.ready"));
+    wait_for_path(&dir.join("go.ready"), READY_WITHIN);
     let prompted = Prompted::start(pid);
     std::fs::write(dir.join("go"), "").unwrap();
     wait_exe(pid, "/sleep");
@@ -521,7 +509,7 @@ fn a_target_that_exits_during_the_confirmation_gets_nothing() {
     let dir = temp("exit-prompt");
     let mut target = spawn_changing(&dir, &[]);
     let pid = target.id();
-    wait_for(&dir.join("go.ready"));
+    wait_for_path(&dir.join("go.ready"), READY_WITHIN);
     let prompted = Prompted::start(pid);
     std::fs::write(dir.join("go"), "").unwrap();
     assert!(target.child().wait().unwrap().success());
@@ -589,7 +577,7 @@ fn a_target_that_execd_since_the_tui_showed_it_gets_nothing() {
         &[other.to_str().unwrap(), "-c", "import time; time.sleep(30)"],
     );
     let pid = target.id();
-    wait_for(&dir.join("go.ready"));
+    wait_for_path(&dir.join("go.ready"), READY_WITHIN);
     let shown = identity_of(pid);
     // Unchanged, the identity shown is accepted (so the refusal below is the exec's).
     let same = vramscope(&["attach", "--yes", "--shown-as", &shown, &pid.to_string()]);

@@ -7,11 +7,13 @@
 //! the channel test uses); without it each test says so in one line and passes, except in CI.
 
 mod attach_support;
+mod common;
 
 use attach_support::{
-    LOOP, LOOP_OUT, channel_files, inspect, leftovers, spawn, spawn_with, temp, text, vramscope,
-    wait_for, wait_until,
+    LOOP, LOOP_OUT, PUBLISHED_WITHIN, READY_WITHIN, channel_files, inspect, leftovers, spawn,
+    spawn_with, temp, text, vramscope,
 };
+use common::wait::{wait_for_path, wait_until};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -93,7 +95,7 @@ fn a_busy_314_loop_attached_and_detached_repeatedly_is_never_stopped() {
     let stop = dir.join("stop");
     let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let p = pid.to_string();
     let watch = Watch::start(pid);
     let mut attach_ms = Vec::new();
@@ -200,7 +202,7 @@ fn remote_debugging_disabled_gets_one_clear_line() {
         let mut args = flags.clone();
         args.extend(["-c", LOOP, stop.to_str().unwrap()]);
         let child = spawn_with(&py, &args, &dir, &env);
-        wait_for(&dir.join(format!("{tag}.ready")));
+        wait_for_path(&dir.join(format!("{tag}.ready")), READY_WITHIN);
         refused(child.id(), &want);
         attach_support::assert_running(child.id());
         assert!(leftovers(child.id()).is_empty(), "{tag}");
@@ -219,7 +221,7 @@ fn remote_debugging_disabled_gets_one_clear_line() {
         &dir,
         &[("PYTHON_DISABLE_REMOTE_DEBUG", "1")],
     );
-    wait_for(&dir.join("ignored.ready"));
+    wait_for_path(&dir.join("ignored.ready"), READY_WITHIN);
     let out = vramscope(&["attach", &child.id().to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
@@ -240,7 +242,7 @@ fn an_interpreter_of_another_version_is_refused_with_the_fix() {
     let dir = temp("pep768-other");
     let stop = dir.join("stop");
     let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let pid = child.id().to_string();
     // /bin/sh is no Python at all: named, with the two ways out.
     let out = vramscope(&["attach", "--python", "/bin/sh", &pid]);
@@ -323,7 +325,7 @@ fn the_channel_appears_with_the_attached_flag() {
         &[("JAX_PLATFORMS", "cpu")],
     );
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let channels = dir.join("channels");
     assert!(channel_files(&channels).is_empty());
     let out = vramscope(&["attach", &pid.to_string()]);
@@ -332,7 +334,7 @@ fn the_channel_appears_with_the_attached_flag() {
         text(&out.stdout),
         format!("process {pid}: live: publishing\n")
     );
-    wait_until("no figures published", || {
+    wait_until("figures to be published", PUBLISHED_WITHIN, || {
         inspect(&channels)["devices"][0]["allocated"].as_u64() == Some(3 << 30)
     });
     let json = inspect(&channels);

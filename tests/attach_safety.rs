@@ -5,11 +5,14 @@
 //! and is left as it was.
 
 mod attach_support;
+mod common;
 
 use attach_support::{
-    Guard, LOOP, LOOP_OUT, assert_running, channel_files, inspect, leftovers, spawn, state, temp,
-    text, vramscope, wait_for, wait_until,
+    Guard, LOOP, LOOP_OUT, PUBLISHED_WITHIN, READY_WITHIN, assert_running, channel_files, inspect,
+    leftovers, spawn, state, temp, text, vramscope,
 };
+use common::real_packages_python;
+use common::wait::{wait_for_path, wait_until};
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -40,7 +43,7 @@ fn a_busy_loop_attached_and_detached_50_times_is_unchanged() {
     let stop = dir.join("stop");
     let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let p = pid.to_string();
     let started = Instant::now();
     for i in 0..50 {
@@ -98,7 +101,7 @@ fn a_long_c_call_is_pending_then_attached_when_it_returns() {
     assert!(err.contains("long C call"), "{err}");
     assert_running(pid);
     // The queued agent runs when the sleep returns, and cleans up after itself.
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let t = Instant::now();
     while !leftovers(pid).is_empty() {
         assert!(
@@ -178,7 +181,7 @@ fn vramscope_killed_mid_attach_leaves_the_process_running() {
         assert_running(pid);
     }
     let last_kill = Instant::now();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     // What the killed attaches left is gone once the next attach and detach ran: the queued
     // agents removed their own directories, the next attach swept the rest (one killed
     // before it had its waiter only when 5 s old: it could be another attach's, in the making).
@@ -246,7 +249,7 @@ fn what_cannot_be_attached_to_gets_one_clear_line() {
     let dir = temp("refused");
     let stop = dir.join("stop");
     let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) };
     while state(child.id()).map(|s| s.0) != Some('T') {
         std::thread::sleep(Duration::from_millis(5));
@@ -327,7 +330,7 @@ fn a_killed_attachs_directory_is_swept_by_the_next_attach() {
         spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir)
     };
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     // A pid that is surely gone: a child of ours, reaped.
     let mut gone = std::process::Command::new("true").spawn().unwrap();
     let gone_pid = gone.id();
@@ -407,7 +410,7 @@ fn another_users_process_as_a_user_and_as_root() {
     let stop = dir.join("stop");
     // As a user (nobody) attaching to root's process: refused before anything, with the fix.
     let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let out = Command::new("setpriv")
         .args([
             "--reuid=65534",
@@ -442,7 +445,7 @@ fn another_users_process_as_a_user_and_as_root() {
             .spawn()
             .unwrap(),
     );
-    wait_for(&dir.join("stop2.ready"));
+    wait_for_path(&dir.join("stop2.ready"), READY_WITHIN);
     let pid = child.id();
     let out = vramscope(&["attach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -485,7 +488,7 @@ fn a_process_in_another_pid_namespace() {
             .spawn()
             .unwrap(),
     );
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     // The Python is unshare's child, in the new namespace (pid 1 there).
     let children =
         std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id())).unwrap();
@@ -558,21 +561,6 @@ fn a_process_that_exits_mid_attach() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// The interpreter with the real torch and jax that .ci/run installs (VRAMSCOPE_REAL_PYTHON).
-fn real_python() -> Option<String> {
-    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch and jax"
-            );
-            eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON (the real torch)");
-            None
-        }
-    }
-}
-
 /// A training loop on the real torch, with only the CUDA driver simulated
 /// (python/tests/_simulated_cuda.py): it reached a 5 GiB peak before anyone attached.
 const TRAIN: &str = "
@@ -601,7 +589,9 @@ print(torch.cuda.max_memory_allocated(), len(cuda.observers))
 
 #[test]
 fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
-    let Some(py) = real_python() else { return };
+    let Some(py) = real_packages_python() else {
+        return;
+    };
     let dir = temp("torch-up");
     let stop = dir.join("stop");
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
@@ -617,7 +607,7 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
         &dir,
     );
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let channels = dir.join("channels");
     assert!(channel_files(&channels).is_empty());
     let out = vramscope(&["attach", "--yes", &pid.to_string()]);
@@ -627,7 +617,7 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
         format!("process {pid}: live: publishing\n")
     );
     // Steps come from the optimizer hook from the attach on.
-    wait_until("no step published", || {
+    wait_until("a step to be published", PUBLISHED_WITHIN, || {
         inspect(&channels)["status"]["step"]
             .as_u64()
             .is_some_and(|s| s > 0)
@@ -660,7 +650,9 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
 
 #[test]
 fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
-    let Some(py) = real_python() else { return };
+    let Some(py) = real_packages_python() else {
+        return;
+    };
     let dir = temp("torch-later");
     let stop = dir.join("stop");
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/tests");
@@ -676,7 +668,7 @@ fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
         &dir,
     );
     let pid = child.id();
-    wait_for(&dir.join("stop.ready"));
+    wait_for_path(&dir.join("stop.ready"), READY_WITHIN);
     let out = vramscope(&["attach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(
@@ -686,8 +678,8 @@ fn attached_to_torch_before_cuda_it_starts_when_cuda_comes_up() {
     let channels = dir.join("channels");
     assert!(channel_files(&channels).is_empty());
     std::fs::write(dir.join("stop.init"), "").unwrap();
-    wait_for(&dir.join("stop.inited"));
-    wait_until("no channel after CUDA came up", || {
+    wait_for_path(&dir.join("stop.inited"), READY_WITHIN);
+    wait_until("a channel after CUDA came up", PUBLISHED_WITHIN, || {
         channel_files(&channels).len() == 1
     });
     let json = inspect(&channels);
@@ -735,7 +727,7 @@ fn each_installed_cpython_version() {
             &["-c", LOOP, stop.to_str().unwrap()],
             &dir,
         );
-        wait_for(&dir.join(format!("stop-{name}.ready")));
+        wait_for_path(&dir.join(format!("stop-{name}.ready")), READY_WITHIN);
         let pid = child.id().to_string();
         let out = vramscope(&["attach", "--yes", &pid]);
         if (major, minor) >= (3, 8) {
@@ -778,7 +770,7 @@ fn side_by_side_attaches_never_sweep_each_others_agent() {
         .map(|i| {
             let stop = dir.join(format!("stop{i}"));
             let child = spawn(&py, &["-c", LOOP, stop.to_str().unwrap()], &dir);
-            wait_for(&dir.join(format!("stop{i}.ready")));
+            wait_for_path(&dir.join(format!("stop{i}.ready")), READY_WITHIN);
             (child, stop)
         })
         .collect();

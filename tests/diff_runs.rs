@@ -11,15 +11,15 @@
 mod common;
 mod recording_fixture;
 
-use common::{python3_available, stderr, stdout};
+use common::{builders, python3_available, stderr, stdout};
 use recording_fixture::{GIB, PID, T0, device_sample, start_recording};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
-    SourceEvent, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, EventKind, SourceEvent,
+    WriterIdentity,
 };
 
 const MIB: u64 = 1 << 20;
@@ -88,66 +88,42 @@ fn peak_blocks() -> Vec<Block> {
 
 fn identity(spec: &Spec) -> Arc<WriterIdentity> {
     Arc::new(WriterIdentity {
-        file: format!("{PID}-1.vsc"),
-        pid: PID,
-        kind: "PyTorch".into(),
-        framework: "torch 2.5.1".into(),
-        rank: Some(0),
-        local_rank: Some(0),
         world_size: Some(spec.world_size),
         job_id: "job-1".into(),
         command: spec.command.clone(),
         allocator_config: spec.alloc_conf.into(),
         exact_peaks: true,
-        attached: false,
         sample_period_us: 10_000,
         sites: !spec.snapshot.is_empty(),
+        ..builders::writer_identity(PID, 1)
     })
 }
 
 fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some(recording_fixture::UUID.into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(allocated),
         allocated_peak: Err(Absent::NotAvailable),
         reserved: Ok(reserved),
         reserved_peak: Err(Absent::NotAvailable),
         active: Err(Absent::NotSupported),
-        inactive_split: Ok(0),
-        requested: Err(Absent::NotSupported),
-        alloc_retries: Ok(0),
-        ooms: Ok(0),
         device_free: Ok(20 * GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(0)
     }
 }
 
 fn event(at_ms: u64, kind: EventKind, step: u64, label: &str) -> AllocatorEvent {
     AllocatorEvent {
-        at_ms,
-        kind,
-        slot: Some(0),
         step: Some(step),
         label: label.into(),
-        phase: String::new(),
+        ..builders::allocator_event(at_ms, kind)
     }
 }
 
 fn point(at_ms: u64, allocated: u64, cache: u64, step: u64) -> AllocatorPoint {
     AllocatorPoint {
-        at_ms,
-        slot: 0,
-        allocated: Some(allocated),
-        reserved: Some(allocated + cache),
-        peak: Some(allocated),
         step: Some(step),
-        new_high_water: false,
+        ..builders::allocator_point(at_ms, allocated, allocated + cache)
     }
 }
 
@@ -250,26 +226,16 @@ fn record(dir: &Path, name: &str, spec: &Spec) -> PathBuf {
         )
         .unwrap();
         let poll = ChannelPoll {
-            path: format!("/dev/shm/vramscope-1000/{PID}-1.vsc"),
             identity: Arc::clone(&identity),
-            host_pid: Some(PID),
-            liveness: WriterLiveness::Live,
             devices: vec![device(held, held + spec.cache)],
             step: Some(step),
-            label: String::new(),
             points,
             events,
-            lost_samples: 0,
-            lost_events: 0,
+            ..builders::channel_poll(PID, 1)
         };
         rec.record(
             at,
-            &SourceEvent::Channels(Box::new(ChannelBatch {
-                at_ms: at,
-                polls: vec![poll],
-                gone: Vec::new(),
-                rejected: Vec::new(),
-            })),
+            &SourceEvent::Channels(Box::new(builders::channel_batch(at, vec![poll]))),
         )
         .unwrap();
     }

@@ -7,12 +7,12 @@
 mod common;
 mod recording_fixture;
 
-use common::stderr;
+use common::{builders, stderr};
 use recording_fixture::{GIB, PID, T0, device_sample, start_recording};
 use std::sync::Arc;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
-    GpuProcess, ProcessKind, SourceEvent, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, EventKind, GpuProcess,
+    ProcessKind, SourceEvent, WriterIdentity,
 };
 use vramscope::state::Monitor;
 use vramscope::state::StaleAfter;
@@ -38,20 +38,8 @@ fn reserved(step: u64) -> u64 {
 /// driver's reserve) and one poll of the writer that ends step `s` with its peak.
 fn events() -> Vec<(u64, SourceEvent)> {
     let identity = Arc::new(WriterIdentity {
-        file: "4242-1.vsc".into(),
-        pid: PID,
-        kind: "PyTorch".into(),
-        framework: "torch 2.5.1".into(),
-        rank: Some(0),
-        local_rank: Some(0),
-        world_size: Some(1),
-        job_id: String::new(),
-        command: "python train.py".into(),
-        allocator_config: String::new(),
         exact_peaks: true,
-        attached: false,
-        sample_period_us: 100_000,
-        sites: false,
+        ..builders::writer_identity(PID, 1)
     });
     let mut out = Vec::new();
     for s in 0..STEPS {
@@ -75,66 +63,41 @@ fn events() -> Vec<(u64, SourceEvent)> {
         }
         out.push((at, sample));
         let device = AllocatorDevice {
-            slot: 0,
-            ordinal: 0,
             uuid: Some(recording_fixture::UUID.into()),
-            pci_bus_id: None,
-            total: Ok(80 * GIB),
             allocated: Ok(allocated(s)),
             allocated_peak: Ok(allocated(s)),
             reserved: Ok(reserved(s)),
             reserved_peak: Ok(reserved(s)),
             active: Ok(allocated(s)),
-            inactive_split: Ok(0),
-            requested: Err(Absent::NotSupported),
-            alloc_retries: Ok(0),
-            ooms: Ok(0),
             // The writer's own cudaMemGetInfo would say the same; NVML's is read first.
             device_free: Err(Absent::NotSupported),
-            limit: Err(Absent::NotSupported),
-            interval_peak: Err(Absent::NotAvailable),
-            step_peak: Err(Absent::NotAvailable),
+            ..builders::allocator_device(0)
         };
         let poll = ChannelPoll {
-            path: "/dev/shm/vramscope-1000/4242-1.vsc".into(),
             identity: Arc::clone(&identity),
-            host_pid: Some(PID),
-            liveness: WriterLiveness::Live,
             devices: vec![device],
             step: Some(s + 1),
-            label: String::new(),
             points: vec![AllocatorPoint {
-                at_ms: at + 500,
-                slot: 0,
-                allocated: Some(allocated(s)),
-                reserved: Some(reserved(s)),
-                peak: Some(allocated(s)),
                 step: Some(s),
                 new_high_water: true,
+                ..builders::allocator_point(at + 500, allocated(s), reserved(s))
             }],
             events: vec![AllocatorEvent {
-                at_ms: at + 900,
-                kind: EventKind::StepEnd {
-                    peak_allocated: Ok(allocated(s)),
-                    peak_reserved: Ok(reserved(s)),
-                    duration_ns: Ok(1_000_000_000),
-                },
-                slot: Some(0),
                 step: Some(s),
-                label: String::new(),
-                phase: String::new(),
+                ..builders::allocator_event(
+                    at + 900,
+                    EventKind::StepEnd {
+                        peak_allocated: Ok(allocated(s)),
+                        peak_reserved: Ok(reserved(s)),
+                        duration_ns: Ok(1_000_000_000),
+                    },
+                )
             }],
-            lost_samples: 0,
-            lost_events: 0,
+            ..builders::channel_poll(PID, 1)
         };
         out.push((
             at + 999,
-            SourceEvent::Channels(Box::new(ChannelBatch {
-                at_ms: at + 999,
-                polls: vec![poll],
-                gone: vec![],
-                rejected: vec![],
-            })),
+            SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, vec![poll]))),
         ));
     }
     out

@@ -51,14 +51,6 @@ fn executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "waited {limit:?} for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn env_of(file: &Path) -> Vec<(String, String)> {
     std::fs::read_to_string(file)
         .unwrap()
@@ -105,7 +97,7 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
             let _ = docs_tx.send(line);
         }
     });
-    wait_for("the job to start", Duration::from_secs(30), || {
+    wait::wait_until("the job to start", Duration::from_secs(30), || {
         std::fs::read_to_string(&pid_file).is_ok()
     });
     let job_pid: u32 = std::fs::read_to_string(&pid_file).unwrap().parse().unwrap();
@@ -133,7 +125,7 @@ fn run_tells_the_hooks_of_the_jobs_peak_hang_oom_and_end_once_each() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert_eq!(status.code(), Some(1), "the job's own status; {stderr}");
     let runs = out.join("runs");
-    wait_for(
+    wait::wait_until(
         &format!("the four hooks; {stderr}"),
         Duration::from_secs(20),
         || std::fs::read_to_string(&runs).is_ok_and(|t| t.lines().count() >= 4),
@@ -239,7 +231,7 @@ fn a_hook_that_hangs_is_killed_and_said_once_and_the_documents_keep_coming() {
             let _ = said_tx.send((Instant::now(), line));
         }
     });
-    wait_for("the hung hook to start", Duration::from_secs(30), || {
+    wait::wait_until("the hung hook to start", Duration::from_secs(30), || {
         std::fs::read_to_string(&hung_pid).is_ok_and(|t| t.trim().parse::<u32>().is_ok())
     });
     let hook_started = Instant::now();
@@ -263,7 +255,7 @@ fn a_hook_that_hangs_is_killed_and_said_once_and_the_documents_keep_coming() {
         "killed after its timeout, not before"
     );
     // Killed with what it started: the `sleep` the shell became is gone.
-    wait_for(
+    wait::wait_until(
         "the hung hook's process to go",
         Duration::from_secs(10),
         || {
@@ -323,7 +315,7 @@ fn the_monitor_runs_its_hooks_and_says_a_failing_one_on_the_status_line() {
         s.contains("--on free:1s=false: exit status: 1")
     });
     assert!(said, "the failing hook said on the screen:\n{screen}");
-    wait_for("the recording hook", Duration::from_secs(20), || {
+    wait::wait_until("the recording hook", Duration::from_secs(20), || {
         std::fs::read_to_string(out.join("runs")).is_ok_and(|t| !t.is_empty())
     });
     // Both GPUs are free: the event is either's.
@@ -357,13 +349,14 @@ fn serve_runs_its_hooks_too() {
         .spawn()
         .unwrap();
     let recorded = out.join("free.json");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(out.join("runs")).is_ok_and(|t| !t.is_empty()) {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            panic!("serve never ran its free hook");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let ran = wait::poll(Duration::from_secs(30), wait::POLL, || {
+        std::fs::read_to_string(out.join("runs"))
+            .is_ok_and(|t| !t.is_empty())
+            .then_some(())
+    });
+    if ran.is_err() {
+        child.kill().unwrap();
+        panic!("serve never ran its free hook");
     }
     child.kill().unwrap();
     child.wait().unwrap();
@@ -386,11 +379,10 @@ fn a_bell_hook_rings_the_terminal_bell() {
     let t = common::tmux::Tmux::start(scenario.dir(), 120, 30, &line);
     let (ran, screen) = t.wait_for(Duration::from_secs(20), |s| s.contains("GPU"));
     assert!(ran, "the monitor ran:\n{screen}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while t.pane("window_bell_flag") != "1" {
-        assert!(Instant::now() < deadline, "no bell:\n{}", t.screen());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let rang = wait::poll(Duration::from_secs(30), Duration::from_millis(100), || {
+        (t.pane("window_bell_flag") == "1").then_some(())
+    });
+    assert!(rang.is_ok(), "no bell:\n{}", t.screen());
     // The detached test session has no client to show tmux's message: that is not said.
     std::thread::sleep(Duration::from_secs(1));
     let screen = t.screen();

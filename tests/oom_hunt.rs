@@ -18,7 +18,7 @@ use serve_support::*;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const UUID: &str = "GPU-00000000-0000-0000-0000-000000000000";
 const SECOND: Duration = Duration::from_secs(1);
@@ -71,17 +71,6 @@ fn scenario(pid: u32) -> Scenario {
     gpu["memory_total"] = json!(16 * GIB);
     gpu["processes"] = json!([{ "t": 0, "compute": [{ "pid": pid, "used_memory": 11 * GIB }] }]);
     Scenario::new(&json!({ "devices": [gpu] }))
-}
-
-fn wait_for(timeout: Duration, what: &str, mut done: impl FnMut() -> Option<String>) -> String {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(found) = done() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "never {what}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 /// A `vramscope record` of the scenario, stopped by SIGINT.
@@ -224,10 +213,10 @@ fn every_output_tells_the_same_story_of_a_spike_a_leak_and_a_fatal_oom() {
     // The monitor: the exited row keeps its figures; its detail pane shows the peak's place
     // and the OOM.
     screen.keys(&["Enter"]);
-    let text = wait_for(10 * SECOND, "the OOM in the detail pane", || {
-        let s = screen.screen();
-        (s.contains("6.00 GiB") && s.contains("fatal")).then_some(s)
+    let (shown, text) = screen.wait_for(10 * SECOND, |s| {
+        s.contains("6.00 GiB") && s.contains("fatal")
     });
+    assert!(shown, "never the OOM in the detail pane:\n{text}");
     assert!(text.contains("12.0 GiB"), "{text}");
     assert!(
         text.contains("step 40") && text.contains("backward"),

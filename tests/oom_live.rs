@@ -43,17 +43,6 @@ fn listing_on_gpu1(pid: u32) -> Value {
     json!({ "devices": [h100(0), gpu1] })
 }
 
-fn wait_for_pid(file: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(file) {
-            return text.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "the script never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn run_json_keeps_an_anonymous_writers_figures_and_oom_on_its_row_after_it_died() {
     if !python3_available() {
@@ -85,7 +74,12 @@ fn run_json_keeps_an_anonymous_writers_figures_and_oom_on_its_row_after_it_died(
             let _ = tx.send(line);
         }
     });
-    let pid = wait_for_pid(&pid_file);
+    let pid: u32 = wait::wait_for("the script to start", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pid_file).ok()
+    })
+    .trim()
+    .parse()
+    .unwrap();
     // NVML lists it on GPU 1 from now on (and, a moment behind, still after it died).
     scenario.rewrite(&listing_on_gpu1(pid));
     std::fs::write(&go, "").unwrap();
@@ -249,7 +243,12 @@ fn the_screen_keeps_a_dead_anonymous_writers_row_figures_and_oom() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = wait_for_pid(&pid_file);
+    let pid: u32 = wait::wait_for("the script to start", Duration::from_secs(20), || {
+        std::fs::read_to_string(&pid_file).ok()
+    })
+    .trim()
+    .parse()
+    .unwrap();
     scenario.rewrite(&listing_on_gpu1(pid));
     std::fs::write(&go, "").unwrap();
     let line = format!(

@@ -6,14 +6,14 @@
 mod common;
 mod recording_fixture;
 
-use common::{GIB, stderr};
+use common::{GIB, builders, stderr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DriverInfo,
-    EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
+    AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DriverInfo, EventKind,
+    HostMemory, HostProcess, HostSample, WriterIdentity,
 };
 use vramscope::record::{Header, Recorder};
 
@@ -54,42 +54,36 @@ fn host_sample(at_ms: u64) -> SourceEvent {
 
 fn allocator_device() -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some(uuid(0)),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(20 * GIB),
         allocated_peak: Ok(20 * GIB),
         reserved: Ok(24 * GIB),
         reserved_peak: Ok(24 * GIB),
         active: Ok(20 * GIB),
         inactive_split: Ok(GIB),
-        requested: Err(Absent::NotSupported),
         alloc_retries: Ok(3),
         ooms: Ok(1),
         device_free: Ok(GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(0)
     }
 }
 
 fn oom(at_ms: u64) -> AllocatorEvent {
     AllocatorEvent {
-        at_ms,
-        kind: EventKind::Oom {
-            requested: Ok(8 * GIB),
-            device_free: Ok(GIB / 2),
-            device_total: Ok(80 * GIB),
-            allocated: Ok(20 * GIB),
-            reserved: Ok(24 * GIB),
-            retries: Ok(3),
-        },
-        slot: Some(0),
         step: Some(11),
         label: "forward/model.attn".into(),
         phase: "forward".into(),
+        ..builders::allocator_event(
+            at_ms,
+            EventKind::Oom {
+                requested: Ok(8 * GIB),
+                device_free: Ok(GIB / 2),
+                device_total: Ok(80 * GIB),
+                allocated: Ok(20 * GIB),
+                reserved: Ok(24 * GIB),
+                retries: Ok(3),
+            },
+        )
     }
 }
 
@@ -118,20 +112,9 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
     };
     rec.record(T0, &started).unwrap();
     let identity = Arc::new(WriterIdentity {
-        file: "4242-1.vsc".into(),
-        pid: PID,
-        kind: "PyTorch".into(),
-        framework: "torch 2.5.1".into(),
-        rank: Some(0),
-        local_rank: Some(0),
         world_size: Some(2),
         job_id: "job-1".into(),
-        command: "python train.py".into(),
-        allocator_config: String::new(),
-        exact_peaks: false,
-        attached: false,
-        sample_period_us: 100_000,
-        sites: false,
+        ..builders::writer_identity(PID, 1)
     });
     for s in 0..seconds {
         let at = T0 + s * 1000;
@@ -151,35 +134,23 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
                     _ => 20 * GIB,
                 };
                 AllocatorPoint {
-                    at_ms: at + k * 100,
-                    slot: 0,
-                    allocated: Some(20 * GIB),
-                    reserved: Some(24 * GIB),
                     peak: Some(peak),
                     step: Some(s / 4),
                     new_high_water: spike,
+                    ..builders::allocator_point(at + k * 100, 20 * GIB, 24 * GIB)
                 }
             })
             .collect();
         let poll = ChannelPoll {
-            path: "/dev/shm/vramscope-1000/4242-1.vsc".into(),
             identity: Arc::clone(&identity),
-            host_pid: Some(PID),
-            liveness: WriterLiveness::Live,
             devices: vec![allocator_device()],
             step: Some(s / 4),
             label: "forward".into(),
             points,
             events: if s == 45 { vec![oom(at + 500)] } else { vec![] },
-            lost_samples: 0,
-            lost_events: 0,
+            ..builders::channel_poll(PID, 1)
         };
-        let batch = SourceEvent::Channels(Box::new(ChannelBatch {
-            at_ms: at + 999,
-            polls: vec![poll],
-            gone: vec![],
-            rejected: vec![],
-        }));
+        let batch = SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, vec![poll])));
         rec.record(at + 999, &batch).unwrap();
     }
     rec.finish().unwrap();

@@ -5,6 +5,7 @@
 mod common;
 mod record_support;
 
+use common::wait::wait_for_content;
 use common::{GIB, ISOLATED_SHM, Scenario, h100, stderr};
 use record_support::read_all;
 use serde_json::json;
@@ -78,18 +79,6 @@ fn channel_writer(dir: &Path) -> Writer {
     writer
 }
 
-fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::metadata(path).map_or(0, |m| m.len()) == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn a_recording_reproduces_the_scenario_and_the_channel() {
     let work = tempfile::tempdir().unwrap();
@@ -98,7 +87,7 @@ fn a_recording_reproduces_the_scenario_and_the_channel() {
     let scenario = scenario();
     let file = work.path().join("run.jsonl.zst");
     let child = start(&scenario, &channels, &file, &[]);
-    wait_for_file(&file);
+    wait_for_content(&file, Duration::from_secs(10));
     // Two seconds of a training loop: a sample every 20 ms, a step end every 500 ms.
     let mut published = Vec::new();
     let began = Instant::now();
@@ -222,7 +211,7 @@ fn killed_mid_run(name: &str) {
     let scenario = scenario();
     let file = work.path().join(name);
     let child = start(&scenario, &work.path().join("none"), &file, &[]);
-    wait_for_file(&file);
+    wait_for_content(&file, Duration::from_secs(10));
     let began = now_ms();
     std::thread::sleep(Duration::from_millis(3000));
     let killed_at = now_ms();
@@ -324,7 +313,7 @@ fn sigterm_and_sighup_finish_the_file_too() {
         let scenario = scenario();
         let file: PathBuf = work.path().join(name);
         let child = start(&scenario, &work.path().join("none"), &file, &[]);
-        wait_for_file(&file);
+        wait_for_content(&file, Duration::from_secs(10));
         std::thread::sleep(Duration::from_millis(600));
         signal(&child, sig);
         let out = wait(child);

@@ -2,6 +2,7 @@
 //! or byte offset, with bounded memory and time; a record cut short at the very end (a
 //! killed recorder) is no error at all.
 
+mod common;
 mod record_support;
 
 use record_support::*;

@@ -2,8 +2,10 @@
 //! absence reason comes back as it was (never a 0), batches come back as their members,
 //! and a monitor fed the recording ends in the state of one fed the live events.
 
+mod common;
 mod record_support;
 
+use common::builders;
 use record_support::*;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
@@ -85,11 +87,10 @@ fn a_writer_is_named_once_and_its_polls_share_it() {
     let path = dir.path().join("ids.jsonl");
     let batches: Vec<SourceEvent> = (0..3)
         .map(|i| {
-            SourceEvent::Channels(Box::new(ChannelBatch {
-                at_ms: T0 + i * 1000,
-                polls: vec![poll(4242, T0 + i * 1000, WriterLiveness::Live, 5)],
-                ..ChannelBatch::default()
-            }))
+            SourceEvent::Channels(Box::new(builders::channel_batch(
+                T0 + i * 1000,
+                vec![poll(4242, T0 + i * 1000, WriterLiveness::Live, 5)],
+            )))
         })
         .collect();
     write(&path, &batches);
@@ -116,11 +117,10 @@ fn a_full_ring_read_at_once_is_split_and_ingests_the_same() {
     big.events = (0..3)
         .flat_map(|i| every_event_kind(T0 + i * 100))
         .collect();
-    let batch = ChannelBatch {
-        at_ms: T0 + 200_000,
-        polls: vec![big, poll(9, T0 + 200_000, WriterLiveness::Live, 5)],
-        ..ChannelBatch::default()
-    };
+    let batch = builders::channel_batch(
+        T0 + 200_000,
+        vec![big, poll(9, T0 + 200_000, WriterLiveness::Live, 5)],
+    );
     let events = vec![started(), SourceEvent::Channels(Box::new(batch.clone()))];
     write(&path, &events);
     let read = read_all(&path);

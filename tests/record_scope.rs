@@ -9,13 +9,14 @@
 
 mod common;
 
+use common::wait::{wait_for_path, wait_until};
 use common::{GIB, Scenario, h100, stderr, stdout};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vramscope::channel::{
     DeviceFigures, DeviceIdentity, EventFields, EventKind as RawKind, Exit, SampleFields, Writer,
     WriterConfig, WriterKind, parse_uuid,
@@ -53,18 +54,6 @@ fn c_history_back_ns() -> u64 {
 
 fn wall_ms() -> u64 {
     vramscope::model::now_ms()
-}
-
-fn wait_for(path: &Path, within: Duration) {
-    let deadline = Instant::now() + within;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// An OOM event asking `requested` bytes, at `t_ns` (monotonic) or now.
@@ -143,7 +132,7 @@ fn child(role: &str, channels: &Path, control: &Path) {
         return;
     }
     std::fs::write(control.join(format!("{role}.ready")), "").unwrap();
-    wait_for(&control.join("go"), Duration::from_secs(60));
+    wait_for_path(&control.join("go"), Duration::from_secs(60));
     // About a second of samples every 25 ms: A's OOM early, B's late.
     let (oom_at, allocated, asked) = match role {
         "a" => (12, 10 * GIB, 4 * GIB),
@@ -165,7 +154,7 @@ fn child(role: &str, channels: &Path, control: &Path) {
         std::thread::sleep(Duration::from_millis(25));
     }
     std::fs::write(control.join(format!("{role}.done")), "").unwrap();
-    wait_for(&control.join("stop"), Duration::from_secs(120));
+    wait_for_path(&control.join("stop"), Duration::from_secs(120));
 }
 
 #[test]
@@ -218,12 +207,12 @@ fn made() -> &'static Made {
         std::fs::set_permissions(&channels, std::fs::Permissions::from_mode(0o700)).unwrap();
         let a = spawn_child("a", &channels, &control);
         let b = spawn_child("b", &channels, &control);
-        wait_for(&control.join("a.ready"), Duration::from_secs(60));
-        wait_for(&control.join("b.ready"), Duration::from_secs(60));
+        wait_for_path(&control.join("a.ready"), Duration::from_secs(60));
+        wait_for_path(&control.join("b.ready"), Duration::from_secs(60));
         // Started last, C usually has the highest pid: its channel, read after A's (in
         // name order), holds the older history, so reading order is not time order.
         let mut c = spawn_child("c", &channels, &control);
-        wait_for(&control.join("c.ready"), Duration::from_secs(60));
+        wait_for_path(&control.join("c.ready"), Duration::from_secs(60));
         assert!(c.wait().unwrap().success());
         let (pid_a, pid_b) = (a.id(), b.id());
         let mut gpu0 = h100(0);
@@ -244,17 +233,14 @@ fn made() -> &'static Made {
             .spawn()
             .expect("start vramscope record");
         // The first poll (the rings' history) before the writers go on.
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\"channels\"")) {
-            assert!(
-                Instant::now() < deadline,
-                "the recorder never read the channels"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_until(
+            "the recorder to read the channels",
+            Duration::from_secs(30),
+            || std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\"channels\"")),
+        );
         std::fs::write(control.join("go"), "").unwrap();
-        wait_for(&control.join("a.done"), Duration::from_secs(60));
-        wait_for(&control.join("b.done"), Duration::from_secs(60));
+        wait_for_path(&control.join("a.done"), Duration::from_secs(60));
+        wait_for_path(&control.join("b.done"), Duration::from_secs(60));
         // Two flushes' worth, so the last polls are in the file.
         std::thread::sleep(Duration::from_millis(1500));
         // SAFETY: sending SIGINT to our own child.

@@ -5,11 +5,12 @@
 mod common;
 
 use common::tmux::{self, Tmux};
+use common::wait::{self, wait_for_path};
 use common::{Scenario, h100};
 use serde_json::json;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -33,18 +34,6 @@ fn handling_job(dir: &Path) -> String {
     )
     .unwrap();
     format!("exec sh {}", script.display())
-}
-
-fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + 10 * SECOND;
-    while !path.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// `vramscope run ARGS -- sh -c JOB` with a private temp dir for its scratch directory.
@@ -91,7 +80,7 @@ fn a_signal_for_vramscope_reaches_the_job_which_finishes_its_handler() {
     ] {
         let scenario = scenario();
         let child = start_run(&scenario, args, &handling_job(scenario.dir()));
-        wait_for_file(&scenario.dir().join("ready"));
+        wait_for_path(&scenario.dir().join("ready"), 10 * SECOND);
         // SAFETY: a signal to the vramscope this test started.
         assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
         let out = child.wait_with_output().unwrap();
@@ -117,7 +106,7 @@ fn a_job_killed_by_the_forwarded_signal_gives_the_shells_status() {
     let ready = scenario.dir().join("ready");
     let job = format!("touch {}; exec sleep 30", ready.display());
     let child = start_run(&scenario, &["--no-monitor"], &job);
-    wait_for_file(&ready);
+    wait_for_path(&ready, 10 * SECOND);
     // SAFETY: a signal to the vramscope this test started.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let out = child.wait_with_output().unwrap();
@@ -165,7 +154,7 @@ fn ctrl_c_at_the_terminal_waits_for_the_jobs_handler() {
         env!("CARGO_BIN_EXE_vramscope"),
     );
     let t = Tmux::start(scenario.dir(), 200, 40, &shell);
-    wait_for_file(&scenario.dir().join("ready"));
+    wait_for_path(&scenario.dir().join("ready"), 10 * SECOND);
     t.keys(&["C-c"]);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("EXIT="));
     assert!(ok, "{screen}");
@@ -200,16 +189,18 @@ fn quitting_the_monitor_leaves_the_scratch_directory_only_until_the_job_ends() {
         ready.display(),
     );
     let t = Tmux::start(scenario.dir(), 160, 40, &shell);
-    wait_for_file(&ready);
+    wait_for_path(&ready, 10 * SECOND);
     let (ok, screen) = t.wait_for(5 * SECOND, |s| s.contains("running"));
     assert!(ok, "{screen}");
     t.keys(&["q"]);
     let (ok, screen) = t.wait_for(3 * SECOND, |s| s.contains("is still running"));
     assert!(ok, "quit, the job running on:\n{screen}");
     assert_eq!(leftovers(&scenario).len(), 1, "kept while the job runs");
-    let deadline = Instant::now() + 10 * SECOND;
-    while !leftovers(&scenario).is_empty() {
-        assert!(Instant::now() < deadline, "{:?} left", leftovers(&scenario));
-        std::thread::sleep(Duration::from_millis(100));
+    if wait::poll(10 * SECOND, Duration::from_millis(100), || {
+        leftovers(&scenario).is_empty().then_some(())
+    })
+    .is_err()
+    {
+        panic!("{:?} left", leftovers(&scenario));
     }
 }

@@ -9,21 +9,17 @@ use common::*;
 use serve_support::*;
 use std::net::TcpStream;
 use std::process::ExitStatus;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Waits for the server to exit, or panics (killing it) after `timeout`.
 fn wait_exit(served: &mut Served, timeout: Duration) -> ExitStatus {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = served.child.try_wait().expect("wait for serve") {
-            return status;
-        }
-        if Instant::now() >= deadline {
-            let _ = served.child.kill();
-            panic!("vramscope serve did not exit within {timeout:?} of the signal");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let exited = wait::poll(timeout, wait::POLL, || {
+        served.child.try_wait().expect("wait for serve")
+    });
+    exited.unwrap_or_else(|_| {
+        let _ = served.child.kill();
+        panic!("vramscope serve did not exit within {timeout:?} of the signal");
+    })
 }
 
 fn ends_in_order(signal: libc::c_int) {

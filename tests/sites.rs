@@ -3,6 +3,9 @@
 //! forward, against PyTorch's own memory_viz on the same files (with the real torch), and
 //! against hostile pickles.
 
+mod common;
+
+use common::real_packages_python;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -454,24 +457,6 @@ fn the_command_fails_in_one_line_with_the_right_status() {
     assert_eq!(code, 2, "{err}");
 }
 
-/// The interpreter with the real torch (VRAMSCOPE_REAL_PYTHON); in CI its absence fails.
-fn real_python() -> Option<String> {
-    match std::env::var("VRAMSCOPE_REAL_PYTHON") {
-        Ok(python) if !python.is_empty() => Some(python),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch"
-            );
-            eprintln!(
-                "SKIPPED: the cross-check with PyTorch's memory_viz needs VRAMSCOPE_REAL_PYTHON, \
-                 a python with torch installed (.ci/run sets it)"
-            );
-            None
-        }
-    }
-}
-
 /// PyTorch's own torch/cuda/_memory_viz.py on a snapshot: the flame-graph lines of
 /// `memory()` (each block's bytes), `segsum()` (which asserts its accounting adds up),
 /// and `trace()`'s entry count per device.
@@ -493,7 +478,7 @@ print(json.dumps(out))
 
 #[test]
 fn totals_agree_with_pytorchs_memory_viz() {
-    let Some(python) = real_python() else {
+    let Some(python) = real_packages_python() else {
         return;
     };
     let names = [

@@ -471,15 +471,7 @@ vramscope.stop()
 
 #[test]
 fn the_python_writer_answers_a_request_with_a_snapshot_json_reduces_exactly() {
-    let Some(python) = std::env::var("VRAMSCOPE_REAL_PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-    else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "VRAMSCOPE_REAL_PYTHON unset in CI: .ci/run installs the real torch"
-        );
-        eprintln!("SKIPPED: needs VRAMSCOPE_REAL_PYTHON, a python with the real torch");
+    let Some(python) = real_packages_python() else {
         return;
     };
     let work = tempfile::tempdir().unwrap();

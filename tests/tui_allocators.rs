@@ -1,43 +1,40 @@
 //! The allocator view: what an instrumented process publishes, drawn beside NVML's figures.
 //! The monitor is fed the same model events the channel sampler sends, at fixed times.
 
+mod common;
 #[allow(
     dead_code,
     reason = "shared by several test crates, each of which uses a different part"
 )]
 mod tui_fixtures;
 
+use common::builders;
 use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
+    AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
     WriterIdentity, WriterLiveness,
 };
 use vramscope::tui::ui_state::Mode;
 
 fn device(allocated: u64, reserved: u64) -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
         // CUDA_VISIBLE_DEVICES=1 made NVML's GPU 0 the program's cuda:0... or any ordinal:
         // the join is by UUID.
         ordinal: 3,
         uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(allocated),
         allocated_peak: Ok(allocated),
         reserved: Ok(reserved),
         reserved_peak: Ok(reserved),
         active: Ok(allocated),
         inactive_split: Ok(GIB / 4),
-        requested: Err(Absent::NotSupported),
         alloc_retries: Ok(2),
         ooms: Ok(1),
         device_free: Ok(40 * GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
         step_peak: Ok(allocated),
+        ..builders::allocator_device(0)
     }
 }
 
@@ -52,51 +49,46 @@ fn instrumented() -> vramscope::state::Monitor {
             let at_ms = start + i * 100;
             let spike = i == 300;
             AllocatorPoint {
-                at_ms,
-                slot: 0,
-                allocated: Some(20 * GIB),
-                reserved: Some(26 * GIB),
                 peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
                 step: Some(100 + i / 50),
                 new_high_water: spike,
+                ..builders::allocator_point(at_ms, 20 * GIB, 26 * GIB)
             }
         })
         .collect();
     let mut events: Vec<AllocatorEvent> = (0..12u64)
         .map(|i| AllocatorEvent {
-            at_ms: start + i * 5_000,
-            kind: EventKind::StepEnd {
-                peak_allocated: Ok(21 * GIB),
-                peak_reserved: Ok(26 * GIB),
-                duration_ns: Ok(5_000_000_000),
-            },
-            slot: Some(0),
             step: Some(100 + i),
-            label: String::new(),
-            phase: String::new(),
+            ..builders::allocator_event(
+                start + i * 5_000,
+                EventKind::StepEnd {
+                    peak_allocated: Ok(21 * GIB),
+                    peak_reserved: Ok(26 * GIB),
+                    duration_ns: Ok(5_000_000_000),
+                },
+            )
         })
         .collect();
     events.push(AllocatorEvent {
-        at_ms: NOW - 15_000,
-        kind: EventKind::Oom {
-            requested: Ok(8 * GIB),
-            device_free: Ok(GIB / 2),
-            device_total: Ok(80 * GIB),
-            allocated: Ok(20 * GIB),
-            reserved: Ok(26 * GIB),
-            retries: Ok(2),
-        },
-        slot: Some(0),
         step: Some(111),
         label: "backward/model.lm_head".into(),
         phase: "backward".into(),
+        ..builders::allocator_event(
+            NOW - 15_000,
+            EventKind::Oom {
+                requested: Ok(8 * GIB),
+                device_free: Ok(GIB / 2),
+                device_total: Ok(80 * GIB),
+                allocated: Ok(20 * GIB),
+                reserved: Ok(26 * GIB),
+                retries: Ok(2),
+            },
+        )
     });
     let poll = live_poll(points, events);
     m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
         rejected: vec!["666-1.vsc: wrong magic".into()],
+        ..builders::channel_batch(NOW, vec![poll])
     })));
     m
 }
@@ -104,32 +96,19 @@ fn instrumented() -> vramscope::state::Monitor {
 /// pid 4242's live channel, rank 0 of 8, publishing `points` and `events`.
 fn live_poll(points: Vec<AllocatorPoint>, events: Vec<AllocatorEvent>) -> ChannelPoll {
     ChannelPoll {
-        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
-            file: "4242-99.vsc".into(),
-            pid: 4242,
-            kind: "PyTorch".into(),
-            framework: "torch 2.5.1".into(),
-            rank: Some(0),
-            local_rank: Some(0),
             world_size: Some(8),
             job_id: "job-7".into(),
             command: "python train.py --epochs 90".into(),
             allocator_config: "expandable_segments:True".into(),
-            exact_peaks: false,
-            attached: false,
-            sample_period_us: 100_000,
-            sites: false,
+            ..builders::writer_identity(4242, 99)
         }),
-        host_pid: Some(4242),
-        liveness: WriterLiveness::Live,
         devices: vec![device(20 * GIB, 26 * GIB)],
         step: Some(111),
         label: "backward/model.lm_head".into(),
         points,
         events,
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(4242, 99)
     }
 }
 
@@ -203,24 +182,13 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
     let mut m = instrumented();
     // The job is SIGKILLed: its channel reads as ended, then NVML stops listing the pid.
     let ended = ChannelPoll {
-        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
-            file: "4242-99.vsc".into(),
-            pid: 4242,
-            kind: "PyTorch".into(),
-            framework: "torch 2.5.1".into(),
             rank: None,
             local_rank: None,
             world_size: None,
-            job_id: String::new(),
             command: "python train.py --epochs 90".into(),
-            allocator_config: String::new(),
-            exact_peaks: false,
-            attached: false,
-            sample_period_us: 100_000,
-            sites: false,
+            ..builders::writer_identity(4242, 99)
         }),
-        host_pid: Some(4242),
         liveness: WriterLiveness::Ended {
             crashed: true,
             error: false,
@@ -228,17 +196,12 @@ fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
         devices: vec![device(20 * GIB, 26 * GIB)],
         step: Some(111),
         label: "backward/model.lm_head".into(),
-        points: vec![],
-        events: vec![],
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(4242, 99)
     };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![ended],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![ended],
+    ))));
     let mut s0 = sample(0, NOW, 11 * GIB, 80 * GIB, 0);
     s0.processes = Ok(vec![gpu_process(5151, 8 * GIB, Ok(3))]);
     m.ingest(SourceEvent::Device(Box::new(s0)));
@@ -301,53 +264,49 @@ fn a_paused_detail_pane_keeps_the_events_and_charts_of_its_moment() {
     // After the pause the writer goes on: a 40 GiB spike, a step's end and a second OOM.
     let points = (1..=20u64)
         .map(|i| AllocatorPoint {
-            at_ms: NOW + i * 100,
-            slot: 0,
-            allocated: Some(22 * GIB),
-            reserved: Some(30 * GIB),
             peak: Some(if i == 10 { 40 * GIB } else { 22 * GIB }),
             step: Some(112),
             new_high_water: i == 10,
+            ..builders::allocator_point(NOW + i * 100, 22 * GIB, 30 * GIB)
         })
         .collect();
     let step_end = AllocatorEvent {
-        at_ms: NOW + 1_000,
-        kind: EventKind::StepEnd {
-            peak_allocated: Ok(22 * GIB),
-            peak_reserved: Ok(30 * GIB),
-            duration_ns: Ok(5_000_000_000),
-        },
-        slot: Some(0),
         step: Some(112),
         label: "after/the.pause".into(),
-        phase: String::new(),
+        ..builders::allocator_event(
+            NOW + 1_000,
+            EventKind::StepEnd {
+                peak_allocated: Ok(22 * GIB),
+                peak_reserved: Ok(30 * GIB),
+                duration_ns: Ok(5_000_000_000),
+            },
+        )
     };
     let events = vec![
         step_end,
         AllocatorEvent {
-            at_ms: NOW + 1_500,
-            kind: EventKind::Oom {
-                requested: Ok(16 * GIB),
-                device_free: Ok(GIB / 4),
-                device_total: Ok(80 * GIB),
-                allocated: Ok(22 * GIB),
-                reserved: Ok(30 * GIB),
-                retries: Ok(3),
-            },
-            slot: Some(0),
             step: Some(112),
             label: "forward/model.embed".into(),
             phase: "forward".into(),
+            ..builders::allocator_event(
+                NOW + 1_500,
+                EventKind::Oom {
+                    requested: Ok(16 * GIB),
+                    device_free: Ok(GIB / 4),
+                    device_total: Ok(80 * GIB),
+                    allocated: Ok(22 * GIB),
+                    reserved: Ok(30 * GIB),
+                    retries: Ok(3),
+                },
+            )
         },
     ];
     let mut poll = live_poll(points, events);
     poll.step = Some(112);
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW + 2_000,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW + 2_000,
+        vec![poll],
+    ))));
     let after = screen(&m, &ui, 120, 40);
     assert!(!after.contains("forward/model.embed"), "{after}");
     assert!(!after.contains("after/the.pause"), "{after}");
@@ -365,21 +324,14 @@ fn the_allocator_charts_are_scaled_to_their_own_series_with_the_gpus_total_named
     let start = NOW - 60_000;
     let points: Vec<AllocatorPoint> = (0..=600u64)
         .map(|i| AllocatorPoint {
-            at_ms: start + i * 100,
-            slot: 0,
-            allocated: Some(2 * GIB + i * (6 * GIB / 600)),
-            reserved: Some(10 * GIB),
-            peak: Some(2 * GIB + i * (6 * GIB / 600)),
             step: Some(100 + i / 50),
-            new_high_water: false,
+            ..builders::allocator_point(start + i * 100, 2 * GIB + i * (6 * GIB / 600), 10 * GIB)
         })
         .collect();
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![live_poll(points, Vec::new())],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![live_poll(points, Vec::new())],
+    ))));
     let mut ui = ui();
     let pids = row_pids(&m, &ui);
     ui.selected = pids.iter().position(|p| *p == 4242).unwrap();

@@ -2,18 +2,19 @@
 //! towards its GPU's memory is named there with the steps and time left; a flat one is not.
 //! A running writer the table cannot show is named there too, with why.
 
+mod common;
 #[allow(
     dead_code,
     reason = "shared by several test crates, each of which uses a different part"
 )]
 mod tui_fixtures;
 
+use common::builders;
 use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
-    WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, ChannelPoll, EventKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::tui::ui_state::Mode;
 
@@ -21,24 +22,18 @@ const MIB: u64 = 1024 * 1024;
 
 fn device() -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(20 * GIB),
         allocated_peak: Err(Absent::NotSupported),
         reserved: Ok(26 * GIB),
         reserved_peak: Err(Absent::NotSupported),
         active: Err(Absent::NotSupported),
         inactive_split: Err(Absent::NotSupported),
-        requested: Err(Absent::NotSupported),
         alloc_retries: Err(Absent::NotSupported),
-        ooms: Ok(0),
         device_free: Err(Absent::NotSupported),
-        limit: Err(Absent::NotSupported),
         interval_peak: Err(Absent::NotSupported),
         step_peak: Err(Absent::NotSupported),
+        ..builders::allocator_device(0)
     }
 }
 
@@ -47,60 +42,39 @@ fn stepping(rise: u64) -> vramscope::state::Monitor {
     let mut m = two_gpus();
     let events = (0..60u64)
         .map(|i| AllocatorEvent {
-            at_ms: NOW - 60_000 + i * 1_000,
-            kind: EventKind::StepEnd {
-                peak_allocated: Ok(9 * GIB + i * rise),
-                peak_reserved: Ok(10 * GIB + i * rise),
-                duration_ns: Ok(1_000_000_000),
-            },
-            slot: Some(0),
             step: Some(i),
-            label: String::new(),
-            phase: String::new(),
+            ..builders::allocator_event(
+                NOW - 60_000 + i * 1_000,
+                EventKind::StepEnd {
+                    peak_allocated: Ok(9 * GIB + i * rise),
+                    peak_reserved: Ok(10 * GIB + i * rise),
+                    duration_ns: Ok(1_000_000_000),
+                },
+            )
         })
         .collect();
     let poll = ChannelPoll {
         events,
         ..channel_poll()
     };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![poll],
+    ))));
     m
 }
 
 /// pid 4242's channel, live, at step 60, with no samples or events.
 fn channel_poll() -> ChannelPoll {
     ChannelPoll {
-        path: "/dev/shm/vramscope-1000/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
-            file: "4242-99.vsc".into(),
-            pid: 4242,
-            kind: "PyTorch".into(),
-            framework: "torch 2.5.1".into(),
-            rank: Some(0),
-            local_rank: Some(0),
             world_size: Some(8),
-            job_id: String::new(),
-            command: "python train.py".into(),
-            allocator_config: String::new(),
             exact_peaks: true,
-            attached: false,
-            sample_period_us: 100_000,
-            sites: false,
+            ..builders::writer_identity(4242, 99)
         }),
-        host_pid: Some(4242),
-        liveness: WriterLiveness::Live,
         devices: vec![device()],
         step: Some(60),
-        label: String::new(),
-        points: vec![],
-        events: vec![],
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(4242, 99)
     }
 }
 
@@ -158,12 +132,10 @@ fn an_ended_process_is_given_no_oom_to_come() {
         ..channel_poll()
     };
     last.step = Some(60);
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![last],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![last],
+    ))));
     let text = screen(&m, &ui(), 160, 40);
     assert!(!text.contains("OOM in about"), "{text}");
     let doc = vramscope::output::json::to_value(&snapshot(&m));
@@ -183,12 +155,10 @@ fn a_running_writer_no_gpu_lists_is_named_on_the_status_line_not_all_readable() 
     let mut poll = channel_poll();
     poll.host_pid = Some(7777);
     poll.path = "/dev/shm/vramscope-1000/7777-99.vsc".into();
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![poll],
+    ))));
     let text = screen(&m, &ui(), 160, 40);
     let status = text.lines().last().unwrap();
     assert!(

@@ -3,18 +3,20 @@
 //! OOM with its figures pinned above the scrolling events, whether or not the writer could
 //! name its GPU, and also in the moment NVML still lists the dying process.
 
+mod common;
 #[allow(
     dead_code,
     reason = "shared by several test crates, each of which uses a different part"
 )]
 mod tui_fixtures;
 
+use common::builders;
 use std::sync::Arc;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
-    HostProcess, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, EventKind, HostProcess,
+    WriterIdentity, WriterLiveness,
 };
 use vramscope::state::Monitor;
 use vramscope::tui::ui_state::Mode;
@@ -26,10 +28,7 @@ const START: u64 = 77;
 /// The job's device: 9 GiB allocated, 10 reserved, 1 GiB free; `uuid` when it names it.
 fn device(uuid: Option<&str>) -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: uuid.map(str::to_string),
-        pci_bus_id: None,
         total: Ok(40 * GIB),
         allocated: Ok(9 * GIB),
         allocated_peak: Err(Absent::NotSupported),
@@ -37,55 +36,37 @@ fn device(uuid: Option<&str>) -> AllocatorDevice {
         reserved_peak: Err(Absent::NotSupported),
         active: Err(Absent::NotSupported),
         inactive_split: Err(Absent::NotSupported),
-        requested: Err(Absent::NotSupported),
-        alloc_retries: Ok(0),
-        ooms: Ok(0),
         device_free: Ok(GIB),
-        limit: Err(Absent::NotSupported),
         interval_peak: Err(Absent::NotSupported),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(0)
     }
 }
 
 fn event(at_ms: u64, kind: EventKind, step: u64, label: &str) -> AllocatorEvent {
     AllocatorEvent {
-        at_ms,
-        kind,
-        slot: Some(0),
         step: Some(step),
         label: label.into(),
-        phase: String::new(),
+        ..builders::allocator_event(at_ms, kind)
     }
 }
 
 fn poll(uuid: Option<&str>, liveness: WriterLiveness) -> ChannelPoll {
     ChannelPoll {
-        path: format!("/dev/shm/vramscope-1000/{PID}-{START}.vsc"),
         identity: Arc::new(WriterIdentity {
-            file: format!("{PID}-{START}.vsc"),
-            pid: PID,
             kind: "JAX".into(),
             framework: "jax 0.4.30".into(),
             rank: Some(3),
             local_rank: Some(3),
             world_size: Some(4),
             job_id: "job-9".into(),
-            command: "python train.py".into(),
-            allocator_config: String::new(),
-            exact_peaks: false,
-            attached: false,
             sample_period_us: 50_000,
-            sites: false,
+            ..builders::writer_identity(PID, START)
         }),
-        host_pid: Some(PID),
         liveness,
         devices: vec![device(uuid)],
         step: Some(40),
         label: "train_step".into(),
-        points: vec![],
-        events: vec![],
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(PID, START)
     }
 }
 
@@ -136,13 +117,10 @@ fn crashed(uuid: Option<&str>, gpu: u32, listed_until: u64, starttime: Option<u6
     training.points = [(spike_at - 50, 9), (spike_at, 12), (spike_at + 50, 9)]
         .into_iter()
         .map(|(at_ms, gib)| AllocatorPoint {
-            at_ms,
-            slot: 0,
-            allocated: Some(9 * GIB),
-            reserved: Some(10 * GIB),
             peak: Some(gib * GIB),
             step: Some(40),
             new_high_water: gib == 12,
+            ..builders::allocator_point(at_ms, 9 * GIB, 10 * GIB)
         })
         .collect();
     let oom = EventKind::Oom {
@@ -174,11 +152,10 @@ fn crashed(uuid: Option<&str>, gpu: u32, listed_until: u64, starttime: Option<u6
     }
     events.sort_by_key(|e| e.at_ms);
     training.events = events;
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW - 10_000,
-        polls: vec![training],
-        ..ChannelBatch::default()
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW - 10_000,
+        vec![training],
+    ))));
     // The uncaught OOM error, without figures of its own, ends the writer.
     let mut died = poll(
         uuid,
@@ -198,11 +175,10 @@ fn crashed(uuid: Option<&str>, gpu: u32, listed_until: u64, starttime: Option<u6
     error.slot = None;
     error.phase = "train_step".into();
     died.events = vec![error];
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW - 2_000,
-        polls: vec![died],
-        ..ChannelBatch::default()
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW - 2_000,
+        vec![died],
+    ))));
     let mut t = NOW - 9_000;
     while t <= NOW {
         feed(&mut m, t);
@@ -295,11 +271,10 @@ fn a_peak_only_the_frameworks_counter_knows_says_its_time_is_unknown() {
     id.file = "8888-5.vsc".into();
     counter.identity = Arc::new(id);
     counter.devices[0].allocated_peak = Ok(14 * GIB);
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![counter],
-        ..ChannelBatch::default()
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![counter],
+    ))));
     let text = detail(&m);
     assert!(
         text.contains("A.PEAK 14.0 GiB (time unknown: framework counter)"),

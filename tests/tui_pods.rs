@@ -3,12 +3,14 @@
 //! a process in no pod, a deleted pod by its uid; the filter and the sort by pod; the detail
 //! pane's pod lines.
 
+mod common;
 #[allow(
     dead_code,
     reason = "shared by several test crates, each of which uses a different part"
 )]
 mod tui_fixtures;
 
+use common::builders;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, PodInfo};
@@ -196,64 +198,35 @@ fn the_detail_pane_names_the_pod() {
 /// `pods()` with 4242 instrumented: the allocator columns (ALLOC, RESV, A.PEAK, STEP) join.
 fn pods_instrumented() -> Monitor {
     use std::sync::Arc;
-    use vramscope::model::{
-        AllocatorDevice, ChannelBatch, ChannelPoll, WriterIdentity, WriterLiveness,
-    };
+    use vramscope::model::{AllocatorDevice, ChannelPoll, WriterIdentity};
     let mut m = pods();
     let device = AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(20 * GIB),
         allocated_peak: Ok(20 * GIB),
         reserved: Ok(26 * GIB),
         reserved_peak: Ok(26 * GIB),
         active: Ok(20 * GIB),
-        inactive_split: Ok(0),
-        requested: Err(Absent::NotSupported),
-        alloc_retries: Ok(0),
-        ooms: Ok(0),
         device_free: Ok(40 * GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
         step_peak: Ok(20 * GIB),
+        ..builders::allocator_device(0)
     };
     let poll = ChannelPoll {
         path: "/dev/shm/vramscope-0/4242-99.vsc".into(),
         identity: Arc::new(WriterIdentity {
-            file: "4242-99.vsc".into(),
-            pid: 4242,
-            kind: "PyTorch".into(),
-            framework: "torch 2.5.1".into(),
             rank: None,
             local_rank: None,
             world_size: None,
-            job_id: String::new(),
-            command: "python train.py".into(),
-            allocator_config: String::new(),
-            exact_peaks: false,
-            sample_period_us: 100_000,
-            sites: false,
-            attached: false,
+            ..builders::writer_identity(4242, 99)
         }),
-        host_pid: Some(4242),
-        liveness: WriterLiveness::Live,
         devices: vec![device],
         step: Some(111),
-        label: String::new(),
-        points: vec![],
-        events: vec![],
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(4242, 99)
     };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![poll],
+    ))));
     m
 }
 

@@ -4,12 +4,14 @@
 //! "reading snapshot ..." meanwhile, then the top site, whether the answer is exact, and at
 //! an OOM why the request did not fit; a file that fails says its one line.
 
+mod common;
 #[allow(
     dead_code,
     reason = "shared by several test crates, each of which uses a different part"
 )]
 mod tui_fixtures;
 
+use common::builders;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -18,8 +20,7 @@ use std::time::Duration;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, ChannelBatch, ChannelPoll, EventKind, WriterIdentity,
-    WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, ChannelPoll, EventKind, WriterIdentity,
 };
 use vramscope::sources::sites_worker::{SitesDone, SitesWorker};
 use vramscope::state::Monitor;
@@ -43,24 +44,15 @@ fn make_snapshot(path: &Path, mode: &str) -> u64 {
 
 fn device() -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd".into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(2 * GIB),
         allocated_peak: Ok(6 * GIB),
         reserved: Ok(8 * GIB),
         reserved_peak: Ok(8 * GIB),
         active: Ok(2 * GIB),
-        inactive_split: Ok(0),
-        requested: Err(Absent::NotSupported),
-        alloc_retries: Ok(0),
-        ooms: Ok(0),
         device_free: Ok(40 * GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
         step_peak: Ok(6 * GIB),
+        ..builders::allocator_device(0)
     }
 }
 
@@ -83,20 +75,21 @@ fn snapshot_event(
     deleted: u64,
 ) -> AllocatorEvent {
     AllocatorEvent {
-        at_ms: NOW - 5_000,
-        kind: EventKind::SnapshotWritten {
-            path,
-            size: Ok(1_315),
-            peak: Ok(6 * GIB),
-            reason: Ok(reason),
-            allocated: Ok(2 * GIB),
-            max_entries: Ok(1000),
-            deleted: Ok(deleted),
-        },
-        slot: Some(0),
         step: Some(40),
         label: name.into(),
         phase: "forward".into(),
+        ..builders::allocator_event(
+            NOW - 5_000,
+            EventKind::SnapshotWritten {
+                path,
+                size: Ok(1_315),
+                peak: Ok(6 * GIB),
+                reason: Ok(reason),
+                allocated: Ok(2 * GIB),
+                max_entries: Ok(1000),
+                deleted: Ok(deleted),
+            },
+        )
     }
 }
 
@@ -106,37 +99,22 @@ fn with_events(channel: &str, events: Vec<AllocatorEvent>) -> Monitor {
     let poll = ChannelPoll {
         path: channel.into(),
         identity: Arc::new(WriterIdentity {
-            file: "4242-99.vsc".into(),
-            pid: 4242,
-            kind: "PyTorch".into(),
-            framework: "torch 2.5.1".into(),
             rank: None,
             local_rank: None,
             world_size: None,
-            job_id: String::new(),
-            command: "python train.py".into(),
-            allocator_config: String::new(),
-            exact_peaks: false,
-            sample_period_us: 100_000,
             sites: true,
-            attached: false,
+            ..builders::writer_identity(4242, 99)
         }),
-        host_pid: Some(4242),
-        liveness: WriterLiveness::Live,
         devices: vec![device()],
         step: Some(40),
         label: "forward".into(),
-        points: vec![],
         events,
-        lost_samples: 0,
-        lost_events: 0,
+        ..builders::channel_poll(4242, 99)
     };
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        at_ms: NOW,
-        polls: vec![poll],
-        gone: vec![],
-        rejected: vec![],
-    })));
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![poll],
+    ))));
     m
 }
 

@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A child process killed and reaped when dropped, unless `finish` reaped it first.
 pub struct Guard(Option<Child>);
@@ -107,17 +107,12 @@ pub fn spawn_with(py: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> 
     )
 }
 
-pub fn wait_for(path: &Path) {
-    let t = Instant::now();
-    while !path.exists() {
-        assert!(
-            t.elapsed() < Duration::from_secs(180),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
+/// How long a target may take to say it is ready (its `.ready` file): a Python that imports
+/// torch, on a loaded machine.
+pub const READY_WITHIN: Duration = Duration::from_secs(180);
+
+/// How long an attached writer may take to publish what a test waits for.
+pub const PUBLISHED_WITHIN: Duration = Duration::from_secs(60);
 
 pub fn vramscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_vramscope"))
@@ -178,12 +173,4 @@ pub fn inspect(dir: &Path) -> serde_json::Value {
     let out = vramscope(&["inspect", files[0].to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !ok() {
-        assert!(t.elapsed() < Duration::from_secs(60), "{what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }

@@ -6,10 +6,12 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+pub mod builders;
 pub mod measured;
 pub mod race;
 pub mod tmux;
 pub mod users;
+pub mod wait;
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -158,7 +160,7 @@ pub const MIB: u64 = 1 << 20;
 pub fn h100(index: u32) -> Value {
     json!({
         "name": "NVIDIA H100 80GB HBM3",
-        "uuid": format!("GPU-00000000-0000-0000-0000-00000000000{index}"),
+        "uuid": builders::gpu_uuid(index),
         "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
         "memory_total": 80 * GIB,
         "memory_reserved": 512 * MIB,

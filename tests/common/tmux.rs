@@ -1,9 +1,10 @@
 //! Driving the real binary in a real terminal: a private tmux server per test, keys sent with
 //! send-keys, the screen read with capture-pane.
 
+use super::wait;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Whether tmux can be used. In CI (CI set) a missing tmux is a failure: .ci/run installs it.
 pub fn available() -> bool {
@@ -108,46 +109,45 @@ impl Tmux {
 
     /// Polls the screen until `check` holds or `timeout` passes; returns the last screen.
     pub fn wait_for(&self, timeout: Duration, check: impl Fn(&str) -> bool) -> (bool, String) {
-        let start = Instant::now();
-        loop {
+        let mut last = String::new();
+        let found = wait::poll(timeout, Duration::from_millis(50), || {
             let screen = self.screen();
             if check(&screen) {
-                return (true, screen);
+                return Some(screen);
             }
-            if start.elapsed() > timeout {
-                return (false, screen);
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            last = screen;
+            None
+        });
+        match found {
+            Ok(screen) => (true, screen),
+            Err(_) => (false, last),
         }
     }
 
     /// The first child of the shell tmux started (`pid`): the program it runs.
     pub fn child(&self) -> i32 {
         let parent = self.pid();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let children =
-                std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")).unwrap();
-            if let Some(pid) = children.split_whitespace().next() {
-                return pid.parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "no child of {parent}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait::wait_for(
+            &format!("a child of {parent}"),
+            Duration::from_secs(5),
+            || {
+                let children =
+                    std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children"))
+                        .unwrap();
+                children
+                    .split_whitespace()
+                    .next()
+                    .map(|pid| pid.parse().unwrap())
+            },
+        )
     }
 
     pub fn pid(&self) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            if let Some(pid) = std::fs::read_to_string(&self.pid_file)
+        wait::wait_for("tmux's pid file", Duration::from_secs(5), || {
+            std::fs::read_to_string(&self.pid_file)
                 .ok()
                 .and_then(|text| text.trim().parse().ok())
-            {
-                return pid;
-            }
-            assert!(Instant::now() < deadline, "no pid file");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        })
     }
 }
 

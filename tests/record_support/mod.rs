@@ -6,6 +6,7 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+use crate::common::builders;
 use std::path::Path;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
@@ -190,43 +191,30 @@ pub fn host_unreadable(at_ms: u64) -> HostSample {
 
 pub fn identity(pid: u32) -> Arc<WriterIdentity> {
     Arc::new(WriterIdentity {
-        file: format!("{pid}-123456.vsc"),
-        pid,
-        kind: "PyTorch".into(),
         framework: "torch 2.5.1+cu124".into(),
-        rank: Some(0),
         local_rank: None,
         world_size: Some(8),
         job_id: "slurm-991".into(),
         command: "python train.py --config big.yaml".into(),
         allocator_config: "expandable_segments:True".into(),
         exact_peaks: true,
-        attached: false,
         sample_period_us: 20_000,
-        sites: false,
+        ..builders::writer_identity(pid, 123_456)
     })
 }
 
 pub fn allocator_device(slot: u16, allocated: u64) -> AllocatorDevice {
     AllocatorDevice {
-        slot,
-        ordinal: u32::from(slot),
-        uuid: Some(format!("GPU-00000000-0000-0000-0000-00000000000{slot}")),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(allocated),
         allocated_peak: Ok(allocated + GIB),
         reserved: Ok(allocated + 2 * GIB),
         reserved_peak: Ok(allocated + 3 * GIB),
         active: Err(Absent::NotSupported),
-        inactive_split: Ok(0),
         requested: Err(Absent::NotAvailable),
-        alloc_retries: Ok(0),
         ooms: Ok(1),
         device_free: Ok(10 * GIB),
-        limit: Err(Absent::NotSupported),
         interval_peak: Ok(allocated + GIB),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(slot)
     }
 }
 
@@ -314,7 +302,6 @@ pub fn poll(pid: u32, at_ms: u64, liveness: WriterLiveness, n: u64) -> ChannelPo
     let mut pts = points(0, at_ms - 1000, n);
     pts.extend(points(1, at_ms - 1000, n / 2));
     ChannelPoll {
-        path: format!("/dev/shm/vramscope-1000/{pid}-123456.vsc"),
         identity: identity(pid),
         host_pid: (pid != 9).then_some(pid + 100_000),
         liveness,
@@ -324,7 +311,7 @@ pub fn poll(pid: u32, at_ms: u64, liveness: WriterLiveness, n: u64) -> ChannelPo
         points: pts,
         events: every_event_kind(at_ms - 500),
         lost_samples: 7,
-        lost_events: 0,
+        ..builders::channel_poll(pid, 123_456)
     }
 }
 
@@ -369,12 +356,10 @@ pub fn every_kind() -> Vec<SourceEvent> {
             SourceEvent::Channels(Box::new(channels(T0 + 1002))),
         ]),
         SourceEvent::Host(Box::new(host_unreadable(T0 + 2000))),
-        SourceEvent::Channels(Box::new(ChannelBatch {
-            at_ms: T0 + 2001,
-            polls: vec![poll(4242, T0 + 2001, WriterLiveness::Live, 50)],
-            gone: Vec::new(),
-            rejected: Vec::new(),
-        })),
+        SourceEvent::Channels(Box::new(builders::channel_batch(
+            T0 + 2001,
+            vec![poll(4242, T0 + 2001, WriterLiveness::Live, 50)],
+        ))),
         SourceEvent::Interval { ms: 250 },
     ]
 }

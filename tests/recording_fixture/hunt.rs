@@ -10,12 +10,13 @@
 //!   observer's OOM, then the uncaught error 20 ms later, then the writer ends in error.
 
 use super::{GIB, PID, T0, uuid};
+use crate::common::builders;
 use std::path::Path;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
-    DriverInfo, EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo, DriverInfo,
+    EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 use vramscope::record::{Header, Recorder};
 
@@ -73,31 +74,17 @@ fn device_info() -> DeviceInfo {
 
 fn identity() -> Arc<WriterIdentity> {
     Arc::new(WriterIdentity {
-        file: "4242-7.vsc".into(),
-        pid: PID,
-        kind: "PyTorch".into(),
-        framework: "torch 2.5.1".into(),
-        rank: Some(0),
-        local_rank: Some(0),
-        world_size: Some(1),
         job_id: "hunt".into(),
-        command: "python train.py".into(),
-        allocator_config: String::new(),
-        exact_peaks: false,
-        attached: false,
-        sample_period_us: 100_000,
-        sites: false,
+        ..builders::writer_identity(PID, 7)
     })
 }
 
 fn event(at: u64, kind: EventKind, label: &str, phase: &str) -> AllocatorEvent {
     AllocatorEvent {
-        at_ms: T0 + at,
-        kind,
-        slot: Some(0),
         step: Some(at / STEP_MS),
         label: label.into(),
         phase: phase.into(),
+        ..builders::allocator_event(T0 + at, kind)
     }
 }
 
@@ -189,25 +176,18 @@ fn events(from: u64, to: u64) -> Vec<AllocatorEvent> {
 /// The status read at a poll: figures of the sample at `t`, and the OOM counter.
 fn status(t: u64, ooms: u64) -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some(uuid(0)),
-        pci_bus_id: None,
         total: Ok(TOTAL),
         allocated: Ok(allocated(t)),
         allocated_peak: Err(Absent::NotSupported),
         reserved: Ok(reserved(t)),
         reserved_peak: Err(Absent::NotSupported),
         active: Err(Absent::NotSupported),
-        inactive_split: Ok(0),
-        requested: Err(Absent::NotSupported),
         // The caching allocator frees its cache and retries once before an OOM.
         alloc_retries: Ok(ooms),
         ooms: Ok(ooms),
         device_free: Ok(TOTAL - reserved(t) - CONTEXT),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(0)
     }
 }
 
@@ -289,13 +269,10 @@ pub fn write_hunt(path: &Path) {
             .map(|t| {
                 let carries_spike = t == SPIKE_AT - T0 + 80;
                 AllocatorPoint {
-                    at_ms: T0 + t,
-                    slot: 0,
-                    allocated: Some(allocated(t)),
-                    reserved: Some(reserved(t)),
                     peak: Some(if carries_spike { SPIKE } else { allocated(t) }),
                     step: Some(t / STEP_MS),
                     new_high_water: carries_spike,
+                    ..builders::allocator_point(T0 + t, allocated(t), reserved(t))
                 }
             })
             .collect();
@@ -303,7 +280,6 @@ pub fn write_hunt(path: &Path) {
         let poll = ChannelPoll {
             path: PATH.into(),
             identity: Arc::clone(&identity),
-            host_pid: Some(PID),
             liveness: if ended {
                 WriterLiveness::Ended {
                     crashed: false,
@@ -317,17 +293,11 @@ pub fn write_hunt(path: &Path) {
             label: phase(poll_at).into(),
             points,
             events: events(polled, poll_at),
-            lost_samples: 0,
-            lost_events: 0,
+            ..builders::channel_poll(PID, 7)
         };
         rec.record(
             T0 + poll_at,
-            &SourceEvent::Channels(Box::new(ChannelBatch {
-                at_ms: T0 + poll_at,
-                polls: vec![poll],
-                gone: vec![],
-                rejected: vec![],
-            })),
+            &SourceEvent::Channels(Box::new(builders::channel_batch(T0 + poll_at, vec![poll]))),
         )
         .unwrap();
         polled = poll_at;

@@ -15,13 +15,14 @@
 
 pub mod hunt;
 
+use crate::common::builders;
 use std::path::Path;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
-    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, DeviceInfo,
-    DeviceSample, DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample,
-    MemoryInfo, ProcessKind, WriterIdentity, WriterLiveness,
+    Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo, DeviceSample,
+    DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
+    ProcessKind, WriterIdentity,
 };
 use vramscope::record::{Header, Recorder};
 
@@ -97,24 +98,17 @@ pub fn device_sample(index: u32, at_ms: u64, used: u64, pid_used: Option<u64>) -
 
 fn allocator_device(allocated: u64, reserved: u64, retries: u64, split: u64) -> AllocatorDevice {
     AllocatorDevice {
-        slot: 0,
-        ordinal: 0,
         uuid: Some(UUID.into()),
-        pci_bus_id: None,
-        total: Ok(80 * GIB),
         allocated: Ok(allocated),
         allocated_peak: Ok(allocated),
         reserved: Ok(reserved),
         reserved_peak: Ok(reserved),
         active: Ok(allocated),
         inactive_split: Ok(split),
-        requested: Err(Absent::NotSupported),
         alloc_retries: Ok(retries),
         ooms: Ok(1),
         device_free: Ok(GIB),
-        limit: Err(Absent::NotSupported),
-        interval_peak: Err(Absent::NotAvailable),
-        step_peak: Err(Absent::NotAvailable),
+        ..builders::allocator_device(0)
     }
 }
 
@@ -150,20 +144,9 @@ pub fn start_recording(path: &Path, host: Option<&str>) -> Recorder {
 pub fn write_recording(path: &Path) {
     let mut rec = start_recording(path, Some("node-7"));
     let identity = Arc::new(WriterIdentity {
-        file: "4242-1.vsc".into(),
-        pid: 4242,
-        kind: "PyTorch".into(),
-        framework: "torch 2.5.1".into(),
-        rank: Some(0),
-        local_rank: Some(0),
         world_size: Some(2),
         job_id: "job-1".into(),
-        command: "python train.py".into(),
-        allocator_config: String::new(),
-        exact_peaks: false,
-        attached: false,
-        sample_period_us: 100_000,
-        sites: false,
+        ..builders::writer_identity(PID, 1)
     });
     for s in 0..60u64 {
         let at = T0 + s * 1000;
@@ -204,13 +187,10 @@ pub fn write_recording(path: &Path) {
                 let t = at + k * 100;
                 let spike = s == 29 && k == 9;
                 AllocatorPoint {
-                    at_ms: t,
-                    slot: 0,
-                    allocated: Some(20 * GIB),
-                    reserved: Some(24 * GIB),
                     peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
                     step: Some(s / 4),
                     new_high_water: spike,
+                    ..builders::allocator_point(t, 20 * GIB, 24 * GIB)
                 }
             })
             .collect();
@@ -219,12 +199,10 @@ pub fn write_recording(path: &Path) {
             // The spike's phase, as `vramscope.mark` publishes it: the poll's own label says
             // only where the program was when it was read.
             let phase = |at_ms: u64, kind: EventKind| AllocatorEvent {
-                at_ms,
-                kind,
                 slot: None,
                 step: Some(7),
                 label: "backward/lm_head".into(),
-                phase: String::new(),
+                ..builders::allocator_event(at_ms, kind)
             };
             events.push(phase(at + 850, EventKind::PhaseBegin));
             events.push(phase(at + 950, EventKind::PhaseEnd { peak: Ok(29 * GIB) }));
@@ -232,40 +210,37 @@ pub fn write_recording(path: &Path) {
         if s == 48 {
             // Step 11 ends after its OOM: the program caught it.
             events.push(AllocatorEvent {
-                at_ms: at,
-                kind: EventKind::StepEnd {
-                    peak_allocated: Ok(20 * GIB),
-                    peak_reserved: Ok(24 * GIB),
-                    duration_ns: Ok(4_000_000_000),
-                },
-                slot: Some(0),
                 step: Some(11),
-                label: String::new(),
-                phase: String::new(),
+                ..builders::allocator_event(
+                    at,
+                    EventKind::StepEnd {
+                        peak_allocated: Ok(20 * GIB),
+                        peak_reserved: Ok(24 * GIB),
+                        duration_ns: Ok(4_000_000_000),
+                    },
+                )
             });
         }
         if s == 45 {
             events.push(AllocatorEvent {
-                at_ms: at + 500,
-                kind: EventKind::Oom {
-                    requested: Ok(8 * GIB),
-                    device_free: Ok(GIB / 2),
-                    device_total: Ok(80 * GIB),
-                    allocated: Ok(20 * GIB),
-                    reserved: Ok(24 * GIB),
-                    retries: Ok(3),
-                },
-                slot: Some(0),
                 step: Some(11),
                 label: "forward/model.attn".into(),
                 phase: "forward".into(),
+                ..builders::allocator_event(
+                    at + 500,
+                    EventKind::Oom {
+                        requested: Ok(8 * GIB),
+                        device_free: Ok(GIB / 2),
+                        device_total: Ok(80 * GIB),
+                        allocated: Ok(20 * GIB),
+                        reserved: Ok(24 * GIB),
+                        retries: Ok(3),
+                    },
+                )
             });
         }
         let poll = ChannelPoll {
-            path: "/dev/shm/vramscope-1000/4242-1.vsc".into(),
             identity: Arc::clone(&identity),
-            host_pid: Some(4242),
-            liveness: WriterLiveness::Live,
             devices: vec![allocator_device(20 * GIB, 24 * GIB, 3, 6 * GIB)],
             step: Some(s / 4),
             // The label published at each poll: after the spike, the optimizer ran.
@@ -276,17 +251,11 @@ pub fn write_recording(path: &Path) {
             },
             points,
             events,
-            lost_samples: 0,
-            lost_events: 0,
+            ..builders::channel_poll(PID, 1)
         };
         rec.record(
             at + 999,
-            &SourceEvent::Channels(Box::new(ChannelBatch {
-                at_ms: at + 999,
-                polls: vec![poll],
-                gone: vec![],
-                rejected: vec![],
-            })),
+            &SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, vec![poll]))),
         )
         .unwrap();
     }

@@ -11,7 +11,7 @@ pub mod oom;
 pub mod prometheus;
 pub mod storm;
 
-use crate::common::{GIB, Scenario, h100};
+use crate::common::{GIB, Scenario, h100, wait};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -146,18 +146,16 @@ impl Served {
 
     /// Scrapes until `done` accepts the text format, or panics after `timeout`.
     pub fn scrape_until(&self, timeout: Duration, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
+        let mut last = String::new();
+        let found = wait::poll(timeout, Duration::from_millis(100), || {
             let text = self.scrape();
             if done(&text) {
-                return text;
+                return Some(text);
             }
-            assert!(
-                Instant::now() < deadline,
-                "never got the expected metrics; last scrape:\n{text}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+            last = text;
+            None
+        });
+        found.unwrap_or_else(|_| panic!("never got the expected metrics; last scrape:\n{last}"))
     }
 }
 

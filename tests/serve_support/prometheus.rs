@@ -2,9 +2,10 @@
 //! stored is read back through its HTTP query API.
 
 use super::{free_port, get};
+use crate::common::wait;
 use serde_json::{Value, json};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A Prometheus on a free loopback port with its storage in a temporary folder, scraping
 /// `target` every second; killed when dropped.
@@ -65,18 +66,17 @@ impl Prometheus {
         &self.base
     }
 
+    /// Polls `done` (a query to this Prometheus, so every 200 ms) until it holds; the failure
+    /// says `what` never happened and ends with Prometheus's log.
     pub fn wait_until(&self, timeout: Duration, what: &str, done: impl Fn() -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !done() {
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                panic!(
-                    "Prometheus: never {what}; its log ends:\n{}",
-                    tail.join("\n")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        let held = wait::poll(timeout, Duration::from_millis(200), || done().then_some(()));
+        if held.is_err() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "Prometheus: never {what}; its log ends:\n{}",
+                tail.join("\n")
+            );
         }
     }
 
