@@ -68,7 +68,7 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
     };
     let scratch = ScratchDir::create();
     let env = match &scratch {
-        Ok(dir) => match crate::inject::prepare(dir.path()) {
+        Ok(dir) => match crate::job::inject::prepare(dir.path()) {
             Ok(env) => env,
             Err(e) => {
                 eprintln!(
@@ -93,7 +93,7 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
     // Without a monitor on screen, whatever would end vramscope goes to the job, and
     // vramscope waits to exit with its status; held from before the job starts, so that
     // none is lost before its pid is known.
-    if !tui && let Err(e) = crate::job_signals::hold() {
+    if !tui && let Err(e) = crate::job::signals::hold() {
         eprintln!("vramscope: cannot pass signals on to the job: {e}");
     }
     let job = match Job::launch(&args.command, &env, output) {
@@ -105,7 +105,7 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
         }
     };
     let pid = job.pid;
-    if !tui && let Err(e) = crate::job_signals::forward_to(pid) {
+    if !tui && let Err(e) = crate::job::signals::forward_to(pid) {
         eprintln!("vramscope: cannot pass signals on to the job: {e}");
     }
     let log = job.log.clone();

@@ -17,11 +17,7 @@ pub mod clean;
 #[cfg(feature = "monitor")]
 pub mod cli;
 #[cfg(feature = "monitor")]
-pub mod cli_scope;
-#[cfg(feature = "monitor")]
 pub mod cluster;
-#[cfg(feature = "monitor")]
-pub mod config;
 #[cfg(feature = "monitor")]
 pub mod diff;
 #[cfg(feature = "monitor")]
@@ -29,11 +25,7 @@ pub mod export;
 #[cfg(feature = "monitor")]
 pub mod history;
 #[cfg(feature = "monitor")]
-pub mod inject;
-#[cfg(feature = "monitor")]
 pub mod job;
-#[cfg(feature = "monitor")]
-pub mod job_signals;
 #[cfg(feature = "monitor")]
 pub mod launch;
 #[cfg(feature = "monitor")]
@@ -55,8 +47,6 @@ pub mod report;
 pub mod safe_fs;
 #[cfg(feature = "monitor")]
 pub mod serve;
-#[cfg(feature = "monitor")]
-pub mod shell_docs;
 #[cfg(feature = "monitor")]
 pub mod sites;
 #[cfg(feature = "monitor")]
@@ -96,7 +86,7 @@ fn open_log(cli: &cli::Cli) -> Result<(), String> {
     let Some(arg) = &cli.monitor_log else {
         return Ok(());
     };
-    // Only the modes that sample (cli_scope's READ_BY): a log set in the configuration file
+    // Only the modes that sample (cli::scope's READ_BY): a log set in the configuration file
     // is not opened by `report` or `plot`.
     let samples = match &cli.command {
         None | Some(cli::Command::Record(_)) | Some(cli::Command::Serve(_)) => true,
@@ -211,8 +201,8 @@ fn dispatch(cli: &cli::Cli, started: Instant) -> ExitCode {
             return attach::run(args.pid, attach::agent::Request::Detach, options);
         }
         Some(cli::Command::Clean { all_users }) => return clean::run(*all_users),
-        Some(cli::Command::Completions { shell }) => return shell_docs::completions(*shell),
-        Some(cli::Command::Man) => return shell_docs::man(),
+        Some(cli::Command::Completions { shell }) => return cli::shell_docs::completions(*shell),
+        Some(cli::Command::Man) => return cli::shell_docs::man(),
         // main answers it: it needs the layers, not only the options they made.
         Some(cli::Command::Config { .. }) => {}
         Some(cli::Command::Inspect { file }) => {

@@ -20,18 +20,18 @@ extern "C" fn note_closed_stdout() {
 fn main() -> ExitCode {
     let started = Instant::now();
     let args: Vec<_> = std::env::args_os().collect();
-    // The command line over the environment over the configuration file (src/config).
-    let resolved = match vramscope::config::parse(&args) {
+    // The command line over the environment over the configuration file (src/cli/config).
+    let resolved = match vramscope::cli::config::parse(&args) {
         Ok(resolved) => resolved,
         Err(status) => return status,
     };
     // An option the chosen mode would ignore is refused, as clap refuses an unknown one.
-    if let Err(message) = vramscope::cli_scope::refuse_ignored(&resolved.matches) {
+    if let Err(message) = vramscope::cli::scope::refuse_ignored(&resolved.matches) {
         eprintln!("vramscope: {message}");
         return ExitCode::from(2);
     }
     if let Some(vramscope::cli::Command::Config { default }) = resolved.cli.command {
-        return vramscope::config::show::run(&resolved, default);
+        return vramscope::cli::config::show::run(&resolved, default);
     }
     vramscope::run(&resolved.cli, started)
 }

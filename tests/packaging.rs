@@ -27,7 +27,7 @@ fn the_writer_and_the_binary_have_cargos_version() {
         "python/vramscope/__init__.py's __version__"
     );
     // The embedded copy is what `vramscope run` injects: the same line.
-    let embedded = vramscope::inject::PACKAGE
+    let embedded = vramscope::job::inject::PACKAGE
         .iter()
         .find(|(path, _)| *path == "__init__.py")
         .map(|(_, text)| *text)

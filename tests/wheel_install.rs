@@ -167,7 +167,7 @@ fn the_installed_wheel_runs_without_rust_and_publishes_through_its_writer() {
     // The installed package is the writer the binary embeds, file for file.
     let package = file.parent().expect("package folder");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/vramscope");
-    for (path, text) in vramscope::inject::PACKAGE {
+    for (path, text) in vramscope::job::inject::PACKAGE {
         let there = std::fs::read_to_string(package.join(path))
             .unwrap_or_else(|e| panic!("{path} not in the wheel: {e}"));
         assert_eq!(

@@ -12,7 +12,7 @@
 //! directory the user renames or swaps for a symlink can then lead the work only to files
 //! the user could touch anyway, and no change of owner is ever needed.
 
-use crate::inject::PACKAGE;
+use crate::job::inject::PACKAGE;
 use crate::safe_fs::{Dir, Kind, Trust, as_user, bounds, read_bounded};
 use std::ffi::{OsStr, OsString};
 use std::fs::File;

@@ -1,6 +1,6 @@
 //! What `replay` and `demo` cannot do, said plainly. Both are the interactive monitor on a
 //! recording; the one-shot options print a live snapshot, which a recording has no single
-//! one of, so `cli_scope` refuses them with the advice below (never with advice to use the
+//! one of, so `cli::scope` refuses them with the advice below (never with advice to use the
 //! very options that were given), and without a terminal they are refused here.
 
 /// Which recording the monitor would play.

@@ -6,6 +6,9 @@
     reason = "shared by several test crates, each of which uses a different part"
 )]
 
+// The model is the monitor's: crates built with the channel library alone (`--no-default-features`)
+// have no builders.
+#[cfg(feature = "monitor")]
 pub mod builders;
 pub mod measured;
 pub mod race;

@@ -236,7 +236,7 @@ mod tests {
     /// assets/config.toml) or one of the few that are not.
     #[test]
     fn every_global_option_is_a_setting_or_said_not_to_be() {
-        let command = crate::config::command();
+        let command = crate::cli::config::command();
         for arg in command.get_arguments().filter(|a| a.is_global_set()) {
             let long = arg.get_long().unwrap_or_default();
             assert!(
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn every_setting_is_a_global_option_with_its_variable() {
-        let command = crate::config::command();
+        let command = crate::cli::config::command();
         for long in SETTINGS {
             let arg = command.get_arguments().find(|a| a.get_long() == Some(long));
             assert!(arg.is_some(), "no option --{long}");

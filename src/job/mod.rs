@@ -2,6 +2,9 @@
 //! (see `inject`), its output goes to a log file while the monitor owns the terminal, and a
 //! thread waits for it so the monitor learns when it ends without polling.
 
+pub mod inject;
+pub mod signals;
+
 use std::ffi::OsString;
 use std::fs::File;
 use std::io;
@@ -159,7 +162,7 @@ impl Job {
 
     /// Collects the exited job's status, after stopping signal forwarding to its pid.
     fn reap(&mut self) -> JobEnd {
-        crate::job_signals::before_reaping();
+        crate::job::signals::before_reaping();
         match self.child.wait() {
             Ok(status) => JobEnd::from_status(status),
             Err(e) => JobEnd {

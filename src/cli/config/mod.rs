@@ -182,7 +182,7 @@ mod tests {
             .unwrap()
             .try_get_matches_from(["vramscope", "report", "run.jsonl"])
             .unwrap();
-        assert_eq!(crate::cli_scope::refuse_ignored(&matches), Ok(()));
+        assert_eq!(crate::cli::scope::refuse_ignored(&matches), Ok(()));
     }
 
     fn error(text: &str) -> String {

@@ -1,5 +1,9 @@
 //! Command-line options. Global options apply to the monitor and to every one-shot mode.
 
+pub mod config;
+pub mod scope;
+pub mod shell_docs;
+
 use clap::{Args, Parser, Subcommand};
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -86,7 +86,8 @@ pub fn refuse_ignored(matches: &ArgMatches) -> Result<(), String> {
         })
     };
     let shown_by_config = |id| {
-        mode == CONFIG && crate::config::settings::is_setting_id(&crate::config::command(), id)
+        mode == CONFIG
+            && crate::cli::config::settings::is_setting_id(&crate::cli::config::command(), id)
     };
     for (id, flag, read_by) in READ_BY {
         if given(matches, id) && !read_by.contains(&mode) && !shown_by_config(id) {

@@ -10,7 +10,7 @@ use clap::parser::ValueSource;
 use std::process::ExitCode;
 
 /// The documented default configuration file.
-pub const DEFAULT_FILE: &str = include_str!("../../assets/config.toml");
+pub const DEFAULT_FILE: &str = include_str!("../../../assets/config.toml");
 
 /// Prints the settings (or, with `default`, the default file).
 pub fn run(resolved: &Resolved, default: bool) -> ExitCode {
@@ -98,7 +98,7 @@ fn quoted(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{file, settings};
+    use crate::cli::config::{file, settings};
     use std::collections::BTreeMap;
     use std::path::Path;
 
@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn the_default_file_documents_every_setting_at_the_command_lines_default() {
-        let command = crate::config::command();
+        let command = crate::cli::config::command();
         let (set, examples) = documented();
         for long in settings::SETTINGS {
             let arg = command.get_arguments().find(|a| a.get_long() == Some(long));
@@ -188,11 +188,12 @@ mod tests {
     #[test]
     fn the_default_files_values_and_examples_are_accepted() {
         let parsed = file::parse(Path::new("assets/config.toml"), DEFAULT_FILE).unwrap();
-        settings::apply(crate::config::command(), &parsed).unwrap();
+        settings::apply(crate::cli::config::command(), &parsed).unwrap();
         let (_, examples) = documented();
         for line in examples.values() {
             let example = file::parse(Path::new("example"), line).unwrap();
-            settings::apply(crate::config::command(), &example).unwrap_or_else(|e| panic!("{e}"));
+            settings::apply(crate::cli::config::command(), &example)
+                .unwrap_or_else(|e| panic!("{e}"));
         }
     }
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 /// The completion script for `shell`, on standard output.
 pub fn completions(shell: Shell) -> ExitCode {
-    let mut command = crate::config::command();
+    let mut command = crate::cli::config::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut command, "vramscope", &mut script);
     print(&script)
@@ -26,7 +26,7 @@ pub fn man() -> ExitCode {
 }
 
 fn man_page() -> std::io::Result<Vec<u8>> {
-    let command = crate::config::command();
+    let command = crate::cli::config::command();
     let mut page = Vec::new();
     clap_mangen::Man::new(command.clone()).render(&mut page)?;
     for sub in command.get_subcommands() {

@@ -177,7 +177,7 @@ mod tests {
         embedded.sort();
         assert_eq!(
             embedded, on_disk,
-            "update the package! list in src/inject.rs"
+            "update the package! list in src/job/inject.rs"
         );
         for (path, text) in PACKAGE {
             let now = fs::read_to_string(root.join(path)).expect("read");
