@@ -17,10 +17,7 @@ use vramscope::model::{
     WriterIdentity, WriterLiveness,
 };
 
-/// The UUID [`super::h100`] gives GPU `index` (`GPU-00000000-0000-0000-0000-00000000000N`).
-pub fn gpu_uuid(index: u32) -> String {
-    format!("GPU-00000000-0000-0000-0000-00000000000{index}")
-}
+pub use super::gpu_uuid;
 
 /// GPU `slot` of the writer as PyTorch reports it, every figure the channel carries read
 /// except those PyTorch does not offer:

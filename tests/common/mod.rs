@@ -35,6 +35,11 @@ pub fn fake_nvml() -> PathBuf {
     lib
 }
 
+/// The UUID [`h100`] gives GPU `index` (`GPU-00000000-0000-0000-0000-00000000000N`).
+pub fn gpu_uuid(index: u32) -> String {
+    format!("GPU-00000000-0000-0000-0000-00000000000{index}")
+}
+
 /// A temporary folder holding one scenario file.
 pub struct Scenario {
     pub dir: tempfile::TempDir,
@@ -163,7 +168,7 @@ pub const MIB: u64 = 1 << 20;
 pub fn h100(index: u32) -> Value {
     json!({
         "name": "NVIDIA H100 80GB HBM3",
-        "uuid": builders::gpu_uuid(index),
+        "uuid": gpu_uuid(index),
         "pci_bus_id": format!("00000000:{:02X}:00.0", 0x18 + index),
         "memory_total": 80 * GIB,
         "memory_reserved": 512 * MIB,
