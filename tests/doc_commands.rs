@@ -944,6 +944,10 @@ const FOREIGN_OPTIONS: &[&str] = &[
     "--runtime",
     // scripts/import_graph.py
     "--why",
+    // cargo build
+    "--bin",
+    // scripts/gpu-check (tests/gpu_check.rs runs it)
+    "--simulated",
 ];
 
 fn clap_longs(cmd: &clap::Command, out: &mut BTreeSet<String>) {
