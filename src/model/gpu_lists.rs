@@ -16,17 +16,18 @@ pub struct GpuLists {
 
 impl GpuLists {
     /// A GPU's new sample; whether what the GPU lists changed (a GPU's first sample does).
-    /// One whose process list could not be read keeps the GPU's last list: a transient NVML
-    /// error does not move a writer off its GPU.
+    /// A sample whose process list could not be read keeps the GPU's last lists, of pids and
+    /// of MIG instances alike: a transient NVML error does not move a writer off its GPU.
     pub fn observe(&mut self, sample: &DeviceSample) -> bool {
+        let Ok(processes) = &sample.processes else {
+            return !self.pids.contains_key(&sample.index);
+        };
+        let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
         let instances = mig_uuids(sample);
-        let mut changed = self.instances.get(&sample.index) != Some(&instances);
+        let changed = self.pids.get(&sample.index) != Some(&pids)
+            || self.instances.get(&sample.index) != Some(&instances);
+        self.pids.insert(sample.index, pids);
         self.instances.insert(sample.index, instances);
-        if let Ok(processes) = &sample.processes {
-            let pids: Vec<u32> = processes.iter().map(|p| p.pid).collect();
-            changed |= self.pids.get(&sample.index) != Some(&pids);
-            self.pids.insert(sample.index, pids);
-        }
         changed
     }
 
@@ -77,6 +78,10 @@ mod tests {
         // NVML could not read GPU 0's processes this time: pid 7 stays on it.
         let unreadable = DeviceSample::unreadable(0, 2_000, Absent::Error("timeout".into()));
         assert!(!lists.observe(&unreadable));
+        assert!(
+            lists.observe(&DeviceSample::unreadable(5, 2_000, Absent::NotAvailable)),
+            "an unreadable first sample leaves the GPU to resolve"
+        );
         assert_eq!(lists.gpus_listing(7), [0]);
         assert!(lists.observe(&listing(0, &[8])), "pid 7 left");
         assert!(lists.gpus_listing(7).is_empty());

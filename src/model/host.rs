@@ -39,7 +39,8 @@ pub struct HostProcess {
     pub uid: Option<u32>,
     /// Its start time (clock ticks since boot, `/proc/PID/stat` field 22) when first seen:
     /// a signal goes to the pid only while it still has this start time, so a pid reused
-    /// by another process since the row was sampled is never signalled. Not an output.
+    /// by another process since the row was sampled is never signalled; and which channel
+    /// the row joins (`joined_channel`), live, in replay and in the report. Not an output.
     #[serde(skip)]
     pub starttime: Option<u64>,
 }

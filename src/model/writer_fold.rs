@@ -744,16 +744,21 @@ impl WriterFold {
     }
 
     /// Where an OOM is placed, for every reader: the GPU of the slot it names; without a
-    /// slot, the writer's one GPU. `None` where there is no one GPU (its slot joined to none,
-    /// or a slotless OOM of a writer on several): it is then shown on each of the writer's
-    /// GPUs (`ooms_on`) and counted once.
+    /// slot, the writer's one GPU, when every device it published is joined to that one.
+    /// `None` where there is no one GPU (its slot joined to none, or a slotless OOM of a
+    /// writer on several, or on one known and one not): it is then shown on each of the
+    /// writer's GPUs (`ooms_on`) and counted once.
     pub fn gpu_of_oom(&self, oom: &Oom) -> Option<u32> {
         match oom.slot {
             Some(slot) => self.slots.get(usize::from(slot)).and_then(|s| s.gpu),
             None => {
-                let mut gpus = self.slots.iter().filter_map(|s| s.gpu);
-                let first = gpus.next();
-                first.filter(|g| gpus.all(|other| other == *g))
+                let mut gpus = self
+                    .slots
+                    .iter()
+                    .filter(|s| s.device.is_some())
+                    .map(|s| s.gpu);
+                let first = gpus.next().flatten();
+                first.filter(|g| gpus.all(|other| other == Some(*g)))
             }
         }
     }

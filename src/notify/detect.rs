@@ -202,16 +202,13 @@ fn who(writer: &AllocatorSnapshot) -> String {
     }
 }
 
-fn gpu_of_slot(writer: &AllocatorSnapshot, slot: Option<u16>) -> Option<u32> {
-    let i = writer.devices.iter().position(|d| Some(d.slot) == slot)?;
-    writer.gpu_indices.get(i).copied().flatten()
-}
-
 fn new_ooms(writer: &AllocatorSnapshot, seen: &mut WriterSeen, now: u64) -> Vec<(Kind, Event)> {
     let (mark_at, mark_count) = seen.oom_mark;
     let mut at_mark = 0;
     let mut events = Vec::new();
-    for oom in &writer.ooms {
+    // Each OOM on the GPU the fold placed it (`WriterFold::gpu_of_oom`), as every output says.
+    let placed = writer.ooms.iter().zip(&writer.oom_gpus);
+    for (oom, gpu) in placed {
         if oom.at_ms < mark_at {
             continue;
         }
@@ -221,7 +218,7 @@ fn new_ooms(writer: &AllocatorSnapshot, seen: &mut WriterSeen, now: u64) -> Vec<
                 continue;
             }
         }
-        let gpu = gpu_of_slot(writer, oom.slot);
+        let gpu = *gpu;
         let requested = oom.requested.as_ref().ok().copied();
         let where_ = gpu.map_or(String::new(), |g| format!(" on GPU {g}"));
         let summary = match requested {

@@ -259,9 +259,9 @@ impl WritersRead {
                 continue;
             };
             let mut events = Vec::with_capacity(poll.events.len());
+            let kinds: Vec<&str> = crate::channel::EventKind::tags().collect();
             for event in poll.events {
                 let kind = event.get("event").cloned().unwrap_or(Value::Null);
-                let kinds: Vec<&str> = crate::channel::EventKind::tags().collect();
                 if !is_known(&kind, "kind", &kinds) {
                     self.skipped.events += 1;
                     continue;

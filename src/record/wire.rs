@@ -467,8 +467,8 @@ pub struct HostProcessDef {
     )]
     pod_unreadable: Option<crate::model::Absent>,
     uid: Option<u32>,
-    /// Recorded so that replay joins a process NVML still lists to the channel its writer
-    /// ended, as the live monitor does (same start time: not a reused pid). Never used to
+    /// Recorded so that replay and the report join a process to the channel its own writer
+    /// wrote, as the live monitor does (same start time: not a reused pid). Never used to
     /// signal: replay refuses every signal whatever it holds (`tui::keys`). Absent from
     /// recordings made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -152,7 +152,7 @@ impl Allocators {
     }
 
     /// Resolves every channel's GPUs (`WriterFold::resolve_gpus`); `listed_on(pid)` gives
-    /// the GPUs NVML lists a pid on now.
+    /// the GPUs whose last readable process list names the pid (`GpuLists`).
     pub fn resolve_gpus(
         &mut self,
         devices: &[DeviceInfo],

@@ -1,0 +1,343 @@
+//! One run, one story (issue 29 §2): generated runs (a spike between two polls in any step, a
+//! leak or none, a caught OOM at any step and a fatal one at the end or none, a writer that
+//! names its GPU by UUID or cannot, on either of two GPUs) are fed as the same events to the
+//! live monitor and to a recording read back by `vramscope report --json`; both must tell
+//! the same peak (value and step), the same OOMs (step, outcome, request, GPU), and join the
+//! writer to the same GPU.
+//!
+//! Fields that may legitimately differ, and so are not compared: the live `recent_events`
+//! (the report has no ring of recent events), the live `forecast` while the writer runs (the
+//! report forecasts from the end of the recording), NVML's live figures of the last sample
+//! (the report keeps the peaks), `true_peak_at.at_ms` against the report's `at_ms` (both are
+//! kept but the report may take the moment from NVML's sample at a tie).
+//!
+//! `PROPTEST_CASES` sets the number of runs (32 by default, each one recording and one
+//! `vramscope report`).
+
+mod common;
+mod recording_fixture;
+
+use common::{builders, stderr};
+use proptest::prelude::*;
+use recording_fixture::{GIB, PID, T0, device_info, device_sample, start_recording};
+use serde_json::Value;
+use std::sync::Arc;
+use vramscope::model::{
+    AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DriverInfo, EventKind,
+    SourceEvent, WriterIdentity, WriterLiveness,
+};
+use vramscope::state::{Monitor, StaleAfter};
+
+const MIB: u64 = 1 << 20;
+const CONTEXT: u64 = 500 * MIB;
+
+#[derive(Clone, Debug)]
+struct Run {
+    steps: u64,
+    base: u64,
+    leak: u64,
+    /// The spike inside each step, above its steady allocation (bytes; 0 for none).
+    spikes: Vec<u64>,
+    caught_at: Option<u64>,
+    fatal: bool,
+    named: bool,
+    gpu: u32,
+}
+
+fn runs() -> impl Strategy<Value = Run> {
+    (6u64..24).prop_flat_map(|steps| {
+        (
+            1u64..8,
+            prop_oneof![Just(0u64), 16u64..256],
+            proptest::collection::vec(prop_oneof![Just(0u64), 1u64..4096], steps as usize),
+            proptest::option::of(1..steps - 1),
+            any::<bool>(),
+            any::<bool>(),
+            0u32..2,
+        )
+            .prop_map(
+                move |(base, leak, spikes, caught_at, fatal, named, gpu)| Run {
+                    steps,
+                    base: base * GIB,
+                    leak: leak * MIB,
+                    spikes: spikes.into_iter().map(|m| m * MIB).collect(),
+                    caught_at,
+                    fatal,
+                    named,
+                    gpu,
+                },
+            )
+    })
+}
+
+impl Run {
+    fn allocated(&self, step: u64) -> u64 {
+        self.base + step * self.leak
+    }
+
+    fn peak(&self, step: u64) -> u64 {
+        self.allocated(step) + self.spikes[step as usize]
+    }
+
+    /// The run's peak and the first step that reached it.
+    fn expected_peak(&self) -> (u64, u64) {
+        let mut best = (0, 0);
+        for s in 0..self.steps {
+            if self.peak(s) > best.0 {
+                best = (self.peak(s), s);
+            }
+        }
+        best
+    }
+
+    fn events(&self) -> Vec<(u64, SourceEvent)> {
+        let identity = Arc::new(WriterIdentity {
+            exact_peaks: true,
+            ..builders::writer_identity(PID, 1)
+        });
+        let uuid = self
+            .named
+            .then(|| recording_fixture::uuid(self.gpu))
+            .or(None);
+        let mut out = Vec::new();
+        let mut ooms = 0;
+        let mut high = 0;
+        for s in 0..self.steps {
+            let at = T0 + s * 1000;
+            let reserved = self.allocated(s) + 8 * GIB;
+            for gpu in 0..2 {
+                let mine = (gpu == self.gpu).then_some(reserved + CONTEXT);
+                out.push((at, device_sample(gpu, at, mine.unwrap_or(0) + GIB, mine)));
+            }
+            high = high.max(self.peak(s));
+            let mut events = vec![AllocatorEvent {
+                step: Some(s),
+                ..builders::allocator_event(
+                    at + 900,
+                    EventKind::StepEnd {
+                        peak_allocated: Ok(self.peak(s)),
+                        peak_reserved: Ok(reserved),
+                        duration_ns: Ok(1_000_000_000),
+                    },
+                )
+            }];
+            if self.caught_at == Some(s) {
+                ooms += 1;
+                events.insert(
+                    0,
+                    AllocatorEvent {
+                        step: Some(s),
+                        ..builders::allocator_event(at + 700, oom_event(40 * GIB, reserved))
+                    },
+                );
+            }
+            let last = s + 1 == self.steps;
+            let mut liveness = WriterLiveness::Live;
+            if last && self.fatal {
+                ooms += 1;
+                events.push(AllocatorEvent {
+                    step: Some(s),
+                    ..builders::allocator_event(at + 950, oom_event(60 * GIB, reserved))
+                });
+                events.push(AllocatorEvent {
+                    step: Some(s),
+                    label: "torch.OutOfMemoryError: CUDA out of memory.".into(),
+                    ..builders::allocator_event(
+                        at + 960,
+                        EventKind::OomError {
+                            requested: Ok(60 * GIB),
+                        },
+                    )
+                });
+                events.push(builders::allocator_event(
+                    at + 970,
+                    EventKind::Exit { error: true },
+                ));
+                liveness = WriterLiveness::Ended {
+                    crashed: false,
+                    error: true,
+                };
+            }
+            let device = AllocatorDevice {
+                uuid: uuid.clone(),
+                allocated: Ok(self.allocated(s)),
+                allocated_peak: Ok(high),
+                reserved: Ok(reserved),
+                reserved_peak: Ok(reserved),
+                active: Ok(self.allocated(s)),
+                ooms: Ok(ooms),
+                step_peak: Ok(self.peak(s)),
+                ..builders::allocator_device(0)
+            };
+            let poll = ChannelPoll {
+                identity: Arc::clone(&identity),
+                devices: vec![device],
+                liveness,
+                step: Some(s + 1),
+                points: vec![
+                    AllocatorPoint {
+                        step: Some(s),
+                        peak: Some(self.peak(s)),
+                        new_high_water: self.peak(s) == high,
+                        ..builders::allocator_point(
+                            at + 500,
+                            self.allocated(s) + self.spikes[s as usize],
+                            reserved,
+                        )
+                    },
+                    AllocatorPoint {
+                        step: Some(s),
+                        peak: Some(self.peak(s)),
+                        ..builders::allocator_point(at + 990, self.allocated(s), reserved)
+                    },
+                ],
+                events,
+                ..builders::channel_poll(PID, 1)
+            };
+            out.push((
+                at + 999,
+                SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, vec![poll]))),
+            ));
+        }
+        out
+    }
+}
+
+fn oom_event(requested: u64, reserved: u64) -> EventKind {
+    EventKind::Oom {
+        requested: Ok(requested),
+        device_free: Ok(2 * GIB),
+        device_total: Ok(80 * GIB),
+        allocated: Err(vramscope::model::Absent::NotSupported),
+        reserved: Ok(reserved),
+        retries: Ok(1),
+    }
+}
+
+/// (step, outcome, requested) of each OOM in a `--json` list, oldest first.
+fn ooms_of(list: &Value) -> Vec<(Value, Value, Value)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["step"].clone(),
+                o["outcome"].clone(),
+                number(&o["requested"]),
+            )
+        })
+        .collect()
+}
+
+/// A figure as `--json` writes it: a number, or `{"value": n}` / `null` with a reason.
+fn number(v: &Value) -> Value {
+    match v {
+        Value::Object(o) if o.contains_key("value") => o["value"].clone(),
+        other => other.clone(),
+    }
+}
+
+fn tell(run: &Run) -> Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl.zst");
+    let mut rec = start_recording(&path, Some("node-1"));
+    let mut monitor = Monitor::new(T0);
+    let started = SourceEvent::Started {
+        driver: DriverInfo {
+            driver_version: Ok("550.54.15".into()),
+            cuda_version: Ok(12040),
+            nvml_version: Ok("12.550.54.15".into()),
+        },
+        devices: vec![device_info(0), device_info(1)],
+    };
+    // The fixture's recorder has recorded a start on GPU 0 alone: record both GPUs again.
+    rec.record(T0, &started).unwrap();
+    monitor.ingest(started);
+    let mut last = T0;
+    for (at, event) in run.events() {
+        rec.record(at, &event).unwrap();
+        monitor.ingest(event);
+        last = at;
+    }
+    rec.finish().unwrap();
+    let live =
+        vramscope::output::json::to_value(&monitor.snapshot(last, StaleAfter::interval(1000)));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["report", "--json", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    prop_assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+
+    let writer = &live["allocators"][0];
+    if std::env::var_os("ONE_STORY_SHOW").is_some() {
+        eprintln!("{run:?}\nlive {writer}\nreport {report}");
+    }
+    let device = &writer["devices"][0];
+    let (peak, peak_step) = run.expected_peak();
+    prop_assert_eq!(
+        &device["gpu_index"],
+        &Value::from(run.gpu),
+        "live GPU: {}",
+        writer
+    );
+    prop_assert_eq!(&device["true_peak"], &Value::from(peak), "live peak");
+    prop_assert_eq!(&device["true_peak_at"]["step"], &Value::from(peak_step));
+
+    let row = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == PID && p["gpu_index"] == run.gpu);
+    prop_assert!(
+        row.is_some(),
+        "no report row on GPU {}: {}",
+        run.gpu,
+        report["processes"]
+    );
+    let allocator = &row.unwrap()["allocator"];
+    prop_assert_eq!(
+        &allocator["peak_allocated"]["bytes"],
+        &device["true_peak"],
+        "report peak: {}",
+        allocator
+    );
+    prop_assert_eq!(
+        &allocator["peak_allocated"]["step"],
+        &device["true_peak_at"]["step"]
+    );
+
+    let live_ooms = ooms_of(&writer["ooms"]);
+    let recorded_ooms = ooms_of(&report["ooms"]);
+    prop_assert_eq!(&live_ooms, &recorded_ooms, "OOMs live and recorded");
+    let expected = usize::from(run.caught_at.is_some()) + usize::from(run.fatal);
+    prop_assert_eq!(live_ooms.len(), expected, "OOMs: {}", writer["ooms"]);
+    for oom in report["ooms"].as_array().unwrap() {
+        prop_assert_eq!(&oom["gpu_index"], &Value::from(run.gpu));
+        prop_assert_eq!(&oom["pid"], &Value::from(PID));
+    }
+    prop_assert_eq!(
+        number(&device["ooms"]),
+        Value::from(expected),
+        "the OOM count: each OOM once, however many told of it"
+    );
+    prop_assert_eq!(
+        &device["ooms"],
+        &allocator["ooms"],
+        "the OOM count, live and recorded"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn live_and_recorded_tell_one_story(run in runs()) {
+        tell(&run)?;
+    }
+}
