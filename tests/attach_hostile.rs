@@ -583,7 +583,10 @@ fn a_target_that_execd_since_the_tui_showed_it_gets_nothing() {
     let same = vramscope(&["attach", "--yes", "--shown-as", &shown, &pid.to_string()]);
     assert_eq!(same.status.code(), Some(0), "{}", text(&same.stderr));
     std::fs::write(dir.join("go"), "").unwrap();
-    wait_exe(pid, other.file_name().unwrap().to_str().unwrap());
+    // The whole path: /usr/bin/python3.11 and a pyenv python3.11 share their file name, and a
+    // wait on the name alone returned before the exec (the attach then met it half done).
+    let other_exe = std::fs::canonicalize(&other).unwrap();
+    wait_exe(pid, other_exe.to_str().unwrap());
     let out = vramscope(&["attach", "--yes", "--shown-as", &shown, &pid.to_string()]);
     assert_eq!(
         (out.status.code(), text(&out.stdout), text(&out.stderr)),
