@@ -601,12 +601,15 @@ class Checker:
             info("step time %s: median %.0f us over %d steps (min %.0f us)" % (mode, r["median_us"], r["steps"], r["min_us"]))
             best[mode] = min(best.get(mode, r["median_us"]), r["median_us"])
         plain, writer = best["plain"], best["writer"]
+        figures = "plain %.0f us, under vramscope run %.0f us (%+.2f%%)" % (plain, writer, 100 * (writer - plain) / plain)
         if self.sim:
-            bound, why = plain * 1.5 + 2000, "simulated: a CPU model on a shared CPU, loose bound 1.5 x plain + 2000 us"
-        else:
-            bound, why = plain * 1.01 + 50, "bound 1.01 x plain + 50 us"
+            # A CPU model on a CPU shared with whatever else runs (a test suite, a CI): its
+            # timing judges nothing, so it is said, never passed or failed.
+            info("step time with the writer (simulated, not judged: a CPU model on a shared CPU): " + figures)
+            return
+        bound = plain * 1.01 + 50
         say("PASS" if writer <= bound else "FAIL", "step time with the writer",
-            "plain %.0f us, under vramscope run %.0f us (%+.2f%%), %s = %.0f us" % (plain, writer, 100 * (writer - plain) / plain, why, bound))
+            "%s, bound 1.01 x plain + 50 us = %.0f us" % (figures, bound))
 
 
 # -- readers ------------------------------------------------------------------------------
