@@ -104,21 +104,21 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
         assert_eq!(
             (
                 &d["temperature_c"],
-                &d["power_w"],
+                &d["power_mw"],
                 &d["sm_clock_mhz"],
                 &d["mem_clock_mhz"]
             ),
             (
                 &json!(41.0),
-                &json!(287.613),
+                &json!(287613.0),
                 &json!(1410.0),
                 &json!(1593.0)
             ),
             "{d}"
         );
-        assert_eq!(d["power_limit_w"], Value::Null, "{d}");
+        assert_eq!(d["power_limit_mw"], Value::Null, "{d}");
         assert!(
-            d["absent"]["power_limit_w"]
+            d["absent"]["power_limit_mw"]
                 .as_str()
                 .is_some_and(|w| w.contains("does not collect DCGM_FI_DEV_POWER_MGMT_LIMIT")),
             "{d}"
@@ -141,7 +141,7 @@ fn dcgm_exporter_pages_are_read_under_both_host_label_spellings_with_pod_labels(
     let text = stdout(&out);
     assert!(text.contains("pod ml/llama-train-0 (trainer)"), "{text}");
     assert!(
-        text.contains("    temp 41 C  power 287.6 W  SM clock 1410 MHz  memory clock 1593 MHz\n"),
+        text.contains("    temp 41 C  power 287.6 W  SM clock 1410 MHz  mem clock 1593 MHz\n"),
         "{text}"
     );
     assert!(

@@ -123,7 +123,7 @@ fn the_job_view_from_prometheus_shows_every_rank_and_an_oom_within_a_scrape() {
         s.contains("temp 41 C") && s.contains("pid ")
     });
     assert!(ok, "the open node never showed its figures:\n{shown}");
-    assert!(shown.contains("temp 40 C  power 412 W  power limit 700 W  SM clock 1755 MHz  memory clock 2619 MHz  processes 1"), "{shown}");
+    assert!(shown.contains("temp 40 C  power 412 W  power limit 700 W  SM clock 1755 MHz  mem clock 2619 MHz  processes 1"), "{shown}");
     // Only node-a is open: no other node's temperatures.
     assert!(!shown.contains("temp 50 C"), "{shown}");
     let rank0 = &fleet.ranks[0];
@@ -212,8 +212,8 @@ fn check_detail(doc: &serde_json::Value, fleet: &Fleet) {
             let d = &g["detail"];
             assert_eq!(d["state"], "read", "{g}");
             assert_eq!(d["temperature_c"], temperature(i, index) as f64, "{g}");
-            assert_eq!(d["power_w"], 412.0, "{g}");
-            assert_eq!(d["power_limit_w"], 700.0, "{g}");
+            assert_eq!(d["power_mw"], 412000.0, "{g}");
+            assert_eq!(d["power_limit_mw"], 700000.0, "{g}");
             assert_eq!(d["sm_clock_mhz"], 1755.0, "{g}");
             assert_eq!(d["mem_clock_mhz"], 2619.0, "{g}");
             assert_eq!(d["absent"], serde_json::json!({}), "{g}");
@@ -270,16 +270,16 @@ fn a_fleet_running_only_dcgm_exporter_is_read_from_prometheus() {
     let d = &g0["detail"];
     assert_eq!(d["state"], "read", "{d}");
     assert_eq!(
-        (&d["temperature_c"], &d["power_w"], &d["sm_clock_mhz"]),
+        (&d["temperature_c"], &d["power_mw"], &d["sm_clock_mhz"]),
         (
             &serde_json::json!(41.0),
-            &serde_json::json!(287.613),
+            &serde_json::json!(287613.0),
             &serde_json::json!(1410.0)
         ),
         "{d}"
     );
     assert!(
-        d["absent"]["power_limit_w"]
+        d["absent"]["power_limit_mw"]
             .as_str()
             .is_some_and(|w| w.contains("DCGM_FI_DEV_POWER_MGMT_LIMIT")),
         "{d}"

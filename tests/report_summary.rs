@@ -213,7 +213,10 @@ fn export_writes_every_figure_once_as_a_tidy_row_and_no_absent_one() {
             } else {
                 20 * GIB
             };
-            assert_eq!(find(t, "allocator", "peak"), vec![peak.to_string()]);
+            assert_eq!(
+                find(t, "allocator", "interval_peak"),
+                vec![peak.to_string()]
+            );
             assert_eq!(
                 find(t, "allocator", "allocated"),
                 vec![(20 * GIB).to_string()]

@@ -4,6 +4,7 @@
 use super::model::DetailState;
 use super::view::{Freshness, GpuRow, JobGroup, NodeRow, OomNote, RankRow, clock};
 use crate::model::NA;
+use crate::model::figures::{Figure, device as gpu};
 use crate::model::time::duration_label;
 use crate::model::units;
 
@@ -183,9 +184,10 @@ fn memory(used: Option<u64>, total: Option<u64>) -> String {
 
 /// One of an open GPU's single-node figures: its text when read, else why it is `n/a`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Figure {
-    /// Its JSON name.
+pub struct DetailFigure {
+    /// Its key, as vramscope's `--json` names it (`model::figures`).
     pub key: &'static str,
+    /// In the unit its key says (milliwatts for power, as `--json` gives it).
     pub value: Option<f64>,
     /// `temp 41 C`, or the reason it is absent.
     pub shown: Result<String, String>,
@@ -195,50 +197,23 @@ pub struct Figure {
 /// reason when absent: not read yet, the query failed, or its exporter does not serve it
 /// (vramscope leaves out what NVML does not give; dcgm-exporter collects what its counters
 /// file lists).
-pub fn detail_figures(g: &GpuRow) -> Vec<Figure> {
+pub fn detail_figures(g: &GpuRow) -> Vec<DetailFigure> {
     let r = &g.reading;
     let processes = r.processes.map(|n| n as f64);
-    let figures: [(&'static str, &str, &str, Option<f64>, &str); 6] = [
-        (
-            "temperature_c",
-            "temp",
-            "C",
-            r.temperature_c,
-            "DCGM_FI_DEV_GPU_TEMP",
-        ),
-        (
-            "power_w",
-            "power",
-            "W",
-            r.power_w,
-            "DCGM_FI_DEV_POWER_USAGE",
-        ),
-        (
-            "power_limit_w",
-            "power limit",
-            "W",
-            r.power_limit_w,
-            "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        ),
-        (
-            "sm_clock_mhz",
-            "SM clock",
-            "MHz",
-            r.sm_clock_mhz,
-            "DCGM_FI_DEV_SM_CLOCK",
-        ),
-        (
-            "mem_clock_mhz",
-            "memory clock",
-            "MHz",
-            r.mem_clock_mhz,
-            "DCGM_FI_DEV_MEM_CLOCK",
-        ),
-        ("process_count", "processes", "", processes, ""),
+    // The figure, its value as the cluster read it, the unit shown, and how many of the
+    // figure's own units make one shown unit (exporters give watts; the key says mW).
+    let figures: [(&Figure, Option<f64>, &str, f64); 6] = [
+        (&gpu::TEMPERATURE_C, r.temperature_c, "C", 1.0),
+        (&gpu::POWER_MW, r.power_w, "W", 1000.0),
+        (&gpu::POWER_LIMIT_MW, r.power_limit_w, "W", 1000.0),
+        (&gpu::SM_CLOCK_MHZ, r.sm_clock_mhz, "MHz", 1.0),
+        (&gpu::MEM_CLOCK_MHZ, r.mem_clock_mhz, "MHz", 1.0),
+        (&gpu::PROCESS_COUNT, processes, "", 1.0),
     ];
     figures
         .into_iter()
-        .map(|(key, name, unit, value, dcgm)| {
+        .map(|(figure, value, unit, per_shown)| {
+            let name = figure.label;
             let shown = match (value, &g.detail) {
                 (Some(v), _) => {
                     let number = if v.fract() == 0.0 || unit.is_empty() {
@@ -255,14 +230,22 @@ pub fn detail_figures(g: &GpuRow) -> Vec<Figure> {
                 (None, DetailState::Read) if r.from_vramscope => Err(format!(
                     "{name} {NA}: its vramscope exporter serves none (NVML does not give it for this GPU)"
                 )),
-                (None, DetailState::Read) if dcgm.is_empty() => Err(format!(
-                    "{name} {NA}: dcgm-exporter serves no such figure"
-                )),
-                (None, DetailState::Read) => Err(format!(
-                    "{name} {NA}: its dcgm-exporter does not collect {dcgm} (add it to its counters file)"
-                )),
+                (None, DetailState::Read) => match figure.dcgm_default.or(figure.dcgm) {
+                    None => Err(format!("{name} {NA}: dcgm-exporter serves no such figure")),
+                    Some(dcgm) => Err(format!(
+                        "{name} {NA}: its dcgm-exporter does not collect {dcgm} (add it to its counters file)"
+                    )),
+                },
             };
-            Figure { key, value, shown }
+            DetailFigure {
+                key: figure.key,
+                // Whole milliwatts: a float's last digits after `* 1000` are noise.
+                value: value.map(|v| match per_shown {
+                    1.0 => v,
+                    scale => (v * scale).round(),
+                }),
+                shown,
+            }
         })
         .collect()
 }

@@ -20,9 +20,11 @@
 //! - per process: `vramscope_process_*` with `gpu`, `uuid`, `pid`, `rank`, `local_rank`,
 //!   `job_id` (`exported_job_id` as Prometheus may rename it).
 //!
-//! Absent is not zero: a figure no family gives stays `None`.
+//! Every family is matched by the figure it carries (`model::figures`), so a family renamed
+//! there is renamed here. Absent is not zero: a figure no family gives stays `None`.
 
 use super::series::Series;
+use crate::model::figures::{Figure, device as gpu, process, slot};
 use std::collections::{BTreeMap, HashMap};
 
 const MIB: f64 = 1_048_576.0;
@@ -149,16 +151,23 @@ pub fn normalise(series: &[Series]) -> Readings {
             p.node = node;
             fill_identity(p, s);
             let v = count(s.value);
-            match field {
-                "running" => p.running = Some(s.value > 0.0),
-                "memory_used_bytes" => p.used_bytes = v,
-                "step" => p.step = v,
-                "allocator_allocated_bytes" => p.allocated = v,
-                "allocator_reserved_bytes" => p.reserved = v,
-                "allocator_peak_bytes" => p.peak = v,
-                "allocator_ooms_total" => p.ooms = v,
-                "allocator_oom_forecast_steps" => p.oom_in_steps = v,
-                _ => {}
+            let is = |f: &Figure| f.family == Some(s.name.as_str());
+            if field == "running" {
+                p.running = Some(s.value > 0.0);
+            } else if is(&process::USED_MEMORY) {
+                p.used_bytes = v;
+            } else if is(&process::STEP) {
+                p.step = v;
+            } else if is(&process::ALLOCATED) {
+                p.allocated = v;
+            } else if is(&process::RESERVED) {
+                p.reserved = v;
+            } else if is(&process::TRUE_PEAK) {
+                p.peak = v;
+            } else if is(&slot::OOMS) {
+                p.ooms = v;
+            } else if field == "allocator_oom_forecast_steps" {
+                p.oom_in_steps = v;
             }
             continue;
         }
@@ -177,27 +186,41 @@ pub fn normalise(series: &[Series]) -> Readings {
         g.from_vramscope |= gpu_field.is_some();
         fill_gpu_identity(g, s);
         let finite = Some(s.value).filter(|v| *v >= 0.0);
-        match (gpu_field, dcgm_field) {
-            (Some("memory_used_bytes"), _) => g.used_bytes = count(s.value),
-            (Some("memory_total_bytes"), _) => g.total_bytes = count(s.value),
-            (Some("stale"), _) => g.stale = s.value > 0.0,
-            (Some("lost"), _) => g.lost = s.value > 0.0,
-            (Some("processes"), _) => g.processes = count(s.value),
-            (_, Some("GPU_TEMP")) => g.temperature_c = finite,
-            (_, Some("POWER_USAGE")) => g.power_w = finite,
-            // vramscope's name for the limit, and dcgm-exporter's two (either may be in
-            // its counters file); the enforced one wins, as NVML's does.
-            (_, Some("ENFORCED_POWER_LIMIT")) => g.power_limit_w = finite,
-            (_, Some("POWER_MGMT_LIMIT")) => {
-                g.power_limit_w = g.power_limit_w.or(finite);
-            }
-            (_, Some("SM_CLOCK")) => g.sm_clock_mhz = finite,
-            (_, Some("MEM_CLOCK")) => g.mem_clock_mhz = finite,
-            (_, Some("GPU_UTIL")) => g.util_percent = Some(s.value.clamp(0.0, 100.0)),
-            (_, Some("FB_USED")) => fb.entry(key).or_default().0 = Some(s.value),
-            (_, Some("FB_FREE")) => fb.entry(key).or_default().1 = Some(s.value),
-            (_, Some("FB_TOTAL")) => fb.entry(key).or_default().2 = Some(s.value),
-            _ => {}
+        let name = Some(s.name.as_str());
+        let own = |f: &Figure| f.family == name;
+        let dcgm = |f: &Figure| f.dcgm == name;
+        if own(&gpu::MEMORY_USED) {
+            g.used_bytes = count(s.value);
+        } else if own(&gpu::MEMORY_TOTAL) {
+            g.total_bytes = count(s.value);
+        } else if own(&gpu::STALE) {
+            g.stale = s.value > 0.0;
+        } else if own(&gpu::LOST) {
+            g.lost = s.value > 0.0;
+        } else if own(&gpu::PROCESS_COUNT) {
+            g.processes = count(s.value);
+        } else if dcgm(&gpu::TEMPERATURE_C) {
+            g.temperature_c = finite;
+        } else if dcgm(&gpu::POWER_MW) {
+            g.power_w = finite;
+        } else if dcgm(&gpu::POWER_LIMIT_MW) {
+            // The enforced limit wins over dcgm-exporter's default management limit, as
+            // NVML's does; either may be in its counters file.
+            g.power_limit_w = finite;
+        } else if gpu::POWER_LIMIT_MW.dcgm_default == name {
+            g.power_limit_w = g.power_limit_w.or(finite);
+        } else if dcgm(&gpu::SM_CLOCK_MHZ) {
+            g.sm_clock_mhz = finite;
+        } else if dcgm(&gpu::MEM_CLOCK_MHZ) {
+            g.mem_clock_mhz = finite;
+        } else if dcgm(&gpu::GPU_UTIL) {
+            g.util_percent = Some(s.value.clamp(0.0, 100.0));
+        } else if dcgm(&gpu::MEMORY_USED) {
+            fb.entry(key).or_default().0 = Some(s.value);
+        } else if dcgm(&gpu::MEMORY_FREE) {
+            fb.entry(key).or_default().1 = Some(s.value);
+        } else if dcgm(&gpu::MEMORY_TOTAL) {
+            fb.entry(key).or_default().2 = Some(s.value);
         }
     }
     for (key, (used, free, total)) in fb {

@@ -7,8 +7,12 @@
 //! never zero; text goes through `Series::new`, which cleans it. A document of another
 //! schema or version is refused with the remote's version named, so an older (or newer)
 //! vramscope on a host is one line saying so.
+//!
+//! Both sides of the map are the figure tables (`model::figures`): the key the document
+//! carries a figure under and the family the exporter serves it as.
 
 use super::series::Series;
+use crate::model::figures::{device as gpu, process, slot};
 use serde_json::Value;
 
 /// The schema and version this reader understands: what this build's `--json` prints.
@@ -26,7 +30,10 @@ pub fn series(text: &str, host: &str) -> Result<Vec<Series>, String> {
     })?;
     check_schema(&doc)?;
     let mut out = Vec::new();
-    let mut push = |name: &str, labels: &[(&str, String)], value: Option<f64>| {
+    // A name from the figure tables is an `Option` (a figure may have no family); every
+    // figure this map sends has one (`the_reverse_map_reads_the_figure_tables`).
+    let mut push = |name: Option<&str>, labels: &[(&str, String)], value: Option<f64>| {
+        let Some(name) = name else { return };
         if let Some(value) = value.filter(|v| v.is_finite()) {
             let mut labels: Vec<(String, String)> = labels
                 .iter()
@@ -38,68 +45,58 @@ pub fn series(text: &str, host: &str) -> Result<Vec<Series>, String> {
     };
     if let Some(ms) = number(&doc["taken_at_ms"]) {
         push(
-            "vramscope_snapshot_timestamp_seconds",
+            Some("vramscope_snapshot_timestamp_seconds"),
             &[],
             Some(ms / 1000.0),
         );
     }
     for d in list(&doc["devices"]) {
-        let Some(index) = number(&d["index"]) else {
+        let Some(index) = number(&d[gpu::INDEX.key]) else {
             continue;
         };
         let mut labels = vec![("gpu", format!("{index}"))];
-        if let Some(uuid) = d["uuid"].as_str() {
+        if let Some(uuid) = d[gpu::UUID.key].as_str() {
             labels.push(("uuid", uuid.to_string()));
         }
-        if let Some(model) = d["name"].as_str() {
+        if let Some(model) = d[gpu::NAME.key].as_str() {
             labels.push(("model_name", model.to_string()));
         }
         let flag = |v: &Value| v.as_bool().map(|b| f64::from(u8::from(b)));
-        push(
-            "vramscope_gpu_memory_used_bytes",
-            &labels,
-            number(&d["memory_used"]),
-        );
-        push(
-            "vramscope_gpu_memory_total_bytes",
-            &labels,
-            number(&d["memory_total"]),
-        );
-        push("vramscope_gpu_stale", &labels, flag(&d["stale"]));
-        push("vramscope_gpu_lost", &labels, flag(&d["lost"]));
-        push(
-            "vramscope_gpu_processes",
-            &labels,
-            number(&d["process_count"]),
-        );
-        push("DCGM_FI_DEV_GPU_UTIL", &labels, number(&d["gpu_util"]));
-        push("DCGM_FI_DEV_GPU_TEMP", &labels, number(&d["temperature_c"]));
-        let watts = |v: &Value| number(v).map(|mw| mw / 1000.0);
-        push("DCGM_FI_DEV_POWER_USAGE", &labels, watts(&d["power_mw"]));
-        push(
-            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-            &labels,
-            watts(&d["power_limit_mw"]),
-        );
-        push("DCGM_FI_DEV_SM_CLOCK", &labels, number(&d["sm_clock_mhz"]));
-        push(
-            "DCGM_FI_DEV_MEM_CLOCK",
-            &labels,
-            number(&d["mem_clock_mhz"]),
-        );
+        for f in [&gpu::STALE, &gpu::LOST] {
+            push(f.family, &labels, flag(&d[f.key]));
+        }
+        // Bytes and counts are vramscope's own families in base units, as its exporter
+        // serves them; the rest dcgm-exporter's, in its units (watts, not milliwatts).
+        for f in [&gpu::MEMORY_USED, &gpu::MEMORY_TOTAL, &gpu::PROCESS_COUNT] {
+            push(f.family, &labels, number(&d[f.key]));
+        }
+        for f in [
+            &gpu::GPU_UTIL,
+            &gpu::TEMPERATURE_C,
+            &gpu::SM_CLOCK_MHZ,
+            &gpu::MEM_CLOCK_MHZ,
+        ] {
+            push(f.dcgm, &labels, number(&d[f.key]));
+        }
+        for f in [&gpu::POWER_MW, &gpu::POWER_LIMIT_MW] {
+            push(f.dcgm, &labels, number(&d[f.key]).map(|mw| mw / 1000.0));
+        }
     }
     let allocators = list(&doc["allocators"]);
     for p in list(&doc["processes"]) {
-        let (Some(gpu), Some(pid)) = (number(&p["gpu_index"]), number(&p["pid"])) else {
+        let (Some(gpu), Some(pid)) = (
+            number(&p[process::GPU_INDEX.key]),
+            number(&p[process::PID.key]),
+        ) else {
             continue;
         };
         let mut labels = vec![("gpu", format!("{gpu}")), ("pid", format!("{pid}"))];
         for (label, field) in [
-            ("uuid", "gpu_uuid"),
-            ("user", "user"),
-            ("command", "command"),
+            ("uuid", &process::GPU_UUID),
+            ("user", &process::USER),
+            ("command", &process::COMMAND),
         ] {
-            if let Some(text) = p[field].as_str() {
+            if let Some(text) = p[field.key].as_str() {
                 labels.push((label, text.to_string()));
             }
         }
@@ -121,28 +118,23 @@ pub fn series(text: &str, host: &str) -> Result<Vec<Series>, String> {
                 labels.push(("job_id", job.to_string()));
             }
         }
-        push("vramscope_process_running", &labels, Some(1.0));
-        let figures = [
-            ("vramscope_process_memory_used_bytes", "used_memory"),
-            ("vramscope_process_allocator_allocated_bytes", "allocated"),
-            ("vramscope_process_allocator_reserved_bytes", "reserved"),
-            ("vramscope_process_allocator_peak_bytes", "true_peak"),
-            ("vramscope_process_step", "step"),
-        ];
-        for (name, field) in figures {
-            push(name, &labels, number(&p[field]));
+        push(Some("vramscope_process_running"), &labels, Some(1.0));
+        for f in [
+            &process::USED_MEMORY,
+            &process::ALLOCATED,
+            &process::RESERVED,
+            &process::TRUE_PEAK,
+            &process::STEP,
+        ] {
+            push(f.family, &labels, number(&p[f.key]));
         }
         if let Some(d) = on_gpu {
-            push(
-                "vramscope_process_allocator_ooms_total",
-                &labels,
-                number(&d["ooms"]),
-            );
+            push(slot::OOMS.family, &labels, number(&d[slot::OOMS.key]));
             let steps = (d["forecast"]["kind"] == "oom_in")
                 .then(|| number(&d["forecast"]["steps"]))
                 .flatten();
             push(
-                "vramscope_process_allocator_oom_forecast_steps",
+                Some("vramscope_process_allocator_oom_forecast_steps"),
                 &labels,
                 steps,
             );
@@ -268,6 +260,44 @@ mod tests {
         );
         assert_eq!((p.used_bytes, p.running), (Some(1_000_000), Some(true)));
         assert_eq!(readings.sampled_ms["box-1"], 1_700_000_000_500);
+    }
+
+    #[test]
+    fn the_reverse_map_reads_the_figure_tables() {
+        let all = series(&doc(json!({})), "box-1").unwrap();
+        let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
+        let tables = [gpu::ALL, process::ALL, slot::ALL].concat();
+        let own = [
+            "vramscope_snapshot_timestamp_seconds",
+            "vramscope_process_running",
+            "vramscope_process_allocator_oom_forecast_steps",
+        ];
+        for name in &names {
+            let of_a_figure = tables
+                .iter()
+                .any(|f| f.family == Some(*name) || f.dcgm == Some(*name));
+            assert!(of_a_figure || own.contains(name), "{name}");
+        }
+        // Every figure the document carries (its temperature is null) came through under
+        // the family its table names.
+        let sent = [
+            (&gpu::STALE, gpu::STALE.family),
+            (&gpu::MEMORY_USED, gpu::MEMORY_USED.family),
+            (&gpu::PROCESS_COUNT, gpu::PROCESS_COUNT.family),
+            (&gpu::POWER_LIMIT_MW, gpu::POWER_LIMIT_MW.dcgm),
+            (&gpu::MEM_CLOCK_MHZ, gpu::MEM_CLOCK_MHZ.dcgm),
+            (&process::TRUE_PEAK, process::TRUE_PEAK.family),
+            (&slot::OOMS, slot::OOMS.family),
+        ];
+        for (figure, family) in sent {
+            let family = family.unwrap_or_else(|| panic!("{} has no family", figure.key));
+            assert!(
+                names.contains(&family),
+                "{} as {family}: {names:?}",
+                figure.key
+            );
+        }
+        assert!(!names.contains(&"DCGM_FI_DEV_GPU_TEMP"));
     }
 
     #[test]

@@ -8,12 +8,13 @@
 //!   pid, empty for `gpu` and `host` rows.
 //! - `metric` and its unit: `memory_used`, `memory_total` (bytes), `gpu_util`, `mem_util`
 //!   (%), `temperature_c` (°C), `power_mw` (mW), `sm_clock_mhz`, `mem_clock_mhz` (MHz) for
-//!   GPUs (the names `--json` and `--csv` give them: `model::figure_names`; export of vramscope
+//!   GPUs (the keys `--json` and `--csv` give them: `model::figures`; export of vramscope
 //!   0.1.0 wrote `temperature`, `power`, `sm_clock` and `mem_clock`), and
 //!   `memory_used_peak` (bytes) at the moment the fast memory sampling read a spike between
 //!   two samples;
 //!   `used_memory`, `host_rss` (bytes), `sm_util` (%), `cpu_percent` (% of one core) for
-//!   processes; `allocated`, `reserved`, `peak` (bytes), `step` for allocators' samples;
+//!   processes; `allocated`, `reserved`, `interval_peak` (bytes, as `--json`'s
+//!   slot calls it; the first export wrote `peak`), `step` for allocators' samples;
 //!   at each OOM (one per failure, however many events told of it) `oom_requested`,
 //!   `oom_device_free`, `oom_allocated`, `oom_reserved` (bytes), `oom_step` and `oom_fatal`
 //!   (1 fatal, 0 caught, no row while unknown), written once its outcome is known (so after
@@ -26,7 +27,7 @@
 //!   text column added here must go through both.
 
 use crate::model::SourceEvent;
-use crate::model::figure_names::*;
+use crate::model::figures::{device as gpu, process, slot};
 use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
 use crate::record::Recording;
@@ -148,19 +149,26 @@ impl<W: Write> Rows<'_, W> {
         let (t, g) = (s.at_ms, Some(s.index));
         // A spike the fast memory sampling caught between two samples, at its own time.
         if let Some(peak) = s.memory_peak.as_ref().filter(|p| p.at_ms < t) {
-            self.row(peak.at_ms, "gpu", g, None, MEMORY_USED_PEAK, peak.used)?;
+            self.row(
+                peak.at_ms,
+                "gpu",
+                g,
+                None,
+                gpu::MEMORY_USED_PEAK.key,
+                peak.used,
+            )?;
         }
         if let Ok(m) = &s.memory {
-            self.row(t, "gpu", g, None, MEMORY_USED, m.used)?;
-            self.row(t, "gpu", g, None, MEMORY_TOTAL, m.total)?;
+            self.row(t, "gpu", g, None, gpu::MEMORY_USED.key, m.used)?;
+            self.row(t, "gpu", g, None, gpu::MEMORY_TOTAL.key, m.total)?;
         }
         let figures: [(&str, &Reading<u32>); 6] = [
-            (GPU_UTIL, &s.gpu_util),
-            (MEM_UTIL, &s.mem_util),
-            (TEMPERATURE_C, &s.temperature_c),
-            (POWER_MW, &s.power_mw),
-            (SM_CLOCK_MHZ, &s.sm_clock_mhz),
-            (MEM_CLOCK_MHZ, &s.mem_clock_mhz),
+            (gpu::GPU_UTIL.key, &s.gpu_util),
+            (gpu::MEM_UTIL.key, &s.mem_util),
+            (gpu::TEMPERATURE_C.key, &s.temperature_c),
+            (gpu::POWER_MW.key, &s.power_mw),
+            (gpu::SM_CLOCK_MHZ.key, &s.sm_clock_mhz),
+            (gpu::MEM_CLOCK_MHZ.key, &s.mem_clock_mhz),
         ];
         for (metric, value) in figures {
             if let Ok(v) = value {
@@ -170,10 +178,10 @@ impl<W: Write> Rows<'_, W> {
         if let Ok(processes) = &s.processes {
             for p in processes {
                 if let Ok(used) = p.used_memory {
-                    self.row(t, "process", g, Some(p.pid), USED_MEMORY, used)?;
+                    self.row(t, "process", g, Some(p.pid), process::USED_MEMORY.key, used)?;
                 }
                 if let Ok(sm) = p.sm_util {
-                    self.row(t, "process", g, Some(p.pid), SM_UTIL, sm)?;
+                    self.row(t, "process", g, Some(p.pid), process::SM_UTIL.key, sm)?;
                 }
             }
         }
@@ -182,15 +190,29 @@ impl<W: Write> Rows<'_, W> {
 
     fn host(&mut self, s: &HostSample) -> io::Result<()> {
         if let Ok(m) = &s.memory {
-            self.row(s.at_ms, "host", None, None, MEMORY_USED, m.used)?;
-            self.row(s.at_ms, "host", None, None, MEMORY_TOTAL, m.total)?;
+            self.row(s.at_ms, "host", None, None, gpu::MEMORY_USED.key, m.used)?;
+            self.row(s.at_ms, "host", None, None, gpu::MEMORY_TOTAL.key, m.total)?;
         }
         for p in &s.processes {
             if let Ok(rss) = p.rss_bytes {
-                self.row(s.at_ms, "process", None, Some(p.pid), HOST_RSS, rss)?;
+                self.row(
+                    s.at_ms,
+                    "process",
+                    None,
+                    Some(p.pid),
+                    process::HOST_RSS.key,
+                    rss,
+                )?;
             }
             if let Ok(cpu) = p.cpu_percent {
-                self.row(s.at_ms, "process", None, Some(p.pid), CPU_PERCENT, cpu)?;
+                self.row(
+                    s.at_ms,
+                    "process",
+                    None,
+                    Some(p.pid),
+                    process::CPU_PERCENT.key,
+                    cpu,
+                )?;
             }
         }
         Ok(())
@@ -214,10 +236,10 @@ impl<W: Write> Rows<'_, W> {
             for p in &points {
                 let gpu = fold.slots.get(usize::from(p.slot)).and_then(|s| s.gpu);
                 let figures = [
-                    ("allocated", p.allocated),
-                    ("reserved", p.reserved),
-                    ("peak", p.peak),
-                    ("step", p.step),
+                    (slot::ALLOCATED.key, p.allocated),
+                    (slot::RESERVED.key, p.reserved),
+                    (slot::INTERVAL_PEAK.key, p.peak),
+                    (process::STEP.key, p.step),
                 ];
                 for (metric, value) in figures {
                     if let Some(v) = value {
@@ -281,7 +303,15 @@ impl<W: Write> Rows<'_, W> {
                     continue;
                 };
                 let (t, gpu, pid) = (peak.at_ms, slot.gpu, fold.host_pid);
-                row(self.out, t, "allocator", gpu, pid, "true_peak", peak.value)?;
+                row(
+                    self.out,
+                    t,
+                    "allocator",
+                    gpu,
+                    pid,
+                    process::TRUE_PEAK.key,
+                    peak.value,
+                )?;
                 if let Some(step) = peak.step {
                     row(self.out, t, "allocator", gpu, pid, "true_peak_step", step)?;
                 }

@@ -8,7 +8,7 @@ pub mod allocator;
 pub mod allocator_stream;
 pub mod device;
 pub mod event;
-pub mod figure_names;
+pub mod figures;
 pub mod foreign;
 pub mod foresight;
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! figure is an empty cell (never 0); quoting follows RFC 4180. A text cell that a
 //! spreadsheet would take for a formula is defused (`formula_guard`).
 
-use super::fields::{self, DEVICE, Field, PROCESS, Value};
+use super::fields::{self, Field, Value};
 use crate::model::Snapshot;
+use crate::model::figures::{device as gpu, process};
 use crate::model::units::{MemoryUnits, csv_mib};
 use std::borrow::Cow;
 
@@ -12,8 +13,8 @@ use std::borrow::Cow;
 /// is unique, so `pandas.read_csv` and `csv.DictReader` keep every column.
 pub fn header() -> String {
     let mut names: Vec<Cow<'static, str>> = vec!["record".into(), "time_ms".into()];
-    names.extend(DEVICE.iter().map(|(name, _)| Cow::Borrowed(*name)));
-    names.extend(PROCESS.iter().map(|(name, _)| process_column(name)));
+    names.extend(gpu::ALL.iter().map(|f| Cow::Borrowed(f.key)));
+    names.extend(process::ALL.iter().map(|f| process_column(f.key)));
     names.join(",") + "\n"
 }
 
@@ -21,7 +22,7 @@ pub fn header() -> String {
 /// field has the same name (`mem_util` is the device's, `process_mem_util` the process's).
 /// In JSON each sits in its own object, so there the names stay as they are.
 fn process_column(name: &'static str) -> Cow<'static, str> {
-    if DEVICE.iter().any(|(device, _)| *device == name) {
+    if gpu::ALL.iter().any(|f| f.key == name) {
         Cow::Owned(format!("process_{name}"))
     } else {
         Cow::Borrowed(name)
@@ -47,13 +48,13 @@ pub fn render(snapshot: &Snapshot, with_header: bool, units: MemoryUnits) -> Str
 fn row(
     record: &str,
     time: &str,
-    device: &[Field],
-    process: &[Field],
+    device_fields: &[Field],
+    process_fields: &[Field],
     units: MemoryUnits,
 ) -> String {
     let mut cells = vec![record.to_string(), time.to_string()];
-    cells.extend(pad(device, DEVICE.len(), units));
-    cells.extend(pad(process, PROCESS.len(), units));
+    cells.extend(pad(device_fields, gpu::ALL.len(), units));
+    cells.extend(pad(process_fields, process::ALL.len(), units));
     cells.join(",") + "\n"
 }
 
@@ -141,7 +142,7 @@ mod tests {
     fn header_has_every_field_once() {
         let h = header();
         let names: Vec<&str> = h.trim_end().split(',').collect();
-        assert_eq!(names.len(), 2 + DEVICE.len() + PROCESS.len());
+        assert_eq!(names.len(), 2 + gpu::ALL.len() + process::ALL.len());
         let unique: std::collections::HashSet<&str> = names.iter().copied().collect();
         assert_eq!(unique.len(), names.len(), "a name repeats in {h}");
         assert!(names.contains(&"mem_util") && names.contains(&"process_mem_util"));

@@ -2,7 +2,7 @@
 //! so the two formats cannot drift apart; each name sits beside the code that reads it, so the
 //! names and the values cannot drift apart either.
 
-use crate::model::figure_names::*;
+use crate::model::figures::{Figure, device as gpu, process, slot};
 use crate::model::mig::{MigState, RowInstance};
 use crate::model::peak_owner::Who;
 use crate::model::{
@@ -25,21 +25,23 @@ pub enum Value {
 pub type Field = (&'static str, Reading<Value>);
 
 /// A field's name and how to read it from `T`.
-pub type Column<T> = (&'static str, fn(&T) -> Reading<Value>);
+pub type Column<T> = (&'static Figure, fn(&T) -> Reading<Value>);
 
 /// Every GPU field, in output order (the CSV header follows it).
 pub const DEVICE: &[Column<DeviceSnapshot>] = &[
-    ("index", |d| Ok(Value::Int(u64::from(d.info.index)))),
-    ("uuid", |d| text(&d.info.uuid)),
-    ("name", |d| text(&d.info.name)),
-    ("pci_bus_id", |d| text(&d.info.pci_bus_id)),
-    ("sampled_at_ms", |d| sampled(d, |s| Ok(Value::Int(s.at_ms)))),
-    ("stale", |d| Ok(Value::Bool(d.stale))),
-    ("lost", |d| {
+    (&gpu::INDEX, |d| Ok(Value::Int(u64::from(d.info.index)))),
+    (&gpu::UUID, |d| text(&d.info.uuid)),
+    (&gpu::NAME, |d| text(&d.info.name)),
+    (&gpu::PCI_BUS_ID, |d| text(&d.info.pci_bus_id)),
+    (&gpu::SAMPLED_AT_MS, |d| {
+        sampled(d, |s| Ok(Value::Int(s.at_ms)))
+    }),
+    (&gpu::STALE, |d| Ok(Value::Bool(d.stale))),
+    (&gpu::LOST, |d| {
         Ok(Value::Bool(d.sample.as_ref().is_some_and(|s| s.lost)))
     }),
-    (MEMORY_TOTAL, memory_total),
-    ("memory_reserved", |d| {
+    (&gpu::MEMORY_TOTAL, memory_total),
+    (&gpu::MEMORY_RESERVED, |d| {
         sampled(d, |s| match &s.memory {
             Ok(MemoryInfo {
                 reserved: Some(reserved),
@@ -51,16 +53,16 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             Err(why) => Err(why.clone()),
         })
     }),
-    (MEMORY_USED, |d| memory(d, |m| m.used)),
-    ("memory_free", |d| memory(d, |m| m.free)),
-    (MEMORY_USED_PEAK, |d| {
+    (&gpu::MEMORY_USED, |d| memory(d, |m| m.used)),
+    (&gpu::MEMORY_FREE, |d| memory(d, |m| m.free)),
+    (&gpu::MEMORY_USED_PEAK, |d| {
         memory_peak(d, |p| Value::Bytes(p.used))
     }),
-    ("memory_used_peak_at_ms", |d| {
+    (&gpu::MEMORY_USED_PEAK_AT_MS, |d| {
         memory_peak(d, |p| Value::Int(p.at_ms))
     }),
     // The process that made the interval's peak (`peak_owner::owner_of`).
-    ("memory_used_peak_pid", |d| {
+    (&gpu::MEMORY_USED_PEAK_PID, |d| {
         memory_peak(d, |_| Value::Int(0))?;
         match d.interval_peak_owner.as_ref().map(|o| &o.who) {
             Some(Who::Process { pid, .. }) => Ok(Value::Int(u64::from(*pid))),
@@ -68,36 +70,44 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             None => Err(Absent::NotAvailable),
         }
     }),
-    (GPU_UTIL, |d| sampled(d, |s| int(&s.gpu_util))),
-    (MEM_UTIL, |d| sampled(d, |s| int(&s.mem_util))),
-    (TEMPERATURE_C, |d| sampled(d, |s| int(&s.temperature_c))),
-    (POWER_MW, |d| sampled(d, |s| int(&s.power_mw))),
-    ("power_limit_mw", |d| sampled(d, |s| int(&s.power_limit_mw))),
-    (SM_CLOCK_MHZ, |d| sampled(d, |s| int(&s.sm_clock_mhz))),
-    (MEM_CLOCK_MHZ, |d| sampled(d, |s| int(&s.mem_clock_mhz))),
-    ("fan_percent", |d| sampled(d, |s| int(&s.fan_percent))),
-    ("encoder_util", |d| sampled(d, |s| int(&s.encoder_util))),
-    ("decoder_util", |d| sampled(d, |s| int(&s.decoder_util))),
-    ("pstate", |d| sampled(d, |s| int(&s.pstate))),
-    ("throttle_reasons", |d| {
+    (&gpu::GPU_UTIL, |d| sampled(d, |s| int(&s.gpu_util))),
+    (&gpu::MEM_UTIL, |d| sampled(d, |s| int(&s.mem_util))),
+    (&gpu::TEMPERATURE_C, |d| {
+        sampled(d, |s| int(&s.temperature_c))
+    }),
+    (&gpu::POWER_MW, |d| sampled(d, |s| int(&s.power_mw))),
+    (&gpu::POWER_LIMIT_MW, |d| {
+        sampled(d, |s| int(&s.power_limit_mw))
+    }),
+    (&gpu::SM_CLOCK_MHZ, |d| sampled(d, |s| int(&s.sm_clock_mhz))),
+    (&gpu::MEM_CLOCK_MHZ, |d| {
+        sampled(d, |s| int(&s.mem_clock_mhz))
+    }),
+    (&gpu::FAN_PERCENT, |d| sampled(d, |s| int(&s.fan_percent))),
+    (&gpu::ENCODER_UTIL, |d| sampled(d, |s| int(&s.encoder_util))),
+    (&gpu::DECODER_UTIL, |d| sampled(d, |s| int(&s.decoder_util))),
+    (&gpu::PSTATE, |d| sampled(d, |s| int(&s.pstate))),
+    (&gpu::THROTTLE_REASONS, |d| {
         sampled(d, |s| int(&s.throttle_reasons))
     }),
-    ("ecc_corrected", |d| sampled(d, |s| int(&s.ecc_corrected))),
-    ("ecc_uncorrected", |d| {
+    (&gpu::ECC_CORRECTED, |d| {
+        sampled(d, |s| int(&s.ecc_corrected))
+    }),
+    (&gpu::ECC_UNCORRECTED, |d| {
         sampled(d, |s| int(&s.ecc_uncorrected))
     }),
-    ("pcie_tx_kbs", |d| {
+    (&gpu::PCIE_TX_KBS, |d| {
         sampled(d, |s| pcie(s.pcie_tx_kbs.as_ref()))
     }),
-    ("pcie_rx_kbs", |d| {
+    (&gpu::PCIE_RX_KBS, |d| {
         sampled(d, |s| pcie(s.pcie_rx_kbs.as_ref()))
     }),
-    ("instrumented_reserved", |d| {
+    (&gpu::INSTRUMENTED_RESERVED, |d| {
         d.instrumented_reserved
             .map(Value::Int)
             .ok_or_else(|| Absent::Error("no instrumented process".into()))
     }),
-    ("process_count", |d| {
+    (&gpu::PROCESS_COUNT, |d| {
         sampled(d, |s| {
             s.processes
                 .as_ref()
@@ -105,13 +115,13 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
                 .map_err(Clone::clone)
         })
     }),
-    ("compute_process_count", |d| {
+    (&gpu::COMPUTE_PROCESS_COUNT, |d| {
         sampled(d, |s| list_count(s, ProcessKind::Compute))
     }),
-    ("graphics_process_count", |d| {
+    (&gpu::GRAPHICS_PROCESS_COUNT, |d| {
         sampled(d, |s| list_count(s, ProcessKind::Graphics))
     }),
-    ("mig_mode", |d| {
+    (&gpu::MIG_MODE, |d| {
         sampled(d, |s| {
             if let Some(why) = s.mig.as_ref().and_then(MigState::mode_unread_reason) {
                 return Err(why);
@@ -120,7 +130,7 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
             Ok(Value::Text(if on { "enabled" } else { "disabled" }.into()))
         })
     }),
-    ("mig_pending", |d| {
+    (&gpu::MIG_PENDING, |d| {
         sampled(d, |s| {
             s.mig
                 .as_ref()
@@ -129,7 +139,7 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
                 .ok_or_else(|| Absent::Error("no MIG mode change pending".into()))
         })
     }),
-    ("mig_instance_count", |d| {
+    (&gpu::MIG_INSTANCE_COUNT, |d| {
         sampled(d, |s| match s.mig_enabled() {
             Some(m) => m
                 .instances
@@ -143,36 +153,42 @@ pub const DEVICE: &[Column<DeviceSnapshot>] = &[
 
 /// Every field of a process on one GPU, in output order.
 pub const PROCESS: &[Column<ProcessRow>] = &[
-    ("gpu_index", |p| Ok(Value::Int(u64::from(p.gpu_index)))),
-    ("gpu_uuid", |p| Ok(Value::Text(p.gpu_uuid.to_string()))),
-    ("pid", |p| Ok(Value::Int(u64::from(p.nvml.pid)))),
-    ("local_pid", |p| {
+    (&process::GPU_INDEX, |p| {
+        Ok(Value::Int(u64::from(p.gpu_index)))
+    }),
+    (&process::GPU_UUID, |p| {
+        Ok(Value::Text(p.gpu_uuid.to_string()))
+    }),
+    (&process::PID, |p| Ok(Value::Int(u64::from(p.nvml.pid)))),
+    (&process::LOCAL_PID, |p| {
         p.host
             .as_ref()
             .and_then(|h| h.local_pid)
             .map(|v| Value::Int(u64::from(v)))
             .ok_or_else(not_visible)
     }),
-    ("type", |p| Ok(Value::Text(p.nvml.kind.letter().into()))),
-    (USED_MEMORY, |p| {
+    (&process::TYPE, |p| {
+        Ok(Value::Text(p.nvml.kind.letter().into()))
+    }),
+    (&process::USED_MEMORY, |p| {
         p.nvml.used_memory.clone().map(Value::Bytes)
     }),
     // The all-time peak of the process's history, spikes the fast sampling attributed to it
     // included.
-    ("used_memory_peak", |p| {
+    (&process::USED_MEMORY_PEAK, |p| {
         p.peaks
             .vram
             .map(|peak| Value::Bytes(peak.value as u64))
             .ok_or_else(|| Absent::Error("no figure read yet".into()))
     }),
-    (SM_UTIL, |p| int(&p.nvml.sm_util)),
-    ("mem_util", |p| int(&p.nvml.mem_util)),
-    ("enc_util", |p| int(&p.nvml.enc_util)),
-    ("dec_util", |p| int(&p.nvml.dec_util)),
-    ("user", |p| host(p, |h| text(&h.user))),
-    ("command", |p| host(p, |h| text(&h.command))),
-    (HOST_RSS, |p| host(p, |h| int(&h.rss_bytes))),
-    (CPU_PERCENT, |p| {
+    (&process::SM_UTIL, |p| int(&p.nvml.sm_util)),
+    (&process::MEM_UTIL, |p| int(&p.nvml.mem_util)),
+    (&process::ENC_UTIL, |p| int(&p.nvml.enc_util)),
+    (&process::DEC_UTIL, |p| int(&p.nvml.dec_util)),
+    (&process::USER, |p| host(p, |h| text(&h.user))),
+    (&process::COMMAND, |p| host(p, |h| text(&h.command))),
+    (&process::HOST_RSS, |p| host(p, |h| int(&h.rss_bytes))),
+    (&process::CPU_PERCENT, |p| {
         host(p, |h| {
             h.cpu_percent
                 .as_ref()
@@ -180,7 +196,7 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
                 .map_err(Clone::clone)
         })
     }),
-    ("container", |p| {
+    (&process::CONTAINER, |p| {
         p.host
             .as_ref()
             .and_then(|h| h.container.clone())
@@ -189,13 +205,15 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
     }),
     // `container` above stays the container id it has been within version 1; the name
     // dcgm-exporter calls `container` is `container_name` here.
-    ("pod", |p| pod(p, |pod| text(&pod.name))),
-    ("namespace", |p| pod(p, |pod| text(&pod.namespace))),
-    ("container_name", |p| pod(p, |pod| text(&pod.container))),
-    ("pod_uid", |p| {
+    (&process::POD, |p| pod(p, |pod| text(&pod.name))),
+    (&process::NAMESPACE, |p| pod(p, |pod| text(&pod.namespace))),
+    (&process::CONTAINER_NAME, |p| {
+        pod(p, |pod| text(&pod.container))
+    }),
+    (&process::POD_UID, |p| {
         pod(p, |pod| Ok(Value::Text(pod.uid.clone())))
     }),
-    ("pod_qos", |p| {
+    (&process::POD_QOS, |p| {
         pod(p, |pod| {
             pod.qos
                 .clone()
@@ -203,9 +221,13 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
                 .ok_or_else(|| Absent::Error("the cgroup path does not say".into()))
         })
     }),
-    ("allocated", |p| allocator(p, |a| int(&a.device.allocated))),
-    ("reserved", |p| allocator(p, |a| int(&a.device.reserved))),
-    ("true_peak", |p| {
+    (&process::ALLOCATED, |p| {
+        allocator(p, |a| int(&a.device.allocated))
+    }),
+    (&process::RESERVED, |p| {
+        allocator(p, |a| int(&a.device.reserved))
+    }),
+    (&process::TRUE_PEAK, |p| {
         allocator(p, |a| {
             a.peak
                 .as_ref()
@@ -213,75 +235,78 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
                 .ok_or(Absent::NotAvailable)
         })
     }),
-    ("step", |p| {
+    (&process::STEP, |p| {
         allocator(p, |a| {
             a.step
                 .map(Value::Int)
                 .ok_or_else(|| Absent::Error("no step yet".into()))
         })
     }),
-    ("phase", |p| {
+    (&process::PHASE, |p| {
         allocator(p, |a| Ok(Value::Text(a.label.clone())))
     }),
-    ("writer", |p| {
+    (&process::WRITER, |p| {
         allocator(p, |a| Ok(Value::Text(a.liveness.label().into())))
     }),
-    ("mig_profile", |p| instance(p, |i| text(&i.profile))),
-    ("gpu_instance_id", |p| {
+    (&process::MIG_PROFILE, |p| instance(p, |i| text(&i.profile))),
+    (&process::GPU_INSTANCE_ID, |p| {
         instance(p, |i| int(&i.gpu_instance_id))
     }),
-    ("compute_instance_id", |p| {
+    (&process::COMPUTE_INSTANCE_ID, |p| {
         instance(p, |i| int(&i.compute_instance_id))
     }),
-    ("mig_uuid", |p| instance(p, |i| text(&i.uuid))),
+    (&process::MIG_UUID, |p| instance(p, |i| text(&i.uuid))),
 ];
 
 /// Every figure an allocator publishes for one GPU, in output order.
 pub const ALLOCATOR_DEVICE: &[Column<AllocatorDevice>] = &[
-    ("ordinal", |d| Ok(Value::Int(u64::from(d.ordinal)))),
-    ("uuid", |d| {
+    (&slot::ORDINAL, |d| Ok(Value::Int(u64::from(d.ordinal)))),
+    (&slot::UUID, |d| {
         d.uuid.clone().map(Value::Text).ok_or(Absent::NotAvailable)
     }),
-    ("pci_bus_id", |d| {
+    (&slot::PCI_BUS_ID, |d| {
         d.pci_bus_id
             .clone()
             .map(Value::Text)
             .ok_or(Absent::NotAvailable)
     }),
-    ("total", |d| int(&d.total)),
-    ("allocated", |d| int(&d.allocated)),
-    ("allocated_peak", |d| int(&d.allocated_peak)),
-    ("reserved", |d| int(&d.reserved)),
-    ("reserved_peak", |d| int(&d.reserved_peak)),
-    ("active", |d| int(&d.active)),
-    ("inactive_split", |d| int(&d.inactive_split)),
-    ("requested", |d| int(&d.requested)),
-    ("alloc_retries", |d| int(&d.alloc_retries)),
-    ("ooms", |d| int(&d.ooms)),
-    ("device_free", |d| int(&d.device_free)),
-    ("limit", |d| int(&d.limit)),
-    ("interval_peak", |d| int(&d.interval_peak)),
-    ("step_peak", |d| int(&d.step_peak)),
+    (&slot::TOTAL, |d| int(&d.total)),
+    (&slot::ALLOCATED, |d| int(&d.allocated)),
+    (&slot::ALLOCATED_PEAK, |d| int(&d.allocated_peak)),
+    (&slot::RESERVED, |d| int(&d.reserved)),
+    (&slot::RESERVED_PEAK, |d| int(&d.reserved_peak)),
+    (&slot::ACTIVE, |d| int(&d.active)),
+    (&slot::INACTIVE_SPLIT, |d| int(&d.inactive_split)),
+    (&slot::REQUESTED, |d| int(&d.requested)),
+    (&slot::ALLOC_RETRIES, |d| int(&d.alloc_retries)),
+    (&slot::OOMS, |d| int(&d.ooms)),
+    (&slot::DEVICE_FREE, |d| int(&d.device_free)),
+    (&slot::LIMIT, |d| int(&d.limit)),
+    (&slot::INTERVAL_PEAK, |d| int(&d.interval_peak)),
+    (&slot::STEP_PEAK, |d| int(&d.step_peak)),
 ];
 
 /// Every figure of one allocator device.
 pub fn allocator_device(d: &AllocatorDevice) -> Vec<Field> {
     ALLOCATOR_DEVICE
         .iter()
-        .map(|(name, read)| (*name, read(d)))
+        .map(|(figure, read)| (figure.key, read(d)))
         .collect()
 }
 
 /// Every figure of one GPU. A GPU never sampled has every sampled figure absent.
 pub fn device(d: &DeviceSnapshot) -> Vec<Field> {
-    DEVICE.iter().map(|(name, read)| (*name, read(d))).collect()
+    DEVICE
+        .iter()
+        .map(|(figure, read)| (figure.key, read(d)))
+        .collect()
 }
 
 /// Every figure of one process on one GPU.
 pub fn process(p: &ProcessRow) -> Vec<Field> {
     PROCESS
         .iter()
-        .map(|(name, read)| (*name, read(p)))
+        .map(|(figure, read)| (figure.key, read(p)))
         .collect()
 }
 
@@ -405,5 +430,27 @@ fn allocator(p: &ProcessRow, read: impl Fn(&ProcessAllocator) -> Reading<Value>)
         // Its writer publishes, for a GPU that is not here: said as `--once` says it.
         (None, Some(why)) => Err(Absent::Error(why.clone())),
         (None, None) => Err(Absent::Error("not instrumented".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys<T>(columns: &[Column<T>]) -> Vec<&'static str> {
+        columns.iter().map(|(figure, _)| figure.key).collect()
+    }
+
+    fn table(figures: &[&Figure]) -> Vec<&'static str> {
+        figures.iter().map(|f| f.key).collect()
+    }
+
+    /// The readers here and the tables in `model::figures` name the same figures in the same
+    /// order, so a figure added to one and not the other fails here, not in a user's parser.
+    #[test]
+    fn every_column_is_its_tables_figure_in_its_order() {
+        assert_eq!(keys(DEVICE), table(gpu::ALL));
+        assert_eq!(keys(PROCESS), table(process::ALL));
+        assert_eq!(keys(ALLOCATOR_DEVICE), table(slot::ALL));
     }
 }

@@ -1,6 +1,7 @@
 //! `--once`: a compact table of GPUs and processes for people, in the spirit of nvidia-smi
 //! but narrow enough for 80 columns. Absent figures print `n/a`.
 
+use crate::model::figures::device as gpu;
 use crate::model::units::{MemoryUnits, bytes, short_bytes, watts};
 use crate::model::{DeviceSnapshot, NA, ProcessRow, Reading, Snapshot, or_na};
 use std::fmt::Write;
@@ -292,27 +293,26 @@ fn notes(snapshot: &Snapshot) -> String {
             reasons.push(format!("GPU {}: no sample yet", d.info.index));
             continue;
         };
-        let checks: [(&str, Option<String>); 7] = [
-            ("memory", s.memory.as_ref().err().map(|e| e.reason())),
-            ("util", s.gpu_util.as_ref().err().map(|e| e.reason())),
+        let reason = |absent: Option<&crate::model::Absent>| absent.map(|e| e.reason());
+        let checks = [
+            (&gpu::MEMORY_USED, reason(s.memory.as_ref().err())),
+            (&gpu::GPU_UTIL, reason(s.gpu_util.as_ref().err())),
+            (&gpu::TEMPERATURE_C, reason(s.temperature_c.as_ref().err())),
+            (&gpu::POWER_MW, reason(s.power_mw.as_ref().err())),
+            (&gpu::PROCESS_COUNT, reason(s.processes.as_ref().err())),
             (
-                "temperature",
-                s.temperature_c.as_ref().err().map(|e| e.reason()),
-            ),
-            ("power", s.power_mw.as_ref().err().map(|e| e.reason())),
-            ("processes", s.processes.as_ref().err().map(|e| e.reason())),
-            (
-                "compute process list",
-                s.list_gaps.compute.as_ref().map(|e| e.reason()),
+                &gpu::COMPUTE_PROCESS_COUNT,
+                reason(s.list_gaps.compute.as_ref()),
             ),
             (
-                "graphics process list",
-                s.list_gaps.graphics.as_ref().map(|e| e.reason()),
+                &gpu::GRAPHICS_PROCESS_COUNT,
+                reason(s.list_gaps.graphics.as_ref()),
             ),
         ];
-        for (field, why) in checks {
+        for (figure, why) in checks {
             if let Some(why) = why {
-                reasons.push(format!("GPU {} {field}: {why}", d.info.index));
+                let label = figure.label;
+                reasons.push(format!("GPU {} {label}: {why}", d.info.index));
             }
         }
     }

@@ -9,6 +9,7 @@
 use super::families::{Family, Labels, Metric, Number, bytes, counter, gauge};
 use super::fresh::fresh;
 use super::published::Published;
+use crate::model::figures::device as gpu;
 use crate::model::{DeviceSnapshot, MemoryInfo, Reading};
 use std::sync::Arc;
 
@@ -21,73 +22,81 @@ const KIB: u64 = 1 << 10;
 /// dcgm-exporter's families, with its help texts.
 const DCGM: &[Metric<D>] = &[
     gauge(
-        "DCGM_FI_DEV_FB_USED",
+        gpu::MEMORY_USED.dcgm_family(),
         "Framebuffer memory used (in MiB).",
         |d| mib(d, |m| m.used),
     ),
     gauge(
-        "DCGM_FI_DEV_FB_FREE",
+        gpu::MEMORY_FREE.dcgm_family(),
         "Framebuffer memory free (in MiB).",
         |d| mib(d, |m| m.free),
     ),
     gauge(
-        "DCGM_FI_DEV_FB_TOTAL",
+        gpu::MEMORY_TOTAL.dcgm_family(),
         "Framebuffer memory total (in MiB).",
         |d| mib(d, |m| m.total),
     ),
     gauge(
-        "DCGM_FI_DEV_FB_RESERVED",
+        gpu::MEMORY_RESERVED.dcgm_family(),
         "Framebuffer memory reserved by the driver (in MiB).",
         |d| {
             let reserved = memory(d)?.reserved?;
             Some(Number::Int(reserved / MIB))
         },
     ),
-    gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", |d| {
-        int(&fresh(d)?.gpu_util)
-    }),
     gauge(
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        gpu::GPU_UTIL.dcgm_family(),
+        "GPU utilization (in %).",
+        |d| int(&fresh(d)?.gpu_util),
+    ),
+    gauge(
+        gpu::MEM_UTIL.dcgm_family(),
         "Memory utilization (in %).",
         |d| int(&fresh(d)?.mem_util),
     ),
-    gauge("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", |d| {
-        int(&fresh(d)?.encoder_util)
-    }),
-    gauge("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", |d| {
-        int(&fresh(d)?.decoder_util)
-    }),
-    gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", |d| {
-        int(&fresh(d)?.temperature_c)
-    }),
-    gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", |d| {
+    gauge(
+        gpu::ENCODER_UTIL.dcgm_family(),
+        "Encoder utilization (in %).",
+        |d| int(&fresh(d)?.encoder_util),
+    ),
+    gauge(
+        gpu::DECODER_UTIL.dcgm_family(),
+        "Decoder utilization (in %).",
+        |d| int(&fresh(d)?.decoder_util),
+    ),
+    gauge(
+        gpu::TEMPERATURE_C.dcgm_family(),
+        "GPU temperature (in C).",
+        |d| int(&fresh(d)?.temperature_c),
+    ),
+    gauge(gpu::POWER_MW.dcgm_family(), "Power draw (in W).", |d| {
         watts(&fresh(d)?.power_mw)
     }),
     gauge(
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+        gpu::POWER_LIMIT_MW.dcgm_family(),
         "Enforced power limit (in W).",
         |d| watts(&fresh(d)?.power_limit_mw),
     ),
     gauge(
-        "DCGM_FI_DEV_SM_CLOCK",
+        gpu::SM_CLOCK_MHZ.dcgm_family(),
         "SM clock frequency (in MHz).",
         |d| int(&fresh(d)?.sm_clock_mhz),
     ),
     gauge(
-        "DCGM_FI_DEV_MEM_CLOCK",
+        gpu::MEM_CLOCK_MHZ.dcgm_family(),
         "Memory clock frequency (in MHz).",
         |d| int(&fresh(d)?.mem_clock_mhz),
     ),
-    gauge("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in %).", |d| {
+    gauge(gpu::FAN_PERCENT.dcgm_family(), "Fan speed (in %).", |d| {
         int(&fresh(d)?.fan_percent)
     }),
     gauge(
-        "DCGM_FI_DEV_PSTATE",
+        gpu::PSTATE.dcgm_family(),
         "Performance state (0 fastest to 15 slowest).",
         |d| int(&fresh(d)?.pstate),
     ),
     gauge(
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        gpu::THROTTLE_REASONS.dcgm_family(),
         "Current clock throttle reasons (NVML bitmask).",
         |d| int(&fresh(d)?.throttle_reasons),
     ),
@@ -96,22 +105,22 @@ const DCGM: &[Metric<D>] = &[
 /// vramscope's own per-GPU families.
 const VRAMSCOPE: &[Metric<D>] = &[
     bytes(
-        "vramscope_gpu_memory_total_bytes",
+        gpu::MEMORY_TOTAL.prometheus(),
         "GPU memory in total (DCGM_FI_DEV_FB_TOTAL to the byte, to divide per-process bytes by).",
         |d| d.memory_total().map(Number::Int),
     ),
     bytes(
-        "vramscope_gpu_memory_used_bytes",
+        gpu::MEMORY_USED.prometheus(),
         "GPU memory used, excluding driver-reserved memory (DCGM_FI_DEV_FB_USED to the byte).",
         |d| memory(d).map(|m| Number::Int(m.used)),
     ),
     bytes(
-        "vramscope_gpu_instrumented_reserved_bytes",
+        gpu::INSTRUMENTED_RESERVED.prometheus(),
         "Bytes held by the caching allocators of running instrumented processes on this GPU.",
         |d| d.instrumented_reserved.map(Number::Int),
     ),
     gauge(
-        "vramscope_gpu_processes",
+        gpu::PROCESS_COUNT.prometheus(),
         "Processes NVML lists on this GPU.",
         |d| {
             let n = fresh(d)?.processes.as_ref().ok()?.len();
@@ -119,32 +128,32 @@ const VRAMSCOPE: &[Metric<D>] = &[
         },
     ),
     counter(
-        "vramscope_gpu_ecc_corrected_errors_total",
+        gpu::ECC_CORRECTED.prometheus(),
         "Corrected (single-bit) ECC errors since the driver loaded.",
         |d| int(&fresh(d)?.ecc_corrected),
     ),
     counter(
-        "vramscope_gpu_ecc_uncorrected_errors_total",
+        gpu::ECC_UNCORRECTED.prometheus(),
         "Uncorrected (double-bit) ECC errors since the driver loaded.",
         |d| int(&fresh(d)?.ecc_uncorrected),
     ),
     gauge(
-        "vramscope_gpu_pcie_tx_bytes_per_second",
+        gpu::PCIE_TX_KBS.prometheus(),
         "PCIe transmit throughput (sampled only with --pcie).",
         |d| kib_per_second(fresh(d)?.pcie_tx_kbs.as_ref()?),
     ),
     gauge(
-        "vramscope_gpu_pcie_rx_bytes_per_second",
+        gpu::PCIE_RX_KBS.prometheus(),
         "PCIe receive throughput (sampled only with --pcie).",
         |d| kib_per_second(fresh(d)?.pcie_rx_kbs.as_ref()?),
     ),
     gauge(
-        "vramscope_gpu_stale",
+        gpu::STALE.prometheus(),
         "1 while a driver call for this GPU hangs: its sampled figures are left out until it answers.",
         |d| Some(Number::Int(u64::from(d.stale))),
     ),
     gauge(
-        "vramscope_gpu_lost",
+        gpu::LOST.prometheus(),
         "1 when the GPU stopped answering (fell off the bus): its sampled figures are left out.",
         |d| {
             let lost = d.sample.as_ref().is_some_and(|s| s.lost);

@@ -10,6 +10,7 @@
 use super::families::{Family, Labels, Metric, Number, Sample, bytes, gauge};
 use super::fresh::fresh;
 use super::published::Published;
+use crate::model::figures::device as gpu;
 use crate::model::{DeviceSnapshot, MemoryInfo, MigInstance};
 use std::sync::Arc;
 
@@ -20,9 +21,9 @@ type FbFamily = (&'static str, fn(&MemoryInfo) -> u64);
 
 /// dcgm-exporter's framebuffer families (MiB), per instance.
 const DCGM_FB: &[FbFamily] = &[
-    ("DCGM_FI_DEV_FB_USED", |m| m.used),
-    ("DCGM_FI_DEV_FB_FREE", |m| m.free),
-    ("DCGM_FI_DEV_FB_TOTAL", |m| m.total),
+    (gpu::MEMORY_USED.dcgm_family(), |m| m.used),
+    (gpu::MEMORY_FREE.dcgm_family(), |m| m.free),
+    (gpu::MEMORY_TOTAL.dcgm_family(), |m| m.total),
 ];
 
 /// The instance figures a family reads.

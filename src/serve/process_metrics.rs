@@ -8,6 +8,7 @@
 use super::families::{Family, Labels, Metric, Number, bytes, counter, gauge};
 use super::processes::{AllocatorFigures, ProcessEntry};
 use super::published::Published;
+use crate::model::figures::{process, slot};
 use std::sync::Arc;
 
 type P = ProcessEntry;
@@ -19,12 +20,12 @@ const PROCESS: &[Metric<P>] = &[
         |p| Some(Number::Int(u64::from(p.running))),
     ),
     bytes(
-        "vramscope_process_memory_used_bytes",
+        process::USED_MEMORY.prometheus(),
         "GPU memory NVML accounts to the process on this GPU.",
         |p| p.used_bytes.map(Number::Int),
     ),
     gauge(
-        "vramscope_process_sm_utilization_ratio",
+        process::SM_UTIL.prometheus(),
         "Share of the time the process kept the GPU's SMs busy over NVML's last sample (0 to 1).",
         |p| {
             p.sm_util_percent
@@ -32,32 +33,32 @@ const PROCESS: &[Metric<P>] = &[
         },
     ),
     bytes(
-        "vramscope_process_host_rss_bytes",
+        process::HOST_RSS.prometheus(),
         "The process's resident host memory.",
         |p| p.host_rss_bytes.map(Number::Int),
     ),
     bytes(
-        "vramscope_process_allocator_allocated_bytes",
+        process::ALLOCATED.prometheus(),
         "Bytes in live tensors, as the process's allocator reports them.",
         |p| alloc(p, |a| a.allocated),
     ),
     bytes(
-        "vramscope_process_allocator_reserved_bytes",
+        process::RESERVED.prometheus(),
         "Bytes the process's caching allocator holds from the driver.",
         |p| alloc(p, |a| a.reserved),
     ),
     bytes(
-        "vramscope_process_allocator_peak_bytes",
+        process::TRUE_PEAK.prometheus(),
         "Highest allocated bytes in any allocator sample since the process began publishing, spikes between scrapes included.",
         |p| alloc(p, |a| a.peak),
     ),
     counter(
-        "vramscope_process_allocator_ooms_total",
+        slot::OOMS.prometheus(),
         "Out-of-memory errors of the process on this GPU: its allocator's counter, or the OOMs it reported (the one that killed it included) if more.",
         |p| alloc(p, |a| a.ooms),
     ),
     counter(
-        "vramscope_process_allocator_retries_total",
+        slot::ALLOC_RETRIES.prometheus(),
         "Allocations the allocator retried after freeing its cache.",
         |p| alloc(p, |a| a.retries),
     ),
@@ -77,7 +78,7 @@ const PROCESS: &[Metric<P>] = &[
         },
     ),
     gauge(
-        "vramscope_process_step",
+        process::STEP.prometheus(),
         "The training step the process last reported.",
         |p| alloc(p, |a| a.step),
     ),

@@ -2,6 +2,7 @@
 //! configuration file can set the same value. PID, VRAM and COMMAND always show; RANK and the
 //! allocator columns come with the data that fills them; POD, when chosen (it is by default),
 //! only while some process runs in a Kubernetes pod, so a machine without pods loses no room.
+use crate::model::figures::process;
 
 /// Columns of the process table, in display order. `s` cycles through them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -71,26 +72,27 @@ impl SortColumn {
         )
     }
 
+    /// The header: the figure's label (`model::figures`), where the column is one.
     pub fn label(self) -> &'static str {
         match self {
-            SortColumn::Pid => "PID",
-            SortColumn::User => "USER",
-            SortColumn::Gpu => "GPU",
-            SortColumn::Type => "TYPE",
+            SortColumn::Pid => process::PID.label,
+            SortColumn::User => process::USER.label,
+            SortColumn::Gpu => process::GPU_INDEX.label,
+            SortColumn::Type => process::TYPE.label,
             SortColumn::HostMem => "%MEM",
             SortColumn::Elapsed => "ELAPSED",
             SortColumn::Rank => "RANK",
-            SortColumn::Vram => "VRAM",
-            SortColumn::VramPeak => "PEAK",
-            SortColumn::Sm => "SM%",
-            SortColumn::HostRss => "RSS",
-            SortColumn::Cpu => "CPU%",
-            SortColumn::Allocated => "ALLOC",
-            SortColumn::Reserved => "RESV",
-            SortColumn::AllocPeak => "A.PEAK",
-            SortColumn::Step => "STEP",
-            SortColumn::Pod => "POD",
-            SortColumn::Command => "COMMAND",
+            SortColumn::Vram => process::USED_MEMORY.label,
+            SortColumn::VramPeak => process::USED_MEMORY_PEAK.label,
+            SortColumn::Sm => process::SM_UTIL.label,
+            SortColumn::HostRss => process::HOST_RSS.label,
+            SortColumn::Cpu => process::CPU_PERCENT.label,
+            SortColumn::Allocated => process::ALLOCATED.label,
+            SortColumn::Reserved => process::RESERVED.label,
+            SortColumn::AllocPeak => process::TRUE_PEAK.label,
+            SortColumn::Step => process::STEP.label,
+            SortColumn::Pod => process::POD.label,
+            SortColumn::Command => process::COMMAND.label,
         }
     }
 

@@ -30,6 +30,7 @@ use super::panel_text::{self, Rank};
 use super::spark::Plot;
 use super::{buffer_write, mig_lines, spark, time_axis};
 use crate::model::device::throttle_reason_names;
+use crate::model::figures::device as gpu;
 use crate::model::units::{self, MemoryUnits};
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
 use crate::tui::theme::Theme;
@@ -344,7 +345,10 @@ fn stats_line(
                 theme.value,
             )],
         ),
-        Err(_) => (Rank::Absent, vec![panel_text::label(theme, "temp"), na()]),
+        Err(_) => (
+            Rank::Absent,
+            vec![panel_text::label(theme, gpu::TEMPERATURE_C.label), na()],
+        ),
     });
     let limit = s
         .power_limit_mw
@@ -362,7 +366,7 @@ fn stats_line(
         ),
         Err(_) => (
             Rank::Absent,
-            vec![gap(), panel_text::label(theme, "power"), na()],
+            vec![gap(), panel_text::label(theme, gpu::POWER_MW.label), na()],
         ),
     });
     let mut clocks = vec![gap(), panel_text::label(theme, "SM/mem")];
@@ -372,7 +376,7 @@ fn stats_line(
         rank_of(&[&s.fan_percent]),
         vec![
             gap(),
-            panel_text::label(theme, "fan"),
+            panel_text::label(theme, gpu::FAN_PERCENT.label),
             panel_text::value_span(theme, &s.fan_percent, |f| format!("{f}%")),
         ],
     ));

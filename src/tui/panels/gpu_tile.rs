@@ -20,6 +20,7 @@ use super::gpu_panel::{alarm_figures, pcie_figure};
 use super::panel_text::{self, Rank};
 use super::spark::{self, Plot};
 use crate::model::DeviceSnapshot;
+use crate::model::figures::device as gpu;
 use crate::model::units;
 use crate::tui::theme::Theme;
 use crate::tui::view::View;
@@ -179,7 +180,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
     figures.extend(pcie_figure(theme, s, true));
     figures.push(reading(
         theme,
-        "temp",
+        gpu::TEMPERATURE_C.label,
         s.temperature_c
             .as_ref()
             .map(|t| format!("{t}{}", theme.glyphs.degree_c)),
@@ -191,7 +192,7 @@ fn figures_line(view: &View, device: &DeviceSnapshot, width: u16) -> Line<'stati
         .or(device.info.power_limit_mw.as_ref().ok());
     figures.push(reading(
         theme,
-        "power",
+        gpu::POWER_MW.label,
         s.power_mw.as_ref().map(|mw| match limit {
             Some(l) => format!("{}/{}", units::watts(*mw), units::watts(*l)),
             None => units::watts(*mw),

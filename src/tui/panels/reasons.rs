@@ -4,6 +4,7 @@
 //! of the hardware ("fan: not supported on GPU 0,...,7" on a datacentre GPU), which are not
 //! problems and so stay off the status line.
 
+use crate::model::figures::device as gpu;
 use crate::model::foresight::{Forecast, describe};
 use crate::model::{Absent, DeviceSample, Snapshot};
 
@@ -169,32 +170,35 @@ struct Item {
     gpus: Vec<u32>,
 }
 
-/// Every unreadable figure of one sample, named as the panels name it.
+/// Every unreadable figure of one sample, by its label (`model::figures`).
 fn absences(s: &DeviceSample) -> Vec<(&'static str, &Absent)> {
-    let pcie = [&s.pcie_tx_kbs, &s.pcie_rx_kbs]
-        .into_iter()
-        .filter_map(|r| r.as_ref().and_then(|r| r.as_ref().err()))
-        .map(|a| ("PCIe", a));
-    [
-        ("mem", s.memory.as_ref().err()),
-        ("util", s.gpu_util.as_ref().err()),
-        ("mem util", s.mem_util.as_ref().err()),
-        ("temp", s.temperature_c.as_ref().err()),
-        ("power", s.power_mw.as_ref().err()),
-        ("power limit", s.power_limit_mw.as_ref().err()),
-        ("SM clock", s.sm_clock_mhz.as_ref().err()),
-        ("mem clock", s.mem_clock_mhz.as_ref().err()),
-        ("fan", s.fan_percent.as_ref().err()),
-        ("enc", s.encoder_util.as_ref().err()),
-        ("dec", s.decoder_util.as_ref().err()),
-        ("throttle", s.throttle_reasons.as_ref().err()),
-        ("pstate", s.pstate.as_ref().err()),
-        ("ECC", s.ecc_corrected.as_ref().err()),
-        ("ECC", s.ecc_uncorrected.as_ref().err()),
-        ("processes", s.processes.as_ref().err()),
+    let pcie = [
+        (&gpu::PCIE_TX_KBS, &s.pcie_tx_kbs),
+        (&gpu::PCIE_RX_KBS, &s.pcie_rx_kbs),
     ]
     .into_iter()
-    .filter_map(|(field, absent)| absent.map(|a| (field, a)))
+    .filter_map(|(f, r)| Some((f, r.as_ref()?.as_ref().err()?)));
+    [
+        (&gpu::MEMORY_USED, s.memory.as_ref().err()),
+        (&gpu::GPU_UTIL, s.gpu_util.as_ref().err()),
+        (&gpu::MEM_UTIL, s.mem_util.as_ref().err()),
+        (&gpu::TEMPERATURE_C, s.temperature_c.as_ref().err()),
+        (&gpu::POWER_MW, s.power_mw.as_ref().err()),
+        (&gpu::POWER_LIMIT_MW, s.power_limit_mw.as_ref().err()),
+        (&gpu::SM_CLOCK_MHZ, s.sm_clock_mhz.as_ref().err()),
+        (&gpu::MEM_CLOCK_MHZ, s.mem_clock_mhz.as_ref().err()),
+        (&gpu::FAN_PERCENT, s.fan_percent.as_ref().err()),
+        (&gpu::ENCODER_UTIL, s.encoder_util.as_ref().err()),
+        (&gpu::DECODER_UTIL, s.decoder_util.as_ref().err()),
+        (&gpu::THROTTLE_REASONS, s.throttle_reasons.as_ref().err()),
+        (&gpu::PSTATE, s.pstate.as_ref().err()),
+        (&gpu::ECC_CORRECTED, s.ecc_corrected.as_ref().err()),
+        (&gpu::ECC_UNCORRECTED, s.ecc_uncorrected.as_ref().err()),
+        (&gpu::PROCESS_COUNT, s.processes.as_ref().err()),
+    ]
+    .into_iter()
+    .filter_map(|(figure, absent)| absent.map(|a| (figure, a)))
     .chain(pcie)
+    .map(|(figure, absent)| (figure.label, absent))
     .collect()
 }
