@@ -1,9 +1,11 @@
 //! One run, one story (issue 29 §2): generated runs (a spike between two polls in any step, a
 //! leak or none, a caught OOM at any step and a fatal one at the end or none, a writer that
-//! names its GPU by UUID or cannot, on either of two GPUs) are fed as the same events to the
-//! live monitor and to a recording read back by `vramscope report --json`; both must tell
-//! the same peak (value and step), the same OOMs (step, outcome, request, GPU), and join the
-//! writer to the same GPU.
+//! names its GPU by UUID or cannot, on either of two GPUs, and perhaps an earlier writer,
+//! dead before the recording began, whose ring history the first poll still delivers) are
+//! fed as the same events to the live monitor and to a recording read back by
+//! `vramscope report --json`, `vramscope export` and replay's `p` and `o`; all must tell the
+//! same peak (value and step), the same OOMs (step, outcome, request, GPU), join the writer
+//! to the same GPU, and keep what came before the recording out of it.
 //!
 //! Fields that may legitimately differ, and so are not compared: the live `recent_events`
 //! (the report has no ring of recent events), the live `forecast` while the writer runs (the
@@ -11,8 +13,11 @@
 //! (the report keeps the peaks), `true_peak_at.at_ms` against the report's `at_ms` (both are
 //! kept but the report may take the moment from NVML's sample at a tie).
 //!
-//! `PROPTEST_CASES` sets the number of runs (32 by default, each one recording and one
-//! `vramscope report`).
+//! `/metrics` is not among the paths: `serve` reads only a live driver, and its families are
+//! the live snapshot's figures named by `model::figures` (`tests/serve_*` check them).
+//!
+//! `PROPTEST_CASES` sets the number of runs (32 by default, each one recording, one
+//! `vramscope report`, one `vramscope export` and one replay).
 
 mod common;
 mod recording_fixture;
@@ -26,10 +31,13 @@ use vramscope::model::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DriverInfo, EventKind,
     SourceEvent, WriterIdentity, WriterLiveness,
 };
+use vramscope::replay::{Command, Replay};
 use vramscope::state::{Monitor, StaleAfter};
 
 const MIB: u64 = 1 << 20;
 const CONTEXT: u64 = 500 * MIB;
+/// The writer that ended before the recording began.
+const EARLIER_PID: u32 = 4100;
 
 #[derive(Clone, Debug)]
 struct Run {
@@ -42,6 +50,8 @@ struct Run {
     fatal: bool,
     named: bool,
     gpu: u32,
+    /// The peak of the earlier writer's history, before the recording (bytes).
+    earlier: Option<u64>,
 }
 
 fn runs() -> impl Strategy<Value = Run> {
@@ -54,9 +64,11 @@ fn runs() -> impl Strategy<Value = Run> {
             any::<bool>(),
             any::<bool>(),
             0u32..2,
+            // Larger than any peak of the run, so a path that lets it in shows it.
+            proptest::option::of(100u64..200),
         )
             .prop_map(
-                move |(base, leak, spikes, caught_at, fatal, named, gpu)| Run {
+                move |(base, leak, spikes, caught_at, fatal, named, gpu, earlier)| Run {
                     steps,
                     base: base * GIB,
                     leak: leak * MIB,
@@ -65,6 +77,7 @@ fn runs() -> impl Strategy<Value = Run> {
                     fatal,
                     named,
                     gpu,
+                    earlier: earlier.map(|g| g * GIB),
                 },
             )
     })
@@ -194,12 +207,44 @@ impl Run {
                 events,
                 ..builders::channel_poll(PID, 1)
             };
+            let mut polls = vec![poll];
+            if let Some(peak) = self.earlier.filter(|_| s == 0) {
+                polls.push(self.earlier_writer(peak, uuid.clone()));
+            }
             out.push((
                 at + 999,
-                SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, vec![poll]))),
+                SourceEvent::Channels(Box::new(builders::channel_batch(at + 999, polls))),
             ));
         }
         out
+    }
+}
+
+impl Run {
+    /// A writer that ran on the same GPU and ended before the recording began: its ring
+    /// still holds its samples, the first poll delivers them, all before the recording.
+    fn earlier_writer(&self, peak: u64, uuid: Option<String>) -> ChannelPoll {
+        let device = AllocatorDevice {
+            uuid,
+            allocated: Ok(GIB),
+            allocated_peak: Ok(peak),
+            ..builders::allocator_device(0)
+        };
+        let point = |at: u64, allocated: u64| AllocatorPoint {
+            step: Some(3),
+            new_high_water: allocated == peak,
+            ..builders::allocator_point(at, allocated, peak)
+        };
+        ChannelPoll {
+            host_pid: None,
+            liveness: WriterLiveness::Ended {
+                crashed: false,
+                error: false,
+            },
+            devices: vec![device],
+            points: vec![point(T0 - 5000, GIB), point(T0 - 4000, peak)],
+            ..builders::channel_poll(EARLIER_PID, 7)
+        }
     }
 }
 
@@ -269,7 +314,12 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
     prop_assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
 
-    let writer = &live["allocators"][0];
+    let writer = live["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["pid"] == PID)
+        .unwrap();
     if std::env::var_os("ONE_STORY_SHOW").is_some() {
         eprintln!("{run:?}\nlive {writer}\nreport {report}");
     }
@@ -326,6 +376,108 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         &allocator["ooms"],
         "the OOM count, live and recorded"
     );
+    exported(run, &path, device, &live_ooms)?;
+    replayed(run, &path, &live_ooms)
+}
+
+/// `vramscope export`: the same peak and OOMs as the live monitor, every allocator row on the
+/// writer's GPU and pid, nothing from before the recording.
+fn exported(
+    run: &Run,
+    path: &std::path::Path,
+    device: &Value,
+    live_ooms: &[(Value, Value, Value)],
+) -> Result<(), TestCaseError> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
+        .args(["export", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    prop_assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let (gpu, pid) = (run.gpu.to_string(), PID.to_string());
+    for row in &rows {
+        let time: u64 = row[0].parse().unwrap();
+        prop_assert!(time >= T0, "a row from before the recording: {:?}", row);
+        if row[1] == "allocator" {
+            prop_assert!(row[2] == gpu && row[3] == pid, "allocator row {:?}", row);
+        }
+    }
+    let metric = |name: &str| -> Vec<u64> {
+        rows.iter()
+            .filter(|r| r[1] == "allocator" && r[4] == name)
+            .map(|r| r[5].parse().unwrap())
+            .collect()
+    };
+    prop_assert_eq!(
+        metric("true_peak"),
+        vec![device["true_peak"].as_u64().unwrap()]
+    );
+    prop_assert_eq!(
+        metric("true_peak_step"),
+        vec![device["true_peak_at"]["step"].as_u64().unwrap()]
+    );
+    let exported: Vec<(Value, Value, Value)> = metric("oom_step")
+        .into_iter()
+        .zip(metric("oom_fatal"))
+        .zip(metric("oom_requested"))
+        .map(|((step, fatal), requested)| {
+            let outcome = if fatal == 1 { "fatal" } else { "caught" };
+            (
+                Value::from(step),
+                Value::from(outcome),
+                Value::from(requested),
+            )
+        })
+        .collect();
+    prop_assert_eq!(&exported, &live_ooms.to_vec(), "OOMs live and exported");
+    Ok(())
+}
+
+/// Replay's `p` lands in the step of the run's peak and `o` on each OOM's step in turn,
+/// never on the earlier writer's history.
+fn replayed(
+    run: &Run,
+    path: &std::path::Path,
+    live_ooms: &[(Value, Value, Value)],
+) -> Result<(), TestCaseError> {
+    let step_of = |at_ms: u64| (at_ms - T0) / 1000;
+    let mut replay = Replay::open(path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    let said = replay.command(Command::LargestPeak, &mut monitor);
+    prop_assert!(
+        replay.now_ms() >= T0,
+        "p went before the recording: {:?}",
+        said
+    );
+    prop_assert_eq!(
+        step_of(replay.now_ms()),
+        run.expected_peak().1,
+        "p: {:?}",
+        said
+    );
+    let mut replay = Replay::open(path).unwrap();
+    let mut monitor = replay.fresh_monitor();
+    let mut steps = Vec::new();
+    loop {
+        let before = replay.now_ms();
+        let said = replay.command(Command::NextOom, &mut monitor);
+        if replay.now_ms() == before {
+            prop_assert!(
+                said.as_deref() == Some("no OOM after this moment"),
+                "o: {:?}",
+                said
+            );
+            break;
+        }
+        steps.push(Value::from(step_of(replay.now_ms())));
+    }
+    let live: Vec<Value> = live_ooms.iter().map(|o| o.0.clone()).collect();
+    prop_assert_eq!(steps, live, "o: each OOM in turn, live and replayed");
     Ok(())
 }
 

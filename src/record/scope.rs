@@ -12,7 +12,7 @@
 use super::when::When;
 use crate::model::SourceEvent;
 use crate::model::{ChannelPoll, EventKind};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// The scope options as given on the command line (`cli::ScopeArgs` parses them).
@@ -119,6 +119,8 @@ pub struct Scope {
     pub(super) asked_from_ms: u64,
     pub(super) selection: Option<Selection>,
     pub(super) tally: Arc<Mutex<History>>,
+    /// Each channel seen, and whether its writer is wholly outside the window (`poll`).
+    pub(super) channels: HashMap<String, bool>,
 }
 
 /// What a scope covered, to tell the reader once the recording has been read.
@@ -152,6 +154,7 @@ impl Scope {
             asked_from_ms: started_ms,
             selection: None,
             tally: Arc::default(),
+            channels: HashMap::new(),
         }
     }
 
@@ -238,9 +241,21 @@ impl Scope {
             }
             (from..=until).contains(&at)
         };
+        let held = poll.points.len() + poll.events.len();
         poll.points.retain(|p| keep(p.at_ms, None));
         poll.events.retain(|e| keep(e.at_ms, Some(&e.kind)));
         let inside = poll.points.len() + poll.events.len() > 0;
+        // A writer that had ended before the window, first seen in it with its whole ring
+        // outside, is outside too: its status (the peak and OOM counters) tells of that
+        // history, and would otherwise reach `export` and replay as figures of no GPU and
+        // no pid. Every later poll of its channel goes with it.
+        let outside = *self
+            .channels
+            .entry(poll.path.clone())
+            .or_insert_with(|| poll.liveness.is_ended() && !inside && held > 0);
+        if outside {
+            return None;
+        }
         (inside || (from..=until).contains(&at_ms)).then_some(poll)
     }
 }
@@ -358,6 +373,7 @@ mod tests {
             asked_from_ms: 0,
             selection,
             tally: Arc::default(),
+            channels: HashMap::new(),
         }
     }
 
@@ -381,6 +397,49 @@ mod tests {
             }
             _ => None,
         }
+    }
+
+    #[test]
+    fn a_writer_that_ended_before_the_recording_stays_out_of_it_with_its_channel() {
+        let ended = |times: &[u64]| ChannelPoll {
+            liveness: WriterLiveness::Ended {
+                crashed: false,
+                error: false,
+            },
+            host_pid: None,
+            ..poll(9, "", times)
+        };
+        let mut s = scope(false, u64::MAX, None);
+        let live = poll(7, "", &[START + 5]);
+        // Only the running writer's poll stays; the dead one's history is counted.
+        assert_eq!(
+            kept(
+                &mut s,
+                START + 10,
+                vec![live, ended(&[START - 5000, START - 4000])]
+            ),
+            Some(vec![vec![START + 5]])
+        );
+        assert_eq!(s.tally.lock().unwrap().points, 2);
+        // A later poll of its channel, with nothing new, is as much its history: the batch
+        // stays (it is inside), without the poll.
+        assert_eq!(kept(&mut s, START + 1010, vec![ended(&[])]), Some(vec![]));
+        // A writer that ended during the recording keeps its polls.
+        let mut s = scope(false, u64::MAX, None);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![ended(&[START + 5])]),
+            Some(vec![vec![START + 5]])
+        );
+        assert_eq!(
+            kept(&mut s, START + 1010, vec![ended(&[])]),
+            Some(vec![vec![]])
+        );
+        // Under --history the dead writer is kept, history and all.
+        let mut s = scope(true, u64::MAX, None);
+        assert_eq!(
+            kept(&mut s, START + 10, vec![ended(&[START - 5000])]),
+            Some(vec![vec![START - 5000]])
+        );
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub fn open(file: &Path, asked: &Asked) -> Result<(Recording, Told), String> {
         asked_from_ms: since_ms.unwrap_or(0),
         selection,
         tally: Arc::clone(&tally),
+        channels: Default::default(),
     };
     let told = Told {
         started_ms,
