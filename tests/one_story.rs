@@ -1,11 +1,16 @@
 //! One run, one story (issue 29 §2): generated runs (a spike between two polls in any step, a
 //! leak or none, a caught OOM at any step and a fatal one at the end or none, a writer that
-//! names its GPU by UUID or cannot, on either of two GPUs, and perhaps an earlier writer,
-//! dead before the recording began, whose ring history the first poll still delivers) are
+//! names its GPU by UUID or cannot, on either of two GPUs, dumps at either OOM or none and
+//! perhaps at a new peak, and perhaps an earlier writer, dead before the recording began,
+//! whose ring history the first poll still delivers) are
 //! fed as the same events to the live monitor and to a recording read back by
 //! `vramscope report --json`, `vramscope export` and replay's `p` and `o`; all must tell the
-//! same peak (value and step), the same OOMs (step, outcome, request, GPU), join the writer
-//! to the same GPU, and keep what came before the recording out of it.
+//! same peak (value and step), the same OOMs (step, outcome, request, GPU, and the snapshot
+//! each left, never another's), join the writer to the same GPU, and keep what came before
+//! the recording out of it. Reverting a fix shows it: the OOM counted twice (§1.3), the
+//! report naming the newest OOM dump under an OOM that left none (§1.1), the earlier
+//! writer's history in `export` and under replay's `p` (§1.5) each fail within the default
+//! cases.
 //!
 //! Fields that may legitimately differ, and so are not compared: the live `recent_events`
 //! (the report has no ring of recent events), the live `forecast` while the writer runs (the
@@ -16,8 +21,8 @@
 //! `/metrics` is not among the paths: `serve` reads only a live driver, and its families are
 //! the live snapshot's figures named by `model::figures` (`tests/serve_*` check them).
 //!
-//! `PROPTEST_CASES` sets the number of runs (32 by default, each one recording, one
-//! `vramscope report`, one `vramscope export` and one replay).
+//! `PROPTEST_CASES` sets the number of runs (128 by default, each one recording, one
+//! `vramscope report`, one `vramscope export` and one replay: about a second in all).
 
 mod common;
 mod recording_fixture;
@@ -52,6 +57,10 @@ struct Run {
     gpu: u32,
     /// The peak of the earlier writer's history, before the recording (bytes).
     earlier: Option<u64>,
+    /// Whether the writer dumped a snapshot at the caught OOM and at the fatal one.
+    dumps: [bool; 2],
+    /// The step in which it dumped a snapshot of a new peak, if any.
+    peak_dump: Option<u64>,
 }
 
 fn runs() -> impl Strategy<Value = Run> {
@@ -66,9 +75,22 @@ fn runs() -> impl Strategy<Value = Run> {
             0u32..2,
             // Larger than any peak of the run, so a path that lets it in shows it.
             proptest::option::of(100u64..200),
+            any::<[bool; 2]>(),
+            proptest::option::of(0..steps),
         )
             .prop_map(
-                move |(base, leak, spikes, caught_at, fatal, named, gpu, earlier)| Run {
+                move |(
+                    base,
+                    leak,
+                    spikes,
+                    caught_at,
+                    fatal,
+                    named,
+                    gpu,
+                    earlier,
+                    dumps,
+                    peak_dump,
+                )| Run {
                     steps,
                     base: base * GIB,
                     leak: leak * MIB,
@@ -78,6 +100,8 @@ fn runs() -> impl Strategy<Value = Run> {
                     named,
                     gpu,
                     earlier: earlier.map(|g| g * GIB),
+                    dumps,
+                    peak_dump,
                 },
             )
     })
@@ -103,7 +127,9 @@ impl Run {
         best
     }
 
-    fn events(&self) -> Vec<(u64, SourceEvent)> {
+    /// The run's events; the writer's channel directory is `channels` (its dumps are
+    /// announced there and never written).
+    fn events(&self, channels: &std::path::Path) -> Vec<(u64, SourceEvent)> {
         let identity = Arc::new(WriterIdentity {
             exact_peaks: true,
             ..builders::writer_identity(PID, 1)
@@ -143,6 +169,22 @@ impl Run {
                         ..builders::allocator_event(at + 700, oom_event(40 * GIB, reserved))
                     },
                 );
+                if self.dumps[0] {
+                    events.push(snapshot_event(
+                        channels,
+                        at + 705,
+                        &snapshot_name(s, "oom"),
+                        0,
+                    ));
+                }
+            }
+            if self.peak_dump == Some(s) {
+                events.push(snapshot_event(
+                    channels,
+                    at + 600,
+                    &snapshot_name(s, "peak"),
+                    1,
+                ));
             }
             let last = s + 1 == self.steps;
             let mut liveness = WriterLiveness::Live;
@@ -152,6 +194,14 @@ impl Run {
                     step: Some(s),
                     ..builders::allocator_event(at + 950, oom_event(60 * GIB, reserved))
                 });
+                if self.dumps[1] {
+                    events.push(snapshot_event(
+                        channels,
+                        at + 955,
+                        &snapshot_name(s, "oom"),
+                        0,
+                    ));
+                }
                 events.push(AllocatorEvent {
                     step: Some(s),
                     label: "torch.OutOfMemoryError: CUDA out of memory.".into(),
@@ -171,6 +221,7 @@ impl Run {
                     error: true,
                 };
             }
+            events.sort_by_key(|e| e.at_ms);
             let device = AllocatorDevice {
                 uuid: uuid.clone(),
                 allocated: Ok(self.allocated(s)),
@@ -248,6 +299,38 @@ impl Run {
     }
 }
 
+/// The file the writer names a dump at step `step` for `moment` (`oom`, `peak`).
+fn snapshot_name(step: u64, moment: &str) -> String {
+    format!("{PID}-1.snap-{step}-{moment}.pickle")
+}
+
+/// A dump announced by the writer: `reason` 0 at an OOM, 1 at a new peak. The file itself
+/// is not there: the report names the snapshot an OOM left whether or not it can read it.
+fn snapshot_event(
+    channels: &std::path::Path,
+    at_ms: u64,
+    name: &str,
+    reason: u64,
+) -> AllocatorEvent {
+    let event = builders::allocator_event(
+        at_ms,
+        EventKind::SnapshotWritten {
+            path: Ok(channels.join(name).to_string_lossy().into_owned()),
+            size: Ok(4096),
+            peak: Ok(GIB),
+            reason: Ok(reason),
+            allocated: Ok(GIB),
+            max_entries: Ok(100_000),
+            deleted: Ok(0),
+        },
+    );
+    // The record's text is the file's name, as the channel carries it.
+    AllocatorEvent {
+        label: name.to_string(),
+        ..event
+    }
+}
+
 fn oom_event(requested: u64, reserved: u64) -> EventKind {
     EventKind::Oom {
         requested: Ok(requested),
@@ -299,7 +382,7 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
     rec.record(T0, &started).unwrap();
     monitor.ingest(started);
     let mut last = T0;
-    for (at, event) in run.events() {
+    for (at, event) in run.events(dir.path()) {
         rec.record(at, &event).unwrap();
         monitor.ingest(event);
         last = at;
@@ -362,9 +445,20 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
     prop_assert_eq!(&live_ooms, &recorded_ooms, "OOMs live and recorded");
     let expected = usize::from(run.caught_at.is_some()) + usize::from(run.fatal);
     prop_assert_eq!(live_ooms.len(), expected, "OOMs: {}", writer["ooms"]);
-    for oom in report["ooms"].as_array().unwrap() {
+    // Each OOM with the snapshot it left, and none where it left none (never an earlier
+    // OOM's, never a peak's).
+    let mut dumped = Vec::new();
+    if let Some(s) = run.caught_at {
+        dumped.push(run.dumps[0].then(|| snapshot_name(s, "oom")));
+    }
+    if run.fatal {
+        dumped.push(run.dumps[1].then(|| snapshot_name(run.steps - 1, "oom")));
+    }
+    for (oom, dump) in report["ooms"].as_array().unwrap().iter().zip(&dumped) {
         prop_assert_eq!(&oom["gpu_index"], &Value::from(run.gpu));
         prop_assert_eq!(&oom["pid"], &Value::from(PID));
+        let held = oom["held"]["name"].as_str().map(str::to_string);
+        prop_assert_eq!(&held, dump, "the snapshot of the OOM: {}", oom["held"]);
     }
     prop_assert_eq!(
         number(&device["ooms"]),
@@ -483,7 +577,7 @@ fn replayed(
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(32),
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(128),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
