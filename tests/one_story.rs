@@ -6,11 +6,13 @@
 //! fed as the same events to the live monitor and to a recording read back by
 //! `vramscope report --json`, `vramscope export` and replay's `p` and `o`; all must tell the
 //! same peak (value and step), the same OOMs (step, outcome, request, GPU, and the snapshot
-//! each left, never another's), join the writer to the same GPU, and keep what came before
-//! the recording out of it. Reverting a fix shows it: the OOM counted twice (§1.3), the
-//! report naming the newest OOM dump under an OOM that left none (§1.1), the earlier
-//! writer's history in `export` and under replay's `p` (§1.5) each fail within the default
-//! cases.
+//! each left, never another's), the same largest spike (its size over the level it fell
+//! back to, its step and moment), join the writer to the same GPU, and keep what came
+//! before the recording out of it. Reverting a fix shows it: the OOM counted twice (§1.3),
+//! the report naming the newest OOM dump under an OOM that left none (§1.1), the earlier
+//! writer's history in `export` and under replay's `p` (§1.5), a spike measured from the
+//! low before it alone, so a leak under it inflates it (§1.6: the report's spikes and the
+//! GPU section's are one tracker), each fail within the default cases.
 //!
 //! Fields that may legitimately differ, and so are not compared: the live `recent_events`
 //! (the report has no ring of recent events), the live `forecast` while the writer runs (the
@@ -249,9 +251,9 @@ impl Run {
                             reserved,
                         )
                     },
+                    // Back down: the highest since the spike's sample is the steady level.
                     AllocatorPoint {
                         step: Some(s),
-                        peak: Some(self.peak(s)),
                         ..builders::allocator_point(at + 990, self.allocated(s), reserved)
                     },
                 ],
@@ -470,8 +472,59 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         &allocator["ooms"],
         "the OOM count, live and recorded"
     );
+    spikes_reported(run, &report)?;
     exported(run, &path, device, &live_ooms)?;
     replayed(run, &path, &live_ooms)
+}
+
+/// The report's largest spike of the writer is the run's largest spike between two polls, in
+/// its step: a rise that falls back, measured from the level it fell back to (not the leak
+/// under it, not a slow rise, not one timed after it). A spike in the first step has no
+/// reading before it to rise from.
+fn spikes_reported(run: &Run, report: &Value) -> Result<(), TestCaseError> {
+    let of_writer: Vec<&Value> = report["spikes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| {
+            s["what"]
+                .as_str()
+                .is_some_and(|w| w.starts_with(&format!("pid {PID} ")))
+        })
+        .collect();
+    let largest = run.spikes.iter().skip(1).copied().max().unwrap_or(0);
+    let top = of_writer.iter().map(|s| s["rise"].as_u64().unwrap()).max();
+    if largest == 0 {
+        prop_assert!(
+            top.is_none_or(|t| t == run.spikes[0]),
+            "spikes where the run had none: {:?}",
+            of_writer
+        );
+        return Ok(());
+    }
+    let top_spike = of_writer
+        .iter()
+        .find(|s| s["rise"].as_u64() == top)
+        .unwrap();
+    prop_assert!(
+        top == Some(largest) || top == Some(run.spikes[0]),
+        "largest spike {largest}: {:?}",
+        of_writer
+    );
+    let step = top_spike["step"].as_u64().unwrap();
+    prop_assert_eq!(
+        Some(run.spikes[step as usize]),
+        top,
+        "its step: {}",
+        top_spike
+    );
+    prop_assert_eq!(
+        top_spike["at_ms"].as_u64(),
+        Some(T0 + step * 1000 + 500),
+        "its moment: {}",
+        top_spike
+    );
+    Ok(())
 }
 
 /// `vramscope export`: the same peak and OOMs as the live monitor, every allocator row on the
