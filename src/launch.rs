@@ -46,7 +46,7 @@ pub fn run(args: &Options, started: Instant) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    if let Some(why) = crate::tui::terminal::unsuitable().filter(|_| tui) {
+    if let Some(why) = crate::terminal_kit::guard::unsuitable().filter(|_| tui) {
         eprintln!("vramscope: {why}");
         return ExitCode::from(2);
     }

@@ -55,6 +55,8 @@ pub mod sources;
 pub mod state;
 #[cfg(feature = "monitor")]
 pub mod stdout;
+#[cfg(feature = "monitor")]
+pub mod terminal_kit;
 pub mod text;
 #[cfg(feature = "monitor")]
 pub mod threads;

@@ -9,7 +9,7 @@ use ratatui::style::Color;
 use tui_fixtures::*;
 use vramscope::model::SourceEvent;
 use vramscope::state::Monitor;
-use vramscope::tui::theme::Theme;
+use vramscope::terminal_kit::theme::Theme;
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode, SortColumn};
 
 #[test]

@@ -11,8 +11,8 @@ mod tui_fixtures;
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 use tui_fixtures::*;
-use vramscope::tui::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
-use vramscope::tui::theme::{Theme, ThemeName};
+use vramscope::terminal_kit::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
+use vramscope::terminal_kit::theme::{Theme, ThemeName};
 use vramscope::tui::ui_state::{KillRequest, KillSignal, Mode};
 
 fn light() -> Theme {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::cluster::ClusterView;
 use crate::model::units::MemoryUnits;
 use crate::sources::runner::SamplingConfig;
-use crate::tui::theme::ThemeName;
+use crate::terminal_kit::theme::ThemeName;
 use crate::tui::ui_state::SortColumn;
 
 /// A live monitor of NVIDIA GPU memory, utilisation and processes.

@@ -2,7 +2,7 @@
 //! `cli::ClusterArgs::options`, so that the cluster view does not import the command-line
 //! types above it.
 
-use crate::tui::theme::ThemeName;
+use crate::terminal_kit::theme::ThemeName;
 use std::path::PathBuf;
 use std::time::Duration;
 

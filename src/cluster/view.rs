@@ -416,7 +416,7 @@ fn node_row(node: String, gpus: Vec<GpuRow>) -> NodeRow {
 
 /// A moment as the person's clock shows it.
 pub fn clock(ms: u64) -> String {
-    crate::tui::panels::clock::time_of_day(ms, crate::tui::ui_state::Clock::Local)
+    crate::terminal_kit::clock::time_of_day(ms, crate::terminal_kit::clock::Clock::Local)
 }
 
 #[cfg(test)]

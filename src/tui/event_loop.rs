@@ -6,11 +6,8 @@ use super::feed::Feed;
 use super::keys::{self, Outcome};
 use super::options::Options;
 use super::rows::{TableRow, table_rows};
-use super::signals::{self, SignalEvent};
-use super::terminal::TerminalGuard;
-use super::theme::Theme;
+use super::ui_state::JobView;
 use super::ui_state::UiState;
-use super::ui_state::{Clock, JobView};
 use super::view::View;
 use crate::job::{Job, JobEnd, descends_from};
 use crate::model::SourceEvent;
@@ -20,8 +17,13 @@ use crate::replay::Replay;
 use crate::sources::runner::Sampling;
 use crate::sources::sites_worker::{SitesDone, SitesWorker};
 use crate::state::{HistoryView, Monitor, StaleAfter};
+use crate::terminal_kit::clock::Clock;
+use crate::terminal_kit::guard::TerminalGuard;
+use crate::terminal_kit::signals::{self, SignalEvent};
+use crate::terminal_kit::start;
+use crate::terminal_kit::theme::Theme;
 use crossterm::event::Event as TermEvent;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::mpsc::{RecvTimeoutError, channel};
@@ -91,24 +93,16 @@ fn monitor(
 ) -> ExitCode {
     // The layout solver is the costliest part of a frame; every panel's split is cached.
     ratatui::layout::Layout::init_cache(std::num::NonZeroUsize::MIN.saturating_add(255));
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        eprintln!(
-            "vramscope: the monitor needs a terminal; for output to a file or pipe use --once, --json or --csv"
-        );
-        return ExitCode::from(2);
-    }
-    if let Some(why) = super::terminal::unsuitable() {
-        eprintln!("vramscope: {why}");
-        return ExitCode::from(2);
+    if let Err(status) = start::check_terminal("the monitor", "--once, --json or --csv") {
+        return status;
     }
     if replay.is_some() && options.record.is_some() {
         eprintln!("vramscope: --record records live data; a replay is already a recording");
         return ExitCode::from(2);
     }
     let (tx, rx) = channel::<Event>();
-    if let Err(e) = signals::forward(tx.clone()) {
-        eprintln!("vramscope: cannot watch signals: {e}");
-        return ExitCode::from(1);
+    if let Err(status) = start::watch_signals(tx.clone()) {
+        return status;
     }
     let (feed, monitor) = match replay {
         Some(replay) => Feed::replay(replay),
@@ -176,19 +170,10 @@ fn monitor(
             return ExitCode::from(1);
         }
     };
-    // Before the terminal is taken over, so a failure leaves it as it was.
-    if let Err(e) =
-        crate::tui::input::spawn_reader(tx, |read| read.map_or(Event::InputClosed, Event::Input))
+    let mut guard = match start::take_over(tx, |read| read.map_or(Event::InputClosed, Event::Input))
     {
-        eprintln!("vramscope: {e}");
-        return ExitCode::from(1);
-    }
-    let mut guard = match TerminalGuard::enter() {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("vramscope: cannot set up the terminal: {e}");
-            return ExitCode::from(1);
-        }
+        Ok(guard) => guard,
+        Err(status) => return status,
     };
     let mut app = App {
         monitor,

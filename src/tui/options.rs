@@ -3,9 +3,9 @@
 //! command-line types above it.
 
 use super::columns::ColumnChoice;
-use super::theme::ThemeName;
 use super::ui_state::SortColumn;
 use crate::sources::runner::SamplingConfig;
+use crate::terminal_kit::theme::ThemeName;
 use std::path::PathBuf;
 
 #[derive(Clone, Debug)]

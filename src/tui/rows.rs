@@ -3,7 +3,6 @@
 //! snapshot and the UI state: the key handler uses the same function to move the selection,
 //! so the order is fully deterministic, and a paused screen's rows are those of its moment.
 
-use super::filter::Filter;
 use super::ui_state::{SortColumn, UiState};
 use crate::history::Peak;
 use crate::model::allocator::RowProcess;
@@ -11,6 +10,7 @@ use crate::model::{
     Absent, HostProcess, PodInfo, ProcessAllocator, ProcessKind, Reading, Snapshot,
 };
 use crate::state::ProcessKey;
+use crate::terminal_kit::filter::Filter;
 use std::cmp::Ordering;
 use std::sync::Arc;
 

@@ -5,6 +5,7 @@
 
 use crate::model::Snapshot;
 use crate::state::ProcessKey;
+use crate::terminal_kit::clock::Clock;
 use std::sync::Arc;
 
 // Defined beside the columns it names; here too, where the sort is kept.
@@ -156,15 +157,6 @@ pub struct TablePlace {
     pub line: usize,
     /// The first table line shown.
     pub offset: usize,
-}
-
-/// The header's time zone: the person's local one, or UTC where the output must not depend
-/// on the machine (snapshot tests).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Clock {
-    #[default]
-    Utc,
-    Local,
 }
 
 /// How far `z` and `Z` zoom the charts' time window, each way.

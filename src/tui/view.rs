@@ -5,10 +5,10 @@
 //! snapshot reaches the screen.
 
 use super::rows::TableRow;
-use super::theme::Theme;
 use super::ui_state::UiState;
 use crate::model::Snapshot;
 use crate::state::HistoryView;
+use crate::terminal_kit::theme::Theme;
 
 pub struct View<'a> {
     /// Live snapshot, or the frozen one while paused.

@@ -11,9 +11,9 @@ use vramscope::model::{
     MemoryInfo, NvmlProblem, ProcessKind, Snapshot,
 };
 use vramscope::state::{HistoryView, Monitor, StaleAfter};
+use vramscope::terminal_kit::theme::Theme;
 use vramscope::tui::layout;
 use vramscope::tui::rows::table_rows;
-use vramscope::tui::theme::Theme;
 use vramscope::tui::ui_state::UiState;
 use vramscope::tui::view::View;
 

@@ -107,7 +107,7 @@ fn clap_parse(command: &mut Command, args: &[OsString]) -> Result<ArgMatches, Ex
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tui::theme::ThemeName;
+    use crate::terminal_kit::theme::ThemeName;
     use crate::tui::ui_state::SortColumn;
     use std::path::Path;
     use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The cluster screen's help: its keys and what its marks mean.
 
 use super::state::Ui;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};

@@ -1,7 +1,7 @@
 //! The interactive cluster screen. The main thread owns the model and the person's
 //! choices; it blocks on one channel carrying refreshes (from the fetcher thread), keys and
 //! signals, and redraws after each, and once a second so ages stay true. The terminal is
-//! handled as the monitor handles it (`tui::terminal`, `tui::signals`): restored on every
+//! handled as the monitor handles it (`terminal_kit`, its start-up `terminal_kit::start`): restored on every
 //! exit path, suspended and resumed, resized.
 
 mod charts;
@@ -15,13 +15,12 @@ use super::model::Cluster;
 use super::options::{ClusterView, Options};
 use super::view::{self, StaleAfter};
 use crate::model::now_ms;
-use crate::tui::signals::{self, SignalEvent};
-use crate::tui::terminal::TerminalGuard;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::signals::{self, SignalEvent};
+use crate::terminal_kit::start;
+use crate::terminal_kit::theme::Theme;
 use crossterm::event::Event as TermEvent;
 use keys::Outcome;
 use state::Ui;
-use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
@@ -55,20 +54,12 @@ pub fn run(
     stale_after: StaleAfter,
     started: Instant,
 ) -> ExitCode {
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        eprintln!(
-            "vramscope: the cluster view needs a terminal; for output to a file or pipe use --once or --json"
-        );
-        return ExitCode::from(2);
-    }
-    if let Some(why) = crate::tui::terminal::unsuitable() {
-        eprintln!("vramscope: {why}");
-        return ExitCode::from(2);
+    if let Err(status) = start::check_terminal("the cluster view", "--once or --json") {
+        return status;
     }
     let (tx, rx) = channel::<Event>();
-    if let Err(e) = signals::forward(tx.clone()) {
-        eprintln!("vramscope: cannot watch signals: {e}");
-        return ExitCode::from(1);
+    if let Err(status) = start::watch_signals(tx.clone()) {
+        return status;
     }
     let describe = source.describe();
     // The targets of the nodes shown open: the fetcher reads their single-node figures.
@@ -83,18 +74,10 @@ pub fn run(
         eprintln!("vramscope: {e}");
         return ExitCode::from(1);
     }
-    if let Err(e) =
-        crate::tui::input::spawn_reader(tx, |read| read.map_or(Event::InputClosed, Event::Input))
+    let mut guard = match start::take_over(tx, |read| read.map_or(Event::InputClosed, Event::Input))
     {
-        eprintln!("vramscope: {e}");
-        return ExitCode::from(1);
-    }
-    let mut guard = match TerminalGuard::enter() {
-        Ok(g) => g,
-        Err(e) => {
-            eprintln!("vramscope: cannot set up the terminal: {e}");
-            return ExitCode::from(1);
-        }
+        Ok(guard) => guard,
+        Err(status) => return status,
     };
     let theme = Theme::from_env_named(options.theme, options.ascii);
     let mut ui = Ui::new(options.view);

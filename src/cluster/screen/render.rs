@@ -23,7 +23,7 @@ use crate::cluster::cells::{
 use crate::cluster::charts::Charts;
 use crate::cluster::options::ClusterView;
 use crate::cluster::view::{Screen, clock};
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};

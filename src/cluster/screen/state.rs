@@ -4,7 +4,7 @@
 use crate::cluster::cells::gpu_detail_lines;
 use crate::cluster::options::ClusterView;
 use crate::cluster::view::{GpuRow, RankRow, Screen, sort_by_risk};
-use crate::tui::filter::Filter;
+use crate::terminal_kit::filter::Filter;
 use std::collections::BTreeSet;
 
 /// The job view's orders; `s` steps through them.

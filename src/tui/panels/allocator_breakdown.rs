@@ -6,8 +6,8 @@ use super::panel_text;
 use super::panel_text::separator;
 use crate::model::allocator::split;
 use crate::model::{AllocatorSnapshot, ProcessAllocator, units};
+use crate::terminal_kit::theme::Theme;
 use crate::tui::rows::TableRow;
-use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::text::{Line, Span};
 

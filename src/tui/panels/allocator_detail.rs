@@ -15,8 +15,8 @@ use crate::history::column_of;
 use crate::model::{
     AllocatorEvent, AllocatorSnapshot, EventKind, ProcessAllocator, WriterLiveness,
 };
+use crate::terminal_kit::theme::Theme;
 use crate::tui::rows::TableRow;
-use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};

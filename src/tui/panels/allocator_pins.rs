@@ -6,7 +6,7 @@ use crate::model::foresight::{Forecast, describe};
 use crate::model::time::age_label;
 use crate::model::units;
 use crate::model::writer_fold::{Oom, OomOutcome, PeakAt};
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::text::{Line, Span};
 
 /// ` │ OOM in about 120 steps (4 min)` when the step peaks foresee one, ` │ step peaks

@@ -2,12 +2,12 @@
 //!
 //! ratatui's `Paragraph` and `Buffer::set_line` split every string into grapheme clusters
 //! and look up each one's width; almost everything on our screen is ASCII, where a byte is
-//! a cell, or bar, sparkline and border glyphs known to be one cell each (`tui::narrow`).
+//! a cell, or bar, sparkline and border glyphs known to be one cell each (`terminal_kit::narrow`).
 //! These writers take that shortcut for such spans and hand anything else to ratatui, so the
 //! cells come out exactly as `Paragraph` would leave them, at a fraction of the cost (the
 //! process table and GPU lines were a third of a frame's CPU).
 
-use crate::tui::narrow::known_narrow;
+use crate::terminal_kit::narrow::known_narrow;
 use ratatui::buffer::{Buffer, CellWidth};
 use ratatui::layout::{Alignment, Rect};
 use ratatui::style::Style;

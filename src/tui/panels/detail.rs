@@ -4,8 +4,8 @@
 
 use super::{allocator_detail, centered, command, own_scale, panel_text, spark};
 use crate::model::units;
+use crate::terminal_kit::theme::Theme;
 use crate::tui::rows::TableRow;
-use crate::tui::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;

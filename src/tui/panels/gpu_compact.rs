@@ -9,12 +9,13 @@
 //! names it once above the rows (when there is a row for it) and the rows leave it out.
 //! When the GPUs outnumber the rows, the last row says how many are not shown.
 
+use super::buffer_write;
 use super::gpu_panel::{alarm_figures, pcie_figure};
 use super::panel_text::{self, Rank};
-use super::{buffer_write, spark};
 use crate::model::DeviceSnapshot;
 use crate::model::units;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::sparkline;
+use crate::terminal_kit::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -140,7 +141,7 @@ impl Parts {
         let mut spans = self.prefix;
         match self.fraction {
             Some(f) if bar_w >= 6 => {
-                spans.extend(spark::bar(theme, f, bar_w, theme.level(f * 100.0)));
+                spans.extend(sparkline::bar(theme, f, bar_w, theme.level(f * 100.0)));
             }
             // Keep the figures aligned with the rows that do have a bar.
             _ if bar_w >= 6 => spans.push(Span::raw(" ".repeat(usize::from(bar_w)))),

@@ -27,13 +27,13 @@
 //! PCIe throughput joins the last line when `--pcie` asks for it.
 
 use super::panel_text::{self, Rank};
-use super::spark::Plot;
 use super::{buffer_write, mig_lines, spark, time_axis};
 use crate::model::device::throttle_reason_names;
 use crate::model::figures::device as gpu;
 use crate::model::units::{self, MemoryUnits};
 use crate::model::{DeviceSample, DeviceSnapshot, Reading};
-use crate::tui::theme::Theme;
+use crate::terminal_kit::sparkline::{self, Plot};
+use crate::terminal_kit::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -184,7 +184,7 @@ pub fn render(
                 style: theme.sparkline_alt,
                 ..plot
             };
-            let util = spark::spark(theme, series.gpu_util, range, plot, false);
+            let util = sparkline::spark(theme, series.gpu_util, range, plot, false);
             let last = util.rows.len().saturating_sub(1);
             for (i, row) in util.rows.into_iter().enumerate() {
                 let head = if i == 0 { "util " } else { "     " };
@@ -313,7 +313,7 @@ fn memory_line(
         text.push_str(&allocator_share_text(&share));
     }
     if bar_w >= 4 {
-        spans.extend(spark::bar(
+        spans.extend(sparkline::bar(
             theme,
             fraction,
             bar_w,

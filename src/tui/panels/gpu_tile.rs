@@ -18,11 +18,12 @@
 use super::buffer_write;
 use super::gpu_panel::{alarm_figures, pcie_figure};
 use super::panel_text::{self, Rank};
-use super::spark::{self, Plot};
+use super::spark;
 use crate::model::DeviceSnapshot;
 use crate::model::figures::device as gpu;
 use crate::model::units;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::sparkline::{self, Plot};
+use crate::terminal_kit::theme::Theme;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -115,7 +116,7 @@ fn chart_line(
     range: (u64, u64),
     now: Span<'static>,
 ) -> Line<'static> {
-    let drawn = spark::spark(view.theme, series, range, plot, true);
+    let drawn = sparkline::spark(view.theme, series, range, plot, true);
     let mut spans = vec![Span::styled(label, view.theme.label)];
     spans.extend(drawn.rows.into_iter().flat_map(|row| row.spans));
     spans.push(now);

@@ -2,8 +2,8 @@
 //! interval, the host the data comes from and the time the screen shows.
 
 use super::buffer_write;
-use super::clock;
 use super::panel_text;
+use crate::terminal_kit::clock;
 use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;

@@ -11,7 +11,7 @@ use crate::model::held_sites::{
 };
 use crate::model::snapshot_drops::Dropped;
 use crate::model::time::age_label;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::text::{Line, Span};
 
 /// Sites named on the headline; `--json` and the report carry more.

@@ -14,7 +14,7 @@
 use super::{buffer_write, panel_text};
 use crate::model::mig::MigInstance;
 use crate::model::{MigState, units};
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::text::{Line, Span};
 
 /// The note in place of the utilisation figure.

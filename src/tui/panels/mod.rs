@@ -7,7 +7,6 @@ pub mod allocator_detail;
 pub mod allocator_pins;
 pub mod attach_confirm;
 pub mod buffer_write;
-pub mod clock;
 pub mod command;
 pub mod detail;
 pub mod gpu_compact;
@@ -33,7 +32,7 @@ use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::widgets::{Block, Borders, Padding};
 
-use super::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 
 /// The frame every overlay (detail, help, kill confirmation, reasons) is drawn in: the
 /// theme's border glyphs in `style`, a cell of padding each side.

@@ -13,6 +13,7 @@
 
 use super::{spark, time_axis};
 use crate::model::units;
+use crate::terminal_kit::sparkline;
 use crate::tui::view::View;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -32,13 +33,13 @@ pub fn chart(
     let theme = view.theme;
     let rows = rows.max(2);
     let (floor, top, highest) = bounds(&charted, range, width);
-    let plot = spark::Plot {
+    let plot = sparkline::Plot {
         width,
         height: rows,
         scale: Some(top),
         style,
     };
-    let drawn = spark::spark_from(theme, charted.series, range, (plot, floor), true);
+    let drawn = sparkline::spark_from(theme, charted.series, range, (plot, floor), true);
     let label = |value: f64| format!("{:>w$} ", units::short_bytes(value as u64), w = 7);
     let blank = " ".repeat(usize::from(LABEL_W));
     let last = drawn.rows.len().saturating_sub(1);
@@ -138,13 +139,13 @@ pub fn row_chart(
 ) -> [Line<'static>; 2] {
     let theme = view.theme;
     let (floor, top, highest) = bounds(&charted, range, width);
-    let plot = spark::Plot {
+    let plot = sparkline::Plot {
         width,
         height: 1,
         scale: Some(top),
         style,
     };
-    let drawn = spark::spark_from(theme, charted.series, range, (plot, floor), true);
+    let drawn = sparkline::spark_from(theme, charted.series, range, (plot, floor), true);
     let window_ms = range.1.saturating_sub(range.0);
     let head = format!("{:>4} ", time_axis::age_label(window_ms));
     let mut row = vec![Span::styled(head, theme.dim)];

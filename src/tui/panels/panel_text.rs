@@ -4,7 +4,7 @@
 
 use super::buffer_write;
 use crate::model::Reading;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::text::Span;
 
 pub use crate::model::NA;
@@ -124,13 +124,6 @@ pub fn elapsed(ms: u64) -> String {
     }
 }
 
-/// `08:04:32 UTC`: wall time without a time-zone database, identical on every machine.
-pub fn clock_utc(now_ms: u64) -> String {
-    let secs = now_ms / 1000;
-    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
-    format!("{h:02}:{m:02}:{s:02} UTC")
-}
-
 /// GPU names without the vendor words every NVIDIA card shares, for tight lines.
 pub fn short_gpu_name(name: &str) -> &str {
     let name = name.strip_prefix("NVIDIA ").unwrap_or(name);
@@ -174,7 +167,6 @@ mod tests {
         assert_eq!(span_label(300_000), "5m");
         assert_eq!(short_age(0, 120_000), "2m");
         assert_eq!(interval_label(500), "500ms");
-        assert_eq!(clock_utc(3_723_000), "01:02:03 UTC");
         assert_eq!(short_gpu_name("NVIDIA GeForce RTX 4090"), "RTX 4090");
     }
 

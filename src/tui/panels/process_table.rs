@@ -4,8 +4,8 @@
 
 use super::{buffer_write, command, panel_text};
 use crate::model::units;
+use crate::terminal_kit::theme::Theme;
 use crate::tui::rows::{TableRow, ranked};
-use crate::tui::theme::Theme;
 use crate::tui::ui_state::{SortColumn, TablePlace};
 use crate::tui::view::View;
 use ratatui::Frame;

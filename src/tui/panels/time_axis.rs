@@ -7,7 +7,7 @@
 //! ```
 
 use crate::model::time::ROUND_STEPS_MS;
-use crate::tui::theme::Theme;
+use crate::terminal_kit::theme::Theme;
 use ratatui::text::{Line, Span};
 
 const SECOND: u64 = 1_000;

@@ -1,14 +1,28 @@
 //! The header's time of day: local time by the C library's zone rules (so `TZ` and
 //! /etc/localtime count, as in `date`), or UTC.
 
-use crate::tui::ui_state::Clock;
+/// The time zone a screen's clock shows: the person's local one, or UTC where the output
+/// must not depend on the machine (snapshot tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Clock {
+    #[default]
+    Utc,
+    Local,
+}
 
 /// `08:04:32 CET` in the person's zone, or `08:04:32 UTC`.
 pub fn time_of_day(now_ms: u64, clock: Clock) -> String {
     match clock {
-        Clock::Utc => super::panel_text::clock_utc(now_ms),
-        Clock::Local => local(now_ms).unwrap_or_else(|| super::panel_text::clock_utc(now_ms)),
+        Clock::Utc => clock_utc(now_ms),
+        Clock::Local => local(now_ms).unwrap_or_else(|| clock_utc(now_ms)),
     }
+}
+
+/// `08:04:32 UTC`: wall time without a time-zone database, identical on every machine.
+pub fn clock_utc(now_ms: u64) -> String {
+    let secs = now_ms / 1000;
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!("{h:02}:{m:02}:{s:02} UTC")
 }
 
 /// None when the C library cannot convert the time (a year beyond its range).
@@ -47,6 +61,7 @@ mod tests {
     #[test]
     fn utc_clock_is_the_machine_independent_one() {
         assert_eq!(time_of_day(3_723_000, Clock::Utc), "01:02:03 UTC");
+        assert_eq!(clock_utc(3_723_000), "01:02:03 UTC");
     }
 
     #[test]

@@ -337,7 +337,7 @@ mod tests {
     /// background it is drawn on (its own, else white), graphics 3:1.
     #[test]
     fn light_palette_is_readable_on_white_in_every_role() {
-        use crate::tui::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
+        use crate::terminal_kit::theme::contrast::{GRAPHIC_MINIMUM, TEXT_MINIMUM, ratio, rgb};
         let t = Theme::named(ThemeName::Light, true, false);
         let white = [255, 255, 255];
         let text = TEXT_MINIMUM;
