@@ -7,6 +7,7 @@ use super::prometheus::{ChartPast, Past, Prometheus};
 use super::scrape::Targets;
 use super::series::Series;
 use super::ssh::Hosts;
+use crate::model::figures::{Figure, device as gpu};
 use crate::model::now_ms;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
@@ -186,32 +187,29 @@ pub async fn fetch(source: &Source, ask: &Ask) -> Fetched {
 }
 
 /// The families a direct scrape keeps: those `prometheus::PRESENT` and
-/// `prometheus::DETAIL_NAMES` ask Prometheus for.
+/// `prometheus::DETAIL_NAMES` ask Prometheus for, named by the figures `normalise` reads.
 pub fn wanted(name: &str) -> bool {
-    const EXACT: [&str; 12] = [
-        "DCGM_FI_DEV_FB_USED",
-        "DCGM_FI_DEV_FB_FREE",
-        "DCGM_FI_DEV_FB_TOTAL",
-        "DCGM_FI_DEV_GPU_UTIL",
-        "vramscope_snapshot_timestamp_seconds",
+    const READ: [&Figure; 12] = [
+        &gpu::MEMORY_USED,
+        &gpu::MEMORY_FREE,
+        &gpu::MEMORY_TOTAL,
+        &gpu::GPU_UTIL,
+        &gpu::STALE,
+        &gpu::LOST,
+        &gpu::PROCESS_COUNT,
         // The single-node figures (`prometheus::DETAIL_NAMES`).
-        "DCGM_FI_DEV_GPU_TEMP",
-        "DCGM_FI_DEV_POWER_USAGE",
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
-        "DCGM_FI_DEV_SM_CLOCK",
-        "DCGM_FI_DEV_MEM_CLOCK",
-        "vramscope_gpu_processes",
+        &gpu::TEMPERATURE_C,
+        &gpu::POWER_MW,
+        &gpu::POWER_LIMIT_MW,
+        &gpu::SM_CLOCK_MHZ,
+        &gpu::MEM_CLOCK_MHZ,
     ];
-    EXACT.contains(&name)
+    let named = Some(name);
+    name == "vramscope_snapshot_timestamp_seconds"
         || name.starts_with("vramscope_process_")
-        || matches!(
-            name,
-            "vramscope_gpu_memory_used_bytes"
-                | "vramscope_gpu_memory_total_bytes"
-                | "vramscope_gpu_stale"
-                | "vramscope_gpu_lost"
-        )
+        || READ
+            .iter()
+            .any(|f| f.family == named || f.dcgm == named || f.dcgm_default == named)
 }
 
 /// A one-thread runtime for the HTTP client.
@@ -292,4 +290,36 @@ pub fn spawn<E: Send + 'static>(
         })
         .map(|_| ())
         .map_err(|e| format!("cannot start the fetching thread: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wanted;
+
+    /// A direct scrape keeps the families the cluster's model reads, under both exporters'
+    /// names, and drops the rest of a page (a dcgm-exporter page has dozens).
+    #[test]
+    fn a_scrape_keeps_what_the_model_reads() {
+        for kept in [
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_FB_FREE",
+            "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+            "vramscope_gpu_memory_used_bytes",
+            "vramscope_gpu_stale",
+            "vramscope_gpu_processes",
+            "vramscope_process_allocator_ooms_total",
+            "vramscope_snapshot_timestamp_seconds",
+        ] {
+            assert!(wanted(kept), "{kept}");
+        }
+        for dropped in [
+            "DCGM_FI_DEV_FAN_SPEED",
+            "DCGM_FI_DEV_PSTATE",
+            "vramscope_gpu_ecc_corrected_errors_total",
+            "vramscope_build_info",
+        ] {
+            assert!(!wanted(dropped), "{dropped}");
+        }
+    }
 }

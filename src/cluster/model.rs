@@ -11,6 +11,7 @@ use super::charts::{Charts, GpuNow, NO_JOB, Past as ChartsPastFrom, RankNow};
 use super::fetch::{Detail, Fetched, Origin};
 use super::normalise::{GpuKey, GpuReading, ProcKey, ProcessReading, normalise, proc_key};
 use super::prometheus::{ChartPast, HISTORY_SPAN_S, Past};
+use crate::model::figures::{process, slot};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What is missing longer than this is dropped.
@@ -333,8 +334,9 @@ impl Cluster {
                 continue;
             };
             known.insert(key.clone());
-            match past.series.name.as_str() {
-                "vramscope_process_allocator_peak_bytes" => {
+            let name = Some(past.series.name.as_str());
+            match name {
+                _ if name == process::TRUE_PEAK.family => {
                     let first = p.peaks.front().map(|f| f.0);
                     let mut older: VecDeque<(u64, u64)> = past
                         .points
@@ -345,7 +347,7 @@ impl Cluster {
                     older.extend(p.peaks.drain(..));
                     p.peaks = older;
                 }
-                "vramscope_process_allocator_ooms_total" => {
+                _ if name == slot::OOMS.family => {
                     // A counter that appears during the window with OOMs already counted
                     // (a writer that publishes no count until its first OOM) rose then.
                     let appeared = past
