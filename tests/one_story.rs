@@ -6,7 +6,7 @@
 //! fed as the same events to the live monitor and to a recording read back by
 //! `vramscope report --json`, `vramscope export` and replay's `p` and `o`; all must tell the
 //! same peak (value and step), the same OOMs (step, outcome, request, GPU, and the snapshot
-//! each left, never another's), the same largest spike (its size over the level it fell
+//! each left, never another's: live `--json` and the report alike), the same largest spike (its size over the level it fell
 //! back to, its step and moment), join the writer to the same GPU, and keep what came
 //! before the recording out of it. Reverting a fix shows it: the OOM counted twice (§1.3),
 //! the report naming the newest OOM dump under an OOM that left none (§1.1), the earlier
@@ -462,6 +462,13 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         let held = oom["held"]["name"].as_str().map(str::to_string);
         prop_assert_eq!(&held, dump, "the snapshot of the OOM: {}", oom["held"]);
     }
+    let live_dumps: Vec<Option<String>> = writer["ooms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["snapshot"].as_str().map(str::to_string))
+        .collect();
+    prop_assert_eq!(&live_dumps, &dumped, "the snapshot of each OOM, live");
     prop_assert_eq!(
         number(&device["ooms"]),
         Value::from(expected),

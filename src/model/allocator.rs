@@ -41,6 +41,10 @@ pub struct AllocatorSnapshot {
     /// Where the fold placed each of `ooms` (`WriterFold::gpu_of_oom`).
     #[serde(skip)]
     pub oom_gpus: Vec<Option<u32>>,
+    /// The name of the snapshot each of `ooms` left (`WriterFold::snapshot_of`), `None`
+    /// where it left none.
+    #[serde(skip)]
+    pub oom_snapshots: Vec<Option<String>>,
     /// OOMs the fold saw but no longer keeps in `ooms` (each device's `ooms` counts them).
     pub ooms_dropped: u64,
     /// The memory snapshots announced, oldest first, with what reducing them said.
@@ -90,6 +94,11 @@ impl AllocatorSnapshot {
             recent_events: fold.recent.iter().cloned().collect(),
             ooms: fold.ooms.iter().cloned().collect(),
             oom_gpus: fold.ooms.iter().map(|o| fold.gpu_of_oom(o)).collect(),
+            oom_snapshots: fold
+                .ooms
+                .iter()
+                .map(|o| fold.snapshot_of(o).map(|n| n.name.clone()))
+                .collect(),
             ooms_dropped: fold.ooms_dropped(),
             snapshots: fold.snapshots.iter().cloned().collect(),
             snapshots_dropped: fold.snapshot_drops.dropped(),

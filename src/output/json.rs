@@ -161,7 +161,12 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "writer": a.liveness.label(), "step": a.step, "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
-        "ooms": a.ooms.iter().map(oom).collect::<Vec<_>>(),
+        "ooms": a.ooms.iter().enumerate().map(|(i, o)| {
+            let mut value = oom(o);
+            // The fold's answer, as the report gives it under each OOM.
+            value["snapshot"] = json!(a.oom_snapshots.get(i).cloned().flatten());
+            value
+        }).collect::<Vec<_>>(),
         "ooms_dropped": a.ooms_dropped,
         "sites": id.sites,
         "snapshots": a.snapshots.iter().map(snapshot).collect::<Vec<_>>(),
