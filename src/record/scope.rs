@@ -225,7 +225,9 @@ impl Scope {
     }
 
     /// The poll with only the points and events inside the scope; `None` when it is not a
-    /// process asked for, or nothing of it is inside (its status was read outside).
+    /// process asked for, when nothing of it is inside (its status was read outside), or
+    /// when its channel's writer is wholly outside (ended before the window, every poll of
+    /// the channel).
     fn poll(&mut self, at_ms: u64, mut poll: ChannelPoll) -> Option<ChannelPoll> {
         if self.selection.as_ref().is_some_and(|s| !s.poll(&poll)) {
             return None;
