@@ -24,7 +24,7 @@
 //! there is renamed here. Absent is not zero: a figure no family gives stays `None`.
 
 use super::series::Series;
-use crate::model::figures::{Figure, device as gpu, process, slot};
+use crate::model::figures::{device as gpu, process, slot};
 use std::collections::{BTreeMap, HashMap};
 
 const MIB: f64 = 1_048_576.0;
@@ -144,30 +144,14 @@ pub fn normalise(series: &[Series]) -> Readings {
                 .insert(s.instance.clone(), (s.value * 1000.0).max(0.0) as u64);
             continue;
         }
-        if let Some(field) = s.name.strip_prefix("vramscope_process_") {
+        if s.name.starts_with("vramscope_process_") {
             let Some(key) = proc_key(s) else { continue };
             let node = node_of(&s.instance, &mut out.nodes);
             let p = out.processes.entry(key).or_default();
             p.node = node;
             fill_identity(p, s);
-            let v = count(s.value);
-            let is = |f: &Figure| f.family == Some(s.name.as_str());
-            if field == "running" {
-                p.running = Some(s.value > 0.0);
-            } else if is(&process::USED_MEMORY) {
-                p.used_bytes = v;
-            } else if is(&process::STEP) {
-                p.step = v;
-            } else if is(&process::ALLOCATED) {
-                p.allocated = v;
-            } else if is(&process::RESERVED) {
-                p.reserved = v;
-            } else if is(&process::TRUE_PEAK) {
-                p.peak = v;
-            } else if is(&slot::OOMS) {
-                p.ooms = v;
-            } else if field == "allocator_oom_forecast_steps" {
-                p.oom_in_steps = v;
+            if let Some(set) = setter(&PROCESS_FIELDS, &s.name) {
+                set(p, s.value);
             }
             continue;
         }
@@ -185,42 +169,10 @@ pub fn normalise(series: &[Series]) -> Readings {
         g.node = node;
         g.from_vramscope |= gpu_field.is_some();
         fill_gpu_identity(g, s);
-        let finite = Some(s.value).filter(|v| *v >= 0.0);
-        let name = Some(s.name.as_str());
-        let own = |f: &Figure| f.family == name;
-        let dcgm = |f: &Figure| f.dcgm == name;
-        if own(&gpu::MEMORY_USED) {
-            g.used_bytes = count(s.value);
-        } else if own(&gpu::MEMORY_TOTAL) {
-            g.total_bytes = count(s.value);
-        } else if own(&gpu::STALE) {
-            g.stale = s.value > 0.0;
-        } else if own(&gpu::LOST) {
-            g.lost = s.value > 0.0;
-        } else if own(&gpu::PROCESS_COUNT) {
-            g.processes = count(s.value);
-        } else if dcgm(&gpu::TEMPERATURE_C) {
-            g.temperature_c = finite;
-        } else if dcgm(&gpu::POWER_MW) {
-            g.power_w = finite;
-        } else if dcgm(&gpu::POWER_LIMIT_MW) {
-            // The enforced limit wins over dcgm-exporter's default management limit, as
-            // NVML's does; either may be in its counters file.
-            g.power_limit_w = finite;
-        } else if gpu::POWER_LIMIT_MW.dcgm_default == name {
-            g.power_limit_w = g.power_limit_w.or(finite);
-        } else if dcgm(&gpu::SM_CLOCK_MHZ) {
-            g.sm_clock_mhz = finite;
-        } else if dcgm(&gpu::MEM_CLOCK_MHZ) {
-            g.mem_clock_mhz = finite;
-        } else if dcgm(&gpu::GPU_UTIL) {
-            g.util_percent = Some(s.value.clamp(0.0, 100.0));
-        } else if dcgm(&gpu::MEMORY_USED) {
-            fb.entry(key).or_default().0 = Some(s.value);
-        } else if dcgm(&gpu::MEMORY_FREE) {
-            fb.entry(key).or_default().1 = Some(s.value);
-        } else if dcgm(&gpu::MEMORY_TOTAL) {
-            fb.entry(key).or_default().2 = Some(s.value);
+        if let Some(set) = setter(&GPU_FIELDS, &s.name) {
+            set(g, s.value);
+        } else if let Some(set) = setter(&FB_FIELDS, &s.name) {
+            set(fb.entry(key).or_default(), s.value);
         }
     }
     for (key, (used, free, total)) in fb {
@@ -281,6 +233,74 @@ fn set_if_none(slot: &mut Option<String>, value: Option<&str>) {
     if slot.is_none() {
         *slot = value.map(str::to_string);
     }
+}
+
+/// A family (named by its figure, `model::figures`) and the field its value sets.
+type Setter<R> = (Option<&'static str>, fn(&mut R, f64));
+
+/// The setter of the family `name`, if this model reads it.
+fn setter<R>(table: &[Setter<R>], name: &str) -> Option<fn(&mut R, f64)> {
+    table
+        .iter()
+        .find(|(family, _)| *family == Some(name))
+        .map(|(_, set)| *set)
+}
+
+const PROCESS_FIELDS: [Setter<ProcessReading>; 8] = [
+    (Some("vramscope_process_running"), |p, v| {
+        p.running = Some(v > 0.0)
+    }),
+    (process::USED_MEMORY.family, |p, v| p.used_bytes = count(v)),
+    (process::STEP.family, |p, v| p.step = count(v)),
+    (process::ALLOCATED.family, |p, v| p.allocated = count(v)),
+    (process::RESERVED.family, |p, v| p.reserved = count(v)),
+    (process::TRUE_PEAK.family, |p, v| p.peak = count(v)),
+    (slot::OOMS.family, |p, v| p.ooms = count(v)),
+    (
+        Some("vramscope_process_allocator_oom_forecast_steps"),
+        |p, v| p.oom_in_steps = count(v),
+    ),
+];
+
+/// vramscope's families in base units, dcgm-exporter's in its own (watts, %, MHz).
+const GPU_FIELDS: [Setter<GpuReading>; 12] = [
+    (gpu::MEMORY_USED.family, |g, v| g.used_bytes = count(v)),
+    (gpu::MEMORY_TOTAL.family, |g, v| g.total_bytes = count(v)),
+    (gpu::STALE.family, |g, v| g.stale = v > 0.0),
+    (gpu::LOST.family, |g, v| g.lost = v > 0.0),
+    (gpu::PROCESS_COUNT.family, |g, v| g.processes = count(v)),
+    (gpu::TEMPERATURE_C.dcgm, |g, v| {
+        g.temperature_c = not_negative(v)
+    }),
+    (gpu::POWER_MW.dcgm, |g, v| g.power_w = not_negative(v)),
+    // The enforced limit wins over dcgm-exporter's default management limit, as NVML's
+    // does, whichever comes first; either may be in its counters file.
+    (gpu::POWER_LIMIT_MW.dcgm, |g, v| {
+        g.power_limit_w = not_negative(v)
+    }),
+    (gpu::POWER_LIMIT_MW.dcgm_default, |g, v| {
+        g.power_limit_w = g.power_limit_w.or(not_negative(v));
+    }),
+    (gpu::SM_CLOCK_MHZ.dcgm, |g, v| {
+        g.sm_clock_mhz = not_negative(v)
+    }),
+    (gpu::MEM_CLOCK_MHZ.dcgm, |g, v| {
+        g.mem_clock_mhz = not_negative(v)
+    }),
+    (gpu::GPU_UTIL.dcgm, |g, v| {
+        g.util_percent = Some(v.clamp(0.0, 100.0))
+    }),
+];
+
+/// dcgm-exporter's MiB figures, used only where vramscope's bytes are absent.
+const FB_FIELDS: [Setter<MibFigures>; 3] = [
+    (gpu::MEMORY_USED.dcgm, |m, v| m.0 = Some(v)),
+    (gpu::MEMORY_FREE.dcgm, |m, v| m.1 = Some(v)),
+    (gpu::MEMORY_TOTAL.dcgm, |m, v| m.2 = Some(v)),
+];
+
+fn not_negative(v: f64) -> Option<f64> {
+    Some(v).filter(|v| *v >= 0.0)
 }
 
 /// A count or byte figure: finite, not negative, rounded.

@@ -37,27 +37,6 @@ pub enum Unit {
     Text,
 }
 
-impl Unit {
-    /// How the documentation writes the unit.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Unit::Bytes => "bytes",
-            Unit::Percent => "%",
-            Unit::Celsius => "°C",
-            Unit::Milliwatts => "mW",
-            Unit::Megahertz => "MHz",
-            Unit::KilobytesPerSecond => "KB/s",
-            Unit::UnixMillis => "ms since the epoch",
-            Unit::Count => "count",
-            Unit::Id => "id",
-            Unit::Level => "level",
-            Unit::Bitmask => "bitmask",
-            Unit::Flag => "true/false",
-            Unit::Text => "text",
-        }
-    }
-}
-
 /// One figure of one entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Figure {
@@ -121,38 +100,25 @@ impl Figure {
 
     /// vramscope's family, for constants only (`serve`'s family tables): there a figure
     /// without one fails to compile. Code that runs reads `family`.
-    #[allow(
-        clippy::panic,
-        reason = "evaluated at compile time: a build error, not a panic"
-    )]
     pub const fn prometheus(&self) -> &'static str {
-        match self.family {
-            Some(name) => name,
-            None => panic!("this figure has no vramscope Prometheus family"),
-        }
+        required(self.family)
     }
 
     /// dcgm-exporter's family, for constants only, as `prometheus`.
-    #[allow(
-        clippy::panic,
-        reason = "evaluated at compile time: a build error, not a panic"
-    )]
     pub const fn dcgm_family(&self) -> &'static str {
-        match self.dcgm {
-            Some(name) => name,
-            None => panic!("this figure has no dcgm-exporter family"),
-        }
-    }
-
-    /// Whether `name` is this figure's key, now or in an older version.
-    pub fn is_named(&self, name: &str) -> bool {
-        self.key == name || self.formerly.contains(&name)
+        required(self.dcgm)
     }
 }
 
-/// The figure of `table` that `name` names, now or in an older version.
-pub fn named<'a>(table: &[&'a Figure], name: &str) -> Option<&'a Figure> {
-    table.iter().copied().find(|f| f.is_named(name))
+#[allow(
+    clippy::panic,
+    reason = "evaluated at compile time: a build error, not a panic"
+)]
+const fn required(family: Option<&'static str>) -> &'static str {
+    match family {
+        Some(name) => name,
+        None => panic!("this figure has no such Prometheus family"),
+    }
 }
 
 #[cfg(test)]
@@ -237,11 +203,23 @@ mod tests {
         }
     }
 
+    /// The first export's names stay with their figures, for scripts that read old files.
     #[test]
-    fn old_names_still_find_their_figure() {
-        let temperature = named(device::ALL, "temperature").unwrap();
-        assert_eq!(temperature.key, "temperature_c");
-        assert_eq!(named(device::ALL, "sm_clock").unwrap().key, "sm_clock_mhz");
-        assert_eq!(named(device::ALL, "no_such_figure"), None);
+    fn the_first_exports_names_are_kept_on_their_figures() {
+        let formerly: Vec<(&str, &str)> = tables()
+            .iter()
+            .flat_map(|(_, table)| table.iter())
+            .flat_map(|f| f.formerly.iter().map(|old| (*old, f.key)))
+            .collect();
+        assert_eq!(
+            formerly,
+            [
+                ("temperature", "temperature_c"),
+                ("power", "power_mw"),
+                ("sm_clock", "sm_clock_mhz"),
+                ("mem_clock", "mem_clock_mhz"),
+                ("peak", "interval_peak"),
+            ]
+        );
     }
 }
