@@ -63,16 +63,20 @@ impl Drop for Guard {
     }
 }
 
-/// A busy loop that stops when `stop` exists and prints its result and its globals.
+/// A busy loop that stops when `stop` exists and prints its result and its globals. It sums
+/// before it looks for `stop`, so a test that writes `stop` before the first round (a loaded
+/// machine, a target that was just attached) still reads the real total, not the initial 0.
 pub const LOOP: &str = "
 import os, sys
 stop = sys.argv[1]
 rounds = 0
 total = 0
 open(stop + '.ready', 'w').close()
-while not os.path.exists(stop):
+while True:
     total = sum(range(1000))
     rounds += 1
+    if os.path.exists(stop):
+        break
 print(total, sorted(k for k in globals() if not k.startswith('__')))
 ";
 
