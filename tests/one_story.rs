@@ -20,14 +20,16 @@
 //! (the report keeps the peaks), `true_peak_at.at_ms` against the report's `at_ms` (both are
 //! kept but the report may take the moment from NVML's sample at a tie).
 //!
-//! `/metrics` is not among the paths: `serve` reads only a live driver, and its families are
-//! the live snapshot's figures named by `model::figures` (`tests/serve_*` check them).
+//! `/metrics` is asked through `serve::exposition`, the families a scrape returns for the
+//! live snapshot: the writer's peak, OOM count and step there are `--json`'s, and the
+//! earlier writer has no series.
 //!
 //! `PROPTEST_CASES` sets the number of runs (128 by default, each one recording, one
 //! `vramscope report`, one `vramscope export` and one replay: about a second in all).
 
 mod common;
 mod recording_fixture;
+mod serve_support;
 
 use common::{builders, stderr};
 use proptest::prelude::*;
@@ -150,6 +152,16 @@ impl Run {
                 let mine = (gpu == self.gpu).then_some(reserved + CONTEXT);
                 out.push((at, device_sample(gpu, at, mine.unwrap_or(0) + GIB, mine)));
             }
+            // The host reads the writer's process, started when its channel's name says, as
+            // a live monitor's host sampler does each tick: its row joins its channel by pid
+            // and start time, ended or not.
+            out.push((
+                at,
+                SourceEvent::Host(Box::new(builders::host_sample(
+                    at,
+                    vec![builders::host_process(PID, 1)],
+                ))),
+            ));
             high = high.max(self.peak(s));
             let mut events = vec![AllocatorEvent {
                 step: Some(s),
@@ -392,6 +404,9 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
     rec.finish().unwrap();
     let live =
         vramscope::output::json::to_value(&monitor.snapshot(last, StaleAfter::interval(1000)));
+    let metrics = serve_support::samples(&vramscope::serve::exposition(
+        monitor.snapshot(last, StaleAfter::interval(1000)),
+    ));
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_vramscope"))
         .args(["report", "--json", path.to_str().unwrap()])
         .output()
@@ -479,9 +494,54 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         &allocator["ooms"],
         "the OOM count, live and recorded"
     );
+    scraped(run, &metrics, device, writer)?;
     spikes_reported(run, &report)?;
     exported(run, &path, device, &live_ooms)?;
     replayed(run, &path, &live_ooms)
+}
+
+/// `/metrics` says of the writer's process on its GPU what `--json` says: the true peak, the
+/// OOM count (each OOM once), the step; and no series names the earlier writer, which ended
+/// before the monitor began.
+fn scraped(
+    run: &Run,
+    metrics: &[serve_support::Line],
+    device: &Value,
+    writer: &Value,
+) -> Result<(), TestCaseError> {
+    let pid = PID.to_string();
+    let gpu = run.gpu.to_string();
+    let of = |family: &str| {
+        serve_support::value(metrics, family, &[("pid", &pid), ("gpu", &gpu)])
+            .map(|v| Value::from(v as u64))
+    };
+    prop_assert_eq!(
+        of("vramscope_process_allocator_peak_bytes"),
+        Some(device["true_peak"].clone()),
+        "/metrics peak: {:?}",
+        serve_support::find(metrics, "vramscope_process_allocator_peak_bytes", &[])
+    );
+    prop_assert_eq!(
+        of("vramscope_process_allocator_ooms_total"),
+        Some(number(&device["ooms"])),
+        "/metrics OOM count"
+    );
+    prop_assert_eq!(
+        of("vramscope_process_step"),
+        Some(number(&writer["step"])),
+        "/metrics step"
+    );
+    let earlier = EARLIER_PID.to_string();
+    let leaked: Vec<_> = metrics
+        .iter()
+        .filter(|l| l.label("pid") == Some(earlier.as_str()))
+        .collect();
+    prop_assert!(
+        leaked.is_empty(),
+        "the earlier writer in /metrics: {:?}",
+        leaked
+    );
+    Ok(())
 }
 
 /// The report's largest spike of the writer is the run's largest spike between two polls, in

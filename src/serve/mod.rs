@@ -33,6 +33,17 @@ mod slots;
 
 pub use http::Limits;
 
+/// The text exposition a scrape returns once `snapshot` is published by a node that has just
+/// started (no exited process kept over, no hostname label): the same `processes`, labels
+/// and families `owner` publishes each tick. What the one-story property test holds beside
+/// `--json`, `report` and `export`.
+pub fn exposition(snapshot: crate::model::Snapshot) -> String {
+    let exported = processes::from_snapshot(&snapshot);
+    let labels = node::Node::new(None).labels(&snapshot.devices);
+    let published = published::Published::new(Arc::new(snapshot), labels, exported);
+    String::from_utf8_lossy(&published.body(encode::Format::Text)).into_owned()
+}
+
 use crate::sources::runner::{Sampling, SamplingConfig};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;

@@ -14,7 +14,7 @@ use super::GIB;
 use std::sync::Arc;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelBatch, ChannelPoll, EventKind,
-    WriterIdentity, WriterLiveness,
+    HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
 
 pub use super::gpu_uuid;
@@ -127,5 +127,39 @@ pub fn channel_batch(at_ms: u64, polls: Vec<ChannelPoll>) -> ChannelBatch {
         polls,
         gone: vec![],
         rejected: vec![],
+    }
+}
+
+/// What the host read of `pid` started at `start` (the start time its channel's file name
+/// carries, so the two join): alice's `python train.py`, 4 GiB resident, one core busy.
+pub fn host_process(pid: u32, start: u64) -> HostProcess {
+    HostProcess {
+        pid,
+        local_pid: Some(pid),
+        user: Ok("alice".into()),
+        command: Ok("python train.py".into()),
+        rss_bytes: Ok(4 * GIB),
+        cpu_percent: Ok(100.0),
+        container: None,
+        pod_unreadable: None,
+        pod: None,
+        uid: Some(1000),
+        starttime: Some(start),
+    }
+}
+
+/// One host sample at `at_ms` of a 64 GiB host, 8 GiB used, listing `processes`.
+pub fn host_sample(at_ms: u64, processes: Vec<HostProcess>) -> HostSample {
+    HostSample {
+        at_ms,
+        load: None,
+        memory: Ok(HostMemory {
+            total: 64 * GIB,
+            used: 8 * GIB,
+            available: 56 * GIB,
+            swap_total: 0,
+            swap_used: 0,
+        }),
+        processes,
     }
 }
