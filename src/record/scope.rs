@@ -119,8 +119,17 @@ pub struct Scope {
     pub(super) asked_from_ms: u64,
     pub(super) selection: Option<Selection>,
     pub(super) tally: Arc<Mutex<History>>,
-    /// Each channel seen, and whether its writer is wholly outside the window (`poll`).
-    pub(super) channels: HashMap<String, bool>,
+    /// Each channel seen, and what of it the window holds (`poll`).
+    pub(super) channels: HashMap<String, Seen>,
+}
+
+/// What the window has held of one channel so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Seen {
+    /// Some point or event of it was inside the window.
+    inside: bool,
+    /// Its writer had ended with nothing of it ever inside: wholly outside, for good.
+    outside: bool,
 }
 
 /// What a scope covered, to tell the reader once the recording has been read.
@@ -243,19 +252,20 @@ impl Scope {
             }
             (from..=until).contains(&at)
         };
-        let held = poll.points.len() + poll.events.len();
         poll.points.retain(|p| keep(p.at_ms, None));
         poll.events.retain(|e| keep(e.at_ms, Some(&e.kind)));
         let inside = poll.points.len() + poll.events.len() > 0;
-        // A writer that had ended before the window, first seen in it with its whole ring
-        // outside, is outside too: its status (the peak and OOM counters) tells of that
-        // history, and would otherwise reach `export` and replay as figures of no GPU and
-        // no pid. Every later poll of its channel goes with it.
-        let outside = *self
-            .channels
-            .entry(poll.path.clone())
-            .or_insert_with(|| poll.liveness.is_ended() && !inside && held > 0);
-        if outside {
+        // A writer that had ended with nothing of it inside the window (dead before the
+        // recording with its ring still there, or with an empty ring; or seen live before a
+        // `--since` and ended before it) is outside too: its status (the peak and OOM
+        // counters) tells of that history, and would otherwise reach `export` and replay as
+        // figures of no GPU and no pid. Every later poll of its channel goes with it.
+        let seen = self.channels.entry(poll.path.clone()).or_default();
+        seen.inside |= inside;
+        if poll.liveness.is_ended() && !seen.inside {
+            seen.outside = true;
+        }
+        if seen.outside {
             return None;
         }
         (inside || (from..=until).contains(&at_ms)).then_some(poll)
@@ -441,6 +451,53 @@ mod tests {
         assert_eq!(
             kept(&mut s, START + 10, vec![ended(&[START - 5000])]),
             Some(vec![vec![START - 5000]])
+        );
+        // A dead writer whose ring is empty: nothing of it is inside, its status neither.
+        let mut s = scope(false, u64::MAX, None);
+        assert_eq!(kept(&mut s, START + 10, vec![ended(&[])]), Some(vec![]));
+        assert_eq!(kept(&mut s, START + 1010, vec![ended(&[])]), Some(vec![]));
+    }
+
+    #[test]
+    fn a_writer_seen_live_that_ended_before_since_stays_out_of_the_window() {
+        let ended = |times: &[u64]| ChannelPoll {
+            liveness: WriterLiveness::Ended {
+                crashed: false,
+                error: false,
+            },
+            ..poll(9, "", times)
+        };
+        // `--since START+60s`: the writer ran from the start and ended at START+30s.
+        let since = START + 60_000;
+        let mut s = Scope {
+            from_ms: since,
+            asked_from_ms: since,
+            ..scope(false, u64::MAX, None)
+        };
+        assert_eq!(
+            kept(&mut s, START + 10, vec![poll(9, "", &[START + 5])]),
+            None
+        );
+        assert_eq!(
+            kept(&mut s, START + 30_010, vec![ended(&[START + 30_000])]),
+            None
+        );
+        // Its channel's polls inside the window bring only its status: left out, every one.
+        assert_eq!(kept(&mut s, since + 10, vec![ended(&[])]), Some(vec![]));
+        assert_eq!(kept(&mut s, since + 1010, vec![ended(&[])]), Some(vec![]));
+        // One that was still running inside the window keeps its polls after its end.
+        let mut s = Scope {
+            from_ms: since,
+            asked_from_ms: since,
+            ..scope(false, u64::MAX, None)
+        };
+        assert_eq!(
+            kept(&mut s, since + 10, vec![poll(9, "", &[since + 5])]),
+            Some(vec![vec![since + 5]])
+        );
+        assert_eq!(
+            kept(&mut s, since + 1010, vec![ended(&[])]),
+            Some(vec![vec![]])
         );
     }
 
