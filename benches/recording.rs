@@ -38,7 +38,7 @@ use vramscope::model::{
     DeviceSample, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
     ProcessKind, WriterIdentity, WriterLiveness,
 };
-use vramscope::record::{Header, Recorder, Recording};
+use vramscope::recording::{Header, Recorder, Recording};
 
 const GPUS: usize = 8;
 const PROCS_PER_GPU: usize = 8;

@@ -17,7 +17,7 @@
 
 use std::process::Command;
 use std::time::{Duration, Instant};
-use vramscope::sites::{self, Exactness, Limits, Moment, ReadCost, Spent};
+use vramscope::memory_snapshot::{self, Exactness, Limits, Moment, ReadCost, Spent};
 
 // The binary's allocator (src/main.rs), so that the figures are `vramscope sites`' own.
 #[global_allocator]
@@ -94,13 +94,14 @@ fn main() {
         cpu: Duration::from_secs_f64(cpu_s() - cpu0),
     };
     let mut cost = ReadCost::default();
-    let snap = sites::read_owned_costed(bytes, &Limits::default(), &mut cost).expect("read");
+    let snap =
+        memory_snapshot::read_owned_costed(bytes, &Limits::default(), &mut cost).expect("read");
     let read = started.elapsed();
     let cpu1 = cpu_s();
     let (user1, sys1) = user_sys_s();
     let reduce_started = Instant::now();
     let reduce_cpu0 = clock_s(libc::CLOCK_THREAD_CPUTIME_ID);
-    let held = sites::held(&snap, Moment::Peak, None, 10).expect("held");
+    let held = memory_snapshot::held(&snap, Moment::Peak, None, 10).expect("held");
     let reduce = reduce_started.elapsed();
     let reduce_cpu = clock_s(libc::CLOCK_THREAD_CPUTIME_ID) - reduce_cpu0;
     let total = started.elapsed();
@@ -145,7 +146,7 @@ fn main() {
         held.total_bytes,
         held.blocks,
         held.all_sites.len(),
-        sites::render::exactness_words(&held)
+        vramscope::sites::render::exactness_words(&held)
     );
 }
 
@@ -172,10 +173,10 @@ fn shared(entries: u64) {
     let started = Instant::now();
     let cpu0 = cpu_s();
     let bytes = std::fs::read(&file).expect("file");
-    let snap = sites::read_owned(bytes, &Limits::default()).expect("read");
+    let snap = memory_snapshot::read_owned(bytes, &Limits::default()).expect("read");
     let read = started.elapsed();
     let cpu = cpu_s() - cpu0;
-    let held = sites::held(&snap, Moment::Peak, None, 10).expect("held");
+    let held = memory_snapshot::held(&snap, Moment::Peak, None, 10).expect("held");
     let total = started.elapsed();
     println!(
         "sites (shared): {entries} trace entries of one shared dict, {:.1} MB pickle: read {:.0} ms (CPU {:.0} ms), with the reduce {:.0} ms (wall); {} kept, {} cut; peak RSS {:.0} MiB (before reading {:.0} MiB)",

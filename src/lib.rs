@@ -31,6 +31,8 @@ pub mod launch;
 #[cfg(feature = "monitor")]
 pub mod log_file;
 #[cfg(feature = "monitor")]
+pub mod memory_snapshot;
+#[cfg(feature = "monitor")]
 pub mod model;
 #[cfg(feature = "monitor")]
 pub mod notify;
@@ -40,6 +42,8 @@ pub mod output;
 pub mod plot;
 #[cfg(feature = "monitor")]
 pub mod record;
+#[cfg(feature = "monitor")]
+pub mod recording;
 #[cfg(feature = "monitor")]
 pub mod replay;
 #[cfg(feature = "monitor")]

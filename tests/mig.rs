@@ -462,7 +462,7 @@ fn the_monitor_shows_the_instances_in_place_of_the_utilisation_chart() {
 #[test]
 fn a_recording_carries_the_instances_and_reads_back_the_same() {
     use vramscope::model::SourceEvent;
-    use vramscope::record::Recording;
+    use vramscope::recording::Recording;
     let work = tempfile::tempdir().unwrap();
     let file = work.path().join("mig.jsonl");
     let scenario = Scenario::new(&two_instances(4_100_001, 4_100_002));

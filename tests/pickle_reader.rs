@@ -1,4 +1,4 @@
-//! vramscope's own pickle reader (src/sites/guard.rs, build.rs, value.rs) against Python's
+//! vramscope's own pickle reader (src/memory_snapshot/guard.rs, build.rs, value.rs) against Python's
 //! `pickle`: random values of the subset a snapshot uses, pickled by Python at protocols 2
 //! to 5 (tests/sites_support/pickle_values.py), read back and written in the canonical form
 //! Python writes them in, sharing included; and a hostile corpus: truncations, huge declared
@@ -6,7 +6,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use vramscope::sites::{self, ErrorKind, Limits};
+use vramscope::memory_snapshot::{self, ErrorKind, Limits};
 
 const VALUES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -72,7 +72,7 @@ fn random_values_read_as_python_pickled_them_at_every_protocol() {
             let name = format!("{seed}-{protocol}");
             let pickle = std::fs::read(dir.path().join(format!("{name}.pickle"))).unwrap();
             let canon = std::fs::read_to_string(dir.path().join(format!("{name}.canon"))).unwrap();
-            let ours = sites::canonical_pickle(&pickle, &Limits::default())
+            let ours = memory_snapshot::canonical_pickle(&pickle, &Limits::default())
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             assert!(ours == canon, "{name}: {}", first_difference(&ours, &canon));
             compared += 1;
@@ -91,7 +91,7 @@ fn sharing_is_kept_and_every_int_width_is_read() {
          ints = [0, 255, 256, 65535, 65536, -1, -2**31, 2**31, 2**63 - 1, -2**63, 2**63, 2**64, -2**64, 2**2100, -2**2100]\n\
          sys.stdout.buffer.write(pickle.dumps([l, l, ints, (), (), 'é\\U0001F600', b'\\x00\\xff'], protocol=4))",
     );
-    let ours = sites::canonical_pickle(&bytes, &Limits::default()).unwrap();
+    let ours = memory_snapshot::canonical_pickle(&bytes, &Limits::default()).unwrap();
     // The dict is one container (#2) referred to from three places; the list l (#1) twice.
     assert!(
         ours.starts_with("#0[#1[#2{s66:1},@2,#3[@2]],@1,#4[0,255,256,65535,65536,-1,-2147483648,2147483648,9223372036854775807,-9223372036854775808,9223372036854775808,18446744073709551616,-18446744073709551616,"),
@@ -110,12 +110,12 @@ fn small_snapshot() -> Vec<u8> {
 #[test]
 fn a_snapshot_truncated_anywhere_is_one_line_naming_where() {
     let whole = small_snapshot();
-    assert!(sites::read_bytes(&whole, &Limits::default()).is_ok());
+    assert!(memory_snapshot::read_bytes(&whole, &Limits::default()).is_ok());
     // Every offset of the first 4 KiB, then every 97th byte to the end.
     let offsets = (1..4096).chain((4096..whole.len()).step_by(97));
     let mut tried = 0;
     for cut in offsets {
-        let e = sites::read_bytes(&whole[..cut], &Limits::default()).unwrap_err();
+        let e = memory_snapshot::read_bytes(&whole[..cut], &Limits::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::NotASnapshot, "{cut}: {e}");
         let line = e.to_string();
         assert!(
@@ -129,7 +129,7 @@ fn a_snapshot_truncated_anywhere_is_one_line_naming_where() {
 }
 
 fn refused(bytes: &[u8]) -> String {
-    let e = sites::read_bytes(bytes, &Limits::default()).unwrap_err();
+    let e = memory_snapshot::read_bytes(bytes, &Limits::default()).unwrap_err();
     let line = e.to_string();
     assert_eq!(line.lines().count(), 1, "{line}");
     line
@@ -193,7 +193,7 @@ fn nesting_past_64_is_refused_for_every_container() {
         let bytes = python_bytes(&format!(
             "{code}\nsys.stdout.buffer.write(pickle.dumps(v, protocol=4))"
         ));
-        let read = sites::canonical_pickle(&bytes, &Limits::default());
+        let read = memory_snapshot::canonical_pickle(&bytes, &Limits::default());
         assert_eq!(read.is_ok(), ok, "{code}: {read:?}");
         if let Err(e) = read {
             assert!(e.to_string().contains("nest deeper than 64"), "{code}: {e}");
@@ -229,7 +229,7 @@ fn every_opcode_that_names_or_calls_a_global_is_refused() {
         ),
         (b"\x80\x05\x97.", "uses out-of-band buffers"),
     ] {
-        let e = sites::read_bytes(bytes, &Limits::default()).unwrap_err();
+        let e = memory_snapshot::read_bytes(bytes, &Limits::default()).unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Refused, "{bytes:?}: {e}");
         assert!(e.to_string().contains(what), "{bytes:?}: {e}");
         assert!(e.to_string().contains("never runs code"), "{e}");

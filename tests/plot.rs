@@ -15,7 +15,7 @@ use vramscope::model::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DriverInfo, EventKind,
     HostMemory, HostProcess, HostSample, WriterIdentity,
 };
-use vramscope::record::{Header, Recorder};
+use vramscope::recording::{Header, Recorder};
 
 use recording_fixture::{PID, device_info, device_sample, uuid};
 

@@ -27,8 +27,8 @@ const PRIVILEGED: &[&str] = &[
     "src/log_file/path.rs",
     "src/log_file/rotate.rs",
     "src/job/mod.rs",
-    "src/record/writer.rs",
-    "src/sites/file.rs",
+    "src/memory_snapshot/file.rs",
+    "src/recording/writer.rs",
     "src/sources/sites.rs",
 ];
 

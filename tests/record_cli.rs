@@ -18,7 +18,7 @@ use vramscope::channel::{
 };
 use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, EventKind, now_ms};
-use vramscope::record::Recording;
+use vramscope::recording::Recording;
 use vramscope::state::{Monitor, StaleAfter};
 
 const UUID0: &str = "GPU-00000000-0000-0000-0000-000000000000";

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use vramscope::model::SourceEvent;
-use vramscope::record::{Recording, RecordingError};
+use vramscope::recording::{Recording, RecordingError};
 
 const HEADER: &str = r#"{"format":"vramscope.recording","version":1,"vramscope_version":"0.1.0","started_ms":1760000000000,"interval_ms":1000}"#;
 
@@ -260,7 +260,7 @@ fn compressed_damage_names_the_byte_offset_and_a_cut_tail_reads_cleanly() {
     let c = Corpus::new();
     let path = c.dir.path().join("long.jsonl.zst");
     // Many seconds, each flushed as its own block, as a live recorder writes them.
-    let mut recorder = vramscope::record::Recorder::create(&path, header()).unwrap();
+    let mut recorder = vramscope::recording::Recorder::create(&path, header()).unwrap();
     // Where each second's block ends in the file.
     let mut flushed_at = Vec::new();
     for i in 0..200u64 {

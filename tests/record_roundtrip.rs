@@ -10,7 +10,7 @@ use record_support::*;
 use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{Absent, ChannelBatch, ForeignText, WriterLiveness};
-use vramscope::record::{Recorder, Recording};
+use vramscope::recording::{Recorder, Recording};
 use vramscope::state::{Monitor, StaleAfter};
 
 fn debug(events: &[SourceEvent]) -> Vec<String> {
@@ -235,7 +235,7 @@ fn a_record_waits_at_most_the_flush_period_even_when_nothing_follows() {
     // Just flushed: the second record waits in the buffer.
     recorder.flush_if_due().unwrap();
     assert_eq!(read_all(&path).len(), 1, "read while the recorder is open");
-    std::thread::sleep(vramscope::record::FLUSH_EVERY);
+    std::thread::sleep(vramscope::recording::FLUSH_EVERY);
     // Nothing else arrives; the owner's next turn hands it to the file.
     recorder.flush_if_due().unwrap();
     assert_eq!(read_all(&path).len(), 2);

@@ -22,7 +22,7 @@ use vramscope::channel::{
     WriterConfig, WriterKind, parse_uuid,
 };
 use vramscope::model::time::utc_label;
-use vramscope::record::Recording;
+use vramscope::recording::Recording;
 
 /// Set in a child run of this binary: `ROLE:CHANNELS:CONTROL`.
 const CHILD: &str = "VRAMSCOPE_SCOPE_TEST_CHILD";

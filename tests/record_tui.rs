@@ -80,7 +80,7 @@ fn the_monitor_records_what_it_shows_until_quit() {
         "{changes:?}"
     );
     assert_eq!(
-        vramscope::record::Recording::open(&file)
+        vramscope::recording::Recording::open(&file)
             .unwrap()
             .header()
             .interval_ms,

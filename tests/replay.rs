@@ -442,7 +442,10 @@ fn write_long_recording(path: &std::path::Path) -> u64 {
 /// without replay: what a replay at `at_ms` must show.
 fn played_forward(path: &std::path::Path, at_ms: u64) -> Monitor {
     let mut monitor = Monitor::new(T0);
-    for item in vramscope::record::Recording::open(path).unwrap().events() {
+    for item in vramscope::recording::Recording::open(path)
+        .unwrap()
+        .events()
+    {
         let (t, event) = item.unwrap();
         if t > at_ms {
             break;

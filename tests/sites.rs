@@ -1,7 +1,7 @@
-//! `vramscope sites` and `vramscope::sites` against snapshots from a simulated allocator
-//! (tests/sites_support/simulate.py, standard-library Python) whose answers it computed
-//! forward, against PyTorch's own memory_viz on the same files (with the real torch), and
-//! against hostile pickles.
+//! `vramscope sites` and `vramscope::memory_snapshot` against snapshots from a simulated
+//! allocator (tests/sites_support/simulate.py, standard-library Python) whose answers it
+//! computed forward, against PyTorch's own memory_viz on the same files (with the real
+//! torch), and against hostile pickles.
 
 mod common;
 
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use vramscope::sites::{
+use vramscope::memory_snapshot::{
     self, Change, ErrorKind, Exactness, Held, Limits, MemorySnapshot, Moment, SitesError,
 };
 
@@ -46,11 +46,11 @@ fn answer(name: &str) -> &'static Value {
 }
 
 fn read(name: &str) -> MemorySnapshot {
-    sites::read_file(&path(name), &Limits::default()).unwrap()
+    memory_snapshot::read_file(&path(name), &Limits::default()).unwrap()
 }
 
 fn at(name: &str, moment: Moment) -> Held {
-    sites::held(&read(name), moment, None, 50).unwrap()
+    memory_snapshot::held(&read(name), moment, None, 50).unwrap()
 }
 
 fn u(v: &Value) -> u64 {
@@ -58,7 +58,7 @@ fn u(v: &Value) -> u64 {
 }
 
 /// The simulator's site key, `file:line:function`.
-fn key(site: &sites::Site) -> String {
+fn key(site: &memory_snapshot::Site) -> String {
     format!("{}:{}:{}", site.file, site.line, site.function)
 }
 
@@ -139,7 +139,7 @@ fn a_peak_outside_the_ring_is_not_exact_and_says_by_how_much() {
         suggested >= needed && suggested <= 2 * needed,
         "{suggested} for {needed}"
     );
-    let words = sites::render::exactness_words(&held);
+    let words = vramscope::sites::render::exactness_words(&held);
     assert!(
         words.starts_with("not exact: the peak 71.0 MiB fell outside the history"),
         "{words}"
@@ -154,7 +154,7 @@ fn a_peak_outside_the_ring_is_not_exact_and_says_by_how_much() {
 fn a_snapshot_without_the_vramscope_key_works_and_is_not_called_exact() {
     let snap = read("no_key");
     assert!(snap.vramscope.is_none());
-    let held = sites::held(&snap, Moment::Peak, None, 10).unwrap();
+    let held = memory_snapshot::held(&snap, Moment::Peak, None, 10).unwrap();
     assert_eq!(held.total_bytes, u(&answer("after_peak")["peak_requested"]));
     let Exactness::Unknown { why } = &held.exactness else {
         panic!("{:?}", held.exactness);
@@ -162,12 +162,13 @@ fn a_snapshot_without_the_vramscope_key_works_and_is_not_called_exact() {
     assert!(why.contains("no recorded peak"), "{why}");
     // The caller's figure (the channel's allocated peak) decides it either way.
     let allocated = u(&answer("after_peak")["peak_allocated"]);
-    let held = sites::held(&snap, Moment::Peak, Some(allocated), 10).unwrap();
+    let held = memory_snapshot::held(&snap, Moment::Peak, Some(allocated), 10).unwrap();
     assert_eq!(held.exactness, Exactness::Exact);
-    let held = sites::held(&snap, Moment::Peak, Some(allocated + (64 << 20)), 10).unwrap();
+    let held =
+        memory_snapshot::held(&snap, Moment::Peak, Some(allocated + (64 << 20)), 10).unwrap();
     assert!(matches!(held.exactness, Exactness::Short { shortfall, .. } if shortfall >= 64 << 20));
     // The dump's own live set needs no key.
-    let end = sites::held(&snap, Moment::End, None, 10).unwrap();
+    let end = memory_snapshot::held(&snap, Moment::End, None, 10).unwrap();
     assert_eq!(end.total_bytes, u(&answer("after_peak")["end_requested"]));
     assert_eq!(end.exactness, Exactness::Exact);
 }
@@ -198,7 +199,7 @@ fn an_oom_with_fragmentation_is_explained() {
     assert_eq!(key(&site), want["request_site"].as_str().unwrap());
     assert_eq!((site.bytes, site.blocks), (u(&want["requested"]), 0));
     // A snapshot with no OOM cannot answer for one.
-    let e = sites::held(&read("after_peak"), Moment::Oom, None, 10).unwrap_err();
+    let e = memory_snapshot::held(&read("after_peak"), Moment::Oom, None, 10).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotInSnapshot);
 }
 
@@ -344,7 +345,7 @@ fn a_snapshot_of_two_devices_names_both_and_answers_for_the_one_asked() {
 #[test]
 fn the_diff_of_two_dumps_finds_the_growing_site() {
     let (a, b) = (at("leak_2", Moment::End), at("leak_6", Moment::End));
-    let d = sites::diff(&a, &b, 10);
+    let d = memory_snapshot::diff(&a, &b, 10);
     let want = answer("leak");
     let top = &d.rows[0];
     assert_eq!(
@@ -515,10 +516,10 @@ fn totals_agree_with_pytorchs_memory_viz() {
 fn a_costed_read_gives_the_same_snapshot_and_says_what_each_stage_took() {
     let bytes = std::fs::read(path("after_peak")).unwrap();
     let started = std::time::Instant::now();
-    let mut cost = sites::ReadCost::default();
-    let costed = sites::read_bytes_costed(&bytes, &Limits::default(), &mut cost).unwrap();
+    let mut cost = memory_snapshot::ReadCost::default();
+    let costed = memory_snapshot::read_bytes_costed(&bytes, &Limits::default(), &mut cost).unwrap();
     let wall = started.elapsed();
-    let plain = sites::read_bytes(&bytes, &Limits::default()).unwrap();
+    let plain = memory_snapshot::read_bytes(&bytes, &Limits::default()).unwrap();
     assert_eq!(format!("{costed:?}"), format!("{plain:?}"));
     // Building the values takes time on any clock; the two stages, one after the other on
     // this thread, lie within the call.
@@ -544,7 +545,7 @@ fn python_bytes(code: &str) -> Vec<u8> {
 }
 
 fn refused(bytes: &[u8], limits: &Limits) -> SitesError {
-    sites::read_bytes(bytes, limits).unwrap_err()
+    memory_snapshot::read_bytes(bytes, limits).unwrap_err()
 }
 
 #[test]
@@ -699,19 +700,19 @@ fn ten_million_trace_entries_are_cut_or_refused_by_the_limits() {
         max_trace_entries: 1_000,
         ..Limits::default()
     };
-    let snap = sites::read_file(&file, &limits).unwrap();
+    let snap = memory_snapshot::read_file(&file, &limits).unwrap();
     assert_eq!(snap.traces[0].entries.len(), 1_000);
     assert_eq!(snap.traces[0].cut, 9_999_000);
     assert_eq!(snap.cut.trace_entries, 9_999_000);
-    let held = sites::held(&snap, Moment::Peak, None, 5).unwrap();
-    let text = sites::render::text(&held, &file, "");
+    let held = memory_snapshot::held(&snap, Moment::Peak, None, 5).unwrap();
+    let text = vramscope::sites::render::text(&held, &file, "");
     assert!(
         text.contains("(9999000 older ones cut by the limits)"),
         "{text}"
     );
 
     // A bound on values refuses it before anything is built; so do the size and the clock.
-    let e = sites::read_file(
+    let e = memory_snapshot::read_file(
         &file,
         &Limits {
             max_values: 1_000_000,
@@ -721,7 +722,7 @@ fn ten_million_trace_entries_are_cut_or_refused_by_the_limits() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Limit);
     assert!(e.to_string().contains("more than 1000000 values"), "{e}");
-    let e = sites::read_file(
+    let e = memory_snapshot::read_file(
         &file,
         &Limits {
             max_file_bytes: 1 << 20,
@@ -730,7 +731,7 @@ fn ten_million_trace_entries_are_cut_or_refused_by_the_limits() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("over the 1048576-byte limit"), "{e}");
-    let e = sites::read_file(
+    let e = memory_snapshot::read_file(
         &file,
         &Limits {
             deadline: Duration::ZERO,
@@ -746,7 +747,7 @@ fn ten_million_trace_entries_are_cut_or_refused_by_the_limits() {
     // the caller waits no longer than what is left): the read returns near it, not at the
     // end of the parse.
     let asked = Instant::now();
-    let e = sites::read_file(
+    let e = memory_snapshot::read_file(
         &file,
         &Limits {
             deadline: Duration::from_millis(150),
@@ -772,12 +773,12 @@ fn limits_on_blocks_and_frames_cut_and_say_so() {
         max_frames_per_entry: 2,
         ..Limits::default()
     };
-    let snap = sites::read_file(&path("after_peak"), &limits).unwrap();
+    let snap = memory_snapshot::read_file(&path("after_peak"), &limits).unwrap();
     let blocks: usize = snap.segments.iter().map(|s| s.blocks.len()).sum();
     assert_eq!(blocks, 3);
     assert!(snap.cut.blocks > 0 && snap.cut.frames > 0, "{:?}", snap.cut);
     // Two frames are the two torch frames: the site falls back to the innermost.
-    let held = sites::held(&snap, Moment::Peak, None, 5).unwrap();
+    let held = memory_snapshot::held(&snap, Moment::Peak, None, 5).unwrap();
     assert!(
         held.sites.iter().any(|s| s.file.ends_with("linear.py")),
         "{:?}",

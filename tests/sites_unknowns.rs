@@ -8,7 +8,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use vramscope::sites::{self, Limits, Moment};
+use vramscope::memory_snapshot::{self, Limits, Moment};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vramscope");
 const MIB: u64 = 1 << 20;
@@ -94,14 +94,14 @@ fn vramscope(args: &[&str]) -> (i32, String, String) {
 fn reserved_the_history_cannot_cover_is_unknown_never_below_what_was_held() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_snapshot(dir.path(), "gaps.pickle", NO_SEGMENT_ENTRIES);
-    let snap = sites::read_file(&file, &Limits::default()).unwrap();
+    let snap = memory_snapshot::read_file(&file, &Limits::default()).unwrap();
 
-    let peak = sites::held(&snap, Moment::Peak, None, 10).unwrap();
+    let peak = memory_snapshot::held(&snap, Moment::Peak, None, 10).unwrap();
     assert_eq!(peak.total_bytes, 11 * MIB);
     let why = peak.reserved.clone().unwrap_err();
     assert!(why.contains("lacks segment entries"), "{why}");
     // The dump's own figures are the segments': known, and at least what the blocks hold.
-    let end = sites::held(&snap, Moment::End, None, 10).unwrap();
+    let end = memory_snapshot::held(&snap, Moment::End, None, 10).unwrap();
     assert_eq!(end.reserved, Ok(2 * MIB));
 
     let (code, out, err) = vramscope(&["sites", file.to_str().unwrap()]);
@@ -155,8 +155,8 @@ fn reserved_the_history_cannot_cover_is_unknown_never_below_what_was_held() {
 fn a_cache_with_no_free_block_has_no_zero_byte_largest_block() {
     let dir = tempfile::tempdir().unwrap();
     let file = write_snapshot(dir.path(), "full.pickle", FULL_CACHE);
-    let snap = sites::read_file(&file, &Limits::default()).unwrap();
-    let held = sites::held(&snap, Moment::Oom, None, 10).unwrap();
+    let snap = memory_snapshot::read_file(&file, &Limits::default()).unwrap();
+    let held = memory_snapshot::held(&snap, Moment::Oom, None, 10).unwrap();
     let oom = held.oom.clone().unwrap();
     assert_eq!(oom.reserved, Ok(2 * MIB));
     assert_eq!(oom.cached_free, Ok(0));

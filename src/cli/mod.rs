@@ -380,7 +380,7 @@ impl RunArgs {
 }
 
 /// What part of a recording `report`, `plot` and `export` cover: by default what happened
-/// while it recorded (see `record::scope`).
+/// while it recorded (see `recording::scope`).
 #[derive(Debug, Args)]
 pub struct ScopeArgs {
     /// Include the channels' ring history: what instrumented programs published before the
@@ -390,12 +390,12 @@ pub struct ScopeArgs {
 
     /// Only from this moment: `30s` or `2m` after the recording began (`-5m`: before it,
     /// with --history), a local time `14:05:30`, or `2026-11-21T09:41:12Z`.
-    #[arg(long, value_name = "WHEN", value_parser = crate::record::when::parse)]
-    pub since: Option<crate::record::when::When>,
+    #[arg(long, value_name = "WHEN", value_parser = crate::recording::when::parse)]
+    pub since: Option<crate::recording::when::When>,
 
     /// Only up to this moment, written as for --since.
-    #[arg(long, value_name = "WHEN", value_parser = crate::record::when::parse)]
-    pub until: Option<crate::record::when::When>,
+    #[arg(long, value_name = "WHEN", value_parser = crate::recording::when::parse)]
+    pub until: Option<crate::recording::when::When>,
 
     /// Only this process (its host pid) and the GPUs it used; repeat for more. With --job,
     /// the processes of either.
@@ -409,8 +409,8 @@ pub struct ScopeArgs {
 }
 
 impl ScopeArgs {
-    pub fn asked(&self) -> crate::record::scope::Asked {
-        crate::record::scope::Asked {
+    pub fn asked(&self) -> crate::recording::scope::Asked {
+        crate::recording::scope::Asked {
             history: self.history,
             since: self.since.clone(),
             until: self.until.clone(),

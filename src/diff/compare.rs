@@ -1,14 +1,15 @@
 //! Two runs compared: the peaks, phase by phase and step by step, the sites held at each
-//! run's peak (from the snapshots `vramscope run --sites` dumped, read with `sites`), the
-//! categories (a slot no recording fills yet), the OOMs, and the settings that change
-//! memory; then every difference as a cause with its bytes, ranked (`rank`).
+//! run's peak (from the snapshots `vramscope run --sites` dumped, read with
+//! `memory_snapshot`), the categories (a slot no recording fills yet), the OOMs, and the
+//! settings that change memory; then every difference as a cause with its bytes, ranked
+//! (`rank`).
 
 use super::facts::Run;
 use super::knobs::{self, Knob, OptionChange};
 use super::rank::{Cause, CauseKind, rank};
+use crate::memory_snapshot::{self, SitesDiff};
 use crate::model::held_sites::SitesJob;
 use crate::report::OomSummary;
-use crate::sites::{self, SitesDiff};
 
 /// Why the categories are `n/a`: no writer publishes them yet. When one does, the runs'
 /// category peaks go through `merge_named` as the phases do, and each becomes a
@@ -229,7 +230,7 @@ fn trend(rows: &[(u64, u64, u64)]) -> (f64, i64) {
 
 /// The sites held at each run's peak, from the snapshot of its peak the writer announced.
 fn held_sites(a: &Run, b: &Run, top: usize) -> Result<SitesDiff, String> {
-    let held = |run: &Run, which: &str| -> Result<sites::Held, String> {
+    let held = |run: &Run, which: &str| -> Result<memory_snapshot::Held, String> {
         let allocator = run.allocator().ok_or_else(|| {
             format!("{which} has no instrumented process, so no snapshot of its peak")
         })?;
@@ -243,7 +244,7 @@ fn held_sites(a: &Run, b: &Run, top: usize) -> Result<SitesDiff, String> {
     };
     let before = held(a, "A")?;
     let after = held(b, "B")?;
-    Ok(sites::diff(&before, &after, top))
+    Ok(memory_snapshot::diff(&before, &after, top))
 }
 
 fn knob_text(k: Option<Knob>) -> Result<String, &'static str> {

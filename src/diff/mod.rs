@@ -15,8 +15,8 @@ mod knobs;
 mod rank;
 mod render;
 
-use crate::record::scope::Asked;
-use crate::record::scoped;
+use crate::recording::scope::Asked;
+use crate::recording::scoped;
 use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;

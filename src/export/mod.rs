@@ -30,10 +30,10 @@ use crate::model::SourceEvent;
 use crate::model::figures::{device as gpu, process, slot};
 use crate::model::writer_fold::OomOutcome;
 use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
-use crate::record::Recording;
-use crate::record::folds::RecordedFolds;
-use crate::record::scope::Asked;
-use crate::record::scoped;
+use crate::recording::Recording;
+use crate::recording::folds::RecordedFolds;
+use crate::recording::scope::Asked;
+use crate::recording::scoped;
 use std::collections::{HashMap, HashSet};
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -41,7 +41,7 @@ use std::process::ExitCode;
 
 pub const HEADER: &str = "time_ms,entity,gpu,pid,metric,value";
 
-/// Writes the part of `file` asked for (`record::scope`) as CSV to `out` (a path, or
+/// Writes the part of `file` asked for (`recording::scope`) as CSV to `out` (a path, or
 /// standard output), saying on standard error what part that is.
 pub fn run(file: &Path, out: Option<&Path>, asked: &Asked) -> ExitCode {
     let (recording, told) = match scoped::open(file, asked) {

@@ -38,7 +38,7 @@ impl ForeignText for SourceEvent {
             }
             SourceEvent::NvmlUnavailable(problem) => problem.clean_text(),
             // NVML's per-tick figures are numbers; their absence reasons are our own words
-            // (a recording's are cleaned where they are read, `record::wire`). MIG instances
+            // (a recording's are cleaned where they are read, `recording::wire`). MIG instances
             // carry NVML's strings.
             SourceEvent::Device(sample) => sample.clean_text(),
             SourceEvent::Host(sample) => sample.clean_text(),

@@ -3,7 +3,7 @@
 //! it and as a recording is read, so no output needs to clean again.
 //!
 //! The absence reasons of figures are vramscope's own words when sampled live; in a
-//! recording they are the file's, and are cleaned as they are read (`record::wire`).
+//! recording they are the file's, and are cleaned as they are read (`recording::wire`).
 
 use super::absent::{Absent, Reading};
 use super::allocator::{AllocatorDevice, AllocatorEvent, ChannelBatch, WriterIdentity};

@@ -1,7 +1,7 @@
 //! One pass over a recording, keeping what the plot draws: per GPU NVML's used memory, per
 //! process on it NVML's used memory, per instrumented process its allocated and reserved
 //! bytes and every step; each writer's GPUs, true peak and OOMs (one per failure) from the
-//! one fold of its stream (`record::folds`). Each series is downsampled as it is read, so
+//! one fold of its stream (`recording::folds`). Each series is downsampled as it is read, so
 //! memory stays bounded by the number of GPUs, processes and writers, never by the
 //! recording's length.
 
@@ -13,8 +13,8 @@ use crate::model::writer_fold::WriterFold;
 use crate::model::{
     ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Periods, Reading,
 };
-use crate::record::folds::RecordedFolds;
-use crate::record::{Ending, Recording};
+use crate::recording::folds::RecordedFolds;
+use crate::recording::{Ending, Recording};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Longest command shown in a legend.

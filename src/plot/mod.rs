@@ -27,8 +27,8 @@ mod period_tests;
 mod steps;
 mod style;
 
-use crate::record::scope::Asked;
-use crate::record::scoped;
+use crate::recording::scope::Asked;
+use crate::recording::scoped;
 use contents::Contents;
 use error::fail;
 use plotters::backend::{BitMapBackend, RGBPixel, SVGBackend};
@@ -69,7 +69,7 @@ impl Format {
     }
 }
 
-/// Plots the part of `file` asked for (`record::scope`) into `output`, saying on standard
+/// Plots the part of `file` asked for (`recording::scope`) into `output`, saying on standard
 /// error what part that is. Anything that prevents a plot is one line on standard error and
 /// status 2; a recording damaged part-way is plotted up to the damage, which is named, and
 /// exits 1.

@@ -5,7 +5,7 @@
 use super::collect::collect;
 use super::contents::Role;
 use crate::model::{Absent, DeviceInfo, DeviceSample, DriverInfo, MemoryInfo, SourceEvent};
-use crate::record::{Header, Recorder, Recording};
+use crate::recording::{Header, Recorder, Recording};
 use crate::replay::{Command, Replay};
 use std::path::Path;
 

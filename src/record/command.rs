@@ -1,11 +1,10 @@
 //! `vramscope record -o FILE`: samples exactly as the monitor does and records every event,
 //! with no screen, until Ctrl-C, SIGTERM, SIGHUP or `--duration`; then finishes the file.
 
-use super::header::Header;
 use super::live::open_error;
-use super::writer::Recorder;
 use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
+use crate::recording::{Header, Recorder};
 use crate::sources::runner::{Sampling, SamplingConfig};
 use clap::Args;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};

@@ -2,10 +2,9 @@
 //! ingests it, so the file holds exactly what the screen was drawn from. A write that fails
 //! (disk full) stops the recording, says so once, and leaves the monitor running.
 
-use super::header::Header;
-use super::writer::Recorder;
 use crate::model::SourceEvent;
 use crate::model::{now_ms, units};
+use crate::recording::{Header, Recorder};
 use std::path::Path;
 
 /// A recorded path longer than this shows by its file name alone in the header.

@@ -9,7 +9,7 @@
 //! length; the monitor's own history is bounded too.
 
 use crate::model::SourceEvent;
-use crate::record::{Events, Recording, RecordingError, Resume};
+use crate::recording::{Events, Recording, RecordingError, Resume};
 use crate::state::Monitor;
 use std::path::PathBuf;
 

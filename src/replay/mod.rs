@@ -13,7 +13,7 @@ pub mod usage;
 pub use cursor::Limits;
 pub use timeline::{Mark, MarkKind, Timeline};
 
-use crate::record::Recording;
+use crate::recording::Recording;
 use crate::state::Monitor;
 use cursor::{Checkpoints, Cursor, Source};
 use std::path::Path;

@@ -12,9 +12,9 @@ use crate::model::SourceEvent;
 use crate::model::units::bytes;
 use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
 use crate::model::{NA, Periods, Reading};
-use crate::record::folds::RecordedFolds;
-use crate::record::scope::Scope;
-use crate::record::{Header, Recording};
+use crate::recording::folds::RecordedFolds;
+use crate::recording::scope::Scope;
+use crate::recording::{Header, Recording};
 use std::collections::HashMap;
 
 /// Marks kept at most (about 100 bytes each); a recording with more events marks the first.

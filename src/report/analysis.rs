@@ -18,8 +18,8 @@ use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::NvmlBeside;
 use crate::model::writer_fold::{Oom, WriterFold};
 use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading};
-use crate::record::folds::RecordedFolds;
-use crate::record::{Ending, Header, Recording};
+use crate::recording::folds::RecordedFolds;
+use crate::recording::{Ending, Header, Recording};
 use crate::sources::sites::reduce;
 use std::collections::BTreeMap;
 

@@ -9,7 +9,7 @@ use crate::model::{
     Absent, ChannelBatch, DeviceSample, DriverInfo, Gone, GpuProcess, HostProcess, HostSample,
     MemoryInfo, ProcessKind, SourceEvent,
 };
-use crate::record::{Header, Recorder, Recording};
+use crate::recording::{Header, Recorder, Recording};
 
 const T0: u64 = 1_700_000_000_000;
 const GIB: u64 = 1 << 30;

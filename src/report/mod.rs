@@ -16,8 +16,8 @@ pub use analysis::{
     analyse,
 };
 
-use crate::record::scope::Asked;
-use crate::record::scoped;
+use crate::recording::scope::Asked;
+use crate::recording::scoped;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -29,7 +29,7 @@ pub enum Format {
     Json,
 }
 
-/// Summarises the part of `file` asked for (`record::scope`) on standard output; a file that
+/// Summarises the part of `file` asked for (`recording::scope`) on standard output; a file that
 /// cannot be opened, or a scope that cannot apply to it, is one line on standard error and
 /// status 2. A recording damaged part-way is summarised up to the damage, which the summary
 /// names, and exits 1.

@@ -4,7 +4,7 @@
 
 use super::{analyse, render};
 use crate::model::SourceEvent;
-use crate::record::{Header, Recorder, Recording};
+use crate::recording::{Header, Recorder, Recording};
 use serde_json::{Value, json};
 use std::path::Path;
 

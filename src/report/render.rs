@@ -488,7 +488,7 @@ fn periods_words(report: &Report) -> String {
 /// The summary as JSON, schema `vramscope.report` version 2 (each OOM once, with its
 /// `outcome`, `phase`, `message` and `explanation`; version 1 had one per event, with
 /// `caught` and `label`); bytes and ms throughout.
-/// `scope`: what part of the recording it covers (`record::scope::Told::json`).
+/// `scope`: what part of the recording it covers (`recording::scope::Told::json`).
 pub fn json(report: &Report, scope: serde_json::Value) -> String {
     let at = at_json;
     let reading = |r: &Reading<u64>| r.as_ref().ok().copied();

@@ -2,12 +2,9 @@
 //! between two. Exit status: 0; 1 when a file cannot be read or cannot answer (one line on
 //! standard error); 2 for a usage error (clap's, or `--against` with two files).
 
-use super::error::SitesError;
-use super::held::{Held, Moment};
-use super::limits::Limits;
 use super::render;
-use super::snapshot::MemorySnapshot;
 use super::writer_json;
+use crate::memory_snapshot::{self, Held, Limits, MemorySnapshot, Moment, SitesError};
 use clap::Args;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,7 +55,7 @@ pub struct SitesArgs {
 }
 
 /// The file's size in bytes, or why it cannot be told.
-fn file_size(file: &Path) -> super::Known<u64> {
+fn file_size(file: &Path) -> memory_snapshot::Known<u64> {
     std::fs::metadata(file)
         .map(|m| m.len())
         .map_err(|e| format!("cannot stat the file: {e}"))
@@ -76,9 +73,9 @@ pub fn run(args: &SitesArgs, json: bool) -> ExitCode {
         huge_pages: true,
         ..Limits::default()
     };
-    let read = |path: &Path| super::read_file(path, &limits);
+    let read = |path: &Path| memory_snapshot::read_file(path, &limits);
     let answer = |snap: &MemorySnapshot, moment: At| -> Result<Held, SitesError> {
-        super::held_on(snap, args.device, moment.into(), None, top)
+        memory_snapshot::held_on(snap, args.device, moment.into(), None, top)
     };
     let writer = |snap: &MemorySnapshot, file: &Path| {
         let name = file

@@ -2,9 +2,9 @@
 //! programs. Every string from a snapshot was cleaned when it was read; file names given
 //! on the command line are cleaned here.
 
-use super::diff::{Change, SitesDiff, diff as compare};
-use super::held::{Exactness, Held, Known, Moment, Site};
-use super::snapshot::MemorySnapshot;
+use crate::memory_snapshot::{
+    Change, Exactness, Held, Known, MemorySnapshot, Moment, Site, SitesDiff, diff as compare,
+};
 use crate::model::units::bytes;
 use crate::text::clean;
 use serde_json::{Value, json};

@@ -4,8 +4,7 @@
 //! snapshot lacks is `null`, its reason under `unavailable`: a snapshot a program dumped
 //! itself has no `vramscope` key, and an older writer's key lacks the identity fields.
 
-use super::held::Known;
-use super::snapshot::{MemorySnapshot, VramscopeKey};
+use crate::memory_snapshot::{Known, MemorySnapshot, VramscopeKey};
 use crate::model::held_sites::SnapshotName;
 use crate::text::clean;
 use serde_json::{Map, Value, json};

@@ -2,12 +2,13 @@
 //! `HeldSites`: used by the monitor's worker thread (`sites_worker`), by `--json` and by the
 //! report, so all three say the same. The file is hostile input like a channel: opened
 //! without following links, a regular file of ours (root reads anyone's) and no bigger than
-//! the reader's bound, then parsed and reduced by `crate::sites` within its limits.
+//! the reader's bound, then parsed and reduced by `crate::memory_snapshot` within its
+//! limits.
 
+use crate::memory_snapshot::{self, Exactness, Held, Limits, Moment};
 use crate::model::held_sites::{
     HeldBlock, HeldSite, HeldSites, OomFit, RequestSite, SitesExactness, SitesJob, SitesState,
 };
-use crate::sites::{self, Exactness, Held, Limits, Moment};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -27,23 +28,24 @@ pub fn reduce(job: &SitesJob) -> SitesState {
 }
 
 /// `job`'s file read as `reduce` reads it, and the library's whole answer at its moment
-/// (`top` sites listed; `all_sites` holds every one, for `sites::diff`).
+/// (`top` sites listed; `all_sites` holds every one, for `memory_snapshot::diff`).
 pub fn held_of(job: &SitesJob, top: usize) -> Result<Held, String> {
     let limits = Limits::default();
     let bytes = read_bounded(Path::new(&job.path), &limits)?;
-    let snap = sites::read_owned(bytes, &limits)
+    let snap = memory_snapshot::read_owned(bytes, &limits)
         .map_err(|e| crate::text::clean(&e.to_string()).into_owned())?;
     let moment = if job.at_oom {
         Moment::Oom
     } else {
         Moment::Peak
     };
-    sites::held(&snap, moment, job.recorded_peak, top)
+    memory_snapshot::held(&snap, moment, job.recorded_peak, top)
         .map_err(|e| crate::text::clean(&e.to_string()).into_owned())
 }
 
 /// The file's bytes, if it is a regular file of ours within the snapshot's bound (size on
-/// the descriptor, then its first bytes: `sites::read_open_file`), before the whole is read.
+/// the descriptor, then its first bytes: `memory_snapshot::read_open_file`), before the
+/// whole is read.
 fn read_bounded(path: &Path, limits: &Limits) -> Result<Vec<u8>, String> {
     let me = crate::channel::euid();
     // Beside its channel, in the writer's directory: opened as the channel is (the folder by
@@ -66,7 +68,7 @@ fn read_bounded(path: &Path, limits: &Limits) -> Result<Vec<u8>, String> {
             meta.uid()
         ));
     }
-    sites::read_open_file(&file, limits)
+    memory_snapshot::read_open_file(&file, limits)
         .map_err(|e| crate::text::clean(&e.to_string()).into_owned())
 }
 
@@ -121,7 +123,7 @@ pub fn convert(held: &Held) -> HeldSites {
         },
         oom: held.oom.as_ref().map(|o| {
             let mut unavailable = std::collections::BTreeMap::new();
-            let mut figure = |value: &sites::Known<u64>, name: &str| match value {
+            let mut figure = |value: &memory_snapshot::Known<u64>, name: &str| match value {
                 Ok(b) => Some(*b),
                 Err(why) => {
                     unavailable.insert(name.to_string(), why.clone());

@@ -15,14 +15,14 @@ use vramscope::model::{
     DeviceSample, DriverInfo, EventKind, Gone, GpuProcess, HostMemory, HostProcess, HostSample,
     MemoryInfo, NvmlProblem, PodInfo, ProcessKind, WriterIdentity, WriterLiveness,
 };
-use vramscope::record::{Header, Recorder, Recording};
+use vramscope::recording::{Header, Recorder, Recording};
 
 pub const GIB: u64 = 1 << 30;
 pub const T0: u64 = 1_760_000_000_000;
 
 pub fn header() -> Header {
     Header {
-        version: vramscope::record::VERSION,
+        version: vramscope::recording::VERSION,
         vramscope_version: "0.1.0".into(),
         started_ms: T0,
         interval_ms: 1000,

@@ -18,7 +18,7 @@ use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo, DriverInfo,
     EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
 };
-use vramscope::record::{Header, Recorder};
+use vramscope::recording::{Header, Recorder};
 
 pub const MIB: u64 = 1 << 20;
 pub const TOTAL: u64 = 16 * GIB;

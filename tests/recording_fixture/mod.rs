@@ -24,7 +24,7 @@ use vramscope::model::{
     DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
     ProcessKind, WriterIdentity,
 };
-use vramscope::record::{Header, Recorder};
+use vramscope::recording::{Header, Recorder};
 
 pub const GIB: u64 = 1 << 30;
 

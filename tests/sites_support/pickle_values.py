@@ -13,7 +13,7 @@ tuples and dicts nested and empty, containers referred to twice (the same object
 two places: the memo shares it), and now and then a string or list large enough that the
 pickle's frames pass 64 KiB.
 
-The canonical form (read::canonical in src/sites/read.rs writes the same):
+The canonical form (read::canonical in src/memory_snapshot/read.rs writes the same):
 N T F, decimal ints, f + the float's 16 hex digits, s/b + the hex of the UTF-8 or bytes,
 [a,b] (a,b) {k:v,k:v} in order, each container `#n` when first seen (numbered in order)
 and `@n` when seen again. The empty tuple is not memoized by the pickler (it is one

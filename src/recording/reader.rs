@@ -104,7 +104,7 @@ impl Recording {
         })
     }
 
-    /// The same recording, its events passed through `scope` (see `record::scope`).
+    /// The same recording, its events passed through `scope` (see `recording::scope`).
     pub fn scoped(mut self, scope: Scope) -> Recording {
         self.scope = Some(scope);
         self

@@ -223,7 +223,7 @@ pub(crate) fn state_at(dump: &State, entries: &[TraceEntry], paired: &[u32], at:
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sites::snapshot::{Block, Segment};
+    use crate::memory_snapshot::snapshot::{Block, Segment};
 
     fn entry(action: Action, addr: u64, size: u64) -> TraceEntry {
         TraceEntry {

@@ -1,5 +1,5 @@
 //! A recording's first line (`Header`), the format's name, version and line limits, and the
-//! one error type of reading one. Below every other file of `record`, which all read these.
+//! one error type of reading one. Below every other file of `recording`, which all read these.
 
 use crate::model::now_ms;
 use std::fmt;
