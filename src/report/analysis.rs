@@ -648,12 +648,10 @@ impl Analysis {
                     && fold.slot_on(gpu_index).is_some()
             })
             .collect();
-        // Without the host's start time the row cannot tell two processes apart: the pid's
-        // channel, an ended one first, as for a row NVML no longer lists.
-        let process = match starttime {
-            Some(_) => RowProcess::Listed { starttime },
-            None => RowProcess::Unlisted,
-        };
+        // The row is a process NVML listed, and joins as the monitor joins a listed row: a
+        // channel not ended, else one its very process ended (the same start time). Without
+        // the host's start time no ended channel joins: it could be a dead namesake's.
+        let process = RowProcess::Listed { starttime };
         let joined = joined_channel(
             candidates.iter(),
             |(_, fold)| fold.liveness,
