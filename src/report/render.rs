@@ -197,7 +197,9 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
         match note {
             Some(note) => {
                 held_lines(out, note, markdown);
-                if let Some(words) = peak_not_covered(note, a_peak(p)) {
+                let words = peak_not_covered(note, a_peak(p))
+                    .or_else(|| dumped_after_the_peak(note, a_peak_step(p)));
+                if let Some(words) = words {
                     let inner = if markdown { "  - " } else { "      " };
                     let _ = writeln!(out, "{inner}{}", shown(&words, markdown));
                 }
@@ -226,6 +228,27 @@ fn a_peak(p: &ProcessSummary) -> Option<u64> {
         .peak_allocated
         .as_ref()
         .map(|at| at.value)
+}
+
+/// The step of the run's allocated peak of a process, as the report found it.
+fn a_peak_step(p: &ProcessSummary) -> Option<u64> {
+    p.allocator.as_ref()?.peak_allocated.as_ref()?.step
+}
+
+/// Where the snapshot that covers the run's peak was dumped in a later step (a new peak is
+/// seen, then dumped), which moment its answer is of: the peak, rebuilt from its history,
+/// not the dump's step it is labelled with.
+fn dumped_after_the_peak(note: &SnapshotNote, peak_step: Option<u64>) -> Option<String> {
+    let SitesState::Reduced(held) = &note.sites else {
+        return None;
+    };
+    let (dumped, peak) = (note.step?, peak_step?);
+    if held.moment != "peak" || dumped <= peak {
+        return None;
+    }
+    Some(format!(
+        "dumped in step {dumped}, after the step-{peak} peak: its history rebuilds the moment of the peak"
+    ))
 }
 
 /// Where the snapshot of a peak was taken below the run's own peak, what it describes: the
@@ -631,5 +654,19 @@ mod tests {
         // The snapshot of the run's own peak needs no such word.
         assert_eq!(peak_not_covered(&note, Some(gib(3.77))), None);
         assert_eq!(peak_not_covered(&note, None), None);
+    }
+
+    #[test]
+    fn a_snapshot_dumped_after_the_peak_says_which_moment_it_answers_for() {
+        let note = peak_note(GIB, 6);
+        assert_eq!(
+            dumped_after_the_peak(&note, Some(5)).as_deref(),
+            Some(
+                "dumped in step 6, after the step-5 peak: its history rebuilds the moment of the peak"
+            )
+        );
+        // Dumped in the peak's own step, or with no step known: nothing to say.
+        assert_eq!(dumped_after_the_peak(&note, Some(6)), None);
+        assert_eq!(dumped_after_the_peak(&note, None), None);
     }
 }
