@@ -13,7 +13,7 @@ use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
     AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DriverInfo, EventKind,
-    HostMemory, HostProcess, HostSample, WriterIdentity,
+    HostProcess, WriterIdentity,
 };
 use vramscope::recording::{Header, Recorder};
 
@@ -26,30 +26,14 @@ const COMMAND: &str = "python train.py --tag <a&b> \"x\"\u{1}";
 const FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 fn host_sample(at_ms: u64) -> SourceEvent {
-    SourceEvent::Host(Box::new(HostSample {
+    SourceEvent::Host(Box::new(builders::host_sample(
         at_ms,
-        load: None,
-        memory: Ok(HostMemory {
-            total: 64 * GIB,
-            used: 8 * GIB,
-            available: 56 * GIB,
-            swap_total: 0,
-            swap_used: 0,
-        }),
-        processes: vec![HostProcess {
-            pid: PID,
-            local_pid: Some(PID),
-            user: Ok("alice".into()),
+        vec![HostProcess {
             command: Ok(COMMAND.into()),
-            rss_bytes: Ok(4 * GIB),
-            cpu_percent: Ok(100.0),
-            container: None,
-            pod_unreadable: None,
-            pod: None,
-            uid: Some(1000),
             starttime: None,
+            ..builders::host_process(PID, 1)
         }],
-    }))
+    )))
 }
 
 fn allocator_device() -> AllocatorDevice {

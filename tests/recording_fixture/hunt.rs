@@ -16,7 +16,7 @@ use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo, DriverInfo,
-    EventKind, HostMemory, HostProcess, HostSample, WriterIdentity, WriterLiveness,
+    EventKind, WriterIdentity, WriterLiveness,
 };
 use vramscope::recording::{Header, Recorder};
 
@@ -194,30 +194,10 @@ fn status(t: u64, ooms: u64) -> AllocatorDevice {
 /// The host's view of the writer: its start time is the one its file's name carries, so
 /// that a listed row knows its own channel after the writer ended.
 fn host_sample(at_ms: u64) -> SourceEvent {
-    SourceEvent::Host(Box::new(HostSample {
+    SourceEvent::Host(Box::new(builders::host_sample(
         at_ms,
-        load: None,
-        memory: Ok(HostMemory {
-            total: 64 * GIB,
-            used: 8 * GIB,
-            available: 56 * GIB,
-            swap_total: 0,
-            swap_used: 0,
-        }),
-        processes: vec![HostProcess {
-            pid: PID,
-            local_pid: Some(PID),
-            user: Ok("alice".into()),
-            command: Ok("python train.py".into()),
-            rss_bytes: Ok(4 * GIB),
-            cpu_percent: Ok(100.0),
-            container: None,
-            pod_unreadable: None,
-            pod: None,
-            uid: Some(1000),
-            starttime: Some(7),
-        }],
-    }))
+        vec![builders::host_process(PID, 7)],
+    )))
 }
 
 /// The run, up to the poll after its death at T0+16.170 s; its figures are the constants above.

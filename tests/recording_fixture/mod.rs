@@ -21,8 +21,7 @@ use std::sync::Arc;
 use vramscope::model::SourceEvent;
 use vramscope::model::{
     Absent, AllocatorDevice, AllocatorEvent, AllocatorPoint, ChannelPoll, DeviceInfo, DeviceSample,
-    DriverInfo, EventKind, GpuProcess, HostMemory, HostProcess, HostSample, MemoryInfo,
-    ProcessKind, WriterIdentity,
+    DriverInfo, EventKind, GpuProcess, HostProcess, MemoryInfo, ProcessKind, WriterIdentity,
 };
 use vramscope::recording::{Header, Recorder};
 
@@ -155,30 +154,13 @@ pub fn write_recording(path: &Path) {
             .unwrap();
         rec.record(
             at,
-            &SourceEvent::Host(Box::new(HostSample {
-                at_ms: at,
-                load: None,
-                memory: Ok(HostMemory {
-                    total: 64 * GIB,
-                    used: 8 * GIB,
-                    available: 56 * GIB,
-                    swap_total: 0,
-                    swap_used: 0,
-                }),
-                processes: vec![HostProcess {
-                    pid: 4242,
-                    local_pid: Some(4242),
-                    user: Ok("alice".into()),
-                    command: Ok("python train.py".into()),
-                    rss_bytes: Ok(4 * GIB),
-                    cpu_percent: Ok(100.0),
-                    container: None,
-                    pod_unreadable: None,
-                    pod: None,
-                    uid: Some(1000),
+            &SourceEvent::Host(Box::new(builders::host_sample(
+                at,
+                vec![HostProcess {
                     starttime: None,
+                    ..builders::host_process(4242, 1)
                 }],
-            })),
+            ))),
         )
         .unwrap();
         // Ten writer samples a second; the spike lasts one of them.
