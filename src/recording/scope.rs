@@ -188,6 +188,16 @@ impl Scope {
                 if !self.within(sample.at_ms) {
                     return None;
                 }
+                // The highest reading since the GPU's previous sample may have been read
+                // before the window (the interval straddles its start): what the window holds
+                // of the interval is the sample's own reading.
+                if sample
+                    .memory_peak
+                    .as_ref()
+                    .is_some_and(|p| p.at_ms < self.from_ms)
+                {
+                    sample.memory_peak = None;
+                }
                 if let Some(s) = &self.selection {
                     if !s.gpus.contains(&sample.index) {
                         return None;
@@ -498,6 +508,38 @@ mod tests {
         assert_eq!(
             kept(&mut s, since + 1010, vec![ended(&[])]),
             Some(vec![vec![]])
+        );
+    }
+
+    #[test]
+    fn a_peak_read_before_the_window_stays_out_with_the_sample_kept() {
+        use crate::model::peak_holders::PeakHolders;
+        use crate::model::{Absent, DeviceSample, MemoryPeak};
+        let since = START + 60_000;
+        let mut s = Scope {
+            from_ms: since,
+            asked_from_ms: since,
+            ..scope(false, u64::MAX, None)
+        };
+        let sample = |peak_at: u64| {
+            let mut d = DeviceSample::unreadable(0, since + 100, Absent::NotSupported);
+            d.memory_peak = Some(MemoryPeak {
+                used: 9 << 30,
+                at_ms: peak_at,
+                holders: PeakHolders::TheSample,
+            });
+            SourceEvent::Device(Box::new(d))
+        };
+        let peak_of = |kept: Option<(u64, SourceEvent)>| match kept {
+            Some((_, SourceEvent::Device(d))) => d.memory_peak.map(|p| p.at_ms),
+            other => panic!("{other:?}"),
+        };
+        // Read 50 ms before `--since`: not the window's; the sample itself is.
+        assert_eq!(peak_of(s.apply(since + 100, sample(since - 50))), None);
+        // Read inside it: kept.
+        assert_eq!(
+            peak_of(s.apply(since + 100, sample(since + 20))),
+            Some(since + 20)
         );
     }
 
