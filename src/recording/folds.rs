@@ -32,6 +32,12 @@ impl RecordedFolds {
         self.lists.observe(sample);
     }
 
+    /// Whether GPU `gpu`'s latest readable list holds `pid`: a row the monitor shows as
+    /// listed, else as exited.
+    pub fn lists(&self, pid: u32, gpu: u32) -> bool {
+        self.lists.gpus_listing(pid).contains(&gpu)
+    }
+
     /// Folds one poll (the caller may read its raw points first) without resolving GPUs:
     /// `resolve` once the batch is in.
     pub fn poll(&mut self, poll: ChannelPoll, at_ms: u64) -> &WriterFold {

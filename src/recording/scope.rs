@@ -128,7 +128,10 @@ pub struct Scope {
 pub(super) struct Seen {
     /// Some point or event of it was inside the window.
     inside: bool,
-    /// Its writer had ended with nothing of it ever inside: wholly outside, for good.
+    /// Some poll of it was kept (inside the window, if only by its moment).
+    passed: bool,
+    /// Its writer had ended with nothing of it ever inside and no poll of it kept: wholly
+    /// outside, for good (until its file is gone and made again).
     outside: bool,
 }
 
@@ -224,6 +227,11 @@ impl Scope {
                     .into_iter()
                     .filter_map(|poll| self.poll(at_ms, poll))
                     .collect();
+                // A file made again at a path gone (the same process stopped and started its
+                // writer) is a channel seen afresh.
+                for (path, _) in &batch.gone {
+                    self.channels.remove(path);
+                }
                 if batch.polls.is_empty() && !self.within(at_ms) {
                     return None;
                 }
@@ -265,20 +273,24 @@ impl Scope {
         poll.points.retain(|p| keep(p.at_ms, None));
         poll.events.retain(|e| keep(e.at_ms, Some(&e.kind)));
         let inside = poll.points.len() + poll.events.len() > 0;
-        // A writer that had ended with nothing of it inside the window (dead before the
-        // recording with its ring still there, or with an empty ring; or seen live before a
-        // `--since` and ended before it) is outside too: its status (the peak and OOM
-        // counters) tells of that history, and would otherwise reach `export` and replay as
-        // figures of no GPU and no pid. Every later poll of its channel goes with it.
+        // A writer that had ended with nothing of it inside the window and no poll of it
+        // kept (dead before the recording with its ring still there, or with an empty ring;
+        // or seen live before a `--since` and ended before it) is outside too: its status
+        // (the peak and OOM counters) tells of that history, and would otherwise reach
+        // `export` and replay as figures of no GPU and no pid. Every later poll of its
+        // channel goes with it. One whose polls were kept keeps its end (a crash, a kill)
+        // however little it wrote inside.
         let seen = self.channels.entry(poll.path.clone()).or_default();
         seen.inside |= inside;
-        if poll.liveness.is_ended() && !seen.inside {
+        if poll.liveness.is_ended() && !seen.inside && !seen.passed {
             seen.outside = true;
         }
         if seen.outside {
             return None;
         }
-        (inside || (from..=until).contains(&at_ms)).then_some(poll)
+        let kept = inside || (from..=until).contains(&at_ms);
+        seen.passed |= kept;
+        kept.then_some(poll)
     }
 }
 
@@ -495,6 +507,33 @@ mod tests {
         // Its channel's polls inside the window bring only its status: left out, every one.
         assert_eq!(kept(&mut s, since + 10, vec![ended(&[])]), Some(vec![]));
         assert_eq!(kept(&mut s, since + 1010, vec![ended(&[])]), Some(vec![]));
+        // Its file gone and made again (the process stopped and started its writer): the new
+        // writer's channel is seen afresh.
+        let gone = ChannelBatch {
+            at_ms: since + 2000,
+            gone: vec![(ended(&[]).path, crate::model::Gone::Removed)],
+            ..ChannelBatch::default()
+        };
+        s.apply(since + 2000, SourceEvent::Channels(Box::new(gone)));
+        assert_eq!(
+            kept(&mut s, since + 3010, vec![poll(9, "", &[since + 3000])]),
+            Some(vec![vec![since + 3000]])
+        );
+        // One kept inside the window with nothing new in its ring (a hung job, a writer
+        // that writes seldom) keeps its end: killed, it writes nothing more.
+        let mut s = Scope {
+            from_ms: since,
+            asked_from_ms: since,
+            ..scope(false, u64::MAX, None)
+        };
+        assert_eq!(
+            kept(&mut s, since + 10, vec![poll(9, "", &[START + 5])]),
+            Some(vec![vec![]])
+        );
+        assert_eq!(
+            kept(&mut s, since + 1010, vec![ended(&[])]),
+            Some(vec![vec![]])
+        );
         // One that was still running inside the window keeps its polls after its end.
         let mut s = Scope {
             from_ms: since,

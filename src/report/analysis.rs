@@ -648,10 +648,15 @@ impl Analysis {
                     && fold.slot_on(gpu_index).is_some()
             })
             .collect();
-        // The row is a process NVML listed, and joins as the monitor joins a listed row: a
-        // channel not ended, else one its very process ended (the same start time). Without
-        // the host's start time no ended channel joins: it could be a dead namesake's.
-        let process = RowProcess::Listed { starttime };
+        // The row joins as the monitor's row of the process would at the recording's end.
+        // Still listed by its GPU: a channel not ended, else one its very process ended (the
+        // same start time; without it no ended channel, which could be a dead namesake's).
+        // Listed no more: as an exited row, an ended channel first.
+        let process = if self.folds.lists(pid, gpu_index) {
+            RowProcess::Listed { starttime }
+        } else {
+            RowProcess::Unlisted
+        };
         let joined = joined_channel(
             candidates.iter(),
             |(_, fold)| fold.liveness,

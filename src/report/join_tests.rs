@@ -58,7 +58,7 @@ fn report_of(reused: bool) -> super::Report {
         interval_ms: 1_000,
         host: None,
     };
-    let mut rec = Recorder::create(&path, header).unwrap();
+    let rec = Recorder::create(&path, header).unwrap();
     let started = SourceEvent::Started {
         driver: DriverInfo {
             driver_version: Ok("550.54".into()),
@@ -90,6 +90,11 @@ fn report_of(reused: bool) -> super::Report {
         events.push(host(T0 + 3_000, 7, 500));
         events.push(listed(T0 + 3_000, 7, 5 * GIB));
     }
+    write_and_analyse(&path, header_events(rec, events))
+}
+
+/// The recorder with `events` written, ready to finish.
+fn header_events(mut rec: Recorder, events: Vec<SourceEvent>) -> Recorder {
     for event in &events {
         let at = match event {
             SourceEvent::Device(s) => s.at_ms,
@@ -99,8 +104,76 @@ fn report_of(reused: bool) -> super::Report {
         };
         rec.record(at, event).unwrap();
     }
+    rec
+}
+
+fn write_and_analyse(path: &std::path::Path, rec: Recorder) -> super::Report {
     rec.finish().unwrap();
-    analyse(Recording::open(&path).unwrap())
+    analyse(Recording::open(path).unwrap())
+}
+
+/// A recording written before host readings carried start times: pid 7's instrumented job
+/// on GPU 0 ends (its channel removed); when `listed_at_end` NVML still lists pid 7, else its
+/// next sample lists nothing.
+fn report_without_start_times(listed_at_end: bool) -> super::Report {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.jsonl");
+    let header = Header {
+        version: 1,
+        vramscope_version: "0.1.0".into(),
+        started_ms: T0,
+        interval_ms: 1_000,
+        host: None,
+    };
+    let rec = Recorder::create(&path, header).unwrap();
+    let job = poll(vec![point(T0 + 1_000, 3 * GIB, 3 * GIB)], vec![]);
+    let channel = job.path.clone();
+    let mut events = vec![
+        SourceEvent::Started {
+            driver: DriverInfo {
+                driver_version: Ok("550.54".into()),
+                cuda_version: Ok(12040),
+                nvml_version: Ok("12.550.54".into()),
+            },
+            devices: vec![info(0, "GPU-b", "00000000:3B:00.0")],
+        },
+        listed(T0 + 1_000, 7, 4 * GIB),
+        SourceEvent::Channels(Box::new(ChannelBatch {
+            at_ms: T0 + 1_000,
+            polls: vec![job],
+            gone: vec![],
+            rejected: vec![],
+        })),
+        SourceEvent::Channels(Box::new(ChannelBatch {
+            at_ms: T0 + 2_000,
+            polls: vec![],
+            gone: vec![(channel, Gone::Removed)],
+            rejected: vec![],
+        })),
+    ];
+    if listed_at_end {
+        events.push(listed(T0 + 3_000, 7, 4 * GIB));
+    } else {
+        let mut none = DeviceSample::unreadable(0, T0 + 3_000, Absent::NotAvailable);
+        none.processes = Ok(vec![]);
+        events.push(SourceEvent::Device(Box::new(none)));
+    }
+    write_and_analyse(&path, header_events(rec, events))
+}
+
+#[test]
+fn without_start_times_an_exited_job_keeps_its_figures_and_a_listed_pid_shows_none() {
+    // The job ended and NVML lists it no more: its row is an exited process's, and joins
+    // the ended channel its pid wrote, as the monitor's exited rows do.
+    let report = report_without_start_times(false);
+    let row = report.processes.iter().find(|p| p.pid == 7).unwrap();
+    let allocator = row.allocator.as_ref().expect("the exited job's figures");
+    assert_eq!(allocator.peak_allocated.as_ref().unwrap().value, 3 * GIB);
+    // NVML still lists pid 7 at the end, and no start time says it is the job's process:
+    // no ended channel joins it (it could be a dead namesake's), as under the monitor.
+    let report = report_without_start_times(true);
+    let row = report.processes.iter().find(|p| p.pid == 7).unwrap();
+    assert!(row.allocator.is_none(), "{:?}", row.allocator);
 }
 
 #[test]

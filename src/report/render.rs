@@ -6,8 +6,8 @@ use super::hints::hints;
 use super::markdown::literal;
 use crate::model::foresight::describe;
 use crate::model::held_sites::{
-    SitesState, SnapshotNote, block_words, blocks, exactness_note, headline, oom_words, site_words,
-    summary,
+    SitesExactness, SitesState, SnapshotNote, block_words, blocks, exactness_note, headline,
+    oom_words, site_words, summary,
 };
 use crate::model::peak_owner::{PeakOwner, Who};
 use crate::model::snapshot_drops::Dropped;
@@ -246,8 +246,14 @@ fn dumped_after_the_peak(note: &SnapshotNote, peak_step: Option<u64>) -> Option<
     if held.moment != "peak" || dumped <= peak {
         return None;
     }
+    // Only an exact answer is the peak's own moment: otherwise the history reached the
+    // highest moment it still holds, which may be another.
+    let what = match held.exactness {
+        SitesExactness::Exact => "its history rebuilds the moment of the peak",
+        _ => "what it shows is the highest moment its history still holds",
+    };
     Some(format!(
-        "dumped in step {dumped}, after the step-{peak} peak: its history rebuilds the moment of the peak"
+        "dumped in step {dumped}, after the step-{peak} peak: {what}"
     ))
 }
 
@@ -663,6 +669,22 @@ mod tests {
             dumped_after_the_peak(&note, Some(5)).as_deref(),
             Some(
                 "dumped in step 6, after the step-5 peak: its history rebuilds the moment of the peak"
+            )
+        );
+        // Not exact: not said to be the peak's moment.
+        let mut short = note.clone();
+        if let SitesState::Reduced(held) = &mut short.sites {
+            held.exactness = SitesExactness::Short {
+                recorded_peak: 2 * GIB,
+                reconstructed: GIB,
+                shortfall: GIB,
+                suggested_max_entries: None,
+            };
+        }
+        assert_eq!(
+            dumped_after_the_peak(&short, Some(5)).as_deref(),
+            Some(
+                "dumped in step 6, after the step-5 peak: what it shows is the highest moment its history still holds"
             )
         );
         // Dumped in the peak's own step, or with no step known: nothing to say.

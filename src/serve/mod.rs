@@ -34,13 +34,17 @@ mod slots;
 pub use http::Limits;
 
 /// The text exposition a scrape returns once `snapshot` is published by a node that has just
-/// started (no exited process kept over, no hostname label): the same `processes`, labels
-/// and families `owner` publishes each tick. What the one-story property test holds beside
-/// `--json`, `report` and `export`.
+/// started: the same `processes`, labels (this machine's host name included) and families
+/// `owner` publishes each tick, but for `Retention` (no exited process kept over, no new one
+/// held back to settle). What the one-story property test holds beside `--json`, `report`
+/// and `export`.
 pub fn exposition(snapshot: crate::model::Snapshot) -> String {
     let exported = processes::from_snapshot(&snapshot);
-    let labels = node::Node::new(None).labels(&snapshot.devices);
-    let published = published::Published::new(Arc::new(snapshot), labels, exported);
+    let mut node = node::Node::new(None);
+    let labels = node.labels(&snapshot.devices);
+    let hostname = node.hostname().map(str::to_string);
+    let published =
+        published::Published::new(Arc::new(snapshot), labels, exported).with_hostname(hostname);
     String::from_utf8_lossy(&published.body(encode::Format::Text)).into_owned()
 }
 
