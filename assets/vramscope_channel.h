@@ -92,7 +92,10 @@ enum {
     VSC_SAMPLE_PEAK_EXACT = 1u << 0,
     VSC_SAMPLE_NEW_HIGH_WATER = 1u << 1,
     VSC_SAMPLE_FOREIGN_RESET_SEEN = 1u << 2,
-    VSC_SAMPLE_HOOK = 1u << 3
+    VSC_SAMPLE_HOOK = 1u << 3,
+    /* The step counts the steps since an attach (a writer started inside a running job that
+       could not read the job's own count), not the job's. */
+    VSC_SAMPLE_STEP_SINCE_ATTACH = 1u << 4
 };
 
 enum {

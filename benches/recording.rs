@@ -529,6 +529,7 @@ impl Rank {
                 peak: Some(peak),
                 step: Some(self.step),
                 new_high_water: high,
+                steps_since_attach: false,
             });
         }
         (points, events)

@@ -80,6 +80,7 @@ fn events() -> Vec<(u64, SourceEvent)> {
             points: vec![AllocatorPoint {
                 step: Some(s),
                 new_high_water: true,
+                steps_since_attach: false,
                 ..builders::allocator_point(at + 500, allocated(s), reserved(s))
             }],
             events: vec![AllocatorEvent {

@@ -292,6 +292,11 @@ fn table() -> Vec<Row> {
             Some("SAMPLE_HOOK"),
             Some("VSC_SAMPLE_HOOK")
         ),
+        int!(
+            sample::FLAG_STEP_SINCE_ATTACH,
+            Some("SAMPLE_STEP_SINCE_ATTACH"),
+            Some("VSC_SAMPLE_STEP_SINCE_ATTACH")
+        ),
         int!(event::RECORD_SIZE, Some("EVENT_SIZE"), Some("VSC__EVENT")),
         int!(event::SEQ, None, None),
         int!(event::T, None, None),

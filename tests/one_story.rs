@@ -69,6 +69,9 @@ struct Run {
     /// Whether the host read the writer's process (its start time); without it, NVML's row
     /// cannot tell the writer's process from a later one of the same pid.
     host_read: bool,
+    /// The writer was attached to the job and found no step count in it: its steps count
+    /// from the attach, and every path must say so beside each step.
+    attached: bool,
 }
 
 fn runs() -> impl Strategy<Value = Run> {
@@ -86,6 +89,7 @@ fn runs() -> impl Strategy<Value = Run> {
             any::<[bool; 2]>(),
             proptest::option::of(0..steps),
             any::<bool>(),
+            any::<bool>(),
         )
             .prop_map(
                 move |(
@@ -100,6 +104,7 @@ fn runs() -> impl Strategy<Value = Run> {
                     dumps,
                     peak_dump,
                     host_read,
+                    attached,
                 )| Run {
                     steps,
                     base: base * GIB,
@@ -113,6 +118,7 @@ fn runs() -> impl Strategy<Value = Run> {
                     dumps,
                     peak_dump,
                     host_read,
+                    attached,
                 },
             )
     })
@@ -143,6 +149,7 @@ impl Run {
     fn events(&self, channels: &std::path::Path) -> Vec<(u64, SourceEvent)> {
         let identity = Arc::new(WriterIdentity {
             exact_peaks: true,
+            attached: self.attached,
             ..builders::writer_identity(PID, 1)
         });
         let uuid = self
@@ -266,6 +273,7 @@ impl Run {
                         step: Some(s),
                         peak: Some(self.peak(s)),
                         new_high_water: self.peak(s) == high,
+                        steps_since_attach: self.attached,
                         ..builders::allocator_point(
                             at + 500,
                             self.allocated(s) + self.spikes[s as usize],
@@ -275,6 +283,7 @@ impl Run {
                     // Back down: the highest since the spike's sample is the steady level.
                     AllocatorPoint {
                         step: Some(s),
+                        steps_since_attach: self.attached,
                         ..builders::allocator_point(at + 990, self.allocated(s), reserved)
                     },
                 ],
@@ -307,6 +316,7 @@ impl Run {
         let point = |at: u64, allocated: u64| AllocatorPoint {
             step: Some(3),
             new_high_water: allocated == peak,
+            steps_since_attach: false,
             ..builders::allocator_point(at, allocated, peak)
         };
         ChannelPoll {
@@ -441,6 +451,12 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         writer
     );
     prop_assert_eq!(&device["true_peak"], &Value::from(peak), "live peak");
+    let steps_from = Value::from(if run.attached { "attach" } else { "job" });
+    prop_assert_eq!(
+        &writer["steps_from"],
+        &steps_from,
+        "live: what steps count from"
+    );
     prop_assert_eq!(&device["true_peak_at"]["step"], &Value::from(peak_step));
 
     let row = report["processes"]
@@ -489,6 +505,16 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
             &allocator["ooms"],
             "the OOM count, live and recorded"
         );
+        prop_assert_eq!(
+            &allocator["steps_from"],
+            &steps_from,
+            "report: steps count from"
+        );
+        prop_assert_eq!(
+            &live_row["steps_from"],
+            &steps_from,
+            "live row: steps count from"
+        );
         scraped(run, &metrics, device, writer)?;
     }
 
@@ -507,6 +533,7 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         dumped.push(run.dumps[1].then(|| snapshot_name(run.steps - 1, "oom")));
     }
     for (oom, dump) in report["ooms"].as_array().unwrap().iter().zip(&dumped) {
+        prop_assert_eq!(&oom["steps_from"], &steps_from, "an OOM's step counts from");
         prop_assert_eq!(&oom["gpu_index"], &Value::from(run.gpu));
         prop_assert_eq!(&oom["pid"], &Value::from(PID));
         let held = oom["held"]["name"].as_str().map(str::to_string);
@@ -559,6 +586,11 @@ fn scraped(
         Some(number(&writer["step"])),
         "/metrics step"
     );
+    prop_assert_eq!(
+        of("vramscope_process_steps_since_attach"),
+        Some(Value::from(u64::from(run.attached))),
+        "/metrics: steps since the attach"
+    );
     Ok(())
 }
 
@@ -603,6 +635,8 @@ fn spikes_reported(run: &Run, report: &Value) -> Result<(), TestCaseError> {
         "its step: {}",
         top_spike
     );
+    let steps_from = if run.attached { "attach" } else { "job" };
+    prop_assert_eq!(top_spike["steps_from"].as_str(), Some(steps_from));
     prop_assert_eq!(
         top_spike["at_ms"].as_u64(),
         Some(T0 + step * 1000 + 500),
@@ -667,6 +701,15 @@ fn exported(
         })
         .collect();
     prop_assert_eq!(&exported, &live_ooms.to_vec(), "OOMs live and exported");
+    // Each step row of a writer counting from its attach is followed by one that says so.
+    let step_rows = metric("oom_step").len() + metric("true_peak_step").len();
+    let said = metric("steps_since_attach");
+    prop_assert_eq!(said.len(), if run.attached { step_rows } else { 0 });
+    prop_assert!(
+        said.iter().all(|&v| v == 1),
+        "steps_since_attach: {:?}",
+        said
+    );
     Ok(())
 }
 
@@ -691,6 +734,13 @@ fn replayed(
         run.expected_peak().1,
         "p: {:?}",
         said
+    );
+    let label = said.unwrap_or_default();
+    prop_assert_eq!(
+        label.contains(" since attach"),
+        run.attached,
+        "p says what its step counts from: {}",
+        label
     );
     let mut replay = Replay::open(path).unwrap();
     let mut monitor = replay.fresh_monitor();

@@ -121,6 +121,7 @@ fn write_recording(path: &Path, seconds: u64, spike_at: Option<u64>) {
                     peak: Some(peak),
                     step: Some(s / 4),
                     new_high_water: spike,
+                    steps_since_attach: false,
                     ..builders::allocator_point(at + k * 100, 20 * GIB, 24 * GIB)
                 }
             })

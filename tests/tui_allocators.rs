@@ -52,6 +52,7 @@ fn instrumented() -> vramscope::state::Monitor {
                 peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
                 step: Some(100 + i / 50),
                 new_high_water: spike,
+                steps_since_attach: false,
                 ..builders::allocator_point(at_ms, 20 * GIB, 26 * GIB)
             }
         })
@@ -177,6 +178,73 @@ fn the_detail_pane_splits_nvml_used_and_marks_steps_and_the_oom() {
     );
 }
 
+/// The same writer, attached to a job that kept no step count: its steps count from the
+/// attach, and every sample says so.
+fn attached_from_its_attach() -> vramscope::state::Monitor {
+    let mut m = two_gpus();
+    let points: Vec<AllocatorPoint> = (0..10u64)
+        .map(|i| AllocatorPoint {
+            step: Some(83 + i),
+            steps_since_attach: true,
+            ..builders::allocator_point(NOW - 10_000 + i * 1000, 20 * GIB, 26 * GIB)
+        })
+        .collect();
+    let oom = AllocatorEvent {
+        step: Some(92),
+        phase: "backward".into(),
+        ..builders::allocator_event(
+            NOW - 500,
+            EventKind::Oom {
+                requested: Ok(8 * GIB),
+                device_free: Ok(GIB / 2),
+                device_total: Ok(80 * GIB),
+                allocated: Ok(20 * GIB),
+                reserved: Ok(26 * GIB),
+                retries: Ok(2),
+            },
+        )
+    };
+    let mut poll = live_poll(points, vec![oom]);
+    poll.step = Some(92);
+    poll.identity = Arc::new(WriterIdentity {
+        attached: true,
+        ..(*poll.identity).clone()
+    });
+    m.ingest(SourceEvent::Channels(Box::new(builders::channel_batch(
+        NOW,
+        vec![poll],
+    ))));
+    m
+}
+
+#[test]
+fn a_step_counted_from_the_attach_is_said_so_in_the_table_and_the_detail_pane() {
+    let m = attached_from_its_attach();
+    let text = screen(&m, &ui(), 160, 40);
+    let row = text
+        .lines()
+        .find(|l| l.contains("python train.py"))
+        .unwrap();
+    assert!(row.contains(" 92+a "), "step since the attach: {row}");
+    let mut ui = ui();
+    let pids = row_pids(&m, &ui);
+    ui.selected = pids.iter().position(|p| *p == 4242).unwrap();
+    ui.mode = Mode::Detail;
+    let text = screen(&m, &ui, 120, 40);
+    assert!(text.contains("│ step 92 since attach │"), "{text}");
+    assert!(
+        text.contains("  step 92 since attach  wanted 8.00 GiB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("A.PEAK 20.0 GiB at step 83 since attach"),
+        "{text}"
+    );
+    // The same writer without the flag shows the job's own step, bare.
+    let text = screen(&instrumented(), &ui, 120, 40);
+    assert!(!text.contains("since attach"), "{text}");
+}
+
 #[test]
 fn a_killed_writer_keeps_its_figures_on_its_exited_row() {
     let mut m = instrumented();
@@ -267,6 +335,7 @@ fn a_paused_detail_pane_keeps_the_events_and_charts_of_its_moment() {
             peak: Some(if i == 10 { 40 * GIB } else { 22 * GIB }),
             step: Some(112),
             new_high_water: i == 10,
+            steps_since_attach: false,
             ..builders::allocator_point(NOW + i * 100, 22 * GIB, 30 * GIB)
         })
         .collect();

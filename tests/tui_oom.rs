@@ -120,6 +120,7 @@ fn crashed(uuid: Option<&str>, gpu: u32, listed_until: u64, starttime: Option<u6
             peak: Some(gib * GIB),
             step: Some(40),
             new_high_water: gib == 12,
+            steps_since_attach: false,
             ..builders::allocator_point(at_ms, 9 * GIB, 10 * GIB)
         })
         .collect();

@@ -457,10 +457,13 @@ fn help_at_60x20_scrolls_to_its_legend_and_cuts_no_line() {
         text.contains("share of its total"),
         "the bare % explained:\n{text}"
     );
+    ui.help_scroll = 20;
+    let text = screen(&two_gpus(), &ui, 60, 20);
+    assert!(text.contains("max of 5m"), "{text}");
     ui.help_scroll = 1_000;
     let text = screen(&two_gpus(), &ui, 60, 20);
     insta::assert_snapshot!("help_60x20_end", text);
-    for label in ["max of 5m", "all-time", "pk 63G 2m", "PEAK", "gpu:3"] {
+    for label in ["all-time", "pk 63G 2m", "PEAK", "STEP 92+a", "gpu:3"] {
         assert!(text.contains(label), "{label} explained:\n{text}");
     }
     assert!(text.contains("highest since vramscope"), "{text}");

@@ -110,6 +110,27 @@ class Steps(RealTorchCase):
         steps, notes = self.attached_step(layer, opt)
         self.assertEqual(steps, [0])
         self.assertIn("steps count from the attach: the optimizer keeps no step count", notes)
+        # Every sample from the step on says what its steps count from, so that no reader
+        # shows one bare.
+        from vramscope import _layout as L
+
+        samples = S.samples(self.snap().raw)[0]
+        self.assertTrue(samples)
+        self.assertTrue(all(s.flags & L.SAMPLE_STEP_SINCE_ATTACH for s in samples))
+
+    def test_an_attached_writer_with_the_jobs_own_count_says_nothing_of_the_attach(self):
+        layer = torch.nn.Linear(4, 2)
+        opt = torch.optim.Adam(layer.parameters(), lr=0.1)
+        available, torch.cuda.is_available = torch.cuda.is_available, lambda: False
+        self.addCleanup(setattr, torch.cuda, "is_available", available)
+        for _ in range(3):
+            train_step(layer, opt)
+        self.attached_step(layer, opt)
+        from vramscope import _layout as L
+
+        samples = S.samples(self.snap().raw)[0]
+        self.assertTrue(samples)
+        self.assertFalse(any(s.flags & L.SAMPLE_STEP_SINCE_ATTACH for s in samples))
 
     def test_a_phase_is_read_at_its_edges_and_published_later(self):
         # `mark` reads at entry and exit and publishes on the writer's next call: the phase's

@@ -126,6 +126,8 @@ SAMPLE_PEAK_EXACT = 1 << 0
 SAMPLE_NEW_HIGH_WATER = 1 << 1
 SAMPLE_FOREIGN_RESET_SEEN = 1 << 2
 SAMPLE_HOOK = 1 << 3
+# The step counts the steps since `vramscope attach`, not the job's own.
+SAMPLE_STEP_SINCE_ATTACH = 1 << 4
 
 EVENT_SIZE = 256
 EVENT_CRC = 0xFC

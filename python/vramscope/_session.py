@@ -98,6 +98,8 @@ class Session:
         self.exact = exact
         self.clock = clock
         self.step = None
+        # True once an attached writer found no step count in the job: every sample says so.
+        self.steps_since_attach = False
         self._step_started = clock()
         self._slots = {}
         self._phases = []
@@ -198,6 +200,8 @@ class Session:
             state.row_published = False
         if hook:
             flags |= L.SAMPLE_HOOK
+        if self.steps_since_attach:
+            flags |= L.SAMPLE_STEP_SINCE_ATTACH
         step = _A if self.step is None else self.step
         ch.append_sample(t, state.slot, allocated, reserved, peak_word, active, step, flags, self._phase_id)
         if flags & L.SAMPLE_NEW_HIGH_WATER:

@@ -464,6 +464,8 @@ class Sites:
                 "allocated": _figure(row, 1),
                 "reserved": _figure(row, 3),
                 "step": session.step,
+                # Said only where it is so: a reader without the key reads the job's steps.
+                **({"steps_since_attach": True} if session.steps_since_attach else {}),
                 "phase": session.phase_path or None,
                 "max_entries": self.max_entries,
                 "history_owner": self.owner,

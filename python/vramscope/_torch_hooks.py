@@ -21,12 +21,14 @@ def _replay_step(rt, t, readings):
 
 def _sync_step(rt, done):
     """An attached writer's first step: the job's own count where its optimizer keeps one
-    (`done` steps taken, so the step ending now is `done - 1`), else counted from the attach;
-    said once, as a note, either way."""
+    (`done` steps taken, so the step ending now is `done - 1`), else counted from the attach,
+    which every sample then says (`SAMPLE_STEP_SINCE_ATTACH`) so that every reader shows
+    "since attach" beside the step; said once, as a note, either way."""
     if done is not None and done > 0:
         rt.session.step = done - 1
         rt.session.note("steps are the job's own: %d taken before this one (the optimizer's state)" % (done - 1))
     else:
+        rt.session.steps_since_attach = True
         rt.session.note("steps count from the attach: the optimizer keeps no step count")
 
 

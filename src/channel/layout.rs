@@ -227,6 +227,9 @@ pub mod sample {
     pub const FLAG_NEW_HIGH_WATER: u8 = 1 << 1;
     pub const FLAG_FOREIGN_RESET_SEEN: u8 = 1 << 2;
     pub const FLAG_HOOK: u8 = 1 << 3;
+    /// The sample's step counts the steps since an attach, not the job's own (the attached
+    /// writer found no count in the job's optimizer).
+    pub const FLAG_STEP_SINCE_ATTACH: u8 = 1 << 4;
 }
 
 /// An event ring record. Offsets relative to the record.

@@ -84,7 +84,8 @@ pub fn rank_cells(r: &RankRow) -> [String; 11] {
         bytes(r.reserved),
         bytes(r.peak),
         growth(r.peak_growth),
-        count(r.step),
+        r.step
+            .map_or_else(|| NA.to_string(), |s| r.steps_from.cell(s)),
         r.oom_in_steps
             .map_or_else(|| "-".to_string(), |s| format!("{s} steps")),
         count(r.ooms),

@@ -77,6 +77,8 @@ pub struct ProcessReading {
     pub peak: Option<u64>,
     pub ooms: Option<u64>,
     pub step: Option<u64>,
+    /// The step counts the steps since an attach, not the job's own.
+    pub steps_since_attach: Option<bool>,
     pub oom_in_steps: Option<u64>,
 }
 
@@ -246,12 +248,15 @@ fn setter<R>(table: &[Setter<R>], name: &str) -> Option<fn(&mut R, f64)> {
         .map(|(_, set)| *set)
 }
 
-const PROCESS_FIELDS: [Setter<ProcessReading>; 8] = [
+const PROCESS_FIELDS: [Setter<ProcessReading>; 9] = [
     (Some("vramscope_process_running"), |p, v| {
         p.running = Some(v > 0.0)
     }),
     (process::USED_MEMORY.family, |p, v| p.used_bytes = count(v)),
     (process::STEP.family, |p, v| p.step = count(v)),
+    (process::STEPS_FROM.family, |p, v| {
+        p.steps_since_attach = Some(v > 0.0)
+    }),
     (process::ALLOCATED.family, |p, v| p.allocated = count(v)),
     (process::RESERVED.family, |p, v| p.reserved = count(v)),
     (process::TRUE_PEAK.family, |p, v| p.peak = count(v)),

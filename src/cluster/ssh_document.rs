@@ -12,6 +12,7 @@
 //! carries a figure under and the family the exporter serves it as.
 
 use super::series::Series;
+use crate::model::StepOrigin;
 use crate::model::figures::{device as gpu, process, slot};
 use serde_json::Value;
 
@@ -128,6 +129,10 @@ pub fn series(text: &str, host: &str) -> Result<Vec<Series>, String> {
         ] {
             push(f.family, &labels, number(&p[f.key]));
         }
+        let since_attach = p[process::STEPS_FROM.key]
+            .as_str()
+            .map(|from| f64::from(u8::from(from == StepOrigin::Attach.key())));
+        push(process::STEPS_FROM.family, &labels, since_attach);
         if let Some(d) = on_gpu {
             push(slot::OOMS.family, &labels, number(&d[slot::OOMS.key]));
             let steps = (d["forecast"]["kind"] == "oom_in")

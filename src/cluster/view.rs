@@ -5,6 +5,7 @@
 
 use super::model::{Cluster, DetailState, Problem, Seen};
 use super::normalise::GpuReading;
+use crate::model::StepOrigin;
 use std::collections::BTreeMap;
 
 /// A rank this many steps behind its job's median step is a straggler.
@@ -44,6 +45,7 @@ pub struct RankRow {
     /// Bytes per second the peak grew over the last minutes seen.
     pub peak_growth: Option<f64>,
     pub step: Option<u64>,
+    pub steps_from: StepOrigin,
     pub oom_in_steps: Option<u64>,
     pub ooms: Option<u64>,
     pub oom_at_ms: Option<u64>,
@@ -196,6 +198,7 @@ pub fn build(cluster: &Cluster, source: &str, now_ms: u64, stale_after: StaleAft
             peak: r.peak,
             peak_growth: p.peak_growth(),
             step: r.step,
+            steps_from: StepOrigin::of(r.steps_since_attach == Some(true)),
             oom_in_steps: r.oom_in_steps,
             ooms: r.ooms,
             oom_at_ms: p.oom_at_ms,
@@ -439,6 +442,7 @@ mod tests {
             peak: Some(u64::from(rank)),
             peak_growth: growth,
             step: Some(step),
+            steps_from: crate::model::StepOrigin::Job,
             oom_in_steps: oom_in,
             ooms: None,
             oom_at_ms: None,

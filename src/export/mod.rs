@@ -28,8 +28,8 @@
 
 use crate::model::SourceEvent;
 use crate::model::figures::{device as gpu, process, slot};
-use crate::model::writer_fold::OomOutcome;
-use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading};
+use crate::model::writer_fold::{OomOutcome, WriterFold};
+use crate::model::{ChannelBatch, DeviceSample, HostSample, Reading, StepOrigin};
 use crate::recording::Recording;
 use crate::recording::folds::RecordedFolds;
 use crate::recording::scope::Asked;
@@ -278,6 +278,7 @@ impl<W: Write> Rows<'_, W> {
             }
             if let Some(step) = oom.step {
                 row(self.out, t, "allocator", gpu, pid, "oom_step", step)?;
+                since_attach(self.out, fold, (t, gpu, pid))?;
             }
             let fatal = match oom.outcome {
                 OomOutcome::Fatal => Some(1),
@@ -314,10 +315,24 @@ impl<W: Write> Rows<'_, W> {
                 )?;
                 if let Some(step) = peak.step {
                     row(self.out, t, "allocator", gpu, pid, "true_peak_step", step)?;
+                    since_attach(self.out, fold, (t, gpu, pid))?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// After a step row of a writer that counts from its attach: `steps_since_attach` 1, so the
+/// step is not read as the job's own (nothing after the job's own steps).
+fn since_attach(
+    out: &mut impl Write,
+    fold: &WriterFold,
+    (t, gpu, pid): (u64, Option<u32>, Option<u32>),
+) -> io::Result<()> {
+    match fold.steps_from {
+        StepOrigin::Attach => row(out, t, "allocator", gpu, pid, "steps_since_attach", 1),
+        StepOrigin::Job => Ok(()),
     }
 }
 

@@ -291,6 +291,7 @@ fn vramscope_key(tree: &Tree<'_>, v: Val) -> Result<Option<VramscopeKey>, Failed
                 "allocated" => k.allocated = uint(tree, v, &at)?,
                 "reserved" => k.reserved = uint(tree, v, &at)?,
                 "step" => k.step = int(tree, v, &at)?,
+                "steps_since_attach" => k.steps_since_attach = matches!(v, Val::Bool(true)),
                 "phase" => k.phase = text(tree, v, &at)?,
                 "max_entries" => k.max_entries = uint(tree, v, &at)?,
                 "history_owner" => k.history_owner = text(tree, v, &at)?,

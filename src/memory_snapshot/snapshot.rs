@@ -181,6 +181,8 @@ pub struct VramscopeKey {
     pub allocated: Option<u64>,
     pub reserved: Option<u64>,
     pub step: Option<i64>,
+    /// `step` counts the steps since an attach, not the job's own (absent: the job's).
+    pub steps_since_attach: bool,
     pub phase: Option<String>,
     pub max_entries: Option<u64>,
     pub history_owner: Option<String>,

@@ -10,6 +10,7 @@ use super::foresight::{Forecast, Room, StepPeaks};
 use super::held_sites::SnapshotNote;
 use super::host::HostProcess;
 use super::snapshot_drops::Dropped;
+use super::step_origin::StepOrigin;
 use super::writer_fold::{NvmlBeside, Oom, PeakAt, WriterFold, room_of};
 use serde::Serialize;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ pub struct AllocatorSnapshot {
     pub host_pid: Option<u32>,
     pub liveness: WriterLiveness,
     pub step: Option<u64>,
+    /// What `step` and the steps of `peaks`, `ooms` and `recent_events` count from.
+    pub steps_from: StepOrigin,
     pub label: String,
     pub devices: Vec<AllocatorDevice>,
     /// NVML index of each device, as the fold resolved it.
@@ -82,6 +85,7 @@ impl AllocatorSnapshot {
             host_pid: fold.host_pid,
             liveness: fold.liveness,
             step: fold.step,
+            steps_from: fold.steps_from,
             label: fold.label.clone(),
             devices: slots.iter().filter_map(|s| s.device.clone()).collect(),
             gpu_indices: slots.iter().map(|s| s.gpu).collect(),

@@ -137,6 +137,9 @@ pub struct AllocatorPoint {
     pub peak: Option<u64>,
     pub step: Option<u64>,
     pub new_high_water: bool,
+    /// `step` counts the steps since an attach, not the job's own (the channel's
+    /// `STEP_SINCE_ATTACH`): every reader says so beside the step.
+    pub steps_since_attach: bool,
 }
 
 /// Something that happened inside the program.

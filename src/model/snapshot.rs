@@ -11,6 +11,7 @@ use super::foresight::{Forecast, StepPeaks};
 use super::host::by_pid;
 use super::mig::RowInstance;
 use super::peak_owner::PeakOwner;
+use super::step_origin::StepOrigin;
 use super::writer_fold::{NvmlBeside, Oom, PeakAt, room_of};
 use super::{
     AllocatorDevice, AllocatorSnapshot, DeviceInfo, DeviceSample, DriverInfo, GpuProcess, HostLoad,
@@ -108,6 +109,8 @@ pub struct ProcessAllocator {
     /// The OOMs on this GPU, oldest first.
     pub ooms: Vec<Oom>,
     pub step: Option<u64>,
+    /// What `step` and the steps of `peak` and `ooms` count from.
+    pub steps_from: StepOrigin,
     pub label: String,
     pub liveness: WriterLiveness,
     /// The writer's rank in its job (torchrun's `RANK`), when it says.
@@ -301,6 +304,7 @@ pub fn allocator_of(
         peak: channel.peak_on_gpu(gpu_index).cloned(),
         ooms: channel.ooms_on_gpu(gpu_index),
         step: channel.step,
+        steps_from: channel.steps_from,
         label: channel.label.clone(),
         liveness: channel.liveness,
         rank: channel.identity.rank,

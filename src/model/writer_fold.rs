@@ -28,6 +28,7 @@ use super::mig::{MigUuid, legacy_parent_uuid};
 use super::oom_message::figures_in;
 use super::phase_peaks::PhasePeaks;
 use super::snapshot_drops::SnapshotDrops;
+use super::step_origin::StepOrigin;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -226,6 +227,8 @@ pub struct WriterFold {
     pub host_pid: Option<u32>,
     pub liveness: WriterLiveness,
     pub step: Option<u64>,
+    /// What `step` and every step the fold keeps count from.
+    pub steps_from: StepOrigin,
     pub label: String,
     /// Indexed by slot.
     pub slots: Vec<SlotFold>,
@@ -257,6 +260,7 @@ impl Default for WriterFold {
             host_pid: None,
             liveness: WriterLiveness::Live,
             step: None,
+            steps_from: StepOrigin::Job,
             label: String::new(),
             slots: Vec::new(),
             ooms: VecDeque::new(),
@@ -407,6 +411,10 @@ impl WriterFold {
     }
 
     fn point(&mut self, point: &AllocatorPoint) {
+        // A writer that counts from its attach does so from its first step to its end.
+        if point.steps_since_attach {
+            self.steps_from = StepOrigin::Attach;
+        }
         let phase = self.phase.clone();
         let Some(slot) = self.slots.get_mut(usize::from(point.slot)) else {
             return;
@@ -998,6 +1006,7 @@ pub mod test_support {
             peak: Some(peak),
             step: Some(3),
             new_high_water: false,
+            steps_since_attach: false,
         }
     }
 

@@ -7,6 +7,7 @@
 
 use super::event::Event;
 use super::spec::Kind;
+use crate::model::figures::process::STEPS_FROM;
 use crate::model::{AllocatorSnapshot, Snapshot};
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
@@ -233,6 +234,7 @@ fn new_ooms(writer: &AllocatorSnapshot, seen: &mut WriterSeen, now: u64) -> Vec<
             "allocated": oom.allocated.as_ref().ok(),
             "reserved": oom.reserved.as_ref().ok(),
             "step": oom.step,
+            (STEPS_FROM.key): writer.steps_from.key(),
             "phase": crate::text::clean(&oom.phase),
             "message": oom.message.as_deref().map(crate::text::clean),
             "oom_at_ms": oom.at_ms,
@@ -261,8 +263,8 @@ fn writer_exit(writer: &AllocatorSnapshot, now: u64) -> (Kind, Event) {
     let summary = format!("{} {how}", who(writer));
     let gpu = writer.gpu_indices.iter().flatten().next().copied();
     let mut event = about(writer, Event::new(Kind::Exit, now, summary), gpu);
-    event.details =
-        json!({ "crashed": crashed, "error": error, "step": writer.step, "job": false });
+    event.details = json!({ "crashed": crashed, "error": error, "step": writer.step,
+            (STEPS_FROM.key): writer.steps_from.key(), "job": false });
     (Kind::Exit, event)
 }
 
@@ -309,6 +311,7 @@ fn new_peaks(
                 "peak": peak.value,
                 "gpu_total": total,
                 "step": peak.step,
+                (STEPS_FROM.key): writer.steps_from.key(),
                 "phase": crate::text::clean(&peak.phase),
                 "peak_at_ms": peak.at_ms,
             });
@@ -362,12 +365,14 @@ fn hang(
     seen.step = Some((last, since, true));
     let gpu = writer.gpu_indices.iter().flatten().next().copied();
     let summary = format!(
-        "{} has been on step {last} for {} s (median step {median} ms)",
+        "{} has been on {} for {} s (median step {median} ms)",
         who(writer),
+        writer.steps_from.words(last),
         waited / 1000
     );
     let mut event = about(writer, Event::new(Kind::Hang, now, summary), gpu);
-    event.details = json!({ "step": last, "waited_ms": waited, "median_step_ms": median });
+    event.details = json!({ "step": last, (STEPS_FROM.key): writer.steps_from.key(),
+        "waited_ms": waited, "median_step_ms": median });
     Some((Kind::Hang, event))
 }
 

@@ -242,6 +242,13 @@ pub const PROCESS: &[Column<ProcessRow>] = &[
                 .ok_or_else(|| Absent::Error("no step yet".into()))
         })
     }),
+    (&process::STEPS_FROM, |p| {
+        allocator(p, |a| {
+            a.step
+                .map(|_| Value::Text(a.steps_from.key().into()))
+                .ok_or_else(|| Absent::Error("no step yet".into()))
+        })
+    }),
     (&process::PHASE, |p| {
         allocator(p, |a| Ok(Value::Text(a.label.clone())))
     }),

@@ -2,6 +2,7 @@
 //! are `null`, and each object's `unavailable` map says why, so no reader mistakes them for 0.
 
 use super::fields::{self, Field, Value};
+use crate::model::figures::process;
 use crate::model::held_sites::{SitesState, SnapshotNote, exactness_note, headline};
 use crate::model::writer_fold::Oom;
 use crate::model::{
@@ -158,7 +159,8 @@ fn allocator(a: &AllocatorSnapshot) -> Json {
         "local_rank": id.local_rank, "world_size": id.world_size, "job_id": id.job_id,
         "command": id.command, "allocator_config": id.allocator_config,
         "exact_peaks": id.exact_peaks, "attached": id.attached, "sample_period_us": id.sample_period_us,
-        "writer": a.liveness.label(), "step": a.step, "phase": a.label,
+        "writer": a.liveness.label(), "step": a.step,
+        (process::STEPS_FROM.key): a.steps_from.key(), "phase": a.label,
         "devices": devices,
         "recent_events": a.recent_events.iter().map(event).collect::<Vec<_>>(),
         "ooms": a.ooms.iter().enumerate().map(|(i, o)| {

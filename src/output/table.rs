@@ -151,14 +151,14 @@ fn allocator_lines(snapshot: &Snapshot) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>8} GPU {}  allocated {}  reserved {}  outside {}  peak {}  step {}  {}{}",
+            "{:>8} GPU {}  allocated {}  reserved {}  outside {}  peak {}  {}  {}{}",
             p.nvml.pid,
             p.gpu_index,
             or_na(&d.allocated, |b| bytes(*b)),
             or_na(&d.reserved, |b| bytes(*b)),
             outside,
             a.peak.as_ref().map_or(NA.into(), |p| bytes(p.value)),
-            a.step.map_or("-".into(), |s| s.to_string()),
+            a.step.map_or("step -".into(), |s| a.steps_from.words(s)),
             a.label,
             match a.liveness {
                 crate::model::WriterLiveness::Live => String::new(),

@@ -9,6 +9,7 @@ use super::contents::{Contents, OomMark, Panel, Role, Series, clean};
 use super::downsample::MaxBuckets;
 use super::steps::StepTracker;
 use crate::model::SourceEvent;
+use crate::model::StepOrigin;
 use crate::model::writer_fold::WriterFold;
 use crate::model::{
     ChannelPoll, DeviceInfo, DeviceSample, EventKind, HostSample, Periods, Reading,
@@ -281,7 +282,7 @@ impl Collector {
                 let top = buckets.iter().map(|b| b.value).max();
                 let peak_where = peak
                     .filter(|p| role == Role::Allocated && Some(p.value) == top)
-                    .map(|p| place(p.step, &p.phase));
+                    .map(|p| place(p.step, fold.steps_from, &p.phase));
                 panel.series.push(Series {
                     label: format!("{base}: {}", role.name()),
                     role,
@@ -305,7 +306,11 @@ impl Collector {
             {
                 panel.steps = steps.spans();
                 panel.steps_overflow = steps.overflowed();
-                panel.steps_of = fold.host_pid.map(|pid| format!("pid {pid}"));
+                // The bands' `step N` labels are the writer's count: said once in the note.
+                panel.steps_of = fold.host_pid.map(|pid| match fold.steps_from {
+                    StepOrigin::Job => format!("pid {pid}"),
+                    StepOrigin::Attach => format!("pid {pid}, counted since attach"),
+                });
             }
         }
         let mut ooms_dropped = 0;
@@ -318,7 +323,7 @@ impl Collector {
                     bytes: figure(&oom.reserved).or(figure(&oom.allocated)),
                     requested: figure(&oom.requested),
                     device_free: figure(&oom.device_free),
-                    place: place(oom.step, &oom.phase),
+                    place: place(oom.step, fold.steps_from, &oom.phase),
                     outcome: oom.outcome,
                     pid: fold.host_pid,
                 };
@@ -360,11 +365,11 @@ fn figure(r: &Reading<u64>) -> Option<u64> {
 }
 
 /// `step 40, backward`; empty when neither is known.
-fn place(step: Option<u64>, phase: &str) -> String {
+fn place(step: Option<u64>, steps: StepOrigin, phase: &str) -> String {
     let phase = clean(phase, 40);
     match (step, phase.is_empty()) {
-        (Some(step), false) => format!("step {step}, {phase}"),
-        (Some(step), true) => format!("step {step}"),
+        (Some(step), false) => format!("{}, {phase}", steps.words(step)),
+        (Some(step), true) => steps.words(step),
         (None, false) => phase,
         (None, true) => String::new(),
     }

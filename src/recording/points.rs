@@ -25,6 +25,10 @@ pub struct PointGroup {
     /// Positions (in this group) of the points flagged as a new high-water mark.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub high_water: Vec<u32>,
+    /// Positions of the points whose step counts the steps since an attach (absent in a
+    /// recording made before 0.2's attach said so: read as the job's own).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub since_attach: Vec<u32>,
 }
 
 /// A column being delta-coded.
@@ -83,6 +87,7 @@ pub fn encode(points: &[AllocatorPoint]) -> Vec<PointGroup> {
                         peak: Vec::with_capacity(n),
                         step: Vec::with_capacity(n),
                         high_water: Vec::new(),
+                        since_attach: Vec::new(),
                     },
                     Default::default(),
                     None,
@@ -93,6 +98,9 @@ pub fn encode(points: &[AllocatorPoint]) -> Vec<PointGroup> {
         let (group, [t, allocated, reserved, step], previous) = &mut groups[at];
         if point.new_high_water {
             group.high_water.push(group.t.len() as u32);
+        }
+        if point.steps_since_attach {
+            group.since_attach.push(group.t.len() as u32);
         }
         group.t.push(t.encode(point.at_ms));
         group.allocated.push(allocated.encode_opt(point.allocated));
@@ -125,11 +133,16 @@ pub fn decode(groups: Vec<PointGroup>) -> Result<Vec<AllocatorPoint>, String> {
                 group.slot
             ));
         }
-        if let Some(&bad) = group.high_water.iter().find(|&&i| i as usize >= n) {
-            return Err(format!(
-                "high-water position {bad} is past the {n} points of slot {}",
-                group.slot
-            ));
+        for (positions, what) in [
+            (&group.high_water, "high-water"),
+            (&group.since_attach, "since-attach"),
+        ] {
+            if let Some(&bad) = positions.iter().find(|&&i| i as usize >= n) {
+                return Err(format!(
+                    "{what} position {bad} is past the {n} points of slot {}",
+                    group.slot
+                ));
+            }
         }
         let [mut t, mut allocated, mut reserved, mut step] = <[Running; 4]>::default();
         let mut previous = None;
@@ -144,11 +157,15 @@ pub fn decode(groups: Vec<PointGroup>) -> Result<Vec<AllocatorPoint>, String> {
                 peak: decode_peak(group.peak[i], peak_floor(this, previous)),
                 step: step.decode_opt(group.step[i]),
                 new_high_water: false,
+                steps_since_attach: false,
             });
             previous = this;
         }
         for i in group.high_water {
             points[first + i as usize].new_high_water = true;
+        }
+        for i in group.since_attach {
+            points[first + i as usize].steps_since_attach = true;
         }
     }
     Ok(points)
@@ -167,6 +184,7 @@ mod tests {
             peak: allocated.map(|a| a + 4096),
             step: Some(at_ms / 1000),
             new_high_water: at_ms.is_multiple_of(3),
+            steps_since_attach: at_ms.is_multiple_of(7),
         }
     }
 

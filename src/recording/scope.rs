@@ -391,6 +391,7 @@ mod tests {
                     peak: None,
                     step: None,
                     new_high_water: false,
+                    steps_since_attach: false,
                 })
                 .collect(),
             events: Vec::new(),

@@ -11,7 +11,7 @@ use crate::model::EventKind;
 use crate::model::SourceEvent;
 use crate::model::units::bytes;
 use crate::model::writer_fold::{Oom, PeakAt, WriterFold};
-use crate::model::{NA, Periods, Reading};
+use crate::model::{NA, Periods, Reading, StepOrigin};
 use crate::recording::folds::RecordedFolds;
 use crate::recording::scope::Scope;
 use crate::recording::{Header, Recording};
@@ -258,7 +258,11 @@ impl Writers {
                     marks.push(Mark {
                         at_ms,
                         kind: MarkKind::Oom,
-                        label: format!("{}: {}", who(fold, fold.gpu_of_oom(oom)), oom_label(oom)),
+                        label: format!(
+                            "{}: {}",
+                            who(fold, fold.gpu_of_oom(oom)),
+                            oom_label(oom, fold.steps_from)
+                        ),
                     });
                 }
             }
@@ -286,13 +290,13 @@ fn peak_label(fold: &WriterFold, gpu: Option<u32>, peak: &PeakAt) -> String {
         who(fold, gpu),
         bytes(peak.value)
     );
-    place(&mut label, peak.step, &peak.phase);
+    place(&mut label, peak.step, fold.steps_from, &peak.phase);
     label
 }
 
 /// `OOM: asked 6.00 GiB, 3.00 GiB free, allocated 10.2 GiB, step 80, forward (fatal)`: short
 /// enough for the status line of a 140-column terminal.
-fn oom_label(oom: &Oom) -> String {
+fn oom_label(oom: &Oom, steps: StepOrigin) -> String {
     let figure = |r: &Reading<u64>| r.as_ref().map_or(NA.into(), |b| bytes(*b));
     let mut label = format!(
         "OOM: asked {}, {} free, allocated {}",
@@ -300,13 +304,13 @@ fn oom_label(oom: &Oom) -> String {
         figure(&oom.device_free),
         figure(&oom.allocated)
     );
-    place(&mut label, oom.step, &oom.phase);
+    place(&mut label, oom.step, steps, &oom.phase);
     label + &format!(" ({})", oom.outcome.label())
 }
 
-fn place(label: &mut String, step: Option<u64>, phase: &str) {
+fn place(label: &mut String, step: Option<u64>, steps: StepOrigin, phase: &str) {
     if let Some(step) = step {
-        label.push_str(&format!(", step {step}"));
+        label.push_str(&format!(", {}", steps.words(step)));
     }
     if !phase.is_empty() {
         label.push_str(&format!(", {phase}"));

@@ -17,7 +17,9 @@ use crate::model::phase_peaks::PhasePeaks;
 use crate::model::snapshot_drops::Dropped;
 use crate::model::writer_fold::NvmlBeside;
 use crate::model::writer_fold::{Oom, WriterFold};
-use crate::model::{Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading};
+use crate::model::{
+    Absent, ChannelPoll, DeviceSample, HostSample, Periods, PodInfo, Reading, StepOrigin,
+};
 use crate::recording::folds::RecordedFolds;
 use crate::recording::{Ending, Header, Recording};
 use crate::sources::sites::reduce;
@@ -57,6 +59,8 @@ pub struct AllocatorSummary {
     pub framework: String,
     pub rank: Option<i32>,
     pub world_size: Option<i32>,
+    /// What every step of this writer counts from.
+    pub steps_from: StepOrigin,
     pub peak_allocated: Option<At>,
     pub peak_reserved: Option<At>,
     /// Reserved in the sample of the allocated peak minus the peak: the cache then.
@@ -154,6 +158,8 @@ pub struct OomSummary {
     pub pid: Option<u32>,
     pub gpu_index: Option<u32>,
     pub oom: Oom,
+    /// What `oom.step` counts from.
+    pub steps_from: StepOrigin,
     /// Why it happened (`oom_explain`): asked against free, the cache, outside the
     /// allocator, what `expandable_segments` would have changed.
     pub explanation: Vec<String>,
@@ -169,6 +175,8 @@ pub struct SpikeSummary {
     /// `GPU 0` or `pid 4242 on GPU 0 (allocated)`.
     pub what: String,
     pub rise: Rise,
+    /// What `rise.step` counts from (a GPU's rise has no step).
+    pub steps_from: StepOrigin,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -575,6 +583,7 @@ impl Analysis {
                 spikes.push(SpikeSummary {
                     what: format!("GPU {index}"),
                     rise,
+                    steps_from: StepOrigin::Job,
                 });
             }
         }
@@ -595,6 +604,7 @@ impl Analysis {
                 spikes.push(SpikeSummary {
                     what: what.clone(),
                     rise,
+                    steps_from: fold.steps_from,
                 });
             }
         }
@@ -608,6 +618,7 @@ impl Analysis {
                     pid: fold.host_pid,
                     gpu_index: fold.gpu_of_oom(oom),
                     oom: oom.clone(),
+                    steps_from: fold.steps_from,
                     explanation,
                     verdict,
                     held: fold.snapshot_of(oom).map(|n| reduced(path, n)),
@@ -673,6 +684,7 @@ impl Analysis {
                 framework: identity.framework.clone(),
                 rank: identity.rank,
                 world_size: identity.world_size,
+                steps_from: fold.steps_from,
                 peak_allocated: peak.map(|p| At {
                     value: p.value,
                     at_ms: p.at_ms,

@@ -4,6 +4,7 @@
 use super::analysis::{AllocatorSummary, At, OomSummary, ProcessSummary, Report};
 use super::hints::hints;
 use super::markdown::literal;
+use crate::model::figures::process::STEPS_FROM;
 use crate::model::foresight::describe;
 use crate::model::held_sites::{
     SitesExactness, SitesState, SnapshotNote, block_words, blocks, exactness_note, headline,
@@ -13,7 +14,7 @@ use crate::model::peak_owner::{PeakOwner, Who};
 use crate::model::snapshot_drops::Dropped;
 use crate::model::time::{duration_label, utc_label};
 use crate::model::units::bytes;
-use crate::model::{NA, PodInfo, Reading};
+use crate::model::{NA, PodInfo, Reading, StepOrigin};
 use serde_json::json;
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -151,7 +152,13 @@ pub fn text(report: &Report, name: &str, markdown: bool, notes: &[String]) -> St
             bytes(s.rise.to),
             utc_label(s.rise.at_ms)
         );
-        where_(&mut line, s.rise.step, &s.rise.phase, markdown);
+        where_(
+            &mut line,
+            s.rise.step,
+            s.steps_from,
+            &s.rise.phase,
+            markdown,
+        );
         let _ = writeln!(out, "{}{line}", if markdown { "- " } else { "  " });
     }
 
@@ -196,9 +203,13 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
         );
         match note {
             Some(note) => {
-                held_lines(out, note, markdown);
-                let words = peak_not_covered(note, a_peak(p))
-                    .or_else(|| dumped_after_the_peak(note, a_peak_step(p)));
+                let steps = p
+                    .allocator
+                    .as_ref()
+                    .map_or(StepOrigin::Job, |a| a.steps_from);
+                held_lines(out, note, steps, markdown);
+                let words = peak_not_covered(note, a_peak(p), steps)
+                    .or_else(|| dumped_after_the_peak(note, a_peak_step(p), steps));
                 if let Some(words) = words {
                     let inner = if markdown { "  - " } else { "      " };
                     let _ = writeln!(out, "{inner}{}", shown(&words, markdown));
@@ -217,7 +228,7 @@ fn held_section(out: &mut String, report: &Report, markdown: bool) {
     for (o, note) in ooms {
         let who = o.pid.map_or("a writer".into(), |pid| format!("pid {pid}"));
         let _ = writeln!(out, "{bullet}OOM of {who} at {}:", utc_label(o.oom.at_ms));
-        held_lines(out, note, markdown);
+        held_lines(out, note, o.steps_from, markdown);
     }
 }
 
@@ -238,7 +249,11 @@ fn a_peak_step(p: &ProcessSummary) -> Option<u64> {
 /// Where the snapshot that covers the run's peak was dumped in a later step (a new peak is
 /// seen, then dumped), which moment its answer is of: the peak, rebuilt from its history,
 /// not the dump's step it is labelled with.
-fn dumped_after_the_peak(note: &SnapshotNote, peak_step: Option<u64>) -> Option<String> {
+fn dumped_after_the_peak(
+    note: &SnapshotNote,
+    peak_step: Option<u64>,
+    steps: StepOrigin,
+) -> Option<String> {
     let SitesState::Reduced(held) = &note.sites else {
         return None;
     };
@@ -253,13 +268,27 @@ fn dumped_after_the_peak(note: &SnapshotNote, peak_step: Option<u64>) -> Option<
         _ => "what it shows is the highest moment its history still holds",
     };
     Some(format!(
-        "dumped in step {dumped}, after the step-{peak} peak: {what}"
+        "dumped in {}, after {}: {what}",
+        steps.words(dumped),
+        the_peak_of(peak, steps)
     ))
+}
+
+/// `the step-5 peak`, or `the peak of step 5 since attach`.
+fn the_peak_of(step: u64, steps: StepOrigin) -> String {
+    match steps {
+        StepOrigin::Job => format!("the step-{step} peak"),
+        StepOrigin::Attach => format!("the peak of {}", steps.words(step)),
+    }
 }
 
 /// Where the snapshot of a peak was taken below the run's own peak, what it describes: the
 /// peak at its dump, not the run's, which no snapshot covers. Its "exact" is of that moment.
-fn peak_not_covered(note: &SnapshotNote, run_peak: Option<u64>) -> Option<String> {
+fn peak_not_covered(
+    note: &SnapshotNote,
+    run_peak: Option<u64>,
+    steps: StepOrigin,
+) -> Option<String> {
     let SitesState::Reduced(held) = &note.sites else {
         return None;
     };
@@ -270,9 +299,9 @@ fn peak_not_covered(note: &SnapshotNote, run_peak: Option<u64>) -> Option<String
     }
     let at = note
         .step
-        .map_or("an earlier".to_string(), |s| format!("the step-{s}"));
+        .map_or("an earlier peak".to_string(), |s| the_peak_of(s, steps));
     Some(format!(
-        "this is {at} peak ({}), not the run's peak {}: no snapshot covers it",
+        "this is {at} ({}), not the run's peak {}: no snapshot covers it",
         bytes(dumped),
         bytes(run_peak)
     ))
@@ -280,7 +309,7 @@ fn peak_not_covered(note: &SnapshotNote, run_peak: Option<u64>) -> Option<String
 
 /// One snapshot: which file, then its top sites (or why it could not be read), whether the
 /// answer is exact, and at an OOM why the request did not fit.
-fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
+fn held_lines(out: &mut String, note: &SnapshotNote, steps: StepOrigin, markdown: bool) {
     let inner = if markdown { "  - " } else { "      " };
     let mut about = format!(
         "snapshot {} ({}, {}",
@@ -288,7 +317,7 @@ fn held_lines(out: &mut String, note: &SnapshotNote, markdown: bool) {
         note.reason.label(),
         utc_label(note.at_ms)
     );
-    where_(&mut about, note.step, &note.phase, markdown);
+    where_(&mut about, note.step, steps, &note.phase, markdown);
     about.push(')');
     let _ = writeln!(out, "{inner}{about}");
     match &note.sites {
@@ -339,21 +368,21 @@ fn section(out: &mut String, title: &str, markdown: bool) {
 }
 
 /// `, step 41, forward/model.head`
-fn where_(line: &mut String, step: Option<u64>, phase: &str, markdown: bool) {
+fn where_(line: &mut String, step: Option<u64>, steps: StepOrigin, phase: &str, markdown: bool) {
     if let Some(step) = step {
-        let _ = write!(line, ", step {step}");
+        let _ = write!(line, ", {}", steps.words(step));
     }
     if !phase.is_empty() {
         let _ = write!(line, ", {}", shown(phase, markdown));
     }
 }
 
-fn at(a: Option<&At>, markdown: bool) -> String {
+fn at(a: Option<&At>, steps: StepOrigin, markdown: bool) -> String {
     match a {
         None => NA.into(),
         Some(a) => {
             let mut s = format!("{} at {}", bytes(a.value), utc_label(a.at_ms));
-            where_(&mut s, a.step, &a.phase, markdown);
+            where_(&mut s, a.step, steps, &a.phase, markdown);
             s
         }
     }
@@ -404,7 +433,8 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
         p.pod
             .as_ref()
             .map_or(String::new(), |pod| in_pod(pod, markdown)),
-        at(p.peak_nvml.as_ref(), markdown)
+        // NVML's peak carries no writer's step.
+        at(p.peak_nvml.as_ref(), StepOrigin::Job, markdown)
     );
     let Some(a) = &p.allocator else { return };
     let inner = if markdown { "  - " } else { "      " };
@@ -421,12 +451,12 @@ fn process(out: &mut String, p: &ProcessSummary, markdown: bool) {
     let _ = writeln!(
         out,
         "{inner}allocated peak {}",
-        at(a.peak_allocated.as_ref(), markdown)
+        at(a.peak_allocated.as_ref(), a.steps_from, markdown)
     );
     let _ = writeln!(
         out,
         "{inner}reserved peak {}",
-        at(a.peak_reserved.as_ref(), markdown)
+        at(a.peak_reserved.as_ref(), a.steps_from, markdown)
     );
     // The reserved figure is the one read with the largest split: beside none, it says nothing.
     let frag = a
@@ -464,7 +494,7 @@ fn oom_line(o: &OomSummary, markdown: bool) -> String {
         figure(&oom.allocated),
         figure(&oom.reserved),
     );
-    where_(&mut line, oom.step, &oom.phase, markdown);
+    where_(&mut line, oom.step, o.steps_from, &oom.phase, markdown);
     if let Some(note) = oom.sources_note() {
         line.push_str(&format!(" ({note})"));
     }
@@ -559,7 +589,8 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
                 "requested": reading(&oom.requested), "device_free": reading(&oom.device_free),
                 "device_total": reading(&oom.device_total),
                 "allocated": reading(&oom.allocated), "reserved": reading(&oom.reserved),
-                "step": oom.step, "phase": oom.phase, "message": oom.message,
+                "step": oom.step, (STEPS_FROM.key): o.steps_from.key(),
+                "phase": oom.phase, "message": oom.message,
                 "from_message": oom.from_message,
                 "explanation": o.explanation,
                 "held": o.held.as_ref().map(held_json),
@@ -568,7 +599,7 @@ pub fn json(report: &Report, scope: serde_json::Value) -> String {
         "spikes": report.spikes.iter().map(|s| json!({
             "what": s.what, "rise": s.rise.amount(), "from": s.rise.from,
             "from_ms": s.rise.from_ms, "to": s.rise.to, "at_ms": s.rise.at_ms,
-            "step": s.rise.step, "phase": s.rise.phase,
+            "step": s.rise.step, (STEPS_FROM.key): s.steps_from.key(), "phase": s.rise.phase,
         })).collect::<Vec<_>>(),
         "hints": hints(report),
     });
@@ -585,7 +616,7 @@ fn at_json(a: Option<&At>) -> Option<serde_json::Value> {
 fn allocator_json(a: &AllocatorSummary) -> serde_json::Value {
     json!({
         "kind": a.kind, "framework": a.framework, "rank": a.rank,
-        "world_size": a.world_size,
+        "world_size": a.world_size, (STEPS_FROM.key): a.steps_from.key(),
         "peak_allocated": at_json(a.peak_allocated.as_ref()),
         "peak_reserved": at_json(a.peak_reserved.as_ref()),
         "cache_at_peak": a.cache_at_peak,
@@ -652,21 +683,24 @@ mod tests {
         let gib = |x: f64| (x * GIB as f64) as u64;
         let note = peak_note(gib(3.77), 2);
         assert_eq!(
-            peak_not_covered(&note, Some(gib(9.99))).as_deref(),
+            peak_not_covered(&note, Some(gib(9.99)), StepOrigin::Job).as_deref(),
             Some(
                 "this is the step-2 peak (3.77 GiB), not the run's peak 9.99 GiB: no snapshot covers it"
             )
         );
         // The snapshot of the run's own peak needs no such word.
-        assert_eq!(peak_not_covered(&note, Some(gib(3.77))), None);
-        assert_eq!(peak_not_covered(&note, None), None);
+        assert_eq!(
+            peak_not_covered(&note, Some(gib(3.77)), StepOrigin::Job),
+            None
+        );
+        assert_eq!(peak_not_covered(&note, None, StepOrigin::Job), None);
     }
 
     #[test]
     fn a_snapshot_dumped_after_the_peak_says_which_moment_it_answers_for() {
         let note = peak_note(GIB, 6);
         assert_eq!(
-            dumped_after_the_peak(&note, Some(5)).as_deref(),
+            dumped_after_the_peak(&note, Some(5), StepOrigin::Job).as_deref(),
             Some(
                 "dumped in step 6, after the step-5 peak: its history rebuilds the moment of the peak"
             )
@@ -682,13 +716,13 @@ mod tests {
             };
         }
         assert_eq!(
-            dumped_after_the_peak(&short, Some(5)).as_deref(),
+            dumped_after_the_peak(&short, Some(5), StepOrigin::Job).as_deref(),
             Some(
                 "dumped in step 6, after the step-5 peak: what it shows is the highest moment its history still holds"
             )
         );
         // Dumped in the peak's own step, or with no step known: nothing to say.
-        assert_eq!(dumped_after_the_peak(&note, Some(6)), None);
-        assert_eq!(dumped_after_the_peak(&note, None), None);
+        assert_eq!(dumped_after_the_peak(&note, Some(6), StepOrigin::Job), None);
+        assert_eq!(dumped_after_the_peak(&note, None, StepOrigin::Job), None);
     }
 }

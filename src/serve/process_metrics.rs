@@ -82,6 +82,11 @@ const PROCESS: &[Metric<P>] = &[
         "The training step the process last reported.",
         |p| alloc(p, |a| a.step),
     ),
+    gauge(
+        process::STEPS_FROM.prometheus(),
+        "1 where the step counts the steps since vramscope attach (the job kept no count), 0 where it is the job's own.",
+        |p| alloc(p, |a| a.steps_since_attach),
+    ),
 ];
 
 /// Every per-process family.

@@ -10,7 +10,9 @@ use crate::model::allocator::RowProcess;
 use crate::model::foresight::Forecast;
 use crate::model::mig::RowInstance;
 use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
-use crate::model::{AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot};
+use crate::model::{
+    AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot, StepOrigin,
+};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
 /// a label is stored with every sample.
@@ -116,6 +118,8 @@ pub struct AllocatorFigures {
     pub ooms: Option<u64>,
     pub retries: Option<u64>,
     pub step: Option<u64>,
+    /// 1 where `step` counts the steps since an attach, 0 where the job's; absent with it.
+    pub steps_since_attach: Option<u64>,
     /// Steps, and seconds, until the step peaks reach the room the allocator has, when the
     /// forecast is confident (`model::foresight`); absent otherwise.
     pub oom_in_steps: Option<u64>,
@@ -132,6 +136,9 @@ impl AllocatorFigures {
             ooms: device.ooms.as_ref().ok().copied(),
             retries: device.alloc_retries.as_ref().ok().copied(),
             step: allocator.step,
+            steps_since_attach: allocator
+                .step
+                .map(|_| u64::from(allocator.steps_from == StepOrigin::Attach)),
             oom_in_steps: match &allocator.forecast {
                 Forecast::OomIn { steps, .. } if allocator.liveness.is_running() => Some(*steps),
                 _ => None,
@@ -480,6 +487,7 @@ mod tests {
                 ooms: Some(4),
                 retries: Some(5),
                 step: Some(6),
+                steps_since_attach: Some(1),
                 oom_in_steps: Some(7),
                 oom_in_ms: Some(8),
             }),
@@ -500,6 +508,7 @@ mod tests {
                 ooms: Some(4),
                 retries: Some(5),
                 step: Some(6),
+                steps_since_attach: Some(1),
                 oom_in_steps: None,
                 oom_in_ms: None,
             })

@@ -42,7 +42,8 @@ fn dumped(snap: &MemorySnapshot) -> String {
         parts.push(format!("rank {rank}"));
     }
     if let Some(step) = key.step {
-        parts.push(format!("step {step}"));
+        let since = crate::model::StepOrigin::of(key.steps_since_attach).after();
+        parts.push(format!("step {step}{since}"));
     }
     if let Some(phase) = &key.phase {
         parts.push(format!("phase {phase}"));

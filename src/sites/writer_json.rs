@@ -5,6 +5,8 @@
 //! itself has no `vramscope` key, and an older writer's key lacks the identity fields.
 
 use crate::memory_snapshot::{Known, MemorySnapshot, VramscopeKey};
+use crate::model::StepOrigin;
+use crate::model::figures::process::STEPS_FROM;
 use crate::model::held_sites::SnapshotName;
 use crate::text::clean;
 use serde_json::{Map, Value, json};
@@ -139,6 +141,10 @@ pub fn writer(snap: &MemorySnapshot, file_name: &str) -> Value {
         "step",
         k.step.map(Value::from),
         "none: before the first step, or the key lacks it",
+    );
+    out.insert(
+        STEPS_FROM.key.into(),
+        json!(StepOrigin::of(k.steps_since_attach).key()),
     );
     put(
         &mut out,

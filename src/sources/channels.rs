@@ -32,8 +32,9 @@ const CLEAN_EVERY: Duration = Duration::from_secs(60);
 const RETIRE_AFTER: Duration = Duration::from_secs(600);
 /// Files remembered as retired, so a scan does not open them again.
 const MAX_RETIRED: usize = 4096;
-/// Sample flag: the peak is the highest ever seen (spec §2.7).
-const NEW_HIGH_WATER: u8 = 1 << 1;
+use crate::channel::layout::sample::{
+    FLAG_NEW_HIGH_WATER as NEW_HIGH_WATER, FLAG_STEP_SINCE_ATTACH as STEP_SINCE_ATTACH,
+};
 
 /// A file's identity, the same whatever path reaches it (two ranks in one container see
 /// the same file through two `/proc/PID/root` paths).
@@ -466,6 +467,7 @@ fn translate(path: &Path, open: &Open, update: Update, at_ms: u64, mono_ns: u64)
             peak: s.peak,
             step: s.step,
             new_high_water: s.flags & NEW_HIGH_WATER != 0,
+            steps_since_attach: s.flags & STEP_SINCE_ATTACH != 0,
         })
         .collect();
     let events = update

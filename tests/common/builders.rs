@@ -105,6 +105,7 @@ pub fn allocator_point(at_ms: u64, allocated: u64, reserved: u64) -> AllocatorPo
         peak: Some(allocated),
         step: None,
         new_high_water: false,
+        steps_since_attach: false,
     }
 }
 

@@ -229,6 +229,7 @@ pub fn points(slot: u16, from_ms: u64, n: u64) -> Vec<AllocatorPoint> {
             peak: (!i.is_multiple_of(7)).then_some(10 * GIB + (i % 50) * (64 << 20) + 4096),
             step: (!i.is_multiple_of(11)).then_some(100 + i / 50),
             new_high_water: i.is_multiple_of(13),
+            steps_since_attach: false,
         })
         .collect()
 }

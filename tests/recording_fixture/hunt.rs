@@ -252,6 +252,7 @@ pub fn write_hunt(path: &Path) {
                     peak: Some(if carries_spike { SPIKE } else { allocated(t) }),
                     step: Some(t / STEP_MS),
                     new_high_water: carries_spike,
+                    steps_since_attach: false,
                     ..builders::allocator_point(T0 + t, allocated(t), reserved(t))
                 }
             })

@@ -172,6 +172,7 @@ pub fn write_recording(path: &Path) {
                     peak: Some(if spike { 29 * GIB } else { 20 * GIB }),
                     step: Some(s / 4),
                     new_high_water: spike,
+                    steps_since_attach: false,
                     ..builders::allocator_point(t, 20 * GIB, 24 * GIB)
                 }
             })

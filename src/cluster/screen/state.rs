@@ -288,6 +288,7 @@ mod tests {
             peak: None,
             peak_growth: None,
             step: None,
+            steps_from: crate::model::StepOrigin::Job,
             oom_in_steps: None,
             ooms: None,
             oom_at_ms: None,

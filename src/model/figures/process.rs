@@ -47,6 +47,11 @@ pub const TRUE_PEAK: Figure = Figure::new("true_peak", Unit::Bytes, "A.PEAK")
     .in_family("vramscope_process_allocator_peak_bytes");
 pub const STEP: Figure =
     Figure::new("step", Unit::Count, "STEP").in_family("vramscope_process_step");
+/// What `step` counts from: `job` (the job's own steps) or `attach` (the steps since
+/// `vramscope attach`, where the job kept no count the writer could read). Its family is
+/// 1 where the steps are since the attach, 0 where they are the job's.
+pub const STEPS_FROM: Figure = Figure::new("steps_from", Unit::Text, "steps from")
+    .in_family("vramscope_process_steps_since_attach");
 pub const PHASE: Figure = Figure::new("phase", Unit::Text, "phase");
 /// The writer's liveness: running, exited, killed...
 pub const WRITER: Figure = Figure::new("writer", Unit::Text, "writer");
@@ -82,6 +87,7 @@ pub const ALL: &[&Figure] = &[
     &RESERVED,
     &TRUE_PEAK,
     &STEP,
+    &STEPS_FROM,
     &PHASE,
     &WRITER,
     &MIG_PROFILE,

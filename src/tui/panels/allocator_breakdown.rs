@@ -173,6 +173,7 @@ mod tests {
             peak: None,
             ooms: Vec::new(),
             step: None,
+            steps_from: crate::model::StepOrigin::Job,
             label: String::new(),
             liveness: WriterLiveness::Live,
             rank: None,

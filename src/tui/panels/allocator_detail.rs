@@ -12,6 +12,7 @@ use super::allocator_pins::{forecast_spans, oom_lines, peak_line};
 use super::panel_text::separator;
 use super::{own_scale, panel_text, spark};
 use crate::history::column_of;
+use crate::model::StepOrigin;
 use crate::model::{
     AllocatorEvent, AllocatorSnapshot, EventKind, ProcessAllocator, WriterLiveness,
 };
@@ -47,7 +48,8 @@ pub fn lines(
         (row.vram.as_ref().ok().copied(), apart),
         width,
     ));
-    let mut peak = peak_line(theme, allocator.peak.as_ref(), view.now_ms);
+    let steps = allocator.steps_from;
+    let mut peak = peak_line(theme, allocator.peak.as_ref(), steps, view.now_ms);
     // An attached writer's framework counter holds a peak reached before the attach, when
     // nothing was watching: said as such, with no time or step invented for it.
     if allocator.attached
@@ -61,14 +63,12 @@ pub fn lines(
             .extend(forecast_spans(theme, &allocator.forecast));
     }
     out.push(peak);
-    out.extend(oom_lines(theme, &allocator.ooms, view.now_ms));
+    out.extend(oom_lines(theme, &allocator.ooms, steps, view.now_ms));
     if let Some(channel) = channel {
         out.extend(super::held_sites::lines(
             theme,
             width,
-            channel.relevant_snapshot(),
-            channel.snapshots_dropped.as_ref(),
-            channel.identity.sites,
+            channel,
             view.ui.time_cursor,
             view.now_ms,
         ));
@@ -102,7 +102,7 @@ pub fn lines(
                 .rev()
                 .filter(|e| !e.kind.is_oom() && !matches!(e.kind, EventKind::NewHighWater { .. }))
                 .take(EVENTS_SHOWN);
-            out.extend(shown.map(|e| event_line(theme, e, view.now_ms)));
+            out.extend(shown.map(|e| event_line(theme, e, steps, view.now_ms)));
         }
         _ => out.push(Line::styled("no allocator history yet", theme.dim)),
     }
@@ -141,6 +141,9 @@ fn writer_line(
         Some(step) => Span::styled(step.to_string(), theme.value),
         None => Span::styled("-", theme.dim),
     });
+    if allocator.step.is_some() && allocator.steps_from == StepOrigin::Attach {
+        spans.push(Span::styled(" since attach", theme.label));
+    }
     if !allocator.label.is_empty() {
         spans.push(separator(theme));
         spans.push(Span::styled(allocator.label.clone(), theme.value));
@@ -219,7 +222,12 @@ fn ticks(
 }
 
 /// `12s ago  OOM  step 41  forward/model.head  wanted 2.00 GiB, 120 MiB free`.
-fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'static> {
+fn event_line(
+    theme: &Theme,
+    event: &AllocatorEvent,
+    steps: StepOrigin,
+    now_ms: u64,
+) -> Line<'static> {
     let style = if event.kind.is_oom() {
         theme.crit
     } else {
@@ -236,7 +244,10 @@ fn event_line(theme: &Theme, event: &AllocatorEvent, now_ms: u64) -> Line<'stati
         Span::styled(event.kind.title(), style),
     ];
     if let Some(step) = event.step {
-        spans.push(Span::styled(format!("  step {step}"), theme.label));
+        spans.push(Span::styled(
+            format!("  {}", steps.words(step)),
+            theme.label,
+        ));
     }
     if !event.label.is_empty() {
         spans.push(Span::styled(format!("  {}", event.label), theme.value));

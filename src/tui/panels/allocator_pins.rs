@@ -2,6 +2,7 @@
 //! where its true peak was, and its newest OOMs with their figures and outcome.
 
 use super::panel_text;
+use crate::model::StepOrigin;
 use crate::model::foresight::{Forecast, describe};
 use crate::model::time::age_label;
 use crate::model::units;
@@ -31,7 +32,12 @@ const OOMS_PINNED: usize = 3;
 
 /// `A.PEAK 12.0 GiB at step 40, backward, 2m ago`: the true peak and where it happened, or
 /// that only the framework's counter knows it (then when and where are not known).
-pub fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'static> {
+pub fn peak_line(
+    theme: &Theme,
+    peak: Option<&PeakAt>,
+    steps: StepOrigin,
+    now_ms: u64,
+) -> Line<'static> {
     let mut spans = vec![panel_text::label(theme, "A.PEAK")];
     let Some(peak) = peak else {
         spans.push(Span::styled("-", theme.dim));
@@ -47,7 +53,7 @@ pub fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'sta
     }
     let mut place = Vec::new();
     if let Some(step) = peak.step {
-        place.push(format!("step {step}"));
+        place.push(steps.words(step));
     }
     if !peak.phase.is_empty() {
         place.push(peak.phase.clone());
@@ -63,12 +69,17 @@ pub fn peak_line(theme: &Theme, peak: Option<&PeakAt>, now_ms: u64) -> Line<'sta
 
 /// The newest OOMs, each with what was asked, what was free, what the allocator held, where
 /// and whether it killed the program; older ones are counted.
-pub fn oom_lines(theme: &Theme, ooms: &[Oom], now_ms: u64) -> Vec<Line<'static>> {
+pub fn oom_lines(
+    theme: &Theme,
+    ooms: &[Oom],
+    steps: StepOrigin,
+    now_ms: u64,
+) -> Vec<Line<'static>> {
     let mut out: Vec<Line<'static>> = ooms
         .iter()
         .rev()
         .take(OOMS_PINNED)
-        .map(|oom| oom_line(theme, oom, now_ms))
+        .map(|oom| oom_line(theme, oom, steps, now_ms))
         .collect();
     if ooms.len() > OOMS_PINNED {
         out.push(Line::styled(
@@ -81,7 +92,7 @@ pub fn oom_lines(theme: &Theme, ooms: &[Oom], now_ms: u64) -> Vec<Line<'static>>
 
 /// `2m ago  OOM fatal  step 80  wanted 6.00 GiB, 1.00 GiB free, alloc 9.00 GiB, resv 10.0 GiB
 /// backward`: the phase last, where a narrow pane cuts it rather than a figure.
-fn oom_line(theme: &Theme, oom: &Oom, now_ms: u64) -> Line<'static> {
+fn oom_line(theme: &Theme, oom: &Oom, steps: StepOrigin, now_ms: u64) -> Line<'static> {
     let b = |r: &crate::model::Reading<u64>| panel_text::or_na_bytes(r);
     let outcome = match oom.outcome {
         OomOutcome::Fatal => theme.crit,
@@ -94,7 +105,10 @@ fn oom_line(theme: &Theme, oom: &Oom, now_ms: u64) -> Line<'static> {
         Span::styled(oom.outcome.label(), outcome),
     ];
     if let Some(step) = oom.step {
-        spans.push(Span::styled(format!("  step {step}"), theme.label));
+        spans.push(Span::styled(
+            format!("  {}", steps.words(step)),
+            theme.label,
+        ));
     }
     spans.push(Span::styled(
         format!(

@@ -6,8 +6,9 @@
 //! its bound, by name.
 
 use super::command;
+use crate::model::AllocatorSnapshot;
 use crate::model::held_sites::{
-    SitesExactness, SitesState, SnapshotNote, exactness_note, fit_words, headline, request_words,
+    SitesExactness, SitesState, exactness_note, fit_words, headline, request_words,
 };
 use crate::model::snapshot_drops::Dropped;
 use crate::model::time::age_label;
@@ -17,20 +18,20 @@ use ratatui::text::{Line, Span};
 /// Sites named on the headline; `--json` and the report carry more.
 const SITES_SHOWN: usize = 3;
 
-/// The lines for `note`, the OOM's cut to `width` cells with the theme's mark (none without
-/// a note: a writer without `--sites` stays as it was; one with it and no snapshot yet says
-/// how to get one).
+/// The lines for the channel's snapshot that matters now (`relevant_snapshot`), the OOM's
+/// cut to `width` cells with the theme's mark (none without one: a writer without `--sites`
+/// stays as it was; one with it and no snapshot yet says how to get one).
 pub fn lines(
     theme: &Theme,
     width: u16,
-    note: Option<&SnapshotNote>,
-    dropped: Option<&Dropped>,
-    sites_on: bool,
+    channel: &AllocatorSnapshot,
     replay: bool,
     now_ms: u64,
 ) -> Vec<Line<'static>> {
-    let Some(note) = note else {
-        if sites_on && !replay {
+    let dropped = channel.snapshots_dropped.as_ref();
+    let steps = channel.steps_from;
+    let Some(note) = channel.relevant_snapshot() else {
+        if channel.identity.sites && !replay {
             return vec![Line::from(vec![
                 super::panel_text::label(theme, "HELD"),
                 Span::styled("no snapshot yet (m asks for one)", theme.dim),
@@ -45,7 +46,7 @@ pub fn lines(
         age_label(note.at_ms, now_ms)
     );
     if let Some(step) = note.step {
-        about.push_str(&format!(", step {step}"));
+        about.push_str(&format!(", {}", steps.words(step)));
     }
     match &note.sites {
         // A replay reads no files: they are of another time, perhaps another machine.

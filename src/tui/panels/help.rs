@@ -86,6 +86,10 @@ pub const LEGEND: &[(&str, &str)] = &[
         "allocator figures: allocated and reserved by the framework",
     ),
     (
+        "STEP 92+a",
+        "92 steps since vramscope attach: the job kept no step count",
+    ),
+    (
         "rows a-b of n",
         "which rows the table shows; per GPU: processes on it",
     ),
