@@ -633,6 +633,12 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
     assert_eq!(device["allocated"], 1u64 << 30);
     // The peak reached before the attach, from the allocator's own counter.
     assert_eq!(device["allocated_peak"], 5u64 << 30);
+    // SGD without momentum keeps no step count: the steps are since the attach, and the
+    // samples say so (STEP_SINCE_ATTACH), so that no reader shows them as the job's.
+    let samples = json["samples"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    let last = samples.last().unwrap();
+    assert_eq!(last["flags"].as_u64().unwrap() & 16, 16, "{last}");
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
