@@ -314,15 +314,18 @@ fn freshness(
 /// A job's rows: stragglers marked, the nearest-to-OOM and fastest-growing ranks marked,
 /// riskiest first.
 fn group(job: String, mut ranks: Vec<RankRow>) -> JobGroup {
+    // A step counted from an attach is not the job's: it neither moves the median nor is
+    // measured against it.
+    let of_the_job = |r: &RankRow| r.step.filter(|_| r.steps_from == StepOrigin::Job);
     let mut steps: Vec<u64> = ranks
         .iter()
         .filter(|r| r.fresh.is_current() && r.running != Some(false))
-        .filter_map(|r| r.step)
+        .filter_map(of_the_job)
         .collect();
     steps.sort_unstable();
     let median_step = (!steps.is_empty()).then(|| steps[(steps.len() - 1) / 2]);
     for r in &mut ranks {
-        if let (Some(median), Some(step)) = (median_step, r.step)
+        if let (Some(median), Some(step)) = (median_step, of_the_job(r))
             && median >= step + STRAGGLER_STEPS
             && r.running != Some(false)
         {
@@ -478,6 +481,17 @@ mod tests {
         assert_eq!(by_rank(2).behind, Some(3));
         // One step behind is in step, not a straggler.
         assert_eq!(by_rank(4).behind, None);
+    }
+
+    #[test]
+    fn a_rank_counting_since_its_attach_is_no_straggler_and_moves_no_median() {
+        let mut attached = row(2, 3, None, None);
+        attached.steps_from = StepOrigin::Attach;
+        let g = group("j".into(), vec![row(0, 50, None, None), attached]);
+        // Counted in, its 3 would have been the median of the two.
+        assert_eq!(g.median_step, Some(50));
+        let rank2 = g.ranks.iter().find(|r| r.rank == Some(2)).unwrap();
+        assert_eq!(rank2.behind, None);
     }
 
     #[test]
