@@ -638,7 +638,8 @@ fn attached_to_torch_with_cuda_up_it_publishes_the_lifetime_peak_and_steps() {
     let samples = json["samples"].as_array().unwrap();
     assert!(!samples.is_empty());
     let last = samples.last().unwrap();
-    assert_eq!(last["flags"].as_u64().unwrap() & 16, 16, "{last}");
+    let flag = u64::from(vramscope::channel::layout::sample::FLAG_STEP_SINCE_ATTACH);
+    assert_eq!(last["flags"].as_u64().unwrap() & flag, flag, "{last}");
     let out = vramscope(&["detach", "--yes", &pid.to_string()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(

@@ -69,9 +69,11 @@ struct Run {
     /// Whether the host read the writer's process (its start time); without it, NVML's row
     /// cannot tell the writer's process from a later one of the same pid.
     host_read: bool,
-    /// The writer was attached to the job and found no step count in it: its steps count
-    /// from the attach, and every path must say so beside each step.
+    /// The writer was attached to the running job (the channel's `ATTACHED`).
     attached: bool,
+    /// ...and found no step count in it: its steps count from the attach, and every path
+    /// must say so beside each step. Never without `attached`.
+    since_attach: bool,
 }
 
 fn runs() -> impl Strategy<Value = Run> {
@@ -89,7 +91,12 @@ fn runs() -> impl Strategy<Value = Run> {
             any::<[bool; 2]>(),
             proptest::option::of(0..steps),
             any::<bool>(),
-            any::<bool>(),
+            // Started with the job; attached, with the job's own step; attached, without.
+            prop_oneof![
+                Just((false, false)),
+                Just((true, false)),
+                Just((true, true))
+            ],
         )
             .prop_map(
                 move |(
@@ -104,7 +111,7 @@ fn runs() -> impl Strategy<Value = Run> {
                     dumps,
                     peak_dump,
                     host_read,
-                    attached,
+                    (attached, since_attach),
                 )| Run {
                     steps,
                     base: base * GIB,
@@ -119,6 +126,7 @@ fn runs() -> impl Strategy<Value = Run> {
                     peak_dump,
                     host_read,
                     attached,
+                    since_attach,
                 },
             )
     })
@@ -273,7 +281,7 @@ impl Run {
                         step: Some(s),
                         peak: Some(self.peak(s)),
                         new_high_water: self.peak(s) == high,
-                        steps_since_attach: self.attached,
+                        steps_since_attach: self.since_attach,
                         ..builders::allocator_point(
                             at + 500,
                             self.allocated(s) + self.spikes[s as usize],
@@ -283,7 +291,7 @@ impl Run {
                     // Back down: the highest since the spike's sample is the steady level.
                     AllocatorPoint {
                         step: Some(s),
-                        steps_since_attach: self.attached,
+                        steps_since_attach: self.since_attach,
                         ..builders::allocator_point(at + 990, self.allocated(s), reserved)
                     },
                 ],
@@ -451,7 +459,7 @@ fn tell(run: &Run) -> Result<(), TestCaseError> {
         writer
     );
     prop_assert_eq!(&device["true_peak"], &Value::from(peak), "live peak");
-    let steps_from = Value::from(if run.attached { "attach" } else { "job" });
+    let steps_from = Value::from(if run.since_attach { "attach" } else { "job" });
     prop_assert_eq!(
         &writer["steps_from"],
         &steps_from,
@@ -588,7 +596,7 @@ fn scraped(
     );
     prop_assert_eq!(
         of("vramscope_process_steps_since_attach"),
-        Some(Value::from(u64::from(run.attached))),
+        Some(Value::from(u64::from(run.since_attach))),
         "/metrics: steps since the attach"
     );
     Ok(())
@@ -635,7 +643,7 @@ fn spikes_reported(run: &Run, report: &Value) -> Result<(), TestCaseError> {
         "its step: {}",
         top_spike
     );
-    let steps_from = if run.attached { "attach" } else { "job" };
+    let steps_from = if run.since_attach { "attach" } else { "job" };
     prop_assert_eq!(top_spike["steps_from"].as_str(), Some(steps_from));
     prop_assert_eq!(
         top_spike["at_ms"].as_u64(),
@@ -702,9 +710,10 @@ fn exported(
         .collect();
     prop_assert_eq!(&exported, &live_ooms.to_vec(), "OOMs live and exported");
     // Each step row of a writer counting from its attach is followed by one that says so.
-    let step_rows = metric("oom_step").len() + metric("true_peak_step").len();
+    let step_rows =
+        metric("step").len() + metric("oom_step").len() + metric("true_peak_step").len();
     let said = metric("steps_since_attach");
-    prop_assert_eq!(said.len(), if run.attached { step_rows } else { 0 });
+    prop_assert_eq!(said.len(), if run.since_attach { step_rows } else { 0 });
     prop_assert!(
         said.iter().all(|&v| v == 1),
         "steps_since_attach: {:?}",
@@ -738,7 +747,7 @@ fn replayed(
     let label = said.unwrap_or_default();
     prop_assert_eq!(
         label.contains(" since attach"),
-        run.attached,
+        run.since_attach,
         "p says what its step counts from: {}",
         label
     );

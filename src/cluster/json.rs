@@ -5,6 +5,7 @@
 use super::cells::detail_figures;
 use super::model::DetailState;
 use super::view::{Freshness, GpuRow, JobGroup, NodeRow, RankRow, Screen};
+use crate::model::figures::process::STEPS_FROM;
 use serde_json::{Value, json};
 
 pub const SCHEMA: &str = "vramscope.cluster";
@@ -53,6 +54,7 @@ fn rank(r: &RankRow) -> Value {
         "peak_bytes": r.peak,
         "peak_growth_bytes_per_second": r.peak_growth.map(|g| (g * 10.0).round() / 10.0),
         "step": r.step,
+        (STEPS_FROM.key): r.step.map(|_| r.steps_from.key()),
         "oom_in_steps": r.oom_in_steps,
         "ooms": r.ooms,
         "last_oom_at_ms": r.oom_at_ms,

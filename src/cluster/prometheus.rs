@@ -24,7 +24,7 @@ use std::time::Duration;
 /// `DCGM_FI_DEV_GPU_UTIL` and dropped.
 pub const PRESENT: &str = concat!(
     "{__name__=~\"DCGM_FI_DEV_GPU_UTIL|vramscope_gpu_memory_(used|total)_bytes",
-    "|vramscope_snapshot_timestamp_seconds|vramscope_process_(running|step|allocator_",
+    "|vramscope_snapshot_timestamp_seconds|vramscope_process_(running|step|steps_since_attach|allocator_",
     "(allocated_bytes|reserved_bytes|peak_bytes|ooms_total|oom_forecast_steps))\"}",
     " or label_replace({__name__=~\"DCGM_FI_DEV_FB_(USED|FREE|TOTAL)\"}",
     " unless on (instance, gpu) vramscope_gpu_memory_used_bytes, \"part\", \"fb\", \"\", \"\")",

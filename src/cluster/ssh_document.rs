@@ -211,7 +211,7 @@ mod tests {
             "processes": [{
                 "gpu_index": 1, "gpu_uuid": "GPU-b", "pid": 42, "used_memory": 1_000_000,
                 "user": "ann", "command": "python\u{202e} train.py", "allocated": 900,
-                "reserved": 950, "true_peak": 990, "step": 12,
+                "reserved": 950, "true_peak": 990, "step": 12, "steps_from": "attach",
             }],
             "allocators": [{
                 "pid": 42, "rank": 3, "local_rank": 1, "job_id": "j-1",
@@ -263,6 +263,8 @@ mod tests {
             ),
             (Some(900), Some(950), Some(990), Some(12), Some(2), Some(40))
         );
+        // Its step counts from an attach: said through the same family a scrape reads.
+        assert_eq!(p.steps_since_attach, Some(true));
         assert_eq!((p.used_bytes, p.running), (Some(1_000_000), Some(true)));
         assert_eq!(readings.sampled_ms["box-1"], 1_700_000_000_500);
     }

@@ -8,6 +8,7 @@ use super::facts::Run;
 use super::knobs::{self, Knob, OptionChange};
 use super::rank::{Cause, CauseKind, rank};
 use crate::memory_snapshot::{self, SitesDiff};
+use crate::model::StepOrigin;
 use crate::model::held_sites::SitesJob;
 use crate::report::OomSummary;
 
@@ -184,6 +185,20 @@ fn steps(a: &Run, b: &Run) -> Result<Steps, String> {
     let (Some(pa), Some(pb)) = (a.allocator(), b.allocator()) else {
         return Err(no_allocator(a, b));
     };
+    // Step N of a run counted from its attach is not step N of the job: pairing it with the
+    // other run's step N would call the offset a change.
+    match (pa.steps_from, pb.steps_from) {
+        (StepOrigin::Attach, StepOrigin::Attach) => {
+            return Err("both runs count their steps from an attach, not the job's".into());
+        }
+        (StepOrigin::Attach, _) => {
+            return Err("A counts its steps from an attach, not the job's".into());
+        }
+        (_, StepOrigin::Attach) => {
+            return Err("B counts its steps from an attach, not the job's".into());
+        }
+        _ => {}
+    }
     let rows: Vec<(u64, u64, u64)> = pa
         .step_peaks
         .iter()

@@ -2,6 +2,7 @@
 //! figure reads `n/a` with its reason (JSON: `null`, and the reason beside it), never 0.
 
 use super::compare::{Comparison, NamedDelta, Setting, delta, signed_bytes};
+use crate::model::figures::process::STEPS_FROM;
 use crate::model::units::bytes;
 use crate::report::OomSummary;
 use crate::text::clean;
@@ -193,7 +194,7 @@ fn oom_text(o: &OomSummary) -> String {
         oom.outcome.label()
     );
     if let Some(step) = oom.step {
-        let _ = write!(line, ", step {step}");
+        let _ = write!(line, ", {}", o.steps_from.words(step));
     }
     if !oom.phase.is_empty() {
         let _ = write!(line, ", {}", clean(&oom.phase));
@@ -227,7 +228,7 @@ fn oom_json(o: &OomSummary) -> Value {
     json!({
         "at_ms": oom.at_ms, "pid": o.pid, "gpu_index": o.gpu_index,
         "requested": oom.requested.as_ref().ok(), "outcome": oom.outcome,
-        "step": oom.step, "phase": clean(&oom.phase),
+        "step": oom.step, (STEPS_FROM.key): o.steps_from.key(), "phase": clean(&oom.phase),
     })
 }
 

@@ -15,6 +15,8 @@
 //!   `used_memory`, `host_rss` (bytes), `sm_util` (%), `cpu_percent` (% of one core) for
 //!   processes; `allocated`, `reserved`, `interval_peak` (bytes, as `--json`'s
 //!   slot calls it; the first export wrote `peak`), `step` for allocators' samples;
+//!   after every step row (`step`, `oom_step`, `true_peak_step`) of a writer that counts
+//!   its steps from `vramscope attach`, `steps_since_attach` 1 (none after the job's own);
 //!   at each OOM (one per failure, however many events told of it) `oom_requested`,
 //!   `oom_device_free`, `oom_allocated`, `oom_reserved` (bytes), `oom_step` and `oom_fatal`
 //!   (1 fatal, 0 caught, no row while unknown), written once its outcome is known (so after
@@ -40,6 +42,10 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub const HEADER: &str = "time_ms,entity,gpu,pid,metric,value";
+
+/// The row after a step row whose step counts from an attach: `--json`'s `steps_from` as a
+/// number, since every export cell is one.
+const STEPS_SINCE_ATTACH: &str = "steps_since_attach";
 
 /// Writes the part of `file` asked for (`recording::scope`) as CSV to `out` (a path, or
 /// standard output), saying on standard error what part that is.
@@ -246,6 +252,17 @@ impl<W: Write> Rows<'_, W> {
                         row(self.out, p.at_ms, "allocator", gpu, pid, metric, v)?;
                     }
                 }
+                if p.step.is_some() && p.steps_since_attach {
+                    row(
+                        self.out,
+                        p.at_ms,
+                        "allocator",
+                        gpu,
+                        pid,
+                        STEPS_SINCE_ATTACH,
+                        1,
+                    )?;
+                }
             }
             self.ooms(&path, false)?;
         }
@@ -331,7 +348,7 @@ fn since_attach(
     (t, gpu, pid): (u64, Option<u32>, Option<u32>),
 ) -> io::Result<()> {
     match fold.steps_from {
-        StepOrigin::Attach => row(out, t, "allocator", gpu, pid, "steps_since_attach", 1),
+        StepOrigin::Attach => row(out, t, "allocator", gpu, pid, STEPS_SINCE_ATTACH, 1),
         StepOrigin::Job => Ok(()),
     }
 }

@@ -48,7 +48,7 @@ impl StepOrigin {
     }
 
     /// A step in a narrow cell (the process table, the cluster view): `92`, or `92+a`
-    /// (the legend under the table says what `+a` means).
+    /// (both screens' help says what `+a` means).
     pub fn cell(self, step: u64) -> String {
         match self {
             StepOrigin::Job => step.to_string(),

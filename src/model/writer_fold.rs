@@ -300,6 +300,14 @@ impl WriterFold {
         if self.path != poll.path {
             self.path = poll.path;
         }
+        // Another writer on the path counts its steps afresh: its samples will say from what.
+        if self
+            .identity
+            .as_ref()
+            .is_some_and(|old| *old != poll.identity)
+        {
+            self.steps_from = StepOrigin::Job;
+        }
         self.identity = Some(poll.identity);
         if poll.host_pid.is_some() {
             self.host_pid = poll.host_pid;

@@ -307,10 +307,14 @@ impl Collector {
                 panel.steps = steps.spans();
                 panel.steps_overflow = steps.overflowed();
                 // The bands' `step N` labels are the writer's count: said once in the note.
-                panel.steps_of = fold.host_pid.map(|pid| match fold.steps_from {
-                    StepOrigin::Job => format!("pid {pid}"),
-                    StepOrigin::Attach => format!("pid {pid}, counted since attach"),
-                });
+                panel.steps_of = match (fold.host_pid, fold.steps_from) {
+                    (Some(pid), StepOrigin::Job) => Some(format!("pid {pid}")),
+                    (Some(pid), StepOrigin::Attach) => {
+                        Some(format!("pid {pid}, counted since attach"))
+                    }
+                    (None, StepOrigin::Job) => None,
+                    (None, StepOrigin::Attach) => Some("a writer, counted since attach".into()),
+                };
             }
         }
         let mut ooms_dropped = 0;

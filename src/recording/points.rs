@@ -26,7 +26,7 @@ pub struct PointGroup {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub high_water: Vec<u32>,
     /// Positions of the points whose step counts the steps since an attach (absent in a
-    /// recording made before 0.2's attach said so: read as the job's own).
+    /// recording from before the channel's `STEP_SINCE_ATTACH`: read as the job's own).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub since_attach: Vec<u32>,
 }

@@ -694,6 +694,19 @@ mod tests {
             None
         );
         assert_eq!(peak_not_covered(&note, None, StepOrigin::Job), None);
+        // A step counted from an attach is said so.
+        assert_eq!(
+            peak_not_covered(&note, Some(gib(9.99)), StepOrigin::Attach).as_deref(),
+            Some(
+                "this is the peak of step 2 since attach (3.77 GiB), not the run's peak 9.99 GiB: no snapshot covers it"
+            )
+        );
+        assert_eq!(
+            dumped_after_the_peak(&peak_note(GIB, 6), Some(5), StepOrigin::Attach).as_deref(),
+            Some(
+                "dumped in step 6 since attach, after the peak of step 5 since attach: its history rebuilds the moment of the peak"
+            )
+        );
     }
 
     #[test]

@@ -6,6 +6,9 @@
 use super::dir_watch::DirWatch;
 use crate::channel::cleaning::{self, Owners};
 use crate::channel::discover;
+use crate::channel::layout::sample::{
+    FLAG_NEW_HIGH_WATER as NEW_HIGH_WATER, FLAG_STEP_SINCE_ATTACH as STEP_SINCE_ATTACH,
+};
 use crate::channel::{
     Channel, DeviceSlot, EventRecord, Identity, Liveness, Policy, Update, WriterKind, WriterState,
     monotonic_ns, slot_uuid_string,
@@ -32,9 +35,6 @@ const CLEAN_EVERY: Duration = Duration::from_secs(60);
 const RETIRE_AFTER: Duration = Duration::from_secs(600);
 /// Files remembered as retired, so a scan does not open them again.
 const MAX_RETIRED: usize = 4096;
-use crate::channel::layout::sample::{
-    FLAG_NEW_HIGH_WATER as NEW_HIGH_WATER, FLAG_STEP_SINCE_ATTACH as STEP_SINCE_ATTACH,
-};
 
 /// A file's identity, the same whatever path reaches it (two ranks in one container see
 /// the same file through two `/proc/PID/root` paths).

@@ -37,9 +37,14 @@ impl Tmux {
             super::NO_CONFIG.1,
         );
         let t = Tmux { socket, pid_file };
+        // The pane stays from the server's start: set after `new-session`, a command that
+        // exits at once (`--once` on a loaded machine) could take its pane and the session
+        // with it first, leaving an empty screen.
+        let conf = dir.join("tmux.conf");
+        std::fs::write(&conf, "set-option -g remain-on-exit on\n").unwrap();
         t.tmux(&[
             "-f",
-            "/dev/null",
+            conf.to_str().unwrap(),
             "new-session",
             "-d",
             "-s",
@@ -52,7 +57,6 @@ impl Tmux {
             "-c",
             &wrapped,
         ]);
-        t.tmux(&["set-option", "-t", "t", "remain-on-exit", "on"]);
         t
     }
 

@@ -35,7 +35,7 @@ const KEYS: [(&str, &str); 13] = [
     ("Ctrl-Z", "suspend"),
 ];
 
-const MARKS: [(&str, &str); 7] = [
+const MARKS: [(&str, &str); 8] = [
     (
         "nearest OOM",
         "the rank whose steps-to-OOM forecast is the smallest in its job",
@@ -45,6 +45,10 @@ const MARKS: [(&str, &str); 7] = [
         "the rank whose peak grew fastest over the last minutes",
     ),
     ("straggler -N", "N steps behind the job's median step"),
+    (
+        "STEP 92+a",
+        "92 steps since vramscope attach (the job kept no count): not in the median",
+    ),
     (
         "STALE age: why",
         "figures not current: their source stopped answering, or its exporter stopped sampling",

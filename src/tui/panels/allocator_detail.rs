@@ -141,8 +141,8 @@ fn writer_line(
         Some(step) => Span::styled(step.to_string(), theme.value),
         None => Span::styled("-", theme.dim),
     });
-    if allocator.step.is_some() && allocator.steps_from == StepOrigin::Attach {
-        spans.push(Span::styled(" since attach", theme.label));
+    if allocator.step.is_some() {
+        spans.push(Span::styled(allocator.steps_from.after(), theme.label));
     }
     if !allocator.label.is_empty() {
         spans.push(separator(theme));

@@ -699,14 +699,18 @@ fn cell<'a>(view: &View, kind: SortColumn, width: u16, row: &'a TableRow) -> Cel
         SortColumn::Allocated | SortColumn::Reserved | SortColumn::AllocPeak => {
             allocator_cell(theme, row, row.allocator_figure(kind).map(units::bytes))
         }
-        // `92+a`: 92 steps since an attach, not the job's step 92 (the help says so).
-        SortColumn::Step => allocator_cell(
-            theme,
-            row,
-            row.allocator
-                .as_ref()
-                .and_then(|a| Some(a.steps_from.cell(a.step?))),
-        ),
+        // `92+a`: 92 steps since an attach, not the job's step 92 (the help says so). Too
+        // wide, it is cut at its end with the mark, so its number never loses a digit.
+        SortColumn::Step => Cell {
+            cut_mark: Some(theme.glyphs.cut),
+            ..allocator_cell(
+                theme,
+                row,
+                row.allocator
+                    .as_ref()
+                    .and_then(|a| Some(a.steps_from.cell(a.step?))),
+            )
+        },
         SortColumn::Pod => pod_cell(view, row, usize::from(width)),
         SortColumn::Command => command_cell(view, row),
     }
