@@ -71,11 +71,24 @@ fn instrumented() -> vramscope::state::Monitor {
         })
         .collect();
     events.push(AllocatorEvent {
-        step: Some(111),
         label: "backward/model.lm_head".into(),
+        ..oom_in_backward(NOW - 15_000, 111)
+    });
+    let poll = live_poll(points, events);
+    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
+        rejected: vec!["666-1.vsc: wrong magic".into()],
+        ..builders::channel_batch(NOW, vec![poll])
+    })));
+    m
+}
+
+/// An 8 GiB request refused in the backward pass at `step`, with 512 MiB free.
+fn oom_in_backward(at_ms: u64, step: u64) -> AllocatorEvent {
+    AllocatorEvent {
+        step: Some(step),
         phase: "backward".into(),
         ..builders::allocator_event(
-            NOW - 15_000,
+            at_ms,
             EventKind::Oom {
                 requested: Ok(8 * GIB),
                 device_free: Ok(GIB / 2),
@@ -85,13 +98,7 @@ fn instrumented() -> vramscope::state::Monitor {
                 retries: Ok(2),
             },
         )
-    });
-    let poll = live_poll(points, events);
-    m.ingest(SourceEvent::Channels(Box::new(ChannelBatch {
-        rejected: vec!["666-1.vsc: wrong magic".into()],
-        ..builders::channel_batch(NOW, vec![poll])
-    })));
-    m
+    }
 }
 
 /// pid 4242's live channel, rank 0 of 8, publishing `points` and `events`.
@@ -189,22 +196,7 @@ fn attached_from_its_attach() -> vramscope::state::Monitor {
             ..builders::allocator_point(NOW - 10_000 + i * 1000, 20 * GIB, 26 * GIB)
         })
         .collect();
-    let oom = AllocatorEvent {
-        step: Some(92),
-        phase: "backward".into(),
-        ..builders::allocator_event(
-            NOW - 500,
-            EventKind::Oom {
-                requested: Ok(8 * GIB),
-                device_free: Ok(GIB / 2),
-                device_total: Ok(80 * GIB),
-                allocated: Ok(20 * GIB),
-                reserved: Ok(26 * GIB),
-                retries: Ok(2),
-            },
-        )
-    };
-    let mut poll = live_poll(points, vec![oom]);
+    let mut poll = live_poll(points, vec![oom_in_backward(NOW - 500, 92)]);
     poll.step = Some(92);
     poll.identity = Arc::new(WriterIdentity {
         attached: true,
