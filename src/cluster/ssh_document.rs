@@ -131,7 +131,8 @@ pub fn series(text: &str, host: &str) -> Result<Vec<Series>, String> {
         }
         let since_attach = p[process::STEPS_FROM.key]
             .as_str()
-            .map(|from| f64::from(u8::from(from == StepOrigin::Attach.key())));
+            .and_then(StepOrigin::from_key)
+            .map(|from| f64::from(from.since_attach()));
         push(process::STEPS_FROM.family, &labels, since_attach);
         if let Some(d) = on_gpu {
             push(slot::OOMS.family, &labels, number(&d[slot::OOMS.key]));

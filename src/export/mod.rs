@@ -260,7 +260,7 @@ impl<W: Write> Rows<'_, W> {
                         gpu,
                         pid,
                         STEPS_SINCE_ATTACH,
-                        1,
+                        StepOrigin::Attach.since_attach(),
                     )?;
                 }
             }
@@ -348,7 +348,15 @@ fn since_attach(
     (t, gpu, pid): (u64, Option<u32>, Option<u32>),
 ) -> io::Result<()> {
     match fold.steps_from {
-        StepOrigin::Attach => row(out, t, "allocator", gpu, pid, STEPS_SINCE_ATTACH, 1),
+        StepOrigin::Attach => row(
+            out,
+            t,
+            "allocator",
+            gpu,
+            pid,
+            STEPS_SINCE_ATTACH,
+            StepOrigin::Attach.since_attach(),
+        ),
         StepOrigin::Job => Ok(()),
     }
 }

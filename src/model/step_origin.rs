@@ -33,6 +33,19 @@ impl StepOrigin {
         }
     }
 
+    /// The origin a `steps_from` value names (a remote `--json`); `None` for anything else.
+    pub fn from_key(key: &str) -> Option<StepOrigin> {
+        [StepOrigin::Job, StepOrigin::Attach]
+            .into_iter()
+            .find(|o| o.key() == key)
+    }
+
+    /// The 0/1 that formats holding only numbers give it (`/metrics`' family, export's row):
+    /// 1 for steps since an attach.
+    pub fn since_attach(self) -> u8 {
+        u8::from(self == StepOrigin::Attach)
+    }
+
     /// A step as prose says it: `step 92`, or `step 92 since attach`.
     pub fn words(self, step: u64) -> String {
         format!("step {step}{}", self.after())
@@ -71,5 +84,16 @@ mod tests {
         assert_eq!(StepOrigin::of(true).cell(92), "92+a");
         assert_eq!(StepOrigin::of(false).cell(92), "92");
         assert_eq!(StepOrigin::Attach.key(), "attach");
+        for o in [StepOrigin::Job, StepOrigin::Attach] {
+            assert_eq!(StepOrigin::from_key(o.key()), Some(o));
+        }
+        assert_eq!(StepOrigin::from_key("\u{1b}[2Jattach"), None);
+        assert_eq!(
+            (
+                StepOrigin::Job.since_attach(),
+                StepOrigin::Attach.since_attach()
+            ),
+            (0, 1)
+        );
     }
 }

@@ -10,9 +10,7 @@ use crate::model::allocator::RowProcess;
 use crate::model::foresight::Forecast;
 use crate::model::mig::RowInstance;
 use crate::model::snapshot::{ExitedRow, allocator_of, channel_of};
-use crate::model::{
-    AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot, StepOrigin,
-};
+use crate::model::{AllocatorSnapshot, PodInfo, ProcessAllocator, ProcessRow, Reading, Snapshot};
 
 /// Label values are cut to this many bytes: a command line can be long, and every byte of
 /// a label is stored with every sample.
@@ -138,7 +136,7 @@ impl AllocatorFigures {
             step: allocator.step,
             steps_since_attach: allocator
                 .step
-                .map(|_| u64::from(allocator.steps_from == StepOrigin::Attach)),
+                .map(|_| u64::from(allocator.steps_from.since_attach())),
             oom_in_steps: match &allocator.forecast {
                 Forecast::OomIn { steps, .. } if allocator.liveness.is_running() => Some(*steps),
                 _ => None,
