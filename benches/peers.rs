@@ -125,6 +125,14 @@ fn main() {
     );
     let _ = writeln!(header, "{}", environment_line(&env));
     let _ = writeln!(header, "output: {}", out.display());
+    if let Some(floor) = support::idle_wake_cost_us(Duration::from_millis(100), 50) {
+        let _ = writeln!(
+            header,
+            "wake floor: a thread that only sleeps 100 ms and wakes costs {floor:.1} µs of CPU \
+             per wake here, so vramscope's 9 peeks a second cost at least {:.3} ms per 1 s refresh",
+            floor * 9.0 / 1000.0
+        );
+    }
     print!("{header}");
 
     let mut report = Report::default();

@@ -7,7 +7,9 @@
 //! memory).
 //! After the table, the cost of one peek (the fast memory sampling's read of every GPU between
 //! refreshes): the CPU a second the 1 s runs with peeks cost over the one without, divided by
-//! the peeks a second they made (from the fake's count of memory reads beyond the refreshes').
+//! the peeks a second they made (from the fake's count of memory reads beyond the refreshes'),
+//! beside what a thread that does nothing but sleep 100 ms and wake costs per wake here: the
+//! least any peek can cost on this machine.
 //! Printed per run: CPU time per refresh and per second (utime+stime from /proc/PID/stat over
 //! the run, and the same from the threads' schedstat in ns, since stat counts 10 ms ticks over
 //! the run), time from start to first frame, peak RSS (VmHWM), and NVML calls per refresh and
@@ -191,6 +193,8 @@ fn print_peek_cost(runs: &[(&str, Result)]) {
         return;
     };
     let reads = |r: &Result| r.calls_by_function.get(PEEK_CALL).copied().unwrap_or(0.0);
+    // A peek cannot cost less than the wake-up after its sleep, whatever it does once awake.
+    let floor = support::idle_wake_cost_us(std::time::Duration::from_millis(100), 50);
     println!("cost per peek ({GPUS} GPUs, 1000ms refresh, against peaks off):");
     for (peaks, r) in runs.iter().filter(|(peaks, _)| *peaks != "off") {
         let peeks_per_second = (reads(r) - reads(off)) / GPUS as f64;
@@ -200,9 +204,19 @@ fn print_peek_cost(runs: &[(&str, Result)]) {
             continue;
         }
         let per_peek_us = extra_ms * 1000.0 / peeks_per_second;
+        let above_floor = floor.map_or(String::new(), |f| {
+            format!(
+                ", {:.1} µs per GPU read above the wake-up",
+                (per_peek_us - f) / GPUS as f64
+            )
+        });
         println!(
-            "  {peaks:>6}: {peeks_per_second:.1} peeks/s, {extra_ms:+.3} ms/s of CPU: {per_peek_us:.1} µs per peek, {:.1} µs per GPU read",
-            per_peek_us / GPUS as f64
+            "  {peaks:>6}: {peeks_per_second:.1} peeks/s, {extra_ms:+.3} ms/s of CPU: {per_peek_us:.1} µs per peek{above_floor}"
+        );
+    }
+    if let Some(floor) = floor {
+        println!(
+            "  the wake-up: a thread that only sleeps 100 ms and wakes costs {floor:.1} µs per wake here"
         );
     }
 }

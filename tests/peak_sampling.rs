@@ -171,12 +171,14 @@ fn a_peek_blocked_in_the_driver_holds_only_its_gpu_and_piles_nothing_up() {
         return;
     }
     // GPU 0's memory call blocks 5 s from about 1.3 s, where only peeks fall (the refreshes
-    // come near whole seconds); GPU 1 spikes for 250 ms while GPU 0 is stuck.
+    // come near whole seconds). The spare worker starts once the refresh the stuck peek holds
+    // up is half a second late (about 2.5 s); GPU 1 then spikes for 250 ms between two
+    // refreshes, while GPU 0 is still stuck, and only the spare's peeks can catch it.
     let mut gpu1 = h100(1);
     gpu1["timeline"] = json!([
         { "t": 0, "memory_used": BASE, "gpu_util": 5, "mem_util": 1 },
-        { "t": 2.375, "memory_used": SPIKE },
-        { "t": 2.625, "memory_used": BASE }
+        { "t": 3.375, "memory_used": SPIKE },
+        { "t": 3.625, "memory_used": BASE }
     ]);
     let scenario = Scenario::new(&json!({
         "devices": [h100(0), gpu1],

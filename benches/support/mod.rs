@@ -143,3 +143,27 @@ pub fn timeline_point(t: impl Into<Value>, extra_gib: u64, gpu_util: u64, power:
         "sm_clock": 1700, "mem_clock": 2619, "fan": 40, "encoder": 0, "decoder": 0,
         "throttle_reasons": 0, "ecc_corrected": 0, "ecc_uncorrected": 0, "pstate": 0 })
 }
+
+/// The CPU one wake-up costs on this machine, in µs: a thread that does nothing but sleep
+/// `period` at a time, `wakes` times (the schedstat clock of its own thread, as the monitors
+/// are measured). A peek wakes the sampler after such a sleep, so this is the least a peek
+/// can cost here, however little it does; on a virtual machine it is tens of µs, most of it
+/// the cold caches after the sleep (the longer the sleep, the more it costs).
+pub fn idle_wake_cost_us(period: std::time::Duration, wakes: u32) -> Option<f64> {
+    let own_cpu_ns = || -> Option<f64> {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        stat.split_whitespace().next()?.parse().ok()
+    };
+    std::thread::spawn(move || {
+        let before = own_cpu_ns()?;
+        let mut due = std::time::Instant::now();
+        for _ in 0..wakes {
+            due += period;
+            std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+        }
+        Some((own_cpu_ns()? - before) / 1000.0 / f64::from(wakes.max(1)))
+    })
+    .join()
+    .ok()
+    .flatten()
+}

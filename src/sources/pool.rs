@@ -21,8 +21,9 @@
 //!
 //! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
 //! read each GPU's used memory alone, behind the same per-GPU locks and under the same
-//! watchdog: a peek blocked in the driver holds one GPU like a blocked full sample, and a
-//! peek tick missed while a call blocks is skipped, not made up. A peek sends nothing: each
+//! watchdog (rung by the alarm the full tick before set for just after the next is due): a
+//! peek blocked in the driver holds one GPU like a blocked full sample, and a peek tick
+//! missed while a call blocks is skipped, not made up. A peek sends nothing: each
 //! GPU's sampler keeps the highest reading and hands it over with its next full sample, so the
 //! state owner and the screen wake no more often than before.
 
@@ -269,27 +270,40 @@ where
     }
 }
 
-/// A peek tick (`Jobs::peek`), watched like a full tick, so a peek stuck in the driver gets a
-/// spare worker started beside it. The watchdog's alarm is set but not cancelled when the next
-/// tick is sure to come before it rings (peeks closer together than `STUCK_AFTER_MS`): that
-/// tick sets it again, so a healthy peek costs one syscall on the alarm, not two.
+/// A peek tick (`Jobs::peek`). It touches no alarm: the full tick before it set the watchdog
+/// to ring just after the next full tick is due (`run_jobs`), and every full tick sets it
+/// again on starting. So a peek stuck in the driver keeps that tick from starting, and the
+/// alarm rings and starts a spare worker no later than `STUCK_AFTER_MS` after the refresh it
+/// held up was due, the most a stuck full tick may hold up the next. A healthy peek makes no
+/// syscall but its NVML read: on a virtual machine a syscall that sets a timer costs
+/// microseconds, and at nine peeks a second that was a tenth of the monitor's sampling CPU.
 fn peek_gpus(shared: &Shared, me: &Worker) {
-    let Some(peek_ms) = shared.peek_ms else {
-        return;
-    };
-    shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
-    if shared.jobs.peek(&Watched { shared, me }) == 0 || peek_ms >= STUCK_AFTER_MS {
-        shared.calm_watchdog();
+    if shared.peek_ms.is_some() {
+        shared.jobs.peek(&Watched { shared, me });
     }
 }
 
 /// One tick (`Jobs::tick`), watched.
+/// Where peeks fall between full ticks, the alarm is not cancelled at the end but set to ring
+/// `STUCK_AFTER_MS` after the next full tick is due, which that tick's start replaces: the
+/// watch over the peeks between (`peek_gpus`).
 fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
-    shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
+    let stuck_after = Duration::from_millis(STUCK_AFTER_MS + 1);
+    shared.ring_watchdog_in(stuck_after);
     let interval_ms = shared.interval_ms.load(Ordering::Relaxed);
     let batch = shared.jobs.tick(interval_ms, &Watched { shared, me });
-    shared.calm_watchdog();
+    if peeks_between(interval_ms, shared.peek_ms) {
+        let (next_full, _) = shared.schedule.next(interval_ms, None);
+        shared.ring_watchdog_in(next_full.saturating_duration_since(Instant::now()) + stuck_after);
+    } else {
+        shared.calm_watchdog();
+    }
     batch
+}
+
+/// Whether peek ticks fall between full ticks at this refresh period.
+fn peeks_between(interval_ms: u64, peek_ms: Option<u64>) -> bool {
+    peek_ms.is_some_and(|p| p > 0 && p < interval_ms)
 }
 
 /// A worker leaves when another healthy worker is there to carry on: this is how the pool
