@@ -60,6 +60,7 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
         "-v",
         "test_real_torch",
         "test_real_torch_sites",
+        "test_real_torch_categories",
     ])
     .current_dir(Path::new(REPO).join("python/tests"))
     .env("PYTHONDONTWRITEBYTECODE", "1")

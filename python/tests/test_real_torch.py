@@ -93,9 +93,10 @@ class Steps(RealTorchCase):
         layer = torch.nn.Linear(4, 2)
         opt = torch.optim.Adam(layer.parameters(), lr=0.1)
         # Adam asks the CUDA stream whether it is capturing when CUDA is available: the
-        # simulation has no stream, and these parameters are on the CPU.
-        available, torch.cuda.is_available = torch.cuda.is_available, lambda: False
-        self.addCleanup(setattr, torch.cuda, "is_available", available)
+        # simulation has no stream, and these parameters are on the CPU. Set through the
+        # simulation, whose uninstall restores torch's own (a cleanup run after tearDown
+        # put the simulation's back, and the modules after this one saw CUDA available).
+        self.cuda._set(torch.cuda, "is_available", lambda: False)
         for _ in range(300):  # the job's steps before the attach
             train_step(layer, opt)
         steps, notes = self.attached_step(layer, opt)
@@ -122,8 +123,7 @@ class Steps(RealTorchCase):
     def test_an_attached_writer_with_the_jobs_own_count_says_nothing_of_the_attach(self):
         layer = torch.nn.Linear(4, 2)
         opt = torch.optim.Adam(layer.parameters(), lr=0.1)
-        available, torch.cuda.is_available = torch.cuda.is_available, lambda: False
-        self.addCleanup(setattr, torch.cuda, "is_available", available)
+        self.cuda._set(torch.cuda, "is_available", lambda: False)  # as in the test above
         for _ in range(3):
             train_step(layer, opt)
         self.attached_step(layer, opt)
@@ -186,7 +186,7 @@ class Steps(RealTorchCase):
 
         self.assertTrue(vramscope.start(framework="torch"))
         # Where CUDA is available Dynamo saves its RNG state, which has no simulation.
-        torch.cuda.is_available = lambda: False
+        self.cuda._set(torch.cuda, "is_available", lambda: False)
         layer, opt = self.model()
         torch._dynamo.reset()
         counters.clear()
