@@ -50,6 +50,7 @@ package!(
     "_sites.py",
     "_torch.py",
     "_torch_boot.py",
+    "_torch_categories.py",
     "_torch_hooks.py",
     "_torch_modules.py",
     "_torch_source.py",
