@@ -428,3 +428,50 @@ fn a_writer_naming_a_gpu_this_host_lacks_joins_none_even_when_its_bus_id_matches
     );
     writer.finish(vramscope::channel::Exit::Clean).unwrap();
 }
+
+#[test]
+fn json_names_the_figures_of_memory_by_kind_and_says_which_the_writer_could_not_tell() {
+    let work = tempfile::tempdir().unwrap();
+    let channels = work.path().join("channels");
+    let mut writer = writer_in(&channels);
+    let pid = std::process::id();
+    writer.publish_device(
+        0,
+        &DeviceFigures {
+            allocated: Some(20 * GIB),
+            reserved: Some(24 * GIB),
+            ..DeviceFigures::default()
+        },
+    );
+    // What the Python writer writes at a step's end: buffers belong to modules it does not
+    // hold, so they are absent, not zero.
+    writer.event(&EventFields {
+        slot: Some(0),
+        step: Some(3),
+        args: [
+            4 * GIB,
+            vramscope::channel::ABSENT,
+            4 * GIB,
+            8 * GIB,
+            vramscope::channel::ABSENT,
+            vramscope::channel::ABSENT,
+        ],
+        ..EventFields::new(EventKind::MemoryKinds)
+    });
+    let scenario = Scenario::new(&scenario_listing(pid, 25 * GIB));
+    let doc = scenario.json_reading(&channels);
+    let kinds = doc["allocators"][0]["recent_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == json!("memory_kinds"))
+        .unwrap_or_else(|| panic!("the memory_kinds event: {doc:#}"));
+    assert_eq!(kinds["step"], json!(3));
+    let figures = &kinds["figures"];
+    assert_eq!(figures["parameters"], json!(4 * GIB));
+    assert_eq!(figures["gradients"], json!(4 * GIB));
+    assert_eq!(figures["optimizer_state"], json!(8 * GIB));
+    assert_eq!(figures["buffers"], Value::Null);
+    assert_eq!(figures["unavailable"]["buffers"], json!("not supported"));
+    writer.finish(vramscope::channel::Exit::Clean).unwrap();
+}

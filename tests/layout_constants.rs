@@ -360,6 +360,8 @@ fn table() -> Vec<Row> {
             Some("EV_EMPTY_CACHE"),
             Some("VSC_EV_EMPTY_CACHE")
         ),
+        // Written by the Python writer alone: the C and Rust writers have no categories.
+        int!(event::MEMORY_KINDS, Some("EV_MEMORY_KINDS"), None),
         int!(event::SNAPSHOT_OOM, Some("SNAPSHOT_OOM"), None),
         int!(event::SNAPSHOT_PEAK, Some("SNAPSHOT_PEAK"), None),
         int!(event::SNAPSHOT_REQUEST, Some("SNAPSHOT_REQUEST"), None),

@@ -21,7 +21,7 @@ except ImportError:
 import vramscope
 from _simulated_cuda import GIB, SimulatedCuda
 
-EV_OOM, EV_STEP_END, EV_MARK, EV_SNAPSHOT_WRITTEN, EV_EMPTY_CACHE = 1, 5, 6, 10, 12
+EV_OOM, EV_STEP_END, EV_MARK, EV_SNAPSHOT_WRITTEN, EV_EMPTY_CACHE, EV_MEMORY_KINDS = 1, 5, 6, 10, 12, 13
 KIND_PYTORCH, KIND_JAX = 1, 2
 
 
@@ -299,6 +299,46 @@ class Oom(RealTorchCase):
         vramscope.step()
         self.assertEqual(self.snap().devices[0].ooms, 1)
         self.assertEqual(len(self.events(EV_OOM)), 2)
+
+
+class MemoryKinds(RealTorchCase):
+    """MEMORY_KINDS events: memory by kind at a step's end, written where it changed. The
+    simulated driver has no CUDA tensors (a tensor on a GPU needs one), so the hook's own
+    measure finds the CPU parameters and writes nothing for the GPU; what it writes for a
+    CUDA device is driven here through the same session call with figures as the measure
+    gives them."""
+
+    def test_cpu_parameters_are_no_gpus_memory(self):
+        self.assertTrue(vramscope.start(framework="torch"))
+        layer, opt = self.model()
+        for _ in range(3):
+            train_step(layer, opt)
+        vramscope.note("after")
+        self.assertEqual(len(self.events(EV_STEP_END)), 3)
+        self.assertEqual(self.events(EV_MEMORY_KINDS), [])
+
+    def test_an_event_where_the_kinds_changed_and_only_there(self):
+        from vramscope import _runtime, _torch_categories as C
+        from vramscope._torch_hooks import _kinds_by_cuda_device
+
+        self.assertTrue(vramscope.start(framework="torch"))
+        vramscope.step()
+        rt = _runtime.current()
+        measured = {("cuda", 0): {C.PARAMETERS: 4096, C.BUFFERS: 0, C.GRADIENTS: 4096, C.OPTIMIZER: 0},
+                    ("cpu", None): {C.PARAMETERS: 64, C.BUFFERS: 0, C.GRADIENTS: 0, C.OPTIMIZER: 0}}
+        kinds = _kinds_by_cuda_device(measured)
+        self.assertEqual(kinds, [(0, (4096, None, 4096, 0))], "the GPU's only, buffers unknown")
+        state = rt.adapter.slot_of_device(rt.session, 0)
+        with _runtime._lock:
+            self.assertTrue(rt.session.memory_kinds(state, kinds[0][1]))
+            self.assertFalse(rt.session.memory_kinds(state, kinds[0][1]), "unchanged: no event")
+            # AdamW's state made at the first step: a change.
+            self.assertTrue(rt.session.memory_kinds(state, (4096, None, 4096, 8192)))
+        (first, second) = self.events(EV_MEMORY_KINDS)
+        absent = 2**64 - 1
+        self.assertEqual(first.args[:4], (4096, absent, 4096, 0))
+        self.assertEqual(second.args[:4], (4096, absent, 4096, 8192))
+        self.assertEqual((first.slot, first.step), (state.slot, 1))
 
 
 # A training step that dies of an OOM inside its phases, run as its own program so the

@@ -146,6 +146,9 @@ EV_EXIT = 9
 EV_SNAPSHOT_WRITTEN = 10
 EV_FOREIGN_PEAK_RESET = 11
 EV_EMPTY_CACHE = 12
+# Memory by kind, at a step's end where it changed: a0 parameters, a1 buffers, a2 gradients,
+# a3 optimizer state (bytes; ABSENT where not known).
+EV_MEMORY_KINDS = 13
 
 # SNAPSHOT_WRITTEN's a2: why the snapshot was dumped.
 SNAPSHOT_OOM = 0

@@ -66,6 +66,9 @@ class SlotState:
         self.own_ooms = None
         # The last OOM event not yet matched by an uncaught error: (step, phase, args).
         self.unmatched_oom = None
+        # The memory by kind last written as an event: (parameters, buffers, gradients,
+        # optimizer state), None where not known.
+        self.kinds = None
 
 
 def _high_water_worth_an_event(state, t, peak):
@@ -246,6 +249,20 @@ class Session:
         self.step = ended + 1
         self._step_started = t
         self._write_status(t)
+
+    def memory_kinds(self, state, kinds, t=None):
+        """Memory by kind on the slot of `state` at the end of the current step: (parameters,
+        buffers, gradients, optimizer state) in bytes, None where not known. Written as a
+        MEMORY_KINDS event only when it differs from the last one written for the slot: most
+        steps change none of them."""
+        kinds = tuple(kinds)
+        if kinds == state.kinds:
+            return False
+        if t is None:
+            t = self.clock()
+        self._event(t, L.EV_MEMORY_KINDS, state.slot, kinds)
+        state.kinds = kinds
+        return True
 
     # -- phases and labels ------------------------------------------------------------------
 

@@ -104,6 +104,10 @@ class TorchAdapter(PolledAdapter):
     def _state(self, session, device):
         return self.slot_state(session, ("torch", device), lambda: self.source.identity(device))
 
+    def slot_of_device(self, session, device):
+        """The slot of CUDA device `device` (torch's ordinal), made at its first use."""
+        return self._state(session, device)
+
     def _read(self, device):
         stats = self.source.stats(device)
         if not stats:

@@ -11,12 +11,39 @@ import sys
 
 from . import _layout as L
 from . import _runtime
+from . import _torch_categories
 from . import _torch_virtual
 
 
-def _replay_step(rt, t, readings):
+def _replay_step(rt, t, readings, kinds=()):
     rt.adapter.replay(rt.session, t, readings)
+    for device, figures in kinds:
+        state = rt.adapter.slot_of_device(rt.session, device)
+        if state is not None:
+            rt.session.memory_kinds(state, figures, t)
     rt.session.end_step(t)
+
+
+def _kinds_by_cuda_device(measured):
+    """(device index, (parameters, buffers, gradients, optimizer state)) for each CUDA device
+    in `Categories.measure`'s answer. The buffers are not known from an optimizer alone
+    (they belong to modules, which a zero-code writer does not hold): absent."""
+    out = []
+    for (device_type, index), kinds in measured.items():
+        if device_type != "cuda" or index is None:
+            continue
+        out.append(
+            (
+                index,
+                (
+                    kinds[_torch_categories.PARAMETERS],
+                    None,
+                    kinds[_torch_categories.GRADIENTS],
+                    kinds[_torch_categories.OPTIMIZER],
+                ),
+            )
+        )
+    return out
 
 
 def _sync_step(rt, done):
@@ -64,6 +91,8 @@ class TorchHooks:
         self._undo = []
         self._adapter = None
         self._first_optimizer = None
+        # Memory by kind, counted at each step boundary from the stepping optimizer.
+        self._categories = _torch_categories.Categories(torch)
         # An attached writer takes the job's step at its first step boundary.
         self._step_synced = False
 
@@ -133,10 +162,24 @@ class TorchHooks:
         # first (bench_step_hook.py measures the difference).
         t = rt.session.clock()
         readings = self._adapter.capture()
+        kinds = self._memory_kinds(optimizer)
         if _runtime.attached and not self._step_synced:
             self._step_synced = True
             rt.defer(_sync_step, optimizer_steps_taken(optimizer))
-        rt.defer(_replay_step, t, readings)
+        rt.defer(_replay_step, t, readings, kinds)
+
+    def _memory_kinds(self, optimizer):
+        """Memory by kind on each CUDA device, read here, before the program's `zero_grad`
+        frees the gradients. An optimizer or tensor this cannot read turns the counting
+        off for the run, said once: the step itself is never lost to it."""
+        if self._categories is None:
+            return ()
+        try:
+            return _kinds_by_cuda_device(self._categories.measure([optimizer]))
+        except Exception as e:
+            self._categories = None
+            _runtime.internal_error(e)
+            return ()
 
     # -- OOM --------------------------------------------------------------------------------
 

@@ -493,7 +493,27 @@ class Checker:
             ("vramscope_process_allocator_peak_bytes", metric(m, "vramscope_process_allocator_peak_bytes", host)),
         ])
         self.check_report(caught, fatal, peak, host)
+        # Read while the job held still at its caught OOM, when fewer events had passed.
+        self.check_kinds(allocator_of(self.moments["caught"]["json"], pid) or {}, caught)
         self.check_final_screen(host)
+
+    def check_kinds(self, allocator, caught):
+        """Memory by kind: the writer's last MEMORY_KINDS event against the job's own count of
+        its parameters and Adam's state on the GPU."""
+        want = caught.get("kinds") or {}
+        if not want.get("parameters"):
+            say("SKIP", "memory by kind", "the job's tensors are not on a GPU (the simulated run keeps them on the CPU)")
+            return
+        events = [e for e in allocator.get("recent_events") or [] if e.get("kind") == "memory_kinds"]
+        got = (events[-1].get("figures") or {}) if events else {}
+        compare("memory by kind: parameters", [
+            ("the job's parameters, 512-byte blocks", want["parameters"]),
+            ("vramscope's memory_kinds event", got.get("parameters")),
+        ])
+        compare("memory by kind: optimizer state", [
+            ("the job's Adam state on the GPU", want["optimizer_state"]),
+            ("vramscope's memory_kinds event", got.get("optimizer_state")),
+        ])
 
     def check_final_screen(self, host):
         if not self.tmux_socket:

@@ -208,6 +208,17 @@ class Trainer:
         self.x = torch.randn(batch, width, device=DEVICE)
         self.steps = 0  # optimizer steps taken: what the writer's hook counts
 
+    def kinds(self):
+        """What `vramscope._torch_categories` must find on the GPU: the parameters and Adam's
+        state, each storage as its 512-byte allocator block (Adam's `step` counts stay on the
+        CPU). The gradients are gone by the time a note is written (`zero_grad`)."""
+
+        def on_gpu(tensors):
+            return sum(round_up(t.untyped_storage().nbytes()) for t in tensors if t.is_cuda)
+
+        state = [v for s in self.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+        return {"parameters": on_gpu(self.model.parameters()), "optimizer_state": on_gpu(state)}
+
     def adam_step(self):
         states = [s for s in self.optimizer.state.values() if "step" in s]
         return int(states[0]["step"]) if states else 0
@@ -253,6 +264,7 @@ def note(name, **extra):
     record = {"name": name, "pid": os.getpid(), "time_ms": time.time() * 1000.0, "steps": TRAINER.steps if TRAINER else 0}
     if TRAINER:
         record["adam_step"] = TRAINER.adam_step()
+        record["kinds"] = TRAINER.kinds()
     record["torch"] = torch_figures()
     record.update(extra)
     path = os.path.join(HOLD_DIR, name + ".json")

@@ -173,6 +173,9 @@ event_kinds! {
         "peak reset by the program", ["before", "after"];
     EmptyCache = event::EMPTY_CACHE, "EMPTY_CACHE", "empty_cache", "cache emptied",
         ["before", "after"];
+    /// What the step's end held by kind, in bytes; written only where it changed.
+    MemoryKinds = event::MEMORY_KINDS, "MEMORY_KINDS", "memory_kinds", "memory by kind",
+        ["parameters", "buffers", "gradients", "optimizer_state"];
 }
 
 impl EventKind {

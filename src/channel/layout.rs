@@ -263,6 +263,8 @@ pub mod event {
     pub const SNAPSHOT_WRITTEN: u16 = 10;
     pub const FOREIGN_PEAK_RESET: u16 = 11;
     pub const EMPTY_CACHE: u16 = 12;
+    /// Memory by kind at a step's end, written where it changed (§2.8).
+    pub const MEMORY_KINDS: u16 = 13;
 
     /// `SNAPSHOT_WRITTEN`'s reason (`a2`): why the writer dumped the snapshot.
     pub const SNAPSHOT_OOM: u64 = 0;

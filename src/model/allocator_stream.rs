@@ -219,6 +219,13 @@ pub enum EventKind {
         before: Reading<u64>,
         after: Reading<u64>,
     },
+    /// Memory by kind at the step's end (bytes), written where it changed.
+    MemoryKinds {
+        parameters: Reading<u64>,
+        buffers: Reading<u64>,
+        gradients: Reading<u64>,
+        optimizer_state: Reading<u64>,
+    },
     Unknown {
         code: u16,
     },
@@ -246,6 +253,7 @@ impl EventKind {
             EventKind::SnapshotWritten { .. } => RawKind::SnapshotWritten,
             EventKind::ForeignPeakReset { .. } => RawKind::ForeignPeakReset,
             EventKind::EmptyCache { .. } => RawKind::EmptyCache,
+            EventKind::MemoryKinds { .. } => RawKind::MemoryKinds,
             EventKind::Unknown { code } => RawKind::Unknown(*code),
         }
     }
@@ -308,6 +316,12 @@ impl EventKind {
                 before: a(0),
                 after: a(1),
             },
+            RawKind::MemoryKinds => EventKind::MemoryKinds {
+                parameters: a(0),
+                buffers: a(1),
+                gradients: a(2),
+                optimizer_state: a(3),
+            },
             RawKind::Unknown(code) => EventKind::Unknown { code },
         }
     }
@@ -361,6 +375,17 @@ impl EventKind {
                 allocated.clone(),
                 max_entries.clone(),
                 deleted.clone(),
+            ],
+            EventKind::MemoryKinds {
+                parameters,
+                buffers,
+                gradients,
+                optimizer_state,
+            } => vec![
+                parameters.clone(),
+                buffers.clone(),
+                gradients.clone(),
+                optimizer_state.clone(),
             ],
             EventKind::Unknown { code } => vec![Ok(u64::from(*code))],
             EventKind::PhaseBegin | EventKind::Mark => vec![],

@@ -656,6 +656,16 @@ pub enum EventKindDef {
         #[serde(with = "reading")]
         after: Reading<u64>,
     },
+    MemoryKinds {
+        #[serde(with = "reading")]
+        parameters: Reading<u64>,
+        #[serde(with = "reading")]
+        buffers: Reading<u64>,
+        #[serde(with = "reading")]
+        gradients: Reading<u64>,
+        #[serde(with = "reading")]
+        optimizer_state: Reading<u64>,
+    },
     Unknown {
         code: u16,
     },
