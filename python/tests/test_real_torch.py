@@ -340,6 +340,23 @@ class MemoryKinds(RealTorchCase):
         self.assertEqual(second.args[:4], (4096, absent, 4096, 8192))
         self.assertEqual((first.slot, first.step), (state.slot, 1))
 
+    def test_unchanged_kinds_are_written_again_now_and_then_and_the_first_is_step_0(self):
+        from vramscope import _runtime
+
+        self.assertTrue(vramscope.start(framework="torch"))
+        rt = _runtime.current()
+        state = rt.adapter.slot_of_device(rt.session, 0)
+        kinds = (4096, None, 0, 0)
+        with _runtime._lock:
+            written = []
+            for _ in range(300):
+                written.append(rt.session.memory_kinds(state, kinds))
+                rt.session.end_step()
+        # The channel's event ring is bounded: a monitor started late still finds one.
+        self.assertEqual([i for i, w in enumerate(written) if w], [0, 128, 256])
+        steps = [e.step for e in self.events(EV_MEMORY_KINDS)]
+        self.assertEqual(steps[-3:], [0, 128, 256])
+
 
 # A training step that dies of an OOM inside its phases, run as its own program so the
 # exception really is uncaught: the phases unwind, then the interpreter's hook runs.

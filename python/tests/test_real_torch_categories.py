@@ -228,6 +228,38 @@ class CountedOncePerChange(unittest.TestCase):
         categories.measure([optimizer], [model])
         self.assertEqual(len(counts), 2, "a new parameter group is a change")
 
+    def test_a_checkpoint_loaded_or_a_parameter_cast_is_counted_again(self):
+        model = Mlp()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        categories = C.Categories(torch)
+        model(Mlp.batch()).sum().backward()
+        optimizer.step()
+        before = categories.measure([optimizer], [model])[CPU]
+        # A rollback: every state tensor replaced, as many as before.
+        optimizer.load_state_dict(optimizer.state_dict())
+        for state in optimizer.state.values():
+            state["exp_avg"] = torch.zeros(state["exp_avg"].numel() * 2)
+        grown = categories.measure([optimizer], [model])[CPU]
+        self.assertGreater(grown[C.OPTIMIZER], before[C.OPTIMIZER])
+        # `p.data = ...` keeps the parameter and changes its storage.
+        for param in model.parameters():
+            param.data = param.data.double()
+        cast = categories.measure([optimizer], [model])[CPU]
+        self.assertEqual(cast[C.PARAMETERS], 2 * before[C.PARAMETERS])
+
+    def test_a_dropped_model_is_not_kept_alive_by_its_count(self):
+        import gc
+        import weakref
+
+        model = Mlp()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        categories = C.Categories(torch)
+        categories.measure([optimizer], [model])
+        gone = weakref.ref(next(model.parameters()))
+        del model, optimizer
+        gc.collect()
+        self.assertIsNone(gone(), "the count holds the parameters weakly")
+
     def test_gradients_follow_zero_grad_at_every_measure(self):
         model = Mlp()
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

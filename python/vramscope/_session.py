@@ -29,6 +29,9 @@ _HIGH_WATER_EVENT_GAP_NS = 1_000_000_000
 # anyway, and the monitor reads the slot at most every 100 ms. Readings that mark a new
 # peak, a reset, a boundary or come from the program itself are written at once.
 _SLOT_EVERY_NS = 100_000_000
+# MEMORY_KINDS unchanged is written again after this many steps: with at least one STEP_END
+# a step per slot, the 512 events of a default channel still hold one.
+_KINDS_AGAIN_STEPS = 128
 _URGENT = L.SAMPLE_NEW_HIGH_WATER | L.SAMPLE_FOREIGN_RESET_SEEN
 
 
@@ -69,6 +72,7 @@ class SlotState:
         # The memory by kind last written as an event: (parameters, buffers, gradients,
         # optimizer state), None where not known.
         self.kinds = None
+        self.kinds_step = None
 
 
 def _high_water_worth_an_event(state, t, peak):
@@ -256,12 +260,17 @@ class Session:
         MEMORY_KINDS event only when it differs from the last one written for the slot: most
         steps change none of them."""
         kinds = tuple(kinds)
-        if kinds == state.kinds:
+        step = 0 if self.step is None else self.step
+        # Written again now and then although unchanged: the channel's event ring is bounded,
+        # and a monitor started later must still find the figures in it.
+        due = state.kinds_step is None or step - state.kinds_step >= _KINDS_AGAIN_STEPS
+        if kinds == state.kinds and not due:
             return False
         if t is None:
             t = self.clock()
-        self._event(t, L.EV_MEMORY_KINDS, state.slot, kinds)
+        self._event(t, L.EV_MEMORY_KINDS, state.slot, kinds, step=step)
         state.kinds = kinds
+        state.kinds_step = step
         return True
 
     # -- phases and labels ------------------------------------------------------------------

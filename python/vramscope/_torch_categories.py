@@ -11,11 +11,15 @@ its size rounded up to 512 bytes, the caching allocator's smallest unit, which i
 bytes as they are.
 
 Parameters, buffers and optimizer state change rarely (a new parameter group, AdamW's state
-made at its first step), so they are counted again only when what they are made of
-changed: the parameters by identity and storage, the optimizer state by its number of
-entries. Gradients come and go every step (`zero_grad(set_to_none=True)`), so they are read
-at every call: one attribute per parameter.
+made at its first step, a checkpoint loaded), so they are counted again only when what they
+are made of changed: the parameters by identity and storage address, the optimizer state by
+the identity of each parameter's state. Gradients come and go every step
+(`zero_grad(set_to_none=True)`), so they are read at every call: one attribute per
+parameter. The parameters are held weakly: a model the program drops is freed, not kept on
+the GPU by its count.
 """
+
+import weakref
 
 PARAMETERS = "parameters"
 BUFFERS = "buffers"
@@ -105,7 +109,10 @@ class Categories:
         out = {device: dict(kinds) for device, kinds in self._stable.items()}
         seen = set()
         block = CUDA_BLOCK
-        for param, device in self._params:
+        for ref, device in self._params:
+            param = ref()
+            if param is None:
+                continue
             grad = param.grad
             if grad is None:
                 continue
@@ -136,9 +143,13 @@ class Categories:
         step) is seen at the next change of these."""
         parts = [tuple(map(id, modules))]
         for optimizer in optimizers:
-            parts.append(len(optimizer.state))
+            # `load_state_dict` replaces each parameter's state; AdamW's first step makes it.
+            parts.append(tuple(map(id, optimizer.state.values())))
             for group in optimizer.param_groups:
-                parts.append(tuple(map(id, group.get("params", ()))))
+                params = group.get("params", ())
+                parts.append(tuple(map(id, params)))
+                # `p.data = ...` (a cast, an offload) keeps the parameter, not its storage.
+                parts.append(tuple(p.untyped_storage().data_ptr() for p in params))
         return tuple(parts)
 
     def _count_stable(self, optimizers, modules):
@@ -152,7 +163,7 @@ class Categories:
         for param in params:
             if id(param) in unique:
                 continue
-            unique[id(param)] = (param, _device_key(param))
+            unique[id(param)] = (weakref.ref(param), _device_key(param))
             counted.add(PARAMETERS, param)
         for module in modules:
             for buffer in module.buffers():

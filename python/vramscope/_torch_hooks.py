@@ -17,10 +17,14 @@ from . import _torch_virtual
 
 def _replay_step(rt, t, readings, kinds=()):
     rt.adapter.replay(rt.session, t, readings)
-    for device, figures in kinds:
-        state = rt.adapter.slot_of_device(rt.session, device)
-        if state is not None:
-            rt.session.memory_kinds(state, figures, t)
+    try:
+        for device, figures in kinds:
+            state = rt.adapter.slot_of_device(rt.session, device)
+            if state is not None:
+                rt.session.memory_kinds(state, figures, t)
+    except Exception as e:
+        # The step's end is never lost to the memory by kind.
+        _runtime.internal_error(e)
     rt.session.end_step(t)
 
 

@@ -171,7 +171,8 @@ fn note_marks(
                     let kind = match e.kind {
                         // One mark per failure, from the fold (`Writers::oom_marks`).
                         EventKind::Oom { .. } | EventKind::OomError { .. } => continue,
-                        EventKind::StepEnd { .. } => continue,
+                        // Step-level bookkeeping, not moments to jump to.
+                        EventKind::StepEnd { .. } | EventKind::MemoryKinds { .. } => continue,
                         _ => MarkKind::Event,
                     };
                     // The status line says it to a person: `new peak`, not `new_high_water`.

@@ -21,7 +21,8 @@
 //!
 //! Between full ticks, the fast memory sampling (`--peak-interval`) wakes the same worker to
 //! read each GPU's used memory alone, behind the same per-GPU locks and under the same
-//! watchdog (rung by the alarm the full tick before set for just after the next is due): a
+//! watchdog (rung by an alarm the full tick before set for just after the next is due, at most
+//! `PEEK_WATCH_MS` ahead, which the peeks of a longer period set again as it nears): a
 //! peek blocked in the driver holds one GPU like a blocked full sample, and a peek tick
 //! missed while a call blocks is skipped, not made up. A peek sends nothing: each
 //! GPU's sampler keeps the highest reading and hands it over with its next full sample, so the
@@ -43,6 +44,10 @@ use std::time::{Duration, Instant};
 /// A call running longer than this is taken to be stuck. NVML's slowest normal call (PCIe
 /// throughput) takes about 20 ms.
 const STUCK_AFTER_MS: u64 = 500;
+/// The longest the alarm is set ahead to watch the peeks: a stuck peek starts a spare worker
+/// within this (plus `STUCK_AFTER_MS`) however long the refresh period, at the cost of one
+/// syscall per this long from the peeks of a long period.
+const PEEK_WATCH_MS: u64 = 2000;
 /// How often the watchdog looks where no alarm could be made.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 /// Host figures (RAM, and each GPU process's RSS and CPU %) move slowly: sampled more often
@@ -83,6 +88,9 @@ struct Shared {
     closed: AtomicBool,
     /// Rings the watchdog; `None` where no timerfd could be made, and the watchdog polls.
     alarm: Option<Alarm>,
+    /// When the alarm is set to ring (`clock_ms`); 0: not set. A peek reads it to know
+    /// whether a ring is still to come without a syscall.
+    alarm_at_ms: AtomicU64,
 }
 
 /// What the watchdog can see of one worker.
@@ -123,13 +131,32 @@ impl Shared {
     fn ring_watchdog_in(&self, after: Duration) {
         if let Some(alarm) = &self.alarm {
             alarm.set(after);
+            let at = self.clock_ms() + after.as_millis() as u64;
+            self.alarm_at_ms.store(at, Ordering::Relaxed);
         }
     }
 
     fn calm_watchdog(&self) {
         if let Some(alarm) = &self.alarm {
             alarm.cancel();
+            self.alarm_at_ms.store(0, Ordering::Relaxed);
         }
+    }
+
+    /// Sets the alarm to ring `STUCK_AFTER_MS` after the next full tick is due, or after
+    /// `PEEK_WATCH_MS` if that comes first: the watch over the peeks until then.
+    fn watch_peeks(&self, interval_ms: u64) {
+        let (next_full, _) = self.schedule.next(interval_ms, None);
+        let ahead = next_full
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(PEEK_WATCH_MS));
+        self.ring_watchdog_in(ahead + Duration::from_millis(STUCK_AFTER_MS + 1));
+    }
+
+    /// Whether the alarm will ring no sooner than `STUCK_AFTER_MS` from now: a call
+    /// starting now that sticks is then caught by it.
+    fn watched_from_now(&self) -> bool {
+        self.alarm_at_ms.load(Ordering::Relaxed) > self.clock_ms() + STUCK_AFTER_MS
     }
 }
 
@@ -155,6 +182,7 @@ impl Pool {
             kicked: Condvar::new(),
             closed: AtomicBool::new(false),
             alarm: Alarm::new().ok(),
+            alarm_at_ms: AtomicU64::new(0),
         });
         spawn_worker(&shared, tx.clone());
         {
@@ -270,17 +298,25 @@ where
     }
 }
 
-/// A peek tick (`Jobs::peek`). It touches no alarm: the full tick before it set the watchdog
-/// to ring just after the next full tick is due (`run_jobs`), and every full tick sets it
-/// again on starting. So a peek stuck in the driver keeps that tick from starting, and the
-/// alarm rings and starts a spare worker no later than `STUCK_AFTER_MS` after the refresh it
-/// held up was due, the most a stuck full tick may hold up the next. A healthy peek makes no
-/// syscall but its NVML read: on a virtual machine a syscall that sets a timer costs
-/// microseconds, and at nine peeks a second that was a tenth of the monitor's sampling CPU.
+/// A peek tick (`Jobs::peek`). It normally touches no alarm: the full tick before it set the
+/// watchdog to ring just after the next full tick is due, or `PEEK_WATCH_MS` ahead if sooner
+/// (`run_jobs`), and every full tick sets it again on starting. So a peek stuck in the driver
+/// keeps that tick from starting, and the alarm rings and starts a spare worker at most
+/// `PEEK_WATCH_MS` + `STUCK_AFTER_MS` after the peek stuck. A peek that finds the ring less
+/// than `STUCK_AFTER_MS` away, or none to come (a long period's watch running out; the refresh
+/// period changed since the last full tick, which had no peeks to watch or set the alarm by
+/// the old period; a full tick a late peek made the schedule skip), sets it again first. A
+/// healthy peek at a 1 s refresh thus makes no syscall but its NVML read: on a virtual machine
+/// a syscall that sets a timer costs microseconds, and at nine peeks a second that was a
+/// tenth of the monitor's sampling CPU.
 fn peek_gpus(shared: &Shared, me: &Worker) {
-    if shared.peek_ms.is_some() {
-        shared.jobs.peek(&Watched { shared, me });
+    if shared.peek_ms.is_none() {
+        return;
     }
+    if !shared.watched_from_now() {
+        shared.watch_peeks(shared.interval_ms.load(Ordering::Relaxed));
+    }
+    shared.jobs.peek(&Watched { shared, me });
 }
 
 /// One tick (`Jobs::tick`), watched.
@@ -288,13 +324,11 @@ fn peek_gpus(shared: &Shared, me: &Worker) {
 /// `STUCK_AFTER_MS` after the next full tick is due, which that tick's start replaces: the
 /// watch over the peeks between (`peek_gpus`).
 fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
-    let stuck_after = Duration::from_millis(STUCK_AFTER_MS + 1);
-    shared.ring_watchdog_in(stuck_after);
+    shared.ring_watchdog_in(Duration::from_millis(STUCK_AFTER_MS + 1));
     let interval_ms = shared.interval_ms.load(Ordering::Relaxed);
     let batch = shared.jobs.tick(interval_ms, &Watched { shared, me });
     if peeks_between(interval_ms, shared.peek_ms) {
-        let (next_full, _) = shared.schedule.next(interval_ms, None);
-        shared.ring_watchdog_in(next_full.saturating_duration_since(Instant::now()) + stuck_after);
+        shared.watch_peeks(interval_ms);
     } else {
         shared.calm_watchdog();
     }

@@ -304,6 +304,37 @@ fn event_detail(kind: &EventKind) -> String {
         EventKind::ForeignPeakReset { before, after } | EventKind::EmptyCache { before, after } => {
             format!("{} -> {}", b(before), b(after))
         }
+        EventKind::MemoryKinds {
+            parameters,
+            buffers,
+            gradients,
+            optimizer_state,
+        } => format!(
+            "params {}, buffers {}, grads {}, optimizer {}",
+            b(parameters),
+            b(buffers),
+            b(gradients),
+            b(optimizer_state)
+        ),
         _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod event_detail_tests {
+    use super::*;
+    use crate::model::absent::Absent;
+
+    #[test]
+    fn memory_by_kind_names_each_figure_and_an_unknown_one_is_na_not_zero() {
+        let kind = EventKind::MemoryKinds {
+            parameters: Ok(4 << 30),
+            buffers: Err(Absent::NotSupported),
+            gradients: Ok(4 << 30),
+            optimizer_state: Ok(8 << 30),
+        };
+        let text = event_detail(&kind);
+        assert!(text.starts_with("params 4.00 GiB, buffers n/a"), "{text}");
+        assert!(text.ends_with("optimizer 8.00 GiB"), "{text}");
     }
 }
