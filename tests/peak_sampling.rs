@@ -5,7 +5,7 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{GIB, Scenario, h100, stderr};
+use common::{GIB, Scenario, h100, stderr, threads_named};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -191,16 +191,7 @@ fn a_peek_blocked_in_the_driver_holds_only_its_gpu_and_piles_nothing_up() {
             .0
     );
     let pid = t.pid();
-    let samplers = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks
-                    .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-                    .filter(|comm| comm.trim() == "sampler")
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let samplers = || threads_named(pid, "sampler");
     let most_samplers = std::cell::Cell::new(0);
     let (ok, screen) = t.wait_for(Duration::from_secs(8), |s| {
         most_samplers.set(most_samplers.get().max(samplers()));
@@ -243,16 +234,7 @@ fn a_peek_blocked_at_a_long_refresh_period_still_gets_a_spare_within_seconds() {
             .0
     );
     let pid = t.pid();
-    let samplers = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks
-                    .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-                    .filter(|comm| comm.trim() == "sampler")
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let samplers = || threads_named(pid, "sampler");
     // Blocked from about 3.1 s: caught within 2.5 s of it (the watch's 2 s and the 0.5 s a
     // call may take), long before the 30 s tick; the wait leaves a loaded machine room.
     let deadline = std::time::Instant::now() + Duration::from_secs(8);

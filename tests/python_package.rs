@@ -80,6 +80,35 @@ fn python_adapters_pass_against_the_real_torch_and_jax() {
     assert!(ran >= 30, "only {ran} tests ran:\n{log}");
 }
 
+/// `docs/benchmarks.md`'s command for what counting memory by kind costs a step: it runs
+/// against the real torch and prints a figure for each model of the MemTracker tests.
+#[test]
+fn the_memory_by_kind_benchmark_runs_against_the_real_torch() {
+    let Some(python) = real_packages_python() else {
+        return;
+    };
+    let out = Command::new(&python)
+        .arg("python/bench/bench_categories.py")
+        .current_dir(REPO)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env_remove("PYTHONPATH")
+        .output()
+        .unwrap_or_else(|e| panic!("run {python}: {e}"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for model in ["Mlp", "TiedLm", "Transformer", "Cnn", "Checkpointed"] {
+        assert!(
+            text.lines()
+                .any(|l| l.trim_start().starts_with(model) && l.ends_with("% of the step")),
+            "no figure for {model}:\n{text}"
+        );
+    }
+}
+
 #[test]
 fn python_sources_parse_as_python_3_8() {
     let check = r#"

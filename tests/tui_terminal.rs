@@ -4,7 +4,7 @@
 mod common;
 
 use common::tmux::{self, Tmux};
-use common::{GIB, Scenario, h100};
+use common::{GIB, Scenario, h100, threads_named};
 use serde_json::json;
 use std::time::Duration;
 
@@ -142,16 +142,7 @@ fn a_call_blocking_five_seconds_freezes_neither_input_nor_the_other_gpu() {
     );
     t.keys(&["Escape"]);
     let pid = t.pid();
-    let samplers = || {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map(|tasks| {
-                tasks
-                    .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-                    .filter(|comm| comm.trim() == "sampler")
-                    .count()
-            })
-            .unwrap_or(0)
-    };
+    let samplers = || threads_named(pid, "sampler");
     // Counted while waiting, so a slow machine that reaches the check after the call has
     // returned (and the spare has left) does not fail it.
     let most_samplers = std::cell::Cell::new(0);

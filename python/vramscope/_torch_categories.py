@@ -36,14 +36,18 @@ def _device_key(tensor):
     return (device.type, device.index)
 
 
+def _held(device, size):
+    """The bytes a storage of `size` bytes holds on `device`: its allocator block on a GPU."""
+    if device[0] == "cuda":
+        return -(-size // CUDA_BLOCK) * CUDA_BLOCK
+    return size
+
+
 def _storage(tensor):
     """(device, storage address, bytes as the allocator holds them) of `tensor`'s storage."""
     storage = tensor.untyped_storage()
-    size = storage.nbytes()
     device = _device_key(tensor)
-    if device[0] == "cuda":
-        size = -(-size // CUDA_BLOCK) * CUDA_BLOCK
-    return device, storage.data_ptr(), size
+    return device, storage.data_ptr(), _held(device, storage.nbytes())
 
 
 def _optimizer_tensors(torch, optimizer):
@@ -108,7 +112,6 @@ class Categories:
             self._stable_key = key
         out = {device: dict(kinds) for device, kinds in self._stable.items()}
         seen = set()
-        block = CUDA_BLOCK
         for ref, device in self._params:
             param = ref()
             if param is None:
@@ -126,10 +129,8 @@ class Categories:
             if storage_key in seen or storage_key in self._seen:
                 continue
             seen.add(storage_key)
-            if device[0] == "cuda":
-                size = -(-size // block) * block
             kinds = out.setdefault(device, dict.fromkeys(KINDS, 0))
-            kinds[GRADIENTS] += size
+            kinds[GRADIENTS] += _held(device, size)
             # A storage both a gradient and the optimizer hold is the gradient's.
             shared = self._optimizer.get(storage_key)
             if shared is not None:

@@ -32,7 +32,7 @@ use super::alarm::Alarm;
 use super::channels::ChannelSampler;
 use super::jobs::{Jobs, Timer, lock};
 use super::nvml::DeviceSampler;
-use super::schedule::{Schedule, Tick};
+use super::schedule::{Schedule, Tick, peeks_between};
 use crate::model::SourceEvent;
 use crate::threads::{self, SpawnFailed};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -333,11 +333,6 @@ fn run_jobs(shared: &Shared, me: &Worker) -> Vec<SourceEvent> {
         shared.calm_watchdog();
     }
     batch
-}
-
-/// Whether peek ticks fall between full ticks at this refresh period.
-fn peeks_between(interval_ms: u64, peek_ms: Option<u64>) -> bool {
-    peek_ms.is_some_and(|p| p > 0 && p < interval_ms)
 }
 
 /// A worker leaves when another healthy worker is there to carry on: this is how the pool

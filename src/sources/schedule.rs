@@ -31,10 +31,16 @@ impl Schedule {
     }
 }
 
+/// Whether peek ticks fall between full ticks: a peek period set, and shorter than the
+/// refresh period.
+pub fn peeks_between(period_ms: u64, peek_ms: Option<u64>) -> bool {
+    peek_ms.is_some_and(|p| p > 0 && p < period_ms)
+}
+
 /// The next tick after `elapsed_ms` (ms since the epoch) and its kind.
 fn next_tick(elapsed_ms: u64, period_ms: u64, peek_ms: Option<u64>) -> (u64, Tick) {
     let full = (elapsed_ms / period_ms + 1) * period_ms;
-    match peek_ms.filter(|&p| p > 0 && p < period_ms) {
+    match peek_ms.filter(|_| peeks_between(period_ms, peek_ms)) {
         Some(p) => {
             let peek = (elapsed_ms / p + 1) * p;
             if peek < full {

@@ -207,6 +207,19 @@ pub fn tool_available(tool: &str, version_flag: &str, install: &str) -> bool {
 }
 
 /// `tool_available` for the Python tests' interpreter.
+/// How many of process `pid`'s threads are named `name` (`/proc/PID/task/*/comm`); 0 once
+/// the process is gone. The sampling pool's spare workers are counted this way.
+pub fn threads_named(pid: u32, name: &str) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+                .filter(|comm| comm.trim() == name)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 pub fn python3_available() -> bool {
     tool_available("python3", "--version", "apt-get install python3")
 }
