@@ -312,6 +312,19 @@ mod tests {
         }
     }
 
+    /// Waits until the shell `pid` sleeps in its `read`: its exec is then complete. `spawn`
+    /// can return while the kernel is still inside the exec (a vfork parent resumes once the
+    /// child has its new memory, before the auxiliary vector is written), and an identity read
+    /// then is not the one the running shell has.
+    fn reading_its_stdin(pid: i32) {
+        wait_until("the shell never waited on its stdin", || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('S'))
+            })
+        });
+    }
+
     /// Kills the child when the test ends, passed or failed.
     struct Killed(std::process::Child);
 
@@ -332,6 +345,7 @@ mod tests {
             .unwrap();
         let mut child = Killed(child);
         let pid = child.0.id() as i32;
+        reading_its_stdin(pid);
         let process = Process::bind(pid).unwrap();
         use std::io::Write;
         child.0.stdin.take().unwrap().write_all(b"go\n").unwrap();
@@ -361,6 +375,7 @@ mod tests {
             .unwrap();
         let mut child = Killed(child);
         let pid = child.0.id() as i32;
+        reading_its_stdin(pid);
         let process = Process::bind(pid).unwrap();
         assert_eq!(process.check(), Ok(()));
         let shown = process.identity();
