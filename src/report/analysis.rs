@@ -203,6 +203,9 @@ const TOP_SPIKES: usize = 5;
 /// not keep (reserved at the peak, the reserved peak, fragmentation, retries) and the spikes.
 #[derive(Default)]
 struct SlotExtras {
+    /// When the slot's previous sample was taken: a true peak belongs to a sample only when
+    /// it fell after the one before (two equal spikes are two moments).
+    last_point_ms: Option<u64>,
     /// The fold's true peak when `reserved_at_peak` was taken: `(value, at_ms)`.
     peak_seen: Option<(u64, u64)>,
     /// Reserved in the first sample at or after the allocated peak.
@@ -446,11 +449,17 @@ impl Analysis {
             let slot = usize::from(point.slot);
             let extras = self.extras.entry((path.clone(), slot)).or_default();
             let peak = fold.slots.get(slot).and_then(|s| s.true_peak());
+            let after = extras.last_point_ms.replace(point.at_ms);
             if let Some(top) = point.peak.max(point.allocated) {
                 // The sample that carries the true peak takes its step and phase (the
-                // spike happened before the sample, maybe in another step).
+                // spike happened before the sample, maybe in another step); a later spike
+                // as high is another moment, with its own sample's step.
                 extras.rises.push_with(point.at_ms, top, || {
-                    match peak.filter(|p| p.value == top && p.at_ms <= point.at_ms) {
+                    match peak.filter(|p| {
+                        p.value == top
+                            && p.at_ms <= point.at_ms
+                            && after.is_none_or(|last| p.at_ms > last)
+                    }) {
                         Some(p) => (p.step, p.phase.clone()),
                         None => (point.step, String::new()),
                     }
